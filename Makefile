@@ -1,0 +1,149 @@
+# devq build.  `make` builds the daemon, the client library and devctl;
+# `make check` runs the whole test suite; `make demo` shows it working;
+# `make deps` installs the Debian packages the build needs.
+
+BUILD   ?= build
+CC      ?= cc
+PREFIX  ?= /usr/local
+SAN     ?=
+
+# Debian package for each pkg-config module (and tool) the build needs.
+DEB_PACKAGES = build-essential pkg-config libuv1-dev libprotobuf-c-dev \
+               protobuf-c-compiler libsystemd-dev check
+PKG_libuv          = libuv1-dev
+PKG_libprotobuf-c  = libprotobuf-c-dev
+PKG_libsystemd     = libsystemd-dev
+PKG_check          = check
+MODULES = libuv libprotobuf-c libsystemd check
+
+NODEPS_GOALS = deps clean help demo
+ifeq ($(filter-out $(NODEPS_GOALS),$(or $(MAKECMDGOALS),all)),)
+else ifneq ($(DEVQ_SKIP_DEPCHECK),1)
+  ifeq ($(shell command -v pkg-config),)
+    $(error pkg-config not found: install it with 'apt-get install pkg-config' (or run 'make deps'))
+  endif
+  MISSING := $(strip $(foreach m,$(MODULES),$(if $(shell pkg-config --exists $(m) && echo y),,$(m))))
+  ifneq ($(MISSING),)
+    $(error missing libraries: $(MISSING); install them with 'apt-get install $(foreach m,$(MISSING),$(PKG_$(m)))' (or run 'make deps'))
+  endif
+  ifeq ($(shell command -v protoc-c),)
+    $(error protoc-c not found: install it with 'apt-get install protobuf-c-compiler' (or run 'make deps'))
+  endif
+endif
+
+WARN     = -Wall -Wextra -Werror
+CFLAGS  ?= -O2 -g
+ifeq ($(SAN),1)
+  CFLAGS  += -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+  LDFLAGS += -fsanitize=address,undefined
+endif
+ALL_CFLAGS = -std=c11 -D_GNU_SOURCE $(WARN) -fPIC -pthread $(CFLAGS) \
+             -Iproto -Ikernels -Idaemon -Iclient -I$(BUILD)/gen \
+             $(shell pkg-config --cflags libuv libprotobuf-c 2>/dev/null)
+LIBS_UV   = $(shell pkg-config --libs libuv 2>/dev/null)
+LIBS_PB   = $(shell pkg-config --libs libprotobuf-c 2>/dev/null)
+LIBS_SD   = $(shell pkg-config --libs libsystemd 2>/dev/null)
+LIBS_CK   = $(shell pkg-config --libs check 2>/dev/null)
+
+GEN_C = $(BUILD)/gen/devq.pb-c.c
+GEN_H = $(BUILD)/gen/devq.pb-c.h
+
+COMMON_SRC = proto/frame.c kernels/sig.c $(GEN_C)
+KERNEL_SRC = kernels/manifest.c kernels/cpu_kernels.c
+DAEMON_SRC = daemon/main.c daemon/server.c daemon/session.c daemon/sched.c \
+             daemon/validate.c daemon/buffer.c daemon/idmap.c daemon/log.c \
+             daemon/backend_cpu.c
+LIB_SRC    = client/libdevq.c
+DEVCTL_SRC = client/devctl.c
+
+obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(patsubst $(BUILD)/%,%,$(1)))
+
+COMMON_OBJ = $(call obj,$(COMMON_SRC))
+KERNEL_OBJ = $(call obj,$(KERNEL_SRC))
+DAEMON_OBJ = $(call obj,$(DAEMON_SRC))
+LIB_OBJ    = $(call obj,$(LIB_SRC))
+DEVCTL_OBJ = $(call obj,$(DEVCTL_SRC))
+
+TESTS = test_kernels test_frame test_daemon test_devctl
+TEST_BIN = $(addprefix $(BUILD)/tests/,$(TESTS))
+
+.PHONY: all deps check check-asan demo clean help install
+all: $(BUILD)/devqd $(BUILD)/devctl $(BUILD)/libdevq.so $(BUILD)/libdevq.a
+
+help:
+	@echo "make            build build/devqd, build/devctl, build/libdevq.{so,a}"
+	@echo "make check      build and run the whole test suite"
+	@echo "make check-asan the test suite built with ASan+UBSan (in build-asan/)"
+	@echo "make demo       start devqd on a private socket and drive it with devctl"
+	@echo "make deps       apt-get install what the build needs: $(DEB_PACKAGES)"
+
+deps:
+	@if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	$$SUDO apt-get update && \
+	DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y --no-install-recommends $(DEB_PACKAGES)
+
+$(GEN_C) $(GEN_H): proto/devq.proto
+	@mkdir -p $(BUILD)/gen
+	protoc-c --proto_path=proto --c_out=$(BUILD)/gen proto/devq.proto
+
+# Generated code is not ours to lint: no -Werror on it.
+$(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c $(GEN_H)
+	@mkdir -p $(dir $@)
+	$(CC) $(filter-out -Werror,$(ALL_CFLAGS)) -MMD -MP -c $< -o $@
+
+$(BUILD)/obj/%.o: %.c $(GEN_H)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/devqd: $(DAEMON_OBJ) $(KERNEL_OBJ) $(COMMON_OBJ)
+	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_UV) $(LIBS_PB) $(LIBS_SD) -lm
+
+$(BUILD)/libdevq.a: $(LIB_OBJ) $(COMMON_OBJ)
+	rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/libdevq.so: $(LIB_OBJ) $(COMMON_OBJ)
+	$(CC) $(LDFLAGS) -shared -Wl,-soname,libdevq.so.0 -pthread -o $@ $^ $(LIBS_PB)
+
+$(BUILD)/devctl: $(DEVCTL_OBJ) $(BUILD)/libdevq.a
+	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) -lm
+
+$(BUILD)/tests/test_kernels: $(call obj,tests/test_kernels.c) $(KERNEL_OBJ) $(call obj,kernels/sig.c)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_CK) -lm
+
+$(BUILD)/tests/test_frame: $(call obj,tests/test_frame.c) $(COMMON_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) $(LIBS_CK) -lm
+
+$(BUILD)/tests/test_daemon: $(call obj,tests/test_daemon.c tests/harness.c) $(BUILD)/libdevq.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) $(LIBS_CK) -lm
+
+$(BUILD)/tests/test_devctl: $(call obj,tests/test_devctl.c tests/harness.c) $(BUILD)/libdevq.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) $(LIBS_CK) -lm
+
+# Each test program prints Check's summary; the last line sums them up.
+check: all $(TEST_BIN)
+	@pass=0; fail=0; \
+	for t in $(TESTS); do \
+	  echo "== $$t"; \
+	  if DEVQ_BUILD=$(BUILD) DEVQ_SANITIZER=$(SAN) $(BUILD)/tests/$$t; then pass=$$((pass+1)); \
+	  else fail=$$((fail+1)); echo "FAILED: $$t"; fi; \
+	done; \
+	echo "$$pass passed, $$fail failed"; [ $$fail = 0 ]
+
+check-asan:
+	$(MAKE) BUILD=build-asan SAN=1 check
+
+demo: 
+	@if ! pkg-config --exists $(MODULES) 2>/dev/null || ! command -v protoc-c >/dev/null; then \
+	  echo "demo: installing build dependencies (make deps)"; $(MAKE) deps; fi
+	@$(MAKE) --no-print-directory all
+	@BUILD=$(BUILD) sh tools/demo.sh
+
+clean:
+	rm -rf build build-asan
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

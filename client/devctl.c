@@ -1,0 +1,814 @@
+/* devctl: the command-line client of devqd. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "devq.h"
+#include "kernels.h"
+
+#define MAX_SEGS 64
+
+static const char *prog = "devctl";
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: devctl [--socket PATH] COMMAND [ARG]...\n"
+		"Talk to devqd (socket: --socket, else $DEVQ_SOCKET, else %s).\n"
+		"\n"
+		"Commands:\n"
+		"  submit EXEC [NAME=VALUE]... [OPTION]... [:: EXEC ...]...\n"
+		"      Run executable EXEC and wait for its completion(s).  Arguments:\n"
+		"        NAME=VALUE        a scalar (decimal, 0x hex, or a float for f32/f64)\n"
+		"        NAME=@FILE        a shared buffer holding FILE's bytes\n"
+		"        NAME=size:BYTES   a zero-filled shared buffer of BYTES bytes\n"
+		"        NAME=%%OTHER       the buffer made for argument OTHER earlier in this\n"
+		"                          command (after ::)\n"
+		"      A missing u64 extent (such as n) is taken from the first buffer sized by\n"
+		"      it; a missing output buffer of fixed size (out:out u64[1]) is created.\n"
+		"      Options (per op, after its arguments):\n"
+		"        --queue N         submit on queue N (default 0)\n"
+		"        --repeat N        submit the op N times (default 1)\n"
+		"        --wait Q:K        wait for point K of queue Q first (repeatable)\n"
+		"        --out NAME=FILE   after completion, write buffer NAME to FILE\n"
+		"        --json            one JSON object per completed op\n"
+		"      '::' starts another op in the same session, so ops can share buffers and\n"
+		"      wait on each other; conflicting buffer accesses are ordered anyway.\n"
+		"      Exit status: 0 when every op succeeded, 1 when one failed, 2 on usage\n"
+		"      errors, 3 when devqd cannot be reached or refused the request.\n"
+		"  list [--json]       executables and their signatures\n"
+		"  status [--json]     sessions, queues, ops in flight, buffers and totals\n"
+		"  help                this text\n",
+		DEVQ_DEFAULT_SOCKET);
+}
+
+static void json_str(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		if (c == '"' || c == '\\')
+			fprintf(f, "\\%c", c);
+		else if (c < 0x20)
+			fprintf(f, "\\u%04x", c);
+		else
+			fputc(c, f);
+	}
+	fputc('"', f);
+}
+
+static int connect_or_die(const char *sock, devq **q)
+{
+	int r = devq_connect(sock, "devctl", q);
+	if (r < 0) {
+		fprintf(stderr, "%s: %s\n", prog, *q ? devq_last_error(*q) : strerror(-r));
+		devq_disconnect(*q);
+		*q = NULL;
+		return 3;
+	}
+	return 0;
+}
+
+/* ---- list / status --------------------------------------------------- */
+
+static int cmd_list(const char *sock, int argc, char **argv)
+{
+	bool json = false;
+	for (int i = 0; i < argc; i++) {
+		if (!strcmp(argv[i], "--json")) {
+			json = true;
+		} else {
+			fprintf(stderr, "%s list: unknown argument '%s'\n", prog, argv[i]);
+			return 2;
+		}
+	}
+	devq *q;
+	int r = connect_or_die(sock, &q);
+	if (r)
+		return r;
+	const struct devq_exec *l;
+	size_t n;
+	if (devq_exec_list(q, &l, &n) < 0) {
+		fprintf(stderr, "%s: %s\n", prog, devq_last_error(q));
+		devq_disconnect(q);
+		return 3;
+	}
+	if (json)
+		printf("[");
+	for (size_t i = 0; i < n; i++) {
+		if (json) {
+			printf("%s{\"id\":%u,\"name\":", i ? "," : "", l[i].id);
+			json_str(stdout, l[i].name);
+			printf(",\"signature\":");
+			json_str(stdout, l[i].signature);
+			printf("}");
+		} else {
+			printf("%s(%s)\n", l[i].name, l[i].signature);
+		}
+	}
+	if (json)
+		printf("]\n");
+	devq_disconnect(q);
+	return 0;
+}
+
+static int cmd_status(const char *sock, int argc, char **argv)
+{
+	bool json = false;
+	for (int i = 0; i < argc; i++) {
+		if (!strcmp(argv[i], "--json")) {
+			json = true;
+		} else {
+			fprintf(stderr, "%s status: unknown argument '%s'\n", prog, argv[i]);
+			return 2;
+		}
+	}
+	devq *q;
+	int r = connect_or_die(sock, &q);
+	if (r)
+		return r;
+	struct devq_status *s;
+	if (devq_get_status(q, &s) < 0) {
+		fprintf(stderr, "%s: %s\n", prog, devq_last_error(q));
+		devq_disconnect(q);
+		return 3;
+	}
+	uint64_t self = devq_get_info(q)->session;
+	/* This connection is itself a session; leave it out of the picture. */
+	size_t others = 0;
+	for (size_t i = 0; i < s->nsessions; i++)
+		others += s->sessions[i].id != self;
+	if (json) {
+		printf("{\"backend\":");
+		json_str(stdout, s->backend);
+		printf(",\"device\":");
+		json_str(stdout, s->device);
+		printf(",\"streams\":%u,\"uptime_ns\":%" PRIu64 ",\"ops_in_flight\":%" PRIu64
+		       ",\"buffers\":%u,\"bytes_mapped\":%" PRIu64 ",\"sessions_total\":%" PRIu64
+		       ",\"ops_completed\":%" PRIu64 ",\"ops_failed\":%" PRIu64 ",\"sessions\":[",
+		       s->streams, s->uptime_ns, s->ops_in_flight, s->buffers, s->bytes_mapped,
+		       s->sessions_total, s->ops_completed, s->ops_failed);
+		size_t k = 0;
+		for (size_t i = 0; i < s->nsessions; i++) {
+			const struct devq_session_info *x = &s->sessions[i];
+			if (x->id == self)
+				continue;
+			printf("%s{\"id\":%" PRIu64 ",\"pid\":%u,\"uid\":%u,\"name\":", k++ ? "," : "",
+			       x->id, x->pid, x->uid);
+			json_str(stdout, x->name);
+			printf(",\"queues\":%u,\"ops_in_flight\":%" PRIu64 ",\"buffers\":%u,"
+			       "\"bytes_mapped\":%" PRIu64 ",\"ops_completed\":%" PRIu64 "}",
+			       x->queues, x->ops_in_flight, x->buffers, x->bytes_mapped,
+			       x->ops_completed);
+		}
+		printf("]}\n");
+	} else {
+		printf("backend:        %s (%s), %u streams\n", s->backend, s->device, s->streams);
+		printf("uptime:         %.1f s\n", (double)s->uptime_ns / 1e9);
+		printf("sessions:       %zu now, %" PRIu64 " since start\n", others,
+		       s->sessions_total);
+		printf("ops in flight:  %" PRIu64 "\n", s->ops_in_flight);
+		printf("buffers:        %u (%.1f MiB mapped)\n", s->buffers,
+		       (double)s->bytes_mapped / 1048576.0);
+		printf("ops completed:  %" PRIu64 " (%" PRIu64 " failed)\n", s->ops_completed,
+		       s->ops_failed);
+		if (others)
+			printf("\n%8s %8s %6s %-16s %6s %9s %7s %10s %10s\n", "SESSION", "PID", "UID",
+			       "NAME", "QUEUES", "INFLIGHT", "BUFFERS", "MAPPED", "COMPLETED");
+		for (size_t i = 0; i < s->nsessions; i++) {
+			const struct devq_session_info *x = &s->sessions[i];
+			if (x->id == self)
+				continue;
+			printf("%8" PRIu64 " %8u %6u %-16.16s %6u %9" PRIu64 " %7u %9.1fM %10" PRIu64
+			       "\n",
+			       x->id, x->pid, x->uid, x->name, x->queues, x->ops_in_flight,
+			       x->buffers, (double)x->bytes_mapped / 1048576.0, x->ops_completed);
+		}
+	}
+	devq_status_free(s);
+	devq_disconnect(q);
+	return 0;
+}
+
+/* ---- submit ---------------------------------------------------------- */
+
+struct named_buf {
+	char name[DEVQ_MAX_NAME];
+	struct devq_buffer *b;
+	const char *file; /* --out target */
+};
+
+struct seg {
+	const char *exec_name;
+	const struct devq_exec *exec;
+	struct devq_sig sig;
+	char *vals[DEVQ_MAX_PARAMS]; /* argument text by parameter */
+	uint32_t queue;
+	uint64_t repeat;
+	struct devq_wait waits[16];
+	size_t nwaits;
+	struct devq_arg args[DEVQ_MAX_PARAMS];
+	struct devq_buffer *bufs[DEVQ_MAX_PARAMS];
+};
+
+struct submit_ctx {
+	devq *q;
+	struct seg segs[MAX_SEGS];
+	size_t nsegs;
+	struct named_buf nb[MAX_SEGS * DEVQ_MAX_PARAMS];
+	size_t nnb;
+	struct {
+		const char *name, *file;
+	} outs[64];
+	size_t nouts;
+	bool json;
+};
+
+static int parse_uint(const char *s, uint64_t max, uint64_t *out)
+{
+	char *end;
+	errno = 0;
+	if (!*s || *s == '-')
+		return -EINVAL;
+	unsigned long long v = strtoull(s, &end, 0);
+	if (errno || *end || v > max)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+static struct named_buf *find_named(struct submit_ctx *c, const char *name)
+{
+	for (size_t i = c->nnb; i-- > 0;)
+		if (!strcmp(c->nb[i].name, name))
+			return &c->nb[i];
+	return NULL;
+}
+
+static int add_named(struct submit_ctx *c, const char *name, struct devq_buffer *b)
+{
+	struct named_buf *n = &c->nb[c->nnb++];
+	snprintf(n->name, sizeof(n->name), "%s", name);
+	n->b = b;
+	return 0;
+}
+
+static int make_buffer(struct submit_ctx *c, const char *param, const char *val,
+		       struct devq_buffer **out)
+{
+	if (val[0] == '%') {
+		struct named_buf *n = find_named(c, val + 1);
+		if (!n) {
+			fprintf(stderr, "%s: argument '%s': no earlier buffer argument named '%s'\n",
+				prog, param, val + 1);
+			return 2;
+		}
+		*out = n->b;
+		return 0;
+	}
+	uint64_t size;
+	int fd = -1;
+	if (val[0] == '@') {
+		fd = open(val + 1, O_RDONLY | O_CLOEXEC);
+		struct stat st;
+		if (fd < 0 || fstat(fd, &st) < 0) {
+			fprintf(stderr, "%s: argument '%s': cannot read %s: %s\n", prog, param,
+				val + 1, strerror(errno));
+			if (fd >= 0)
+				close(fd);
+			return 2;
+		}
+		size = (uint64_t)st.st_size;
+		if (size == 0) {
+			fprintf(stderr, "%s: argument '%s': %s is empty\n", prog, param, val + 1);
+			close(fd);
+			return 2;
+		}
+	} else if (!strncmp(val, "size:", 5)) {
+		if (parse_uint(val + 5, UINT64_MAX, &size) < 0 || size == 0) {
+			fprintf(stderr, "%s: argument '%s': '%s' is not a positive byte count\n", prog,
+				param, val + 5);
+			return 2;
+		}
+	} else {
+		fprintf(stderr,
+			"%s: argument '%s' is a buffer: give @FILE, size:BYTES or %%NAME, not '%s'\n",
+			prog, param, val);
+		return 2;
+	}
+	struct devq_buffer *b;
+	if (devq_buffer_create(c->q, size, DEVQ_BUFFER_SHARED, &b) < 0) {
+		fprintf(stderr, "%s: argument '%s': %s\n", prog, param, devq_last_error(c->q));
+		if (fd >= 0)
+			close(fd);
+		return 3;
+	}
+	if (fd >= 0) {
+		uint64_t got = 0;
+		while (got < size) {
+			ssize_t n = read(fd, (char *)b->map + got, size - got);
+			if (n <= 0) {
+				fprintf(stderr, "%s: argument '%s': reading %s failed\n", prog, param,
+					val + 1);
+				close(fd);
+				return 2;
+			}
+			got += (uint64_t)n;
+		}
+		close(fd);
+	}
+	add_named(c, param, b);
+	*out = b;
+	return 0;
+}
+
+/* Turns the segment's argument text into typed arguments. */
+static int build_args(struct submit_ctx *c, struct seg *s)
+{
+	const struct devq_sig *sig = &s->sig;
+	int r;
+	/* Buffers first: a missing extent is inferred from them. */
+	for (unsigned p = 0; p < sig->nparams; p++) {
+		const struct devq_param *pp = &sig->p[p];
+		if (pp->access == DEVQ_ACC_SCALAR || !s->vals[p])
+			continue;
+		if ((r = make_buffer(c, pp->name, s->vals[p], &s->bufs[p])))
+			return r;
+	}
+	union devq_kval kv[DEVQ_MAX_PARAMS] = { 0 };
+	for (unsigned p = 0; p < sig->nparams; p++) {
+		const struct devq_param *pp = &sig->p[p];
+		struct devq_arg *a = &s->args[p];
+		a->name = pp->name;
+		if (pp->access != DEVQ_ACC_SCALAR)
+			continue;
+		const char *v = s->vals[p];
+		if (!v) {
+			/* Infer an extent from the first buffer it sizes. */
+			for (unsigned b = 0; b < sig->nparams && pp->type == DEVQ_T_U64; b++) {
+				if (sig->p[b].extent_param == (int)p && s->bufs[b]) {
+					kv[p].u64 = s->bufs[b]->size / devq_type_size(sig->p[b].type);
+					a->type = DEVQ_ARG_U64;
+					a->v.u64 = kv[p].u64;
+					v = "";
+					break;
+				}
+			}
+			if (!v) {
+				fprintf(stderr, "%s: %s: argument '%s' (%s) missing\n", prog,
+					s->exec_name, pp->name, devq_type_name(pp->type));
+				return 2;
+			}
+			continue;
+		}
+		uint64_t u;
+		char *end;
+		switch (pp->type) {
+		case DEVQ_T_U64:
+		case DEVQ_T_U32:
+			if (parse_uint(v, pp->type == DEVQ_T_U32 ? UINT32_MAX : UINT64_MAX, &u) < 0) {
+				fprintf(stderr, "%s: argument '%s': '%s' is not a %s\n", prog, pp->name,
+					v, devq_type_name(pp->type));
+				return 2;
+			}
+			a->type = pp->type == DEVQ_T_U32 ? DEVQ_ARG_U32 : DEVQ_ARG_U64;
+			if (pp->type == DEVQ_T_U32)
+				a->v.u32 = (uint32_t)u;
+			else
+				a->v.u64 = u;
+			kv[p].u64 = u;
+			break;
+		case DEVQ_T_I32:
+		case DEVQ_T_I64: {
+			errno = 0;
+			long long x = strtoll(v, &end, 0);
+			if (errno || !*v || *end ||
+			    (pp->type == DEVQ_T_I32 && (x < INT32_MIN || x > INT32_MAX))) {
+				fprintf(stderr, "%s: argument '%s': '%s' is not a %s\n", prog, pp->name,
+					v, devq_type_name(pp->type));
+				return 2;
+			}
+			a->type = pp->type == DEVQ_T_I32 ? DEVQ_ARG_I32 : DEVQ_ARG_I64;
+			if (pp->type == DEVQ_T_I32)
+				a->v.i32 = (int32_t)x;
+			else
+				a->v.i64 = x;
+			break;
+		}
+		case DEVQ_T_F32:
+		case DEVQ_T_F64: {
+			errno = 0;
+			double x = strtod(v, &end);
+			if (errno || !*v || *end) {
+				fprintf(stderr, "%s: argument '%s': '%s' is not a number\n", prog,
+					pp->name, v);
+				return 2;
+			}
+			a->type = pp->type == DEVQ_T_F32 ? DEVQ_ARG_F32 : DEVQ_ARG_F64;
+			if (pp->type == DEVQ_T_F32)
+				a->v.f32 = (float)x;
+			else
+				a->v.f64 = x;
+			break;
+		}
+		default:
+			fprintf(stderr, "%s: argument '%s': unsupported scalar type\n", prog, pp->name);
+			return 2;
+		}
+	}
+	/* Output buffers of computable size that were not given are made. */
+	for (unsigned p = 0; p < sig->nparams; p++) {
+		const struct devq_param *pp = &sig->p[p];
+		if (pp->access == DEVQ_ACC_SCALAR)
+			continue;
+		if (!s->bufs[p]) {
+			uint64_t bytes;
+			if (pp->access != DEVQ_ACC_OUT ||
+			    devq_sig_extent_bytes(sig, p, kv, &bytes) < 0 || bytes == 0) {
+				fprintf(stderr,
+					"%s: %s: buffer argument '%s' (%s %s[]) missing: give "
+					"%s=@FILE or %s=size:BYTES\n",
+					prog, s->exec_name, pp->name, devq_access_name(pp->access),
+					devq_type_name(pp->type), pp->name, pp->name);
+				return 2;
+			}
+			char spec[40];
+			snprintf(spec, sizeof(spec), "size:%" PRIu64, bytes);
+			if ((r = make_buffer(c, pp->name, spec, &s->bufs[p])))
+				return r;
+		}
+		s->args[p].type = DEVQ_ARG_BUFFER;
+		s->args[p].v.buf.buf = s->bufs[p];
+		s->args[p].v.buf.offset = 0;
+	}
+	return 0;
+}
+
+static void print_value(const struct seg *s, unsigned p)
+{
+	const struct devq_param *pp = &s->sig.p[p];
+	const struct devq_buffer *b = s->bufs[p];
+	if (!b || !b->map || b->size > 64 || !(pp->access & DEVQ_ACC_OUT))
+		return;
+	size_t es = devq_type_size(pp->type), n = b->size / es;
+	printf("  %s =", pp->name);
+	for (size_t i = 0; i < n && i < 8; i++) {
+		const char *m = (const char *)b->map + i * es;
+		switch (pp->type) {
+		case DEVQ_T_U64: printf(" %" PRIu64 " (0x%016" PRIx64 ")", *(const uint64_t *)m, *(const uint64_t *)m); break;
+		case DEVQ_T_U32: printf(" %" PRIu32, *(const uint32_t *)m); break;
+		case DEVQ_T_F32: printf(" %.9g", (double)*(const float *)m); break;
+		case DEVQ_T_F64: printf(" %.17g", *(const double *)m); break;
+		default: printf(" 0x%02x", *(const unsigned char *)m); break;
+		}
+	}
+	printf("\n");
+}
+
+static void fmt_ns(char *buf, size_t n, uint64_t ns)
+{
+	if (ns < 10000)
+		snprintf(buf, n, "%" PRIu64 " ns", ns);
+	else if (ns < 10000000)
+		snprintf(buf, n, "%.1f us", (double)ns / 1e3);
+	else
+		snprintf(buf, n, "%.3f ms", (double)ns / 1e6);
+}
+
+static void print_completion(const struct submit_ctx *c, const struct devq_completion *x,
+			     const char *exec_name)
+{
+	struct devq_phases ph;
+	devq_timing_phases(&x->t, &ph);
+	if (c->json) {
+		printf("{\"status\":\"%s\",\"error\":", devq_code_name(x->code));
+		json_str(stdout, x->code ? x->message : "");
+		printf(",\"point\":[%u,%" PRIu64 "],\"timing\":{\"submit_ns\":%" PRIu64
+		       ",\"queued_ns\":%" PRIu64 ",\"device_ns\":%" PRIu64 ",\"sync_ns\":%" PRIu64
+		       ",\"total_ns\":%" PRIu64 "}}\n",
+		       x->queue, x->point, ph.submit, ph.queued, ph.device, ph.sync, ph.total);
+		return;
+	}
+	if (x->code) {
+		printf("%s queue %u point %" PRIu64 ": %s: %s\n", exec_name, x->queue, x->point,
+		       devq_code_name(x->code), x->message);
+		return;
+	}
+	char a[24], b[24], d[24], e[24], t[24];
+	fmt_ns(a, sizeof(a), ph.submit);
+	fmt_ns(b, sizeof(b), ph.queued);
+	fmt_ns(d, sizeof(d), ph.device);
+	fmt_ns(e, sizeof(e), ph.sync);
+	fmt_ns(t, sizeof(t), ph.total);
+	printf("%s queue %u point %" PRIu64 ": ok  submit %s  queued %s  device %s  sync %s  "
+	       "total %s\n",
+	       exec_name, x->queue, x->point, a, b, d, e, t);
+}
+
+static int parse_segments(struct submit_ctx *c, int argc, char **argv)
+{
+	struct seg *s = NULL;
+	for (int i = 0; i < argc; i++) {
+		const char *a = argv[i];
+		if (!s) {
+			if (c->nsegs == MAX_SEGS) {
+				fprintf(stderr, "%s submit: at most %d ops\n", prog, MAX_SEGS);
+				return 2;
+			}
+			if (a[0] == '-' || strchr(a, '=')) {
+				fprintf(stderr, "%s submit: expected an executable name, got '%s'\n",
+					prog, a);
+				return 2;
+			}
+			s = &c->segs[c->nsegs++];
+			s->exec_name = a;
+			s->repeat = 1;
+			continue;
+		}
+		if (!strcmp(a, "::")) {
+			s = NULL;
+			continue;
+		}
+		if (!strcmp(a, "--json")) {
+			c->json = true;
+			continue;
+		}
+		if (!strcmp(a, "--queue") || !strcmp(a, "--repeat") || !strcmp(a, "--wait") ||
+		    !strcmp(a, "--out")) {
+			if (i + 1 >= argc) {
+				fprintf(stderr, "%s submit: %s needs a value\n", prog, a);
+				return 2;
+			}
+			const char *v = argv[++i];
+			uint64_t x;
+			if (!strcmp(a, "--queue")) {
+				if (parse_uint(v, UINT32_MAX, &x) < 0) {
+					fprintf(stderr, "%s submit: --queue: '%s' is not a queue id\n",
+						prog, v);
+					return 2;
+				}
+				s->queue = (uint32_t)x;
+			} else if (!strcmp(a, "--repeat")) {
+				if (parse_uint(v, 1000000, &x) < 0 || x == 0) {
+					fprintf(stderr, "%s submit: --repeat: '%s' is not in 1..1000000\n",
+						prog, v);
+					return 2;
+				}
+				s->repeat = x;
+			} else if (!strcmp(a, "--wait")) {
+				char *colon = strchr(v, ':');
+				uint64_t qq, kk;
+				if (!colon || s->nwaits == 16) {
+					fprintf(stderr, "%s submit: --wait: expected QUEUE:POINT, got '%s'\n",
+						prog, v);
+					return 2;
+				}
+				*colon = '\0';
+				if (parse_uint(v, UINT32_MAX, &qq) < 0 || parse_uint(colon + 1, UINT64_MAX, &kk) < 0) {
+					fprintf(stderr, "%s submit: --wait: expected QUEUE:POINT\n", prog);
+					return 2;
+				}
+				s->waits[s->nwaits++] = (struct devq_wait){ (uint32_t)qq, kk };
+			} else {
+				char *eq = strchr(v, '=');
+				if (!eq || eq == v || !eq[1] || c->nouts == 64) {
+					fprintf(stderr, "%s submit: --out: expected NAME=FILE, got '%s'\n",
+						prog, v);
+					return 2;
+				}
+				*eq = '\0';
+				c->outs[c->nouts].name = v;
+				c->outs[c->nouts++].file = eq + 1;
+			}
+			continue;
+		}
+		if (a[0] == '-') {
+			fprintf(stderr, "%s submit: unknown option '%s'\n", prog, a);
+			return 2;
+		}
+		const char *eq = strchr(a, '=');
+		if (!eq || eq == a) {
+			fprintf(stderr, "%s submit: expected NAME=VALUE, got '%s'\n", prog, a);
+			return 2;
+		}
+		/* Resolved against the signature once it is known. */
+		for (unsigned p = 0; p < DEVQ_MAX_PARAMS; p++) {
+			if (!s->vals[p]) {
+				s->vals[p] = (char *)a;
+				break;
+			}
+			if (p == DEVQ_MAX_PARAMS - 1) {
+				fprintf(stderr, "%s submit: too many arguments\n", prog);
+				return 2;
+			}
+		}
+	}
+	if (!c->nsegs) {
+		fprintf(stderr, "%s submit: no executable given (devctl list shows them)\n", prog);
+		return 2;
+	}
+	return 0;
+}
+
+/* Maps the raw NAME=VALUE strings onto the signature's parameters. */
+static int bind_names(struct seg *s)
+{
+	char *raw[DEVQ_MAX_PARAMS];
+	memcpy(raw, s->vals, sizeof(raw));
+	memset(s->vals, 0, sizeof(s->vals));
+	for (unsigned i = 0; i < DEVQ_MAX_PARAMS && raw[i]; i++) {
+		char *eq = strchr(raw[i], '=');
+		*eq = '\0';
+		int p = devq_sig_find(&s->sig, raw[i]);
+		if (p < 0) {
+			fprintf(stderr, "%s: %s has no argument '%s' (signature: %s)\n", prog,
+				s->exec_name, raw[i], s->exec->signature);
+			return 2;
+		}
+		if (s->vals[p]) {
+			fprintf(stderr, "%s: argument '%s' given twice\n", prog, raw[i]);
+			return 2;
+		}
+		s->vals[p] = eq + 1;
+	}
+	return 0;
+}
+
+static int write_file(const char *path, const void *data, size_t n)
+{
+	FILE *f = fopen(path, "wb");
+	if (!f)
+		return -errno;
+	size_t w = fwrite(data, 1, n, f);
+	int r = fclose(f);
+	return w == n && r == 0 ? 0 : -EIO;
+}
+
+static int cmd_submit(const char *sock, int argc, char **argv)
+{
+	struct submit_ctx *c = calloc(1, sizeof(*c));
+	if (!c) {
+		fprintf(stderr, "%s: out of memory\n", prog);
+		return 3;
+	}
+	int rc = parse_segments(c, argc, argv);
+	if (rc)
+		goto out_free;
+	if ((rc = connect_or_die(sock, &c->q)))
+		goto out_free;
+	uint32_t opened[MAX_SEGS];
+	size_t nopened = 0;
+	for (size_t i = 0; i < c->nsegs; i++) {
+		struct seg *s = &c->segs[i];
+		char err[200];
+		if (devq_exec_lookup(c->q, s->exec_name, &s->exec) < 0) {
+			fprintf(stderr, "%s: %s\n", prog, devq_last_error(c->q));
+			rc = 2;
+			goto out;
+		}
+		if (devq_sig_parse(s->exec->signature, &s->sig, err, sizeof(err)) < 0) {
+			fprintf(stderr, "%s: %s: bad signature from devqd: %s\n", prog, s->exec_name, err);
+			rc = 3;
+			goto out;
+		}
+		if ((rc = bind_names(s)) || (rc = build_args(c, s)))
+			goto out;
+		bool have = false;
+		for (size_t k = 0; k < nopened; k++)
+			have |= opened[k] == s->queue;
+		if (!have) {
+			if (devq_queue_open(c->q, s->queue) < 0) {
+				fprintf(stderr, "%s: %s\n", prog, devq_last_error(c->q));
+				rc = 3;
+				goto out;
+			}
+			opened[nopened++] = s->queue;
+		}
+	}
+	for (size_t i = 0; i < c->nouts; i++) {
+		if (!find_named(c, c->outs[i].name)) {
+			fprintf(stderr, "%s: --out %s: no buffer argument of that name\n", prog,
+				c->outs[i].name);
+			rc = 2;
+			goto out;
+		}
+	}
+
+	/* Everything goes out as one batch per segment, without waiting. */
+	size_t total = 0;
+	for (size_t i = 0; i < c->nsegs; i++) {
+		struct seg *s = &c->segs[i];
+		struct devq_op op = { .queue = s->queue, .kind = DEVQ_OP_KERNEL, .exec = s->exec,
+				      .args = s->args, .nargs = s->sig.nparams,
+				      .waits = s->waits, .nwaits = s->nwaits };
+		for (uint64_t k = 0; k < s->repeat;) {
+			struct devq_op batch[256];
+			size_t n = 0;
+			for (; n < 256 && k < s->repeat; n++, k++)
+				batch[n] = op;
+			if (devq_submit(c->q, batch, n, NULL) < 0) {
+				fprintf(stderr, "%s: %s\n", prog, devq_last_error(c->q));
+				rc = 3;
+				goto out;
+			}
+			total += n;
+		}
+	}
+	bool failed = false;
+	for (size_t got = 0; got < total; got++) {
+		struct devq_completion x;
+		if (devq_next_completion(c->q, &x, -1) < 0) {
+			fprintf(stderr, "%s: %s\n", prog, devq_last_error(c->q));
+			rc = 3;
+			goto out;
+		}
+		const char *name = "op";
+		for (size_t i = 0; i < c->nsegs; i++)
+			if (c->segs[i].queue == x.queue)
+				name = c->segs[i].exec_name;
+		print_completion(c, &x, name);
+		failed |= x.code != DEVQ_OK;
+	}
+	struct devq_error e;
+	while (devq_next_error(c->q, &e) == 1) {
+		fprintf(stderr, "%s: %s: %s: %s\n", prog, e.request, devq_code_name(e.code), e.message);
+		failed = true;
+	}
+	if (!c->json)
+		for (size_t i = 0; i < c->nsegs; i++)
+			for (unsigned p = 0; p < c->segs[i].sig.nparams; p++)
+				print_value(&c->segs[i], p);
+	for (size_t i = 0; i < c->nouts; i++) {
+		struct named_buf *n = find_named(c, c->outs[i].name);
+		int r = write_file(c->outs[i].file, n->b->map, n->b->size);
+		if (r < 0) {
+			fprintf(stderr, "%s: --out %s: cannot write %s: %s\n", prog, c->outs[i].name,
+				c->outs[i].file, strerror(-r));
+			failed = true;
+		}
+	}
+	rc = failed ? 1 : 0;
+	/* Give the buffers back and see each released: nothing left behind. */
+	for (size_t i = 0; i < c->nnb; i++) {
+		struct devq_buffer *b = c->nb[i].b;
+		if (!b)
+			continue;
+		for (size_t j = i + 1; j < c->nnb; j++)
+			if (c->nb[j].b == b)
+				c->nb[j].b = NULL;
+		if (devq_buffer_release(c->q, b) < 0 || devq_buffer_wait_released(c->q, b, 30000) < 0) {
+			fprintf(stderr, "%s: release: %s\n", prog, devq_last_error(c->q));
+			rc = rc ? rc : 3;
+			break;
+		}
+	}
+out:
+	devq_disconnect(c->q);
+out_free:
+	free(c);
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	const char *sock = NULL;
+	int i = 1;
+	for (; i < argc; i++) {
+		if (!strcmp(argv[i], "--socket") || !strcmp(argv[i], "-s")) {
+			if (i + 1 >= argc) {
+				fprintf(stderr, "%s: --socket needs a path\n", prog);
+				return 2;
+			}
+			sock = argv[++i];
+		} else if (!strncmp(argv[i], "--socket=", 9)) {
+			sock = argv[i] + 9;
+		} else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+			usage(stdout);
+			return 0;
+		} else {
+			break;
+		}
+	}
+	if (i >= argc) {
+		usage(stderr);
+		return 2;
+	}
+	const char *cmd = argv[i++];
+	if (!strcmp(cmd, "submit"))
+		return cmd_submit(sock, argc - i, argv + i);
+	if (!strcmp(cmd, "list"))
+		return cmd_list(sock, argc - i, argv + i);
+	if (!strcmp(cmd, "status"))
+		return cmd_status(sock, argc - i, argv + i);
+	if (!strcmp(cmd, "help")) {
+		usage(stdout);
+		return 0;
+	}
+	fprintf(stderr, "%s: unknown command '%s' (try devctl --help)\n", prog, cmd);
+	return 2;
+}

@@ -1,0 +1,264 @@
+/* libdevq: the client library of devq.
+ *
+ * A client connects to devqd, hands it shared-memory buffers, opens queues
+ * (in-order timelines with ids it chooses) and submits ops without waiting
+ * for any reply: the k-th op submitted on queue q completes point (q, k),
+ * counting from 1, so both sides know the point at submit time.  Completions
+ * arrive asynchronously with a status and raw timestamps.
+ *
+ * Thread-safety: a devq handle and everything obtained from it belong to one
+ * thread at a time.  Use one connection per thread, or serialise calls on a
+ * handle with your own lock.  Different handles are independent.
+ *
+ * Errors: functions return 0 or a negative errno; devq_last_error() then
+ * holds a message.  Daemon-side failures carry a devq code (DEVQ_E_*), see
+ * devq_code_name(). */
+#ifndef DEVQ_H
+#define DEVQ_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define DEVQ_PROTOCOL_MIN 1
+#define DEVQ_PROTOCOL_MAX 1
+#define DEVQ_DEFAULT_SOCKET "/run/devqd/devqd.sock"
+
+/* Status codes of completions and errors (the protocol's Code enum). */
+enum devq_code {
+	DEVQ_OK = 0,
+	DEVQ_E_INVALID_ARGUMENT = 1,
+	DEVQ_E_NOT_FOUND = 2,
+	DEVQ_E_OUT_OF_RANGE = 3,
+	DEVQ_E_PERMISSION_DENIED = 4,
+	DEVQ_E_RESOURCE_EXHAUSTED = 5,
+	DEVQ_E_FAILED_PRECONDITION = 6,
+	DEVQ_E_DEPENDENCY_FAILED = 7,
+	DEVQ_E_DEVICE_ERROR = 8,
+	DEVQ_E_DEVICE_LOST = 9,
+	DEVQ_E_PROTOCOL_ERROR = 10,
+	DEVQ_E_CANCELLED = 11,
+};
+
+/* "ok", "invalid_argument", ... ("unknown" for anything else). */
+const char *devq_code_name(int code);
+
+typedef struct devq devq;
+
+struct devq_info {
+	uint32_t version;
+	char daemon_version[32];
+	char backend[16];
+	char device[128];
+	uint32_t streams, max_frame, max_fds;
+	uint64_t max_op_ns;
+	uint64_t session;
+};
+
+/* Connects and says hello.  path NULL: $DEVQ_SOCKET, else
+ * DEVQ_DEFAULT_SOCKET.  Returns -EPROTONOSUPPORT when the daemon speaks no
+ * version we do (devq_last_error names both ranges); *out is set even on
+ * failure when a handle was made, so the message can be read: free it with
+ * devq_disconnect. */
+int devq_connect(const char *path, const char *client_name, devq **out);
+/* The same, claiming the protocol versions [min, max] (for tests). */
+int devq_connect_versions(const char *path, const char *client_name, uint32_t min,
+			  uint32_t max, devq **out);
+/* Closes the connection and frees every handle obtained from it.  The daemon
+ * finishes (or cancels) the session's ops and frees its buffers after. */
+void devq_disconnect(devq *q);
+
+const struct devq_info *devq_get_info(const devq *q);
+const char *devq_last_error(const devq *q);
+int devq_fd(const devq *q); /* the socket, readable when messages wait */
+
+/* ---- buffers --------------------------------------------------------- */
+
+enum devq_buffer_kind {
+	DEVQ_BUFFER_SHARED = 0, /* memfd mapped here and in the daemon */
+	DEVQ_BUFFER_DEVICE = 1, /* device memory; map is NULL */
+};
+
+#define DEVQ_IMPORT_READ_ONLY 1u
+
+struct devq_buffer {
+	uint64_t id;
+	uint64_t size;
+	enum devq_buffer_kind kind;
+	void *map; /* this process's mapping (shared buffers), else NULL */
+	bool read_only;
+	bool released; /* the daemon sent BufferReleased */
+	struct devq_buffer *next; /* private */
+};
+
+/* The daemon creates a sealed memfd (or device memory); round trip. */
+int devq_buffer_create(devq *q, uint64_t size, enum devq_buffer_kind kind,
+		       struct devq_buffer **out);
+/* Hands over a memfd sealed with F_SEAL_SHRINK holding at least size bytes;
+ * the caller keeps its fd.  Round trip. */
+int devq_buffer_import(devq *q, int memfd, uint64_t size, unsigned flags,
+		       struct devq_buffer **out);
+/* Asks for release; the daemon keeps the buffer until every op using it has
+ * completed.  The handle and mapping stay valid until
+ * devq_buffer_wait_released() returns 0, which also frees them. */
+int devq_buffer_release(devq *q, struct devq_buffer *b);
+int devq_buffer_wait_released(devq *q, struct devq_buffer *b, int timeout_ms);
+
+/* ---- executables and queues ------------------------------------------ */
+
+struct devq_exec {
+	uint32_t id;
+	char name[32];
+	char signature[256]; /* e.g. "n:u64, a:f32, x:in f32[n], y:inout f32[n]" */
+};
+
+/* The daemon's executables (fetched once, round trip). */
+int devq_exec_list(devq *q, const struct devq_exec **list, size_t *n);
+int devq_exec_lookup(devq *q, const char *name, const struct devq_exec **out);
+
+/* Opens queue id (no reply: errors arrive asynchronously). */
+int devq_queue_open(devq *q, uint32_t id);
+/* Later ops on the queue no longer inherit an earlier failure. */
+int devq_queue_reset(devq *q, uint32_t id);
+
+/* ---- ops ------------------------------------------------------------- */
+
+enum devq_arg_type {
+	DEVQ_ARG_U64,
+	DEVQ_ARG_U32,
+	DEVQ_ARG_I64,
+	DEVQ_ARG_I32,
+	DEVQ_ARG_F32,
+	DEVQ_ARG_F64,
+	DEVQ_ARG_BUFFER,
+};
+
+struct devq_arg {
+	const char *name;
+	enum devq_arg_type type;
+	union {
+		uint64_t u64;
+		uint32_t u32;
+		int64_t i64;
+		int32_t i32;
+		float f32;
+		double f64;
+		struct {
+			const struct devq_buffer *buf;
+			uint64_t offset; /* bytes */
+		} buf;
+	} v;
+};
+
+struct devq_wait {
+	uint32_t queue;
+	uint64_t point;
+};
+
+enum devq_op_kind {
+	DEVQ_OP_KERNEL,
+	DEVQ_OP_COPY, /* size bytes from src+src_offset to dst+dst_offset */
+	DEVQ_OP_FILL, /* size bytes (multiple of 4) of dst+dst_offset with pattern */
+};
+
+struct devq_op {
+	uint32_t queue;
+	enum devq_op_kind kind;
+	const struct devq_exec *exec; /* KERNEL */
+	const struct devq_arg *args;
+	size_t nargs;
+	const struct devq_buffer *src, *dst; /* COPY, FILL */
+	uint64_t src_offset, dst_offset, size;
+	uint32_t pattern;
+	const struct devq_wait *waits; /* points that must complete first */
+	size_t nwaits;
+};
+
+/* Sends ops as one batch and returns at once; points[i] (may be NULL) gets
+ * op i's point.  Validation failures come back as failed completions. */
+int devq_submit(devq *q, const struct devq_op *ops, size_t n, uint64_t *points);
+
+/* ---- completions ----------------------------------------------------- */
+
+/* Raw CLOCK_MONOTONIC timestamps (ns), in causal order. */
+struct devq_timing {
+	uint64_t client_submit, received, handoff, device_start, device_end, observed,
+		client_received;
+	uint64_t enqueue_ns; /* the backend's own enqueue cost */
+};
+
+struct devq_phases {
+	uint64_t submit; /* client submit -> handed to the device queue */
+	uint64_t queued; /* handed off -> device start */
+	uint64_t device; /* device start -> device end */
+	uint64_t sync;   /* device end -> client received */
+	uint64_t total;  /* client submit -> client received */
+};
+
+struct devq_completion {
+	uint32_t queue;
+	uint64_t point;
+	int code; /* DEVQ_OK or DEVQ_E_* */
+	char message[160];
+	struct devq_timing t;
+};
+
+void devq_timing_phases(const struct devq_timing *t, struct devq_phases *p);
+
+/* Next completion in arrival order; timeout_ms < 0 waits forever.
+ * -ETIMEDOUT when none came in time. */
+int devq_next_completion(devq *q, struct devq_completion *out, int timeout_ms);
+/* Blocks until point (queue, point) completed; out (may be NULL) gets its
+ * completion, which devq_next_completion will then not return. */
+int devq_wait(devq *q, uint32_t queue, uint64_t point, int timeout_ms,
+	      struct devq_completion *out);
+/* Highest completed point of queue seen so far (no syscall). */
+uint64_t devq_completed(const devq *q, uint32_t queue);
+/* Reads whatever has arrived, without blocking. */
+int devq_poll(devq *q);
+
+/* Asynchronous errors not tied to a completion (an unknown queue, a failed
+ * release...), oldest first.  Returns 1 with *out filled, 0 when none. */
+struct devq_error {
+	int code;
+	char request[32];
+	char message[256];
+	bool has_buffer, has_queue;
+	uint64_t buffer;
+	uint32_t queue;
+};
+int devq_next_error(devq *q, struct devq_error *out);
+
+/* ---- status ---------------------------------------------------------- */
+
+struct devq_session_info {
+	uint64_t id;
+	uint32_t pid, uid;
+	char name[64];
+	uint32_t queues, buffers;
+	uint64_t ops_in_flight, bytes_mapped, ops_completed;
+};
+
+struct devq_status {
+	char backend[16];
+	char device[128];
+	uint32_t streams;
+	uint64_t uptime_ns;
+	uint64_t ops_in_flight, bytes_mapped, sessions_total, ops_completed, ops_failed;
+	uint32_t buffers;
+	size_t nsessions;
+	struct devq_session_info *sessions;
+};
+
+/* Round trip; free with devq_status_free. */
+int devq_get_status(devq *q, struct devq_status **out);
+void devq_status_free(struct devq_status *s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,902 @@
+/* libdevq: see devq.h.  Blocking socket; every read goes through pump(),
+ * which sorts daemon messages into the completion FIFO, the error FIFO, the
+ * buffer list, or the one synchronous reply a caller is waiting for. */
+#include "devq.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "devq.pb-c.h"
+#include "frame.h"
+
+struct cq {
+	uint32_t id;
+	uint64_t submitted, completed;
+};
+
+struct devq {
+	int fd;
+	struct devq_rx rx;
+	struct devq_tx tx;
+	struct devq_info info;
+	char err[320];
+	bool broken; /* connection lost: every call fails */
+
+	/* the synchronous request in progress and its reply */
+	const char *want_request;
+	Devq__DaemonMessage__BodyCase want_case;
+	Devq__DaemonMessage *reply;
+	int reply_fd;
+
+	struct devq_completion *cmpl; /* FIFO ring */
+	size_t c_head, c_count, c_cap;
+	struct devq_error *errs;
+	size_t e_head, e_count, e_cap;
+
+	struct cq *queues;
+	size_t nqueues;
+	struct devq_buffer *bufs;
+	uint64_t next_buf_id;
+	struct devq_exec *execs;
+	size_t nexecs;
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int fail(devq *q, int r, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(devq *q, int r, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(q->err, sizeof(q->err), fmt, ap);
+	va_end(ap);
+	return r;
+}
+
+const char *devq_code_name(int code)
+{
+	static const char *const names[] = {
+		"ok", "invalid_argument", "not_found", "out_of_range", "permission_denied",
+		"resource_exhausted", "failed_precondition", "dependency_failed", "device_error",
+		"device_lost", "protocol_error", "cancelled",
+	};
+	if (code < 0 || code >= (int)(sizeof(names) / sizeof(names[0])))
+		return "unknown";
+	return names[code];
+}
+
+static int code_errno(int code)
+{
+	switch (code) {
+	case DEVQ_E_INVALID_ARGUMENT: return -EINVAL;
+	case DEVQ_E_NOT_FOUND: return -ENOENT;
+	case DEVQ_E_OUT_OF_RANGE: return -ERANGE;
+	case DEVQ_E_PERMISSION_DENIED: return -EACCES;
+	case DEVQ_E_RESOURCE_EXHAUSTED: return -ENOSPC;
+	case DEVQ_E_FAILED_PRECONDITION: return -EPROTONOSUPPORT;
+	case DEVQ_E_PROTOCOL_ERROR: return -EPROTO;
+	default: return -EIO;
+	}
+}
+
+static struct cq *find_queue(const devq *q, uint32_t id)
+{
+	for (size_t i = 0; i < q->nqueues; i++)
+		if (q->queues[i].id == id)
+			return &q->queues[i];
+	return NULL;
+}
+
+/* FIFO rings keep order; growing unrolls the ring. */
+static int push_completion(devq *q, const struct devq_completion *c)
+{
+	if (q->c_count == q->c_cap) {
+		size_t ocap = q->c_cap;
+		struct devq_completion *n = malloc((ocap ? ocap * 2 : 64) * sizeof(*n));
+		if (!n)
+			return -ENOMEM;
+		for (size_t i = 0; i < q->c_count; i++)
+			n[i] = q->cmpl[(q->c_head + i) % ocap];
+		free(q->cmpl);
+		q->cmpl = n;
+		q->c_cap = ocap ? ocap * 2 : 64;
+		q->c_head = 0;
+	}
+	q->cmpl[(q->c_head + q->c_count++) % q->c_cap] = *c;
+	return 0;
+}
+
+static void push_error(devq *q, const Devq__Error *e)
+{
+	if (q->e_count == q->e_cap) {
+		size_t ocap = q->e_cap;
+		struct devq_error *n = malloc((ocap ? ocap * 2 : 16) * sizeof(*n));
+		if (!n)
+			return;
+		for (size_t i = 0; i < q->e_count; i++)
+			n[i] = q->errs[(q->e_head + i) % ocap];
+		free(q->errs);
+		q->errs = n;
+		q->e_cap = ocap ? ocap * 2 : 16;
+		q->e_head = 0;
+	}
+	struct devq_error *x = &q->errs[(q->e_head + q->e_count++) % q->e_cap];
+	memset(x, 0, sizeof(*x));
+	x->code = e->code;
+	snprintf(x->request, sizeof(x->request), "%s", e->request ? e->request : "");
+	snprintf(x->message, sizeof(x->message), "%s", e->message ? e->message : "");
+	x->has_buffer = e->has_buffer;
+	x->buffer = e->buffer;
+	x->has_queue = e->has_queue;
+	x->queue = e->queue;
+}
+
+static void on_completions(devq *q, const Devq__Completions *cs, uint64_t t_recv)
+{
+	for (size_t i = 0; i < cs->n_items; i++) {
+		const Devq__Completion *c = cs->items[i];
+		struct devq_completion x = { .queue = c->queue, .point = c->point, .code = c->code };
+		snprintf(x.message, sizeof(x.message), "%s", c->message ? c->message : "");
+		if (c->timing) {
+			x.t.client_submit = c->timing->client_submit;
+			x.t.received = c->timing->received;
+			x.t.handoff = c->timing->handoff;
+			x.t.device_start = c->timing->device_start;
+			x.t.device_end = c->timing->device_end;
+			x.t.observed = c->timing->observed;
+			x.t.enqueue_ns = c->timing->enqueue_ns;
+		}
+		x.t.client_received = t_recv;
+		struct cq *cq = find_queue(q, c->queue);
+		if (cq && c->point > cq->completed)
+			cq->completed = c->point;
+		if (push_completion(q, &x) < 0)
+			fail(q, -ENOMEM, "out of memory: completion of queue %u point %llu lost",
+			     c->queue, (unsigned long long)c->point);
+	}
+}
+
+static void on_message(devq *q, Devq__DaemonMessage *m, struct devq_frame *f, uint64_t t)
+{
+	switch (m->body_case) {
+	case DEVQ__DAEMON_MESSAGE__BODY_COMPLETIONS:
+		on_completions(q, m->completions, t);
+		break;
+	case DEVQ__DAEMON_MESSAGE__BODY_BUFFER_RELEASED:
+		for (struct devq_buffer *b = q->bufs; b; b = b->next)
+			if (b->id == m->buffer_released->id)
+				b->released = true;
+		break;
+	case DEVQ__DAEMON_MESSAGE__BODY_ERROR:
+		if (q->want_request && !q->reply && m->error->request &&
+		    !strcmp(m->error->request, q->want_request)) {
+			q->reply = m;
+			return;
+		}
+		push_error(q, m->error);
+		break;
+	default:
+		if (q->want_request && !q->reply && m->body_case == q->want_case) {
+			q->reply = m;
+			if (f->nfds) {
+				q->reply_fd = f->fds[0];
+				f->fds[0] = -1;
+			}
+			return;
+		}
+		break;
+	}
+	devq__daemon_message__free_unpacked(m, NULL);
+}
+
+/* Reads and sorts what arrives within timeout_ms (0: only what is there). */
+static int pump(devq *q, int timeout_ms)
+{
+	if (q->broken)
+		return fail(q, -ECONNRESET, "connection to devqd lost");
+	struct pollfd p = { .fd = q->fd, .events = POLLIN };
+	int r;
+	do
+		r = poll(&p, 1, timeout_ms);
+	while (r < 0 && errno == EINTR);
+	if (r < 0)
+		return -errno;
+	if (r == 0)
+		return -ETIMEDOUT;
+	ssize_t n = devq_rx_recv(&q->rx, q->fd, MSG_DONTWAIT);
+	uint64_t t = now_ns();
+	if (n == -EAGAIN)
+		return 0;
+	if (n <= 0) {
+		q->broken = true;
+		return fail(q, n == 0 ? -ECONNRESET : (int)n, "connection to devqd %s",
+			    n == 0 ? "closed by the daemon" : "failed");
+	}
+	struct devq_frame f;
+	while ((r = devq_rx_next(&q->rx, &f)) == 1) {
+		Devq__DaemonMessage *m = f.type == DEVQ_FRAME_DAEMON
+						 ? devq__daemon_message__unpack(NULL, f.len, f.payload)
+						 : NULL;
+		if (!m) {
+			devq_frame_close_fds(&f);
+			q->broken = true;
+			return fail(q, -EPROTO, "malformed message from devqd");
+		}
+		on_message(q, m, &f, t);
+		devq_frame_close_fds(&f);
+	}
+	if (r < 0) {
+		q->broken = true;
+		return fail(q, r, "framing error from devqd");
+	}
+	return 0;
+}
+
+static int send_msg(devq *q, Devq__ClientMessage *m, const int *fds, unsigned nfds)
+{
+	if (q->broken) {
+		for (unsigned i = 0; i < nfds; i++)
+			close(fds[i]);
+		return fail(q, -ECONNRESET, "connection to devqd lost");
+	}
+	int r = devq_tx_push(&q->tx, DEVQ_FRAME_CLIENT, &m->base, fds, nfds);
+	if (r < 0)
+		return fail(q, r, "cannot queue message: %s", strerror(-r));
+	/* Blocking socket: flush returns when all of it is in the kernel. */
+	r = devq_tx_flush(&q->tx, q->fd);
+	if (r < 0) {
+		q->broken = true;
+		return fail(q, r, "send to devqd: %s", strerror(-r));
+	}
+	return 0;
+}
+
+/* Sends m and waits for the reply of kind c (or an Error for request). */
+static int request(devq *q, Devq__ClientMessage *m, const int *fds, unsigned nfds,
+		   const char *req, Devq__DaemonMessage__BodyCase c, Devq__DaemonMessage **out)
+{
+	int r = send_msg(q, m, fds, nfds);
+	if (r < 0)
+		return r;
+	q->want_request = req;
+	q->want_case = c;
+	q->reply = NULL;
+	q->reply_fd = -1;
+	while (!q->reply) {
+		r = pump(q, -1);
+		if (r < 0 && r != -ETIMEDOUT)
+			break;
+	}
+	q->want_request = NULL;
+	if (!q->reply)
+		return r;
+	Devq__DaemonMessage *rep = q->reply;
+	q->reply = NULL;
+	if (rep->body_case == DEVQ__DAEMON_MESSAGE__BODY_ERROR) {
+		r = fail(q, code_errno(rep->error->code), "%s: %s",
+			 devq_code_name(rep->error->code), rep->error->message);
+		devq__daemon_message__free_unpacked(rep, NULL);
+		if (q->reply_fd >= 0)
+			close(q->reply_fd);
+		return r;
+	}
+	*out = rep;
+	return 0;
+}
+
+int devq_connect_versions(const char *path, const char *name, uint32_t min, uint32_t max,
+			  devq **out)
+{
+	*out = NULL;
+	if (!path || !*path)
+		path = getenv("DEVQ_SOCKET");
+	if (!path || !*path)
+		path = DEVQ_DEFAULT_SOCKET;
+	devq *q = calloc(1, sizeof(*q));
+	if (!q)
+		return -ENOMEM;
+	q->fd = -1;
+	q->next_buf_id = 1;
+	devq_rx_init(&q->rx, 64u << 20);
+	devq_tx_init(&q->tx);
+	*out = q;
+
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return fail(q, -ENAMETOOLONG, "socket path too long: %s", path);
+	strcpy(sa.sun_path, path);
+	q->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (q->fd < 0)
+		return fail(q, -errno, "socket: %s", strerror(errno));
+	if (connect(q->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		int e = errno;
+		return fail(q, -e, "cannot connect to devqd at %s: %s", path, strerror(e));
+	}
+	Devq__Hello h = DEVQ__HELLO__INIT;
+	h.min_version = min;
+	h.max_version = max;
+	h.client_name = (char *)(name ? name : "libdevq");
+	Devq__ClientMessage m = DEVQ__CLIENT_MESSAGE__INIT;
+	m.body_case = DEVQ__CLIENT_MESSAGE__BODY_HELLO;
+	m.hello = &h;
+	Devq__DaemonMessage *rep;
+	int r = request(q, &m, NULL, 0, "hello", DEVQ__DAEMON_MESSAGE__BODY_HELLO_REPLY, &rep);
+	if (r < 0)
+		return r;
+	const Devq__HelloReply *hr = rep->hello_reply;
+	q->info.version = hr->version;
+	snprintf(q->info.daemon_version, sizeof(q->info.daemon_version), "%s", hr->daemon_version);
+	snprintf(q->info.backend, sizeof(q->info.backend), "%s", hr->backend);
+	snprintf(q->info.device, sizeof(q->info.device), "%s", hr->device);
+	q->info.streams = hr->streams;
+	q->info.max_frame = hr->max_frame;
+	q->info.max_fds = hr->max_fds;
+	q->info.max_op_ns = hr->max_op_ns;
+	q->info.session = hr->session;
+	devq__daemon_message__free_unpacked(rep, NULL);
+	return 0;
+}
+
+int devq_connect(const char *path, const char *name, devq **out)
+{
+	return devq_connect_versions(path, name, DEVQ_PROTOCOL_MIN, DEVQ_PROTOCOL_MAX, out);
+}
+
+static void buffer_free(struct devq_buffer *b)
+{
+	if (b->map)
+		munmap(b->map, b->size);
+	free(b);
+}
+
+void devq_disconnect(devq *q)
+{
+	if (!q)
+		return;
+	if (q->fd >= 0)
+		close(q->fd);
+	devq_rx_fini(&q->rx);
+	devq_tx_fini(&q->tx);
+	while (q->bufs) {
+		struct devq_buffer *b = q->bufs;
+		q->bufs = b->next;
+		buffer_free(b);
+	}
+	free(q->cmpl);
+	free(q->errs);
+	free(q->queues);
+	free(q->execs);
+	free(q);
+}
+
+const struct devq_info *devq_get_info(const devq *q)
+{
+	return &q->info;
+}
+
+const char *devq_last_error(const devq *q)
+{
+	return q->err;
+}
+
+int devq_fd(const devq *q)
+{
+	return q->fd;
+}
+
+/* ---- buffers --------------------------------------------------------- */
+
+static int buffer_new(devq *q, uint64_t size, enum devq_buffer_kind kind, struct devq_buffer **out)
+{
+	struct devq_buffer *b = calloc(1, sizeof(*b));
+	if (!b)
+		return fail(q, -ENOMEM, "out of memory");
+	b->id = q->next_buf_id++;
+	b->size = size;
+	b->kind = kind;
+	*out = b;
+	return 0;
+}
+
+int devq_buffer_create(devq *q, uint64_t size, enum devq_buffer_kind kind,
+		       struct devq_buffer **out)
+{
+	struct devq_buffer *b = NULL;
+	int r = buffer_new(q, size, kind, &b);
+	if (r < 0)
+		return r;
+	Devq__CreateBuffer c = DEVQ__CREATE_BUFFER__INIT;
+	c.id = b->id;
+	c.size = size;
+	c.kind = kind == DEVQ_BUFFER_DEVICE ? DEVQ__BUFFER_KIND__DEVICE : DEVQ__BUFFER_KIND__SHARED;
+	Devq__ClientMessage m = DEVQ__CLIENT_MESSAGE__INIT;
+	m.body_case = DEVQ__CLIENT_MESSAGE__BODY_CREATE_BUFFER;
+	m.create_buffer = &c;
+	Devq__DaemonMessage *rep;
+	r = request(q, &m, NULL, 0, "create_buffer", DEVQ__DAEMON_MESSAGE__BODY_BUFFER_READY, &rep);
+	if (r < 0) {
+		free(b);
+		return r;
+	}
+	int fd = q->reply_fd;
+	devq__daemon_message__free_unpacked(rep, NULL);
+	if (kind == DEVQ_BUFFER_SHARED) {
+		if (fd < 0) {
+			free(b);
+			return fail(q, -EPROTO, "devqd sent no memfd for shared buffer");
+		}
+		b->map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		close(fd);
+		if (b->map == MAP_FAILED) {
+			int e = errno;
+			b->map = NULL;
+			b->next = q->bufs; /* still the daemon's: release it properly */
+			q->bufs = b;
+			devq_buffer_release(q, b);
+			return fail(q, -e, "mmap of buffer %llu: %s", (unsigned long long)b->id,
+				    strerror(e));
+		}
+	} else if (fd >= 0) {
+		close(fd);
+	}
+	b->next = q->bufs;
+	q->bufs = b;
+	*out = b;
+	return 0;
+}
+
+int devq_buffer_import(devq *q, int memfd, uint64_t size, unsigned flags,
+		       struct devq_buffer **out)
+{
+	struct devq_buffer *b = NULL;
+	int r = buffer_new(q, size, DEVQ_BUFFER_SHARED, &b);
+	if (r < 0)
+		return r;
+	b->read_only = flags & DEVQ_IMPORT_READ_ONLY;
+	int fd = fcntl(memfd, F_DUPFD_CLOEXEC, 0); /* the frame owns and closes its copy */
+	if (fd < 0) {
+		free(b);
+		return fail(q, -errno, "dup: %s", strerror(errno));
+	}
+	Devq__ImportBuffer im = DEVQ__IMPORT_BUFFER__INIT;
+	im.id = b->id;
+	im.size = size;
+	im.read_only = b->read_only;
+	Devq__ClientMessage m = DEVQ__CLIENT_MESSAGE__INIT;
+	m.body_case = DEVQ__CLIENT_MESSAGE__BODY_IMPORT_BUFFER;
+	m.import_buffer = &im;
+	Devq__DaemonMessage *rep;
+	r = request(q, &m, &fd, 1, "import_buffer", DEVQ__DAEMON_MESSAGE__BODY_BUFFER_READY, &rep);
+	if (r < 0) {
+		free(b);
+		return r;
+	}
+	devq__daemon_message__free_unpacked(rep, NULL);
+	void *p = mmap(NULL, size, b->read_only ? PROT_READ : PROT_READ | PROT_WRITE, MAP_SHARED,
+		       memfd, 0);
+	b->map = p == MAP_FAILED ? NULL : p;
+	b->next = q->bufs;
+	q->bufs = b;
+	*out = b;
+	return 0;
+}
+
+int devq_buffer_release(devq *q, struct devq_buffer *b)
+{
+	Devq__ReleaseBuffer rel = DEVQ__RELEASE_BUFFER__INIT;
+	rel.id = b->id;
+	Devq__ClientMessage m = DEVQ__CLIENT_MESSAGE__INIT;
+	m.body_case = DEVQ__CLIENT_MESSAGE__BODY_RELEASE_BUFFER;
+	m.release_buffer = &rel;
+	return send_msg(q, &m, NULL, 0);
+}
+
+static int remaining_ms(uint64_t deadline)
+{
+	if (deadline == UINT64_MAX)
+		return -1;
+	uint64_t now = now_ns();
+	return now >= deadline ? 0 : (int)((deadline - now + 999999) / 1000000);
+}
+
+static uint64_t deadline_of(int timeout_ms)
+{
+	return timeout_ms < 0 ? UINT64_MAX : now_ns() + (uint64_t)timeout_ms * 1000000;
+}
+
+int devq_buffer_wait_released(devq *q, struct devq_buffer *b, int timeout_ms)
+{
+	uint64_t deadline = deadline_of(timeout_ms);
+	while (!b->released) {
+		int r = pump(q, remaining_ms(deadline));
+		if (r < 0)
+			return r == -ETIMEDOUT
+				       ? fail(q, r, "buffer %llu not released in time",
+					      (unsigned long long)b->id)
+				       : r;
+	}
+	for (struct devq_buffer **pp = &q->bufs; *pp; pp = &(*pp)->next) {
+		if (*pp == b) {
+			*pp = b->next;
+			break;
+		}
+	}
+	buffer_free(b);
+	return 0;
+}
+
+/* ---- executables and queues ------------------------------------------ */
+
+int devq_exec_list(devq *q, const struct devq_exec **list, size_t *n)
+{
+	if (!q->execs) {
+		Devq__ListExecutables le = DEVQ__LIST_EXECUTABLES__INIT;
+		Devq__ClientMessage m = DEVQ__CLIENT_MESSAGE__INIT;
+		m.body_case = DEVQ__CLIENT_MESSAGE__BODY_LIST_EXECUTABLES;
+		m.list_executables = &le;
+		Devq__DaemonMessage *rep;
+		int r = request(q, &m, NULL, 0, "list_executables",
+				DEVQ__DAEMON_MESSAGE__BODY_EXECUTABLES, &rep);
+		if (r < 0)
+			return r;
+		size_t cnt = rep->executables->n_items;
+		q->execs = calloc(cnt ? cnt : 1, sizeof(*q->execs));
+		if (!q->execs) {
+			devq__daemon_message__free_unpacked(rep, NULL);
+			return fail(q, -ENOMEM, "out of memory");
+		}
+		for (size_t i = 0; i < cnt; i++) {
+			const Devq__Executable *e = rep->executables->items[i];
+			q->execs[i].id = e->id;
+			snprintf(q->execs[i].name, sizeof(q->execs[i].name), "%s", e->name);
+			snprintf(q->execs[i].signature, sizeof(q->execs[i].signature), "%s",
+				 e->signature);
+		}
+		q->nexecs = cnt;
+		devq__daemon_message__free_unpacked(rep, NULL);
+	}
+	*list = q->execs;
+	*n = q->nexecs;
+	return 0;
+}
+
+int devq_exec_lookup(devq *q, const char *name, const struct devq_exec **out)
+{
+	const struct devq_exec *l;
+	size_t n;
+	int r = devq_exec_list(q, &l, &n);
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < n; i++) {
+		if (!strcmp(l[i].name, name)) {
+			*out = &l[i];
+			return 0;
+		}
+	}
+	return fail(q, -ENOENT, "no executable named '%s' (devctl list shows them)", name);
+}
+
+int devq_queue_open(devq *q, uint32_t id)
+{
+	if (find_queue(q, id))
+		return fail(q, -EEXIST, "queue %u is already open", id);
+	struct cq *n = realloc(q->queues, (q->nqueues + 1) * sizeof(*n));
+	if (!n)
+		return fail(q, -ENOMEM, "out of memory");
+	q->queues = n;
+	Devq__OpenQueue o = DEVQ__OPEN_QUEUE__INIT;
+	o.id = id;
+	Devq__ClientMessage m = DEVQ__CLIENT_MESSAGE__INIT;
+	m.body_case = DEVQ__CLIENT_MESSAGE__BODY_OPEN_QUEUE;
+	m.open_queue = &o;
+	int r = send_msg(q, &m, NULL, 0);
+	if (r < 0)
+		return r;
+	q->queues[q->nqueues++] = (struct cq){ .id = id };
+	return 0;
+}
+
+int devq_queue_reset(devq *q, uint32_t id)
+{
+	if (!find_queue(q, id))
+		return fail(q, -ENOENT, "queue %u is not open", id);
+	Devq__ResetQueue rq = DEVQ__RESET_QUEUE__INIT;
+	rq.id = id;
+	Devq__ClientMessage m = DEVQ__CLIENT_MESSAGE__INIT;
+	m.body_case = DEVQ__CLIENT_MESSAGE__BODY_RESET_QUEUE;
+	m.reset_queue = &rq;
+	return send_msg(q, &m, NULL, 0);
+}
+
+/* ---- submit ---------------------------------------------------------- */
+
+/* Wire form of one op; everything lives in one allocation per batch. */
+struct wire_op {
+	Devq__Op op;
+	Devq__KernelOp k;
+	Devq__CopyOp c;
+	Devq__FillOp f;
+	Devq__BufferArg src, dst;
+};
+
+int devq_submit(devq *q, const struct devq_op *ops, size_t n, uint64_t *points)
+{
+	if (n == 0)
+		return fail(q, -EINVAL, "submit: no ops");
+	size_t nargs = 0, nwaits = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (!find_queue(q, ops[i].queue))
+			return fail(q, -ENOENT, "submit: queue %u is not open", ops[i].queue);
+		if (ops[i].kind == DEVQ_OP_KERNEL && !ops[i].exec)
+			return fail(q, -EINVAL, "submit: op %zu has no executable", i);
+		nargs += ops[i].kind == DEVQ_OP_KERNEL ? ops[i].nargs : 0;
+		nwaits += ops[i].nwaits;
+	}
+	struct wire_op *w = calloc(n, sizeof(*w));
+	Devq__Op **wp = calloc(n, sizeof(*wp));
+	Devq__Arg *args = calloc(nargs + 1, sizeof(*args));
+	Devq__Arg **argp = calloc(nargs + 1, sizeof(*argp));
+	Devq__BufferArg *bargs = calloc(nargs + 1, sizeof(*bargs));
+	Devq__Wait *waits = calloc(nwaits + 1, sizeof(*waits));
+	Devq__Wait **waitp = calloc(nwaits + 1, sizeof(*waitp));
+	int r = 0;
+	if (!w || !wp || !args || !argp || !bargs || !waits || !waitp) {
+		r = fail(q, -ENOMEM, "out of memory");
+		goto out;
+	}
+	size_t ai = 0, wi = 0;
+	uint64_t t = now_ns();
+	for (size_t i = 0; i < n; i++) {
+		const struct devq_op *o = &ops[i];
+		struct wire_op *x = &w[i];
+		devq__op__init(&x->op);
+		x->op.queue = o->queue;
+		x->op.client_submit_ns = t;
+		x->op.waits = &waitp[wi];
+		x->op.n_waits = o->nwaits;
+		for (size_t j = 0; j < o->nwaits; j++, wi++) {
+			devq__wait__init(&waits[wi]);
+			waits[wi].queue = o->waits[j].queue;
+			waits[wi].point = o->waits[j].point;
+			waitp[wi] = &waits[wi];
+		}
+		switch (o->kind) {
+		case DEVQ_OP_KERNEL:
+			devq__kernel_op__init(&x->k);
+			x->k.executable = o->exec->id;
+			x->k.args = &argp[ai];
+			x->k.n_args = o->nargs;
+			for (size_t j = 0; j < o->nargs; j++, ai++) {
+				const struct devq_arg *a = &o->args[j];
+				Devq__Arg *d = &args[ai];
+				devq__arg__init(d);
+				d->name = (char *)a->name;
+				switch (a->type) {
+				case DEVQ_ARG_U64: d->value_case = DEVQ__ARG__VALUE_U64; d->u64 = a->v.u64; break;
+				case DEVQ_ARG_U32: d->value_case = DEVQ__ARG__VALUE_U32; d->u32 = a->v.u32; break;
+				case DEVQ_ARG_I64: d->value_case = DEVQ__ARG__VALUE_I64; d->i64 = a->v.i64; break;
+				case DEVQ_ARG_I32: d->value_case = DEVQ__ARG__VALUE_I32; d->i32 = a->v.i32; break;
+				case DEVQ_ARG_F32: d->value_case = DEVQ__ARG__VALUE_F32; d->f32 = a->v.f32; break;
+				case DEVQ_ARG_F64: d->value_case = DEVQ__ARG__VALUE_F64; d->f64 = a->v.f64; break;
+				case DEVQ_ARG_BUFFER:
+					devq__buffer_arg__init(&bargs[ai]);
+					bargs[ai].id = a->v.buf.buf ? a->v.buf.buf->id : 0;
+					bargs[ai].offset = a->v.buf.offset;
+					d->value_case = DEVQ__ARG__VALUE_BUFFER;
+					d->buffer = &bargs[ai];
+					break;
+				}
+				argp[ai] = d;
+			}
+			x->op.body_case = DEVQ__OP__BODY_KERNEL;
+			x->op.kernel = &x->k;
+			break;
+		case DEVQ_OP_COPY:
+			devq__copy_op__init(&x->c);
+			devq__buffer_arg__init(&x->src);
+			devq__buffer_arg__init(&x->dst);
+			x->src.id = o->src ? o->src->id : 0;
+			x->src.offset = o->src_offset;
+			x->dst.id = o->dst ? o->dst->id : 0;
+			x->dst.offset = o->dst_offset;
+			x->c.src = &x->src;
+			x->c.dst = &x->dst;
+			x->c.size = o->size;
+			x->op.body_case = DEVQ__OP__BODY_COPY;
+			x->op.copy = &x->c;
+			break;
+		case DEVQ_OP_FILL:
+			devq__fill_op__init(&x->f);
+			devq__buffer_arg__init(&x->dst);
+			x->dst.id = o->dst ? o->dst->id : 0;
+			x->dst.offset = o->dst_offset;
+			x->f.dst = &x->dst;
+			x->f.size = o->size;
+			x->f.pattern = o->pattern;
+			x->op.body_case = DEVQ__OP__BODY_FILL;
+			x->op.fill = &x->f;
+			break;
+		}
+		wp[i] = &x->op;
+	}
+	Devq__Submit s = DEVQ__SUBMIT__INIT;
+	s.n_ops = n;
+	s.ops = wp;
+	Devq__ClientMessage m = DEVQ__CLIENT_MESSAGE__INIT;
+	m.body_case = DEVQ__CLIENT_MESSAGE__BODY_SUBMIT;
+	m.submit = &s;
+	r = send_msg(q, &m, NULL, 0);
+	if (r == 0) {
+		/* The daemon counts the same way: no reply needed. */
+		for (size_t i = 0; i < n; i++) {
+			uint64_t p = ++find_queue(q, ops[i].queue)->submitted;
+			if (points)
+				points[i] = p;
+		}
+	}
+out:
+	free(w);
+	free(wp);
+	free(args);
+	free(argp);
+	free(bargs);
+	free(waits);
+	free(waitp);
+	return r;
+}
+
+/* ---- completions ----------------------------------------------------- */
+
+void devq_timing_phases(const struct devq_timing *t, struct devq_phases *p)
+{
+	p->submit = t->handoff - t->client_submit;
+	p->queued = t->device_start - t->handoff;
+	p->device = t->device_end - t->device_start;
+	p->sync = t->client_received - t->device_end;
+	p->total = t->client_received - t->client_submit;
+}
+
+int devq_next_completion(devq *q, struct devq_completion *out, int timeout_ms)
+{
+	uint64_t deadline = deadline_of(timeout_ms);
+	while (!q->c_count) {
+		int r = pump(q, remaining_ms(deadline));
+		if (r < 0)
+			return r;
+	}
+	*out = q->cmpl[q->c_head];
+	q->c_head = (q->c_head + 1) % q->c_cap;
+	q->c_count--;
+	return 0;
+}
+
+int devq_wait(devq *q, uint32_t queue, uint64_t point, int timeout_ms,
+	      struct devq_completion *out)
+{
+	struct cq *cq = find_queue(q, queue);
+	if (!cq)
+		return fail(q, -ENOENT, "wait: queue %u is not open", queue);
+	if (point > cq->submitted)
+		return fail(q, -EINVAL, "wait: queue %u has only %llu ops submitted", queue,
+			    (unsigned long long)cq->submitted);
+	uint64_t deadline = deadline_of(timeout_ms);
+	while (cq->completed < point) {
+		int r = pump(q, remaining_ms(deadline));
+		if (r == -ETIMEDOUT)
+			return fail(q, r, "queue %u point %llu not complete in time", queue,
+				    (unsigned long long)point);
+		if (r < 0)
+			return r;
+	}
+	if (!out)
+		return 0;
+	for (size_t i = 0; i < q->c_count; i++) {
+		size_t k = (q->c_head + i) % q->c_cap;
+		if (q->cmpl[k].queue == queue && q->cmpl[k].point == point) {
+			*out = q->cmpl[k];
+			/* Close the gap, keeping the FIFO order of the rest. */
+			for (size_t j = i; j + 1 < q->c_count; j++)
+				q->cmpl[(q->c_head + j) % q->c_cap] =
+					q->cmpl[(q->c_head + j + 1) % q->c_cap];
+			q->c_count--;
+			return 0;
+		}
+	}
+	return fail(q, -ENOENT, "completion of queue %u point %llu was already taken", queue,
+		    (unsigned long long)point);
+}
+
+uint64_t devq_completed(const devq *q, uint32_t queue)
+{
+	struct cq *cq = find_queue(q, queue);
+	return cq ? cq->completed : 0;
+}
+
+int devq_poll(devq *q)
+{
+	int r = pump(q, 0);
+	return r == -ETIMEDOUT ? 0 : r;
+}
+
+int devq_next_error(devq *q, struct devq_error *out)
+{
+	if (!q->e_count)
+		return 0;
+	*out = q->errs[q->e_head];
+	q->e_head = (q->e_head + 1) % q->e_cap;
+	q->e_count--;
+	return 1;
+}
+
+/* ---- status ---------------------------------------------------------- */
+
+int devq_get_status(devq *q, struct devq_status **out)
+{
+	Devq__GetStatus gs = DEVQ__GET_STATUS__INIT;
+	Devq__ClientMessage m = DEVQ__CLIENT_MESSAGE__INIT;
+	m.body_case = DEVQ__CLIENT_MESSAGE__BODY_GET_STATUS;
+	m.get_status = &gs;
+	Devq__DaemonMessage *rep;
+	int r = request(q, &m, NULL, 0, "get_status", DEVQ__DAEMON_MESSAGE__BODY_STATUS, &rep);
+	if (r < 0)
+		return r;
+	const Devq__Status *st = rep->status;
+	struct devq_status *s = calloc(1, sizeof(*s));
+	if (s)
+		s->sessions = calloc(st->n_sessions ? st->n_sessions : 1, sizeof(*s->sessions));
+	if (!s || !s->sessions) {
+		free(s);
+		devq__daemon_message__free_unpacked(rep, NULL);
+		return fail(q, -ENOMEM, "out of memory");
+	}
+	snprintf(s->backend, sizeof(s->backend), "%s", st->backend);
+	snprintf(s->device, sizeof(s->device), "%s", st->device);
+	s->streams = st->streams;
+	s->uptime_ns = st->uptime_ns;
+	s->ops_in_flight = st->ops_in_flight;
+	s->bytes_mapped = st->bytes_mapped;
+	s->sessions_total = st->sessions_total;
+	s->ops_completed = st->ops_completed;
+	s->ops_failed = st->ops_failed;
+	s->buffers = st->buffers;
+	s->nsessions = st->n_sessions;
+	for (size_t i = 0; i < st->n_sessions; i++) {
+		const Devq__SessionStatus *x = st->sessions[i];
+		struct devq_session_info *y = &s->sessions[i];
+		y->id = x->id;
+		y->pid = x->pid;
+		y->uid = x->uid;
+		snprintf(y->name, sizeof(y->name), "%s", x->name);
+		y->queues = x->queues;
+		y->buffers = x->buffers;
+		y->ops_in_flight = x->ops_in_flight;
+		y->bytes_mapped = x->bytes_mapped;
+		y->ops_completed = x->ops_completed;
+	}
+	devq__daemon_message__free_unpacked(rep, NULL);
+	*out = s;
+	return 0;
+}
+
+void devq_status_free(struct devq_status *s)
+{
+	if (!s)
+		return;
+	free(s->sessions);
+	free(s);
+}

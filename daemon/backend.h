@@ -1,0 +1,89 @@
+/* The device backend interface.  Everything above it (sessions, validation,
+ * ordering, timing) is common to every backend; a backend only moves memory
+ * and runs ops on device streams, in order per stream, honouring waits.
+ *
+ * Threading: every call is made from the daemon's loop thread.  Completions
+ * are reported from backend threads through on_complete, which must not call
+ * back into the backend.  An op's completion is reported before that of any
+ * op that waited on it, and in order within a stream. */
+#ifndef DEVQ_BACKEND_H
+#define DEVQ_BACKEND_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels.h"
+
+enum devq_bop_kind {
+	DEVQ_BOP_KERNEL,
+	DEVQ_BOP_COPY,
+	DEVQ_BOP_FILL,
+	DEVQ_BOP_FAIL, /* completes in stream order with code/msg preset; runs nothing */
+};
+
+#define DEVQ_BOP_MSG 160
+
+/* One op handed to a backend.  The daemon owns the memory and keeps it (and
+ * every op in waits) alive until on_complete has been called for it. */
+struct devq_bop {
+	struct devq_bop *next; /* the backend's link while it holds the op */
+	enum devq_bop_kind kind;
+	unsigned stream;
+	const struct devq_kernel *kernel;
+	union devq_kval args[DEVQ_MAX_PARAMS]; /* buffers as device addresses */
+	uint64_t dst, src, size;               /* COPY and FILL */
+	uint32_t pattern;                      /* FILL */
+	/* Must complete first, on any stream.  The first nstrict propagate
+	 * failure (dependency_failed); the rest only order (buffer hazards). */
+	struct devq_bop **waits;
+	unsigned nwaits, nstrict;
+	const atomic_bool *cancel; /* set: do not start it, complete as cancelled */
+
+	/* Results, written by the backend before on_complete. */
+	atomic_int done;
+	int code; /* devq code (enum Devq__Code) */
+	char msg[DEVQ_BOP_MSG];
+	uint64_t t_handoff;  /* stamped by the daemon before enqueue */
+	uint64_t enqueue_ns; /* how long the enqueue call took */
+	uint64_t t_start, t_end;
+	void *priv; /* backend private */
+};
+
+struct devq_backend;
+typedef void (*devq_complete_fn)(void *ud, struct devq_bop *op);
+
+struct devq_backend_ops {
+	void (*destroy)(struct devq_backend *b);
+	/* Makes host memory usable by the device (pins it) and returns the
+	 * address ops use for it. */
+	int (*map_host)(struct devq_backend *b, void *addr, size_t len, uint64_t *devaddr);
+	void (*unmap_host)(struct devq_backend *b, void *addr, size_t len);
+	/* Device memory; -ENOMEM when the device is full. */
+	int (*alloc)(struct devq_backend *b, size_t len, uint64_t *devaddr);
+	void (*free)(struct devq_backend *b, uint64_t devaddr, size_t len);
+	/* Whether the loaded code can run this kernel on this device. */
+	bool (*has_kernel)(struct devq_backend *b, const struct devq_kernel *k);
+	/* Queues op on op->stream and returns before it runs. */
+	int (*enqueue)(struct devq_backend *b, struct devq_bop *op);
+};
+
+struct devq_backend {
+	const struct devq_backend_ops *ops;
+	const char *name;
+	char device[128];
+	unsigned streams;
+	devq_complete_fn on_complete;
+	void *ud;
+};
+
+struct devq_backend_config {
+	unsigned streams;
+	devq_complete_fn on_complete;
+	void *ud;
+};
+
+int devq_backend_cpu_open(const struct devq_backend_config *cfg, struct devq_backend **out);
+
+#endif

@@ -1,0 +1,265 @@
+/* Buffers: creating and importing memfds safely, device memory, and the
+ * deferred release that keeps a buffer mapped until its last consumer has
+ * completed. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "daemon.h"
+
+#ifndef MFD_NOEXEC_SEAL
+#define MFD_NOEXEC_SEAL 0x0008U
+#endif
+
+static void account(struct devq_buf *b, int sign)
+{
+	struct devq_session *s = b->s;
+	uint64_t bytes = b->size;
+	if (sign > 0) {
+		s->nbufs++;
+		s->d->nbufs++;
+		s->bytes_mapped += bytes;
+		s->d->bytes_mapped += bytes;
+	} else {
+		s->nbufs--;
+		s->d->nbufs--;
+		s->bytes_mapped -= bytes;
+		s->d->bytes_mapped -= bytes;
+	}
+}
+
+static int check_new(struct devq_session *s, uint64_t id, uint64_t size, char *err, size_t n)
+{
+	if (idmap_get(&s->bufs, id)) {
+		snprintf(err, n, "buffer id %llu is already in use", (unsigned long long)id);
+		return DEVQ__CODE__INVALID_ARGUMENT;
+	}
+	if (size == 0) {
+		snprintf(err, n, "buffer %llu: size 0", (unsigned long long)id);
+		return DEVQ__CODE__INVALID_ARGUMENT;
+	}
+	if (size > s->d->cfg.max_buffer_bytes) {
+		snprintf(err, n, "buffer %llu: size %llu exceeds the maximum %llu bytes",
+			 (unsigned long long)id, (unsigned long long)size,
+			 (unsigned long long)s->d->cfg.max_buffer_bytes);
+		return DEVQ__CODE__RESOURCE_EXHAUSTED;
+	}
+	return 0;
+}
+
+static struct devq_buf *buf_new(struct devq_session *s, uint64_t id, uint64_t size,
+				Devq__BufferKind kind)
+{
+	struct devq_buf *b = calloc(1, sizeof(*b));
+	if (!b)
+		return NULL;
+	b->s = s;
+	b->id = id;
+	b->size = size;
+	b->kind = kind;
+	return b;
+}
+
+/* Maps (shared) for the device and enters the buffer in the session. */
+static int buf_install(struct devq_buf *b, char *err, size_t n)
+{
+	struct devq_backend *be = b->s->d->be;
+	int r = b->host ? be->ops->map_host(be, b->host, b->map_len, &b->devaddr)
+			: be->ops->alloc(be, b->size, &b->devaddr);
+	if (r < 0) {
+		snprintf(err, n, "buffer %llu: %s failed: %s", (unsigned long long)b->id,
+			 b->host ? "pinning" : "device allocation", strerror(-r));
+		return DEVQ__CODE__RESOURCE_EXHAUSTED;
+	}
+	r = idmap_put(&b->s->bufs, b->id, b);
+	if (r < 0) {
+		if (b->host)
+			be->ops->unmap_host(be, b->host, b->map_len);
+		else
+			be->ops->free(be, b->devaddr, b->size);
+		snprintf(err, n, "buffer %llu: out of memory", (unsigned long long)b->id);
+		return DEVQ__CODE__RESOURCE_EXHAUSTED;
+	}
+	account(b, +1);
+	return 0;
+}
+
+int devq_buf_create(struct devq_session *s, uint64_t id, uint64_t size, Devq__BufferKind kind,
+		    int *fd_out, char *err, size_t errlen)
+{
+	int code = check_new(s, id, size, err, errlen);
+	if (code)
+		return code;
+	if (kind != DEVQ__BUFFER_KIND__SHARED && kind != DEVQ__BUFFER_KIND__DEVICE) {
+		snprintf(err, errlen, "buffer %llu: unknown kind %d", (unsigned long long)id, kind);
+		return DEVQ__CODE__INVALID_ARGUMENT;
+	}
+	struct devq_buf *b = buf_new(s, id, size, kind);
+	if (!b)
+		goto nomem;
+	int fd = -1;
+	if (kind == DEVQ__BUFFER_KIND__SHARED) {
+		char name[48];
+		snprintf(name, sizeof(name), "devq-s%llu-b%llu", (unsigned long long)s->id,
+			 (unsigned long long)id);
+		fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_NOEXEC_SEAL);
+		if (fd < 0 && errno == EINVAL) /* kernel without MFD_NOEXEC_SEAL */
+			fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+		if (fd < 0 || ftruncate(fd, (off_t)size) < 0 ||
+		    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
+			snprintf(err, errlen, "buffer %llu: memfd of %llu bytes: %s",
+				 (unsigned long long)id, (unsigned long long)size, strerror(errno));
+			goto fail;
+		}
+		b->map_len = size;
+		b->host = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+		if (b->host == MAP_FAILED) {
+			b->host = NULL;
+			snprintf(err, errlen, "buffer %llu: mmap: %s", (unsigned long long)id,
+				 strerror(errno));
+			goto fail;
+		}
+	}
+	code = buf_install(b, err, errlen);
+	if (code) {
+		if (b->host)
+			munmap(b->host, b->map_len);
+		if (fd >= 0)
+			close(fd);
+		free(b);
+		return code;
+	}
+	*fd_out = fd;
+	return 0;
+fail:
+	if (b && b->host)
+		munmap(b->host, b->map_len);
+	if (fd >= 0)
+		close(fd);
+	free(b);
+	return DEVQ__CODE__RESOURCE_EXHAUSTED;
+nomem:
+	snprintf(err, errlen, "buffer %llu: out of memory", (unsigned long long)id);
+	return DEVQ__CODE__RESOURCE_EXHAUSTED;
+}
+
+/* A memfd is the only thing we map: its size can be pinned with seals, so a
+ * client cannot truncate it under a running op (no SIGBUS, which could not
+ * cover device DMA anyway). */
+static int is_memfd(int fd)
+{
+	char path[64], target[256];
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	ssize_t n = readlink(path, target, sizeof(target) - 1);
+	if (n < 0)
+		return 0;
+	target[n] = '\0';
+	return strncmp(target, "/memfd:", 7) == 0;
+}
+
+int devq_buf_import(struct devq_session *s, uint64_t id, uint64_t size, bool read_only, int fd,
+		    char *err, size_t errlen)
+{
+	int code = check_new(s, id, size, err, errlen);
+	if (code)
+		return code;
+	unsigned long long uid = (unsigned long long)id;
+	int seals = fcntl(fd, F_GET_SEALS);
+	if (seals < 0 || !is_memfd(fd)) {
+		snprintf(err, errlen, "import buffer %llu: the fd is not a memfd", uid);
+		return DEVQ__CODE__INVALID_ARGUMENT;
+	}
+	if (!(seals & F_SEAL_SHRINK)) {
+		snprintf(err, errlen,
+			 "import buffer %llu: memfd is not sealed with F_SEAL_SHRINK "
+			 "(it could be truncated under a running op)", uid);
+		return DEVQ__CODE__FAILED_PRECONDITION;
+	}
+	struct stat st;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		snprintf(err, errlen, "import buffer %llu: fstat failed", uid);
+		return DEVQ__CODE__INVALID_ARGUMENT;
+	}
+	if ((uint64_t)st.st_size < size) {
+		snprintf(err, errlen, "import buffer %llu: memfd holds %lld bytes, %llu declared",
+			 uid, (long long)st.st_size, (unsigned long long)size);
+		return DEVQ__CODE__OUT_OF_RANGE;
+	}
+	int acc = fcntl(fd, F_GETFL) & O_ACCMODE;
+	bool writable = acc == O_RDWR && !(seals & (F_SEAL_WRITE | F_SEAL_FUTURE_WRITE));
+	if (!read_only && !writable) {
+		snprintf(err, errlen,
+			 "import buffer %llu: memfd does not allow writing; import it read-only", uid);
+		return DEVQ__CODE__PERMISSION_DENIED;
+	}
+	struct devq_buf *b = buf_new(s, id, size, DEVQ__BUFFER_KIND__SHARED);
+	if (!b) {
+		snprintf(err, errlen, "import buffer %llu: out of memory", uid);
+		return DEVQ__CODE__RESOURCE_EXHAUSTED;
+	}
+	b->read_only = read_only;
+	b->map_len = size;
+	/* MAP_POPULATE prefaults, so the memory is charged now, not mid-op. */
+	b->host = mmap(NULL, size, read_only ? PROT_READ : PROT_READ | PROT_WRITE,
+		       MAP_SHARED | MAP_POPULATE, fd, 0);
+	if (b->host == MAP_FAILED) {
+		snprintf(err, errlen, "import buffer %llu: mmap: %s", uid, strerror(errno));
+		free(b);
+		return DEVQ__CODE__RESOURCE_EXHAUSTED;
+	}
+	code = buf_install(b, err, errlen);
+	if (code) {
+		munmap(b->host, b->map_len);
+		free(b);
+	}
+	return code;
+}
+
+static void buf_free(struct devq_buf *b)
+{
+	struct devq_session *s = b->s;
+	struct devq_backend *be = s->d->be;
+	idmap_del(&s->bufs, b->id);
+	if (b->host) {
+		be->ops->unmap_host(be, b->host, b->map_len);
+		munmap(b->host, b->map_len);
+	} else {
+		be->ops->free(be, b->devaddr, b->size);
+	}
+	if (b->last_writer)
+		devq_op_unref(b->last_writer);
+	for (unsigned i = 0; i < b->nreaders; i++)
+		devq_op_unref(b->readers[i]);
+	free(b->readers);
+	account(b, -1);
+	if (s->connected) {
+		Devq__BufferReleased rel = DEVQ__BUFFER_RELEASED__INIT;
+		rel.id = b->id;
+		Devq__DaemonMessage m = DEVQ__DAEMON_MESSAGE__INIT;
+		m.body_case = DEVQ__DAEMON_MESSAGE__BODY_BUFFER_RELEASED;
+		m.buffer_released = &rel;
+		devq_session_send(s, &m, NULL, 0);
+	}
+	log_debug("session %llu: buffer %llu released", (unsigned long long)s->id,
+		  (unsigned long long)b->id);
+	free(b);
+	devq_session_maybe_free(s);
+}
+
+void devq_buf_release(struct devq_buf *b)
+{
+	b->releasing = true;
+	if (b->inflight == 0)
+		buf_free(b);
+}
+
+void devq_buf_put(struct devq_buf *b)
+{
+	if (--b->inflight == 0 && b->releasing)
+		buf_free(b);
+}

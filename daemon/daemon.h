@@ -1,0 +1,199 @@
+/* devqd internals shared by its modules: the daemon, sessions, buffers,
+ * queues and op records.  All of it is owned by the loop thread; backend
+ * threads only touch struct devq_bop (see backend.h). */
+#ifndef DEVQ_DAEMON_H
+#define DEVQ_DAEMON_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <uv.h>
+
+#include "backend.h"
+#include "devq.pb-c.h"
+#include "frame.h"
+#include "idmap.h"
+#include "kernels.h"
+
+#define DEVQ_PROTO_MIN 1
+#define DEVQ_PROTO_MAX 1
+#define DEVQ_VERSION "0.1.0"
+
+struct devq_config {
+	const char *socket_path;
+	const char *backend; /* "cpu" or "auto" */
+	unsigned streams;
+	int verbose;
+	uint64_t max_op_ns;       /* admin bound on one op's duration */
+	uint64_t max_buffer_bytes;
+	uint32_t max_frame;
+	unsigned max_queues;      /* per session */
+	uint64_t stop_grace_ns;   /* shutdown: how long in-flight work may take */
+};
+
+struct devq_session;
+struct devq_op;
+
+struct devq_buf {
+	struct devq_session *s;
+	uint64_t id, size;
+	Devq__BufferKind kind;
+	bool read_only;
+	bool releasing;  /* release asked; freed when inflight drops to 0 */
+	void *host;      /* shared: daemon mapping; NULL for device buffers */
+	size_t map_len;
+	uint64_t devaddr;
+	unsigned inflight; /* ops referencing it that have not completed */
+	/* Hazard tracking (dma_resv rule): readers wait for the last writer,
+	 * writers for the last writer and every reader since. */
+	struct devq_op *last_writer;
+	struct devq_op **readers;
+	unsigned nreaders, readers_cap;
+};
+
+struct devq_fail_range {
+	uint64_t from, to; /* failed points [from, to); to == UINT64_MAX: open */
+};
+
+struct devq_queue {
+	uint32_t id;
+	unsigned stream;
+	uint64_t submitted; /* points handed out */
+	uint64_t completed; /* highest point whose completion the loop has seen */
+	/* Ops in flight, ring indexed by point % ring_cap, points
+	 * (completed, submitted]. */
+	struct devq_op **ring;
+	size_t ring_cap;
+	bool reset;        /* the next op does not inherit earlier failure */
+	uint64_t reset_at; /* first point submitted after the last reset */
+	struct devq_fail_range *fails;
+	unsigned nfails;
+};
+
+struct devq_op {
+	struct devq_bop b; /* first: the backend's view */
+	struct devq_session *s;
+	struct devq_queue *q;
+	uint64_t point;
+	unsigned refs;
+	bool completed;
+	struct devq_buf *bufs[DEVQ_MAX_PARAMS]; /* referenced, each once */
+	unsigned acc[DEVQ_MAX_PARAMS];          /* access of bufs[i] */
+	unsigned nbufs;
+	uint64_t t_client_submit, t_received, t_observed;
+	struct devq_op *cnext; /* completion list link (backend threads -> loop) */
+};
+
+struct devq_cmpl {
+	uint32_t queue;
+	uint64_t point;
+	int code;
+	char msg[DEVQ_BOP_MSG];
+	uint64_t t[7];
+};
+
+struct devq_daemon;
+
+struct devq_session {
+	struct devq_daemon *d;
+	struct devq_session *prev, *next;
+	uint64_t id;
+	pid_t pid;
+	uid_t uid;
+	gid_t gid;
+	char name[64];
+	int fd;
+	uv_poll_t poll;
+	int poll_events;
+	bool connected; /* fd open and served */
+	bool hello_done;
+	bool close_after_flush;
+	atomic_bool cancel;
+	struct devq_rx rx;
+	struct devq_tx tx;
+	struct idmap bufs;   /* id -> struct devq_buf */
+	struct idmap queues; /* id -> struct devq_queue */
+	uint64_t ops_in_flight, ops_completed, bytes_mapped;
+	unsigned nbufs;
+	/* Completions gathered during one drain, sent as one frame. */
+	struct devq_cmpl *cmpl;
+	size_t ncmpl, cmpl_cap;
+	struct devq_session *dirty_next;
+	bool dirty;
+};
+
+struct devq_daemon {
+	struct devq_config cfg;
+	uv_loop_t *loop;
+	struct devq_backend *be;
+	struct devq_sig *sigs; /* parsed manifest, indexed like devq_kernels */
+	unsigned *stream_load; /* queues mapped onto each device stream */
+	int listen_fd;
+	uv_poll_t listen_poll;
+	uv_async_t wake;
+	uv_signal_t sig_term, sig_int;
+	uv_timer_t stop_timer;
+	bool stopping;
+	uint64_t stop_started;
+	int exit_code;
+	pthread_mutex_t cmpl_lock;
+	struct devq_op *cmpl_head, *cmpl_tail; /* from backend threads */
+	struct devq_session *sessions;
+	struct devq_session *dirty;
+	uint64_t next_session_id;
+	uint64_t start_ns;
+	/* totals */
+	uint64_t ops_in_flight, ops_completed, ops_failed, sessions_total, bytes_mapped;
+	unsigned nbufs;
+};
+
+/* log.c */
+enum { DEVQ_LOG_ERR, DEVQ_LOG_WARN, DEVQ_LOG_INFO, DEVQ_LOG_DEBUG };
+void devq_log_set_level(int level);
+void devq_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#define log_err(...) devq_log(DEVQ_LOG_ERR, __VA_ARGS__)
+#define log_warn(...) devq_log(DEVQ_LOG_WARN, __VA_ARGS__)
+#define log_info(...) devq_log(DEVQ_LOG_INFO, __VA_ARGS__)
+#define log_debug(...) devq_log(DEVQ_LOG_DEBUG, __VA_ARGS__)
+
+/* server.c: connections and the loop */
+int devq_server_run(struct devq_daemon *d);
+void devq_session_send(struct devq_session *s, const Devq__DaemonMessage *m,
+		       const int *fds, unsigned nfds);
+void devq_session_error(struct devq_session *s, Devq__Code code, const char *request,
+			const struct devq_buf *b, const uint32_t *queue, const char *fmt, ...)
+	__attribute__((format(printf, 6, 7)));
+void devq_session_mark_dirty(struct devq_session *s);
+void devq_session_maybe_free(struct devq_session *s);
+
+/* session.c: what each client message means */
+void devq_session_dispatch(struct devq_session *s, const Devq__ClientMessage *m,
+			   struct devq_frame *f, uint64_t t_received);
+void devq_session_teardown(struct devq_session *s); /* connection gone */
+void devq_session_free(struct devq_session *s);
+
+/* buffer.c */
+int devq_buf_create(struct devq_session *s, uint64_t id, uint64_t size, Devq__BufferKind kind,
+		    int *fd_out, char *err, size_t errlen);
+int devq_buf_import(struct devq_session *s, uint64_t id, uint64_t size, bool read_only, int fd,
+		    char *err, size_t errlen);
+void devq_buf_release(struct devq_buf *b); /* frees now or once idle */
+void devq_buf_put(struct devq_buf *b);     /* an op stopped using it */
+
+/* sched.c: ordering, hand-off, completion */
+void devq_sched_submit(struct devq_session *s, const Devq__Op *m, uint64_t t_received);
+void devq_sched_drain(struct devq_daemon *d);
+void devq_op_unref(struct devq_op *op);
+struct devq_queue *devq_queue_open(struct devq_session *s, uint32_t id, char *err, size_t errlen);
+void devq_queue_reset(struct devq_queue *q);
+void devq_queue_free(struct devq_daemon *d, struct devq_queue *q);
+void devq_on_complete(void *ud, struct devq_bop *bop); /* backend threads */
+
+/* validate.c: checks one op against the session's handles */
+int devq_validate_op(struct devq_session *s, const Devq__Op *m, struct devq_op *op, char *err,
+		     size_t errlen);
+
+#endif

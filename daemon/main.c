@@ -1,0 +1,185 @@
+/* devqd: argument parsing, backend selection, and the loop's lifetime. */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: devqd [OPTION]...\n"
+		"Share one device among client processes: clients connect on a Unix socket,\n"
+		"hand over shared-memory buffers and submit kernels; devqd orders and runs them\n"
+		"on device streams and reports completions with timing.\n"
+		"\n"
+		"  -s, --socket PATH       listen on PATH (default /run/devqd/devqd.sock)\n"
+		"  -b, --backend NAME      cpu or auto (default auto: the CPU backend when no\n"
+		"                          GPU backend is available)\n"
+		"  -n, --streams N         device streams (CPU backend: worker threads; default 4)\n"
+		"      --max-op-ms MS      longest duration one op may request (default 10000)\n"
+		"      --max-buffer-mb MB  largest buffer (default 4096)\n"
+		"      --max-queues N      queues per session (default 64)\n"
+		"  -v, --verbose           more logging (repeat for debug)\n"
+		"  -h, --help              this text\n"
+		"  -V, --version           print the version\n"
+		"\n"
+		"Runs in the foreground and logs to stderr.  SIGTERM or SIGINT stops it: no new\n"
+		"connections, ops not yet started are cancelled, running ones finish (bounded by\n"
+		"the maximum op duration), everything is freed, exit status 0.\n");
+}
+
+static int parse_u64(const char *opt, const char *s, uint64_t min, uint64_t max, uint64_t *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno || end == s || *end || s[0] == '-' || v < min || v > max) {
+		fprintf(stderr, "devqd: %s: '%s' is not a number in %llu..%llu\n", opt, s,
+			(unsigned long long)min, (unsigned long long)max);
+		return -EINVAL;
+	}
+	*out = v;
+	return 0;
+}
+
+static void sigs_free(struct devq_daemon *d)
+{
+	free(d->sigs);
+	free(d->stream_load);
+}
+
+static int load_manifest(struct devq_daemon *d)
+{
+	d->sigs = calloc(devq_nkernels, sizeof(*d->sigs));
+	if (!d->sigs)
+		return -ENOMEM;
+	for (size_t i = 0; i < devq_nkernels; i++) {
+		char err[160];
+		if (devq_sig_parse(devq_kernels[i].signature, &d->sigs[i], err, sizeof(err)) < 0) {
+			log_err("manifest: %s: %s", devq_kernels[i].name, err);
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "socket", required_argument, NULL, 's' },
+		{ "backend", required_argument, NULL, 'b' },
+		{ "streams", required_argument, NULL, 'n' },
+		{ "max-op-ms", required_argument, NULL, 1 },
+		{ "max-buffer-mb", required_argument, NULL, 2 },
+		{ "max-queues", required_argument, NULL, 3 },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ 0 },
+	};
+	struct devq_daemon d = { 0 };
+	d.cfg.socket_path = "/run/devqd/devqd.sock";
+	d.cfg.backend = "auto";
+	d.cfg.streams = 4;
+	d.cfg.max_op_ns = 10ull * 1000 * 1000 * 1000;
+	d.cfg.max_buffer_bytes = 4096ull << 20;
+	d.cfg.max_frame = DEVQ_FRAME_MAX_DEFAULT;
+	d.cfg.max_queues = 64;
+	d.listen_fd = -1;
+	int verbose = 0, c;
+	uint64_t v;
+	while ((c = getopt_long(argc, argv, "s:b:n:vhV", opts, NULL)) != -1) {
+		switch (c) {
+		case 's':
+			d.cfg.socket_path = optarg;
+			break;
+		case 'b':
+			if (strcmp(optarg, "cpu") && strcmp(optarg, "auto")) {
+				fprintf(stderr,
+					"devqd: --backend: '%s' is not available (this build has: cpu, "
+					"auto)\n",
+					optarg);
+				return 2;
+			}
+			d.cfg.backend = optarg;
+			break;
+		case 'n':
+			if (parse_u64("--streams", optarg, 1, 256, &v))
+				return 2;
+			d.cfg.streams = (unsigned)v;
+			break;
+		case 1:
+			if (parse_u64("--max-op-ms", optarg, 1, 24ull * 3600 * 1000, &v))
+				return 2;
+			d.cfg.max_op_ns = v * 1000000;
+			break;
+		case 2:
+			if (parse_u64("--max-buffer-mb", optarg, 1, 1ull << 30, &v))
+				return 2;
+			d.cfg.max_buffer_bytes = v << 20;
+			break;
+		case 3:
+			if (parse_u64("--max-queues", optarg, 1, 1u << 16, &v))
+				return 2;
+			d.cfg.max_queues = (unsigned)v;
+			break;
+		case 'v':
+			verbose++;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		case 'V':
+			printf("devqd %s\n", DEVQ_VERSION);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "devqd: unexpected argument '%s'\n", argv[optind]);
+		usage(stderr);
+		return 2;
+	}
+	devq_log_set_level(DEVQ_LOG_WARN + verbose);
+	d.cfg.stop_grace_ns = d.cfg.max_op_ns + 2ull * 1000 * 1000 * 1000;
+	signal(SIGPIPE, SIG_IGN);
+
+	if (load_manifest(&d) < 0) {
+		sigs_free(&d);
+		return 1;
+	}
+	pthread_mutex_init(&d.cmpl_lock, NULL);
+	struct devq_backend_config bc = { .streams = d.cfg.streams, .on_complete = devq_on_complete,
+					  .ud = &d };
+	if (!strcmp(d.cfg.backend, "auto"))
+		log_info("backend auto: no GPU backend in this build; using the CPU backend");
+	int r = devq_backend_cpu_open(&bc, &d.be);
+	if (r < 0) {
+		log_err("cpu backend: %s", strerror(-r));
+		sigs_free(&d);
+		return 1;
+	}
+	d.stream_load = calloc(d.be->streams, sizeof(*d.stream_load));
+	uv_loop_t loop;
+	if (!d.stream_load || uv_loop_init(&loop) < 0) {
+		log_err("out of memory");
+		d.be->ops->destroy(d.be);
+		sigs_free(&d);
+		return 1;
+	}
+	d.loop = &loop;
+	d.start_ns = devq_now_ns();
+	int code = devq_server_run(&d);
+	uv_loop_close(&loop);
+	d.be->ops->destroy(d.be);
+	pthread_mutex_destroy(&d.cmpl_lock);
+	sigs_free(&d);
+	log_info("stopped");
+	return code;
+}

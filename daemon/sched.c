@@ -1,0 +1,437 @@
+/* Ordering and hand-off.  Each session queue is an in-order timeline; an op
+ * waits (strictly: failure propagates) on the previous op of its queue and on
+ * explicit points, and (ordering only) on the buffer hazards it has: a reader
+ * on the last writer, a writer on the last writer and every reader since.
+ * Waits are deduplicated per queue keeping the highest point, since a queue
+ * completes in order.  Completions come back from backend threads through a
+ * locked list and one uv_async wake-up, and are coalesced per session. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon.h"
+
+#define OP_OF(bop) ((struct devq_op *)(bop))
+
+void devq_op_unref(struct devq_op *op)
+{
+	if (op && --op->refs == 0)
+		free(op);
+}
+
+static struct devq_op *op_ref(struct devq_op *op)
+{
+	op->refs++;
+	return op;
+}
+
+/* ---- queues ---------------------------------------------------------- */
+
+static int ring_put(struct devq_queue *q, struct devq_op *op)
+{
+	if (q->submitted - q->completed > q->ring_cap) {
+		size_t ncap = q->ring_cap ? q->ring_cap * 2 : 64;
+		struct devq_op **n = calloc(ncap, sizeof(*n));
+		if (!n)
+			return -ENOMEM;
+		for (uint64_t p = q->completed + 1; p < op->point; p++)
+			n[p & (ncap - 1)] = q->ring[p & (q->ring_cap - 1)];
+		free(q->ring);
+		q->ring = n;
+		q->ring_cap = ncap;
+	}
+	q->ring[op->point & (q->ring_cap - 1)] = op;
+	return 0;
+}
+
+static struct devq_op *ring_get(struct devq_queue *q, uint64_t point)
+{
+	if (point <= q->completed || point > q->submitted)
+		return NULL;
+	return q->ring[point & (q->ring_cap - 1)];
+}
+
+struct devq_queue *devq_queue_open(struct devq_session *s, uint32_t id, char *err, size_t n)
+{
+	struct devq_daemon *d = s->d;
+	if (idmap_get(&s->queues, id)) {
+		snprintf(err, n, "queue %u is already open", id);
+		return NULL;
+	}
+	if (s->queues.count >= d->cfg.max_queues) {
+		snprintf(err, n, "queue %u: the session already has %u queues (the maximum)", id,
+			 d->cfg.max_queues);
+		return NULL;
+	}
+	struct devq_queue *q = calloc(1, sizeof(*q));
+	if (!q || idmap_put(&s->queues, id, q) < 0) {
+		free(q);
+		snprintf(err, n, "queue %u: out of memory", id);
+		return NULL;
+	}
+	q->id = id;
+	/* Least-loaded device stream, so a session's queues (and different
+	 * sessions) overlap as far as the streams allow. */
+	unsigned best = 0;
+	for (unsigned i = 1; i < d->be->streams; i++)
+		if (d->stream_load[i] < d->stream_load[best])
+			best = i;
+	q->stream = best;
+	d->stream_load[best]++;
+	return q;
+}
+
+void devq_queue_reset(struct devq_queue *q)
+{
+	q->reset = true;
+	q->reset_at = q->submitted + 1;
+	if (q->nfails && q->fails[q->nfails - 1].to == UINT64_MAX)
+		q->fails[q->nfails - 1].to = q->reset_at;
+}
+
+void devq_queue_free(struct devq_daemon *d, struct devq_queue *q)
+{
+	d->stream_load[q->stream]--;
+	free(q->ring);
+	free(q->fails);
+	free(q);
+}
+
+static bool point_failed(const struct devq_queue *q, uint64_t p)
+{
+	for (unsigned i = 0; i < q->nfails; i++)
+		if (p >= q->fails[i].from && p < q->fails[i].to)
+			return true;
+	return false;
+}
+
+static void note_failure(struct devq_queue *q, uint64_t p)
+{
+	if (point_failed(q, p))
+		return;
+	struct devq_fail_range *n = realloc(q->fails, (q->nfails + 1) * sizeof(*n));
+	if (!n)
+		return; /* only costs precision: a later wait on p runs */
+	q->fails = n;
+	n[q->nfails].from = p;
+	n[q->nfails].to = q->reset_at > p ? q->reset_at : UINT64_MAX;
+	q->nfails++;
+}
+
+/* ---- submission ------------------------------------------------------ */
+
+static void make_fail(struct devq_op *op, int code, const char *msg)
+{
+	op->b.kind = DEVQ_BOP_FAIL;
+	op->b.code = code;
+	snprintf(op->b.msg, sizeof(op->b.msg), "%s", msg);
+	op->nbufs = 0;
+	free(op->b.waits);
+	op->b.waits = NULL;
+	op->b.nwaits = 0;
+}
+
+/* Adds target to the wait set: one entry per queue, the highest point. */
+static void add_wait(struct devq_op **set, unsigned *n, struct devq_op *target)
+{
+	for (unsigned i = 0; i < *n; i++) {
+		if (set[i]->q == target->q) {
+			if (target->point > set[i]->point)
+				set[i] = target;
+			return;
+		}
+	}
+	set[(*n)++] = target;
+}
+
+static int collect_waits(struct devq_op *op, const Devq__Op *m, char *err, size_t n)
+{
+	struct devq_session *s = op->s;
+	struct devq_queue *q = op->q;
+	size_t cap = m->n_waits + 1;
+	for (unsigned i = 0; i < op->nbufs; i++)
+		cap += 1 + op->bufs[i]->nreaders;
+	struct devq_op **strict = calloc(cap, sizeof(*strict));
+	struct devq_op **order = calloc(cap, sizeof(*order));
+	unsigned ns = 0, no = 0;
+	int code = 0;
+	if (!strict || !order) {
+		snprintf(err, n, "out of memory");
+		code = DEVQ__CODE__RESOURCE_EXHAUSTED;
+		goto out;
+	}
+
+	/* The queue's own order: inherit the previous op's failure. */
+	if (!q->reset && op->point > 1) {
+		if (point_failed(q, op->point - 1)) {
+			snprintf(err, n, "queue %u failed at an earlier point; reset it", q->id);
+			code = DEVQ__CODE__DEPENDENCY_FAILED;
+			goto out;
+		}
+		struct devq_op *prev = ring_get(q, op->point - 1);
+		if (prev)
+			add_wait(strict, &ns, prev);
+	}
+	q->reset = false;
+
+	for (size_t i = 0; i < m->n_waits; i++) {
+		const Devq__Wait *w = m->waits[i];
+		struct devq_queue *wq = idmap_get(&s->queues, w->queue);
+		if (!wq) {
+			snprintf(err, n, "wait on queue %u: queue not open", w->queue);
+			code = DEVQ__CODE__NOT_FOUND;
+			goto out;
+		}
+		uint64_t limit = wq == q ? op->point - 1 : wq->submitted;
+		if (w->point > limit) {
+			snprintf(err, n,
+				 "wait on queue %u point %" PRIu64 ": only %" PRIu64
+				 " ops submitted there",
+				 w->queue, w->point, limit);
+			code = DEVQ__CODE__INVALID_ARGUMENT;
+			goto out;
+		}
+		if (w->point == 0)
+			continue;
+		if (w->point <= wq->completed) {
+			if (point_failed(wq, w->point)) {
+				snprintf(err, n, "waits on queue %u point %" PRIu64 ", which failed",
+					 w->queue, w->point);
+				code = DEVQ__CODE__DEPENDENCY_FAILED;
+				goto out;
+			}
+			continue; /* already complete: nothing to wait for */
+		}
+		add_wait(strict, &ns, ring_get(wq, w->point));
+	}
+
+	for (unsigned i = 0; i < op->nbufs; i++) {
+		struct devq_buf *b = op->bufs[i];
+		if (b->last_writer && !b->last_writer->completed && b->last_writer->q != q)
+			add_wait(order, &no, b->last_writer);
+		if (op->acc[i] & DEVQ_ACC_OUT)
+			for (unsigned r = 0; r < b->nreaders; r++)
+				if (!b->readers[r]->completed && b->readers[r]->q != q)
+					add_wait(order, &no, b->readers[r]);
+	}
+
+	/* One array: strict waits first; ordering waits already covered by a
+	 * strict wait on the same queue are dropped. */
+	op->b.waits = calloc(ns + no ? ns + no : 1, sizeof(*op->b.waits));
+	if (!op->b.waits) {
+		snprintf(err, n, "out of memory");
+		code = DEVQ__CODE__RESOURCE_EXHAUSTED;
+		goto out;
+	}
+	for (unsigned i = 0; i < ns; i++)
+		op->b.waits[op->b.nwaits++] = &op_ref(strict[i])->b;
+	op->b.nstrict = ns;
+	for (unsigned i = 0; i < no; i++) {
+		bool covered = false;
+		for (unsigned j = 0; j < ns; j++)
+			covered |= strict[j]->q == order[i]->q && strict[j]->point >= order[i]->point;
+		if (!covered)
+			op->b.waits[op->b.nwaits++] = &op_ref(order[i])->b;
+	}
+out:
+	free(strict);
+	free(order);
+	return code;
+}
+
+/* Records op as the newest access of each buffer it uses. */
+static int update_hazards(struct devq_op *op)
+{
+	for (unsigned i = 0; i < op->nbufs; i++) {
+		struct devq_buf *b = op->bufs[i];
+		if (op->acc[i] & DEVQ_ACC_OUT) {
+			devq_op_unref(b->last_writer);
+			for (unsigned r = 0; r < b->nreaders; r++)
+				devq_op_unref(b->readers[r]);
+			b->nreaders = 0;
+			b->last_writer = op_ref(op);
+			continue;
+		}
+		/* Completed readers impose nothing any more. */
+		unsigned k = 0;
+		for (unsigned r = 0; r < b->nreaders; r++) {
+			if (b->readers[r]->completed || b->readers[r]->q == op->q)
+				devq_op_unref(b->readers[r]);
+			else
+				b->readers[k++] = b->readers[r];
+		}
+		b->nreaders = k;
+		if (b->nreaders == b->readers_cap) {
+			unsigned ncap = b->readers_cap ? b->readers_cap * 2 : 4;
+			struct devq_op **nr = realloc(b->readers, ncap * sizeof(*nr));
+			if (!nr)
+				return -ENOMEM;
+			b->readers = nr;
+			b->readers_cap = ncap;
+		}
+		b->readers[b->nreaders++] = op_ref(op);
+	}
+	return 0;
+}
+
+void devq_sched_submit(struct devq_session *s, const Devq__Op *m, uint64_t t_received)
+{
+	struct devq_daemon *d = s->d;
+	struct devq_queue *q = idmap_get(&s->queues, m->queue);
+	if (!q) {
+		devq_session_error(s, DEVQ__CODE__NOT_FOUND, "submit", NULL, &m->queue,
+				   "submit on queue %u: queue not open", m->queue);
+		return;
+	}
+	struct devq_op *op = calloc(1, sizeof(*op));
+	if (!op) {
+		devq_session_error(s, DEVQ__CODE__RESOURCE_EXHAUSTED, "submit", NULL, &m->queue,
+				   "out of memory; the session is closed");
+		s->close_after_flush = true;
+		return;
+	}
+	op->s = s;
+	op->q = q;
+	op->refs = 1; /* the queue's ring, until the completion is processed */
+	op->point = ++q->submitted;
+	op->t_client_submit = m->client_submit_ns;
+	op->t_received = t_received;
+	op->b.stream = q->stream;
+	op->b.cancel = &s->cancel;
+	if (ring_put(q, op) < 0) {
+		/* Without a ring slot the point cannot be tracked: end the session. */
+		q->submitted--;
+		free(op);
+		devq_session_error(s, DEVQ__CODE__RESOURCE_EXHAUSTED, "submit", NULL, &m->queue,
+				   "out of memory; the session is closed");
+		s->close_after_flush = true;
+		return;
+	}
+
+	char err[DEVQ_BOP_MSG];
+	int code = devq_validate_op(s, m, op, err, sizeof(err));
+	if (!code)
+		code = collect_waits(op, m, err, sizeof(err));
+	if (!code && update_hazards(op) < 0) {
+		code = DEVQ__CODE__RESOURCE_EXHAUSTED;
+		snprintf(err, sizeof(err), "out of memory");
+	}
+	if (code) {
+		log_debug("session %llu queue %u point %llu rejected: %s", (unsigned long long)s->id,
+			  q->id, (unsigned long long)op->point, err);
+		for (unsigned i = 0; i < op->b.nwaits; i++)
+			devq_op_unref(OP_OF(op->b.waits[i]));
+		make_fail(op, code, err);
+	}
+	for (unsigned i = 0; i < op->nbufs; i++)
+		op->bufs[i]->inflight++;
+	s->ops_in_flight++;
+	d->ops_in_flight++;
+
+	/* Stamped before the push: the device may start the op at once. */
+	op->b.t_handoff = devq_now_ns();
+	int r = d->be->ops->enqueue(d->be, &op->b);
+	op->b.enqueue_ns = devq_now_ns() - op->b.t_handoff;
+	if (r < 0) {
+		op->b.code = DEVQ__CODE__DEVICE_ERROR;
+		snprintf(op->b.msg, sizeof(op->b.msg), "enqueue failed: %s", strerror(-r));
+		op->b.t_start = op->b.t_end = devq_now_ns();
+		atomic_store(&op->b.done, 1);
+		devq_on_complete(d, &op->b);
+	}
+}
+
+/* ---- completion ------------------------------------------------------ */
+
+void devq_on_complete(void *ud, struct devq_bop *bop)
+{
+	struct devq_daemon *d = ud;
+	struct devq_op *op = OP_OF(bop);
+	op->cnext = NULL;
+	pthread_mutex_lock(&d->cmpl_lock);
+	if (d->cmpl_tail)
+		d->cmpl_tail->cnext = op;
+	else
+		d->cmpl_head = op;
+	d->cmpl_tail = op;
+	pthread_mutex_unlock(&d->cmpl_lock);
+	uv_async_send(&d->wake);
+}
+
+static void complete_one(struct devq_daemon *d, struct devq_op *op, uint64_t now)
+{
+	struct devq_session *s = op->s;
+	struct devq_queue *q = op->q;
+	op->completed = true;
+	op->t_observed = now;
+	if (op->point != q->completed + 1)
+		log_err("queue %u completed point %llu after %llu: stream order broken", q->id,
+			(unsigned long long)op->point, (unsigned long long)q->completed);
+	q->completed = op->point;
+	q->ring[op->point & (q->ring_cap - 1)] = NULL;
+	if (op->b.code != DEVQ__CODE__OK) {
+		note_failure(q, op->point);
+		d->ops_failed++;
+	}
+	d->ops_completed++;
+	d->ops_in_flight--;
+	s->ops_completed++;
+	s->ops_in_flight--;
+
+	for (unsigned i = 0; i < op->b.nwaits; i++)
+		devq_op_unref(OP_OF(op->b.waits[i]));
+	free(op->b.waits);
+	op->b.waits = NULL;
+	op->b.nwaits = 0;
+
+	if (s->connected) {
+		if (s->ncmpl == s->cmpl_cap) {
+			size_t ncap = s->cmpl_cap ? s->cmpl_cap * 2 : 16;
+			struct devq_cmpl *n = realloc(s->cmpl, ncap * sizeof(*n));
+			if (n) {
+				s->cmpl = n;
+				s->cmpl_cap = ncap;
+			}
+		}
+		if (s->ncmpl < s->cmpl_cap) {
+			struct devq_cmpl *c = &s->cmpl[s->ncmpl++];
+			c->queue = q->id;
+			c->point = op->point;
+			c->code = op->b.code;
+			memcpy(c->msg, op->b.msg, sizeof(c->msg));
+			c->t[0] = op->t_client_submit;
+			c->t[1] = op->t_received;
+			c->t[2] = op->b.t_handoff;
+			c->t[3] = op->b.t_start;
+			c->t[4] = op->b.t_end;
+			c->t[5] = op->t_observed;
+			c->t[6] = op->b.enqueue_ns;
+			devq_session_mark_dirty(s);
+		} else {
+			log_err("session %llu: out of memory; completion of queue %u point %llu lost",
+				(unsigned long long)s->id, q->id, (unsigned long long)op->point);
+		}
+	}
+	/* Completion first, then the releases it makes possible. */
+	for (unsigned i = 0; i < op->nbufs; i++)
+		devq_buf_put(op->bufs[i]);
+	op->nbufs = 0;
+	devq_op_unref(op);
+	devq_session_maybe_free(s);
+}
+
+void devq_sched_drain(struct devq_daemon *d)
+{
+	pthread_mutex_lock(&d->cmpl_lock);
+	struct devq_op *list = d->cmpl_head;
+	d->cmpl_head = d->cmpl_tail = NULL;
+	pthread_mutex_unlock(&d->cmpl_lock);
+	uint64_t now = devq_now_ns();
+	while (list) {
+		struct devq_op *next = list->cnext;
+		complete_one(d, list, now);
+		list = next;
+	}
+}

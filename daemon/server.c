@@ -1,0 +1,469 @@
+/* devqd's loop: the listening socket, one uv_poll per connection (libuv's
+ * own pipes cannot carry memfds, so recvmsg/sendmsg are ours), the wake-up
+ * from backend threads, and shutdown. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "daemon.h"
+
+#define READS_PER_WAKE 16 /* bounded work per client per wake-up: fairness */
+
+static void session_close(struct devq_session *s);
+static void session_flush(struct devq_session *s);
+static void conn_cb(uv_poll_t *h, int status, int events);
+
+void devq_session_mark_dirty(struct devq_session *s)
+{
+	if (s->dirty || !s->connected)
+		return;
+	s->dirty = true;
+	s->dirty_next = s->d->dirty;
+	s->d->dirty = s;
+}
+
+static void flush_dirty(struct devq_daemon *d)
+{
+	while (d->dirty) {
+		struct devq_session *s = d->dirty;
+		d->dirty = s->dirty_next;
+		s->dirty = false;
+		session_flush(s);
+		devq_session_maybe_free(s);
+	}
+}
+
+/* Pending completions go out as one frame, ahead of anything sent after
+ * them, so a client sees an op complete before the release it enables. */
+static void push_completions(struct devq_session *s)
+{
+	size_t n = s->ncmpl;
+	if (!n)
+		return;
+	s->ncmpl = 0;
+	Devq__Completion *c = calloc(n, sizeof(*c));
+	Devq__Completion **cp = calloc(n, sizeof(*cp));
+	Devq__Timing *t = calloc(n, sizeof(*t));
+	if (!c || !cp || !t) {
+		log_err("session %llu: out of memory; %zu completions lost",
+			(unsigned long long)s->id, n);
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++) {
+		const struct devq_cmpl *x = &s->cmpl[i];
+		devq__completion__init(&c[i]);
+		devq__timing__init(&t[i]);
+		c[i].queue = x->queue;
+		c[i].point = x->point;
+		c[i].code = x->code;
+		c[i].message = (char *)x->msg;
+		t[i].client_submit = x->t[0];
+		t[i].received = x->t[1];
+		t[i].handoff = x->t[2];
+		t[i].device_start = x->t[3];
+		t[i].device_end = x->t[4];
+		t[i].observed = x->t[5];
+		t[i].enqueue_ns = x->t[6];
+		c[i].timing = &t[i];
+		cp[i] = &c[i];
+	}
+	Devq__Completions cs = DEVQ__COMPLETIONS__INIT;
+	cs.n_items = n;
+	cs.items = cp;
+	Devq__DaemonMessage m = DEVQ__DAEMON_MESSAGE__INIT;
+	m.body_case = DEVQ__DAEMON_MESSAGE__BODY_COMPLETIONS;
+	m.completions = &cs;
+	if (devq_tx_push(&s->tx, DEVQ_FRAME_DAEMON, &m.base, NULL, 0) < 0)
+		log_err("session %llu: out of memory; %zu completions lost",
+			(unsigned long long)s->id, n);
+out:
+	free(c);
+	free(cp);
+	free(t);
+}
+
+void devq_session_send(struct devq_session *s, const Devq__DaemonMessage *m, const int *fds,
+		       unsigned nfds)
+{
+	if (!s->connected) {
+		for (unsigned i = 0; i < nfds; i++)
+			close(fds[i]);
+		return;
+	}
+	push_completions(s);
+	if (devq_tx_push(&s->tx, DEVQ_FRAME_DAEMON, &m->base, fds, nfds) < 0) {
+		log_err("session %llu: out of memory queueing a reply; closing",
+			(unsigned long long)s->id);
+		s->close_after_flush = true;
+	}
+	devq_session_mark_dirty(s);
+}
+
+void devq_session_error(struct devq_session *s, Devq__Code code, const char *request,
+			const struct devq_buf *b, const uint32_t *queue, const char *fmt, ...)
+{
+	char msg[256];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	log_info("session %llu: %s: %s", (unsigned long long)s->id, request, msg);
+	Devq__Error e = DEVQ__ERROR__INIT;
+	e.code = code;
+	e.message = msg;
+	e.request = (char *)request;
+	if (b) {
+		e.has_buffer = true;
+		e.buffer = b->id;
+	}
+	if (queue) {
+		e.has_queue = true;
+		e.queue = *queue;
+	}
+	Devq__DaemonMessage m = DEVQ__DAEMON_MESSAGE__INIT;
+	m.body_case = DEVQ__DAEMON_MESSAGE__BODY_ERROR;
+	m.error = &e;
+	devq_session_send(s, &m, NULL, 0);
+}
+
+static void on_conn_closed(uv_handle_t *h)
+{
+	struct devq_session *s = h->data;
+	close(s->fd);
+	s->fd = -1;
+	devq_session_maybe_free(s);
+}
+
+void devq_session_maybe_free(struct devq_session *s)
+{
+	if (s->connected || s->fd >= 0 || s->dirty || s->ops_in_flight || s->nbufs)
+		return;
+	devq_session_free(s);
+}
+
+static void session_close(struct devq_session *s)
+{
+	if (!s->connected)
+		return;
+	log_info("session %llu: disconnected (%llu ops in flight, %u buffers)",
+		 (unsigned long long)s->id, (unsigned long long)s->ops_in_flight, s->nbufs);
+	s->connected = false;
+	s->ncmpl = 0;
+	uv_poll_stop(&s->poll);
+	uv_close((uv_handle_t *)&s->poll, on_conn_closed);
+	devq_tx_fini(&s->tx);
+	devq_session_teardown(s);
+}
+
+static void set_events(struct devq_session *s, int events)
+{
+	if (!s->connected || events == s->poll_events)
+		return;
+	s->poll_events = events;
+	uv_poll_start(&s->poll, events, conn_cb);
+}
+
+static void session_flush(struct devq_session *s)
+{
+	if (!s->connected)
+		return;
+	push_completions(s);
+	int r = devq_tx_flush(&s->tx, s->fd);
+	if (r == -EAGAIN) {
+		set_events(s, UV_READABLE | UV_WRITABLE);
+		return;
+	}
+	if (r < 0) {
+		log_info("session %llu: send failed: %s", (unsigned long long)s->id, strerror(-r));
+		session_close(s);
+		return;
+	}
+	if (s->close_after_flush) {
+		session_close(s);
+		return;
+	}
+	set_events(s, UV_READABLE);
+}
+
+static void protocol_close(struct devq_session *s, const char *fmt, const char *what)
+{
+	devq_session_error(s, DEVQ__CODE__PROTOCOL_ERROR, "frame", NULL, NULL, fmt, what);
+	s->close_after_flush = true;
+}
+
+static void handle_frame(struct devq_session *s, struct devq_frame *f, uint64_t t)
+{
+	if (f->type != DEVQ_FRAME_CLIENT) {
+		char what[16];
+		snprintf(what, sizeof(what), "%u", f->type);
+		protocol_close(s, "frame type %s is not a client message", what);
+		devq_frame_close_fds(f);
+		return;
+	}
+	Devq__ClientMessage *m = devq__client_message__unpack(NULL, f->len, f->payload);
+	if (!m) {
+		protocol_close(s, "malformed ClientMessage%s", "");
+		devq_frame_close_fds(f);
+		return;
+	}
+	devq_session_dispatch(s, m, f, t);
+	devq__client_message__free_unpacked(m, NULL);
+	devq_frame_close_fds(f); /* whatever the message did not claim */
+}
+
+static void session_read(struct devq_session *s)
+{
+	char num[32];
+	for (int i = 0; i < READS_PER_WAKE && s->connected && !s->close_after_flush; i++) {
+		ssize_t n = devq_rx_recv(&s->rx, s->fd, MSG_DONTWAIT);
+		uint64_t t = devq_now_ns();
+		if (n == -EAGAIN)
+			break;
+		if (n == 0) {
+			if (s->rx.len)
+				log_info("session %llu: EOF inside a frame", (unsigned long long)s->id);
+			session_close(s);
+			return;
+		}
+		if (n == -EMSGSIZE) {
+			snprintf(num, sizeof(num), "%u", s->d->cfg.max_frame);
+			protocol_close(s, "frame exceeds the maximum payload of %s bytes", num);
+			break;
+		}
+		if (n == -EPROTO) {
+			protocol_close(s, "control data truncated (too many fds)%s", "");
+			break;
+		}
+		if (n < 0) {
+			log_info("session %llu: recv: %s", (unsigned long long)s->id,
+				 strerror((int)-n));
+			session_close(s);
+			return;
+		}
+		struct devq_frame f;
+		int r = 0;
+		while (s->connected && !s->close_after_flush && (r = devq_rx_next(&s->rx, &f)) == 1)
+			handle_frame(s, &f, t);
+		if (r == -EMSGSIZE) {
+			snprintf(num, sizeof(num), "%u", s->d->cfg.max_frame);
+			protocol_close(s, "frame exceeds the maximum payload of %s bytes", num);
+		} else if (r < 0) {
+			protocol_close(s, "fds do not match the frames that declare them%s", "");
+		}
+	}
+}
+
+static void conn_cb(uv_poll_t *h, int status, int events)
+{
+	struct devq_session *s = h->data;
+	struct devq_daemon *d = s->d;
+	if (status < 0) {
+		session_close(s);
+	} else {
+		if (events & UV_READABLE)
+			session_read(s);
+		if (s->connected)
+			devq_session_mark_dirty(s);
+	}
+	flush_dirty(d);
+}
+
+static void on_accept(uv_poll_t *h, int status, int events)
+{
+	struct devq_daemon *d = h->data;
+	(void)events;
+	if (status < 0 || d->stopping)
+		return;
+	for (;;) {
+		int fd = accept4(d->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0) {
+			if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
+				log_warn("accept: %s", strerror(errno));
+			return;
+		}
+		struct ucred cred = { 0 };
+		socklen_t len = sizeof(cred);
+		getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len);
+		struct devq_session *s = calloc(1, sizeof(*s));
+		if (!s) {
+			log_err("accept: out of memory");
+			close(fd);
+			continue;
+		}
+		s->d = d;
+		s->id = ++d->next_session_id;
+		s->fd = fd;
+		s->pid = cred.pid;
+		s->uid = cred.uid;
+		s->gid = cred.gid;
+		s->connected = true;
+		atomic_init(&s->cancel, false);
+		devq_rx_init(&s->rx, d->cfg.max_frame);
+		devq_tx_init(&s->tx);
+		uv_poll_init(d->loop, &s->poll, fd);
+		s->poll.data = s;
+		s->next = d->sessions;
+		if (s->next)
+			s->next->prev = s;
+		d->sessions = s;
+		d->sessions_total++;
+		s->poll_events = UV_READABLE;
+		uv_poll_start(&s->poll, UV_READABLE, conn_cb);
+		log_info("session %llu: connected (pid %d, uid %u)", (unsigned long long)s->id,
+			 (int)s->pid, (unsigned)s->uid);
+	}
+}
+
+/* ---- shutdown -------------------------------------------------------- */
+
+static void close_handle(uv_handle_t *h)
+{
+	if (!uv_is_closing(h))
+		uv_close(h, NULL);
+}
+
+static void finish_stop(struct devq_daemon *d)
+{
+	uv_timer_stop(&d->stop_timer);
+	for (struct devq_session *s = d->sessions, *n; s; s = n) {
+		n = s->next;
+		session_flush(s); /* best effort: the last completions */
+		session_close(s);
+	}
+	close_handle((uv_handle_t *)&d->wake);
+	close_handle((uv_handle_t *)&d->stop_timer);
+	close_handle((uv_handle_t *)&d->sig_term);
+	close_handle((uv_handle_t *)&d->sig_int);
+}
+
+static void on_stop_tick(uv_timer_t *t)
+{
+	struct devq_daemon *d = t->data;
+	if (d->ops_in_flight == 0) {
+		finish_stop(d);
+		return;
+	}
+	if (devq_now_ns() - d->stop_started > d->cfg.stop_grace_ns) {
+		/* The backend still runs ops on our memory: freeing it is not
+		 * safe, so leave without cleanup and say so. */
+		log_err("stop: %llu ops still running after the grace period; exiting",
+			(unsigned long long)d->ops_in_flight);
+		fflush(NULL);
+		_exit(1);
+	}
+}
+
+static void begin_stop(struct devq_daemon *d, const char *why)
+{
+	if (d->stopping)
+		return;
+	d->stopping = true;
+	d->stop_started = devq_now_ns();
+	log_info("stopping (%s): %llu ops in flight, %llu sessions", why,
+		 (unsigned long long)d->ops_in_flight, (unsigned long long)d->sessions_total);
+	uv_poll_stop(&d->listen_poll);
+	close_handle((uv_handle_t *)&d->listen_poll);
+	close(d->listen_fd);
+	d->listen_fd = -1;
+	if (d->cfg.socket_path)
+		unlink(d->cfg.socket_path);
+	/* Ops that have not started are cancelled; running ones finish. */
+	for (struct devq_session *s = d->sessions; s; s = s->next)
+		atomic_store(&s->cancel, true);
+	uv_timer_start(&d->stop_timer, on_stop_tick, 0, 5);
+}
+
+static void on_signal(uv_signal_t *h, int signum)
+{
+	begin_stop(h->data, signum == SIGTERM ? "SIGTERM" : "SIGINT");
+}
+
+static void on_wake(uv_async_t *a)
+{
+	struct devq_daemon *d = a->data;
+	devq_sched_drain(d);
+	flush_dirty(d);
+}
+
+/* ---- listening socket ------------------------------------------------ */
+
+/* Binds path, replacing a stale socket file but never a live daemon's. */
+static int listen_on(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	if (strlen(path) >= sizeof(sa.sun_path)) {
+		log_err("socket path too long: %s", path);
+		return -ENAMETOOLONG;
+	}
+	strcpy(sa.sun_path, path);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		int e = errno;
+		if (e != EADDRINUSE) {
+			close(fd);
+			return -e;
+		}
+		int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		int live = probe >= 0 && connect(probe, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+		if (probe >= 0)
+			close(probe);
+		if (live) {
+			log_err("%s: another daemon is serving this socket", path);
+			close(fd);
+			return -EADDRINUSE;
+		}
+		struct stat st;
+		if (lstat(path, &st) == 0 && !S_ISSOCK(st.st_mode)) {
+			log_err("%s exists and is not a socket; not removing it", path);
+			close(fd);
+			return -EEXIST;
+		}
+		unlink(path);
+		if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+			e = errno;
+			close(fd);
+			return -e;
+		}
+	}
+	if (listen(fd, 128) < 0) {
+		int e = errno;
+		close(fd);
+		return -e;
+	}
+	chmod(path, 0660);
+	return fd;
+}
+
+int devq_server_run(struct devq_daemon *d)
+{
+	int fd = listen_on(d->cfg.socket_path);
+	if (fd < 0) {
+		log_err("cannot listen on %s: %s", d->cfg.socket_path, strerror(-fd));
+		return 1;
+	}
+	d->listen_fd = fd;
+	uv_poll_init(d->loop, &d->listen_poll, fd);
+	d->listen_poll.data = d;
+	uv_poll_start(&d->listen_poll, UV_READABLE, on_accept);
+	uv_async_init(d->loop, &d->wake, on_wake);
+	d->wake.data = d;
+	uv_timer_init(d->loop, &d->stop_timer);
+	d->stop_timer.data = d;
+	uv_signal_init(d->loop, &d->sig_term);
+	uv_signal_init(d->loop, &d->sig_int);
+	d->sig_term.data = d->sig_int.data = d;
+	uv_signal_start(&d->sig_term, on_signal, SIGTERM);
+	uv_signal_start(&d->sig_int, on_signal, SIGINT);
+	log_info("listening on %s (backend %s: %s)", d->cfg.socket_path, d->be->name,
+		 d->be->device);
+	uv_run(d->loop, UV_RUN_DEFAULT);
+	return d->exit_code;
+}

@@ -1,0 +1,306 @@
+/* What each client message means for its session.  Transport (bytes, fds,
+ * flushing) lives in server.c; ordering and hand-off in sched.c. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "daemon.h"
+
+static void reply(struct devq_session *s, Devq__DaemonMessage__BodyCase c, void *body,
+		  const int *fds, unsigned nfds)
+{
+	Devq__DaemonMessage m = DEVQ__DAEMON_MESSAGE__INIT;
+	m.body_case = c;
+	/* Every body member of the oneof shares one pointer slot. */
+	m.hello_reply = body;
+	devq_session_send(s, &m, fds, nfds);
+}
+
+static void on_hello(struct devq_session *s, const Devq__Hello *h)
+{
+	struct devq_daemon *d = s->d;
+	if (s->hello_done) {
+		devq_session_error(s, DEVQ__CODE__PROTOCOL_ERROR, "hello", NULL, NULL,
+				   "Hello sent twice");
+		return;
+	}
+	uint32_t lo = h->min_version > DEVQ_PROTO_MIN ? h->min_version : DEVQ_PROTO_MIN;
+	uint32_t hi = h->max_version < DEVQ_PROTO_MAX ? h->max_version : DEVQ_PROTO_MAX;
+	if (lo > hi || h->min_version > h->max_version) {
+		devq_session_error(s, DEVQ__CODE__FAILED_PRECONDITION, "hello", NULL, NULL,
+				   "no common protocol version: client speaks %u..%u, daemon "
+				   "speaks %u..%u",
+				   h->min_version, h->max_version, DEVQ_PROTO_MIN, DEVQ_PROTO_MAX);
+		s->close_after_flush = true;
+		return;
+	}
+	/* Printable ASCII only: the name ends up in logs and status. */
+	size_t j = 0;
+	for (const char *p = h->client_name; p && *p && j < sizeof(s->name) - 1; p++)
+		s->name[j++] = (*p >= 0x20 && *p < 0x7f) ? *p : '?';
+	s->name[j] = '\0';
+	s->hello_done = true;
+	log_info("session %llu: hello from '%s' (pid %d, uid %u), protocol %u",
+		 (unsigned long long)s->id, s->name, (int)s->pid, (unsigned)s->uid, hi);
+
+	Devq__HelloReply r = DEVQ__HELLO_REPLY__INIT;
+	r.version = hi;
+	r.daemon_version = (char *)DEVQ_VERSION;
+	r.backend = (char *)d->be->name;
+	r.device = d->be->device;
+	r.streams = d->be->streams;
+	r.max_frame = d->cfg.max_frame;
+	r.max_fds = DEVQ_FDS_PER_MSG;
+	r.max_op_ns = d->cfg.max_op_ns;
+	r.session = s->id;
+	reply(s, DEVQ__DAEMON_MESSAGE__BODY_HELLO_REPLY, &r, NULL, 0);
+}
+
+static void buffer_ready(struct devq_session *s, uint64_t id, int fd)
+{
+	struct devq_buf *b = idmap_get(&s->bufs, id);
+	Devq__BufferReady r = DEVQ__BUFFER_READY__INIT;
+	r.id = id;
+	r.size = b->size;
+	r.kind = b->kind;
+	r.has_fd = fd >= 0;
+	reply(s, DEVQ__DAEMON_MESSAGE__BODY_BUFFER_READY, &r, fd >= 0 ? &fd : NULL, fd >= 0);
+}
+
+static void on_create(struct devq_session *s, const Devq__CreateBuffer *c)
+{
+	char err[200];
+	int fd = -1;
+	int code = devq_buf_create(s, c->id, c->size, c->kind, &fd, err, sizeof(err));
+	if (code) {
+		struct devq_buf key = { .id = c->id };
+		devq_session_error(s, code, "create_buffer", &key, NULL, "%s", err);
+		return;
+	}
+	buffer_ready(s, c->id, fd); /* the tx owns fd from here */
+}
+
+static void on_import(struct devq_session *s, const Devq__ImportBuffer *im, struct devq_frame *f)
+{
+	char err[200];
+	struct devq_buf key = { .id = im->id };
+	if (f->nfds != 1) {
+		devq_session_error(s, DEVQ__CODE__INVALID_ARGUMENT, "import_buffer", &key, NULL,
+				   "import buffer %" PRIu64 ": needs exactly one fd, got %u", im->id,
+				   f->nfds);
+		return;
+	}
+	int fd = f->fds[0];
+	f->fds[0] = -1;
+	int code = devq_buf_import(s, im->id, im->size, im->read_only, fd, err, sizeof(err));
+	close(fd); /* mapped (or refused): the daemon keeps no fd */
+	if (code) {
+		devq_session_error(s, code, "import_buffer", &key, NULL, "%s", err);
+		return;
+	}
+	buffer_ready(s, im->id, -1);
+}
+
+static void on_release(struct devq_session *s, const Devq__ReleaseBuffer *r)
+{
+	struct devq_buf *b = idmap_get(&s->bufs, r->id);
+	struct devq_buf key = { .id = r->id };
+	if (!b) {
+		devq_session_error(s, DEVQ__CODE__NOT_FOUND, "release_buffer", &key, NULL,
+				   "release buffer %" PRIu64 ": not found", r->id);
+		return;
+	}
+	if (b->releasing) {
+		devq_session_error(s, DEVQ__CODE__FAILED_PRECONDITION, "release_buffer", &key,
+				   NULL, "release buffer %" PRIu64 ": already being released",
+				   r->id);
+		return;
+	}
+	devq_buf_release(b);
+}
+
+static void on_open_queue(struct devq_session *s, const Devq__OpenQueue *o)
+{
+	char err[160];
+	if (!devq_queue_open(s, o->id, err, sizeof(err)))
+		devq_session_error(s,
+				   idmap_get(&s->queues, o->id) ? DEVQ__CODE__INVALID_ARGUMENT
+								: DEVQ__CODE__RESOURCE_EXHAUSTED,
+				   "open_queue", NULL, &o->id, "%s", err);
+}
+
+static void on_reset_queue(struct devq_session *s, const Devq__ResetQueue *r)
+{
+	struct devq_queue *q = idmap_get(&s->queues, r->id);
+	if (!q) {
+		devq_session_error(s, DEVQ__CODE__NOT_FOUND, "reset_queue", NULL, &r->id,
+				   "reset queue %u: queue not open", r->id);
+		return;
+	}
+	devq_queue_reset(q);
+}
+
+static void on_list(struct devq_session *s)
+{
+	Devq__Executable items[devq_nkernels];
+	Devq__Executable *ptrs[devq_nkernels];
+	for (size_t i = 0; i < devq_nkernels; i++) {
+		devq__executable__init(&items[i]);
+		items[i].id = (uint32_t)i;
+		items[i].name = (char *)devq_kernels[i].name;
+		items[i].signature = (char *)devq_kernels[i].signature;
+		ptrs[i] = &items[i];
+	}
+	Devq__ExecutableList l = DEVQ__EXECUTABLE_LIST__INIT;
+	l.n_items = devq_nkernels;
+	l.items = ptrs;
+	reply(s, DEVQ__DAEMON_MESSAGE__BODY_EXECUTABLES, &l, NULL, 0);
+}
+
+static void on_status(struct devq_session *s)
+{
+	struct devq_daemon *d = s->d;
+	size_t n = 0;
+	for (struct devq_session *t = d->sessions; t; t = t->next)
+		n++;
+	Devq__SessionStatus *items = calloc(n ? n : 1, sizeof(*items));
+	Devq__SessionStatus **ptrs = calloc(n ? n : 1, sizeof(*ptrs));
+	if (!items || !ptrs) {
+		free(items);
+		free(ptrs);
+		devq_session_error(s, DEVQ__CODE__RESOURCE_EXHAUSTED, "get_status", NULL, NULL,
+				   "out of memory");
+		return;
+	}
+	size_t i = 0;
+	for (struct devq_session *t = d->sessions; t; t = t->next, i++) {
+		devq__session_status__init(&items[i]);
+		items[i].id = t->id;
+		items[i].pid = (uint32_t)t->pid;
+		items[i].uid = t->uid;
+		items[i].name = t->name;
+		items[i].queues = (uint32_t)t->queues.count;
+		items[i].ops_in_flight = t->ops_in_flight;
+		items[i].buffers = t->nbufs;
+		items[i].bytes_mapped = t->bytes_mapped;
+		items[i].ops_completed = t->ops_completed;
+		ptrs[i] = &items[i];
+	}
+	Devq__Status st = DEVQ__STATUS__INIT;
+	st.backend = (char *)d->be->name;
+	st.device = d->be->device;
+	st.streams = d->be->streams;
+	st.uptime_ns = devq_now_ns() - d->start_ns;
+	st.n_sessions = n;
+	st.sessions = ptrs;
+	st.ops_in_flight = d->ops_in_flight;
+	st.buffers = d->nbufs;
+	st.bytes_mapped = d->bytes_mapped;
+	st.sessions_total = d->sessions_total;
+	st.ops_completed = d->ops_completed;
+	st.ops_failed = d->ops_failed;
+	reply(s, DEVQ__DAEMON_MESSAGE__BODY_STATUS, &st, NULL, 0);
+	free(items);
+	free(ptrs);
+}
+
+void devq_session_dispatch(struct devq_session *s, const Devq__ClientMessage *m,
+			   struct devq_frame *f, uint64_t t_received)
+{
+	if (!s->hello_done && m->body_case != DEVQ__CLIENT_MESSAGE__BODY_HELLO) {
+		devq_session_error(s, DEVQ__CODE__PROTOCOL_ERROR, "hello", NULL, NULL,
+				   "the first message must be Hello");
+		s->close_after_flush = true;
+		return;
+	}
+	switch (m->body_case) {
+	case DEVQ__CLIENT_MESSAGE__BODY_HELLO:
+		on_hello(s, m->hello);
+		break;
+	case DEVQ__CLIENT_MESSAGE__BODY_CREATE_BUFFER:
+		on_create(s, m->create_buffer);
+		break;
+	case DEVQ__CLIENT_MESSAGE__BODY_IMPORT_BUFFER:
+		on_import(s, m->import_buffer, f);
+		break;
+	case DEVQ__CLIENT_MESSAGE__BODY_RELEASE_BUFFER:
+		on_release(s, m->release_buffer);
+		break;
+	case DEVQ__CLIENT_MESSAGE__BODY_OPEN_QUEUE:
+		on_open_queue(s, m->open_queue);
+		break;
+	case DEVQ__CLIENT_MESSAGE__BODY_RESET_QUEUE:
+		on_reset_queue(s, m->reset_queue);
+		break;
+	case DEVQ__CLIENT_MESSAGE__BODY_SUBMIT:
+		if (m->submit->n_ops == 0)
+			devq_session_error(s, DEVQ__CODE__INVALID_ARGUMENT, "submit", NULL, NULL,
+					   "submit with no ops");
+		for (size_t i = 0; i < m->submit->n_ops && !s->close_after_flush; i++)
+			devq_sched_submit(s, m->submit->ops[i], t_received);
+		break;
+	case DEVQ__CLIENT_MESSAGE__BODY_LIST_EXECUTABLES:
+		on_list(s);
+		break;
+	case DEVQ__CLIENT_MESSAGE__BODY_GET_STATUS:
+		on_status(s);
+		break;
+	default:
+		devq_session_error(s, DEVQ__CODE__PROTOCOL_ERROR, "unknown", NULL, NULL,
+				   "unknown message (no known body in ClientMessage)");
+		break;
+	}
+}
+
+/* The connection is gone: cancel what has not started, release every
+ * buffer (each waits for its last consumer), free the rest once idle. */
+void devq_session_teardown(struct devq_session *s)
+{
+	atomic_store(&s->cancel, true);
+	size_t n = 0;
+	struct devq_buf **list = malloc((s->bufs.count ? s->bufs.count : 1) * sizeof(*list));
+	if (!list) {
+		/* Cannot snapshot: release one at a time from the map. */
+		for (size_t i = 0; i < s->bufs.cap;) {
+			struct devq_buf *b = s->bufs.slots[i].val;
+			if (b && !b->releasing) {
+				devq_buf_release(b);
+				i = 0; /* the map may have shifted */
+				continue;
+			}
+			i++;
+		}
+		return;
+	}
+	for (size_t i = 0; i < s->bufs.cap; i++)
+		if (s->bufs.slots[i].val)
+			list[n++] = s->bufs.slots[i].val;
+	for (size_t i = 0; i < n; i++)
+		if (!list[i]->releasing)
+			devq_buf_release(list[i]);
+	free(list);
+}
+
+void devq_session_free(struct devq_session *s)
+{
+	struct devq_daemon *d = s->d;
+	if (s->prev)
+		s->prev->next = s->next;
+	else
+		d->sessions = s->next;
+	if (s->next)
+		s->next->prev = s->prev;
+	for (size_t i = 0; i < s->queues.cap; i++)
+		if (s->queues.slots[i].val)
+			devq_queue_free(d, s->queues.slots[i].val);
+	idmap_fini(&s->queues);
+	idmap_fini(&s->bufs);
+	devq_rx_fini(&s->rx);
+	devq_tx_fini(&s->tx);
+	free(s->cmpl);
+	log_info("session %llu: freed", (unsigned long long)s->id);
+	free(s);
+}

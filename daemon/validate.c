@@ -1,0 +1,237 @@
+/* Validation of one submitted op against the session's handles and the
+ * executable's signature.  Only checks and fills the op's arguments: nothing
+ * here orders or runs anything.  Every failure names the argument. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "daemon.h"
+
+static const char *case_name(Devq__Arg__ValueCase c)
+{
+	switch (c) {
+	case DEVQ__ARG__VALUE_U64: return "u64";
+	case DEVQ__ARG__VALUE_U32: return "u32";
+	case DEVQ__ARG__VALUE_I64: return "i64";
+	case DEVQ__ARG__VALUE_I32: return "i32";
+	case DEVQ__ARG__VALUE_F32: return "f32";
+	case DEVQ__ARG__VALUE_F64: return "f64";
+	case DEVQ__ARG__VALUE_BUFFER: return "buffer";
+	default: return "nothing";
+	}
+}
+
+static Devq__Arg__ValueCase case_of(enum devq_type t)
+{
+	switch (t) {
+	case DEVQ_T_U32: return DEVQ__ARG__VALUE_U32;
+	case DEVQ_T_U64: return DEVQ__ARG__VALUE_U64;
+	case DEVQ_T_I32: return DEVQ__ARG__VALUE_I32;
+	case DEVQ_T_I64: return DEVQ__ARG__VALUE_I64;
+	case DEVQ_T_F32: return DEVQ__ARG__VALUE_F32;
+	case DEVQ_T_F64: return DEVQ__ARG__VALUE_F64;
+	default: return DEVQ__ARG__VALUE__NOT_SET; /* no u8 scalars on the wire */
+	}
+}
+
+/* Records that op uses b with the given access (merged when it appears in
+ * more than one argument). */
+static void use_buf(struct devq_op *op, struct devq_buf *b, unsigned access, unsigned *acc)
+{
+	for (unsigned i = 0; i < op->nbufs; i++) {
+		if (op->bufs[i] == b) {
+			acc[i] |= access;
+			return;
+		}
+	}
+	acc[op->nbufs] = access;
+	op->bufs[op->nbufs++] = b;
+}
+
+/* Resolves a buffer range; returns a code, 0 when it lies inside the buffer
+ * and the access is allowed. */
+static int check_range(struct devq_session *s, const char *what, const Devq__BufferArg *ba,
+		       uint64_t bytes, size_t align, unsigned access, struct devq_buf **out,
+		       char *err, size_t n)
+{
+	if (!ba) {
+		snprintf(err, n, "%s: no buffer given", what);
+		return DEVQ__CODE__INVALID_ARGUMENT;
+	}
+	struct devq_buf *b = idmap_get(&s->bufs, ba->id);
+	if (!b) {
+		snprintf(err, n, "%s: buffer %" PRIu64 " not found", what, ba->id);
+		return DEVQ__CODE__NOT_FOUND;
+	}
+	if (b->releasing) {
+		snprintf(err, n, "%s: buffer %" PRIu64 " is being released", what, ba->id);
+		return DEVQ__CODE__FAILED_PRECONDITION;
+	}
+	if (align > 1 && ba->offset % align) {
+		snprintf(err, n, "%s: offset %" PRIu64 " is not a multiple of %zu bytes", what,
+			 ba->offset, align);
+		return DEVQ__CODE__INVALID_ARGUMENT;
+	}
+	if (ba->offset > b->size || bytes > b->size - ba->offset) {
+		snprintf(err, n,
+			 "%s: bytes [%" PRIu64 ", %" PRIu64 "%s) lie outside buffer %" PRIu64
+			 " of %" PRIu64 " bytes",
+			 what, ba->offset, ba->offset + bytes,
+			 ba->offset + bytes < ba->offset ? " (overflow)" : "", ba->id, b->size);
+		return DEVQ__CODE__OUT_OF_RANGE;
+	}
+	if ((access & DEVQ_ACC_OUT) && b->read_only) {
+		snprintf(err, n, "%s: buffer %" PRIu64 " was imported read-only", what, ba->id);
+		return DEVQ__CODE__PERMISSION_DENIED;
+	}
+	*out = b;
+	return 0;
+}
+
+static int validate_kernel(struct devq_session *s, const Devq__KernelOp *k, struct devq_op *op,
+			   unsigned *acc, char *err, size_t n)
+{
+	struct devq_daemon *d = s->d;
+	if (k->executable >= devq_nkernels) {
+		snprintf(err, n, "executable %u not found", k->executable);
+		return DEVQ__CODE__NOT_FOUND;
+	}
+	const struct devq_kernel *kern = &devq_kernels[k->executable];
+	const struct devq_sig *sig = &d->sigs[k->executable];
+	if (!d->be->ops->has_kernel(d->be, kern)) {
+		snprintf(err, n, "executable %s has no code for this device (%s)", kern->name,
+			 d->be->device);
+		return DEVQ__CODE__FAILED_PRECONDITION;
+	}
+	const Devq__Arg *byparam[DEVQ_MAX_PARAMS] = { 0 };
+	for (size_t i = 0; i < k->n_args; i++) {
+		const Devq__Arg *a = k->args[i];
+		int p = devq_sig_find(sig, a->name);
+		if (p < 0) {
+			snprintf(err, n, "%s has no argument '%.40s'", kern->name, a->name);
+			return DEVQ__CODE__INVALID_ARGUMENT;
+		}
+		if (byparam[p]) {
+			snprintf(err, n, "argument '%s' given twice", a->name);
+			return DEVQ__CODE__INVALID_ARGUMENT;
+		}
+		byparam[p] = a;
+	}
+	/* Scalars first: buffer extents are computed from them. */
+	for (unsigned p = 0; p < sig->nparams; p++) {
+		const struct devq_param *pp = &sig->p[p];
+		const Devq__Arg *a = byparam[p];
+		if (!a) {
+			snprintf(err, n, "argument '%s' (%s%s%s) missing", pp->name,
+				 pp->access ? devq_access_name(pp->access) : "",
+				 pp->access ? " " : "", devq_type_name(pp->type));
+			return DEVQ__CODE__INVALID_ARGUMENT;
+		}
+		if (pp->access != DEVQ_ACC_SCALAR)
+			continue;
+		if (a->value_case != case_of(pp->type)) {
+			snprintf(err, n, "argument '%s': expected %s, got %s", pp->name,
+				 devq_type_name(pp->type), case_name(a->value_case));
+			return DEVQ__CODE__INVALID_ARGUMENT;
+		}
+		union devq_kval *v = &op->b.args[p];
+		switch (a->value_case) {
+		case DEVQ__ARG__VALUE_U64: v->u64 = a->u64; break;
+		case DEVQ__ARG__VALUE_U32: v->u32 = a->u32; break;
+		case DEVQ__ARG__VALUE_I64: v->i64 = a->i64; break;
+		case DEVQ__ARG__VALUE_I32: v->i32 = a->i32; break;
+		case DEVQ__ARG__VALUE_F32: v->f32 = a->f32; break;
+		case DEVQ__ARG__VALUE_F64: v->f64 = a->f64; break;
+		default: break;
+		}
+		/* A u64 parameter named ns is a duration: the admin bounds it. */
+		if (pp->type == DEVQ_T_U64 && !strcmp(pp->name, "ns") && v->u64 > d->cfg.max_op_ns) {
+			snprintf(err, n,
+				 "argument 'ns': %" PRIu64 " ns exceeds the maximum op duration of %" PRIu64
+				 " ns",
+				 v->u64, d->cfg.max_op_ns);
+			return DEVQ__CODE__OUT_OF_RANGE;
+		}
+	}
+	for (unsigned p = 0; p < sig->nparams; p++) {
+		const struct devq_param *pp = &sig->p[p];
+		if (pp->access == DEVQ_ACC_SCALAR)
+			continue;
+		const Devq__Arg *a = byparam[p];
+		char what[64];
+		snprintf(what, sizeof(what), "argument '%s'", pp->name);
+		if (a->value_case != DEVQ__ARG__VALUE_BUFFER) {
+			snprintf(err, n, "argument '%s': expected a buffer (%s %s[]), got %s", pp->name,
+				 devq_access_name(pp->access), devq_type_name(pp->type),
+				 case_name(a->value_case));
+			return DEVQ__CODE__INVALID_ARGUMENT;
+		}
+		uint64_t bytes;
+		if (devq_sig_extent_bytes(sig, p, op->b.args, &bytes) < 0) {
+			snprintf(err, n, "argument '%s': extent overflows", pp->name);
+			return DEVQ__CODE__OUT_OF_RANGE;
+		}
+		struct devq_buf *b;
+		int code = check_range(s, what, a->buffer, bytes, devq_type_size(pp->type),
+				       pp->access, &b, err, n);
+		if (code)
+			return code;
+		op->b.args[p].u64 = b->devaddr + a->buffer->offset;
+		use_buf(op, b, pp->access, acc);
+	}
+	op->b.kind = DEVQ_BOP_KERNEL;
+	op->b.kernel = kern;
+	return 0;
+}
+
+int devq_validate_op(struct devq_session *s, const Devq__Op *m, struct devq_op *op, char *err,
+		     size_t n)
+{
+	unsigned *acc = op->acc; /* acc[i]: merged access of op->bufs[i] */
+	int code;
+	struct devq_buf *src, *dst;
+
+	switch (m->body_case) {
+	case DEVQ__OP__BODY_KERNEL:
+		code = validate_kernel(s, m->kernel, op, acc, err, n);
+		break;
+	case DEVQ__OP__BODY_COPY:
+		if ((code = check_range(s, "copy source", m->copy->src, m->copy->size, 1,
+					DEVQ_ACC_IN, &src, err, n)) ||
+		    (code = check_range(s, "copy destination", m->copy->dst, m->copy->size, 1,
+					DEVQ_ACC_OUT, &dst, err, n)))
+			break;
+		op->b.kind = DEVQ_BOP_COPY;
+		op->b.src = src->devaddr + m->copy->src->offset;
+		op->b.dst = dst->devaddr + m->copy->dst->offset;
+		op->b.size = m->copy->size;
+		use_buf(op, src, DEVQ_ACC_IN, acc);
+		use_buf(op, dst, DEVQ_ACC_OUT, acc);
+		break;
+	case DEVQ__OP__BODY_FILL:
+		if (m->fill->size % 4) {
+			snprintf(err, n, "fill: size %" PRIu64 " is not a multiple of 4", m->fill->size);
+			code = DEVQ__CODE__INVALID_ARGUMENT;
+			break;
+		}
+		if ((code = check_range(s, "fill destination", m->fill->dst, m->fill->size, 4,
+					DEVQ_ACC_OUT, &dst, err, n)))
+			break;
+		op->b.kind = DEVQ_BOP_FILL;
+		op->b.dst = dst->devaddr + m->fill->dst->offset;
+		op->b.size = m->fill->size;
+		op->b.pattern = m->fill->pattern;
+		use_buf(op, dst, DEVQ_ACC_OUT, acc);
+		break;
+	default:
+		snprintf(err, n, "op has no body (kernel, copy or fill)");
+		code = DEVQ__CODE__INVALID_ARGUMENT;
+		break;
+	}
+	if (code) {
+		op->nbufs = 0;
+		return code;
+	}
+	return 0;
+}

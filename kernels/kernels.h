@@ -1,0 +1,96 @@
+/* devq kernels: the manifest (names + typed signatures), the signature parser and
+ * the CPU implementations.  The manifest (kernels/manifest.def) is the single
+ * source of names and signatures for every backend and for clients. */
+#ifndef DEVQ_KERNELS_H
+#define DEVQ_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define DEVQ_MAX_PARAMS 8
+#define DEVQ_MAX_NAME 32
+
+enum devq_type {
+	DEVQ_T_U8 = 1,
+	DEVQ_T_U32,
+	DEVQ_T_U64,
+	DEVQ_T_I32,
+	DEVQ_T_I64,
+	DEVQ_T_F32,
+	DEVQ_T_F64,
+};
+
+/* Access of a buffer parameter; DEVQ_ACC_SCALAR marks a by-value parameter. */
+enum devq_access {
+	DEVQ_ACC_SCALAR = 0,
+	DEVQ_ACC_IN = 1,
+	DEVQ_ACC_OUT = 2,
+	DEVQ_ACC_INOUT = 3, /* IN | OUT */
+};
+
+struct devq_param {
+	char name[DEVQ_MAX_NAME];
+	enum devq_type type;
+	enum devq_access access;
+	/* Buffer extent in elements: the value of scalar parameter extent_param
+	 * when >= 0, else the literal extent_lit. */
+	int extent_param;
+	uint64_t extent_lit;
+};
+
+struct devq_sig {
+	unsigned nparams;
+	struct devq_param p[DEVQ_MAX_PARAMS];
+};
+
+/* One argument as a kernel sees it: scalars by value, buffers as a host
+ * pointer already offset to the argument's first element. */
+union devq_kval {
+	uint64_t u64;
+	int64_t i64;
+	uint32_t u32;
+	int32_t i32;
+	float f32;
+	double f64;
+	void *ptr;
+};
+
+struct devq_kctx {
+	uint64_t start_ns; /* CLOCK_MONOTONIC when the device queue started the op */
+};
+
+/* Returns 0, or a negative errno when the kernel itself failed. */
+typedef int (*devq_cpu_fn)(const union devq_kval *args, const struct devq_kctx *ctx);
+
+struct devq_kernel {
+	const char *name;
+	const char *signature;
+	devq_cpu_fn cpu;
+};
+
+extern const struct devq_kernel devq_kernels[];
+extern const size_t devq_nkernels;
+
+const struct devq_kernel *devq_kernel_find(const char *name);
+
+/* Parses "n:u64, a:f32, x:in f32[n]" into sig.  On failure returns -EINVAL
+ * and writes a message into err. */
+int devq_sig_parse(const char *text, struct devq_sig *sig, char *err, size_t errlen);
+
+/* Index of the parameter called name, or -1. */
+int devq_sig_find(const struct devq_sig *sig, const char *name);
+
+/* Byte extent of buffer parameter i given the scalar arguments; -EOVERFLOW
+ * when it does not fit in 64 bits. */
+int devq_sig_extent_bytes(const struct devq_sig *sig, unsigned i,
+			  const union devq_kval *args, uint64_t *bytes);
+
+size_t devq_type_size(enum devq_type t);
+const char *devq_type_name(enum devq_type t);
+int devq_type_parse(const char *s, size_t len, enum devq_type *t);
+const char *devq_access_name(enum devq_access a);
+
+uint64_t devq_mix64(uint64_t z);
+uint64_t devq_now_ns(void); /* CLOCK_MONOTONIC */
+
+#endif

@@ -1,0 +1,25 @@
+/* The kernel table, expanded from manifest.def so names, signatures and CPU
+ * entry points cannot drift apart. */
+#include <string.h>
+
+#include "cpu_kernels.h"
+
+const struct devq_kernel devq_kernels[] = {
+#define DEVQ_KERNEL(name, sig) { #name, sig, devq_cpu_##name },
+#include "manifest.def"
+#undef DEVQ_KERNEL
+};
+
+const size_t devq_nkernels = sizeof devq_kernels / sizeof devq_kernels[0];
+
+/* Linear search: the table is a handful of entries and looked up per submit
+ * at most, so a hash would cost more than it saves. */
+const struct devq_kernel *devq_kernel_find(const char *name)
+{
+	if (!name)
+		return NULL;
+	for (size_t i = 0; i < devq_nkernels; i++)
+		if (strcmp(devq_kernels[i].name, name) == 0)
+			return &devq_kernels[i];
+	return NULL;
+}

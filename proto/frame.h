@@ -1,0 +1,78 @@
+/* devq framing: length-prefixed frames with SCM_RIGHTS fds on a Unix stream
+ * socket.  Shared by the daemon and libdevq; handles only bytes and fds,
+ * never message semantics. */
+#ifndef DEVQ_FRAME_H
+#define DEVQ_FRAME_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <protobuf-c/protobuf-c.h>
+
+#define DEVQ_FRAME_HDR 8u
+#define DEVQ_FRAME_MAX_DEFAULT (1u << 20) /* payload bytes */
+#define DEVQ_FDS_PER_MSG 253u             /* SCM_MAX_FD */
+
+enum devq_frame_type {
+	DEVQ_FRAME_CLIENT = 1, /* devq.ClientMessage */
+	DEVQ_FRAME_DAEMON = 2, /* devq.DaemonMessage */
+};
+
+struct devq_frame {
+	uint16_t type;
+	uint32_t len;
+	const uint8_t *payload; /* valid until the next devq_rx_* call */
+	unsigned nfds;
+	int fds[DEVQ_FDS_PER_MSG]; /* owned by the caller once returned */
+};
+
+/* Receive side.  Bytes accumulate in buf; fds in a FIFO because the kernel
+ * hands them over with the first byte of the sendmsg that carried them, which
+ * may arrive in the same recvmsg as the tail of the previous frame. */
+struct devq_rx {
+	uint8_t *buf;
+	size_t len, cap, consumed;
+	uint32_t max_payload;
+	int *fds;
+	size_t fd_head, fd_count, fd_cap;
+};
+
+int devq_rx_init(struct devq_rx *rx, uint32_t max_payload);
+void devq_rx_fini(struct devq_rx *rx); /* closes every fd still queued */
+
+/* One recvmsg (MSG_CMSG_CLOEXEC; plus flags such as MSG_DONTWAIT).
+ * Returns bytes read (>0), 0 on orderly EOF, -EAGAIN, -EPROTO when the
+ * control data was truncated (fds lost), -EMSGSIZE when the announced frame
+ * exceeds max_payload, or another -errno. */
+ssize_t devq_rx_recv(struct devq_rx *rx, int sock, int flags);
+
+/* Takes the next complete frame.  Returns 1 with *f filled (its fds now
+ * belong to the caller), 0 when more bytes are needed, -EMSGSIZE when the
+ * header announces more than max_payload (checked before any allocation),
+ * -EPROTO when a frame lacks its fds, declares more than DEVQ_FDS_PER_MSG, or
+ * fds arrived that no frame claims. */
+int devq_rx_next(struct devq_rx *rx, struct devq_frame *f);
+
+/* Closes the fds of a frame the caller did not claim (entries set to -1 are
+ * skipped). */
+void devq_frame_close_fds(struct devq_frame *f);
+
+/* Send side: a FIFO of packed frames.  fds handed to devq_tx_push belong to
+ * the tx from then on and are closed once sent (or on devq_tx_fini). */
+struct devq_txchunk;
+struct devq_tx {
+	struct devq_txchunk *head, *tail;
+	size_t bytes;  /* queued, unsent */
+	size_t frames; /* queued, unsent */
+};
+
+void devq_tx_init(struct devq_tx *tx);
+void devq_tx_fini(struct devq_tx *tx);
+int devq_tx_push(struct devq_tx *tx, uint16_t type, const ProtobufCMessage *msg,
+		 const int *fds, unsigned nfds);
+/* Writes as much as the socket takes.  0 when everything was sent, -EAGAIN
+ * when bytes remain (non-blocking socket), or -errno. */
+int devq_tx_flush(struct devq_tx *tx, int sock);
+
+#endif

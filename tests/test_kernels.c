@@ -1,0 +1,461 @@
+/* Unit tests for the kernel manifest, the signature parser and the CPU kernels.
+ * References are computed here independently of kernels/, on random data. */
+#include <check.h>
+#include <errno.h>
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels.h"
+
+static const size_t sizes[] = { 0, 1, 7, 1000 };
+#define NSIZES ((int)(sizeof sizes / sizeof sizes[0]))
+#define GUARD 4 /* extra elements past n that a kernel must not touch */
+
+static uint64_t rng_state = 0x243f6a8885a308d3ULL;
+
+/* xorshift64: deliberately not devq_mix64, so data and reference stay
+ * independent of the code under test. */
+static uint64_t rnd(void)
+{
+	rng_state ^= rng_state << 13;
+	rng_state ^= rng_state >> 7;
+	rng_state ^= rng_state << 17;
+	return rng_state;
+}
+
+static float rndf(void)
+{
+	return (float)((double)(rnd() >> 11) / (double)(1ULL << 53) * 200.0 - 100.0);
+}
+
+static const struct devq_kernel *kernel(const char *name)
+{
+	const struct devq_kernel *k = devq_kernel_find(name);
+	ck_assert_ptr_nonnull(k);
+	ck_assert(k->cpu != NULL);
+	return k;
+}
+
+static int run(const char *name, union devq_kval *args)
+{
+	struct devq_kctx ctx = { .start_ns = devq_now_ns() };
+	return kernel(name)->cpu(args, &ctx);
+}
+
+/* ---- manifest and parser ---- */
+
+START_TEST(manifest_all_parse)
+{
+	char err[128];
+	struct devq_sig sig;
+
+	ck_assert_uint_ge(devq_nkernels, 8);
+	for (size_t i = 0; i < devq_nkernels; i++) {
+		const struct devq_kernel *k = &devq_kernels[i];
+		int rc = devq_sig_parse(k->signature, &sig, err, sizeof err);
+		ck_assert_msg(rc == 0, "%s: %s", k->name, err);
+		ck_assert_ptr_eq(devq_kernel_find(k->name), k);
+		ck_assert(k->cpu != NULL);
+	}
+	ck_assert_ptr_null(devq_kernel_find("nope"));
+	ck_assert_ptr_null(devq_kernel_find(NULL));
+}
+END_TEST
+
+START_TEST(parse_saxpy)
+{
+	char err[128];
+	struct devq_sig s;
+
+	ck_assert_int_eq(devq_sig_parse(kernel("saxpy_f32")->signature, &s, err, sizeof err), 0);
+	ck_assert_uint_eq(s.nparams, 4);
+	ck_assert_str_eq(s.p[0].name, "n");
+	ck_assert_int_eq(s.p[0].type, DEVQ_T_U64);
+	ck_assert_int_eq(s.p[0].access, DEVQ_ACC_SCALAR);
+	ck_assert_str_eq(s.p[1].name, "a");
+	ck_assert_int_eq(s.p[1].type, DEVQ_T_F32);
+	ck_assert_int_eq(s.p[1].access, DEVQ_ACC_SCALAR);
+	ck_assert_str_eq(s.p[2].name, "x");
+	ck_assert_int_eq(s.p[2].type, DEVQ_T_F32);
+	ck_assert_int_eq(s.p[2].access, DEVQ_ACC_IN);
+	ck_assert_int_eq(s.p[2].extent_param, 0);
+	ck_assert_str_eq(s.p[3].name, "y");
+	ck_assert_int_eq(s.p[3].access, DEVQ_ACC_INOUT);
+	ck_assert_int_eq(s.p[3].extent_param, 0);
+	ck_assert_int_eq(devq_sig_find(&s, "y"), 3);
+	ck_assert_int_eq(devq_sig_find(&s, "z"), -1);
+}
+END_TEST
+
+START_TEST(parse_reduce)
+{
+	char err[128];
+	struct devq_sig s;
+	union devq_kval args[3] = { { .u64 = 10 } };
+	uint64_t bytes;
+
+	ck_assert_int_eq(devq_sig_parse(kernel("reduce_sum_f32")->signature, &s, err, sizeof err), 0);
+	ck_assert_uint_eq(s.nparams, 3);
+	ck_assert_int_eq(s.p[1].access, DEVQ_ACC_IN);
+	ck_assert_int_eq(s.p[1].extent_param, 0);
+	ck_assert_str_eq(s.p[2].name, "out");
+	ck_assert_int_eq(s.p[2].type, DEVQ_T_F32);
+	ck_assert_int_eq(s.p[2].access, DEVQ_ACC_OUT);
+	ck_assert_int_eq(s.p[2].extent_param, -1);
+	ck_assert_uint_eq(s.p[2].extent_lit, 1);
+	ck_assert_int_eq(devq_sig_extent_bytes(&s, 1, args, &bytes), 0);
+	ck_assert_uint_eq(bytes, 40);
+	ck_assert_int_eq(devq_sig_extent_bytes(&s, 2, args, &bytes), 0);
+	ck_assert_uint_eq(bytes, 4);
+	ck_assert_int_eq(devq_sig_extent_bytes(&s, 0, args, &bytes), -EINVAL);
+	ck_assert_int_eq(devq_sig_extent_bytes(&s, 3, args, &bytes), -EINVAL);
+}
+END_TEST
+
+START_TEST(parse_whitespace_and_empty)
+{
+	char err[128];
+	struct devq_sig s;
+
+	ck_assert_int_eq(devq_sig_parse("", &s, err, sizeof err), 0);
+	ck_assert_uint_eq(s.nparams, 0);
+	ck_assert_int_eq(devq_sig_parse(" \t\n", &s, err, sizeof err), 0);
+	ck_assert_uint_eq(s.nparams, 0);
+	ck_assert_int_eq(devq_sig_parse(" n : u64 ,x : inout\ti64 [ n ] , y:out f64[ 16 ] ",
+					&s, err, sizeof err), 0);
+	ck_assert_uint_eq(s.nparams, 3);
+	ck_assert_int_eq(s.p[1].type, DEVQ_T_I64);
+	ck_assert_int_eq(s.p[1].access, DEVQ_ACC_INOUT);
+	ck_assert_int_eq(s.p[1].extent_param, 0);
+	ck_assert_int_eq(s.p[2].extent_param, -1);
+	ck_assert_uint_eq(s.p[2].extent_lit, 16);
+	/* exactly DEVQ_MAX_NAME-1 characters and DEVQ_MAX_PARAMS params are fine */
+	ck_assert_int_eq(devq_sig_parse("abcdefghijklmnopqrstuvwxyz_1234:u8", &s, err, sizeof err), 0);
+	ck_assert_int_eq(devq_sig_parse("a:u8,b:u8,c:u8,d:u8,e:u8,f:u8,g:u8,h:u8", &s, err, sizeof err), 0);
+	ck_assert_uint_eq(s.nparams, DEVQ_MAX_PARAMS);
+}
+END_TEST
+
+static const struct {
+	const char *sig, *needle;
+} bad[] = {
+	{ "n:f16", "unknown type 'f16'" },
+	{ "n:u64, n:u32", "duplicate" },
+	{ "a:u8,b:u8,c:u8,d:u8,e:u8,f:u8,g:u8,h:u8,i:u8", "too many" },
+	{ "abcdefghijklmnopqrstuvwxyz_12345:u8", "longer than" },
+	{ "1x:u64", "invalid name '1x'" },
+	{ "a-b:u64", "invalid name 'a-b'" },
+	{ "x:in u8[m]", "not an earlier parameter" },
+	{ "n:u32, x:in u8[n]", "not a u64 scalar" },
+	{ "n:in u64[4], x:in u8[n]", "not a u64 scalar" },
+	{ "x:in u8[n], n:u64", "not an earlier parameter" },
+	{ "n:u64, x:in u8[x]", "not an earlier parameter" },
+	{ "n:u64[4]", "scalar has a shape" },
+	{ "x:out u8", "no shape" },
+	{ "x:in u8[0]", "positive" },
+	{ "x:in u8[-1]", "invalid shape" },
+	{ "x:in u8[99999999999999999999999]", "too large" },
+	{ "x:in u8[4", "expected ']'" },
+	{ "n u64", "expected ':'" },
+	{ "n:u64,", "trailing" },
+	{ ",n:u64", "parameter name" },
+	{ "n:u64 m:u64", "expected ','" },
+	{ "x:in", "expected a type" },
+	{ "x:rw u8[4]", "unknown type 'rw'" },
+};
+
+START_TEST(parse_rejects)
+{
+	char err[160];
+	struct devq_sig s = { .nparams = 77 };
+
+	int rc = devq_sig_parse(bad[_i].sig, &s, err, sizeof err);
+	ck_assert_msg(rc == -EINVAL, "'%s' accepted", bad[_i].sig);
+	ck_assert_msg(strncmp(err, "parameter ", 10) == 0 && strstr(err, bad[_i].needle),
+		      "'%s': message '%s' lacks '%s'", bad[_i].sig, err, bad[_i].needle);
+	ck_assert_uint_eq(s.nparams, 77); /* untouched on failure */
+	/* a tiny or absent buffer must not be overrun */
+	ck_assert_int_eq(devq_sig_parse(bad[_i].sig, &s, err, 4), -EINVAL);
+	ck_assert_uint_eq(strlen(err), 3);
+	ck_assert_int_eq(devq_sig_parse(bad[_i].sig, &s, NULL, 0), -EINVAL);
+}
+END_TEST
+
+START_TEST(parse_error_names_param)
+{
+	char err[160];
+	struct devq_sig s;
+
+	ck_assert_int_eq(devq_sig_parse("n:u64, a:u32, x:in f16[n]", &s, err, sizeof err), -EINVAL);
+	ck_assert_str_eq(err, "parameter 3 (x): unknown type 'f16'");
+}
+END_TEST
+
+START_TEST(extent_overflow)
+{
+	char err[128];
+	struct devq_sig s;
+	union devq_kval args[2] = { { .u64 = 1ULL << 61 } };
+	uint64_t bytes = 0;
+
+	ck_assert_int_eq(devq_sig_parse("n:u64, x:in u64[n]", &s, err, sizeof err), 0);
+	ck_assert_int_eq(devq_sig_extent_bytes(&s, 1, args, &bytes), -EOVERFLOW);
+	args[0].u64 = (1ULL << 61) - 1;
+	ck_assert_int_eq(devq_sig_extent_bytes(&s, 1, args, &bytes), 0);
+	ck_assert_uint_eq(bytes, UINT64_MAX - 7);
+	args[0].u64 = UINT64_MAX;
+	ck_assert_int_eq(devq_sig_parse("n:u64, x:in u8[n]", &s, err, sizeof err), 0);
+	ck_assert_int_eq(devq_sig_extent_bytes(&s, 1, args, &bytes), 0);
+	ck_assert_uint_eq(bytes, UINT64_MAX);
+	ck_assert_int_eq(devq_sig_parse("x:in f64[4611686018427387904]", &s, err, sizeof err), 0);
+	ck_assert_int_eq(devq_sig_extent_bytes(&s, 0, args, &bytes), -EOVERFLOW);
+}
+END_TEST
+
+START_TEST(type_helpers)
+{
+	static const char *names[] = { "u8", "u32", "u64", "i32", "i64", "f32", "f64" };
+	static const size_t size[] = { 1, 4, 8, 4, 8, 4, 8 };
+	enum devq_type t;
+
+	for (int i = 0; i < 7; i++) {
+		ck_assert_int_eq(devq_type_parse(names[i], strlen(names[i]), &t), 0);
+		ck_assert_int_eq(t, DEVQ_T_U8 + i);
+		ck_assert_str_eq(devq_type_name(t), names[i]);
+		ck_assert_uint_eq(devq_type_size(t), size[i]);
+	}
+	ck_assert_int_eq(devq_type_parse("u64x", 3, &t), 0); /* length-bounded */
+	ck_assert_int_eq(t, DEVQ_T_U64);
+	ck_assert_int_eq(devq_type_parse("f16", 3, &t), -EINVAL);
+	ck_assert_int_eq(devq_type_parse("u6", 2, &t), -EINVAL);
+	ck_assert_uint_eq(devq_type_size((enum devq_type)0), 0);
+	ck_assert_str_eq(devq_access_name(DEVQ_ACC_IN), "in");
+	ck_assert_str_eq(devq_access_name(DEVQ_ACC_OUT), "out");
+	ck_assert_str_eq(devq_access_name(DEVQ_ACC_INOUT), "inout");
+	ck_assert_uint_eq(devq_mix64(1), 0x5692161d100b05e5ULL);
+}
+END_TEST
+
+/* ---- CPU kernels ---- */
+
+START_TEST(k_fill_u32)
+{
+	size_t n = sizes[_i];
+	uint32_t *dst = malloc((n + GUARD) * sizeof *dst), v = (uint32_t)rnd();
+
+	for (size_t i = 0; i < n + GUARD; i++)
+		dst[i] = ~v;
+	union devq_kval a[] = { { .u64 = n }, { .u32 = v }, { .ptr = dst } };
+	ck_assert_int_eq(run("fill_u32", a), 0);
+	for (size_t i = 0; i < n + GUARD; i++)
+		ck_assert_uint_eq(dst[i], i < n ? v : ~v);
+	free(dst);
+}
+END_TEST
+
+START_TEST(k_copy)
+{
+	size_t n = sizes[_i];
+	uint8_t *src = malloc(n + GUARD), *dst = malloc(n + GUARD);
+
+	for (size_t i = 0; i < n + GUARD; i++) {
+		src[i] = (uint8_t)rnd();
+		dst[i] = (uint8_t)~src[i];
+	}
+	union devq_kval a[] = { { .u64 = n }, { .ptr = src }, { .ptr = dst } };
+	ck_assert_int_eq(run("copy", a), 0);
+	for (size_t i = 0; i < n + GUARD; i++)
+		ck_assert_uint_eq(dst[i], i < n ? src[i] : (uint8_t)~src[i]);
+	/* overlapping, shifted forward by one */
+	if (n > 1) {
+		memcpy(dst, src, n + GUARD);
+		union devq_kval o[] = { { .u64 = n - 1 }, { .ptr = dst }, { .ptr = dst + 1 } };
+		ck_assert_int_eq(run("copy", o), 0);
+		ck_assert_mem_eq(dst + 1, src, n - 1);
+	}
+	free(src);
+	free(dst);
+}
+END_TEST
+
+START_TEST(k_saxpy)
+{
+	size_t n = sizes[_i];
+	float *x = malloc((n + GUARD) * sizeof *x), *y = malloc((n + GUARD) * sizeof *y);
+	float *ref = malloc((n + GUARD) * sizeof *ref), a = rndf();
+
+	for (size_t i = 0; i < n + GUARD; i++) {
+		x[i] = rndf();
+		y[i] = ref[i] = rndf();
+		if (i < n)
+			ref[i] = fmaf(a, x[i], ref[i]);
+	}
+	union devq_kval args[] = { { .u64 = n }, { .f32 = a }, { .ptr = x }, { .ptr = y } };
+	ck_assert_int_eq(run("saxpy_f32", args), 0);
+	ck_assert_mem_eq(y, ref, (n + GUARD) * sizeof *y); /* bit-exact */
+	free(x);
+	free(y);
+	free(ref);
+}
+END_TEST
+
+START_TEST(k_vadd)
+{
+	size_t n = sizes[_i];
+	float *a = malloc((n + GUARD) * sizeof *a), *b = malloc((n + GUARD) * sizeof *b);
+	float *c = malloc((n + GUARD) * sizeof *c);
+
+	for (size_t i = 0; i < n + GUARD; i++) {
+		a[i] = rndf();
+		b[i] = rndf();
+		c[i] = -1.0f;
+	}
+	union devq_kval args[] = { { .u64 = n }, { .ptr = a }, { .ptr = b }, { .ptr = c } };
+	ck_assert_int_eq(run("vadd_f32", args), 0);
+	for (size_t i = 0; i < n + GUARD; i++) {
+		volatile float want = i < n ? a[i] + b[i] : -1.0f;
+		ck_assert_msg(c[i] == want, "c[%zu] = %a, want %a", i, (double)c[i], (double)want);
+	}
+	free(a);
+	free(b);
+	free(c);
+}
+END_TEST
+
+START_TEST(k_reduce)
+{
+	size_t n = sizes[_i];
+	float *x = malloc((n + 1) * sizeof *x), out[2] = { -1.0f, -7.0f };
+	double ref = 0.0, abs = 0.0;
+
+	for (size_t i = 0; i < n; i++)
+		x[i] = rndf();
+	for (size_t i = n; i-- > 0;) { /* reverse order: any order is allowed */
+		ref += x[i];
+		abs += fabs(x[i]);
+	}
+	union devq_kval args[] = { { .u64 = n }, { .ptr = x }, { .ptr = out } };
+	ck_assert_int_eq(run("reduce_sum_f32", args), 0);
+	ck_assert_msg(fabs(out[0] - ref) <= (double)n * FLT_EPSILON * abs,
+		      "n=%zu sum %.9g ref %.9g", n, (double)out[0], ref);
+	if (n == 0)
+		ck_assert(out[0] == 0.0f && !signbit(out[0]));
+	ck_assert(out[1] == -7.0f);
+	free(x);
+}
+END_TEST
+
+/* Reference mixer written out again here so a typo in devq_mix64 shows. */
+static uint64_t ref_mix(uint64_t z)
+{
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
+
+START_TEST(k_checksum)
+{
+	size_t n = sizes[_i];
+	uint8_t *d = malloc(n + 1);
+	uint64_t out[2] = { 1, 2 }, ref = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		d[i] = (uint8_t)rnd();
+		ref += ref_mix((uint64_t)i << 8 | d[i]);
+	}
+	union devq_kval args[] = { { .u64 = n }, { .ptr = d }, { .ptr = out } };
+	ck_assert_int_eq(run("checksum", args), 0);
+	ck_assert_uint_eq(out[0], ref);
+	ck_assert_uint_eq(out[1], 2);
+	free(d);
+}
+END_TEST
+
+START_TEST(k_checksum_known)
+{
+	/* computed by hand (Python, arbitrary precision then mod 2^64) */
+	uint8_t d[3] = { 0x01, 0xff, 0x7a };
+	uint64_t out = 0;
+	union devq_kval args[] = { { .u64 = 3 }, { .ptr = d }, { .ptr = &out } };
+
+	ck_assert_int_eq(run("checksum", args), 0);
+	ck_assert_uint_eq(out, 0x71928ebc2c0ef196ULL);
+}
+END_TEST
+
+START_TEST(k_spin)
+{
+	union devq_kval a[] = { { .u64 = 2000000 } };
+	uint64_t t0 = devq_now_ns();
+	ck_assert_int_eq(run("spin", a), 0);
+	uint64_t dt = devq_now_ns() - t0;
+
+	ck_assert_msg(dt >= 2000000 && dt <= 4000000, "spin(2ms) took %llu ns",
+		      (unsigned long long)dt);
+	/* a deadline already in the past returns at once */
+	struct devq_kctx past = { .start_ns = devq_now_ns() - 10000000 };
+	t0 = devq_now_ns();
+	ck_assert_int_eq(kernel("spin")->cpu(a, &past), 0);
+	ck_assert_uint_lt(devq_now_ns() - t0, 1000000);
+}
+END_TEST
+
+START_TEST(k_spin_buf)
+{
+	size_t n = sizes[_i];
+	uint8_t *buf = malloc(n + GUARD), *ref = malloc(n + GUARD);
+
+	for (size_t i = 0; i < n + GUARD; i++)
+		buf[i] = ref[i] = (uint8_t)(i == 0 ? 0xff : rnd()); /* 0xff wraps */
+	for (size_t i = 0; i < n; i++)
+		ref[i]++;
+	union devq_kval a[] = { { .u64 = 100000 }, { .u64 = n }, { .ptr = buf } };
+	uint64_t t0 = devq_now_ns();
+	ck_assert_int_eq(run("spin_buf", a), 0);
+	ck_assert_uint_ge(devq_now_ns() - t0, 100000);
+	ck_assert_mem_eq(buf, ref, n + GUARD);
+	free(buf);
+	free(ref);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+	Suite *s = suite_create("kernels");
+	TCase *p = tcase_create("parser");
+	TCase *k = tcase_create("cpu");
+
+	tcase_add_test(p, manifest_all_parse);
+	tcase_add_test(p, parse_saxpy);
+	tcase_add_test(p, parse_reduce);
+	tcase_add_test(p, parse_whitespace_and_empty);
+	tcase_add_loop_test(p, parse_rejects, 0, (int)(sizeof bad / sizeof bad[0]));
+	tcase_add_test(p, parse_error_names_param);
+	tcase_add_test(p, extent_overflow);
+	tcase_add_test(p, type_helpers);
+	suite_add_tcase(s, p);
+
+	tcase_add_loop_test(k, k_fill_u32, 0, NSIZES);
+	tcase_add_loop_test(k, k_copy, 0, NSIZES);
+	tcase_add_loop_test(k, k_saxpy, 0, NSIZES);
+	tcase_add_loop_test(k, k_vadd, 0, NSIZES);
+	tcase_add_loop_test(k, k_reduce, 0, NSIZES);
+	tcase_add_loop_test(k, k_checksum, 0, NSIZES);
+	tcase_add_test(k, k_checksum_known);
+	tcase_add_test(k, k_spin);
+	tcase_add_loop_test(k, k_spin_buf, 0, NSIZES);
+	tcase_set_timeout(k, 30); /* valgrind */
+	suite_add_tcase(s, k);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(suite());
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
