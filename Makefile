@@ -120,7 +120,7 @@ $(BUILD)/tests/test_daemon: $(call obj,tests/test_daemon.c tests/harness.c) $(BU
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) $(LIBS_CK) -lm
 
-$(BUILD)/tests/test_devctl: $(call obj,tests/test_devctl.c tests/harness.c) $(BUILD)/libdevq.a
+$(BUILD)/tests/test_devctl: $(call obj,tests/test_devctl.c tests/harness.c) $(KERNEL_OBJ) $(BUILD)/libdevq.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) $(LIBS_CK) -lm
 

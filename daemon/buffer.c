@@ -248,7 +248,7 @@ static void buf_free(struct devq_buf *b)
 	log_debug("session %llu: buffer %llu released", (unsigned long long)s->id,
 		  (unsigned long long)b->id);
 	free(b);
-	devq_session_maybe_free(s);
+	/* The caller decides when the session may go: it may still use it. */
 }
 
 void devq_buf_release(struct devq_buf *b)

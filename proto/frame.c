@@ -250,7 +250,8 @@ int devq_tx_push(struct devq_tx *tx, uint16_t type, const ProtobufCMessage *msg,
 	}
 	c->next = NULL;
 	c->nfds = nfds;
-	memcpy(c->fds, fds, nfds * sizeof(int));
+	if (nfds)
+		memcpy(c->fds, fds, nfds * sizeof(int));
 	c->len = DEVQ_FRAME_HDR + plen;
 	c->off = 0;
 	put_hdr(chunk_data(c), (uint32_t)plen, type, (uint16_t)nfds);

@@ -1,0 +1,603 @@
+/* Integration tests: a real devqd (CPU backend) driven by real client
+ * processes through libdevq. */
+#include <check.h>
+#include <errno.h>
+#include <float.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "devq.h"
+#include "harness.h"
+#include "kernels.h"
+
+static struct daemon_proc D;
+
+static devq *conn(const char *name)
+{
+	devq *q = NULL;
+	int r = devq_connect(D.sock, name, &q);
+	ck_assert_msg(r == 0, "connect: %s", q ? devq_last_error(q) : strerror(-r));
+	return q;
+}
+
+static const struct devq_exec *exe(devq *q, const char *name)
+{
+	const struct devq_exec *e;
+	ck_assert_msg(devq_exec_lookup(q, name, &e) == 0, "%s", devq_last_error(q));
+	return e;
+}
+
+static struct devq_buffer *mkbuf(devq *q, uint64_t size)
+{
+	struct devq_buffer *b;
+	ck_assert_msg(devq_buffer_create(q, size, DEVQ_BUFFER_SHARED, &b) == 0, "%s",
+		      devq_last_error(q));
+	return b;
+}
+
+static void release(devq *q, struct devq_buffer *b)
+{
+	ck_assert_int_eq(devq_buffer_release(q, b), 0);
+	ck_assert_msg(devq_buffer_wait_released(q, b, 30000) == 0, "%s", devq_last_error(q));
+}
+
+/* Every op's raw timestamps must be in causal order. */
+static void check_monotonic(const struct devq_completion *c)
+{
+	const struct devq_timing *t = &c->t;
+	ck_assert_msg(t->client_submit <= t->received && t->received <= t->handoff &&
+			      t->handoff <= t->device_start && t->device_start <= t->device_end &&
+			      t->device_end <= t->observed && t->observed <= t->client_received,
+		      "queue %u point %llu: timestamps out of order: %llu %llu %llu %llu %llu %llu %llu",
+		      c->queue, (unsigned long long)c->point, (unsigned long long)t->client_submit,
+		      (unsigned long long)t->received, (unsigned long long)t->handoff,
+		      (unsigned long long)t->device_start, (unsigned long long)t->device_end,
+		      (unsigned long long)t->observed, (unsigned long long)t->client_received);
+}
+
+static void wait_ok(devq *q, uint32_t queue, uint64_t point, struct devq_completion *c)
+{
+	ck_assert_msg(devq_wait(q, queue, point, 60000, c) == 0, "%s", devq_last_error(q));
+	ck_assert_msg(c->code == DEVQ_OK, "queue %u point %llu: %s: %s", queue,
+		      (unsigned long long)point, devq_code_name(c->code), c->message);
+	check_monotonic(c);
+}
+
+static struct devq_arg U64(const char *n, uint64_t v)
+{
+	return (struct devq_arg){ .name = n, .type = DEVQ_ARG_U64, .v.u64 = v };
+}
+static struct devq_arg U32(const char *n, uint32_t v)
+{
+	return (struct devq_arg){ .name = n, .type = DEVQ_ARG_U32, .v.u32 = v };
+}
+static struct devq_arg F32(const char *n, float v)
+{
+	return (struct devq_arg){ .name = n, .type = DEVQ_ARG_F32, .v.f32 = v };
+}
+static struct devq_arg BUF(const char *n, const struct devq_buffer *b, uint64_t off)
+{
+	return (struct devq_arg){ .name = n, .type = DEVQ_ARG_BUFFER, .v.buf = { b, off } };
+}
+
+static uint64_t kernel_op(devq *q, uint32_t queue, const char *name, struct devq_arg *args,
+			  size_t nargs, const struct devq_wait *waits, size_t nwaits)
+{
+	struct devq_op op = { .queue = queue, .kind = DEVQ_OP_KERNEL, .exec = exe(q, name),
+			      .args = args, .nargs = nargs, .waits = waits, .nwaits = nwaits };
+	uint64_t p;
+	ck_assert_msg(devq_submit(q, &op, 1, &p) == 0, "%s", devq_last_error(q));
+	return p;
+}
+
+static uint64_t ref_checksum(const uint8_t *d, size_t n)
+{
+	uint64_t s = 0;
+	for (size_t i = 0; i < n; i++)
+		s += devq_mix64(((uint64_t)i << 8) | d[i]);
+	return s;
+}
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static uint64_t rnd(void)
+{
+	rng_state += 0x9e3779b97f4a7c15ull;
+	return devq_mix64(rng_state);
+}
+static void fill_random(void *p, size_t n)
+{
+	uint8_t *b = p;
+	for (size_t i = 0; i < n; i++)
+		b[i] = (uint8_t)rnd();
+}
+static void fill_random_f32(float *f, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		f[i] = (float)((double)(rnd() >> 11) / 9007199254740992.0 * 200.0 - 100.0);
+}
+
+static void setup(void)
+{
+	harness_start(&D, NULL);
+}
+
+static void teardown(void)
+{
+	if (D.pid > 0)
+		ck_assert_int_eq(harness_stop(&D), 0);
+}
+
+/* ---- item 2: timing and the buffer lifetime ------------------------- */
+
+START_TEST(test_spin_timing)
+{
+	devq *q = conn("timing");
+	ck_assert_int_eq(devq_queue_open(q, 0), 0);
+	for (int i = 0; i < 5; i++) {
+		struct devq_arg a[] = { U64("ns", 5000000) };
+		uint64_t p = kernel_op(q, 0, "spin", a, 1, NULL, 0);
+		struct devq_completion c;
+		wait_ok(q, 0, p, &c);
+		struct devq_phases ph;
+		devq_timing_phases(&c.t, &ph);
+		ck_assert_msg(ph.device >= 4500000 && ph.device <= 5500000,
+			      "device_ns %llu not within 10%% of 5 ms", (unsigned long long)ph.device);
+		if (harness_slow()) {
+			if (i == 0)
+				printf("SKIP: submit_ns < 1 ms bound (sanitizer/valgrind build); "
+				       "measured %llu ns\n", (unsigned long long)ph.submit);
+		} else {
+			ck_assert_msg(ph.submit < 1000000, "submit_ns %llu >= 1 ms",
+				      (unsigned long long)ph.submit);
+		}
+	}
+	devq_disconnect(q);
+}
+END_TEST
+
+START_TEST(test_release_waits_for_consumers)
+{
+	devq *q = conn("lifetime");
+	ck_assert_int_eq(devq_queue_open(q, 1), 0);
+	ck_assert_int_eq(devq_queue_open(q, 2), 0);
+	const size_t n = 65536;
+	struct devq_buffer *b = mkbuf(q, n), *out = mkbuf(q, 8);
+	fill_random(b->map, n);
+	uint8_t *expect = malloc(n);
+	for (size_t i = 0; i < n; i++)
+		expect[i] = (uint8_t)(((uint8_t *)b->map)[i] + 1);
+	struct devq_arg a1[] = { U64("ns", 30000000), U64("n", n), BUF("buf", b, 0) };
+	uint64_t p1 = kernel_op(q, 1, "spin_buf", a1, 3, NULL, 0);
+	/* No explicit wait: the hazard on b orders the reader after the writer. */
+	struct devq_arg a2[] = { U64("n", n), BUF("data", b, 0), BUF("out", out, 0) };
+	uint64_t p2 = kernel_op(q, 2, "checksum", a2, 3, NULL, 0);
+	/* Asked for at once, while spin_buf is still running. */
+	ck_assert_int_eq(devq_buffer_release(q, b), 0);
+	ck_assert_msg(devq_buffer_wait_released(q, b, 30000) == 0, "%s", devq_last_error(q));
+	uint64_t t_released = harness_now_ns();
+	/* The release came after both completions, which arrived first. */
+	ck_assert_uint_ge(devq_completed(q, 1), p1);
+	ck_assert_uint_ge(devq_completed(q, 2), p2);
+	struct devq_completion c1, c2;
+	wait_ok(q, 1, p1, &c1);
+	wait_ok(q, 2, p2, &c2);
+	ck_assert_uint_le(c1.t.device_end, t_released);
+	ck_assert_uint_ge(c2.t.device_start, c1.t.device_end);
+	ck_assert_uint_le(c1.t.client_received, t_released);
+	ck_assert_uint_eq(*(uint64_t *)out->map, ref_checksum(expect, n));
+	free(expect);
+	release(q, out);
+	devq_disconnect(q);
+}
+END_TEST
+
+/* ---- item 3: results against references ------------------------------ */
+
+struct sized {
+	size_t n;   /* elements */
+	size_t off; /* elements of offset into each buffer */
+};
+
+static const struct sized SIZES[] = {
+	{ 1, 0 }, { 1, 3 }, { 7, 1 }, { 4099, 5 }, { 1 << 20, 2 },
+};
+
+START_TEST(test_fill_copy_results)
+{
+	devq *q = conn("results");
+	ck_assert_int_eq(devq_queue_open(q, 0), 0);
+	struct sized all[6];
+	memcpy(all, SIZES, sizeof(SIZES));
+	all[5] = (struct sized){ (64u << 20) / 4, 0 }; /* 64 MiB */
+	for (size_t s = 0; s < 6; s++) {
+		size_t n = all[s].n, off = all[s].off;
+		struct devq_buffer *dst = mkbuf(q, (n + off + 1) * 4);
+		fill_random(dst->map, dst->size);
+		uint32_t v = (uint32_t)rnd();
+		struct devq_arg a[] = { U64("n", n), U32("value", v), BUF("dst", dst, off * 4) };
+		struct devq_completion c;
+		wait_ok(q, 0, kernel_op(q, 0, "fill_u32", a, 3, NULL, 0), &c);
+		uint32_t *d = dst->map;
+		uint32_t before = d[off + n]; /* not written */
+		for (size_t i = 0; i < n; i++)
+			if (d[off + i] != v)
+				ck_abort_msg("fill_u32 n=%zu: element %zu = %u, want %u", n, i, d[off + i], v);
+		ck_assert_uint_eq(d[off + n], before);
+
+		/* copy: bytes, at byte offsets */
+		size_t nb = n * 4;
+		struct devq_buffer *src = mkbuf(q, nb + 3), *cp = mkbuf(q, nb + 11);
+		fill_random(src->map, src->size);
+		fill_random(cp->map, cp->size);
+		struct devq_arg ca[] = { U64("n", nb), BUF("src", src, 3), BUF("dst", cp, 11) };
+		wait_ok(q, 0, kernel_op(q, 0, "copy", ca, 3, NULL, 0), &c);
+		ck_assert_int_eq(memcmp((char *)cp->map + 11, (char *)src->map + 3, nb), 0);
+		release(q, src);
+		release(q, cp);
+		release(q, dst);
+	}
+	devq_disconnect(q);
+}
+END_TEST
+
+START_TEST(test_float_results)
+{
+	devq *q = conn("floats");
+	ck_assert_int_eq(devq_queue_open(q, 0), 0);
+	struct sized all[6];
+	memcpy(all, SIZES, sizeof(SIZES));
+	all[5] = (struct sized){ (64u << 20) / 4, 1 };
+	for (size_t s = 0; s < 6; s++) {
+		size_t n = all[s].n, off = all[s].off, bytes = (n + off) * 4;
+		struct devq_buffer *x = mkbuf(q, bytes), *y = mkbuf(q, bytes), *z = mkbuf(q, bytes);
+		struct devq_buffer *out = mkbuf(q, 16);
+		float *xf = x->map, *yf = y->map, *zf = z->map;
+		fill_random_f32(xf, n + off);
+		fill_random_f32(yf, n + off);
+		float *y0 = malloc(bytes);
+		memcpy(y0, yf, bytes);
+		float a = (float)(rnd() % 1000) / 7.0f;
+		struct devq_completion c;
+
+		struct devq_arg va[] = { U64("n", n), BUF("a", x, off * 4), BUF("b", y, off * 4),
+					 BUF("c", z, off * 4) };
+		wait_ok(q, 0, kernel_op(q, 0, "vadd_f32", va, 4, NULL, 0), &c);
+		for (size_t i = 0; i < n; i++) {
+			float want = xf[off + i] + y0[off + i];
+			if (memcmp(&zf[off + i], &want, 4))
+				ck_abort_msg("vadd_f32 n=%zu: element %zu differs", n, i);
+		}
+
+		struct devq_arg sa[] = { U64("n", n), F32("a", a), BUF("x", x, off * 4),
+					 BUF("y", y, off * 4) };
+		wait_ok(q, 0, kernel_op(q, 0, "saxpy_f32", sa, 4, NULL, 0), &c);
+		for (size_t i = 0; i < n; i++) {
+			float want = fmaf(a, xf[off + i], y0[off + i]);
+			if (memcmp(&yf[off + i], &want, 4))
+				ck_abort_msg("saxpy_f32 n=%zu: element %zu = %a, want %a", n, i,
+					     (double)yf[off + i], (double)want);
+		}
+
+		struct devq_arg ra[] = { U64("n", n), BUF("x", x, off * 4), BUF("out", out, 4) };
+		wait_ok(q, 0, kernel_op(q, 0, "reduce_sum_f32", ra, 3, NULL, 0), &c);
+		double ref = 0, mag = 0;
+		for (size_t i = 0; i < n; i++) {
+			ref += xf[off + i];
+			mag += fabs(xf[off + i]);
+		}
+		float got = ((float *)out->map)[1];
+		double bound = (double)n * FLT_EPSILON * mag;
+		ck_assert_msg(fabs((double)got - ref) <= bound,
+			      "reduce_sum_f32 n=%zu: %.9g vs %.9g (bound %.3g)", n, (double)got, ref,
+			      bound);
+
+		/* checksum over the raw bytes of x, at an odd byte offset */
+		size_t nb = n * 4 - 1;
+		struct devq_arg ka[] = { U64("n", nb), BUF("data", x, 1), BUF("out", out, 8) };
+		wait_ok(q, 0, kernel_op(q, 0, "checksum", ka, 3, NULL, 0), &c);
+		ck_assert_uint_eq(((uint64_t *)out->map)[1], ref_checksum((uint8_t *)xf + 1, nb));
+		free(y0);
+		release(q, x);
+		release(q, y);
+		release(q, z);
+		release(q, out);
+	}
+	devq_disconnect(q);
+}
+END_TEST
+
+START_TEST(test_builtin_copy_fill_device)
+{
+	devq *q = conn("builtins");
+	ck_assert_int_eq(devq_queue_open(q, 0), 0);
+	struct devq_buffer *dev, *host = mkbuf(q, 4096), *back = mkbuf(q, 4096);
+	ck_assert_int_eq(devq_buffer_create(q, 8192, DEVQ_BUFFER_DEVICE, &dev), 0);
+	ck_assert_ptr_null(dev->map);
+	fill_random(host->map, 4096);
+	struct devq_op ops[3] = {
+		{ .queue = 0, .kind = DEVQ_OP_FILL, .dst = dev, .dst_offset = 0, .size = 8192,
+		  .pattern = 0xdeadbeef },
+		{ .queue = 0, .kind = DEVQ_OP_COPY, .src = host, .src_offset = 96, .dst = dev,
+		  .dst_offset = 4000, .size = 1000 },
+		{ .queue = 0, .kind = DEVQ_OP_COPY, .src = dev, .src_offset = 3996, .dst = back,
+		  .dst_offset = 0, .size = 1008 },
+	};
+	uint64_t p[3];
+	ck_assert_int_eq(devq_submit(q, ops, 3, p), 0);
+	ck_assert_uint_eq(p[2], p[0] + 2);
+	struct devq_completion c;
+	for (int i = 0; i < 3; i++)
+		wait_ok(q, 0, p[i], &c);
+	const uint8_t *r = back->map;
+	const uint8_t pat[4] = { 0xef, 0xbe, 0xad, 0xde };
+	ck_assert_int_eq(memcmp(r, pat, 4), 0);
+	ck_assert_int_eq(memcmp(r + 4, (uint8_t *)host->map + 96, 1000), 0);
+	ck_assert_int_eq(memcmp(r + 1004, pat, 4), 0);
+	release(q, dev);
+	release(q, host);
+	release(q, back);
+	devq_disconnect(q);
+}
+END_TEST
+
+/* ---- item 4: two queues ---------------------------------------------- */
+
+static void producer_consumer(bool explicit_wait)
+{
+	devq *q = conn(explicit_wait ? "explicit" : "hazard");
+	for (uint32_t i = 1; i <= 3; i++)
+		ck_assert_int_eq(devq_queue_open(q, i), 0);
+	const size_t n = 1 << 16;
+	struct devq_buffer *b = mkbuf(q, n), *out = mkbuf(q, 8), *other = mkbuf(q, 4096);
+	uint8_t *expect = malloc(n);
+	for (int round = 0; round < 4; round++) {
+		fill_random(b->map, n);
+		for (size_t i = 0; i < n; i++)
+			expect[i] = (uint8_t)(((uint8_t *)b->map)[i] + 1);
+		struct devq_arg pa[] = { U64("ns", 40000000), U64("n", n), BUF("buf", b, 0) };
+		uint64_t pp = kernel_op(q, 1, "spin_buf", pa, 3, NULL, 0);
+		struct devq_wait w = { 1, pp };
+		struct devq_arg ca[] = { U64("n", n), BUF("data", b, 0), BUF("out", out, 0) };
+		uint64_t pc = kernel_op(q, 2, "checksum", ca, 3, &w, explicit_wait ? 1 : 0);
+		struct devq_arg oa[] = { U64("n", 1024), U32("value", 7), BUF("dst", other, 0) };
+		uint64_t po = kernel_op(q, 3, "fill_u32", oa, 3, NULL, 0);
+		struct devq_completion cp, cc, co;
+		wait_ok(q, 1, pp, &cp);
+		wait_ok(q, 2, pc, &cc);
+		wait_ok(q, 3, po, &co);
+		ck_assert_uint_eq(*(uint64_t *)out->map, ref_checksum(expect, n));
+		ck_assert_uint_ge(cc.t.device_start, cp.t.device_end);
+		/* Overlap is real: the unrelated op ran while the producer did. */
+		ck_assert_msg(co.t.device_end < cp.t.device_end,
+			      "unrelated op ended at %llu, after the producer (%llu)",
+			      (unsigned long long)co.t.device_end, (unsigned long long)cp.t.device_end);
+	}
+	free(expect);
+	release(q, b);
+	release(q, out);
+	release(q, other);
+	devq_disconnect(q);
+}
+
+START_TEST(test_two_queues_explicit)
+{
+	producer_consumer(true);
+}
+END_TEST
+
+START_TEST(test_two_queues_hazard)
+{
+	producer_consumer(false);
+}
+END_TEST
+
+/* ---- item 5: eight clients ------------------------------------------- */
+
+#define CLIENT_ROUNDS 500
+
+/* One client process: 1,000 ops, each checksum waiting on a fill on
+ * another queue; every result and every completion accounted for. */
+static int client_main(int id)
+{
+	devq *q = NULL;
+	if (devq_connect(D.sock, "worker", &q) < 0)
+		return 10;
+	const struct devq_exec *fill, *sum;
+	if (devq_exec_lookup(q, "fill_u32", &fill) || devq_exec_lookup(q, "checksum", &sum) ||
+	    devq_queue_open(q, 1) || devq_queue_open(q, 2))
+		return 11;
+	struct devq_buffer *a, *out;
+	const size_t words = 256 + (size_t)id;
+	if (devq_buffer_create(q, words * 4, DEVQ_BUFFER_SHARED, &a) ||
+	    devq_buffer_create(q, CLIENT_ROUNDS * 8, DEVQ_BUFFER_SHARED, &out))
+		return 12;
+	for (int i = 0; i < CLIENT_ROUNDS; i++) {
+		struct devq_arg fa[] = { U64("n", words), U32("value", (uint32_t)(id * 100000 + i)),
+					 BUF("dst", a, 0) };
+		struct devq_arg ca[] = { U64("n", words * 4), BUF("data", a, 0),
+					 BUF("out", out, (uint64_t)i * 8) };
+		struct devq_wait w = { 1, (uint64_t)i + 1 };
+		struct devq_op ops[2] = {
+			{ .queue = 1, .kind = DEVQ_OP_KERNEL, .exec = fill, .args = fa, .nargs = 3 },
+			{ .queue = 2, .kind = DEVQ_OP_KERNEL, .exec = sum, .args = ca, .nargs = 3,
+			  .waits = &w, .nwaits = 1 },
+		};
+		if (devq_submit(q, ops, 2, NULL))
+			return 13;
+	}
+	static uint8_t seen[3][CLIENT_ROUNDS + 1];
+	for (int k = 0; k < 2 * CLIENT_ROUNDS; k++) {
+		struct devq_completion c;
+		if (devq_next_completion(q, &c, 60000))
+			return 14;
+		if (c.code != DEVQ_OK || c.queue < 1 || c.queue > 2 || c.point < 1 ||
+		    c.point > CLIENT_ROUNDS || seen[c.queue][c.point]++)
+			return 15;
+		const struct devq_timing *t = &c.t;
+		if (!(t->client_submit <= t->received && t->received <= t->handoff &&
+		      t->handoff <= t->device_start && t->device_start <= t->device_end &&
+		      t->device_end <= t->observed && t->observed <= t->client_received))
+			return 16;
+	}
+	struct devq_completion extra;
+	if (devq_next_completion(q, &extra, 200) != -ETIMEDOUT)
+		return 17; /* a duplicate or stray completion */
+	uint8_t *ref = malloc(words * 4);
+	for (int i = 0; i < CLIENT_ROUNDS; i++) {
+		uint32_t v = (uint32_t)(id * 100000 + i);
+		for (size_t j = 0; j < words; j++)
+			memcpy(ref + j * 4, &v, 4);
+		if (((uint64_t *)out->map)[i] != ref_checksum(ref, words * 4))
+			return 18;
+	}
+	free(ref);
+	if (devq_buffer_release(q, a) || devq_buffer_release(q, out) ||
+	    devq_buffer_wait_released(q, a, 30000) || devq_buffer_wait_released(q, out, 30000))
+		return 19;
+	devq_disconnect(q);
+	return 0;
+}
+
+static void wait_idle(devq *q, struct devq_status **out)
+{
+	/* Disconnect cleanup is asynchronous: allow it a moment. */
+	for (int i = 0; i < 500; i++) {
+		struct devq_status *s;
+		ck_assert_int_eq(devq_get_status(q, &s), 0);
+		if ((s->buffers == 0 && s->ops_in_flight == 0 && s->nsessions == 1) || i == 499) {
+			*out = s;
+			return;
+		}
+		devq_status_free(s);
+		usleep(10000);
+	}
+}
+
+START_TEST(test_eight_clients)
+{
+	pid_t pids[8];
+	for (int i = 0; i < 8; i++) {
+		pids[i] = fork();
+		ck_assert_int_ge(pids[i], 0);
+		if (pids[i] == 0)
+			_exit(client_main(i));
+	}
+	for (int i = 0; i < 8; i++) {
+		int st;
+		ck_assert_int_eq(waitpid(pids[i], &st, 0), pids[i]);
+		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "client %d failed with %d", i,
+			      WIFEXITED(st) ? WEXITSTATUS(st) : -WTERMSIG(st));
+	}
+	devq *q = conn("observer");
+	struct devq_status *s;
+	wait_idle(q, &s);
+	ck_assert_uint_eq(s->buffers, 0);
+	ck_assert_uint_eq(s->ops_in_flight, 0);
+	ck_assert_uint_eq(s->ops_completed, 8 * 2 * CLIENT_ROUNDS);
+	ck_assert_uint_eq(s->ops_failed, 0);
+	devq_status_free(s);
+	devq_disconnect(q);
+}
+END_TEST
+
+/* ---- item 6: a client killed mid-flight ------------------------------ */
+
+START_TEST(test_killed_client)
+{
+	devq *obs = conn("observer");
+	int base_fds = harness_fd_count(D.pid);
+	ck_assert_int_gt(base_fds, 0);
+	int sync[2];
+	ck_assert_int_eq(pipe(sync), 0);
+	pid_t victim = fork();
+	ck_assert_int_ge(victim, 0);
+	if (victim == 0) {
+		devq *q;
+		if (devq_connect(D.sock, "victim", &q))
+			_exit(1);
+		const struct devq_exec *e;
+		struct devq_buffer *b[4];
+		devq_exec_lookup(q, "spin_buf", &e);
+		devq_queue_open(q, 0);
+		devq_queue_open(q, 1);
+		for (int i = 0; i < 4; i++)
+			if (devq_buffer_create(q, 1 << 20, DEVQ_BUFFER_SHARED, &b[i]))
+				_exit(2);
+		for (int i = 0; i < 20; i++) {
+			struct devq_arg a[] = { U64("ns", 20000000), U64("n", 1 << 20),
+						BUF("buf", b[i % 4], 0) };
+			struct devq_op op = { .queue = (uint32_t)(i % 2), .kind = DEVQ_OP_KERNEL,
+					      .exec = e, .args = a, .nargs = 3 };
+			devq_submit(q, &op, 1, NULL);
+		}
+		if (write(sync[1], "x", 1) != 1)
+			_exit(3);
+		pause();
+		_exit(0);
+	}
+	close(sync[1]);
+	char ch;
+	ck_assert_int_eq(read(sync[0], &ch, 1), 1);
+	close(sync[0]);
+	/* Let the first ops start, then kill it with its buffers in use. */
+	usleep(30000);
+	kill(victim, SIGKILL);
+	waitpid(victim, NULL, 0);
+
+	/* Another client is served meanwhile, correctly. */
+	devq *q = conn("bystander");
+	ck_assert_int_eq(devq_queue_open(q, 0), 0);
+	struct devq_buffer *b = mkbuf(q, 4096);
+	struct devq_arg a[] = { U64("n", 1024), U32("value", 42), BUF("dst", b, 0) };
+	struct devq_completion c;
+	wait_ok(q, 0, kernel_op(q, 0, "fill_u32", a, 3, NULL, 0), &c);
+	ck_assert_uint_eq(((uint32_t *)b->map)[1023], 42);
+	release(q, b);
+	devq_disconnect(q);
+
+	struct devq_status *s;
+	wait_idle(obs, &s);
+	ck_assert_uint_eq(s->buffers, 0);
+	ck_assert_uint_eq(s->ops_in_flight, 0);
+	ck_assert_uint_eq(s->nsessions, 1);
+	devq_status_free(s);
+	int fds = -1;
+	for (int i = 0; i < 200 && fds != base_fds; i++, usleep(10000))
+		fds = harness_fd_count(D.pid);
+	ck_assert_int_eq(fds, base_fds);
+	devq_disconnect(obs);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+	Suite *s = suite_create("daemon");
+	TCase *t = tcase_create("core");
+	tcase_set_timeout(t, harness_slow() ? 600 : 120);
+	tcase_add_checked_fixture(t, setup, teardown);
+	tcase_add_test(t, test_spin_timing);
+	tcase_add_test(t, test_release_waits_for_consumers);
+	tcase_add_test(t, test_fill_copy_results);
+	tcase_add_test(t, test_float_results);
+	tcase_add_test(t, test_builtin_copy_fill_device);
+	tcase_add_test(t, test_two_queues_explicit);
+	tcase_add_test(t, test_two_queues_hazard);
+	tcase_add_test(t, test_eight_clients);
+	tcase_add_test(t, test_killed_client);
+	suite_add_tcase(s, t);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(suite());
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}

@@ -1,0 +1,224 @@
+/* devctl end to end: the command forms external checks drive, against a
+ * real devqd. */
+#include <check.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "kernels.h"
+
+static struct daemon_proc D;
+
+static void setup(void)
+{
+	harness_start(&D, (const char *const[]){ "--max-op-ms", "1000", NULL });
+}
+
+static void teardown(void)
+{
+	if (D.pid > 0)
+		ck_assert_int_eq(harness_stop(&D), 0);
+}
+
+/* Runs devctl with args (a shell fragment); returns its exit status and
+ * its stdout in out. */
+static int devctl(char *out, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int devctl(char *out, size_t n, const char *fmt, ...)
+{
+	char args[2048], cmd[4096];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(args, sizeof(args), fmt, ap);
+	va_end(ap);
+	snprintf(cmd, sizeof(cmd), "%s --socket %s %s", harness_bin("devctl"), D.sock, args);
+	FILE *p = popen(cmd, "r");
+	ck_assert_ptr_nonnull(p);
+	size_t got = fread(out, 1, n - 1, p);
+	out[got] = '\0';
+	int st = pclose(p);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+/* The number after "key": in a JSON text (enough for devctl's flat output). */
+static uint64_t json_u64(const char *js, const char *key)
+{
+	char pat[64];
+	snprintf(pat, sizeof(pat), "\"%s\":", key);
+	const char *p = strstr(js, pat);
+	ck_assert_msg(p != NULL, "no %s in %s", key, js);
+	return strtoull(p + strlen(pat), NULL, 10);
+}
+
+static void json_str_eq(const char *js, const char *key, const char *want)
+{
+	char pat[128];
+	snprintf(pat, sizeof(pat), "\"%s\":\"%s\"", key, want);
+	ck_assert_msg(strstr(js, pat) != NULL, "%s is not \"%s\" in %s", key, want, js);
+}
+
+START_TEST(test_submit_spin_json)
+{
+	char out[4096];
+	ck_assert_int_eq(devctl(out, sizeof(out), "submit spin ns=5000000 --json"), 0);
+	json_str_eq(out, "status", "ok");
+	ck_assert_ptr_nonnull(strstr(out, "\"point\":[0,1]"));
+	uint64_t dev = json_u64(out, "device_ns"), sub = json_u64(out, "submit_ns");
+	ck_assert_msg(dev >= 4500000 && dev <= 5500000, "device_ns %" PRIu64, dev);
+	if (harness_slow())
+		printf("SKIP: devctl submit_ns < 1 ms (sanitizer/valgrind build): %" PRIu64 "\n", sub);
+	else
+		ck_assert_msg(sub < 1000000, "submit_ns %" PRIu64, sub);
+	uint64_t sum = json_u64(out, "submit_ns") + json_u64(out, "queued_ns") +
+		       json_u64(out, "device_ns") + json_u64(out, "sync_ns");
+	ck_assert_uint_eq(sum, json_u64(out, "total_ns"));
+	/* exactly one line, one object */
+	ck_assert_ptr_eq(strchr(out, '\n'), out + strlen(out) - 1);
+}
+END_TEST
+
+START_TEST(test_submit_repeat_queue)
+{
+	char out[16384];
+	ck_assert_int_eq(devctl(out, sizeof(out), "submit spin ns=1000 --queue 3 --repeat 5 --json"), 0);
+	for (int k = 1; k <= 5; k++) {
+		char pt[32];
+		snprintf(pt, sizeof(pt), "\"point\":[3,%d]", k);
+		ck_assert_msg(strstr(out, pt) != NULL, "missing %s in %s", pt, out);
+	}
+}
+END_TEST
+
+START_TEST(test_list)
+{
+	char out[8192];
+	ck_assert_int_eq(devctl(out, sizeof(out), "list"), 0);
+	for (size_t i = 0; i < devq_nkernels; i++) {
+		char line[300];
+		snprintf(line, sizeof(line), "%s(%s)\n", devq_kernels[i].name, devq_kernels[i].signature);
+		ck_assert_msg(strstr(out, line) != NULL, "list lacks %s", line);
+	}
+	ck_assert_ptr_nonnull(strstr(out, "saxpy_f32(n:u64, a:f32, x:in f32[n], y:inout f32[n])"));
+	ck_assert_int_eq(devctl(out, sizeof(out), "list --json"), 0);
+	ck_assert_ptr_nonnull(strstr(out, "\"name\":\"checksum\""));
+}
+END_TEST
+
+START_TEST(test_files_in_and_out)
+{
+	char in[128], outf[128], out[4096];
+	snprintf(in, sizeof(in), "%s/in.bin", D.dir);
+	snprintf(outf, sizeof(outf), "%s/out.bin", D.dir);
+	FILE *f = fopen(in, "wb");
+	uint8_t data[10000];
+	for (size_t i = 0; i < sizeof(data); i++)
+		data[i] = (uint8_t)devq_mix64(i);
+	fwrite(data, 1, sizeof(data), f);
+	fclose(f);
+	ck_assert_int_eq(devctl(out, sizeof(out), "submit copy n=10000 src=@%s dst=size:10000 --out dst=%s",
+				in, outf), 0);
+	f = fopen(outf, "rb");
+	ck_assert_ptr_nonnull(f);
+	uint8_t back[10001];
+	ck_assert_uint_eq(fread(back, 1, sizeof(back), f), sizeof(data));
+	fclose(f);
+	ck_assert_int_eq(memcmp(back, data, sizeof(data)), 0);
+
+	/* checksum prints its result; n inferred from the file's size */
+	uint64_t want = 0;
+	for (size_t i = 0; i < sizeof(data); i++)
+		want += devq_mix64(((uint64_t)i << 8) | data[i]);
+	ck_assert_int_eq(devctl(out, sizeof(out), "submit checksum data=@%s", in), 0);
+	char w[64];
+	snprintf(w, sizeof(w), "out = %" PRIu64 " ", want);
+	ck_assert_msg(strstr(out, w) != NULL, "want %s in %s", w, out);
+}
+END_TEST
+
+START_TEST(test_dependent_pair_two_queues)
+{
+	char out[4096];
+	int rc = devctl(out, sizeof(out),
+			"submit spin_buf ns=20000000 buf=size:4096 --queue 1 :: "
+			"checksum data=%%buf --queue 2 --wait 1:1 --json");
+	ck_assert_msg(rc == 0, "rc %d: %s", rc, out);
+	ck_assert_ptr_nonnull(strstr(out, "\"point\":[1,1]"));
+	ck_assert_ptr_nonnull(strstr(out, "\"point\":[2,1]"));
+	/* The consumer waited: its queued phase covers the producer's 20 ms. */
+	const char *c = strstr(out, "\"point\":[2,1]");
+	const char *line = c;
+	while (line > out && line[-1] != '\n')
+		line--;
+	ck_assert_uint_ge(json_u64(line, "queued_ns"), 15000000);
+}
+END_TEST
+
+START_TEST(test_failures_exit_status)
+{
+	char out[4096];
+	/* y too small for n inferred from x: out_of_range naming y, exit 1 */
+	ck_assert_int_eq(devctl(out, sizeof(out),
+				"submit saxpy_f32 a=2 x=size:400 y=size:100 --json"), 1);
+	json_str_eq(out, "status", "out_of_range");
+	ck_assert_ptr_nonnull(strstr(out, "argument 'y'"));
+	/* over the admin maximum op duration (1000 ms here) */
+	ck_assert_int_eq(devctl(out, sizeof(out), "submit spin ns=2000000000 --json"), 1);
+	json_str_eq(out, "status", "out_of_range");
+	ck_assert_ptr_nonnull(strstr(out, "maximum op duration"));
+	/* usage errors: exit 2 */
+	ck_assert_int_eq(devctl(out, sizeof(out), "submit no_such_kernel 2>/dev/null"), 2);
+	ck_assert_int_eq(devctl(out, sizeof(out), "submit spin nss=5 2>/dev/null"), 2);
+	ck_assert_int_eq(devctl(out, sizeof(out), "submit spin ns=-1 2>/dev/null"), 2);
+	ck_assert_int_eq(devctl(out, sizeof(out), "frobnicate 2>/dev/null"), 2);
+	/* no daemon there: exit 3 */
+	char cmd[512];
+	snprintf(cmd, sizeof(cmd), "%s --socket %s/nothing submit spin ns=1 2>/dev/null",
+		 harness_bin("devctl"), D.dir);
+	int st = system(cmd);
+	ck_assert_int_eq(WEXITSTATUS(st), 3);
+}
+END_TEST
+
+START_TEST(test_status_after)
+{
+	char out[8192];
+	ck_assert_int_eq(devctl(out, sizeof(out), "submit fill_u32 n=1000 value=7 dst=size:4000 --repeat 3"), 0);
+	ck_assert_int_eq(devctl(out, sizeof(out), "status --json"), 0);
+	ck_assert_uint_eq(json_u64(out, "buffers"), 0);
+	ck_assert_uint_eq(json_u64(out, "ops_in_flight"), 0);
+	ck_assert_uint_eq(json_u64(out, "ops_completed"), 3);
+	json_str_eq(out, "backend", "cpu");
+	ck_assert_int_eq(devctl(out, sizeof(out), "status"), 0);
+	ck_assert_ptr_nonnull(strstr(out, "ops in flight:  0"));
+}
+END_TEST
+
+static Suite *suite(void)
+{
+	Suite *s = suite_create("devctl");
+	TCase *t = tcase_create("devctl");
+	tcase_set_timeout(t, harness_slow() ? 300 : 60);
+	tcase_add_checked_fixture(t, setup, teardown);
+	tcase_add_test(t, test_submit_spin_json);
+	tcase_add_test(t, test_submit_repeat_queue);
+	tcase_add_test(t, test_list);
+	tcase_add_test(t, test_files_in_and_out);
+	tcase_add_test(t, test_dependent_pair_two_queues);
+	tcase_add_test(t, test_failures_exit_status);
+	tcase_add_test(t, test_status_after);
+	suite_add_tcase(s, t);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(suite());
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}

@@ -1,0 +1,813 @@
+/* Unit tests of proto/frame.c over socketpair(AF_UNIX, SOCK_STREAM): framing,
+ * fd accounting across recvmsg boundaries, hostile headers, and partial
+ * writes.  Raw frames are built here byte by byte from the documented header
+ * layout rather than through devq_tx_push, so the receive side is checked
+ * against the specification, not against its own sender. */
+#include <check.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "devq.pb-c.h"
+#include "frame.h"
+
+/* ---- helpers ---------------------------------------------------------- */
+
+static void pair(int sv[2])
+{
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+}
+
+static int open_fd_count(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	ck_assert_ptr_nonnull(d);
+	int n = 0;
+	struct dirent *e;
+	while ((e = readdir(d)))
+		if (e->d_name[0] != '.')
+			n++;
+	closedir(d);
+	return n - 1; /* the directory stream's own fd */
+}
+
+static bool fd_is_open(int fd)
+{
+	return fcntl(fd, F_GETFD) >= 0 || errno != EBADF;
+}
+
+/* A memfd of a distinctive size, so a received copy can be told apart even
+ * when the original was closed. */
+static int memfd_of_size(off_t size)
+{
+	int fd = memfd_create("test_frame", MFD_CLOEXEC);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(ftruncate(fd, size), 0);
+	return fd;
+}
+
+static off_t fd_size(int fd)
+{
+	struct stat st;
+	ck_assert_int_eq(fstat(fd, &st), 0);
+	return st.st_size;
+}
+
+/* Whether a and b are the same open file (a received fd is a new number). */
+static bool same_file(int a, int b)
+{
+	struct stat sa, sb;
+	ck_assert_int_eq(fstat(a, &sa), 0);
+	ck_assert_int_eq(fstat(b, &sb), 0);
+	return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+/* Writes a header from the documented layout: u32 length, u16 type, u16 fd
+ * count, all little endian. */
+static void put_header(uint8_t *p, uint32_t len, uint16_t type, uint16_t nfds)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(len >> (8 * i));
+	p[4] = (uint8_t)type;
+	p[5] = (uint8_t)(type >> 8);
+	p[6] = (uint8_t)nfds;
+	p[7] = (uint8_t)(nfds >> 8);
+}
+
+/* A raw frame: header plus payload bytes derived from seed.  Returns its
+ * length; buf must hold DEVQ_FRAME_HDR + plen bytes. */
+static size_t raw_frame(uint8_t *buf, uint32_t plen, uint16_t nfds, uint8_t seed)
+{
+	put_header(buf, plen, DEVQ_FRAME_CLIENT, nfds);
+	for (uint32_t i = 0; i < plen; i++)
+		buf[DEVQ_FRAME_HDR + i] = (uint8_t)(seed + i * 7);
+	return DEVQ_FRAME_HDR + plen;
+}
+
+static void check_payload(const struct devq_frame *f, uint32_t plen, uint8_t seed)
+{
+	ck_assert_uint_eq(f->type, DEVQ_FRAME_CLIENT);
+	ck_assert_uint_eq(f->len, plen);
+	for (uint32_t i = 0; i < plen; i++)
+		ck_assert_uint_eq(f->payload[i], (uint8_t)(seed + i * 7));
+}
+
+/* One sendmsg: these bytes, these fds, nothing split by us. */
+static void send_raw(int sock, const void *data, size_t len, const int *fds, unsigned nfds)
+{
+	union {
+		struct cmsghdr align;
+		char buf[CMSG_SPACE(sizeof(int) * 8)];
+	} ctl;
+	ck_assert_uint_le(nfds, 8);
+	struct iovec iov = { (void *)data, len };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+	if (nfds) {
+		memset(&ctl, 0, sizeof(ctl));
+		mh.msg_control = ctl.buf;
+		mh.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
+		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
+		memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
+	}
+	ck_assert_int_eq(sendmsg(sock, &mh, MSG_NOSIGNAL), (ssize_t)len);
+}
+
+/* ---- messages used for round trips ----------------------------------- */
+
+#define NMSG 6
+#define BIG_NAME 20000 /* larger than the rx buffer's first allocation */
+
+/* Message k of a fixed, varied set: small, empty, nested, and one larger
+ * than the receiver's initial 4 KiB buffer. */
+static void push_msg(struct devq_tx *tx, int k, char *bigname)
+{
+	Devq__ClientMessage m = DEVQ__CLIENT_MESSAGE__INIT;
+	Devq__Hello h = DEVQ__HELLO__INIT;
+	Devq__CreateBuffer cb = DEVQ__CREATE_BUFFER__INIT;
+	Devq__GetStatus gs = DEVQ__GET_STATUS__INIT;
+	Devq__Submit sub = DEVQ__SUBMIT__INIT;
+	Devq__Op op = DEVQ__OP__INIT, *ops[1] = { &op };
+	Devq__KernelOp ko = DEVQ__KERNEL_OP__INIT;
+	Devq__Arg a0 = DEVQ__ARG__INIT, a1 = DEVQ__ARG__INIT, *args[2] = { &a0, &a1 };
+	Devq__BufferArg ba = DEVQ__BUFFER_ARG__INIT;
+	Devq__Wait w = DEVQ__WAIT__INIT, *waits[1] = { &w };
+
+	switch (k) {
+	case 0:
+		m.body_case = DEVQ__CLIENT_MESSAGE__BODY_HELLO;
+		m.hello = &h;
+		h.min_version = 1;
+		h.max_version = 3;
+		h.client_name = "alpha";
+		break;
+	case 1:
+		m.body_case = DEVQ__CLIENT_MESSAGE__BODY_CREATE_BUFFER;
+		m.create_buffer = &cb;
+		cb.id = 42;
+		cb.size = 1ull << 40;
+		cb.kind = DEVQ__BUFFER_KIND__DEVICE;
+		break;
+	case 2: /* no body: a zero-length payload */
+		break;
+	case 3:
+		m.body_case = DEVQ__CLIENT_MESSAGE__BODY_SUBMIT;
+		m.submit = &sub;
+		sub.n_ops = 1;
+		sub.ops = ops;
+		op.queue = 7;
+		op.client_submit_ns = 123456789;
+		op.n_waits = 1;
+		op.waits = waits;
+		w.queue = 3;
+		w.point = 99;
+		op.body_case = DEVQ__OP__BODY_KERNEL;
+		op.kernel = &ko;
+		ko.executable = 5;
+		ko.n_args = 2;
+		ko.args = args;
+		a0.name = "a";
+		a0.value_case = DEVQ__ARG__VALUE_F32;
+		a0.f32 = 2.5f;
+		a1.name = "y";
+		a1.value_case = DEVQ__ARG__VALUE_BUFFER;
+		a1.buffer = &ba;
+		ba.id = 11;
+		ba.offset = 64;
+		break;
+	case 4:
+		m.body_case = DEVQ__CLIENT_MESSAGE__BODY_GET_STATUS;
+		m.get_status = &gs;
+		break;
+	case 5:
+		m.body_case = DEVQ__CLIENT_MESSAGE__BODY_HELLO;
+		m.hello = &h;
+		h.client_name = bigname;
+		break;
+	}
+	ck_assert_int_eq(devq_tx_push(tx, DEVQ_FRAME_CLIENT, &m.base, NULL, 0), 0);
+}
+
+static void check_msg(const struct devq_frame *f, int k, const char *bigname)
+{
+	ck_assert_uint_eq(f->type, DEVQ_FRAME_CLIENT);
+	ck_assert_uint_eq(f->nfds, 0);
+	Devq__ClientMessage *m = devq__client_message__unpack(NULL, f->len, f->payload);
+	ck_assert_ptr_nonnull(m);
+	switch (k) {
+	case 0:
+		ck_assert_int_eq(m->body_case, DEVQ__CLIENT_MESSAGE__BODY_HELLO);
+		ck_assert_uint_eq(m->hello->min_version, 1);
+		ck_assert_uint_eq(m->hello->max_version, 3);
+		ck_assert_str_eq(m->hello->client_name, "alpha");
+		break;
+	case 1:
+		ck_assert_int_eq(m->body_case, DEVQ__CLIENT_MESSAGE__BODY_CREATE_BUFFER);
+		ck_assert_uint_eq(m->create_buffer->id, 42);
+		ck_assert_uint_eq(m->create_buffer->size, 1ull << 40);
+		ck_assert_int_eq(m->create_buffer->kind, DEVQ__BUFFER_KIND__DEVICE);
+		break;
+	case 2:
+		ck_assert_uint_eq(f->len, 0);
+		ck_assert_int_eq(m->body_case, DEVQ__CLIENT_MESSAGE__BODY__NOT_SET);
+		break;
+	case 3: {
+		ck_assert_int_eq(m->body_case, DEVQ__CLIENT_MESSAGE__BODY_SUBMIT);
+		ck_assert_uint_eq(m->submit->n_ops, 1);
+		const Devq__Op *op = m->submit->ops[0];
+		ck_assert_uint_eq(op->queue, 7);
+		ck_assert_uint_eq(op->client_submit_ns, 123456789);
+		ck_assert_uint_eq(op->n_waits, 1);
+		ck_assert_uint_eq(op->waits[0]->queue, 3);
+		ck_assert_uint_eq(op->waits[0]->point, 99);
+		ck_assert_int_eq(op->body_case, DEVQ__OP__BODY_KERNEL);
+		ck_assert_uint_eq(op->kernel->executable, 5);
+		ck_assert_uint_eq(op->kernel->n_args, 2);
+		ck_assert_str_eq(op->kernel->args[0]->name, "a");
+		ck_assert_int_eq(op->kernel->args[0]->value_case, DEVQ__ARG__VALUE_F32);
+		ck_assert(op->kernel->args[0]->f32 == 2.5f);
+		ck_assert_str_eq(op->kernel->args[1]->name, "y");
+		ck_assert_int_eq(op->kernel->args[1]->value_case, DEVQ__ARG__VALUE_BUFFER);
+		ck_assert_uint_eq(op->kernel->args[1]->buffer->id, 11);
+		ck_assert_uint_eq(op->kernel->args[1]->buffer->offset, 64);
+		break;
+	}
+	case 4:
+		ck_assert_int_eq(m->body_case, DEVQ__CLIENT_MESSAGE__BODY_GET_STATUS);
+		break;
+	case 5:
+		ck_assert_int_eq(m->body_case, DEVQ__CLIENT_MESSAGE__BODY_HELLO);
+		ck_assert_str_eq(m->hello->client_name, bigname);
+		break;
+	}
+	devq__client_message__free_unpacked(m, NULL);
+}
+
+static char *make_bigname(void)
+{
+	char *s = malloc(BIG_NAME + 1);
+	ck_assert_ptr_nonnull(s);
+	for (int i = 0; i < BIG_NAME; i++)
+		s[i] = (char)('a' + i % 26);
+	s[BIG_NAME] = '\0';
+	return s;
+}
+
+/* ---- round trip ------------------------------------------------------- */
+
+START_TEST(roundtrip_several_frames)
+{
+	int sv[2];
+	pair(sv);
+	char *big = make_bigname();
+	struct devq_tx tx;
+	struct devq_rx rx;
+	devq_tx_init(&tx);
+	devq_rx_init(&rx, DEVQ_FRAME_MAX_DEFAULT);
+
+	for (int k = 0; k < NMSG; k++)
+		push_msg(&tx, k, big);
+	ck_assert_uint_eq(tx.frames, NMSG);
+	ck_assert_int_eq(devq_tx_flush(&tx, sv[0]), 0);
+	ck_assert_uint_eq(tx.frames, 0);
+	ck_assert_uint_eq(tx.bytes, 0);
+
+	int got = 0;
+	while (got < NMSG) {
+		ssize_t n = devq_rx_recv(&rx, sv[1], MSG_DONTWAIT);
+		ck_assert_msg(n > 0, "recv returned %zd after %d frames", n, got);
+		struct devq_frame f;
+		int r;
+		while ((r = devq_rx_next(&rx, &f)) == 1)
+			check_msg(&f, got++, big);
+		ck_assert_int_eq(r, 0);
+	}
+	/* Nothing more: the stream ended exactly at a frame boundary. */
+	ck_assert_int_eq(devq_rx_recv(&rx, sv[1], MSG_DONTWAIT), -EAGAIN);
+	close(sv[0]);
+	ck_assert_int_eq(devq_rx_recv(&rx, sv[1], 0), 0);
+
+	devq_rx_fini(&rx);
+	devq_tx_fini(&tx);
+	free(big);
+	close(sv[1]);
+}
+END_TEST
+
+/* fds pushed through the tx arrive with their frame, in order, and the tx
+ * closes its own copies once the kernel holds them. */
+START_TEST(roundtrip_fds_through_tx)
+{
+	int sv[2];
+	pair(sv);
+	struct devq_tx tx;
+	struct devq_rx rx;
+	devq_tx_init(&tx);
+	devq_rx_init(&rx, DEVQ_FRAME_MAX_DEFAULT);
+
+	int base = open_fd_count();
+	Devq__ClientMessage m = DEVQ__CLIENT_MESSAGE__INIT;
+	int a[2] = { memfd_of_size(1001), memfd_of_size(1002) };
+	int b[1] = { memfd_of_size(1003) };
+	ck_assert_int_eq(devq_tx_push(&tx, DEVQ_FRAME_CLIENT, &m.base, NULL, 0), 0);
+	ck_assert_int_eq(devq_tx_push(&tx, DEVQ_FRAME_CLIENT, &m.base, a, 2), 0);
+	ck_assert_int_eq(devq_tx_push(&tx, DEVQ_FRAME_CLIENT, &m.base, NULL, 0), 0);
+	ck_assert_int_eq(devq_tx_push(&tx, DEVQ_FRAME_CLIENT, &m.base, b, 1), 0);
+	ck_assert_int_eq(devq_tx_flush(&tx, sv[0]), 0);
+	ck_assert_int_eq(open_fd_count(), base); /* in flight: only the kernel holds them */
+
+	static const unsigned want_nfds[4] = { 0, 2, 0, 1 };
+	static const off_t want_size[4][2] = { { 0 }, { 1001, 1002 }, { 0 }, { 1003 } };
+	int got = 0;
+	while (got < 4) {
+		ck_assert_int_gt(devq_rx_recv(&rx, sv[1], MSG_DONTWAIT), 0);
+		struct devq_frame f;
+		while (devq_rx_next(&rx, &f) == 1) {
+			ck_assert_uint_eq(f.nfds, want_nfds[got]);
+			for (unsigned i = 0; i < f.nfds; i++) {
+				ck_assert_int_eq(fd_size(f.fds[i]), want_size[got][i]);
+				/* Received with MSG_CMSG_CLOEXEC. */
+				ck_assert_int_eq(fcntl(f.fds[i], F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
+			}
+			devq_frame_close_fds(&f);
+			got++;
+		}
+	}
+	ck_assert_int_eq(open_fd_count(), base);
+	devq_rx_fini(&rx);
+	devq_tx_fini(&tx);
+	close(sv[0]);
+	close(sv[1]);
+}
+END_TEST
+
+/* ---- fds across recvmsg boundaries ------------------------------------ */
+
+/* Frame A (2 fds) goes out in two sendmsg calls: its first half with its
+ * fds, then its second half together with all of frame B and B's fd.  The
+ * kernel ends a recvmsg after a message that carried fds, so the second
+ * recvmsg returns A's tail, B's first byte and B's fd at once: the fd FIFO
+ * then holds fds of two frames and must hand each frame its own. */
+START_TEST(fds_split_between_frames)
+{
+	int sv[2];
+	pair(sv);
+	struct devq_rx rx;
+	devq_rx_init(&rx, DEVQ_FRAME_MAX_DEFAULT);
+
+	uint8_t a[DEVQ_FRAME_HDR + 300], b[DEVQ_FRAME_HDR + 50], second[sizeof(a) + sizeof(b)];
+	size_t alen = raw_frame(a, 300, 2, 1);
+	size_t blen = raw_frame(b, 50, 1, 2);
+	size_t half = alen / 2;
+	memcpy(second, a + half, alen - half);
+	memcpy(second + (alen - half), b, blen);
+
+	int afds[2] = { memfd_of_size(11), memfd_of_size(12) };
+	int bfds[1] = { memfd_of_size(13) };
+	send_raw(sv[0], a, half, afds, 2);
+	send_raw(sv[0], second, alen - half + blen, bfds, 1);
+
+	struct devq_frame f;
+	ck_assert_int_eq(devq_rx_recv(&rx, sv[1], MSG_DONTWAIT), (ssize_t)half);
+	ck_assert_int_eq(devq_rx_next(&rx, &f), 0);
+	ck_assert_int_eq(devq_rx_recv(&rx, sv[1], MSG_DONTWAIT), (ssize_t)(alen - half + blen));
+	ck_assert_uint_eq(rx.fd_count, 3); /* A's two and B's one, queued together */
+
+	ck_assert_int_eq(devq_rx_next(&rx, &f), 1);
+	check_payload(&f, 300, 1);
+	ck_assert_uint_eq(f.nfds, 2);
+	ck_assert(same_file(f.fds[0], afds[0]));
+	ck_assert(same_file(f.fds[1], afds[1]));
+	devq_frame_close_fds(&f);
+
+	ck_assert_int_eq(devq_rx_next(&rx, &f), 1);
+	check_payload(&f, 50, 2);
+	ck_assert_uint_eq(f.nfds, 1);
+	ck_assert(same_file(f.fds[0], bfds[0]));
+	devq_frame_close_fds(&f);
+
+	ck_assert_int_eq(devq_rx_next(&rx, &f), 0);
+	ck_assert_uint_eq(rx.fd_count, 0);
+	devq_rx_fini(&rx);
+	close(afds[0]);
+	close(afds[1]);
+	close(bfds[0]);
+	close(sv[0]);
+	close(sv[1]);
+}
+END_TEST
+
+/* ---- hostile headers -------------------------------------------------- */
+
+/* The length is checked against max_payload before the buffer grows, so a
+ * header claiming gigabytes costs nothing. */
+START_TEST(oversized_header_rejected_without_allocation)
+{
+	static const uint32_t lens[] = { 5001, 2u << 20, 0xffffffffu };
+	for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
+		int sv[2];
+		pair(sv);
+		struct devq_rx rx;
+		devq_rx_init(&rx, 5000);
+		uint8_t hdr[DEVQ_FRAME_HDR + 16] = { 0 };
+		put_header(hdr, lens[i], DEVQ_FRAME_CLIENT, 0);
+
+		/* The header split over two reads: the check must not depend
+		 * on it arriving whole. */
+		send_raw(sv[0], hdr, 3, NULL, 0);
+		ck_assert_int_eq(devq_rx_recv(&rx, sv[1], MSG_DONTWAIT), 3);
+		struct devq_frame f;
+		ck_assert_int_eq(devq_rx_next(&rx, &f), 0);
+		send_raw(sv[0], hdr + 3, sizeof(hdr) - 3, NULL, 0);
+		ck_assert_int_eq(devq_rx_recv(&rx, sv[1], MSG_DONTWAIT), -EMSGSIZE);
+		ck_assert_int_eq(devq_rx_next(&rx, &f), -EMSGSIZE);
+		ck_assert_uint_le(rx.cap, 4096);
+
+		/* Once poisoned, further reads refuse before growing. */
+		send_raw(sv[0], hdr, sizeof(hdr), NULL, 0);
+		ck_assert_int_eq(devq_rx_recv(&rx, sv[1], MSG_DONTWAIT), -EMSGSIZE);
+		ck_assert_uint_le(rx.cap, 4096);
+		devq_rx_fini(&rx);
+		close(sv[0]);
+		close(sv[1]);
+	}
+}
+END_TEST
+
+/* The bound is inclusive: exactly max_payload bytes is a valid frame, and it
+ * arrives whole even though it is larger than the first allocation. */
+START_TEST(payload_at_maximum_accepted)
+{
+	int sv[2];
+	pair(sv);
+	struct devq_rx rx;
+	devq_rx_init(&rx, 5000);
+	static uint8_t buf[DEVQ_FRAME_HDR + 5000];
+	size_t len = raw_frame(buf, 5000, 0, 9);
+	send_raw(sv[0], buf, len, NULL, 0);
+	struct devq_frame f;
+	size_t got = 0;
+	int r = 0;
+	while (got < len && (r = devq_rx_next(&rx, &f)) == 0) {
+		ssize_t n = devq_rx_recv(&rx, sv[1], MSG_DONTWAIT);
+		ck_assert_int_gt(n, 0);
+		got += (size_t)n;
+	}
+	if (r == 0)
+		r = devq_rx_next(&rx, &f);
+	ck_assert_int_eq(r, 1);
+	check_payload(&f, 5000, 9);
+	devq_rx_fini(&rx);
+	close(sv[0]);
+	close(sv[1]);
+}
+END_TEST
+
+START_TEST(declared_fd_missing)
+{
+	int sv[2];
+	pair(sv);
+	struct devq_rx rx;
+	devq_rx_init(&rx, DEVQ_FRAME_MAX_DEFAULT);
+	uint8_t buf[DEVQ_FRAME_HDR + 20];
+	size_t len = raw_frame(buf, 20, 1, 3);
+	send_raw(sv[0], buf, len, NULL, 0);
+	ck_assert_int_eq(devq_rx_recv(&rx, sv[1], MSG_DONTWAIT), (ssize_t)len);
+	struct devq_frame f;
+	ck_assert_int_eq(devq_rx_next(&rx, &f), -EPROTO);
+	devq_rx_fini(&rx);
+	close(sv[0]);
+	close(sv[1]);
+}
+END_TEST
+
+/* More fds than one sendmsg can carry cannot be honest. */
+START_TEST(too_many_fds_declared)
+{
+	int sv[2];
+	pair(sv);
+	struct devq_rx rx;
+	devq_rx_init(&rx, DEVQ_FRAME_MAX_DEFAULT);
+	uint8_t buf[DEVQ_FRAME_HDR + 4];
+	size_t len = raw_frame(buf, 4, DEVQ_FDS_PER_MSG + 1, 3);
+	send_raw(sv[0], buf, len, NULL, 0);
+	ck_assert_int_eq(devq_rx_recv(&rx, sv[1], MSG_DONTWAIT), (ssize_t)len);
+	struct devq_frame f;
+	ck_assert_int_eq(devq_rx_next(&rx, &f), -EPROTO);
+	devq_rx_fini(&rx);
+	close(sv[0]);
+	close(sv[1]);
+}
+END_TEST
+
+/* A frame declaring no fds whose bytes came in a sendmsg carrying one: the
+ * fd belongs to no frame.  The frame itself may be handed out first (it is
+ * well formed and declared nothing), but never with the fd, and the stray fd
+ * must then be reported. */
+START_TEST(stray_fd_without_frame)
+{
+	int sv[2];
+	pair(sv);
+	int before = open_fd_count();
+	struct devq_rx rx;
+	devq_rx_init(&rx, DEVQ_FRAME_MAX_DEFAULT);
+	uint8_t buf[DEVQ_FRAME_HDR + 10];
+	size_t len = raw_frame(buf, 10, 0, 4);
+	int stray = memfd_of_size(77);
+	send_raw(sv[0], buf, len, &stray, 1);
+	close(stray);
+	ck_assert_int_eq(devq_rx_recv(&rx, sv[1], MSG_DONTWAIT), (ssize_t)len);
+
+	struct devq_frame f;
+	int r, frames = 0;
+	while ((r = devq_rx_next(&rx, &f)) == 1) {
+		ck_assert_uint_eq(f.nfds, 0);
+		check_payload(&f, 10, 4);
+		ck_assert_int_le(++frames, 1);
+	}
+	ck_assert_int_eq(r, -EPROTO);
+
+	/* The same with the stray fd riding on a frame that is still
+	 * incomplete: detected before the frame completes. */
+	uint8_t big[DEVQ_FRAME_HDR + 100];
+	size_t blen = raw_frame(big, 100, 0, 5);
+	int sv2[2];
+	pair(sv2);
+	struct devq_rx rx2;
+	devq_rx_init(&rx2, DEVQ_FRAME_MAX_DEFAULT);
+	stray = memfd_of_size(78);
+	send_raw(sv2[0], big, 50, &stray, 1);
+	close(stray);
+	ck_assert_int_eq(devq_rx_recv(&rx2, sv2[1], MSG_DONTWAIT), 50);
+	ck_assert_int_eq(devq_rx_next(&rx2, &f), -EPROTO);
+	(void)blen;
+
+	/* Both stray fds are closed by fini. */
+	devq_rx_fini(&rx);
+	devq_rx_fini(&rx2);
+	close(sv2[0]);
+	close(sv2[1]);
+	ck_assert_int_eq(open_fd_count(), before + 2); /* only the two socketpairs' */
+	close(sv[0]);
+	close(sv[1]);
+}
+END_TEST
+
+/* ---- partial frames --------------------------------------------------- */
+
+/* Every byte in its own recvmsg: frames reassemble, a frame's fds ride with
+ * its first byte, and nothing comes out before a frame's last byte. */
+START_TEST(byte_by_byte_reassembly)
+{
+	int sv[2];
+	pair(sv);
+	struct devq_rx rx;
+	devq_rx_init(&rx, DEVQ_FRAME_MAX_DEFAULT);
+
+	enum { NF = 4 };
+	static const uint32_t plen[NF] = { 0, 17, 300, 5 };
+	static const uint16_t nfds[NF] = { 0, 2, 0, 1 };
+	uint8_t frames[NF][DEVQ_FRAME_HDR + 300];
+	size_t flen[NF];
+	int orig[NF][2];
+	for (int k = 0; k < NF; k++) {
+		flen[k] = raw_frame(frames[k], plen[k], nfds[k], (uint8_t)(10 * k));
+		for (int i = 0; i < nfds[k]; i++)
+			orig[k][i] = memfd_of_size(100 * k + i);
+	}
+
+	for (int k = 0; k < NF; k++) {
+		for (size_t i = 0; i < flen[k]; i++) {
+			send_raw(sv[0], &frames[k][i], 1, i == 0 ? orig[k] : NULL,
+				 i == 0 ? nfds[k] : 0);
+			ck_assert_int_eq(devq_rx_recv(&rx, sv[1], MSG_DONTWAIT), 1);
+			struct devq_frame f;
+			int r = devq_rx_next(&rx, &f);
+			if (i + 1 < flen[k]) {
+				ck_assert_msg(r == 0, "frame %d byte %zu: %d", k, i, r);
+				continue;
+			}
+			ck_assert_int_eq(r, 1);
+			check_payload(&f, plen[k], (uint8_t)(10 * k));
+			ck_assert_uint_eq(f.nfds, nfds[k]);
+			for (int j = 0; j < nfds[k]; j++)
+				ck_assert(same_file(f.fds[j], orig[k][j]));
+			devq_frame_close_fds(&f);
+			ck_assert_int_eq(devq_rx_next(&rx, &f), 0);
+		}
+	}
+	for (int k = 0; k < NF; k++)
+		for (int i = 0; i < nfds[k]; i++)
+			close(orig[k][i]);
+	devq_rx_fini(&rx);
+	close(sv[0]);
+	close(sv[1]);
+}
+END_TEST
+
+/* ---- cleanup ---------------------------------------------------------- */
+
+/* fds received for a frame that never completed are the rx's to close. */
+START_TEST(fini_closes_queued_fds)
+{
+	int sv[2];
+	pair(sv);
+	int before = open_fd_count();
+	struct devq_rx rx;
+	devq_rx_init(&rx, DEVQ_FRAME_MAX_DEFAULT);
+	uint8_t buf[DEVQ_FRAME_HDR + 64];
+	raw_frame(buf, 64, 3, 6);
+	int fds[3] = { memfd_of_size(1), memfd_of_size(2), memfd_of_size(3) };
+	send_raw(sv[0], buf, 20, fds, 3); /* the frame stays incomplete */
+	for (int i = 0; i < 3; i++)
+		close(fds[i]);
+	ck_assert_int_eq(devq_rx_recv(&rx, sv[1], MSG_DONTWAIT), 20);
+	struct devq_frame f;
+	ck_assert_int_eq(devq_rx_next(&rx, &f), 0);
+	ck_assert_uint_eq(rx.fd_count, 3);
+
+	int queued[3];
+	for (int i = 0; i < 3; i++) {
+		queued[i] = rx.fds[(rx.fd_head + (size_t)i) % rx.fd_cap];
+		ck_assert(fd_is_open(queued[i]));
+	}
+	ck_assert_int_eq(open_fd_count(), before + 3);
+	devq_rx_fini(&rx);
+	for (int i = 0; i < 3; i++)
+		ck_assert_msg(!fd_is_open(queued[i]), "fd %d still open", queued[i]);
+	ck_assert_int_eq(open_fd_count(), before);
+	close(sv[0]);
+	close(sv[1]);
+}
+END_TEST
+
+/* Frames never sent still own their fds: fini closes them. */
+START_TEST(tx_fini_closes_unsent_fds)
+{
+	int before = open_fd_count();
+	struct devq_tx tx;
+	devq_tx_init(&tx);
+	Devq__ClientMessage m = DEVQ__CLIENT_MESSAGE__INIT;
+	int fds[2] = { memfd_of_size(1), memfd_of_size(2) };
+	ck_assert_int_eq(devq_tx_push(&tx, DEVQ_FRAME_CLIENT, &m.base, fds, 2), 0);
+	ck_assert_int_eq(open_fd_count(), before + 2);
+	devq_tx_fini(&tx);
+	ck_assert_int_eq(open_fd_count(), before);
+}
+END_TEST
+
+/* ---- partial writes --------------------------------------------------- */
+
+#define TX_FRAMES 60
+#define TX_NAME 900
+
+/* Drains whatever is readable into rx and checks each completed frame in
+ * order; returns how many frames have been checked so far. */
+static int drain_and_check(struct devq_rx *rx, int sock, int got, const off_t *fdsize)
+{
+	for (;;) {
+		ssize_t n = devq_rx_recv(rx, sock, MSG_DONTWAIT);
+		if (n == -EAGAIN)
+			return got;
+		ck_assert_msg(n > 0, "recv: %zd", n);
+		struct devq_frame f;
+		int r;
+		while ((r = devq_rx_next(rx, &f)) == 1) {
+			Devq__ClientMessage *m = devq__client_message__unpack(NULL, f.len, f.payload);
+			ck_assert_ptr_nonnull(m);
+			ck_assert_int_eq(m->body_case, DEVQ__CLIENT_MESSAGE__BODY_HELLO);
+			ck_assert_uint_eq(m->hello->min_version, (uint32_t)got);
+			ck_assert_uint_eq(strlen(m->hello->client_name), TX_NAME);
+			for (size_t i = 0; i < TX_NAME; i++)
+				ck_assert_int_eq(m->hello->client_name[i], 'A' + (got + (int)i) % 26);
+			devq__client_message__free_unpacked(m, NULL);
+			ck_assert_uint_eq(f.nfds, fdsize[got] ? 1 : 0);
+			if (f.nfds)
+				ck_assert_int_eq(fd_size(f.fds[0]), fdsize[got]);
+			devq_frame_close_fds(&f);
+			got++;
+		}
+		ck_assert_int_eq(r, 0);
+	}
+}
+
+/* A non-blocking sender with a small send buffer: flush stops with -EAGAIN
+ * mid-frame, resumes after the reader drains, and the byte stream (and each
+ * frame's fd, including ones whose frame straddles a stop) comes out
+ * intact. */
+START_TEST(tx_partial_writes)
+{
+	int sv[2];
+	pair(sv);
+	int small = 4096;
+	ck_assert_int_eq(setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof(small)), 0);
+	ck_assert_int_eq(fcntl(sv[0], F_SETFL, fcntl(sv[0], F_GETFL) | O_NONBLOCK), 0);
+
+	struct devq_tx tx;
+	struct devq_rx rx;
+	devq_tx_init(&tx);
+	devq_rx_init(&rx, DEVQ_FRAME_MAX_DEFAULT);
+	off_t fdsize[TX_FRAMES] = { 0 };
+	char name[TX_NAME + 1];
+	for (int k = 0; k < TX_FRAMES; k++) {
+		for (int i = 0; i < TX_NAME; i++)
+			name[i] = (char)('A' + (k + i) % 26);
+		name[TX_NAME] = '\0';
+		Devq__Hello h = DEVQ__HELLO__INIT;
+		h.min_version = (uint32_t)k;
+		h.client_name = name;
+		Devq__ClientMessage m = DEVQ__CLIENT_MESSAGE__INIT;
+		m.body_case = DEVQ__CLIENT_MESSAGE__BODY_HELLO;
+		m.hello = &h;
+		int fd = -1;
+		if (k % 7 == 3) {
+			fdsize[k] = 500 + k;
+			fd = memfd_of_size(fdsize[k]);
+		}
+		ck_assert_int_eq(devq_tx_push(&tx, DEVQ_FRAME_CLIENT, &m.base, &fd, fd >= 0), 0);
+	}
+	size_t total = tx.bytes;
+	ck_assert_uint_gt(total, 8 * (size_t)small);
+
+	int r = devq_tx_flush(&tx, sv[0]);
+	ck_assert_int_eq(r, -EAGAIN);
+	ck_assert_uint_gt(tx.bytes, 0);
+	ck_assert_uint_lt(tx.bytes, total);
+	ck_assert_uint_gt(tx.frames, 0);
+
+	int got = 0, rounds = 0;
+	while (r == -EAGAIN) {
+		ck_assert_int_lt(++rounds, 10000);
+		got = drain_and_check(&rx, sv[1], got, fdsize);
+		r = devq_tx_flush(&tx, sv[0]);
+		ck_assert(r == 0 || r == -EAGAIN);
+	}
+	ck_assert_int_gt(rounds, 1);
+	ck_assert_uint_eq(tx.bytes, 0);
+	ck_assert_uint_eq(tx.frames, 0);
+	got = drain_and_check(&rx, sv[1], got, fdsize);
+	ck_assert_int_eq(got, TX_FRAMES);
+	ck_assert_uint_eq(rx.fd_count, 0);
+
+	devq_rx_fini(&rx);
+	devq_tx_fini(&tx);
+	close(sv[0]);
+	close(sv[1]);
+}
+END_TEST
+
+/* A peer that went away is an error, not a hang or a SIGPIPE. */
+START_TEST(tx_flush_to_closed_peer)
+{
+	int sv[2];
+	pair(sv);
+	close(sv[1]);
+	struct devq_tx tx;
+	devq_tx_init(&tx);
+	Devq__ClientMessage m = DEVQ__CLIENT_MESSAGE__INIT;
+	ck_assert_int_eq(devq_tx_push(&tx, DEVQ_FRAME_CLIENT, &m.base, NULL, 0), 0);
+	ck_assert_int_eq(devq_tx_flush(&tx, sv[0]), -EPIPE);
+	devq_tx_fini(&tx);
+	close(sv[0]);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+	Suite *s = suite_create("frame");
+	TCase *t = tcase_create("frame");
+	tcase_add_test(t, roundtrip_several_frames);
+	tcase_add_test(t, roundtrip_fds_through_tx);
+	tcase_add_test(t, fds_split_between_frames);
+	tcase_add_test(t, oversized_header_rejected_without_allocation);
+	tcase_add_test(t, payload_at_maximum_accepted);
+	tcase_add_test(t, declared_fd_missing);
+	tcase_add_test(t, too_many_fds_declared);
+	tcase_add_test(t, stray_fd_without_frame);
+	tcase_add_test(t, byte_by_byte_reassembly);
+	tcase_add_test(t, fini_closes_queued_fds);
+	tcase_add_test(t, tx_fini_closes_unsent_fds);
+	tcase_add_test(t, tx_partial_writes);
+	tcase_add_test(t, tx_flush_to_closed_peer);
+	tcase_set_timeout(t, 30); /* valgrind */
+	suite_add_tcase(s, t);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(suite());
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
