@@ -39,7 +39,7 @@ ifeq ($(SAN),1)
 endif
 ALL_CFLAGS = -std=c11 -D_GNU_SOURCE $(WARN) -fPIC -pthread $(CFLAGS) \
              -Iproto -Ikernels -Idaemon -Iclient -I$(BUILD)/gen \
-             $(shell pkg-config --cflags libuv libprotobuf-c 2>/dev/null)
+             $(shell pkg-config --cflags libuv libprotobuf-c libsystemd 2>/dev/null)
 LIBS_UV   = $(shell pkg-config --libs libuv 2>/dev/null)
 LIBS_PB   = $(shell pkg-config --libs libprotobuf-c 2>/dev/null)
 LIBS_SD   = $(shell pkg-config --libs libsystemd 2>/dev/null)
@@ -64,7 +64,7 @@ DAEMON_OBJ = $(call obj,$(DAEMON_SRC))
 LIB_OBJ    = $(call obj,$(LIB_SRC))
 DEVCTL_OBJ = $(call obj,$(DEVCTL_SRC))
 
-TESTS = test_kernels test_frame test_daemon test_devctl
+TESTS = test_kernels test_frame test_daemon test_devctl test_badinput
 TEST_BIN = $(addprefix $(BUILD)/tests/,$(TESTS))
 
 .PHONY: all deps check check-asan demo clean help install
@@ -121,6 +121,10 @@ $(BUILD)/tests/test_daemon: $(call obj,tests/test_daemon.c tests/harness.c) $(BU
 	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) $(LIBS_CK) -lm
 
 $(BUILD)/tests/test_devctl: $(call obj,tests/test_devctl.c tests/harness.c) $(KERNEL_OBJ) $(BUILD)/libdevq.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) $(LIBS_CK) -lm
+
+$(BUILD)/tests/test_badinput: $(call obj,tests/test_badinput.c tests/harness.c) $(BUILD)/libdevq.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) $(LIBS_CK) -lm
 

@@ -132,6 +132,7 @@ struct devq_daemon {
 	struct devq_sig *sigs; /* parsed manifest, indexed like devq_kernels */
 	unsigned *stream_load; /* queues mapped onto each device stream */
 	int listen_fd;
+	bool socket_inherited; /* from systemd: not ours to unlink */
 	uv_poll_t listen_poll;
 	uv_async_t wake;
 	uv_signal_t sig_term, sig_int;

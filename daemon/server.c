@@ -9,7 +9,10 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <fcntl.h>
 #include <unistd.h>
+
+#include <systemd/sd-daemon.h>
 
 #include "daemon.h"
 
@@ -371,8 +374,10 @@ static void begin_stop(struct devq_daemon *d, const char *why)
 	close_handle((uv_handle_t *)&d->listen_poll);
 	close(d->listen_fd);
 	d->listen_fd = -1;
-	if (d->cfg.socket_path)
+	/* A socket systemd owns stays: it queues clients for the next start. */
+	if (d->cfg.socket_path && !d->socket_inherited)
 		unlink(d->cfg.socket_path);
+	sd_notify(0, "STOPPING=1");
 	/* Ops that have not started are cancelled; running ones finish. */
 	for (struct devq_session *s = d->sessions; s; s = s->next)
 		atomic_store(&s->cancel, true);
@@ -442,12 +447,36 @@ static int listen_on(const char *path)
 	return fd;
 }
 
+/* Socket activation: systemd hands over one listening Unix stream socket. */
+static int inherited_socket(void)
+{
+	int n = sd_listen_fds(1);
+	if (n <= 0)
+		return -ENOENT;
+	if (n > 1 || sd_is_socket_unix(SD_LISTEN_FDS_START, SOCK_STREAM, 1, NULL, 0) <= 0) {
+		log_err("socket activation: expected one listening Unix stream socket, got %d fds", n);
+		return -EINVAL;
+	}
+	int fd = SD_LISTEN_FDS_START;
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+	fcntl(fd, F_SETFD, FD_CLOEXEC);
+	return fd;
+}
+
 int devq_server_run(struct devq_daemon *d)
 {
-	int fd = listen_on(d->cfg.socket_path);
-	if (fd < 0) {
-		log_err("cannot listen on %s: %s", d->cfg.socket_path, strerror(-fd));
+	int fd = inherited_socket();
+	if (fd == -EINVAL)
 		return 1;
+	if (fd >= 0) {
+		d->socket_inherited = true;
+		log_info("using the listening socket passed by systemd");
+	} else {
+		fd = listen_on(d->cfg.socket_path);
+		if (fd < 0) {
+			log_err("cannot listen on %s: %s", d->cfg.socket_path, strerror(-fd));
+			return 1;
+		}
 	}
 	d->listen_fd = fd;
 	uv_poll_init(d->loop, &d->listen_poll, fd);
@@ -462,8 +491,11 @@ int devq_server_run(struct devq_daemon *d)
 	d->sig_term.data = d->sig_int.data = d;
 	uv_signal_start(&d->sig_term, on_signal, SIGTERM);
 	uv_signal_start(&d->sig_int, on_signal, SIGINT);
-	log_info("listening on %s (backend %s: %s)", d->cfg.socket_path, d->be->name,
+	log_info("listening on %s (backend %s: %s)",
+		 d->socket_inherited ? "the socket-activated fd" : d->cfg.socket_path, d->be->name,
 		 d->be->device);
+	/* Ready only now: the backend is up and the socket is being served. */
+	sd_notifyf(0, "READY=1\nSTATUS=serving on backend %s (%s)", d->be->name, d->be->device);
 	uv_run(d->loop, UV_RUN_DEFAULT);
 	return d->exit_code;
 }
