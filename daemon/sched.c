@@ -146,7 +146,7 @@ static void add_wait(struct devq_op **set, unsigned *n, struct devq_op *target)
 	set[(*n)++] = target;
 }
 
-static int collect_waits(struct devq_op *op, const Devq__Op *m, char *err, size_t n)
+static int collect_waits(struct devq_op *op, const Devq__Op *m, bool inherit, char *err, size_t n)
 {
 	struct devq_session *s = op->s;
 	struct devq_queue *q = op->q;
@@ -164,7 +164,7 @@ static int collect_waits(struct devq_op *op, const Devq__Op *m, char *err, size_
 	}
 
 	/* The queue's own order: inherit the previous op's failure. */
-	if (!q->reset && op->point > 1) {
+	if (inherit && op->point > 1) {
 		if (point_failed(q, op->point - 1)) {
 			snprintf(err, n, "queue %u failed at an earlier point; reset it", q->id);
 			code = DEVQ__CODE__DEPENDENCY_FAILED;
@@ -174,7 +174,6 @@ static int collect_waits(struct devq_op *op, const Devq__Op *m, char *err, size_
 		if (prev)
 			add_wait(strict, &ns, prev);
 	}
-	q->reset = false;
 
 	for (size_t i = 0; i < m->n_waits; i++) {
 		const Devq__Wait *w = m->waits[i];
@@ -310,10 +309,13 @@ void devq_sched_submit(struct devq_session *s, const Devq__Op *m, uint64_t t_rec
 		return;
 	}
 
+	/* A reset covers exactly the next op, whatever becomes of it. */
+	bool inherit = !q->reset;
+	q->reset = false;
 	char err[DEVQ_BOP_MSG];
 	int code = devq_validate_op(s, m, op, err, sizeof(err));
 	if (!code)
-		code = collect_waits(op, m, err, sizeof(err));
+		code = collect_waits(op, m, inherit, err, sizeof(err));
 	if (!code && update_hazards(op) < 0) {
 		code = DEVQ__CODE__RESOURCE_EXHAUSTED;
 		snprintf(err, sizeof(err), "out of memory");
