@@ -67,13 +67,14 @@ DEVCTL_OBJ = $(call obj,$(DEVCTL_SRC))
 TESTS = test_kernels test_frame test_daemon test_devctl test_badinput
 TEST_BIN = $(addprefix $(BUILD)/tests/,$(TESTS))
 
-.PHONY: all deps check check-asan demo clean help install
+.PHONY: all deps check check-asan check-valgrind demo clean help install
 all: $(BUILD)/devqd $(BUILD)/devctl $(BUILD)/libdevq.so $(BUILD)/libdevq.a
 
 help:
 	@echo "make            build build/devqd, build/devctl, build/libdevq.{so,a}"
 	@echo "make check      build and run the whole test suite"
 	@echo "make check-asan the test suite built with ASan+UBSan (in build-asan/)"
+	@echo "make check-valgrind  the test suite with every daemon under valgrind"
 	@echo "make demo       start devqd on a private socket and drive it with devctl"
 	@echo "make deps       apt-get install what the build needs: $(DEB_PACKAGES)"
 
@@ -128,15 +129,28 @@ $(BUILD)/tests/test_badinput: $(call obj,tests/test_badinput.c tests/harness.c) 
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) $(LIBS_CK) -lm
 
-# Each test program prints Check's summary; the last line sums them up.
+# Each test program prints Check's summary; the last line adds them up.
 check: all $(TEST_BIN)
-	@pass=0; fail=0; \
+	@pass=0; fail=0; bad=""; \
 	for t in $(TESTS); do \
 	  echo "== $$t"; \
-	  if DEVQ_BUILD=$(BUILD) DEVQ_SANITIZER=$(SAN) $(BUILD)/tests/$$t; then pass=$$((pass+1)); \
-	  else fail=$$((fail+1)); echo "FAILED: $$t"; fi; \
+	  DEVQ_BUILD=$(BUILD) DEVQ_SANITIZER=$(SAN) $(BUILD)/tests/$$t > $(BUILD)/tests/$$t.log 2>&1; rc=$$?; \
+	  cat $(BUILD)/tests/$$t.log; \
+	  line=$$(grep -E '^[0-9]+%: Checks: ' $(BUILD)/tests/$$t.log | tail -n 1); \
+	  n=$$(echo "$$line" | sed -E 's/.*Checks: ([0-9]+).*/\1/'); \
+	  f=$$(echo "$$line" | sed -E 's/.*Failures: ([0-9]+), Errors: ([0-9]+).*/\1+\2/'); \
+	  if [ -z "$$line" ]; then n=1; f=1; fi; \
+	  f=$$(($$f)); if [ $$rc != 0 ] && [ $$f = 0 ]; then f=1; fi; \
+	  pass=$$((pass + n - f)); fail=$$((fail + f)); \
+	  [ $$rc = 0 ] || bad="$$bad $$t"; \
 	done; \
-	echo "$$pass passed, $$fail failed"; [ $$fail = 0 ]
+	[ -z "$$bad" ] || echo "failing programs:$$bad"; \
+	echo "$$pass passed, $$fail failed"; [ -z "$$bad" ]
+
+# The daemon of every integration test under valgrind (memcheck, leaks).
+check-valgrind: all $(TEST_BIN)
+	@command -v valgrind >/dev/null || { echo "valgrind not found: apt-get install valgrind"; exit 1; }
+	$(MAKE) --no-print-directory check DEVQ_VALGRIND=1 SAN=valgrind
 
 check-asan:
 	$(MAKE) BUILD=build-asan SAN=1 check

@@ -281,6 +281,8 @@ int devq_tx_flush(struct devq_tx *tx, int sock)
 		} ctl;
 		struct msghdr mh = { .msg_iov = iov };
 		if (c->off == 0 && c->nfds) {
+			/* Zeroed: the cmsg padding goes to the kernel as well. */
+			memset(&ctl, 0, sizeof(ctl));
 			mh.msg_control = ctl.buf;
 			mh.msg_controllen = CMSG_SPACE(sizeof(int) * c->nfds);
 			struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);

@@ -1,0 +1,1492 @@
+/* Integration tests: a real devqd (CPU backend) fed hostile or mistaken
+ * input, both raw bytes on the socket and wrong requests through libdevq.
+ * What is checked each time: the daemon answers with the documented code and
+ * a message naming the culprit, closes only the offending connection when the
+ * protocol is broken, keeps serving everyone else, leaks no fds, and still
+ * exits cleanly on SIGTERM. */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "devq.h"
+#include "devq.pb-c.h"
+#include "frame.h"
+#include "harness.h"
+
+#define WAIT_MS 5000 /* every wait in this file is bounded by this */
+
+/* ---- daemon lifetime -------------------------------------------------- */
+
+/* Check runs each test in a child that _exits on a failed assertion, so a
+ * failing test would leave its daemon running forever.  Each test records its
+ * daemon's pid in a page shared with main, which kills any left over. */
+#define MAX_DAEMONS 64
+static pid_t *live_daemons;
+
+static void start(struct daemon_proc *d, const char *const *extra)
+{
+	harness_start(d, extra);
+	for (int i = 0; i < MAX_DAEMONS; i++) {
+		if (!live_daemons[i]) {
+			live_daemons[i] = d->pid;
+			break;
+		}
+	}
+}
+
+static void stop_ok(struct daemon_proc *d)
+{
+	pid_t pid = d->pid;
+	int code = harness_stop(d);
+	for (int i = 0; i < MAX_DAEMONS; i++)
+		if (live_daemons[i] == pid)
+			live_daemons[i] = 0;
+	ck_assert_msg(code == 0, "devqd exited with status %d", code);
+}
+
+static void kill_leftover_daemons(void)
+{
+	for (int i = 0; i < MAX_DAEMONS; i++) {
+		if (!live_daemons[i])
+			continue;
+		/* Only if the pid still names a devqd (not a reused pid). */
+		char path[64], comm[32] = "";
+		snprintf(path, sizeof(path), "/proc/%d/comm", (int)live_daemons[i]);
+		FILE *f = fopen(path, "r");
+		if (f) {
+			if (!fgets(comm, sizeof(comm), f))
+				comm[0] = '\0';
+			fclose(f);
+		}
+		if (!strncmp(comm, "devqd", 5))
+			kill(live_daemons[i], SIGKILL);
+		live_daemons[i] = 0;
+	}
+}
+
+static void sleep_ms(int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+/* Closing a connection is asynchronous in the daemon (uv_close), so fd
+ * counts are polled rather than read once. */
+static int settled_fd_count(pid_t pid)
+{
+	int prev = harness_fd_count(pid);
+	for (int i = 0; i < 40; i++) {
+		sleep_ms(25);
+		int n = harness_fd_count(pid);
+		if (n == prev)
+			return n;
+		prev = n;
+	}
+	return prev;
+}
+
+static void expect_fd_count(pid_t pid, int want)
+{
+	int n = -1;
+	for (int i = 0; i < 100; i++) { /* up to 2 s */
+		n = harness_fd_count(pid);
+		if (n == want)
+			return;
+		sleep_ms(20);
+	}
+	ck_abort_msg("devqd holds %d fds, %d before the bad connections", n, want);
+}
+
+/* ---- libdevq helpers -------------------------------------------------- */
+
+static devq *conn(const struct daemon_proc *d, const char *name)
+{
+	devq *q = NULL;
+	int r = devq_connect(d->sock, name, &q);
+	ck_assert_msg(r == 0, "connect: %s", q ? devq_last_error(q) : strerror(-r));
+	return q;
+}
+
+static const struct devq_exec *exe(devq *q, const char *name)
+{
+	const struct devq_exec *e;
+	ck_assert_msg(devq_exec_lookup(q, name, &e) == 0, "%s", devq_last_error(q));
+	return e;
+}
+
+static struct devq_buffer *mkbuf(devq *q, uint64_t size)
+{
+	struct devq_buffer *b;
+	ck_assert_msg(devq_buffer_create(q, size, DEVQ_BUFFER_SHARED, &b) == 0, "%s",
+		      devq_last_error(q));
+	return b;
+}
+
+static void open_queue(devq *q, uint32_t id)
+{
+	ck_assert_msg(devq_queue_open(q, id) == 0, "%s", devq_last_error(q));
+}
+
+static struct devq_arg a_u64(const char *n, uint64_t v)
+{
+	return (struct devq_arg){ .name = n, .type = DEVQ_ARG_U64, .v.u64 = v };
+}
+
+static struct devq_arg a_u32(const char *n, uint32_t v)
+{
+	return (struct devq_arg){ .name = n, .type = DEVQ_ARG_U32, .v.u32 = v };
+}
+
+static struct devq_arg a_f32(const char *n, float v)
+{
+	return (struct devq_arg){ .name = n, .type = DEVQ_ARG_F32, .v.f32 = v };
+}
+
+static struct devq_arg a_buf(const char *n, const struct devq_buffer *b, uint64_t off)
+{
+	return (struct devq_arg){ .name = n, .type = DEVQ_ARG_BUFFER, .v.buf = { b, off } };
+}
+
+static struct devq_op kernel_op(uint32_t queue, const struct devq_exec *e,
+				const struct devq_arg *args, size_t nargs)
+{
+	return (struct devq_op){ .queue = queue, .kind = DEVQ_OP_KERNEL, .exec = e,
+				 .args = args, .nargs = nargs };
+}
+
+static struct devq_op fill_op(uint32_t queue, const struct devq_buffer *b, uint64_t off,
+			      uint64_t size, uint32_t pattern)
+{
+	return (struct devq_op){ .queue = queue, .kind = DEVQ_OP_FILL, .dst = b,
+				 .dst_offset = off, .size = size, .pattern = pattern };
+}
+
+static uint64_t submit1(devq *q, const struct devq_op *op)
+{
+	uint64_t p = 0;
+	ck_assert_msg(devq_submit(q, op, 1, &p) == 0, "%s", devq_last_error(q));
+	return p;
+}
+
+/* Waits for (queue, point) and checks its code and that its message names
+ * what went wrong (each of the non-NULL substrings). */
+static void expect_done(devq *q, uint32_t queue, uint64_t point, int code, const char *s1,
+			const char *s2)
+{
+	struct devq_completion c;
+	ck_assert_msg(devq_wait(q, queue, point, WAIT_MS, &c) == 0, "queue %u point %llu: %s",
+		      queue, (unsigned long long)point, devq_last_error(q));
+	ck_assert_msg(c.code == code, "queue %u point %llu: got %s (%s), want %s", queue,
+		      (unsigned long long)point, devq_code_name(c.code), c.message,
+		      devq_code_name(code));
+	ck_assert_msg(!s1 || strstr(c.message, s1), "message '%s' lacks '%s'", c.message, s1);
+	ck_assert_msg(!s2 || strstr(c.message, s2), "message '%s' lacks '%s'", c.message, s2);
+}
+
+/* One bad op on its queue, then a reset so the next case starts clean. */
+static void expect_rejected(devq *q, const struct devq_op *op, int code, const char *s1,
+			    const char *s2)
+{
+	uint64_t p = submit1(q, op);
+	expect_done(q, op->queue, p, code, s1, s2);
+	ck_assert_msg(devq_queue_reset(q, op->queue) == 0, "%s", devq_last_error(q));
+}
+
+static void check_u32s(const struct devq_buffer *b, size_t n, uint32_t want)
+{
+	const uint32_t *p = b->map;
+	for (size_t i = 0; i < n; i++)
+		ck_assert_msg(p[i] == want, "word %zu: %#x, want %#x", i, p[i], want);
+}
+
+/* A sealed memfd as an honest client would import it. */
+static int sealed_memfd(size_t size)
+{
+	int fd = memfd_create("test_badinput", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(ftruncate(fd, (off_t)size), 0);
+	ck_assert_int_eq(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK), 0);
+	return fd;
+}
+
+static void expect_import_fails(devq *q, int fd, uint64_t size, int err, const char *code,
+				const char *what)
+{
+	struct devq_buffer *b = NULL;
+	int r = devq_buffer_import(q, fd, size, 0, &b);
+	ck_assert_msg(r == err, "import returned %d (%s), want %d", r, devq_last_error(q), err);
+	ck_assert_ptr_null(b);
+	ck_assert_msg(strstr(devq_last_error(q), code), "'%s' lacks '%s'", devq_last_error(q),
+		      code);
+	ck_assert_msg(strstr(devq_last_error(q), what), "'%s' lacks '%s'", devq_last_error(q),
+		      what);
+}
+
+/* ---- raw connections -------------------------------------------------- */
+
+/* A client that speaks the wire protocol by hand, so it can break it. */
+struct raw {
+	int fd;
+	struct devq_rx rx;
+};
+
+static void raw_open(struct raw *r, const struct daemon_proc *d)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	ck_assert_uint_lt(strlen(d->sock), sizeof(sa.sun_path));
+	memcpy(sa.sun_path, d->sock, strlen(d->sock) + 1);
+	r->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	ck_assert_int_ge(r->fd, 0);
+	ck_assert_int_eq(connect(r->fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	devq_rx_init(&r->rx, 64u << 20);
+}
+
+static void raw_close(struct raw *r)
+{
+	if (r->fd >= 0)
+		close(r->fd);
+	r->fd = -1;
+	devq_rx_fini(&r->rx);
+}
+
+static void raw_write(struct raw *r, const void *data, size_t len)
+{
+	const uint8_t *p = data;
+	while (len) {
+		ssize_t n = send(r->fd, p, len, MSG_NOSIGNAL);
+		if (n < 0 && errno == EINTR)
+			continue;
+		ck_assert_msg(n > 0, "send: %s", strerror(errno));
+		p += n;
+		len -= (size_t)n;
+	}
+}
+
+static void header(uint8_t *p, uint32_t len, uint16_t type, uint16_t nfds)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(len >> (8 * i));
+	p[4] = (uint8_t)type;
+	p[5] = (uint8_t)(type >> 8);
+	p[6] = (uint8_t)nfds;
+	p[7] = (uint8_t)(nfds >> 8);
+}
+
+/* One sendmsg of these bytes with these fds: how a frame's fds ride with its
+ * first byte. */
+static void raw_sendmsg(struct raw *r, const void *data, size_t len, const int *fds,
+			unsigned nfds)
+{
+	union {
+		struct cmsghdr align;
+		char buf[CMSG_SPACE(sizeof(int) * 4)];
+	} ctl;
+	ck_assert_uint_le(nfds, 4);
+	memset(&ctl, 0, sizeof(ctl));
+	struct iovec iov = { (void *)data, len };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+	if (nfds) {
+		mh.msg_control = ctl.buf;
+		mh.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
+		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
+		memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
+	}
+	ssize_t n = sendmsg(r->fd, &mh, MSG_NOSIGNAL);
+	ck_assert_msg(n == (ssize_t)len, "sendmsg: %zd (%s)", n, strerror(errno));
+}
+
+/* A frame of the given type around arbitrary payload bytes, declaring and
+ * carrying nfds fds. */
+static void raw_send_frame(struct raw *r, uint16_t type, const void *payload, size_t len,
+			   const int *fds, unsigned nfds)
+{
+	uint8_t *buf = malloc(DEVQ_FRAME_HDR + len + 1);
+	ck_assert_ptr_nonnull(buf);
+	header(buf, (uint32_t)len, type, (uint16_t)nfds);
+	if (len)
+		memcpy(buf + DEVQ_FRAME_HDR, payload, len);
+	if (nfds)
+		raw_sendmsg(r, buf, DEVQ_FRAME_HDR + len, fds, nfds);
+	else
+		raw_write(r, buf, DEVQ_FRAME_HDR + len);
+	free(buf);
+}
+
+static void raw_send_payload(struct raw *r, uint16_t type, const void *payload, size_t len)
+{
+	raw_send_frame(r, type, payload, len, NULL, 0);
+}
+
+static void raw_send_fds(struct raw *r, const Devq__ClientMessage *m, const int *fds,
+			 unsigned nfds)
+{
+	size_t len = devq__client_message__get_packed_size(m);
+	uint8_t *payload = malloc(len + 1);
+	ck_assert_ptr_nonnull(payload);
+	devq__client_message__pack(m, payload);
+	raw_send_frame(r, DEVQ_FRAME_CLIENT, payload, len, fds, nfds);
+	free(payload);
+}
+
+static void raw_send(struct raw *r, const Devq__ClientMessage *m)
+{
+	raw_send_fds(r, m, NULL, 0);
+}
+
+enum raw_result { RAW_MSG, RAW_EOF, RAW_TIMEOUT };
+
+/* The next daemon message within timeout_ms.  EOF and ECONNRESET both mean
+ * the daemon closed the connection. */
+static enum raw_result raw_next(struct raw *r, int timeout_ms, Devq__DaemonMessage **out)
+{
+	uint64_t deadline = harness_now_ns() + (uint64_t)timeout_ms * 1000000u;
+	*out = NULL;
+	for (;;) {
+		struct devq_frame f;
+		int k = devq_rx_next(&r->rx, &f);
+		ck_assert_msg(k >= 0, "framing error from devqd: %d", k);
+		if (k == 1) {
+			ck_assert_uint_eq(f.type, DEVQ_FRAME_DAEMON);
+			*out = devq__daemon_message__unpack(NULL, f.len, f.payload);
+			devq_frame_close_fds(&f);
+			ck_assert_ptr_nonnull(*out);
+			return RAW_MSG;
+		}
+		uint64_t now = harness_now_ns();
+		if (now >= deadline)
+			return RAW_TIMEOUT;
+		struct pollfd p = { .fd = r->fd, .events = POLLIN };
+		int n = poll(&p, 1, (int)((deadline - now) / 1000000u) + 1);
+		if (n < 0 && errno == EINTR)
+			continue;
+		ck_assert_int_ge(n, 0);
+		if (n == 0)
+			return RAW_TIMEOUT;
+		ssize_t got = devq_rx_recv(&r->rx, r->fd, MSG_DONTWAIT);
+		if (got == 0 || got == -ECONNRESET)
+			return RAW_EOF;
+		if (got == -EAGAIN)
+			continue;
+		ck_assert_msg(got > 0, "recv: %s", strerror((int)-got));
+	}
+}
+
+static Devq__DaemonMessage *raw_expect(struct raw *r, Devq__DaemonMessage__BodyCase c)
+{
+	Devq__DaemonMessage *m;
+	enum raw_result res = raw_next(r, WAIT_MS, &m);
+	ck_assert_msg(res == RAW_MSG, "no message from devqd (%s)",
+		      res == RAW_EOF ? "connection closed" : "timed out");
+	ck_assert_msg(m->body_case == c, "got message %d, want %d%s%s", m->body_case, c,
+		      m->body_case == DEVQ__DAEMON_MESSAGE__BODY_ERROR ? ": " : "",
+		      m->body_case == DEVQ__DAEMON_MESSAGE__BODY_ERROR ? m->error->message : "");
+	return m;
+}
+
+static void raw_expect_error(struct raw *r, int code, const char *s1, const char *s2)
+{
+	Devq__DaemonMessage *m = raw_expect(r, DEVQ__DAEMON_MESSAGE__BODY_ERROR);
+	const Devq__Error *e = m->error;
+	ck_assert_msg((int)e->code == code, "error %s (%s), want %s", devq_code_name(e->code),
+		      e->message, devq_code_name(code));
+	ck_assert_msg(!s1 || strstr(e->message, s1), "'%s' lacks '%s'", e->message, s1);
+	ck_assert_msg(!s2 || strstr(e->message, s2), "'%s' lacks '%s'", e->message, s2);
+	devq__daemon_message__free_unpacked(m, NULL);
+}
+
+/* Skips replies to earlier requests until an Error arrives. */
+static void raw_expect_error_later(struct raw *r, int code, const char *s1)
+{
+	for (;;) {
+		Devq__DaemonMessage *m;
+		enum raw_result res = raw_next(r, WAIT_MS, &m);
+		ck_assert_msg(res == RAW_MSG, "no error from devqd (%s)",
+			      res == RAW_EOF ? "connection closed" : "timed out");
+		if (m->body_case == DEVQ__DAEMON_MESSAGE__BODY_ERROR) {
+			ck_assert_msg((int)m->error->code == code, "error %s (%s), want %s",
+				      devq_code_name(m->error->code), m->error->message,
+				      devq_code_name(code));
+			ck_assert_msg(!s1 || strstr(m->error->message, s1), "'%s' lacks '%s'",
+				      m->error->message, s1);
+			devq__daemon_message__free_unpacked(m, NULL);
+			return;
+		}
+		devq__daemon_message__free_unpacked(m, NULL);
+	}
+}
+
+/* The daemon must close the connection within WAIT_MS; whatever it sends
+ * before closing is skipped. */
+static void raw_expect_closed(struct raw *r)
+{
+	for (;;) {
+		Devq__DaemonMessage *m;
+		enum raw_result res = raw_next(r, WAIT_MS, &m);
+		ck_assert_msg(res != RAW_TIMEOUT, "devqd did not close the connection");
+		if (res == RAW_EOF)
+			return;
+		devq__daemon_message__free_unpacked(m, NULL);
+	}
+}
+
+static void raw_hello(struct raw *r)
+{
+	Devq__Hello h = DEVQ__HELLO__INIT;
+	h.min_version = DEVQ_PROTOCOL_MIN;
+	h.max_version = DEVQ_PROTOCOL_MAX;
+	h.client_name = "raw";
+	Devq__ClientMessage m = DEVQ__CLIENT_MESSAGE__INIT;
+	m.body_case = DEVQ__CLIENT_MESSAGE__BODY_HELLO;
+	m.hello = &h;
+	raw_send(r, &m);
+	Devq__DaemonMessage *rep = raw_expect(r, DEVQ__DAEMON_MESSAGE__BODY_HELLO_REPLY);
+	ck_assert_uint_eq(rep->hello_reply->version, 1);
+	devq__daemon_message__free_unpacked(rep, NULL);
+}
+
+static void raw_get_status(struct raw *r)
+{
+	Devq__GetStatus gs = DEVQ__GET_STATUS__INIT;
+	Devq__ClientMessage m = DEVQ__CLIENT_MESSAGE__INIT;
+	m.body_case = DEVQ__CLIENT_MESSAGE__BODY_GET_STATUS;
+	m.get_status = &gs;
+	raw_send(r, &m);
+}
+
+/* A usable connection answers a status request. */
+static void raw_expect_alive(struct raw *r)
+{
+	raw_get_status(r);
+	devq__daemon_message__free_unpacked(raw_expect(r, DEVQ__DAEMON_MESSAGE__BODY_STATUS),
+					    NULL);
+}
+
+/* Waits for the completion of (queue, point), skipping other completions;
+ * returns its code and copies its message. */
+static int raw_completion(struct raw *r, uint32_t queue, uint64_t point, char *msg, size_t n)
+{
+	uint64_t deadline = harness_now_ns() + (uint64_t)WAIT_MS * 1000000u;
+	for (;;) {
+		uint64_t now = harness_now_ns();
+		ck_assert_msg(now < deadline, "no completion of queue %u point %llu", queue,
+			      (unsigned long long)point);
+		Devq__DaemonMessage *m;
+		enum raw_result res = raw_next(r, (int)((deadline - now) / 1000000u) + 1, &m);
+		ck_assert_msg(res == RAW_MSG, "no completion of queue %u point %llu (%s)", queue,
+			      (unsigned long long)point, res == RAW_EOF ? "closed" : "timed out");
+		ck_assert_msg(m->body_case != DEVQ__DAEMON_MESSAGE__BODY_ERROR, "error: %s",
+			      m->error->message);
+		int code = -1;
+		if (m->body_case == DEVQ__DAEMON_MESSAGE__BODY_COMPLETIONS) {
+			for (size_t i = 0; i < m->completions->n_items; i++) {
+				const Devq__Completion *c = m->completions->items[i];
+				if (c->queue == queue && c->point == point) {
+					code = c->code;
+					snprintf(msg, n, "%s", c->message);
+				}
+			}
+		}
+		devq__daemon_message__free_unpacked(m, NULL);
+		if (code >= 0)
+			return code;
+	}
+}
+
+static void raw_submit_op(struct raw *r, Devq__Op *op)
+{
+	Devq__Op *ops[1] = { op };
+	Devq__Submit sub = DEVQ__SUBMIT__INIT;
+	sub.n_ops = 1;
+	sub.ops = ops;
+	Devq__ClientMessage m = DEVQ__CLIENT_MESSAGE__INIT;
+	m.body_case = DEVQ__CLIENT_MESSAGE__BODY_SUBMIT;
+	m.submit = &sub;
+	raw_send(r, &m);
+}
+
+static void raw_expect_completion(struct raw *r, uint32_t queue, uint64_t point, int code,
+				  const char *s1, const char *s2)
+{
+	char msg[256];
+	int got = raw_completion(r, queue, point, msg, sizeof(msg));
+	ck_assert_msg(got == code, "queue %u point %llu: %s (%s), want %s", queue,
+		      (unsigned long long)point, devq_code_name(got), msg, devq_code_name(code));
+	ck_assert_msg(!s1 || strstr(msg, s1), "'%s' lacks '%s'", msg, s1);
+	ck_assert_msg(!s2 || strstr(msg, s2), "'%s' lacks '%s'", msg, s2);
+}
+
+static void raw_open_queue(struct raw *r, uint32_t id)
+{
+	Devq__OpenQueue oq = DEVQ__OPEN_QUEUE__INIT;
+	oq.id = id;
+	Devq__ClientMessage m = DEVQ__CLIENT_MESSAGE__INIT;
+	m.body_case = DEVQ__CLIENT_MESSAGE__BODY_OPEN_QUEUE;
+	m.open_queue = &oq;
+	raw_send(r, &m);
+}
+
+static void raw_reset_queue(struct raw *r, uint32_t id)
+{
+	Devq__ResetQueue rq = DEVQ__RESET_QUEUE__INIT;
+	rq.id = id;
+	Devq__ClientMessage m = DEVQ__CLIENT_MESSAGE__INIT;
+	m.body_case = DEVQ__CLIENT_MESSAGE__BODY_RESET_QUEUE;
+	m.reset_queue = &rq;
+	raw_send(r, &m);
+}
+
+static void raw_create(struct raw *r, uint64_t id, uint64_t size, int kind)
+{
+	Devq__CreateBuffer cb = DEVQ__CREATE_BUFFER__INIT;
+	cb.id = id;
+	cb.size = size;
+	cb.kind = (Devq__BufferKind)kind;
+	Devq__ClientMessage m = DEVQ__CLIENT_MESSAGE__INIT;
+	m.body_case = DEVQ__CLIENT_MESSAGE__BODY_CREATE_BUFFER;
+	m.create_buffer = &cb;
+	raw_send(r, &m);
+}
+
+static void raw_import(struct raw *r, uint64_t id, uint64_t size, const int *fds, unsigned nfds)
+{
+	Devq__ImportBuffer im = DEVQ__IMPORT_BUFFER__INIT;
+	im.id = id;
+	im.size = size;
+	Devq__ClientMessage m = DEVQ__CLIENT_MESSAGE__INIT;
+	m.body_case = DEVQ__CLIENT_MESSAGE__BODY_IMPORT_BUFFER;
+	m.import_buffer = &im;
+	raw_send_fds(r, &m, fds, nfds);
+}
+
+/* ---- protocol violations ---------------------------------------------- */
+
+/* Several kinds of garbage on their own connections while a well-behaved
+ * client has work in flight: each bad connection is closed, the good client
+ * never notices, and the daemon ends with the fds it started with. */
+START_TEST(garbage_closes_only_that_connection)
+{
+	struct daemon_proc d;
+	start(&d, NULL);
+	devq *q = conn(&d, "good");
+	struct devq_buffer *b = mkbuf(q, 4096);
+	open_queue(q, 1);
+	const struct devq_exec *spin = exe(q, "spin"), *fill = exe(q, "fill_u32");
+	struct devq_status *st;
+	ck_assert_int_eq(devq_get_status(q, &st), 0); /* lets the start-up probe close */
+	devq_status_free(st);
+	int base = settled_fd_count(d.pid);
+	ck_assert_int_gt(base, 0);
+
+	/* Work in flight across the whole bad episode. */
+	struct devq_arg sa[] = { a_u64("ns", 300u * 1000 * 1000) };
+	struct devq_arg fa[] = { a_u64("n", 1024), a_u32("value", 0xc0ffee01u), a_buf("dst", b, 0) };
+	struct devq_op ops[] = { kernel_op(1, spin, sa, 1), kernel_op(1, fill, fa, 3) };
+	uint64_t pts[2];
+	ck_assert_msg(devq_submit(q, ops, 2, pts) == 0, "%s", devq_last_error(q));
+
+	struct raw g[5];
+	for (int i = 0; i < 5; i++)
+		raw_open(&g[i], &d);
+	/* Not devq at all: "GET " read as a length is far above the maximum. */
+	static const char http[] = "GET / HTTP/1.1\r\nHost: devq\r\n\r\n";
+	raw_write(&g[0], http, sizeof(http) - 1);
+	/* A client frame whose payload is not protobuf (an overlong varint). */
+	raw_hello(&g[1]);
+	uint8_t junk[16];
+	memset(junk, 0xff, sizeof(junk));
+	raw_send_payload(&g[1], DEVQ_FRAME_CLIENT, junk, sizeof(junk));
+	/* A frame type no client may send. */
+	raw_hello(&g[2]);
+	raw_send_payload(&g[2], 9, "\x08\x01", 2);
+	/* Zero bytes after a valid Hello: frame type 0. */
+	raw_hello(&g[3]);
+	uint8_t zeros[4096] = { 0 };
+	raw_write(&g[3], zeros, sizeof(zeros));
+	/* Pseudo-random bytes with an in-range length but an fd count above
+	 * what one message can carry. */
+	uint8_t rnd[512];
+	uint32_t x = 0x9e3779b9u;
+	for (size_t i = 0; i < sizeof(rnd); i++) {
+		x ^= x << 13;
+		x ^= x >> 17;
+		x ^= x << 5;
+		rnd[i] = (uint8_t)x;
+	}
+	header(rnd, 100, DEVQ_FRAME_CLIENT, 0xfff0);
+	raw_write(&g[4], rnd, sizeof(rnd));
+
+	raw_expect_error(&g[0], DEVQ_E_PROTOCOL_ERROR, "maximum", NULL);
+	raw_expect_error(&g[1], DEVQ_E_PROTOCOL_ERROR, "malformed", NULL);
+	raw_expect_error(&g[2], DEVQ_E_PROTOCOL_ERROR, "frame type 9", NULL);
+	raw_expect_error(&g[3], DEVQ_E_PROTOCOL_ERROR, "frame type 0", NULL);
+	raw_expect_error(&g[4], DEVQ_E_PROTOCOL_ERROR, NULL, NULL);
+	for (int i = 0; i < 5; i++)
+		raw_expect_closed(&g[i]);
+
+	/* The good client's work completed, with the right data... */
+	expect_done(q, 1, pts[0], DEVQ_OK, NULL, NULL);
+	expect_done(q, 1, pts[1], DEVQ_OK, NULL, NULL);
+	check_u32s(b, 1024, 0xc0ffee01u);
+	/* ...and it can go on working. */
+	struct devq_arg fb[] = { a_u64("n", 1024), a_u32("value", 0x5eed5eedu), a_buf("dst", b, 0) };
+	struct devq_op op = kernel_op(1, fill, fb, 3);
+	expect_done(q, 1, submit1(q, &op), DEVQ_OK, NULL, NULL);
+	check_u32s(b, 1024, 0x5eed5eedu);
+	ck_assert_int_eq(devq_get_status(q, &st), 0);
+	ck_assert_uint_eq(st->nsessions, 1); /* the bad sessions are gone */
+	devq_status_free(st);
+
+	for (int i = 0; i < 5; i++)
+		raw_close(&g[i]);
+	expect_fd_count(d.pid, base);
+	devq_disconnect(q);
+	stop_ok(&d);
+}
+END_TEST
+
+START_TEST(oversized_frame)
+{
+	struct daemon_proc d;
+	start(&d, NULL);
+	struct raw r;
+	raw_open(&r, &d);
+	raw_hello(&r);
+	uint8_t buf[DEVQ_FRAME_HDR + 100];
+	memset(buf, 0x55, sizeof(buf));
+	header(buf, 2u << 20, DEVQ_FRAME_CLIENT, 0);
+	raw_write(&r, buf, sizeof(buf));
+	raw_expect_error(&r, DEVQ_E_PROTOCOL_ERROR, "maximum", NULL);
+	raw_expect_closed(&r);
+	raw_close(&r);
+
+	devq *q = conn(&d, "after");
+	devq_disconnect(q);
+	stop_ok(&d);
+}
+END_TEST
+
+/* Connections that stop mid-frame: the partial frame (and an fd that came
+ * with it) is dropped with the session; the daemon keeps serving. */
+START_TEST(truncated_frame_then_close)
+{
+	struct daemon_proc d;
+	start(&d, NULL);
+	devq *probe = conn(&d, "probe");
+	struct devq_status *st;
+	ck_assert_int_eq(devq_get_status(probe, &st), 0);
+	devq_status_free(st);
+	devq_disconnect(probe);
+	/* Wait for the probe's session to be gone before taking the count. */
+	int base = settled_fd_count(d.pid);
+
+	struct raw r[3];
+	for (int i = 0; i < 3; i++)
+		raw_open(&r[i], &d);
+	/* Half a header, before Hello. */
+	raw_write(&r[0], "\x10\x00\x00", 3);
+	/* A header and part of its payload. */
+	raw_hello(&r[1]);
+	uint8_t buf[DEVQ_FRAME_HDR + 10];
+	memset(buf, 0, sizeof(buf));
+	header(buf, 100, DEVQ_FRAME_CLIENT, 0);
+	raw_write(&r[1], buf, sizeof(buf));
+	/* A frame declaring two fds, cut short after the first arrived. */
+	raw_hello(&r[2]);
+	header(buf, 100, DEVQ_FRAME_CLIENT, 2);
+	int mfd = sealed_memfd(4096);
+	raw_sendmsg(&r[2], buf, sizeof(buf), &mfd, 1);
+	close(mfd);
+
+	/* Nothing in these partial frames is an error yet: no reply. */
+	for (int i = 0; i < 3; i++) {
+		Devq__DaemonMessage *m;
+		ck_assert_int_eq(raw_next(&r[i], 200, &m), RAW_TIMEOUT);
+	}
+	for (int i = 0; i < 3; i++)
+		raw_close(&r[i]);
+
+	devq *q = conn(&d, "after");
+	struct devq_buffer *b = mkbuf(q, 4096);
+	open_queue(q, 1);
+	struct devq_op op = fill_op(1, b, 0, 4096, 0xabcdef01u);
+	expect_done(q, 1, submit1(q, &op), DEVQ_OK, NULL, NULL);
+	check_u32s(b, 1024, 0xabcdef01u);
+	devq_disconnect(q);
+	expect_fd_count(d.pid, base); /* the half-delivered memfd was closed too */
+	stop_ok(&d);
+}
+END_TEST
+
+/* A ClientMessage whose only field is one this daemon does not know (field
+ * 100, length 0) is rejected, but the connection stays up: a newer client
+ * may send it. */
+START_TEST(unknown_message_keeps_connection)
+{
+	struct daemon_proc d;
+	start(&d, NULL);
+	struct raw r;
+	raw_open(&r, &d);
+	raw_hello(&r);
+	static const uint8_t field100[] = { 0xa2, 0x06, 0x00 };
+	raw_send_payload(&r, DEVQ_FRAME_CLIENT, field100, sizeof(field100));
+	raw_expect_error(&r, DEVQ_E_PROTOCOL_ERROR, "unknown message", NULL);
+	raw_expect_alive(&r);
+	/* An empty payload is a ClientMessage with no body, too. */
+	raw_send_payload(&r, DEVQ_FRAME_CLIENT, NULL, 0);
+	raw_expect_error(&r, DEVQ_E_PROTOCOL_ERROR, "unknown message", NULL);
+	raw_expect_alive(&r);
+	raw_close(&r);
+	stop_ok(&d);
+}
+END_TEST
+
+START_TEST(message_before_hello)
+{
+	struct daemon_proc d;
+	start(&d, NULL);
+	struct raw r;
+	raw_open(&r, &d);
+	raw_get_status(&r);
+	raw_expect_error(&r, DEVQ_E_PROTOCOL_ERROR, "Hello", NULL);
+	raw_expect_closed(&r);
+	raw_close(&r);
+	stop_ok(&d);
+}
+END_TEST
+
+/* A second Hello is an error but not a reason to drop the session. */
+START_TEST(second_hello)
+{
+	struct daemon_proc d;
+	start(&d, NULL);
+	struct raw r;
+	raw_open(&r, &d);
+	raw_hello(&r);
+	Devq__Hello h = DEVQ__HELLO__INIT;
+	h.min_version = h.max_version = 1;
+	Devq__ClientMessage m = DEVQ__CLIENT_MESSAGE__INIT;
+	m.body_case = DEVQ__CLIENT_MESSAGE__BODY_HELLO;
+	m.hello = &h;
+	raw_send(&r, &m);
+	raw_expect_error(&r, DEVQ_E_PROTOCOL_ERROR, "twice", NULL);
+	raw_expect_alive(&r);
+	raw_close(&r);
+	stop_ok(&d);
+}
+END_TEST
+
+/* fds attached where they do not belong, or in the wrong number, are closed
+ * by the daemon at once, not kept for the session's lifetime. */
+START_TEST(fds_on_wrong_messages)
+{
+	struct daemon_proc d;
+	start(&d, NULL);
+	struct raw r;
+	raw_open(&r, &d);
+	raw_hello(&r);
+	raw_expect_alive(&r);
+	int base = settled_fd_count(d.pid); /* with this session's socket */
+
+	int fds[3] = { sealed_memfd(4096), sealed_memfd(4096), sealed_memfd(4096) };
+	Devq__GetStatus gs = DEVQ__GET_STATUS__INIT;
+	Devq__ClientMessage m = DEVQ__CLIENT_MESSAGE__INIT;
+	m.body_case = DEVQ__CLIENT_MESSAGE__BODY_GET_STATUS;
+	m.get_status = &gs;
+	raw_send_fds(&r, &m, fds, 3);
+	devq__daemon_message__free_unpacked(raw_expect(&r, DEVQ__DAEMON_MESSAGE__BODY_STATUS),
+					    NULL);
+	raw_import(&r, 1, 4096, NULL, 0);
+	raw_expect_error(&r, DEVQ_E_INVALID_ARGUMENT, "exactly one fd", "got 0");
+	raw_import(&r, 1, 4096, fds, 2);
+	raw_expect_error(&r, DEVQ_E_INVALID_ARGUMENT, "exactly one fd", "got 2");
+	int loose = memfd_create("loose", MFD_CLOEXEC);
+	ck_assert_int_ge(loose, 0);
+	ck_assert_int_eq(ftruncate(loose, 4096), 0);
+	raw_import(&r, 1, 4096, &loose, 1);
+	raw_expect_error(&r, DEVQ_E_FAILED_PRECONDITION, "F_SEAL_SHRINK", NULL);
+	raw_import(&r, 1, 8192, &fds[2], 1);
+	raw_expect_error(&r, DEVQ_E_OUT_OF_RANGE, "8192", NULL);
+	raw_expect_alive(&r);
+	expect_fd_count(d.pid, base);
+
+	/* A successful import keeps the mapping, not the fd. */
+	raw_import(&r, 1, 4096, &fds[0], 1);
+	Devq__DaemonMessage *rep = raw_expect(&r, DEVQ__DAEMON_MESSAGE__BODY_BUFFER_READY);
+	ck_assert_uint_eq(rep->buffer_ready->id, 1);
+	ck_assert(!rep->buffer_ready->has_fd);
+	devq__daemon_message__free_unpacked(rep, NULL);
+	expect_fd_count(d.pid, base);
+
+	/* fds the header does not declare belong to no frame, and a declared
+	 * fd that never came leaves its frame without it: both break the
+	 * framing, so the connection goes (and the stray fd with it). */
+	struct raw x, y;
+	raw_open(&x, &d);
+	raw_hello(&x);
+	uint8_t frame[DEVQ_FRAME_HDR + 2];
+	header(frame, 2, DEVQ_FRAME_CLIENT, 0);
+	memcpy(frame + DEVQ_FRAME_HDR, "\x4a\x00", 2); /* GetStatus */
+	raw_sendmsg(&x, frame, sizeof(frame), &fds[1], 1);
+	raw_expect_error_later(&x, DEVQ_E_PROTOCOL_ERROR, "fds");
+	raw_expect_closed(&x);
+	raw_open(&y, &d);
+	raw_hello(&y);
+	header(frame, 2, DEVQ_FRAME_CLIENT, 1);
+	raw_write(&y, frame, sizeof(frame));
+	raw_expect_error(&y, DEVQ_E_PROTOCOL_ERROR, "fds", NULL);
+	raw_expect_closed(&y);
+	raw_close(&x);
+	raw_close(&y);
+	raw_expect_alive(&r);
+	expect_fd_count(d.pid, base);
+
+	close(loose);
+	for (int i = 0; i < 3; i++)
+		close(fds[i]);
+	raw_close(&r);
+	stop_ok(&d);
+}
+END_TEST
+
+/* Buffer creation with ids and sizes only a hand-made client would send. */
+START_TEST(bad_create_buffer)
+{
+	struct daemon_proc d;
+	start(&d, NULL);
+	struct raw r;
+	raw_open(&r, &d);
+	raw_hello(&r);
+	raw_create(&r, 1, 0, DEVQ_BUFFER_SHARED);
+	Devq__DaemonMessage *m = raw_expect(&r, DEVQ__DAEMON_MESSAGE__BODY_ERROR);
+	ck_assert_int_eq(m->error->code, DEVQ_E_INVALID_ARGUMENT);
+	ck_assert(m->error->has_buffer);
+	ck_assert_uint_eq(m->error->buffer, 1);
+	ck_assert_msg(strstr(m->error->message, "size 0"), "%s", m->error->message);
+	devq__daemon_message__free_unpacked(m, NULL);
+
+	raw_create(&r, 1, 4096, DEVQ_BUFFER_SHARED);
+	m = raw_expect(&r, DEVQ__DAEMON_MESSAGE__BODY_BUFFER_READY);
+	ck_assert(m->buffer_ready->has_fd);
+	devq__daemon_message__free_unpacked(m, NULL);
+	raw_create(&r, 1, 4096, DEVQ_BUFFER_DEVICE);
+	raw_expect_error(&r, DEVQ_E_INVALID_ARGUMENT, "already in use", NULL);
+	raw_create(&r, 2, 1ull << 50, DEVQ_BUFFER_SHARED);
+	raw_expect_error(&r, DEVQ_E_RESOURCE_EXHAUSTED, "maximum", NULL);
+	raw_create(&r, 3, 4096, 7);
+	raw_expect_error(&r, DEVQ_E_INVALID_ARGUMENT, "kind", NULL);
+	raw_expect_alive(&r);
+	raw_close(&r);
+	stop_ok(&d);
+}
+END_TEST
+
+START_TEST(wrong_handshake_version)
+{
+	struct daemon_proc d;
+	start(&d, NULL);
+	devq *q = NULL;
+	int r = devq_connect_versions(d.sock, "future", 7, 9, &q);
+	ck_assert_ptr_nonnull(q);
+	ck_assert_msg(r == -EPROTONOSUPPORT, "connect returned %d: %s", r, devq_last_error(q));
+	ck_assert_msg(strstr(devq_last_error(q), "7..9"), "%s", devq_last_error(q));
+	ck_assert_msg(strstr(devq_last_error(q), "1..1"), "%s", devq_last_error(q));
+	devq_disconnect(q);
+	/* An inverted range overlaps nothing either. */
+	r = devq_connect_versions(d.sock, "inverted", 1, 0, &q);
+	ck_assert_msg(r == -EPROTONOSUPPORT, "connect returned %d", r);
+	devq_disconnect(q);
+	devq_disconnect(conn(&d, "current"));
+	stop_ok(&d);
+}
+END_TEST
+
+/* ---- unknown and foreign handles -------------------------------------- */
+
+START_TEST(unknown_handles)
+{
+	struct daemon_proc d;
+	start(&d, NULL);
+	devq *q = conn(&d, "handles");
+	struct devq_buffer *b = mkbuf(q, 4096);
+	for (uint32_t i = 1; i <= 4; i++)
+		open_queue(q, i);
+	const struct devq_exec *fill = exe(q, "fill_u32");
+	/* libdevq only sends a handle's id: these stand for ids the daemon
+	 * never handed out. */
+	struct devq_buffer ghost = { .id = 999, .size = 4096 };
+	struct devq_exec ghost_exec = { .id = 999, .name = "ghost" };
+
+	struct devq_op op = fill_op(1, &ghost, 0, 64, 1);
+	expect_done(q, 1, submit1(q, &op), DEVQ_E_NOT_FOUND, "buffer 999", NULL);
+
+	op = kernel_op(2, &ghost_exec, NULL, 0);
+	expect_done(q, 2, submit1(q, &op), DEVQ_E_NOT_FOUND, "executable 999", NULL);
+
+	struct devq_arg fa[] = { a_u64("n", 16), a_u32("value", 2), a_buf("dst", &ghost, 0) };
+	op = kernel_op(3, fill, fa, 3);
+	expect_done(q, 3, submit1(q, &op), DEVQ_E_NOT_FOUND, "'dst'", "buffer 999");
+
+	/* A wait on a queue this session never opened. */
+	struct devq_wait w = { .queue = 7, .point = 1 };
+	op = fill_op(4, b, 0, 64, 3);
+	op.waits = &w;
+	op.nwaits = 1;
+	expect_done(q, 4, submit1(q, &op), DEVQ_E_NOT_FOUND, "queue 7", NULL);
+
+	/* A release of an unknown buffer fails asynchronously; the status
+	 * round trip after it guarantees the error has arrived. */
+	ck_assert_int_eq(devq_buffer_release(q, &ghost), 0);
+	struct devq_status *st;
+	ck_assert_int_eq(devq_get_status(q, &st), 0);
+	devq_status_free(st);
+	struct devq_error e;
+	ck_assert_int_eq(devq_next_error(q, &e), 1);
+	ck_assert_int_eq(e.code, DEVQ_E_NOT_FOUND);
+	ck_assert(e.has_buffer);
+	ck_assert_uint_eq(e.buffer, 999);
+	ck_assert_msg(strstr(e.message, "999"), "%s", e.message);
+	devq_disconnect(q);
+
+	/* libdevq refuses to submit on a queue it did not open, so the wire
+	 * message is built by hand: the daemon answers with an Error naming
+	 * the queue, and the session stays usable. */
+	struct raw r;
+	raw_open(&r, &d);
+	raw_hello(&r);
+	Devq__OpenQueue oq = DEVQ__OPEN_QUEUE__INIT;
+	oq.id = 1;
+	Devq__ClientMessage m = DEVQ__CLIENT_MESSAGE__INIT;
+	m.body_case = DEVQ__CLIENT_MESSAGE__BODY_OPEN_QUEUE;
+	m.open_queue = &oq;
+	raw_send(&r, &m);
+	Devq__FillOp fo = DEVQ__FILL_OP__INIT;
+	Devq__BufferArg dst = DEVQ__BUFFER_ARG__INIT;
+	dst.id = 1;
+	fo.dst = &dst;
+	fo.size = 4;
+	Devq__Op wop = DEVQ__OP__INIT, *wops[1] = { &wop };
+	wop.queue = 5; /* queue 1 is open; 5 is not */
+	wop.body_case = DEVQ__OP__BODY_FILL;
+	wop.fill = &fo;
+	Devq__Submit sub = DEVQ__SUBMIT__INIT;
+	sub.n_ops = 1;
+	sub.ops = wops;
+	m.body_case = DEVQ__CLIENT_MESSAGE__BODY_SUBMIT;
+	m.submit = &sub;
+	raw_send(&r, &m);
+	Devq__DaemonMessage *dm = raw_expect(&r, DEVQ__DAEMON_MESSAGE__BODY_ERROR);
+	ck_assert_int_eq(dm->error->code, DEVQ_E_NOT_FOUND);
+	ck_assert(dm->error->has_queue);
+	ck_assert_uint_eq(dm->error->queue, 5);
+	ck_assert_msg(strstr(dm->error->message, "queue 5"), "%s", dm->error->message);
+	devq__daemon_message__free_unpacked(dm, NULL);
+	/* Resetting an unopened queue is the same kind of mistake. */
+	Devq__ResetQueue rq = DEVQ__RESET_QUEUE__INIT;
+	rq.id = 6;
+	m.body_case = DEVQ__CLIENT_MESSAGE__BODY_RESET_QUEUE;
+	m.reset_queue = &rq;
+	raw_send(&r, &m);
+	raw_expect_error(&r, DEVQ_E_NOT_FOUND, "queue 6", NULL);
+	raw_expect_alive(&r);
+	raw_close(&r);
+	stop_ok(&d);
+}
+END_TEST
+
+/* Ids are per session: B naming A's buffer id finds nothing, and A's buffer
+ * (contents, and its own use of it) is untouched. */
+START_TEST(other_sessions_ids)
+{
+	struct daemon_proc d;
+	start(&d, NULL);
+	devq *a = conn(&d, "owner");
+	devq *b = conn(&d, "intruder");
+	struct devq_buffer *ba = mkbuf(a, 4096);
+	open_queue(a, 1);
+	struct devq_op op = fill_op(1, ba, 0, 4096, 0x11111111u);
+	expect_done(a, 1, submit1(a, &op), DEVQ_OK, NULL, NULL);
+
+	struct devq_buffer foreign = { .id = ba->id, .size = ba->size };
+	char idstr[32];
+	snprintf(idstr, sizeof(idstr), "buffer %llu", (unsigned long long)ba->id);
+	open_queue(b, 1);
+	op = fill_op(1, &foreign, 0, 4096, 0x22222222u);
+	expect_rejected(b, &op, DEVQ_E_NOT_FOUND, idstr, NULL);
+	const struct devq_exec *fill = exe(b, "fill_u32");
+	struct devq_arg fa[] = { a_u64("n", 1024), a_u32("value", 0x33333333u),
+				 a_buf("dst", &foreign, 0) };
+	op = kernel_op(1, fill, fa, 3);
+	expect_rejected(b, &op, DEVQ_E_NOT_FOUND, idstr, "'dst'");
+	/* Nor may B release it. */
+	ck_assert_int_eq(devq_buffer_release(b, &foreign), 0);
+	struct devq_status *st;
+	ck_assert_int_eq(devq_get_status(b, &st), 0);
+	devq_status_free(st);
+	struct devq_error e;
+	ck_assert_int_eq(devq_next_error(b, &e), 1);
+	ck_assert_int_eq(e.code, DEVQ_E_NOT_FOUND);
+	ck_assert_uint_eq(e.buffer, ba->id);
+
+	check_u32s(ba, 1024, 0x11111111u);
+	op = fill_op(1, ba, 0, 4096, 0x44444444u);
+	expect_done(a, 1, submit1(a, &op), DEVQ_OK, NULL, NULL);
+	check_u32s(ba, 1024, 0x44444444u);
+	ck_assert_int_eq(devq_next_error(a, &e), 0);
+	ck_assert(!ba->released);
+	devq_disconnect(b);
+	devq_disconnect(a);
+	stop_ok(&d);
+}
+END_TEST
+
+/* ---- imports ---------------------------------------------------------- */
+
+START_TEST(import_unsealed_memfd)
+{
+	struct daemon_proc d;
+	start(&d, NULL);
+	devq *q = conn(&d, "import");
+	int fd = memfd_create("unsealed", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(ftruncate(fd, 4096), 0);
+	expect_import_fails(q, fd, 4096, -EPROTONOSUPPORT, "failed_precondition", "F_SEAL_SHRINK");
+	/* Sealed, but against the wrong thing. */
+	ck_assert_int_eq(fcntl(fd, F_ADD_SEALS, F_SEAL_GROW), 0);
+	expect_import_fails(q, fd, 4096, -EPROTONOSUPPORT, "failed_precondition", "F_SEAL_SHRINK");
+	close(fd);
+	/* A memfd that cannot be sealed at all. */
+	fd = memfd_create("unsealable", MFD_CLOEXEC);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(ftruncate(fd, 4096), 0);
+	expect_import_fails(q, fd, 4096, -EPROTONOSUPPORT, "failed_precondition", "F_SEAL_SHRINK");
+	close(fd);
+
+	/* The session is fine afterwards: an honest import works. */
+	fd = sealed_memfd(4096);
+	struct devq_buffer *b;
+	ck_assert_msg(devq_buffer_import(q, fd, 4096, 0, &b) == 0, "%s", devq_last_error(q));
+	close(fd);
+	devq_disconnect(q);
+	stop_ok(&d);
+}
+END_TEST
+
+START_TEST(import_not_a_memfd)
+{
+	struct daemon_proc d;
+	start(&d, NULL);
+	devq *q = conn(&d, "import");
+	char path[] = "/tmp/devq-badinput-XXXXXX";
+	int fd = mkstemp(path);
+	ck_assert_int_ge(fd, 0);
+	unlink(path);
+	ck_assert_int_eq(ftruncate(fd, 4096), 0);
+	expect_import_fails(q, fd, 4096, -EINVAL, "invalid_argument", "not a memfd");
+	close(fd);
+
+	int p[2];
+	ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
+	expect_import_fails(q, p[0], 4096, -EINVAL, "invalid_argument", "not a memfd");
+	expect_import_fails(q, p[1], 4096, -EINVAL, "invalid_argument", "not a memfd");
+	close(p[0]);
+	close(p[1]);
+
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	ck_assert_int_ge(fd, 0);
+	expect_import_fails(q, fd, 4096, -EINVAL, "invalid_argument", "not a memfd");
+	close(fd);
+	devq_disconnect(q);
+	stop_ok(&d);
+}
+END_TEST
+
+START_TEST(import_memfd_too_small)
+{
+	struct daemon_proc d;
+	start(&d, NULL);
+	devq *q = conn(&d, "import");
+	int fd = sealed_memfd(4096);
+	expect_import_fails(q, fd, 8192, -ERANGE, "out_of_range", "8192");
+	expect_import_fails(q, fd, 4097, -ERANGE, "out_of_range", "4097");
+	/* The exact size is fine. */
+	struct devq_buffer *b;
+	ck_assert_msg(devq_buffer_import(q, fd, 4096, 0, &b) == 0, "%s", devq_last_error(q));
+	close(fd);
+	devq_disconnect(q);
+	stop_ok(&d);
+}
+END_TEST
+
+/* ---- op arguments ----------------------------------------------------- */
+
+START_TEST(buffer_ranges)
+{
+	struct daemon_proc d;
+	start(&d, NULL);
+	devq *q = conn(&d, "ranges");
+	struct devq_buffer *b = mkbuf(q, 4096), *c = mkbuf(q, 4096);
+	open_queue(q, 1);
+	const struct devq_exec *fill = exe(q, "fill_u32");
+	struct devq_op op;
+
+	/* Offset beyond the buffer. */
+	op = fill_op(1, b, 8192, 4, 1);
+	expect_rejected(q, &op, DEVQ_E_OUT_OF_RANGE, "fill destination", "8192");
+	/* Offset inside, extent beyond. */
+	op = fill_op(1, b, 4092, 8, 1);
+	expect_rejected(q, &op, DEVQ_E_OUT_OF_RANGE, "fill destination", "4100");
+	/* An offset so large that offset + size wraps around. */
+	op = fill_op(1, b, UINT64_MAX - 3, 8, 1);
+	expect_rejected(q, &op, DEVQ_E_OUT_OF_RANGE, "fill destination", NULL);
+	/* Misaligned for the element size. */
+	op = fill_op(1, b, 2, 8, 1);
+	expect_rejected(q, &op, DEVQ_E_INVALID_ARGUMENT, "fill destination", "multiple of 4");
+	op = fill_op(1, b, 0, 6, 1);
+	expect_rejected(q, &op, DEVQ_E_INVALID_ARGUMENT, "fill", "multiple of 4");
+
+	op = (struct devq_op){ .queue = 1, .kind = DEVQ_OP_COPY, .src = b, .src_offset = 4000,
+			       .dst = c, .size = 200 };
+	expect_rejected(q, &op, DEVQ_E_OUT_OF_RANGE, "copy source", NULL);
+	op = (struct devq_op){ .queue = 1, .kind = DEVQ_OP_COPY, .src = b, .dst = c,
+			       .dst_offset = 5000, .size = 1 };
+	expect_rejected(q, &op, DEVQ_E_OUT_OF_RANGE, "copy destination", NULL);
+
+	/* Kernel buffers: the extent comes from n. */
+	struct devq_arg big[] = { a_u64("n", 1025), a_u32("value", 1), a_buf("dst", b, 0) };
+	op = kernel_op(1, fill, big, 3);
+	expect_rejected(q, &op, DEVQ_E_OUT_OF_RANGE, "'dst'", NULL);
+	struct devq_arg past[] = { a_u64("n", 1), a_u32("value", 1), a_buf("dst", b, 4096) };
+	op = kernel_op(1, fill, past, 3);
+	expect_rejected(q, &op, DEVQ_E_OUT_OF_RANGE, "'dst'", NULL);
+	struct devq_arg wrap[] = { a_u64("n", UINT64_MAX / 2), a_u32("value", 1),
+				   a_buf("dst", b, 0) };
+	op = kernel_op(1, fill, wrap, 3);
+	expect_rejected(q, &op, DEVQ_E_OUT_OF_RANGE, "'dst'", NULL);
+	struct devq_arg odd[] = { a_u64("n", 4), a_u32("value", 1), a_buf("dst", b, 2) };
+	op = kernel_op(1, fill, odd, 3);
+	expect_rejected(q, &op, DEVQ_E_INVALID_ARGUMENT, "'dst'", "multiple of 4");
+
+	/* Nothing above touched the buffer; the exact fit is accepted. */
+	check_u32s(b, 1024, 0);
+	struct devq_arg fit[] = { a_u64("n", 1), a_u32("value", 0x77u), a_buf("dst", b, 4092) };
+	op = kernel_op(1, fill, fit, 3);
+	expect_done(q, 1, submit1(q, &op), DEVQ_OK, NULL, NULL);
+	ck_assert_uint_eq(((uint32_t *)b->map)[1023], 0x77u);
+	check_u32s(b, 1023, 0);
+	devq_disconnect(q);
+	stop_ok(&d);
+}
+END_TEST
+
+START_TEST(argument_types)
+{
+	static const char *const extra[] = { "--max-op-ms", "100", NULL };
+	struct daemon_proc d;
+	start(&d, extra);
+	devq *q = conn(&d, "types");
+	ck_assert_uint_eq(devq_get_info(q)->max_op_ns, 100u * 1000 * 1000);
+	struct devq_buffer *b = mkbuf(q, 4096);
+	open_queue(q, 1);
+	const struct devq_exec *fill = exe(q, "fill_u32"), *spin = exe(q, "spin");
+	struct devq_op op;
+
+	struct devq_arg f32_for_u64[] = { a_f32("n", 4.0f), a_u32("value", 1), a_buf("dst", b, 0) };
+	op = kernel_op(1, fill, f32_for_u64, 3);
+	expect_rejected(q, &op, DEVQ_E_INVALID_ARGUMENT, "'n'", "f32");
+	struct devq_arg u64_for_u32[] = { a_u64("n", 4), a_u64("value", 1), a_buf("dst", b, 0) };
+	op = kernel_op(1, fill, u64_for_u32, 3);
+	expect_rejected(q, &op, DEVQ_E_INVALID_ARGUMENT, "'value'", "u32");
+	struct devq_arg scalar_for_buf[] = { a_u64("n", 4), a_u32("value", 1), a_u64("dst", 1) };
+	op = kernel_op(1, fill, scalar_for_buf, 3);
+	expect_rejected(q, &op, DEVQ_E_INVALID_ARGUMENT, "'dst'", "buffer");
+	struct devq_arg buf_for_scalar[] = { a_buf("n", b, 0), a_u32("value", 1), a_buf("dst", b, 0) };
+	op = kernel_op(1, fill, buf_for_scalar, 3);
+	expect_rejected(q, &op, DEVQ_E_INVALID_ARGUMENT, "'n'", "buffer");
+	struct devq_arg missing[] = { a_u64("n", 4), a_buf("dst", b, 0) };
+	op = kernel_op(1, fill, missing, 2);
+	expect_rejected(q, &op, DEVQ_E_INVALID_ARGUMENT, "'value'", "missing");
+	struct devq_arg unknown[] = { a_u64("ns", 1000), a_u64("bogus", 1) };
+	op = kernel_op(1, spin, unknown, 2);
+	expect_rejected(q, &op, DEVQ_E_INVALID_ARGUMENT, "'bogus'", NULL);
+	struct devq_arg twice[] = { a_u64("ns", 1000), a_u64("ns", 1000) };
+	op = kernel_op(1, spin, twice, 2);
+	expect_rejected(q, &op, DEVQ_E_INVALID_ARGUMENT, "'ns'", "twice");
+
+	/* The admin bound on duration is inclusive. */
+	struct devq_arg too_long[] = { a_u64("ns", 100u * 1000 * 1000 + 1) };
+	op = kernel_op(1, spin, too_long, 1);
+	expect_rejected(q, &op, DEVQ_E_OUT_OF_RANGE, "'ns'", NULL);
+	struct devq_arg way_too_long[] = { a_u64("ns", UINT64_MAX) };
+	op = kernel_op(1, spin, way_too_long, 1);
+	expect_rejected(q, &op, DEVQ_E_OUT_OF_RANGE, "'ns'", NULL);
+	struct devq_arg longest[] = { a_u64("ns", 100u * 1000 * 1000) };
+	op = kernel_op(1, spin, longest, 1);
+	expect_done(q, 1, submit1(q, &op), DEVQ_OK, NULL, NULL);
+
+	check_u32s(b, 1024, 0); /* no rejected op ran */
+	devq_disconnect(q);
+	stop_ok(&d);
+}
+END_TEST
+
+/* Ops with parts missing or pointing at the future, as only a hand-made
+ * client can send them. */
+START_TEST(malformed_ops)
+{
+	struct daemon_proc d;
+	start(&d, NULL);
+	struct raw r;
+	raw_open(&r, &d);
+	raw_hello(&r);
+	raw_open_queue(&r, 1);
+	raw_open_queue(&r, 2);
+	raw_create(&r, 1, 64, DEVQ_BUFFER_SHARED);
+	devq__daemon_message__free_unpacked(raw_expect(&r, DEVQ__DAEMON_MESSAGE__BODY_BUFFER_READY),
+					    NULL);
+
+	Devq__Submit empty = DEVQ__SUBMIT__INIT;
+	Devq__ClientMessage m = DEVQ__CLIENT_MESSAGE__INIT;
+	m.body_case = DEVQ__CLIENT_MESSAGE__BODY_SUBMIT;
+	m.submit = &empty;
+	raw_send(&r, &m);
+	raw_expect_error(&r, DEVQ_E_INVALID_ARGUMENT, "no ops", NULL);
+
+	uint64_t point = 0;
+	Devq__Op op = DEVQ__OP__INIT;
+	op.queue = 1;
+	raw_submit_op(&r, &op);
+	raw_expect_completion(&r, 1, ++point, DEVQ_E_INVALID_ARGUMENT, "no body", NULL);
+	raw_reset_queue(&r, 1);
+
+	Devq__CopyOp copy = DEVQ__COPY_OP__INIT;
+	copy.size = 4;
+	op.body_case = DEVQ__OP__BODY_COPY;
+	op.copy = &copy;
+	raw_submit_op(&r, &op);
+	raw_expect_completion(&r, 1, ++point, DEVQ_E_INVALID_ARGUMENT, "copy source",
+			      "no buffer");
+	raw_reset_queue(&r, 1);
+
+	Devq__FillOp fill = DEVQ__FILL_OP__INIT;
+	fill.size = 4;
+	op.body_case = DEVQ__OP__BODY_FILL;
+	op.fill = &fill;
+	raw_submit_op(&r, &op);
+	raw_expect_completion(&r, 1, ++point, DEVQ_E_INVALID_ARGUMENT, "fill destination",
+			      "no buffer");
+	raw_reset_queue(&r, 1);
+
+	/* Waits on points not yet handed out could never complete. */
+	Devq__BufferArg dst = DEVQ__BUFFER_ARG__INIT;
+	dst.id = 1;
+	fill.dst = &dst;
+	Devq__Wait w = DEVQ__WAIT__INIT, *waits[1] = { &w };
+	op.waits = waits;
+	op.n_waits = 1;
+	w.queue = 2;
+	w.point = 5;
+	raw_submit_op(&r, &op);
+	raw_expect_completion(&r, 1, ++point, DEVQ_E_INVALID_ARGUMENT, "queue 2", "point 5");
+	raw_reset_queue(&r, 1);
+	w.queue = 1;
+	w.point = point + 1; /* the op's own point */
+	raw_submit_op(&r, &op);
+	raw_expect_completion(&r, 1, ++point, DEVQ_E_INVALID_ARGUMENT, "queue 1", NULL);
+	raw_reset_queue(&r, 1);
+
+	/* An argument that names a parameter but carries no value. */
+	Devq__ListExecutables le = DEVQ__LIST_EXECUTABLES__INIT;
+	Devq__ClientMessage lm = DEVQ__CLIENT_MESSAGE__INIT;
+	lm.body_case = DEVQ__CLIENT_MESSAGE__BODY_LIST_EXECUTABLES;
+	lm.list_executables = &le;
+	raw_send(&r, &lm);
+	Devq__DaemonMessage *l = raw_expect(&r, DEVQ__DAEMON_MESSAGE__BODY_EXECUTABLES);
+	int spin = -1;
+	for (size_t i = 0; i < l->executables->n_items; i++)
+		if (!strcmp(l->executables->items[i]->name, "spin"))
+			spin = (int)l->executables->items[i]->id;
+	devq__daemon_message__free_unpacked(l, NULL);
+	ck_assert_int_ge(spin, 0);
+	Devq__KernelOp k = DEVQ__KERNEL_OP__INIT;
+	Devq__Arg a = DEVQ__ARG__INIT, *args[1] = { &a };
+	a.name = "ns";
+	k.executable = (uint32_t)spin;
+	k.n_args = 1;
+	k.args = args;
+	op.body_case = DEVQ__OP__BODY_KERNEL;
+	op.kernel = &k;
+	op.n_waits = 0;
+	raw_submit_op(&r, &op);
+	raw_expect_completion(&r, 1, ++point, DEVQ_E_INVALID_ARGUMENT, "'ns'", NULL);
+	raw_reset_queue(&r, 1);
+
+	/* The session still works. */
+	op.body_case = DEVQ__OP__BODY_FILL;
+	op.fill = &fill;
+	raw_submit_op(&r, &op);
+	raw_expect_completion(&r, 1, ++point, DEVQ_OK, NULL, NULL);
+	raw_close(&r);
+	stop_ok(&d);
+}
+END_TEST
+
+START_TEST(read_only_imports)
+{
+	struct daemon_proc d;
+	start(&d, NULL);
+	devq *q = conn(&d, "ro");
+	open_queue(q, 1);
+	int fd = sealed_memfd(4096);
+	struct devq_buffer *ro, *rw = mkbuf(q, 4096);
+	ck_assert_msg(devq_buffer_import(q, fd, 4096, DEVQ_IMPORT_READ_ONLY, &ro) == 0, "%s",
+		      devq_last_error(q));
+	struct devq_op op = fill_op(1, ro, 0, 4096, 1);
+	expect_rejected(q, &op, DEVQ_E_PERMISSION_DENIED, "read-only", NULL);
+	op = (struct devq_op){ .queue = 1, .kind = DEVQ_OP_COPY, .src = rw, .dst = ro, .size = 4 };
+	expect_rejected(q, &op, DEVQ_E_PERMISSION_DENIED, "copy destination", "read-only");
+	/* Reading it is what read-only is for. */
+	op = (struct devq_op){ .queue = 1, .kind = DEVQ_OP_COPY, .src = ro, .dst = rw, .size = 4 };
+	expect_done(q, 1, submit1(q, &op), DEVQ_OK, NULL, NULL);
+	close(fd);
+
+	/* A write-sealed memfd cannot be imported writable. */
+	fd = sealed_memfd(4096);
+	ck_assert_int_eq(fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE), 0);
+	expect_import_fails(q, fd, 4096, -EACCES, "permission_denied", "read-only");
+	close(fd);
+	devq_disconnect(q);
+	stop_ok(&d);
+}
+END_TEST
+
+/* ---- failure propagation ---------------------------------------------- */
+
+START_TEST(failed_op_fails_its_queue)
+{
+	struct daemon_proc d;
+	start(&d, NULL);
+	devq *q = conn(&d, "fails");
+	struct devq_buffer *b = mkbuf(q, 4096);
+	for (uint32_t i = 1; i <= 4; i++)
+		open_queue(q, i);
+	struct devq_buffer ghost = { .id = 999, .size = 4096 };
+
+	/* One batch, so the dependents are validated while the failing op is
+	 * still in flight: the failure reaches them through the device. */
+	struct devq_wait on_q1p1 = { .queue = 1, .point = 1 };
+	struct devq_op batch[3] = {
+		fill_op(1, &ghost, 0, 64, 0xbad00001u),
+		fill_op(1, b, 0, 4096, 0xbad00002u),
+		fill_op(2, b, 0, 4096, 0xbad00003u),
+	};
+	batch[2].waits = &on_q1p1;
+	batch[2].nwaits = 1;
+	uint64_t pts[3];
+	ck_assert_msg(devq_submit(q, batch, 3, pts) == 0, "%s", devq_last_error(q));
+	ck_assert_uint_eq(pts[0], 1);
+	expect_done(q, 1, 1, DEVQ_E_NOT_FOUND, "999", NULL);
+	expect_done(q, 1, 2, DEVQ_E_DEPENDENCY_FAILED, NULL, NULL);
+	expect_done(q, 2, 1, DEVQ_E_DEPENDENCY_FAILED, NULL, NULL);
+
+	/* Now the failures are known to the daemon: the same checks take the
+	 * other path, at submit time. */
+	struct devq_op op = fill_op(1, b, 0, 4096, 0xbad00004u);
+	expect_done(q, 1, submit1(q, &op), DEVQ_E_DEPENDENCY_FAILED, "queue 1", NULL);
+	struct devq_wait on_q1p2 = { .queue = 1, .point = 2 };
+	op = fill_op(3, b, 0, 4096, 0xbad00005u);
+	op.waits = &on_q1p2;
+	op.nwaits = 1;
+	expect_done(q, 3, submit1(q, &op), DEVQ_E_DEPENDENCY_FAILED, "queue 1", NULL);
+	check_u32s(b, 1024, 0); /* nothing that failed wrote anything */
+
+	/* A reset lets the queue run again. */
+	ck_assert_int_eq(devq_queue_reset(q, 1), 0);
+	op = fill_op(1, b, 0, 4096, 0x600d0001u);
+	uint64_t good = submit1(q, &op);
+	ck_assert_uint_eq(good, 4);
+	expect_done(q, 1, good, DEVQ_OK, NULL, NULL);
+	check_u32s(b, 1024, 0x600d0001u);
+	/* ...without rewriting history: the old point still counts as failed,
+	 * the new one as done. */
+	op = fill_op(4, b, 0, 4096, 0xbad00006u);
+	op.waits = &on_q1p1;
+	op.nwaits = 1;
+	expect_done(q, 4, submit1(q, &op), DEVQ_E_DEPENDENCY_FAILED, NULL, NULL);
+	ck_assert_int_eq(devq_queue_reset(q, 4), 0);
+	struct devq_wait on_q1p3 = { .queue = 1, .point = 3 }; /* the last failed one */
+	op.waits = &on_q1p3;
+	expect_done(q, 4, submit1(q, &op), DEVQ_E_DEPENDENCY_FAILED, NULL, NULL);
+	ck_assert_int_eq(devq_queue_reset(q, 4), 0);
+	struct devq_wait on_good = { .queue = 1, .point = good };
+	op = fill_op(4, b, 0, 4096, 0x600d0002u);
+	op.waits = &on_good;
+	op.nwaits = 1;
+	expect_done(q, 4, submit1(q, &op), DEVQ_OK, NULL, NULL);
+	check_u32s(b, 1024, 0x600d0002u);
+	devq_disconnect(q);
+	stop_ok(&d);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+	Suite *s = suite_create("badinput");
+	TCase *p = tcase_create("protocol");
+	tcase_add_test(p, garbage_closes_only_that_connection);
+	tcase_add_test(p, oversized_frame);
+	tcase_add_test(p, truncated_frame_then_close);
+	tcase_add_test(p, unknown_message_keeps_connection);
+	tcase_add_test(p, message_before_hello);
+	tcase_add_test(p, second_hello);
+	tcase_add_test(p, fds_on_wrong_messages);
+	tcase_add_test(p, bad_create_buffer);
+	tcase_add_test(p, wrong_handshake_version);
+	tcase_set_timeout(p, harness_slow() ? 300 : 30);
+	suite_add_tcase(s, p);
+
+	TCase *r = tcase_create("requests");
+	tcase_add_test(r, unknown_handles);
+	tcase_add_test(r, other_sessions_ids);
+	tcase_add_test(r, import_unsealed_memfd);
+	tcase_add_test(r, import_not_a_memfd);
+	tcase_add_test(r, import_memfd_too_small);
+	tcase_add_test(r, buffer_ranges);
+	tcase_add_test(r, argument_types);
+	tcase_add_test(r, malformed_ops);
+	tcase_add_test(r, read_only_imports);
+	tcase_add_test(r, failed_op_fails_its_queue);
+	tcase_set_timeout(r, harness_slow() ? 300 : 30);
+	suite_add_tcase(s, r);
+	return s;
+}
+
+int main(void)
+{
+	live_daemons = mmap(NULL, MAX_DAEMONS * sizeof(pid_t), PROT_READ | PROT_WRITE,
+			    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (live_daemons == MAP_FAILED) {
+		perror("mmap");
+		return EXIT_FAILURE;
+	}
+	SRunner *sr = srunner_create(suite());
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	kill_leftover_daemons();
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
