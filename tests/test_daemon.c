@@ -145,8 +145,17 @@ START_TEST(test_spin_timing)
 		wait_ok(q, 0, p, &c);
 		struct devq_phases ph;
 		devq_timing_phases(&c.t, &ph);
-		ck_assert_msg(ph.device >= 4500000 && ph.device <= 5500000,
-			      "device_ns %llu not within 10%% of 5 ms", (unsigned long long)ph.device);
+		if (getenv("DEVQ_VALGRIND")) {
+			/* valgrind runs one thread at a time: the worker's end stamp
+			 * waits for its turn.  ASan builds keep the bound. */
+			if (i == 0)
+				printf("SKIP: device_ns within 10%% of 5 ms (valgrind); measured %llu ns\n",
+				       (unsigned long long)ph.device);
+		} else {
+			ck_assert_msg(ph.device >= 4500000 && ph.device <= 5500000,
+				      "device_ns %llu not within 10%% of 5 ms",
+				      (unsigned long long)ph.device);
+		}
 		if (harness_slow()) {
 			if (i == 0)
 				printf("SKIP: submit_ns < 1 ms bound (sanitizer/valgrind build); "
@@ -566,10 +575,13 @@ START_TEST(test_killed_client)
 	ck_assert_uint_eq(s->ops_in_flight, 0);
 	ck_assert_uint_eq(s->nsessions, 1);
 	devq_status_free(s);
+	/* Back to the baseline (valgrind's own fds may drop below it). */
 	int fds = -1;
-	for (int i = 0; i < 200 && fds != base_fds; i++, usleep(10000))
+	for (int i = 0; i < 200 && (fds < 0 || fds > base_fds); i++, usleep(10000))
 		fds = harness_fd_count(D.pid);
-	ck_assert_int_eq(fds, base_fds);
+	ck_assert_int_le(fds, base_fds);
+	if (!getenv("DEVQ_VALGRIND"))
+		ck_assert_int_eq(fds, base_fds);
 	devq_disconnect(obs);
 }
 END_TEST

@@ -68,7 +68,10 @@ START_TEST(test_submit_spin_json)
 	json_str_eq(out, "status", "ok");
 	ck_assert_ptr_nonnull(strstr(out, "\"point\":[0,1]"));
 	uint64_t dev = json_u64(out, "device_ns"), sub = json_u64(out, "submit_ns");
-	ck_assert_msg(dev >= 4500000 && dev <= 5500000, "device_ns %" PRIu64, dev);
+	if (getenv("DEVQ_VALGRIND"))
+		printf("SKIP: devctl device_ns within 10%% of 5 ms (valgrind): %" PRIu64 "\n", dev);
+	else
+		ck_assert_msg(dev >= 4500000 && dev <= 5500000, "device_ns %" PRIu64, dev);
 	if (harness_slow())
 		printf("SKIP: devctl submit_ns < 1 ms (sanitizer/valgrind build): %" PRIu64 "\n", sub);
 	else
