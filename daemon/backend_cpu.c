@@ -66,7 +66,12 @@ static void wait_deps(struct cpu_backend *cb, struct devq_bop *op)
 			pthread_cond_wait(&cb->done, &cb->lock);
 		if (i < op->nstrict && w->code != DEVQ__CODE__OK && op->code == DEVQ__CODE__OK) {
 			op->code = DEVQ__CODE__DEPENDENCY_FAILED;
-			snprintf(op->msg, sizeof(op->msg), "an op it waits on failed: %.120s", w->msg);
+			/* Name the root cause once, not once per link of the chain. */
+			if (w->code == DEVQ__CODE__DEPENDENCY_FAILED)
+				memcpy(op->msg, w->msg, sizeof(op->msg));
+			else
+				snprintf(op->msg, sizeof(op->msg), "an op it waits on failed: %.120s",
+					 w->msg);
 		}
 	}
 }
@@ -90,7 +95,9 @@ static void *worker(void *arg)
 			wait_deps(cb, op);
 		pthread_mutex_unlock(&cb->lock);
 
-		if (op->code == DEVQ__CODE__OK && op->cancel &&
+		/* Cancellation wins over a failed dependency: the op was not
+		 * wanted any more, whatever happened before it. */
+		if (op->kind != DEVQ_BOP_FAIL && op->cancel &&
 		    atomic_load_explicit(op->cancel, memory_order_relaxed)) {
 			op->code = DEVQ__CODE__CANCELLED;
 			snprintf(op->msg, sizeof(op->msg), "cancelled before it started");

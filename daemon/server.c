@@ -166,10 +166,16 @@ static void session_close(struct devq_session *s)
 
 static void set_events(struct devq_session *s, int events)
 {
+	/* Stopping: no new requests, only the last replies go out. */
+	if (s->d->stopping)
+		events &= ~UV_READABLE;
 	if (!s->connected || events == s->poll_events)
 		return;
 	s->poll_events = events;
-	uv_poll_start(&s->poll, events, conn_cb);
+	if (events)
+		uv_poll_start(&s->poll, events, conn_cb);
+	else
+		uv_poll_stop(&s->poll);
 }
 
 static void session_flush(struct devq_session *s)
@@ -269,7 +275,7 @@ static void conn_cb(uv_poll_t *h, int status, int events)
 	if (status < 0) {
 		session_close(s);
 	} else {
-		if (events & UV_READABLE)
+		if ((events & UV_READABLE) && !d->stopping)
 			session_read(s);
 		if (s->connected)
 			devq_session_mark_dirty(s);
@@ -379,8 +385,10 @@ static void begin_stop(struct devq_daemon *d, const char *why)
 		unlink(d->cfg.socket_path);
 	sd_notify(0, "STOPPING=1");
 	/* Ops that have not started are cancelled; running ones finish. */
-	for (struct devq_session *s = d->sessions; s; s = s->next)
+	for (struct devq_session *s = d->sessions; s; s = s->next) {
 		atomic_store(&s->cancel, true);
+		set_events(s, s->poll_events);
+	}
 	uv_timer_start(&d->stop_timer, on_stop_tick, 0, 5);
 }
 

@@ -8,11 +8,72 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#define MAX_DAEMONS 64
+static pid_t *live_daemons; /* shared with the forked test children */
+
+static void register_daemon(pid_t pid)
+{
+	if (!live_daemons)
+		return;
+	for (int i = 0; i < MAX_DAEMONS; i++) {
+		if (!live_daemons[i]) {
+			live_daemons[i] = pid;
+			break;
+		}
+	}
+}
+
+static void forget_daemon(pid_t pid)
+{
+	if (!live_daemons)
+		return;
+	for (int i = 0; i < MAX_DAEMONS; i++)
+		if (live_daemons[i] == pid)
+			live_daemons[i] = 0;
+}
+
+static void kill_leftover_daemons(void)
+{
+	for (int i = 0; i < MAX_DAEMONS; i++) {
+		if (!live_daemons[i])
+			continue;
+		/* Only if the pid still names a devqd (not a reused pid). */
+		char path[64], comm[32] = "";
+		snprintf(path, sizeof(path), "/proc/%d/comm", (int)live_daemons[i]);
+		FILE *f = fopen(path, "r");
+		if (f) {
+			if (!fgets(comm, sizeof(comm), f))
+				comm[0] = '\0';
+			fclose(f);
+		}
+		if (!strncmp(comm, "devqd", 5))
+			kill(live_daemons[i], SIGKILL);
+		live_daemons[i] = 0;
+	}
+}
+
+int harness_main(Suite *s)
+{
+	live_daemons = mmap(NULL, MAX_DAEMONS * sizeof(pid_t), PROT_READ | PROT_WRITE,
+			    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (live_daemons == MAP_FAILED) {
+		perror("mmap");
+		return EXIT_FAILURE;
+	}
+	SRunner *sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	kill_leftover_daemons();
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
 
 uint64_t harness_now_ns(void)
 {
@@ -86,6 +147,7 @@ void harness_start(struct daemon_proc *d, const char *const *extra)
 		_exit(127);
 	}
 	d->pid = pid;
+	register_daemon(pid);
 	for (int i = 0; i < 2000; i++) {
 		if (can_connect(d->sock))
 			return;
@@ -105,6 +167,7 @@ int harness_stop(struct daemon_proc *d)
 	int st = 0;
 	while (waitpid(d->pid, &st, 0) < 0 && errno == EINTR)
 		;
+	forget_daemon(d->pid);
 	d->pid = 0;
 	int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 	if (code != 0) {
@@ -136,3 +199,60 @@ int harness_fd_count(pid_t pid)
 	closedir(dir);
 	return n;
 }
+
+devq *conn(const char *sock, const char *name)
+{
+	devq *q = NULL;
+	int r = devq_connect(sock, name, &q);
+	ck_assert_msg(r == 0, "connect: %s", q ? devq_last_error(q) : strerror(-r));
+	return q;
+}
+
+const struct devq_exec *exe(devq *q, const char *name)
+{
+	const struct devq_exec *e;
+	ck_assert_msg(devq_exec_lookup(q, name, &e) == 0, "%s", devq_last_error(q));
+	return e;
+}
+
+struct devq_buffer *mkbuf(devq *q, uint64_t size)
+{
+	struct devq_buffer *b;
+	ck_assert_msg(devq_buffer_create(q, size, DEVQ_BUFFER_SHARED, &b) == 0, "%s",
+		      devq_last_error(q));
+	return b;
+}
+
+struct devq_arg a_u64(const char *n, uint64_t v)
+{
+	return (struct devq_arg){ .name = n, .type = DEVQ_ARG_U64, .v.u64 = v };
+}
+
+struct devq_arg a_u32(const char *n, uint32_t v)
+{
+	return (struct devq_arg){ .name = n, .type = DEVQ_ARG_U32, .v.u32 = v };
+}
+
+struct devq_arg a_f32(const char *n, float v)
+{
+	return (struct devq_arg){ .name = n, .type = DEVQ_ARG_F32, .v.f32 = v };
+}
+
+struct devq_arg a_buf(const char *n, const struct devq_buffer *b, uint64_t off)
+{
+	return (struct devq_arg){ .name = n, .type = DEVQ_ARG_BUFFER, .v.buf = { b, off } };
+}
+
+void harness_check_monotonic(const struct devq_completion *c)
+{
+	const struct devq_timing *t = &c->t;
+	ck_assert_msg(t->client_submit <= t->received && t->received <= t->handoff &&
+			      t->handoff <= t->device_start && t->device_start <= t->device_end &&
+			      t->device_end <= t->observed && t->observed <= t->client_received,
+		      "queue %u point %llu: timestamps out of order: %llu %llu %llu %llu %llu %llu %llu",
+		      c->queue, (unsigned long long)c->point, (unsigned long long)t->client_submit,
+		      (unsigned long long)t->received, (unsigned long long)t->handoff,
+		      (unsigned long long)t->device_start, (unsigned long long)t->device_end,
+		      (unsigned long long)t->observed, (unsigned long long)t->client_received);
+}
+

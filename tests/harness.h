@@ -2,9 +2,12 @@
 #ifndef DEVQ_TEST_HARNESS_H
 #define DEVQ_TEST_HARNESS_H
 
+#include <check.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
+
+#include "devq.h"
 
 struct daemon_proc {
 	pid_t pid;
@@ -17,6 +20,12 @@ struct daemon_proc {
  * a fresh temporary directory plus extra arguments (NULL-terminated list),
  * and waits until it accepts connections.  Aborts the test on failure. */
 void harness_start(struct daemon_proc *d, const char *const *extra);
+/* Runs the suite (CK_NORMAL) and returns EXIT_SUCCESS or EXIT_FAILURE.
+ * Check runs each test in a child that _exits on a failed assertion, so a
+ * failing test would leave its daemon running forever: harness_start records
+ * each daemon's pid in a page shared with this main, harness_stop forgets it,
+ * and any left over at the end are killed. */
+int harness_main(Suite *s);
 /* SIGTERM, wait; returns the exit status (or 128+signal). */
 int harness_stop(struct daemon_proc *d);
 /* Open fds of a process. */
@@ -27,5 +36,17 @@ const char *harness_bin(const char *name);
  * skipped there, visibly. */
 bool harness_slow(void);
 uint64_t harness_now_ns(void);
+
+/* ---- libdevq helpers: each aborts the test on failure ---------------- */
+devq *conn(const char *sock, const char *name);
+const struct devq_exec *exe(devq *q, const char *name);
+struct devq_buffer *mkbuf(devq *q, uint64_t size);
+struct devq_arg a_u64(const char *n, uint64_t v);
+struct devq_arg a_u32(const char *n, uint32_t v);
+struct devq_arg a_f32(const char *n, float v);
+struct devq_arg a_buf(const char *n, const struct devq_buffer *b, uint64_t off);
+
+/* Every op's raw timestamps must be in causal order. */
+void harness_check_monotonic(const struct devq_completion *c);
 
 #endif

@@ -28,51 +28,10 @@
 
 /* ---- daemon lifetime -------------------------------------------------- */
 
-/* Check runs each test in a child that _exits on a failed assertion, so a
- * failing test would leave its daemon running forever.  Each test records its
- * daemon's pid in a page shared with main, which kills any left over. */
-#define MAX_DAEMONS 64
-static pid_t *live_daemons;
-
-static void start(struct daemon_proc *d, const char *const *extra)
-{
-	harness_start(d, extra);
-	for (int i = 0; i < MAX_DAEMONS; i++) {
-		if (!live_daemons[i]) {
-			live_daemons[i] = d->pid;
-			break;
-		}
-	}
-}
-
 static void stop_ok(struct daemon_proc *d)
 {
-	pid_t pid = d->pid;
 	int code = harness_stop(d);
-	for (int i = 0; i < MAX_DAEMONS; i++)
-		if (live_daemons[i] == pid)
-			live_daemons[i] = 0;
 	ck_assert_msg(code == 0, "devqd exited with status %d", code);
-}
-
-static void kill_leftover_daemons(void)
-{
-	for (int i = 0; i < MAX_DAEMONS; i++) {
-		if (!live_daemons[i])
-			continue;
-		/* Only if the pid still names a devqd (not a reused pid). */
-		char path[64], comm[32] = "";
-		snprintf(path, sizeof(path), "/proc/%d/comm", (int)live_daemons[i]);
-		FILE *f = fopen(path, "r");
-		if (f) {
-			if (!fgets(comm, sizeof(comm), f))
-				comm[0] = '\0';
-			fclose(f);
-		}
-		if (!strncmp(comm, "devqd", 5))
-			kill(live_daemons[i], SIGKILL);
-		live_daemons[i] = 0;
-	}
 }
 
 static void sleep_ms(int ms)
@@ -111,52 +70,9 @@ static void expect_fd_count(pid_t pid, int want)
 
 /* ---- libdevq helpers -------------------------------------------------- */
 
-static devq *conn(const struct daemon_proc *d, const char *name)
-{
-	devq *q = NULL;
-	int r = devq_connect(d->sock, name, &q);
-	ck_assert_msg(r == 0, "connect: %s", q ? devq_last_error(q) : strerror(-r));
-	return q;
-}
-
-static const struct devq_exec *exe(devq *q, const char *name)
-{
-	const struct devq_exec *e;
-	ck_assert_msg(devq_exec_lookup(q, name, &e) == 0, "%s", devq_last_error(q));
-	return e;
-}
-
-static struct devq_buffer *mkbuf(devq *q, uint64_t size)
-{
-	struct devq_buffer *b;
-	ck_assert_msg(devq_buffer_create(q, size, DEVQ_BUFFER_SHARED, &b) == 0, "%s",
-		      devq_last_error(q));
-	return b;
-}
-
 static void open_queue(devq *q, uint32_t id)
 {
 	ck_assert_msg(devq_queue_open(q, id) == 0, "%s", devq_last_error(q));
-}
-
-static struct devq_arg a_u64(const char *n, uint64_t v)
-{
-	return (struct devq_arg){ .name = n, .type = DEVQ_ARG_U64, .v.u64 = v };
-}
-
-static struct devq_arg a_u32(const char *n, uint32_t v)
-{
-	return (struct devq_arg){ .name = n, .type = DEVQ_ARG_U32, .v.u32 = v };
-}
-
-static struct devq_arg a_f32(const char *n, float v)
-{
-	return (struct devq_arg){ .name = n, .type = DEVQ_ARG_F32, .v.f32 = v };
-}
-
-static struct devq_arg a_buf(const char *n, const struct devq_buffer *b, uint64_t off)
-{
-	return (struct devq_arg){ .name = n, .type = DEVQ_ARG_BUFFER, .v.buf = { b, off } };
 }
 
 static struct devq_op kernel_op(uint32_t queue, const struct devq_exec *e,
@@ -191,6 +107,7 @@ static void expect_done(devq *q, uint32_t queue, uint64_t point, int code, const
 	ck_assert_msg(c.code == code, "queue %u point %llu: got %s (%s), want %s", queue,
 		      (unsigned long long)point, devq_code_name(c.code), c.message,
 		      devq_code_name(code));
+	harness_check_monotonic(&c);
 	ck_assert_msg(!s1 || strstr(c.message, s1), "message '%s' lacks '%s'", c.message, s1);
 	ck_assert_msg(!s2 || strstr(c.message, s2), "message '%s' lacks '%s'", c.message, s2);
 }
@@ -581,8 +498,8 @@ static void raw_import(struct raw *r, uint64_t id, uint64_t size, const int *fds
 START_TEST(garbage_closes_only_that_connection)
 {
 	struct daemon_proc d;
-	start(&d, NULL);
-	devq *q = conn(&d, "good");
+	harness_start(&d, NULL);
+	devq *q = conn(d.sock, "good");
 	struct devq_buffer *b = mkbuf(q, 4096);
 	open_queue(q, 1);
 	const struct devq_exec *spin = exe(q, "spin"), *fill = exe(q, "fill_u32");
@@ -662,7 +579,7 @@ END_TEST
 START_TEST(oversized_frame)
 {
 	struct daemon_proc d;
-	start(&d, NULL);
+	harness_start(&d, NULL);
 	struct raw r;
 	raw_open(&r, &d);
 	raw_hello(&r);
@@ -674,7 +591,7 @@ START_TEST(oversized_frame)
 	raw_expect_closed(&r);
 	raw_close(&r);
 
-	devq *q = conn(&d, "after");
+	devq *q = conn(d.sock, "after");
 	devq_disconnect(q);
 	stop_ok(&d);
 }
@@ -685,8 +602,8 @@ END_TEST
 START_TEST(truncated_frame_then_close)
 {
 	struct daemon_proc d;
-	start(&d, NULL);
-	devq *probe = conn(&d, "probe");
+	harness_start(&d, NULL);
+	devq *probe = conn(d.sock, "probe");
 	struct devq_status *st;
 	ck_assert_int_eq(devq_get_status(probe, &st), 0);
 	devq_status_free(st);
@@ -720,7 +637,7 @@ START_TEST(truncated_frame_then_close)
 	for (int i = 0; i < 3; i++)
 		raw_close(&r[i]);
 
-	devq *q = conn(&d, "after");
+	devq *q = conn(d.sock, "after");
 	struct devq_buffer *b = mkbuf(q, 4096);
 	open_queue(q, 1);
 	struct devq_op op = fill_op(1, b, 0, 4096, 0xabcdef01u);
@@ -738,7 +655,7 @@ END_TEST
 START_TEST(unknown_message_keeps_connection)
 {
 	struct daemon_proc d;
-	start(&d, NULL);
+	harness_start(&d, NULL);
 	struct raw r;
 	raw_open(&r, &d);
 	raw_hello(&r);
@@ -758,7 +675,7 @@ END_TEST
 START_TEST(message_before_hello)
 {
 	struct daemon_proc d;
-	start(&d, NULL);
+	harness_start(&d, NULL);
 	struct raw r;
 	raw_open(&r, &d);
 	raw_get_status(&r);
@@ -773,7 +690,7 @@ END_TEST
 START_TEST(second_hello)
 {
 	struct daemon_proc d;
-	start(&d, NULL);
+	harness_start(&d, NULL);
 	struct raw r;
 	raw_open(&r, &d);
 	raw_hello(&r);
@@ -795,7 +712,7 @@ END_TEST
 START_TEST(fds_on_wrong_messages)
 {
 	struct daemon_proc d;
-	start(&d, NULL);
+	harness_start(&d, NULL);
 	struct raw r;
 	raw_open(&r, &d);
 	raw_hello(&r);
@@ -867,7 +784,7 @@ END_TEST
 START_TEST(bad_create_buffer)
 {
 	struct daemon_proc d;
-	start(&d, NULL);
+	harness_start(&d, NULL);
 	struct raw r;
 	raw_open(&r, &d);
 	raw_hello(&r);
@@ -898,7 +815,7 @@ END_TEST
 START_TEST(wrong_handshake_version)
 {
 	struct daemon_proc d;
-	start(&d, NULL);
+	harness_start(&d, NULL);
 	devq *q = NULL;
 	int r = devq_connect_versions(d.sock, "future", 7, 9, &q);
 	ck_assert_ptr_nonnull(q);
@@ -910,7 +827,7 @@ START_TEST(wrong_handshake_version)
 	r = devq_connect_versions(d.sock, "inverted", 1, 0, &q);
 	ck_assert_msg(r == -EPROTONOSUPPORT, "connect returned %d", r);
 	devq_disconnect(q);
-	devq_disconnect(conn(&d, "current"));
+	devq_disconnect(conn(d.sock, "current"));
 	stop_ok(&d);
 }
 END_TEST
@@ -920,8 +837,8 @@ END_TEST
 START_TEST(unknown_handles)
 {
 	struct daemon_proc d;
-	start(&d, NULL);
-	devq *q = conn(&d, "handles");
+	harness_start(&d, NULL);
+	devq *q = conn(d.sock, "handles");
 	struct devq_buffer *b = mkbuf(q, 4096);
 	for (uint32_t i = 1; i <= 4; i++)
 		open_queue(q, i);
@@ -1013,9 +930,9 @@ END_TEST
 START_TEST(other_sessions_ids)
 {
 	struct daemon_proc d;
-	start(&d, NULL);
-	devq *a = conn(&d, "owner");
-	devq *b = conn(&d, "intruder");
+	harness_start(&d, NULL);
+	devq *a = conn(d.sock, "owner");
+	devq *b = conn(d.sock, "intruder");
 	struct devq_buffer *ba = mkbuf(a, 4096);
 	open_queue(a, 1);
 	struct devq_op op = fill_op(1, ba, 0, 4096, 0x11111111u);
@@ -1059,8 +976,8 @@ END_TEST
 START_TEST(import_unsealed_memfd)
 {
 	struct daemon_proc d;
-	start(&d, NULL);
-	devq *q = conn(&d, "import");
+	harness_start(&d, NULL);
+	devq *q = conn(d.sock, "import");
 	int fd = memfd_create("unsealed", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	ck_assert_int_ge(fd, 0);
 	ck_assert_int_eq(ftruncate(fd, 4096), 0);
@@ -1089,8 +1006,8 @@ END_TEST
 START_TEST(import_not_a_memfd)
 {
 	struct daemon_proc d;
-	start(&d, NULL);
-	devq *q = conn(&d, "import");
+	harness_start(&d, NULL);
+	devq *q = conn(d.sock, "import");
 	char path[] = "/tmp/devq-badinput-XXXXXX";
 	int fd = mkstemp(path);
 	ck_assert_int_ge(fd, 0);
@@ -1118,8 +1035,8 @@ END_TEST
 START_TEST(import_memfd_too_small)
 {
 	struct daemon_proc d;
-	start(&d, NULL);
-	devq *q = conn(&d, "import");
+	harness_start(&d, NULL);
+	devq *q = conn(d.sock, "import");
 	int fd = sealed_memfd(4096);
 	expect_import_fails(q, fd, 8192, -ERANGE, "out_of_range", "8192");
 	expect_import_fails(q, fd, 4097, -ERANGE, "out_of_range", "4097");
@@ -1137,8 +1054,8 @@ END_TEST
 START_TEST(buffer_ranges)
 {
 	struct daemon_proc d;
-	start(&d, NULL);
-	devq *q = conn(&d, "ranges");
+	harness_start(&d, NULL);
+	devq *q = conn(d.sock, "ranges");
 	struct devq_buffer *b = mkbuf(q, 4096), *c = mkbuf(q, 4096);
 	open_queue(q, 1);
 	const struct devq_exec *fill = exe(q, "fill_u32");
@@ -1197,8 +1114,8 @@ START_TEST(argument_types)
 {
 	static const char *const extra[] = { "--max-op-ms", "100", NULL };
 	struct daemon_proc d;
-	start(&d, extra);
-	devq *q = conn(&d, "types");
+	harness_start(&d, extra);
+	devq *q = conn(d.sock, "types");
 	ck_assert_uint_eq(devq_get_info(q)->max_op_ns, 100u * 1000 * 1000);
 	struct devq_buffer *b = mkbuf(q, 4096);
 	open_queue(q, 1);
@@ -1249,7 +1166,7 @@ END_TEST
 START_TEST(malformed_ops)
 {
 	struct daemon_proc d;
-	start(&d, NULL);
+	harness_start(&d, NULL);
 	struct raw r;
 	raw_open(&r, &d);
 	raw_hello(&r);
@@ -1348,8 +1265,8 @@ END_TEST
 START_TEST(read_only_imports)
 {
 	struct daemon_proc d;
-	start(&d, NULL);
-	devq *q = conn(&d, "ro");
+	harness_start(&d, NULL);
+	devq *q = conn(d.sock, "ro");
 	open_queue(q, 1);
 	int fd = sealed_memfd(4096);
 	struct devq_buffer *ro, *rw = mkbuf(q, 4096);
@@ -1379,8 +1296,8 @@ END_TEST
 START_TEST(failed_op_fails_its_queue)
 {
 	struct daemon_proc d;
-	start(&d, NULL);
-	devq *q = conn(&d, "fails");
+	harness_start(&d, NULL);
+	devq *q = conn(d.sock, "fails");
 	struct devq_buffer *b = mkbuf(q, 4096);
 	for (uint32_t i = 1; i <= 4; i++)
 		open_queue(q, i);
@@ -1477,16 +1394,5 @@ static Suite *suite(void)
 
 int main(void)
 {
-	live_daemons = mmap(NULL, MAX_DAEMONS * sizeof(pid_t), PROT_READ | PROT_WRITE,
-			    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (live_daemons == MAP_FAILED) {
-		perror("mmap");
-		return EXIT_FAILURE;
-	}
-	SRunner *sr = srunner_create(suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	kill_leftover_daemons();
-	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+	return harness_main(suite());
 }

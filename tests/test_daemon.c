@@ -17,47 +17,10 @@
 
 static struct daemon_proc D;
 
-static devq *conn(const char *name)
-{
-	devq *q = NULL;
-	int r = devq_connect(D.sock, name, &q);
-	ck_assert_msg(r == 0, "connect: %s", q ? devq_last_error(q) : strerror(-r));
-	return q;
-}
-
-static const struct devq_exec *exe(devq *q, const char *name)
-{
-	const struct devq_exec *e;
-	ck_assert_msg(devq_exec_lookup(q, name, &e) == 0, "%s", devq_last_error(q));
-	return e;
-}
-
-static struct devq_buffer *mkbuf(devq *q, uint64_t size)
-{
-	struct devq_buffer *b;
-	ck_assert_msg(devq_buffer_create(q, size, DEVQ_BUFFER_SHARED, &b) == 0, "%s",
-		      devq_last_error(q));
-	return b;
-}
-
 static void release(devq *q, struct devq_buffer *b)
 {
 	ck_assert_int_eq(devq_buffer_release(q, b), 0);
 	ck_assert_msg(devq_buffer_wait_released(q, b, 30000) == 0, "%s", devq_last_error(q));
-}
-
-/* Every op's raw timestamps must be in causal order. */
-static void check_monotonic(const struct devq_completion *c)
-{
-	const struct devq_timing *t = &c->t;
-	ck_assert_msg(t->client_submit <= t->received && t->received <= t->handoff &&
-			      t->handoff <= t->device_start && t->device_start <= t->device_end &&
-			      t->device_end <= t->observed && t->observed <= t->client_received,
-		      "queue %u point %llu: timestamps out of order: %llu %llu %llu %llu %llu %llu %llu",
-		      c->queue, (unsigned long long)c->point, (unsigned long long)t->client_submit,
-		      (unsigned long long)t->received, (unsigned long long)t->handoff,
-		      (unsigned long long)t->device_start, (unsigned long long)t->device_end,
-		      (unsigned long long)t->observed, (unsigned long long)t->client_received);
 }
 
 static void wait_ok(devq *q, uint32_t queue, uint64_t point, struct devq_completion *c)
@@ -65,24 +28,7 @@ static void wait_ok(devq *q, uint32_t queue, uint64_t point, struct devq_complet
 	ck_assert_msg(devq_wait(q, queue, point, 60000, c) == 0, "%s", devq_last_error(q));
 	ck_assert_msg(c->code == DEVQ_OK, "queue %u point %llu: %s: %s", queue,
 		      (unsigned long long)point, devq_code_name(c->code), c->message);
-	check_monotonic(c);
-}
-
-static struct devq_arg U64(const char *n, uint64_t v)
-{
-	return (struct devq_arg){ .name = n, .type = DEVQ_ARG_U64, .v.u64 = v };
-}
-static struct devq_arg U32(const char *n, uint32_t v)
-{
-	return (struct devq_arg){ .name = n, .type = DEVQ_ARG_U32, .v.u32 = v };
-}
-static struct devq_arg F32(const char *n, float v)
-{
-	return (struct devq_arg){ .name = n, .type = DEVQ_ARG_F32, .v.f32 = v };
-}
-static struct devq_arg BUF(const char *n, const struct devq_buffer *b, uint64_t off)
-{
-	return (struct devq_arg){ .name = n, .type = DEVQ_ARG_BUFFER, .v.buf = { b, off } };
+	harness_check_monotonic(c);
 }
 
 static uint64_t kernel_op(devq *q, uint32_t queue, const char *name, struct devq_arg *args,
@@ -136,10 +82,10 @@ static void teardown(void)
 
 START_TEST(test_spin_timing)
 {
-	devq *q = conn("timing");
+	devq *q = conn(D.sock, "timing");
 	ck_assert_int_eq(devq_queue_open(q, 0), 0);
 	for (int i = 0; i < 5; i++) {
-		struct devq_arg a[] = { U64("ns", 5000000) };
+		struct devq_arg a[] = { a_u64("ns", 5000000) };
 		uint64_t p = kernel_op(q, 0, "spin", a, 1, NULL, 0);
 		struct devq_completion c;
 		wait_ok(q, 0, p, &c);
@@ -171,7 +117,7 @@ END_TEST
 
 START_TEST(test_release_waits_for_consumers)
 {
-	devq *q = conn("lifetime");
+	devq *q = conn(D.sock, "lifetime");
 	ck_assert_int_eq(devq_queue_open(q, 1), 0);
 	ck_assert_int_eq(devq_queue_open(q, 2), 0);
 	const size_t n = 65536;
@@ -180,10 +126,10 @@ START_TEST(test_release_waits_for_consumers)
 	uint8_t *expect = malloc(n);
 	for (size_t i = 0; i < n; i++)
 		expect[i] = (uint8_t)(((uint8_t *)b->map)[i] + 1);
-	struct devq_arg a1[] = { U64("ns", 30000000), U64("n", n), BUF("buf", b, 0) };
+	struct devq_arg a1[] = { a_u64("ns", 30000000), a_u64("n", n), a_buf("buf", b, 0) };
 	uint64_t p1 = kernel_op(q, 1, "spin_buf", a1, 3, NULL, 0);
 	/* No explicit wait: the hazard on b orders the reader after the writer. */
-	struct devq_arg a2[] = { U64("n", n), BUF("data", b, 0), BUF("out", out, 0) };
+	struct devq_arg a2[] = { a_u64("n", n), a_buf("data", b, 0), a_buf("out", out, 0) };
 	uint64_t p2 = kernel_op(q, 2, "checksum", a2, 3, NULL, 0);
 	/* Asked for at once, while spin_buf is still running. */
 	ck_assert_int_eq(devq_buffer_release(q, b), 0);
@@ -218,7 +164,7 @@ static const struct sized SIZES[] = {
 
 START_TEST(test_fill_copy_results)
 {
-	devq *q = conn("results");
+	devq *q = conn(D.sock, "results");
 	ck_assert_int_eq(devq_queue_open(q, 0), 0);
 	struct sized all[6];
 	memcpy(all, SIZES, sizeof(SIZES));
@@ -228,7 +174,7 @@ START_TEST(test_fill_copy_results)
 		struct devq_buffer *dst = mkbuf(q, (n + off + 1) * 4);
 		fill_random(dst->map, dst->size);
 		uint32_t v = (uint32_t)rnd();
-		struct devq_arg a[] = { U64("n", n), U32("value", v), BUF("dst", dst, off * 4) };
+		struct devq_arg a[] = { a_u64("n", n), a_u32("value", v), a_buf("dst", dst, off * 4) };
 		struct devq_completion c;
 		wait_ok(q, 0, kernel_op(q, 0, "fill_u32", a, 3, NULL, 0), &c);
 		uint32_t *d = dst->map;
@@ -243,7 +189,7 @@ START_TEST(test_fill_copy_results)
 		struct devq_buffer *src = mkbuf(q, nb + 3), *cp = mkbuf(q, nb + 11);
 		fill_random(src->map, src->size);
 		fill_random(cp->map, cp->size);
-		struct devq_arg ca[] = { U64("n", nb), BUF("src", src, 3), BUF("dst", cp, 11) };
+		struct devq_arg ca[] = { a_u64("n", nb), a_buf("src", src, 3), a_buf("dst", cp, 11) };
 		wait_ok(q, 0, kernel_op(q, 0, "copy", ca, 3, NULL, 0), &c);
 		ck_assert_int_eq(memcmp((char *)cp->map + 11, (char *)src->map + 3, nb), 0);
 		release(q, src);
@@ -256,7 +202,7 @@ END_TEST
 
 START_TEST(test_float_results)
 {
-	devq *q = conn("floats");
+	devq *q = conn(D.sock, "floats");
 	ck_assert_int_eq(devq_queue_open(q, 0), 0);
 	struct sized all[6];
 	memcpy(all, SIZES, sizeof(SIZES));
@@ -273,8 +219,8 @@ START_TEST(test_float_results)
 		float a = (float)(rnd() % 1000) / 7.0f;
 		struct devq_completion c;
 
-		struct devq_arg va[] = { U64("n", n), BUF("a", x, off * 4), BUF("b", y, off * 4),
-					 BUF("c", z, off * 4) };
+		struct devq_arg va[] = { a_u64("n", n), a_buf("a", x, off * 4), a_buf("b", y, off * 4),
+					 a_buf("c", z, off * 4) };
 		wait_ok(q, 0, kernel_op(q, 0, "vadd_f32", va, 4, NULL, 0), &c);
 		for (size_t i = 0; i < n; i++) {
 			float want = xf[off + i] + y0[off + i];
@@ -282,8 +228,8 @@ START_TEST(test_float_results)
 				ck_abort_msg("vadd_f32 n=%zu: element %zu differs", n, i);
 		}
 
-		struct devq_arg sa[] = { U64("n", n), F32("a", a), BUF("x", x, off * 4),
-					 BUF("y", y, off * 4) };
+		struct devq_arg sa[] = { a_u64("n", n), a_f32("a", a), a_buf("x", x, off * 4),
+					 a_buf("y", y, off * 4) };
 		wait_ok(q, 0, kernel_op(q, 0, "saxpy_f32", sa, 4, NULL, 0), &c);
 		for (size_t i = 0; i < n; i++) {
 			float want = fmaf(a, xf[off + i], y0[off + i]);
@@ -292,7 +238,7 @@ START_TEST(test_float_results)
 					     (double)yf[off + i], (double)want);
 		}
 
-		struct devq_arg ra[] = { U64("n", n), BUF("x", x, off * 4), BUF("out", out, 4) };
+		struct devq_arg ra[] = { a_u64("n", n), a_buf("x", x, off * 4), a_buf("out", out, 4) };
 		wait_ok(q, 0, kernel_op(q, 0, "reduce_sum_f32", ra, 3, NULL, 0), &c);
 		double ref = 0, mag = 0;
 		for (size_t i = 0; i < n; i++) {
@@ -307,7 +253,7 @@ START_TEST(test_float_results)
 
 		/* checksum over the raw bytes of x, at an odd byte offset */
 		size_t nb = n * 4 - 1;
-		struct devq_arg ka[] = { U64("n", nb), BUF("data", x, 1), BUF("out", out, 8) };
+		struct devq_arg ka[] = { a_u64("n", nb), a_buf("data", x, 1), a_buf("out", out, 8) };
 		wait_ok(q, 0, kernel_op(q, 0, "checksum", ka, 3, NULL, 0), &c);
 		ck_assert_uint_eq(((uint64_t *)out->map)[1], ref_checksum((uint8_t *)xf + 1, nb));
 		free(y0);
@@ -322,7 +268,7 @@ END_TEST
 
 START_TEST(test_builtin_copy_fill_device)
 {
-	devq *q = conn("builtins");
+	devq *q = conn(D.sock, "builtins");
 	ck_assert_int_eq(devq_queue_open(q, 0), 0);
 	struct devq_buffer *dev, *host = mkbuf(q, 4096), *back = mkbuf(q, 4096);
 	ck_assert_int_eq(devq_buffer_create(q, 8192, DEVQ_BUFFER_DEVICE, &dev), 0);
@@ -358,7 +304,7 @@ END_TEST
 
 static void producer_consumer(bool explicit_wait)
 {
-	devq *q = conn(explicit_wait ? "explicit" : "hazard");
+	devq *q = conn(D.sock, explicit_wait ? "explicit" : "hazard");
 	for (uint32_t i = 1; i <= 3; i++)
 		ck_assert_int_eq(devq_queue_open(q, i), 0);
 	const size_t n = 1 << 16;
@@ -368,12 +314,12 @@ static void producer_consumer(bool explicit_wait)
 		fill_random(b->map, n);
 		for (size_t i = 0; i < n; i++)
 			expect[i] = (uint8_t)(((uint8_t *)b->map)[i] + 1);
-		struct devq_arg pa[] = { U64("ns", 40000000), U64("n", n), BUF("buf", b, 0) };
+		struct devq_arg pa[] = { a_u64("ns", 40000000), a_u64("n", n), a_buf("buf", b, 0) };
 		uint64_t pp = kernel_op(q, 1, "spin_buf", pa, 3, NULL, 0);
 		struct devq_wait w = { 1, pp };
-		struct devq_arg ca[] = { U64("n", n), BUF("data", b, 0), BUF("out", out, 0) };
+		struct devq_arg ca[] = { a_u64("n", n), a_buf("data", b, 0), a_buf("out", out, 0) };
 		uint64_t pc = kernel_op(q, 2, "checksum", ca, 3, &w, explicit_wait ? 1 : 0);
-		struct devq_arg oa[] = { U64("n", 1024), U32("value", 7), BUF("dst", other, 0) };
+		struct devq_arg oa[] = { a_u64("n", 1024), a_u32("value", 7), a_buf("dst", other, 0) };
 		uint64_t po = kernel_op(q, 3, "fill_u32", oa, 3, NULL, 0);
 		struct devq_completion cp, cc, co;
 		wait_ok(q, 1, pp, &cp);
@@ -426,10 +372,10 @@ static int client_main(int id)
 	    devq_buffer_create(q, CLIENT_ROUNDS * 8, DEVQ_BUFFER_SHARED, &out))
 		return 12;
 	for (int i = 0; i < CLIENT_ROUNDS; i++) {
-		struct devq_arg fa[] = { U64("n", words), U32("value", (uint32_t)(id * 100000 + i)),
-					 BUF("dst", a, 0) };
-		struct devq_arg ca[] = { U64("n", words * 4), BUF("data", a, 0),
-					 BUF("out", out, (uint64_t)i * 8) };
+		struct devq_arg fa[] = { a_u64("n", words), a_u32("value", (uint32_t)(id * 100000 + i)),
+					 a_buf("dst", a, 0) };
+		struct devq_arg ca[] = { a_u64("n", words * 4), a_buf("data", a, 0),
+					 a_buf("out", out, (uint64_t)i * 8) };
 		struct devq_wait w = { 1, (uint64_t)i + 1 };
 		struct devq_op ops[2] = {
 			{ .queue = 1, .kind = DEVQ_OP_KERNEL, .exec = fill, .args = fa, .nargs = 3 },
@@ -502,7 +448,7 @@ START_TEST(test_eight_clients)
 		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "client %d failed with %d", i,
 			      WIFEXITED(st) ? WEXITSTATUS(st) : -WTERMSIG(st));
 	}
-	devq *q = conn("observer");
+	devq *q = conn(D.sock, "observer");
 	struct devq_status *s;
 	wait_idle(q, &s);
 	ck_assert_uint_eq(s->buffers, 0);
@@ -518,7 +464,7 @@ END_TEST
 
 START_TEST(test_killed_client)
 {
-	devq *obs = conn("observer");
+	devq *obs = conn(D.sock, "observer");
 	int base_fds = harness_fd_count(D.pid);
 	ck_assert_int_gt(base_fds, 0);
 	int sync[2];
@@ -538,8 +484,8 @@ START_TEST(test_killed_client)
 			if (devq_buffer_create(q, 1 << 20, DEVQ_BUFFER_SHARED, &b[i]))
 				_exit(2);
 		for (int i = 0; i < 20; i++) {
-			struct devq_arg a[] = { U64("ns", 20000000), U64("n", 1 << 20),
-						BUF("buf", b[i % 4], 0) };
+			struct devq_arg a[] = { a_u64("ns", 20000000), a_u64("n", 1 << 20),
+						a_buf("buf", b[i % 4], 0) };
 			struct devq_op op = { .queue = (uint32_t)(i % 2), .kind = DEVQ_OP_KERNEL,
 					      .exec = e, .args = a, .nargs = 3 };
 			devq_submit(q, &op, 1, NULL);
@@ -559,10 +505,10 @@ START_TEST(test_killed_client)
 	waitpid(victim, NULL, 0);
 
 	/* Another client is served meanwhile, correctly. */
-	devq *q = conn("bystander");
+	devq *q = conn(D.sock, "bystander");
 	ck_assert_int_eq(devq_queue_open(q, 0), 0);
 	struct devq_buffer *b = mkbuf(q, 4096);
-	struct devq_arg a[] = { U64("n", 1024), U32("value", 42), BUF("dst", b, 0) };
+	struct devq_arg a[] = { a_u64("n", 1024), a_u32("value", 42), a_buf("dst", b, 0) };
 	struct devq_completion c;
 	wait_ok(q, 0, kernel_op(q, 0, "fill_u32", a, 3, NULL, 0), &c);
 	ck_assert_uint_eq(((uint32_t *)b->map)[1023], 42);
@@ -586,6 +532,48 @@ START_TEST(test_killed_client)
 }
 END_TEST
 
+
+/* ---- SIGTERM with work in flight ------------------------------------- */
+
+START_TEST(test_sigterm_in_flight)
+{
+	devq *q = conn(D.sock, "stopping");
+	ck_assert_int_eq(devq_queue_open(q, 0), 0);
+	struct devq_buffer *b = mkbuf(q, 4096);
+	uint64_t last = 0;
+	for (int i = 0; i < 6; i++) {
+		struct devq_arg a[] = { a_u64("ns", 100000000), a_u64("n", 4096), a_buf("buf", b, 0) };
+		last = kernel_op(q, 0, "spin_buf", a, 3, NULL, 0);
+	}
+	struct devq_completion c;
+	/* Once the first op has completed, stop the daemon mid-queue. */
+	while (devq_completed(q, 0) < 1)
+		ck_assert_int_eq(devq_wait(q, 0, 1, 60000, NULL), 0);
+	uint64_t t0 = harness_now_ns();
+	kill(D.pid, SIGTERM);
+	/* Every op completes: run to its end or cancelled before it started. */
+	int ok = 0, cancelled = 0;
+	for (uint64_t p = 1; p <= last; p++) {
+		ck_assert_msg(devq_wait(q, 0, p, 60000, &c) == 0, "%s", devq_last_error(q));
+		harness_check_monotonic(&c);
+		ck_assert_msg(c.code == DEVQ_OK || c.code == DEVQ_E_CANCELLED, "point %llu: %s",
+			      (unsigned long long)p, devq_code_name(c.code));
+		ok += c.code == DEVQ_OK;
+		cancelled += c.code == DEVQ_E_CANCELLED;
+	}
+	ck_assert_int_ge(ok, 1);
+	ck_assert_int_ge(cancelled, 1);
+	/* The bytes show exactly the ops that ran. */
+	for (size_t i = 0; i < 4096; i++)
+		ck_assert_uint_eq(((uint8_t *)b->map)[i], (uint8_t)ok);
+	/* Then it exits 0, having freed everything (the ASan build checks). */
+	ck_assert_int_eq(harness_stop(&D), 0);
+	if (!harness_slow())
+		ck_assert_uint_lt(harness_now_ns() - t0, 2000000000ull);
+	devq_disconnect(q);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("daemon");
@@ -601,15 +589,12 @@ static Suite *suite(void)
 	tcase_add_test(t, test_two_queues_hazard);
 	tcase_add_test(t, test_eight_clients);
 	tcase_add_test(t, test_killed_client);
+	tcase_add_test(t, test_sigterm_in_flight);
 	suite_add_tcase(s, t);
 	return s;
 }
 
 int main(void)
 {
-	SRunner *sr = srunner_create(suite());
-	srunner_run_all(sr, CK_NORMAL);
-	int failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
+	return harness_main(suite());
 }
