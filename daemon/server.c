@@ -2,6 +2,7 @@
  * own pipes cannot carry memfds, so recvmsg/sendmsg are ours), the wake-up
  * from backend threads, and shutdown. */
 #include <errno.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -347,6 +348,9 @@ static void finish_stop(struct devq_daemon *d)
 	}
 	close_handle((uv_handle_t *)&d->wake);
 	close_handle((uv_handle_t *)&d->stop_timer);
+	/* A repeated stop signal must not kill the cleanup that follows. */
+	signal(SIGTERM, SIG_IGN);
+	signal(SIGINT, SIG_IGN);
 	close_handle((uv_handle_t *)&d->sig_term);
 	close_handle((uv_handle_t *)&d->sig_int);
 }

@@ -164,6 +164,13 @@ int harness_stop(struct daemon_proc *d)
 	if (d->pid <= 0)
 		return -1;
 	kill(d->pid, SIGTERM);
+	return harness_wait(d);
+}
+
+int harness_wait(struct daemon_proc *d)
+{
+	if (d->pid <= 0)
+		return -1;
 	int st = 0;
 	while (waitpid(d->pid, &st, 0) < 0 && errno == EINTR)
 		;

@@ -28,6 +28,8 @@ void harness_start(struct daemon_proc *d, const char *const *extra);
 int harness_main(Suite *s);
 /* SIGTERM, wait; returns the exit status (or 128+signal). */
 int harness_stop(struct daemon_proc *d);
+/* Waits for the daemon to exit on its own; the same result as stop. */
+int harness_wait(struct daemon_proc *d);
 /* Open fds of a process. */
 int harness_fd_count(pid_t pid);
 /* A path under $DEVQ_BUILD. */

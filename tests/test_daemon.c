@@ -567,7 +567,7 @@ START_TEST(test_sigterm_in_flight)
 	for (size_t i = 0; i < 4096; i++)
 		ck_assert_uint_eq(((uint8_t *)b->map)[i], (uint8_t)ok);
 	/* Then it exits 0, having freed everything (the ASan build checks). */
-	ck_assert_int_eq(harness_stop(&D), 0);
+	ck_assert_int_eq(harness_wait(&D), 0);
 	if (!harness_slow())
 		ck_assert_uint_lt(harness_now_ns() - t0, 2000000000ull);
 	devq_disconnect(q);
