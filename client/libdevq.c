@@ -19,6 +19,12 @@
 #include "devq.pb-c.h"
 #include "frame.h"
 
+/* A growable FIFO of fixed-size items. */
+struct ring {
+	unsigned char *items;
+	size_t elem, head, count, cap;
+};
+
 struct cq {
 	uint32_t id;
 	uint64_t submitted, completed;
@@ -38,10 +44,8 @@ struct devq {
 	Devq__DaemonMessage *reply;
 	int reply_fd;
 
-	struct devq_completion *cmpl; /* FIFO ring */
-	size_t c_head, c_count, c_cap;
-	struct devq_error *errs;
-	size_t e_head, e_count, e_cap;
+	struct ring cmpl; /* struct devq_completion, arrival order */
+	struct ring errs; /* struct devq_error, arrival order */
 
 	struct cq *queues;
 	size_t nqueues;
@@ -102,40 +106,49 @@ static struct cq *find_queue(const devq *q, uint32_t id)
 	return NULL;
 }
 
-/* FIFO rings keep order; growing unrolls the ring. */
-static int push_completion(devq *q, const struct devq_completion *c)
+static void *ring_at(const struct ring *r, size_t i)
 {
-	if (q->c_count == q->c_cap) {
-		size_t ocap = q->c_cap;
-		struct devq_completion *n = malloc((ocap ? ocap * 2 : 64) * sizeof(*n));
+	return r->items + ((r->head + i) % r->cap) * r->elem;
+}
+
+/* Appends an uninitialised slot; growing unrolls the ring to keep order. */
+static void *ring_push(struct ring *r)
+{
+	if (r->count == r->cap) {
+		size_t ncap = r->cap ? r->cap * 2 : 32;
+		unsigned char *n = malloc(ncap * r->elem);
 		if (!n)
-			return -ENOMEM;
-		for (size_t i = 0; i < q->c_count; i++)
-			n[i] = q->cmpl[(q->c_head + i) % ocap];
-		free(q->cmpl);
-		q->cmpl = n;
-		q->c_cap = ocap ? ocap * 2 : 64;
-		q->c_head = 0;
+			return NULL;
+		for (size_t i = 0; i < r->count; i++)
+			memcpy(n + i * r->elem, ring_at(r, i), r->elem);
+		free(r->items);
+		r->items = n;
+		r->cap = ncap;
+		r->head = 0;
 	}
-	q->cmpl[(q->c_head + q->c_count++) % q->c_cap] = *c;
-	return 0;
+	return r->items + ((r->head + r->count++) % r->cap) * r->elem;
+}
+
+static void ring_pop(struct ring *r, void *out)
+{
+	memcpy(out, ring_at(r, 0), r->elem);
+	r->head = (r->head + 1) % r->cap;
+	r->count--;
+}
+
+/* Removes item i, keeping the order of the rest. */
+static void ring_remove(struct ring *r, size_t i)
+{
+	for (; i + 1 < r->count; i++)
+		memcpy(ring_at(r, i), ring_at(r, i + 1), r->elem);
+	r->count--;
 }
 
 static void push_error(devq *q, const Devq__Error *e)
 {
-	if (q->e_count == q->e_cap) {
-		size_t ocap = q->e_cap;
-		struct devq_error *n = malloc((ocap ? ocap * 2 : 16) * sizeof(*n));
-		if (!n)
-			return;
-		for (size_t i = 0; i < q->e_count; i++)
-			n[i] = q->errs[(q->e_head + i) % ocap];
-		free(q->errs);
-		q->errs = n;
-		q->e_cap = ocap ? ocap * 2 : 16;
-		q->e_head = 0;
-	}
-	struct devq_error *x = &q->errs[(q->e_head + q->e_count++) % q->e_cap];
+	struct devq_error *x = ring_push(&q->errs);
+	if (!x)
+		return;
 	memset(x, 0, sizeof(*x));
 	x->code = e->code;
 	snprintf(x->request, sizeof(x->request), "%s", e->request ? e->request : "");
@@ -165,7 +178,10 @@ static void on_completions(devq *q, const Devq__Completions *cs, uint64_t t_recv
 		struct cq *cq = find_queue(q, c->queue);
 		if (cq && c->point > cq->completed)
 			cq->completed = c->point;
-		if (push_completion(q, &x) < 0)
+		struct devq_completion *slot = ring_push(&q->cmpl);
+		if (slot)
+			*slot = x;
+		else
 			fail(q, -ENOMEM, "out of memory: completion of queue %u point %llu lost",
 			     c->queue, (unsigned long long)c->point);
 	}
@@ -312,6 +328,8 @@ int devq_connect_versions(const char *path, const char *name, uint32_t min, uint
 		return -ENOMEM;
 	q->fd = -1;
 	q->next_buf_id = 1;
+	q->cmpl.elem = sizeof(struct devq_completion);
+	q->errs.elem = sizeof(struct devq_error);
 	devq_rx_init(&q->rx, 64u << 20);
 	devq_tx_init(&q->tx);
 	*out = q;
@@ -377,8 +395,8 @@ void devq_disconnect(devq *q)
 		q->bufs = b->next;
 		buffer_free(b);
 	}
-	free(q->cmpl);
-	free(q->errs);
+	free(q->cmpl.items);
+	free(q->errs.items);
 	free(q->queues);
 	free(q->execs);
 	free(q);
@@ -774,14 +792,12 @@ void devq_timing_phases(const struct devq_timing *t, struct devq_phases *p)
 int devq_next_completion(devq *q, struct devq_completion *out, int timeout_ms)
 {
 	uint64_t deadline = deadline_of(timeout_ms);
-	while (!q->c_count) {
+	while (!q->cmpl.count) {
 		int r = pump(q, remaining_ms(deadline));
 		if (r < 0)
 			return r;
 	}
-	*out = q->cmpl[q->c_head];
-	q->c_head = (q->c_head + 1) % q->c_cap;
-	q->c_count--;
+	ring_pop(&q->cmpl, out);
 	return 0;
 }
 
@@ -805,15 +821,11 @@ int devq_wait(devq *q, uint32_t queue, uint64_t point, int timeout_ms,
 	}
 	if (!out)
 		return 0;
-	for (size_t i = 0; i < q->c_count; i++) {
-		size_t k = (q->c_head + i) % q->c_cap;
-		if (q->cmpl[k].queue == queue && q->cmpl[k].point == point) {
-			*out = q->cmpl[k];
-			/* Close the gap, keeping the FIFO order of the rest. */
-			for (size_t j = i; j + 1 < q->c_count; j++)
-				q->cmpl[(q->c_head + j) % q->c_cap] =
-					q->cmpl[(q->c_head + j + 1) % q->c_cap];
-			q->c_count--;
+	for (size_t i = 0; i < q->cmpl.count; i++) {
+		const struct devq_completion *c = ring_at(&q->cmpl, i);
+		if (c->queue == queue && c->point == point) {
+			*out = *c;
+			ring_remove(&q->cmpl, i);
 			return 0;
 		}
 	}
@@ -835,11 +847,9 @@ int devq_poll(devq *q)
 
 int devq_next_error(devq *q, struct devq_error *out)
 {
-	if (!q->e_count)
+	if (!q->errs.count)
 		return 0;
-	*out = q->errs[q->e_head];
-	q->e_head = (q->e_head + 1) % q->e_cap;
-	q->e_count--;
+	ring_pop(&q->errs, out);
 	return 1;
 }
 

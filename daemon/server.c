@@ -201,24 +201,29 @@ static void session_flush(struct devq_session *s)
 	set_events(s, UV_READABLE);
 }
 
-static void protocol_close(struct devq_session *s, const char *fmt, const char *what)
+static void protocol_close(struct devq_session *s, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static void protocol_close(struct devq_session *s, const char *fmt, ...)
 {
-	devq_session_error(s, DEVQ__CODE__PROTOCOL_ERROR, "frame", NULL, NULL, fmt, what);
+	char msg[200];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	devq_session_error(s, DEVQ__CODE__PROTOCOL_ERROR, "frame", NULL, NULL, "%s", msg);
 	s->close_after_flush = true;
 }
 
 static void handle_frame(struct devq_session *s, struct devq_frame *f, uint64_t t)
 {
 	if (f->type != DEVQ_FRAME_CLIENT) {
-		char what[16];
-		snprintf(what, sizeof(what), "%u", f->type);
-		protocol_close(s, "frame type %s is not a client message", what);
+		protocol_close(s, "frame type %u is not a client message", f->type);
 		devq_frame_close_fds(f);
 		return;
 	}
 	Devq__ClientMessage *m = devq__client_message__unpack(NULL, f->len, f->payload);
 	if (!m) {
-		protocol_close(s, "malformed ClientMessage%s", "");
+		protocol_close(s, "malformed ClientMessage");
 		devq_frame_close_fds(f);
 		return;
 	}
@@ -229,7 +234,6 @@ static void handle_frame(struct devq_session *s, struct devq_frame *f, uint64_t 
 
 static void session_read(struct devq_session *s)
 {
-	char num[32];
 	for (int i = 0; i < READS_PER_WAKE && s->connected && !s->close_after_flush; i++) {
 		ssize_t n = devq_rx_recv(&s->rx, s->fd, MSG_DONTWAIT);
 		uint64_t t = devq_now_ns();
@@ -242,12 +246,12 @@ static void session_read(struct devq_session *s)
 			return;
 		}
 		if (n == -EMSGSIZE) {
-			snprintf(num, sizeof(num), "%u", s->d->cfg.max_frame);
-			protocol_close(s, "frame exceeds the maximum payload of %s bytes", num);
+			protocol_close(s, "frame exceeds the maximum payload of %u bytes",
+				       s->d->cfg.max_frame);
 			break;
 		}
 		if (n == -EPROTO) {
-			protocol_close(s, "control data truncated (too many fds)%s", "");
+			protocol_close(s, "control data truncated (too many fds)");
 			break;
 		}
 		if (n < 0) {
@@ -260,12 +264,11 @@ static void session_read(struct devq_session *s)
 		int r = 0;
 		while (s->connected && !s->close_after_flush && (r = devq_rx_next(&s->rx, &f)) == 1)
 			handle_frame(s, &f, t);
-		if (r == -EMSGSIZE) {
-			snprintf(num, sizeof(num), "%u", s->d->cfg.max_frame);
-			protocol_close(s, "frame exceeds the maximum payload of %s bytes", num);
-		} else if (r < 0) {
-			protocol_close(s, "fds do not match the frames that declare them%s", "");
-		}
+		if (r == -EMSGSIZE)
+			protocol_close(s, "frame exceeds the maximum payload of %u bytes",
+				       s->d->cfg.max_frame);
+		else if (r < 0)
+			protocol_close(s, "fds do not match the frames that declare them");
 	}
 }
 
