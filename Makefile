@@ -117,17 +117,17 @@ $(BUILD)/tests/test_frame: $(call obj,tests/test_frame.c) $(COMMON_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) $(LIBS_CK) -lm
 
-$(BUILD)/tests/test_daemon: $(call obj,tests/test_daemon.c tests/harness.c) $(BUILD)/libdevq.a
+# Integration tests: one .c each, linked with the harness and libdevq.
+# An area's mk/*.mk adds its programs to TESTS (and, when it needs more
+# objects, a rule of its own for that program).
+HARNESS_TESTS = test_daemon test_devctl test_badinput
+$(addprefix $(BUILD)/tests/,$(HARNESS_TESTS)): $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(call obj,tests/harness.c) $(KERNEL_OBJ) $(BUILD)/libdevq.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) $(LIBS_CK) -lm
 
-$(BUILD)/tests/test_devctl: $(call obj,tests/test_devctl.c tests/harness.c) $(KERNEL_OBJ) $(BUILD)/libdevq.a
-	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) $(LIBS_CK) -lm
-
-$(BUILD)/tests/test_badinput: $(call obj,tests/test_badinput.c tests/harness.c) $(BUILD)/libdevq.a
-	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) $(LIBS_CK) -lm
+# Each area (CUDA, deployment, tenancy, performance, tracing) keeps its
+# build rules in its own file.
+include $(sort $(wildcard mk/*.mk))
 
 # Each test program prints Check's summary; the last line adds them up.
 check: all $(TEST_BIN)
