@@ -24,7 +24,8 @@
 
 struct devq_config {
 	const char *socket_path;
-	const char *backend; /* "cpu" or "auto" */
+	const char *backend; /* "cpu", "cuda" or "auto" */
+	int device;          /* GPU ordinal for the CUDA backend */
 	unsigned streams;
 	int verbose;
 	uint64_t max_op_ns;       /* admin bound on one op's duration */
@@ -149,7 +150,15 @@ struct devq_daemon {
 	/* totals */
 	uint64_t ops_in_flight, ops_completed, ops_failed, sessions_total, bytes_mapped;
 	unsigned nbufs;
+	/* Why the backend in use was chosen, when that deserves an operator's
+	 * attention (e.g. CPU fallback on a host with /dev/nvidia*); "" if not. */
+	char backend_note[256];
 };
+
+/* backend_select.c: opens the backend cfg->backend names ("auto" tries the
+ * GPU first).  Logs which one and why; on failure logs the reason. */
+int devq_backend_select(const struct devq_config *cfg, const struct devq_backend_config *bc,
+			struct devq_backend **out, char *note, size_t notelen);
 
 /* log.c */
 enum { DEVQ_LOG_ERR, DEVQ_LOG_WARN, DEVQ_LOG_INFO, DEVQ_LOG_DEBUG };

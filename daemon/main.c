@@ -157,11 +157,8 @@ int main(int argc, char **argv)
 	pthread_mutex_init(&d.cmpl_lock, NULL);
 	struct devq_backend_config bc = { .streams = d.cfg.streams, .on_complete = devq_on_complete,
 					  .ud = &d };
-	if (!strcmp(d.cfg.backend, "auto"))
-		log_info("backend auto: no GPU backend in this build; using the CPU backend");
-	int r = devq_backend_cpu_open(&bc, &d.be);
+	int r = devq_backend_select(&d.cfg, &bc, &d.be, d.backend_note, sizeof(d.backend_note));
 	if (r < 0) {
-		log_err("cpu backend: %s", strerror(-r));
 		sigs_free(&d);
 		return 1;
 	}
