@@ -176,6 +176,9 @@ struct devq_op {
 	uint32_t pattern;
 	const struct devq_wait *waits; /* points that must complete first */
 	size_t nwaits;
+	/* Skip device timing events (CUDA backend): device start/end are then
+	 * the host's observations.  Timing is on by default. */
+	bool no_timing;
 };
 
 /* Sends ops as one batch and returns at once; points[i] (may be NULL) gets

@@ -685,6 +685,7 @@ int devq_submit(devq *q, const struct devq_op *ops, size_t n, uint64_t *points)
 		devq__op__init(&x->op);
 		x->op.queue = o->queue;
 		x->op.client_submit_ns = t;
+		x->op.no_timing = o->no_timing;
 		x->op.waits = &waitp[wi];
 		x->op.n_waits = o->nwaits;
 		for (size_t j = 0; j < o->nwaits; j++, wi++) {

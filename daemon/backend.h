@@ -40,6 +40,7 @@ struct devq_bop {
 	struct devq_bop **waits;
 	unsigned nwaits, nstrict;
 	const atomic_bool *cancel; /* set: do not start it, complete as cancelled */
+	bool timed; /* the submitter wants device start/end (CUDA: timing events) */
 
 	/* Results, written by the backend before on_complete. */
 	atomic_int done;
