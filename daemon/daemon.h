@@ -170,7 +170,11 @@ void devq_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 
 #define log_debug(...) devq_log(DEVQ_LOG_DEBUG, __VA_ARGS__)
 
 /* server.c: connections and the loop */
-int devq_server_run(struct devq_daemon *d);
+int devq_server_run(struct devq_daemon *d); /* start, then run the loop until stopped */
+/* Listens and sets up the loop's handles without running it: 0, or the
+ * exit status to give up with.  Split from run so that an in-process driver
+ * (tests/fuzz) can step the real loop with uv_run(UV_RUN_NOWAIT/ONCE). */
+int devq_server_start(struct devq_daemon *d);
 void devq_session_send(struct devq_session *s, const Devq__DaemonMessage *m,
 		       const int *fds, unsigned nfds);
 void devq_session_error(struct devq_session *s, Devq__Code code, const char *request,

@@ -478,7 +478,7 @@ static int inherited_socket(void)
 	return fd;
 }
 
-int devq_server_run(struct devq_daemon *d)
+int devq_server_start(struct devq_daemon *d)
 {
 	int fd = inherited_socket();
 	if (fd == -EINVAL)
@@ -511,6 +511,14 @@ int devq_server_run(struct devq_daemon *d)
 		 d->be->device);
 	/* Ready only now: the backend is up and the socket is being served. */
 	sd_notifyf(0, "READY=1\nSTATUS=serving on backend %s (%s)", d->be->name, d->be->device);
+	return 0;
+}
+
+int devq_server_run(struct devq_daemon *d)
+{
+	int r = devq_server_start(d);
+	if (r)
+		return r;
 	uv_run(d->loop, UV_RUN_DEFAULT);
 	return d->exit_code;
 }
