@@ -236,6 +236,27 @@ struct devq_error {
 };
 int devq_next_error(devq *q, struct devq_error *out);
 
+/* ---- submission performance ------------------------------------------ */
+
+/* Submit coalescing.  With max_bytes > 0, devq_submit only queues its frame;
+ * the queue is written (one sendmsg for many frames) once max_bytes are
+ * waiting, by devq_flush, and before anything that reads or waits: every
+ * request, devq_wait, devq_next_completion, devq_poll, devq_disconnect.  A
+ * client that polls devq_fd() itself must call devq_flush first.  0 (the
+ * default) writes each submit at once. */
+int devq_set_coalescing(devq *q, size_t max_bytes);
+/* Writes every queued frame; blocks until the kernel took them. */
+int devq_flush(devq *q);
+
+/* Counters of this handle's socket traffic, for benchmarks. */
+struct devq_io_stats {
+	uint64_t flushes;        /* write batches (sendmsg calls, up to 64 frames each) */
+	uint64_t bytes_sent;
+	uint64_t recv_calls;     /* recvmsg calls */
+	uint64_t bytes_received;
+};
+void devq_get_io_stats(const devq *q, struct devq_io_stats *out);
+
 /* ---- status ---------------------------------------------------------- */
 
 struct devq_session_info {

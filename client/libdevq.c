@@ -53,6 +53,11 @@ struct devq {
 	uint64_t next_buf_id;
 	struct devq_exec *execs;
 	size_t nexecs;
+
+	/* Submit coalescing (0: off): frames of devq_submit stay queued until
+	 * this many bytes wait or something reads or waits. */
+	size_t coalesce;
+	struct devq_io_stats io;
 };
 
 static uint64_t now_ns(void)
@@ -225,6 +230,10 @@ static int pump(devq *q, int timeout_ms)
 {
 	if (q->broken)
 		return fail(q, -ECONNRESET, "connection to devqd lost");
+	/* Whatever waits for an answer must first send what it waits on. */
+	int fr = devq_flush(q);
+	if (fr < 0)
+		return fr;
 	struct pollfd p = { .fd = q->fd, .events = POLLIN };
 	int r;
 	do
@@ -236,8 +245,11 @@ static int pump(devq *q, int timeout_ms)
 		return -ETIMEDOUT;
 	ssize_t n = devq_rx_recv(&q->rx, q->fd, MSG_DONTWAIT);
 	uint64_t t = now_ns();
+	q->io.recv_calls++;
 	if (n == -EAGAIN)
 		return 0;
+	if (n > 0)
+		q->io.bytes_received += (uint64_t)n;
 	if (n <= 0) {
 		q->broken = true;
 		return fail(q, n == 0 ? -ECONNRESET : (int)n, "connection to devqd %s",
@@ -273,13 +285,41 @@ static int send_msg(devq *q, Devq__ClientMessage *m, const int *fds, unsigned nf
 	int r = devq_tx_push(&q->tx, DEVQ_FRAME_CLIENT, &m->base, fds, nfds);
 	if (r < 0)
 		return fail(q, r, "cannot queue message: %s", strerror(-r));
+	/* Coalescing holds only submits back: they need no reply, and every
+	 * path that waits flushes first (pump). */
+	if (q->coalesce && m->body_case == DEVQ__CLIENT_MESSAGE__BODY_SUBMIT &&
+	    q->tx.bytes < q->coalesce)
+		return 0;
+	return devq_flush(q);
+}
+
+int devq_flush(devq *q)
+{
+	if (!q->tx.head)
+		return 0;
+	if (q->broken)
+		return fail(q, -ECONNRESET, "connection to devqd lost");
+	size_t before = q->tx.bytes;
 	/* Blocking socket: flush returns when all of it is in the kernel. */
-	r = devq_tx_flush(&q->tx, q->fd);
+	int r = devq_tx_flush(&q->tx, q->fd);
+	q->io.flushes++;
+	q->io.bytes_sent += before - q->tx.bytes;
 	if (r < 0) {
 		q->broken = true;
 		return fail(q, r, "send to devqd: %s", strerror(-r));
 	}
 	return 0;
+}
+
+int devq_set_coalescing(devq *q, size_t max_bytes)
+{
+	q->coalesce = max_bytes;
+	return max_bytes ? 0 : devq_flush(q);
+}
+
+void devq_get_io_stats(const devq *q, struct devq_io_stats *out)
+{
+	*out = q->io;
 }
 
 /* Sends m and waits for the reply of kind c (or an Error for request). */
@@ -386,6 +426,8 @@ void devq_disconnect(devq *q)
 {
 	if (!q)
 		return;
+	if (q->fd >= 0 && !q->broken)
+		devq_flush(q); /* coalesced submits were promised to the daemon */
 	if (q->fd >= 0)
 		close(q->fd);
 	devq_rx_fini(&q->rx);
