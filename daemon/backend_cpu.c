@@ -27,16 +27,24 @@ struct cpu_backend {
 	pthread_mutex_t lock;  /* stream FIFOs and every op's done flag */
 	pthread_cond_t done;   /* broadcast on each completion, for waiters */
 	bool stop;
+	/* Set by the fault-injection kernel: from then on every op fails as on
+	 * a GPU whose context took a sticky error. */
+	atomic_bool lost;
 	struct cpu_stream *s;
 };
 
-static void run_op(struct devq_bop *op)
+static const char lost_msg[] =
+	"simulated sticky fault (fault-injection kernel): the device context is lost";
+
+static void run_op(struct cpu_backend *cb, struct devq_bop *op)
 {
 	switch (op->kind) {
 	case DEVQ_BOP_KERNEL: {
 		struct devq_kctx ctx = { .start_ns = op->t_start };
 		int r = op->kernel->cpu(op->args, &ctx);
-		if (r < 0) {
+		if (r == -ENOTRECOVERABLE) {
+			atomic_store(&cb->lost, true);
+		} else if (r < 0) {
 			op->code = DEVQ__CODE__DEVICE_ERROR;
 			snprintf(op->msg, sizeof(op->msg), "%s failed: %s", op->kernel->name,
 				 strerror(-r));
@@ -103,9 +111,15 @@ static void *worker(void *arg)
 			snprintf(op->msg, sizeof(op->msg), "cancelled before it started");
 		}
 		op->t_start = devq_now_ns();
-		if (op->code == DEVQ__CODE__OK)
-			run_op(op);
+		if (op->code == DEVQ__CODE__OK && !atomic_load(&cb->lost))
+			run_op(cb, op);
 		op->t_end = devq_now_ns();
+		/* As on a GPU: once the context is lost, every op that had not
+		 * completed reports it, whatever it was doing. */
+		if (atomic_load(&cb->lost) && op->kind != DEVQ_BOP_FAIL) {
+			op->code = DEVQ__CODE__DEVICE_LOST;
+			snprintf(op->msg, sizeof(op->msg), "%s", lost_msg);
+		}
 
 		/* Report under the lock, before waking dependents: an op's
 		 * completion then always reaches the daemon before that of any

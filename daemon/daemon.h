@@ -22,6 +22,10 @@
 #define DEVQ_PROTO_MAX 1
 #define DEVQ_VERSION "0.1.0"
 
+/* Exit status after the device was lost (EX_UNAVAILABLE): the service
+ * manager restarts devqd on a fresh device context. */
+#define DEVQ_EXIT_DEVICE_LOST 69
+
 struct devq_config {
 	const char *socket_path;
 	const char *backend; /* "cpu", "cuda" or "auto" */
@@ -33,6 +37,10 @@ struct devq_config {
 	uint32_t max_frame;
 	unsigned max_queues;      /* per session */
 	uint64_t stop_grace_ns;   /* shutdown: how long in-flight work may take */
+	/* Watchdog: ops in flight and no completion for this long means the
+	 * device or a completion thread is stuck (notify.c stops pinging). */
+	uint64_t stall_ns;
+	bool test_faults;         /* expose the fault-injection kernel (tests) */
 };
 
 struct devq_session;
@@ -153,7 +161,13 @@ struct devq_daemon {
 	/* Why the backend in use was chosen, when that deserves an operator's
 	 * attention (e.g. CPU fallback on a host with /dev/nvidia*); "" if not. */
 	char backend_note[256];
+	bool device_lost;
 };
+
+/* lost.c: the device took a sticky fault (op is the first op reporting it):
+ * tell every session, naming the sessions that had work on the device, and
+ * stop with DEVQ_EXIT_DEVICE_LOST once the ops in flight have failed. */
+void devq_device_lost(struct devq_daemon *d, const struct devq_op *op);
 
 /* backend_select.c: opens the backend cfg->backend names ("auto" tries the
  * GPU first).  Logs which one and why; on failure logs the reason. */
@@ -170,7 +184,9 @@ void devq_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 
 #define log_debug(...) devq_log(DEVQ_LOG_DEBUG, __VA_ARGS__)
 
 /* server.c: connections and the loop */
-int devq_server_run(struct devq_daemon *d); /* start, then run the loop until stopped */
+int devq_server_run(struct devq_daemon *d);
+/* Stops as SIGTERM does, then exits with exit_code. */
+void devq_server_stop(struct devq_daemon *d, const char *why, int exit_code); /* start, then run the loop until stopped */
 /* Listens and sets up the loop's handles without running it: 0, or the
  * exit status to give up with.  Split from run so that an in-process driver
  * (tests/fuzz) can step the real loop with uv_run(UV_RUN_NOWAIT/ONCE). */

@@ -367,6 +367,8 @@ static void complete_one(struct devq_daemon *d, struct devq_op *op, uint64_t now
 {
 	struct devq_session *s = op->s;
 	struct devq_queue *q = op->q;
+	if (op->b.code == DEVQ__CODE__DEVICE_LOST && !d->device_lost)
+		devq_device_lost(d, op);
 	op->completed = true;
 	op->t_observed = now;
 	if (op->point != q->completed + 1)

@@ -112,7 +112,7 @@ void devq_session_send(struct devq_session *s, const Devq__DaemonMessage *m, con
 void devq_session_error(struct devq_session *s, Devq__Code code, const char *request,
 			const struct devq_buf *b, const uint32_t *queue, const char *fmt, ...)
 {
-	char msg[256];
+	char msg[640]; /* device_lost notices name several sessions */
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
@@ -397,6 +397,13 @@ static void begin_stop(struct devq_daemon *d, const char *why)
 		set_events(s, s->poll_events);
 	}
 	uv_timer_start(&d->stop_timer, on_stop_tick, 0, 5);
+}
+
+void devq_server_stop(struct devq_daemon *d, const char *why, int exit_code)
+{
+	if (!d->stopping)
+		d->exit_code = exit_code;
+	begin_stop(d, why);
 }
 
 static void on_signal(uv_signal_t *h, int signum)

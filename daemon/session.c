@@ -147,15 +147,19 @@ static void on_list(struct devq_session *s)
 {
 	Devq__Executable items[devq_nkernels];
 	Devq__Executable *ptrs[devq_nkernels];
+	size_t n = 0;
 	for (size_t i = 0; i < devq_nkernels; i++) {
-		devq__executable__init(&items[i]);
-		items[i].id = (uint32_t)i;
-		items[i].name = (char *)devq_kernels[i].name;
-		items[i].signature = (char *)devq_kernels[i].signature;
-		ptrs[i] = &items[i];
+		if (devq_kernels[i].test_only && !s->d->cfg.test_faults)
+			continue;
+		devq__executable__init(&items[n]);
+		items[n].id = (uint32_t)i;
+		items[n].name = (char *)devq_kernels[i].name;
+		items[n].signature = (char *)devq_kernels[i].signature;
+		ptrs[n] = &items[n];
+		n++;
 	}
 	Devq__ExecutableList l = DEVQ__EXECUTABLE_LIST__INIT;
-	l.n_items = devq_nkernels;
+	l.n_items = n;
 	l.items = ptrs;
 	reply(s, DEVQ__DAEMON_MESSAGE__BODY_EXECUTABLES, &l, NULL, 0);
 }

@@ -99,6 +99,10 @@ static int validate_kernel(struct devq_session *s, const Devq__KernelOp *k, stru
 	}
 	const struct devq_kernel *kern = &devq_kernels[k->executable];
 	const struct devq_sig *sig = &d->sigs[k->executable];
+	if (kern->test_only && !d->cfg.test_faults) {
+		snprintf(err, n, "executable %u not found", k->executable);
+		return DEVQ__CODE__NOT_FOUND;
+	}
 	if (!d->be->ops->has_kernel(d->be, kern)) {
 		snprintf(err, n, "executable %s has no code for this device (%s)", kern->name,
 			 d->be->device);

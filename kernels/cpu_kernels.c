@@ -141,3 +141,9 @@ int devq_cpu_spin_buf(const union devq_kval *args, const struct devq_kctx *ctx)
 		buf[i]++;
 	return 0;
 }
+
+int devq_cpu_fault(const union devq_kval *args, const struct devq_kctx *ctx)
+{
+	spin_until(deadline_of(ctx, args[0].u64));
+	return -ENOTRECOVERABLE;
+}

@@ -9,5 +9,6 @@
 	int devq_cpu_##name(const union devq_kval *args, const struct devq_kctx *ctx);
 #include "manifest.def"
 #undef DEVQ_KERNEL
+int devq_cpu_fault(const union devq_kval *args, const struct devq_kctx *ctx);
 
 #endif

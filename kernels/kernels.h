@@ -4,6 +4,7 @@
 #ifndef DEVQ_KERNELS_H
 #define DEVQ_KERNELS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -59,13 +60,16 @@ struct devq_kctx {
 	uint64_t start_ns; /* CLOCK_MONOTONIC when the device queue started the op */
 };
 
-/* Returns 0, or a negative errno when the kernel itself failed. */
+/* Returns 0, or a negative errno when the kernel itself failed.
+ * -ENOTRECOVERABLE means the device itself is lost (a sticky fault). */
 typedef int (*devq_cpu_fn)(const union devq_kval *args, const struct devq_kctx *ctx);
 
 struct devq_kernel {
 	const char *name;
 	const char *signature;
 	devq_cpu_fn cpu;
+	/* Hidden unless devqd runs with --test-fault-injection. */
+	bool test_only;
 };
 
 extern const struct devq_kernel devq_kernels[];

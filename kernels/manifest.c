@@ -5,9 +5,14 @@
 #include "cpu_kernels.h"
 
 const struct devq_kernel devq_kernels[] = {
-#define DEVQ_KERNEL(name, sig) { #name, sig, devq_cpu_##name },
+#define DEVQ_KERNEL(name, sig) { #name, sig, devq_cpu_##name, false },
 #include "manifest.def"
 #undef DEVQ_KERNEL
+	/* After ns nanoseconds, a sticky device fault: the CUDA version writes
+	 * to an illegal address, the CPU one marks its backend lost.  It
+	 * exists so tests can drive the device-lost path; devqd hides it
+	 * unless started with --test-fault-injection. */
+	{ "fault", "ns:u64", devq_cpu_fault, true },
 };
 
 const size_t devq_nkernels = sizeof devq_kernels / sizeof devq_kernels[0];

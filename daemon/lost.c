@@ -1,0 +1,66 @@
+/* Device loss.  After a sticky fault (CUDA: illegal address, launch failure)
+ * the context is poisoned and every stream reports the same error; the CUDA
+ * documentation says the process must be restarted.  So devqd reports the
+ * error on every op in flight (the backend does that), tells every session
+ * which sessions had work on the device, and exits with a distinct status so
+ * systemd (Restart=on-failure; the socket unit keeps the listening socket)
+ * starts a fresh daemon.  Which kernel faulted is unknowable once every
+ * stream reports the error, so attribution is exact only when one session
+ * had work on the device. */
+#include <stdio.h>
+#include <string.h>
+
+#include "daemon.h"
+
+#define LOST_MSG 480
+
+static void describe(const struct devq_session *s, char *buf, size_t n)
+{
+	snprintf(buf, n, "session %llu (pid %d, uid %u, '%.40s')", (unsigned long long)s->id,
+		 (int)s->pid, (unsigned)s->uid, s->name);
+}
+
+void devq_device_lost(struct devq_daemon *d, const struct devq_op *op)
+{
+	char who[LOST_MSG] = "", one[128];
+	unsigned busy = 0;
+	const struct devq_session *culprit = NULL;
+	size_t len = 0;
+
+	d->device_lost = true;
+	for (struct devq_session *s = d->sessions; s; s = s->next) {
+		if (!s->ops_in_flight)
+			continue;
+		busy++;
+		culprit = s;
+		describe(s, one, sizeof(one));
+		int w = snprintf(who + len, sizeof(who) - len, "%s%s", len ? ", " : "", one);
+		if (w < 0 || (size_t)w >= sizeof(who) - len) {
+			/* Truncated: the count below still says how many. */
+			len = sizeof(who) - 1;
+			break;
+		}
+		len += (size_t)w;
+	}
+	char cause[LOST_MSG + 160];
+	if (busy == 1)
+		snprintf(cause, sizeof(cause), "caused by %s, the only session with work on the device",
+			 who);
+	else
+		snprintf(cause, sizeof(cause), "%u sessions had work on the device: %s", busy, who);
+	log_err("device lost: %s; %s; stopping with status %d for a restart", op->b.msg, cause,
+		DEVQ_EXIT_DEVICE_LOST);
+
+	for (struct devq_session *s = d->sessions; s; s = s->next) {
+		if (!s->connected || !s->hello_done)
+			continue;
+		const char *role = s == culprit && busy == 1 ? "your work faulted the device"
+			: s->ops_in_flight ? "your work in flight fails"
+					   : "you had no work on the device";
+		devq_session_error(s, DEVQ__CODE__DEVICE_LOST, "device", NULL, NULL,
+				   "%s: %.120s; %s. devqd restarts: reconnect and re-import "
+				   "shared buffers (device buffers are gone)",
+				   role, op->b.msg, cause);
+	}
+	devq_server_stop(d, "device lost", DEVQ_EXIT_DEVICE_LOST);
+}
