@@ -53,6 +53,8 @@ KERNEL_SRC = kernels/manifest.c kernels/cpu_kernels.c
 DAEMON_SRC = daemon/main.c daemon/server.c daemon/session.c daemon/sched.c \
              daemon/validate.c daemon/buffer.c daemon/idmap.c daemon/log.c \
              daemon/backend_cpu.c daemon/backend_select.c
+# Deployment: devqd.conf, systemd notify/watchdog, metrics.
+DAEMON_SRC += daemon/config.c
 LIB_SRC    = client/libdevq.c
 DEVCTL_SRC = client/devctl.c
 

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config.h"
 #include "daemon.h"
 
 static void usage(FILE *f)
@@ -23,6 +24,10 @@ static void usage(FILE *f)
 		"      --max-op-ms MS      longest duration one op may request (default 10000)\n"
 		"      --max-buffer-mb MB  largest buffer (default 4096)\n"
 		"      --max-queues N      queues per session (default 64)\n"
+		"  -c, --config FILE       read settings from FILE (default /etc/devqd/devqd.conf\n"
+		"                          when it exists); flags override the file\n"
+		"      --stall-timeout-ms MS  watchdog: ops in flight and no completion for MS\n"
+		"                          means the device is stuck (default 60000)\n"
 		"  -v, --verbose           more logging (repeat for debug)\n"
 		"  -h, --help              this text\n"
 		"  -V, --version           print the version\n"
@@ -76,6 +81,8 @@ int main(int argc, char **argv)
 		{ "max-op-ms", required_argument, NULL, 1 },
 		{ "max-buffer-mb", required_argument, NULL, 2 },
 		{ "max-queues", required_argument, NULL, 3 },
+		{ "config", required_argument, NULL, 'c' },
+		{ "stall-timeout-ms", required_argument, NULL, 5 },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
@@ -89,10 +96,14 @@ int main(int argc, char **argv)
 	d.cfg.max_buffer_bytes = 4096ull << 20;
 	d.cfg.max_frame = DEVQ_FRAME_MAX_DEFAULT;
 	d.cfg.max_queues = 64;
+	d.cfg.stall_ns = 60ull * 1000 * 1000 * 1000;
 	d.listen_fd = -1;
 	int verbose = 0, c;
 	uint64_t v;
-	while ((c = getopt_long(argc, argv, "s:b:n:vhV", opts, NULL)) != -1) {
+	/* The file first, so that every flag below overrides it. */
+	if (devq_config_load_argv(&d.cfg, argc, argv) < 0)
+		return 2;
+	while ((c = getopt_long(argc, argv, "s:b:n:c:vhV", opts, NULL)) != -1) {
 		switch (c) {
 		case 's':
 			d.cfg.socket_path = optarg;
@@ -127,6 +138,13 @@ int main(int argc, char **argv)
 				return 2;
 			d.cfg.max_queues = (unsigned)v;
 			break;
+		case 'c': /* loaded above */
+			break;
+		case 5:
+			if (parse_u64("--stall-timeout-ms", optarg, 1000, 24ull * 3600 * 1000, &v))
+				return 2;
+			d.cfg.stall_ns = v * 1000000;
+			break;
 		case 'v':
 			verbose++;
 			break;
@@ -146,7 +164,7 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	devq_log_set_level(DEVQ_LOG_WARN + verbose);
+	devq_log_set_level(DEVQ_LOG_WARN + d.cfg.verbose + verbose);
 	d.cfg.stop_grace_ns = d.cfg.max_op_ns + 2ull * 1000 * 1000 * 1000;
 	signal(SIGPIPE, SIG_IGN);
 
@@ -178,5 +196,6 @@ int main(int argc, char **argv)
 	pthread_mutex_destroy(&d.cmpl_lock);
 	sigs_free(&d);
 	log_info("stopped");
+	devq_config_fini();
 	return code;
 }

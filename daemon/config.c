@@ -1,0 +1,283 @@
+/* devqd.conf parser.  The format is deliberately small: "key = value" lines,
+ * '#' or ';' starting a comment line, no sections, no inline comments (a
+ * socket path may contain '#').  Every key is a row of the table below; the
+ * row says which field of struct devq_config it sets and what it accepts,
+ * so the parser itself never names a setting. */
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum cfg_type {
+	CFG_STR,    /* const char *, owned by the config */
+	CFG_CHOICE, /* const char *, one of row->choices */
+	CFG_U64,    /* uint64_t = value * scale */
+	CFG_UINT,   /* unsigned */
+	CFG_INT,    /* int */
+	CFG_BOOL,   /* bool: yes/no, true/false, on/off, 1/0 */
+};
+
+struct cfg_key {
+	const char *name;
+	enum cfg_type type;
+	size_t off;
+	uint64_t min, max;   /* numbers: accepted range, in the key's own unit */
+	uint64_t scale;      /* CFG_U64: field = value * scale (ms -> ns, MiB -> bytes) */
+	const char *choices; /* CFG_CHOICE: "a|b|c" */
+};
+
+#define F(field) offsetof(struct devq_config, field)
+
+/* Keep in step with man/devqd.conf.5, packaging/devqd.conf and the flags in
+ * main.c: each key is also the long option --KEY. */
+static const struct cfg_key keys[] = {
+	{ "socket", CFG_STR, F(socket_path), 0, 0, 0, NULL },
+	{ "backend", CFG_CHOICE, F(backend), 0, 0, 0, "auto|cpu|cuda" },
+	{ "device", CFG_INT, F(device), 0, 1023, 0, NULL },
+	{ "streams", CFG_UINT, F(streams), 1, 256, 0, NULL },
+	{ "max-op-ms", CFG_U64, F(max_op_ns), 1, 24ull * 3600 * 1000, 1000000, NULL },
+	{ "max-buffer-mb", CFG_U64, F(max_buffer_bytes), 1, 1ull << 30, 1ull << 20, NULL },
+	{ "max-queues", CFG_UINT, F(max_queues), 1, 1u << 16, 0, NULL },
+	{ "verbose", CFG_INT, F(verbose), 0, 2, 0, NULL },
+	{ "stall-timeout-ms", CFG_U64, F(stall_ns), 1000, 24ull * 3600 * 1000, 1000000, NULL },
+};
+
+#undef F
+
+/* Strings the file supplied: cfg's fields point into these.  One list per
+ * process (there is one configuration), kept reachable so that an early
+ * exit on a bad flag is not a leak. */
+struct cfg_strings {
+	size_t n;
+	char *s[];
+};
+static struct cfg_strings *owned;
+
+static const struct cfg_key *find_key(const char *name)
+{
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+		if (!strcmp(keys[i].name, name))
+			return &keys[i];
+	return NULL;
+}
+
+static char *keep_string(const char *v)
+{
+	struct cfg_strings *old = owned;
+	size_t n = old ? old->n : 0;
+	char *copy = strdup(v);
+	struct cfg_strings *ns = copy ? realloc(old, sizeof(*ns) + (n + 1) * sizeof(char *)) : NULL;
+	if (!ns) {
+		free(copy);
+		return NULL;
+	}
+	ns->n = n + 1;
+	ns->s[n] = copy;
+	owned = ns;
+	return copy;
+}
+
+static bool choice_ok(const char *choices, const char *v)
+{
+	size_t len = strlen(v);
+	for (const char *p = choices; *p;) {
+		const char *bar = strchr(p, '|');
+		size_t n = bar ? (size_t)(bar - p) : strlen(p);
+		if (n == len && !strncmp(p, v, n))
+			return true;
+		p += n + (bar ? 1 : 0);
+	}
+	return false;
+}
+
+static int parse_number(const struct cfg_key *k, const char *v, uint64_t *out, char *err,
+			size_t errlen)
+{
+	char *end;
+	errno = 0;
+	unsigned long long x = strtoull(v, &end, 10);
+	if (errno || end == v || *end || !isdigit((unsigned char)v[0]) || x < k->min ||
+	    x > k->max) {
+		snprintf(err, errlen, "%s: '%s' is not a number in %llu..%llu", k->name, v,
+			 (unsigned long long)k->min, (unsigned long long)k->max);
+		return -EINVAL;
+	}
+	*out = x;
+	return 0;
+}
+
+int devq_config_set(struct devq_config *cfg, const char *key, const char *value, char *err,
+		    size_t errlen)
+{
+	const struct cfg_key *k = find_key(key);
+	if (!k) {
+		snprintf(err, errlen, "unknown key '%s'", key);
+		return -EINVAL;
+	}
+	char *field = (char *)cfg + k->off;
+	uint64_t x;
+	switch (k->type) {
+	case CFG_CHOICE:
+		if (!choice_ok(k->choices, value)) {
+			snprintf(err, errlen, "%s: '%s' is not one of %s", k->name, value,
+				 k->choices);
+			return -EINVAL;
+		}
+		/* fall through */
+	case CFG_STR: {
+		if (!*value) {
+			snprintf(err, errlen, "%s: empty value", k->name);
+			return -EINVAL;
+		}
+		char *s = keep_string(value);
+		if (!s) {
+			snprintf(err, errlen, "out of memory");
+			return -ENOMEM;
+		}
+		*(const char **)field = s;
+		return 0;
+	}
+	case CFG_BOOL:
+		if (!strcmp(value, "yes") || !strcmp(value, "true") || !strcmp(value, "on") ||
+		    !strcmp(value, "1")) {
+			*(bool *)field = true;
+		} else if (!strcmp(value, "no") || !strcmp(value, "false") ||
+			   !strcmp(value, "off") || !strcmp(value, "0")) {
+			*(bool *)field = false;
+		} else {
+			snprintf(err, errlen, "%s: '%s' is not yes or no", k->name, value);
+			return -EINVAL;
+		}
+		return 0;
+	case CFG_U64:
+		if (parse_number(k, value, &x, err, errlen) < 0)
+			return -EINVAL;
+		*(uint64_t *)field = x * (k->scale ? k->scale : 1);
+		return 0;
+	case CFG_UINT:
+		if (parse_number(k, value, &x, err, errlen) < 0)
+			return -EINVAL;
+		*(unsigned *)field = (unsigned)x;
+		return 0;
+	case CFG_INT:
+		if (parse_number(k, value, &x, err, errlen) < 0)
+			return -EINVAL;
+		*(int *)field = (int)x;
+		return 0;
+	}
+	snprintf(err, errlen, "%s: unsupported key type", k->name);
+	return -EINVAL;
+}
+
+static char *trim(char *s)
+{
+	while (isspace((unsigned char)*s))
+		s++;
+	size_t n = strlen(s);
+	while (n && isspace((unsigned char)s[n - 1]))
+		s[--n] = '\0';
+	return s;
+}
+
+int devq_config_load(struct devq_config *cfg, const char *path, char *err, size_t errlen)
+{
+	FILE *f = fopen(path, "re");
+	if (!f) {
+		int e = errno;
+		snprintf(err, errlen, "%s: %s", path, strerror(e));
+		return -e;
+	}
+	/* A key given twice is a mistake worth naming, not a silent override. */
+	unsigned seen_at[sizeof(keys) / sizeof(keys[0])] = { 0 };
+	char line[4096];
+	unsigned lineno = 0;
+	int r = 0;
+	while (fgets(line, sizeof(line), f)) {
+		lineno++;
+		size_t len = strlen(line);
+		if (len == sizeof(line) - 1 && line[len - 1] != '\n' && !feof(f)) {
+			snprintf(err, errlen, "%s:%u: line longer than %zu bytes", path, lineno,
+				 sizeof(line) - 2);
+			r = -EINVAL;
+			break;
+		}
+		char *s = trim(line);
+		if (!*s || *s == '#' || *s == ';')
+			continue;
+		char *eq = strchr(s, '=');
+		if (!eq) {
+			snprintf(err, errlen, "%s:%u: expected 'key = value', got '%.64s'", path,
+				 lineno, s);
+			r = -EINVAL;
+			break;
+		}
+		*eq = '\0';
+		char *key = trim(s), *value = trim(eq + 1);
+		const struct cfg_key *k = find_key(key);
+		if (k && seen_at[k - keys]) {
+			snprintf(err, errlen, "%s:%u: %s given twice (first at line %u)", path,
+				 lineno, key, seen_at[k - keys]);
+			r = -EINVAL;
+			break;
+		}
+		char why[256];
+		r = devq_config_set(cfg, key, value, why, sizeof(why));
+		if (r < 0) {
+			snprintf(err, errlen, "%s:%u: %s", path, lineno, why);
+			break;
+		}
+		seen_at[k - keys] = lineno;
+	}
+	if (!r && ferror(f)) {
+		snprintf(err, errlen, "%s: read error", path);
+		r = -EIO;
+	}
+	fclose(f);
+	return r;
+}
+
+int devq_config_load_argv(struct devq_config *cfg, int argc, char *const *argv)
+{
+	const char *path = NULL;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		if (!strcmp(a, "--"))
+			break;
+		if (!strcmp(a, "--config") || !strcmp(a, "-c")) {
+			if (i + 1 >= argc) {
+				fprintf(stderr, "devqd: %s needs a FILE\n", a);
+				return -EINVAL;
+			}
+			path = argv[++i];
+		} else if (!strncmp(a, "--config=", 9)) {
+			path = a + 9;
+		} else if (!strncmp(a, "-c", 2)) {
+			path = a + 2;
+		}
+	}
+	bool explicit = path != NULL;
+	if (!path)
+		path = DEVQ_CONFIG_DEFAULT_PATH;
+	char err[512];
+	int r = devq_config_load(cfg, path, err, sizeof(err));
+	if (r == -ENOENT && !explicit)
+		return 0;
+	if (r < 0)
+		fprintf(stderr, "devqd: config: %s\n", err);
+	return r;
+}
+
+void devq_config_fini(void)
+{
+	if (!owned)
+		return;
+	for (size_t i = 0; i < owned->n; i++)
+		free(owned->s[i]);
+	free(owned);
+	owned = NULL;
+}

@@ -1,0 +1,33 @@
+/* devqd.conf: the admin's configuration file.  One table maps each key to a
+ * field of struct devq_config; adding a setting is one row in config.c
+ * (plus its flag in main.c and its entry in man/devqd.conf.5). */
+#ifndef DEVQ_CONFIG_H
+#define DEVQ_CONFIG_H
+
+#include <stddef.h>
+
+#include "daemon.h"
+
+#define DEVQ_CONFIG_DEFAULT_PATH "/etc/devqd/devqd.conf"
+
+/* Finds --config FILE (or -c FILE, --config=FILE) in argv without consuming
+ * anything, so main's getopt still sees every flag and flags override the
+ * file.  Loads that file, or the default path when it exists.  An explicit
+ * file that is missing is an error; a missing default file is not.
+ * Returns 0, or a negative errno after printing "FILE:LINE: problem". */
+int devq_config_load_argv(struct devq_config *cfg, int argc, char *const *argv);
+
+/* Parses one file into cfg; the first problem is written to err as
+ * "FILE:LINE: ..." and a negative errno returned.  Values already in cfg
+ * stay unless the file sets them. */
+int devq_config_load(struct devq_config *cfg, const char *path, char *err, size_t errlen);
+
+/* Sets one key from its text value, as a file line would. */
+int devq_config_set(struct devq_config *cfg, const char *key, const char *value, char *err,
+		    size_t errlen);
+
+/* Frees the strings the file supplied (the config's string fields may
+ * point at them, so call this last). */
+void devq_config_fini(void);
+
+#endif
