@@ -52,11 +52,14 @@ COMMON_SRC = proto/frame.c kernels/sig.c $(GEN_C)
 KERNEL_SRC = kernels/manifest.c kernels/cpu_kernels.c
 DAEMON_SRC = daemon/main.c daemon/server.c daemon/session.c daemon/sched.c \
              daemon/validate.c daemon/buffer.c daemon/idmap.c daemon/log.c \
-             daemon/backend_cpu.c daemon/backend_select.c
+             daemon/backend_cpu.c daemon/backend_select.c daemon/lost.c
 # Deployment: devqd.conf, systemd notify/watchdog, metrics.
-DAEMON_SRC += daemon/config.c
+DAEMON_SRC += daemon/config.c daemon/notify.c
 LIB_SRC    = client/libdevq.c
 DEVCTL_SRC = client/devctl.c
+# Tracing: the op recorder and devctl trace/top.
+DAEMON_SRC += daemon/trace.c
+DEVCTL_SRC += client/devctl_trace.c client/devctl_top.c
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(patsubst $(BUILD)/%,%,$(1)))
 
@@ -123,13 +126,13 @@ $(BUILD)/tests/test_frame: $(call obj,tests/test_frame.c) $(COMMON_OBJ)
 # An area's mk/*.mk adds its programs to TESTS (and, when it needs more
 # objects, a rule of its own for that program).
 HARNESS_TESTS = test_daemon test_devctl test_badinput
-$(addprefix $(BUILD)/tests/,$(HARNESS_TESTS)): $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(call obj,tests/harness.c) $(KERNEL_OBJ) $(BUILD)/libdevq.a
-	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) $(LIBS_CK) -lm
-
 # Each area (CUDA, deployment, tenancy, performance, tracing) keeps its
 # build rules in its own file.
 include $(sort $(wildcard mk/*.mk))
+
+$(addprefix $(BUILD)/tests/,$(HARNESS_TESTS)): $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(call obj,tests/harness.c) $(KERNEL_OBJ) $(BUILD)/libdevq.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) $(LIBS_CK) -lm
 
 # Each test program prints Check's summary; the last line adds them up.
 check: all $(TEST_BIN)

@@ -68,6 +68,17 @@ int devq_connect(const char *path, const char *client_name, devq **out);
 /* The same, claiming the protocol versions [min, max] (for tests). */
 int devq_connect_versions(const char *path, const char *client_name, uint32_t min,
 			  uint32_t max, devq **out);
+/* Carries a session over a daemon restart (after a device_lost error, or
+ * when the connection broke): connects again to the same socket, retrying
+ * for up to timeout_ms while the new daemon starts, says hello, re-imports
+ * every shared buffer under its old id and handle (the memory and its
+ * contents are the client's and survive) and reopens every queue.  Queue
+ * timelines restart at point 0; ops that never completed are gone (the old
+ * daemon failed them with device_lost).  Device buffers lived in the lost
+ * context: they come back with lost set, and ops naming them fail.
+ * Completions and errors already received stay readable.  Keeping shared
+ * buffers re-importable costs one fd per buffer in this process. */
+int devq_reconnect(devq *q, int timeout_ms);
 /* Closes the connection and frees every handle obtained from it.  The daemon
  * finishes (or cancels) the session's ops and frees its buffers after. */
 void devq_disconnect(devq *q);
@@ -92,7 +103,10 @@ struct devq_buffer {
 	void *map; /* this process's mapping (shared buffers), else NULL */
 	bool read_only;
 	bool released; /* the daemon sent BufferReleased */
+	bool lost;     /* a device buffer that did not survive devq_reconnect */
 	struct devq_buffer *next; /* private */
+	int fd;                   /* private: the memfd, kept for devq_reconnect */
+	bool releasing;           /* private: release asked */
 };
 
 /* The daemon creates a sealed memfd (or device memory); round trip. */
@@ -281,6 +295,83 @@ struct devq_status {
 /* Round trip; free with devq_status_free. */
 int devq_get_status(devq *q, struct devq_status **out);
 void devq_status_free(struct devq_status *s);
+
+/* ---- tracing ---------------------------------------------------------- */
+
+/* What devqd recorded about recent ops (devctl trace, devctl top).  The
+ * daemon keeps a bounded ring of completed ops; a caller sees the sessions
+ * of its own uid, or every session with `all` (root or the daemon's admin
+ * group only: otherwise -EACCES, "permission_denied: ..."). */
+struct devq_trace_query {
+	bool all;
+	uint32_t last;     /* at most this many newest ops (0: every op kept) */
+	uint64_t since_ns; /* only ops the daemon saw complete after this time */
+	bool no_ops;       /* counters and sessions only */
+};
+
+enum devq_trace_wait_kind {
+	DEVQ_TRACE_WAIT_QUEUE = 0,    /* the previous point of its own queue */
+	DEVQ_TRACE_WAIT_EXPLICIT = 1, /* a wait the client asked for */
+	DEVQ_TRACE_WAIT_HAZARD = 2,   /* derived from buffer access */
+};
+
+#define DEVQ_TRACE_MAX_WAITS 8
+#define DEVQ_TRACE_MAX_BUFFERS 8
+
+struct devq_trace_op {
+	uint64_t session;
+	uint32_t queue, stream;
+	uint64_t point;
+	int32_t executable; /* devq_exec id; -1 copy, -2 fill, -3 none */
+	int code;
+	struct devq_timing t; /* client_received is 0: only the client knows it */
+	size_t nwaits, nbuffers;
+	uint32_t waits_dropped;
+	struct {
+		uint32_t queue;
+		uint64_t point;
+		enum devq_trace_wait_kind kind;
+	} waits[DEVQ_TRACE_MAX_WAITS];
+	struct {
+		uint64_t id;
+		uint32_t access; /* 1 read, 2 write, 3 both */
+		bool released;   /* BufferReleased followed this op's completion */
+	} buffers[DEVQ_TRACE_MAX_BUFFERS];
+};
+
+struct devq_trace_queue {
+	uint32_t id, stream;
+	uint64_t submitted, completed;
+};
+
+struct devq_trace_session {
+	uint64_t id;
+	uint32_t pid, uid;
+	char name[64];
+	bool connected; /* false: gone, or draining after a disconnect */
+	uint64_t ops_completed, ops_failed, ops_in_flight, bytes_mapped;
+	size_t nqueues;
+	struct devq_trace_queue *queues;
+};
+
+struct devq_trace {
+	uint64_t now_ns; /* daemon's CLOCK_MONOTONIC when it answered */
+	char backend[16];
+	char device[128];
+	uint32_t streams;
+	uint32_t capacity; /* ops the daemon's ring keeps; 0: recording off */
+	uint64_t recorded; /* ops recorded since the daemon started */
+	bool truncated;    /* since_ns reached past the oldest op kept */
+	uint64_t *stream_busy_ns; /* [streams]: device time since start */
+	size_t nsessions;
+	struct devq_trace_session *sessions; /* live ones first, then gone ones */
+	size_t nops;
+	struct devq_trace_op *ops; /* in completion order */
+};
+
+/* Round trip; free with devq_trace_free. */
+int devq_trace_get(devq *q, const struct devq_trace_query *query, struct devq_trace **out);
+void devq_trace_free(struct devq_trace *t);
 
 #ifdef __cplusplus
 }

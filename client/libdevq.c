@@ -37,6 +37,10 @@ struct devq {
 	struct devq_info info;
 	char err[320];
 	bool broken; /* connection lost: every call fails */
+	/* what devq_reconnect needs to say hello again */
+	char path[108];
+	char name[64];
+	uint32_t min_version, max_version;
 
 	/* the synchronous request in progress and its reply */
 	const char *want_request;
@@ -355,6 +359,8 @@ static int request(devq *q, Devq__ClientMessage *m, const int *fds, unsigned nfd
 	return 0;
 }
 
+static int hello(devq *q);
+
 int devq_connect_versions(const char *path, const char *name, uint32_t min, uint32_t max,
 			  devq **out)
 {
@@ -373,27 +379,45 @@ int devq_connect_versions(const char *path, const char *name, uint32_t min, uint
 	devq_rx_init(&q->rx, 64u << 20);
 	devq_tx_init(&q->tx);
 	*out = q;
-
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	if (strlen(path) >= sizeof(sa.sun_path))
+	if (strlen(path) >= sizeof(q->path))
 		return fail(q, -ENAMETOOLONG, "socket path too long: %s", path);
-	strcpy(sa.sun_path, path);
+	strcpy(q->path, path);
+	snprintf(q->name, sizeof(q->name), "%s", name ? name : "libdevq");
+	q->min_version = min;
+	q->max_version = max;
+	return hello(q);
+}
+
+static int open_socket(devq *q)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	strcpy(sa.sun_path, q->path);
 	q->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (q->fd < 0)
 		return fail(q, -errno, "socket: %s", strerror(errno));
 	if (connect(q->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
 		int e = errno;
-		return fail(q, -e, "cannot connect to devqd at %s: %s", path, strerror(e));
+		close(q->fd);
+		q->fd = -1;
+		return fail(q, -e, "cannot connect to devqd at %s: %s", q->path, strerror(e));
 	}
+	return 0;
+}
+
+static int hello(devq *q)
+{
+	int r = open_socket(q);
+	if (r < 0)
+		return r;
 	Devq__Hello h = DEVQ__HELLO__INIT;
-	h.min_version = min;
-	h.max_version = max;
-	h.client_name = (char *)(name ? name : "libdevq");
+	h.min_version = q->min_version;
+	h.max_version = q->max_version;
+	h.client_name = q->name;
 	Devq__ClientMessage m = DEVQ__CLIENT_MESSAGE__INIT;
 	m.body_case = DEVQ__CLIENT_MESSAGE__BODY_HELLO;
 	m.hello = &h;
 	Devq__DaemonMessage *rep;
-	int r = request(q, &m, NULL, 0, "hello", DEVQ__DAEMON_MESSAGE__BODY_HELLO_REPLY, &rep);
+	r = request(q, &m, NULL, 0, "hello", DEVQ__DAEMON_MESSAGE__BODY_HELLO_REPLY, &rep);
 	if (r < 0)
 		return r;
 	const Devq__HelloReply *hr = rep->hello_reply;
@@ -419,6 +443,8 @@ static void buffer_free(struct devq_buffer *b)
 {
 	if (b->map)
 		munmap(b->map, b->size);
+	if (b->fd >= 0)
+		close(b->fd);
 	free(b);
 }
 
@@ -469,6 +495,7 @@ static int buffer_new(devq *q, uint64_t size, enum devq_buffer_kind kind, struct
 	b->id = q->next_buf_id++;
 	b->size = size;
 	b->kind = kind;
+	b->fd = -1;
 	*out = b;
 	return 0;
 }
@@ -501,7 +528,7 @@ int devq_buffer_create(devq *q, uint64_t size, enum devq_buffer_kind kind,
 			return fail(q, -EPROTO, "devqd sent no memfd for shared buffer");
 		}
 		b->map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-		close(fd);
+		b->fd = fd;
 		if (b->map == MAP_FAILED) {
 			int e = errno;
 			b->map = NULL;
@@ -550,6 +577,7 @@ int devq_buffer_import(devq *q, int memfd, uint64_t size, unsigned flags,
 	void *p = mmap(NULL, size, b->read_only ? PROT_READ : PROT_READ | PROT_WRITE, MAP_SHARED,
 		       memfd, 0);
 	b->map = p == MAP_FAILED ? NULL : p;
+	b->fd = fcntl(memfd, F_DUPFD_CLOEXEC, 0); /* -1 only costs devq_reconnect */
 	b->next = q->bufs;
 	q->bufs = b;
 	*out = b;
@@ -560,6 +588,7 @@ int devq_buffer_release(devq *q, struct devq_buffer *b)
 {
 	Devq__ReleaseBuffer rel = DEVQ__RELEASE_BUFFER__INIT;
 	rel.id = b->id;
+	b->releasing = true;
 	Devq__ClientMessage m = DEVQ__CLIENT_MESSAGE__INIT;
 	m.body_case = DEVQ__CLIENT_MESSAGE__BODY_RELEASE_BUFFER;
 	m.release_buffer = &rel;
@@ -952,4 +981,222 @@ void devq_status_free(struct devq_status *s)
 		return;
 	free(s->sessions);
 	free(s);
+}
+
+/* ---- reconnection ---------------------------------------------------- */
+
+static void reset_connection(devq *q)
+{
+	if (q->fd >= 0)
+		close(q->fd);
+	q->fd = -1;
+	devq_rx_fini(&q->rx);
+	devq_tx_fini(&q->tx);
+	devq_rx_init(&q->rx, 64u << 20);
+	devq_tx_init(&q->tx);
+	q->broken = false;
+}
+
+static int reimport(devq *q, struct devq_buffer *b)
+{
+	int fd = fcntl(b->fd, F_DUPFD_CLOEXEC, 0); /* the frame owns its copy */
+	if (fd < 0)
+		return fail(q, -errno, "dup: %s", strerror(errno));
+	Devq__ImportBuffer im = DEVQ__IMPORT_BUFFER__INIT;
+	im.id = b->id;
+	im.size = b->size;
+	im.read_only = b->read_only;
+	Devq__ClientMessage m = DEVQ__CLIENT_MESSAGE__INIT;
+	m.body_case = DEVQ__CLIENT_MESSAGE__BODY_IMPORT_BUFFER;
+	m.import_buffer = &im;
+	Devq__DaemonMessage *rep;
+	int r = request(q, &m, &fd, 1, "import_buffer", DEVQ__DAEMON_MESSAGE__BODY_BUFFER_READY,
+			&rep);
+	if (r < 0)
+		return r;
+	devq__daemon_message__free_unpacked(rep, NULL);
+	return 0;
+}
+
+int devq_reconnect(devq *q, int timeout_ms)
+{
+	uint64_t deadline = deadline_of(timeout_ms);
+	int r;
+	for (;;) {
+		reset_connection(q);
+		r = hello(q);
+		if (r == 0)
+			break;
+		/* Only "nobody there yet" is worth retrying: a refusal by a
+		 * live daemon (version, policy) will not change. */
+		bool transient = r == -ENOENT || r == -ECONNREFUSED || r == -ECONNRESET ||
+				 r == -EPIPE || r == -EAGAIN;
+		if (!transient)
+			return r;
+		if (remaining_ms(deadline) == 0) {
+			char why[sizeof(q->err)];
+			memcpy(why, q->err, sizeof(why));
+			return fail(q, -ETIMEDOUT, "devqd did not come back within %d ms (%.200s)",
+				    timeout_ms, why);
+		}
+		struct timespec ts = { 0, 10 * 1000 * 1000 };
+		nanosleep(&ts, NULL);
+	}
+	free(q->execs); /* ids may differ in the new daemon: look them up again */
+	q->execs = NULL;
+	q->nexecs = 0;
+	for (struct devq_buffer *b = q->bufs; b; b = b->next) {
+		if (b->released || b->lost)
+			continue;
+		if (b->releasing) {
+			/* No daemon holds it any more: the release is done. */
+			b->released = true;
+			continue;
+		}
+		if (b->kind == DEVQ_BUFFER_DEVICE || b->fd < 0) {
+			b->lost = true;
+			continue;
+		}
+		r = reimport(q, b);
+		if (r < 0)
+			return r;
+	}
+	for (size_t i = 0; i < q->nqueues; i++) {
+		Devq__OpenQueue o = DEVQ__OPEN_QUEUE__INIT;
+		o.id = q->queues[i].id;
+		Devq__ClientMessage m = DEVQ__CLIENT_MESSAGE__INIT;
+		m.body_case = DEVQ__CLIENT_MESSAGE__BODY_OPEN_QUEUE;
+		m.open_queue = &o;
+		r = send_msg(q, &m, NULL, 0);
+		if (r < 0)
+			return r;
+		q->queues[i].submitted = q->queues[i].completed = 0;
+	}
+	return devq_flush(q);
+}
+
+/* ---- tracing --------------------------------------------------------- */
+
+void devq_trace_free(struct devq_trace *t)
+{
+	if (!t)
+		return;
+	for (size_t i = 0; i < t->nsessions; i++)
+		free(t->sessions[i].queues);
+	free(t->sessions);
+	free(t->ops);
+	free(t->stream_busy_ns);
+	free(t);
+}
+
+static int trace_session(struct devq_trace_session *y, const Devq__TraceSession *x)
+{
+	y->id = x->id;
+	y->pid = x->pid;
+	y->uid = x->uid;
+	snprintf(y->name, sizeof(y->name), "%s", x->name ? x->name : "");
+	y->connected = x->connected;
+	y->ops_completed = x->ops_completed;
+	y->ops_failed = x->ops_failed;
+	y->ops_in_flight = x->ops_in_flight;
+	y->bytes_mapped = x->bytes_mapped;
+	y->queues = calloc(x->n_queues ? x->n_queues : 1, sizeof(*y->queues));
+	if (!y->queues)
+		return -ENOMEM;
+	y->nqueues = x->n_queues;
+	for (size_t k = 0; k < x->n_queues; k++) {
+		y->queues[k].id = x->queues[k]->id;
+		y->queues[k].stream = x->queues[k]->stream;
+		y->queues[k].submitted = x->queues[k]->submitted;
+		y->queues[k].completed = x->queues[k]->completed;
+	}
+	return 0;
+}
+
+static void trace_op(struct devq_trace_op *y, const Devq__TraceOp *x)
+{
+	y->session = x->session;
+	y->queue = x->queue;
+	y->stream = x->stream;
+	y->point = x->point;
+	y->executable = x->executable;
+	y->code = x->code;
+	if (x->timing) {
+		y->t.client_submit = x->timing->client_submit;
+		y->t.received = x->timing->received;
+		y->t.handoff = x->timing->handoff;
+		y->t.device_start = x->timing->device_start;
+		y->t.device_end = x->timing->device_end;
+		y->t.observed = x->timing->observed;
+		y->t.enqueue_ns = x->timing->enqueue_ns;
+	}
+	/* More than a record holds: count them with the dropped ones. */
+	y->nwaits = x->n_waits < DEVQ_TRACE_MAX_WAITS ? x->n_waits : DEVQ_TRACE_MAX_WAITS;
+	y->waits_dropped = x->waits_dropped + (uint32_t)(x->n_waits - y->nwaits);
+	for (size_t k = 0; k < y->nwaits; k++) {
+		y->waits[k].queue = x->waits[k]->queue;
+		y->waits[k].point = x->waits[k]->point;
+		y->waits[k].kind = (enum devq_trace_wait_kind)x->waits[k]->kind;
+	}
+	y->nbuffers = x->n_buffers < DEVQ_TRACE_MAX_BUFFERS ? x->n_buffers : DEVQ_TRACE_MAX_BUFFERS;
+	for (size_t k = 0; k < y->nbuffers; k++) {
+		y->buffers[k].id = x->buffers[k]->id;
+		y->buffers[k].access = x->buffers[k]->access;
+		y->buffers[k].released = x->buffers[k]->released;
+	}
+}
+
+int devq_trace_get(devq *q, const struct devq_trace_query *query, struct devq_trace **out)
+{
+	*out = NULL;
+	Devq__TraceRequest tr = DEVQ__TRACE_REQUEST__INIT;
+	if (query) {
+		tr.all = query->all;
+		tr.last = query->last;
+		tr.since_ns = query->since_ns;
+		tr.no_ops = query->no_ops;
+	}
+	Devq__ClientMessage m = DEVQ__CLIENT_MESSAGE__INIT;
+	m.body_case = DEVQ__CLIENT_MESSAGE__BODY_TRACE_REQUEST;
+	m.trace_request = &tr;
+	Devq__DaemonMessage *rep;
+	int r = request(q, &m, NULL, 0, "trace", DEVQ__DAEMON_MESSAGE__BODY_TRACE_REPLY, &rep);
+	if (r < 0)
+		return r;
+	const Devq__TraceReply *x = rep->trace_reply;
+	struct devq_trace *t = calloc(1, sizeof(*t));
+	if (!t)
+		goto oom;
+	t->now_ns = x->now_ns;
+	snprintf(t->backend, sizeof(t->backend), "%s", x->backend ? x->backend : "");
+	snprintf(t->device, sizeof(t->device), "%s", x->device ? x->device : "");
+	t->streams = x->streams;
+	t->capacity = x->capacity;
+	t->recorded = x->recorded;
+	t->truncated = x->truncated;
+	t->stream_busy_ns = calloc(x->streams + 1, sizeof(*t->stream_busy_ns));
+	t->sessions = calloc(x->n_sessions + x->n_gone + 1, sizeof(*t->sessions));
+	t->ops = calloc(x->n_ops + 1, sizeof(*t->ops));
+	if (!t->stream_busy_ns || !t->sessions || !t->ops)
+		goto oom;
+	for (size_t i = 0; i < x->n_stream_busy_ns && i < x->streams; i++)
+		t->stream_busy_ns[i] = x->stream_busy_ns[i];
+	for (size_t i = 0; i < x->n_sessions + x->n_gone; i++) {
+		const Devq__TraceSession *s =
+			i < x->n_sessions ? x->sessions[i] : x->gone[i - x->n_sessions];
+		/* Counted first, so a failure mid-way frees what was built. */
+		t->nsessions++;
+		if (trace_session(&t->sessions[i], s) < 0)
+			goto oom;
+	}
+	for (size_t i = 0; i < x->n_ops; i++)
+		trace_op(&t->ops[i], x->ops[i]);
+	t->nops = x->n_ops;
+	devq__daemon_message__free_unpacked(rep, NULL);
+	*out = t;
+	return 0;
+oom:
+	devq_trace_free(t);
+	devq__daemon_message__free_unpacked(rep, NULL);
+	return fail(q, -ENOMEM, "out of memory");
 }

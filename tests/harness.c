@@ -109,6 +109,8 @@ static bool can_connect(const char *path)
 	return ok;
 }
 
+static void spawn(struct daemon_proc *d, const char *const *extra);
+
 void harness_start(struct daemon_proc *d, const char *const *extra)
 {
 	memset(d, 0, sizeof(*d));
@@ -116,6 +118,21 @@ void harness_start(struct daemon_proc *d, const char *const *extra)
 	ck_assert_ptr_nonnull(mkdtemp(d->dir));
 	snprintf(d->sock, sizeof(d->sock), "%s/devqd.sock", d->dir);
 	snprintf(d->log, sizeof(d->log), "%s/devqd.log", d->dir);
+	spawn(d, extra);
+}
+
+void harness_restart(struct daemon_proc *d, const char *const *extra)
+{
+	ck_assert_int_eq(d->pid, 0);
+	/* Keep the first daemon's log beside the new one. */
+	char old[160];
+	snprintf(old, sizeof(old), "%s.1", d->log);
+	rename(d->log, old);
+	spawn(d, extra);
+}
+
+static void spawn(struct daemon_proc *d, const char *const *extra)
+{
 	const char *argv[32];
 	int n = 0;
 	const char *bin = harness_bin("devqd");

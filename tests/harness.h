@@ -20,6 +20,9 @@ struct daemon_proc {
  * a fresh temporary directory plus extra arguments (NULL-terminated list),
  * and waits until it accepts connections.  Aborts the test on failure. */
 void harness_start(struct daemon_proc *d, const char *const *extra);
+/* Starts a new devqd on the same socket as d's, which must have exited (as
+ * systemd restarts a daemon); the old log is kept as LOG.1. */
+void harness_restart(struct daemon_proc *d, const char *const *extra);
 /* Runs the suite (CK_NORMAL) and returns EXIT_SUCCESS or EXIT_FAILURE.
  * Check runs each test in a child that _exits on a failed assertion, so a
  * failing test would leave its daemon running forever: harness_start records
