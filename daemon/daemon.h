@@ -153,6 +153,7 @@ struct devq_daemon {
 	struct devq_op *cmpl_head, *cmpl_tail; /* from backend threads */
 	struct devq_session *sessions;
 	struct devq_session *dirty;
+	struct devq_notify *notify; /* notify.c: READY/STATUS/WATCHDOG state */
 	uint64_t next_session_id;
 	uint64_t start_ns;
 	/* totals */

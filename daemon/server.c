@@ -16,6 +16,7 @@
 #include <systemd/sd-daemon.h>
 
 #include "daemon.h"
+#include "notify.h"
 
 #define READS_PER_WAKE 16 /* bounded work per client per wake-up: fairness */
 
@@ -356,6 +357,7 @@ static void finish_stop(struct devq_daemon *d)
 	signal(SIGINT, SIG_IGN);
 	close_handle((uv_handle_t *)&d->sig_term);
 	close_handle((uv_handle_t *)&d->sig_int);
+	devq_notify_close(d);
 }
 
 static void on_stop_tick(uv_timer_t *t)
@@ -390,7 +392,7 @@ static void begin_stop(struct devq_daemon *d, const char *why)
 	/* A socket systemd owns stays: it queues clients for the next start. */
 	if (d->cfg.socket_path && !d->socket_inherited)
 		unlink(d->cfg.socket_path);
-	sd_notify(0, "STOPPING=1");
+	devq_notify_stopping(d);
 	/* Ops that have not started are cancelled; running ones finish. */
 	for (struct devq_session *s = d->sessions; s; s = s->next) {
 		atomic_store(&s->cancel, true);
@@ -517,7 +519,10 @@ int devq_server_start(struct devq_daemon *d)
 		 d->socket_inherited ? "the socket-activated fd" : d->cfg.socket_path, d->be->name,
 		 d->be->device);
 	/* Ready only now: the backend is up and the socket is being served. */
-	sd_notifyf(0, "READY=1\nSTATUS=serving on backend %s (%s)", d->be->name, d->be->device);
+	if (devq_notify_ready(d) < 0) {
+		log_err("out of memory");
+		return 1;
+	}
 	return 0;
 }
 

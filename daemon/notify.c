@@ -1,0 +1,161 @@
+/* sd_notify for devqd.  Both timers run on the loop thread, so a wedged
+ * loop stops the watchdog pings by itself.  A wedged device or completion
+ * thread does not stop the loop, so the watchdog tick also checks progress:
+ * with ops in flight, some op must complete within the stall timeout (every
+ * op is bounded by the maximum op duration, so a healthy device never goes
+ * that long without one).  When none does, the pings stop and systemd
+ * restarts the daemon (WatchdogSec= in devqd.service). */
+#include "notify.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <systemd/sd-daemon.h>
+
+#include "daemon.h"
+
+#define STATUS_PERIOD_MS 1000
+
+struct devq_notify {
+	struct devq_daemon *d;
+	uv_timer_t status_timer, wd_timer;
+	unsigned open_handles;
+	uint64_t wd_usec;         /* 0: no watchdog */
+	uint64_t last_progress;   /* ops_completed when last seen moving */
+	uint64_t progress_at;     /* when it last moved (or work began) */
+	bool stalled;
+	char last_status[512];
+};
+
+static bool have_manager(void)
+{
+	const char *e = getenv("NOTIFY_SOCKET");
+	return e && *e;
+}
+
+static void format_status(const struct devq_daemon *d, char *out, size_t len)
+{
+	unsigned sessions = 0;
+	for (const struct devq_session *s = d->sessions; s; s = s->next)
+		sessions += s->connected;
+	int n = snprintf(out, len,
+			 "%ssessions %u, ops in flight %llu, pinned %.1f MiB; backend %s (%s)",
+			 d->stopping ? "stopping: " : "", sessions,
+			 (unsigned long long)d->ops_in_flight,
+			 (double)d->bytes_mapped / (1024.0 * 1024.0), d->be->name, d->be->device);
+	if (n > 0 && (size_t)n < len && d->backend_note[0])
+		snprintf(out + n, len - (size_t)n, "; %s", d->backend_note);
+}
+
+static void send_status(struct devq_notify *n, bool force)
+{
+	char st[sizeof(n->last_status)];
+	format_status(n->d, st, sizeof(st));
+	if (n->stalled)
+		snprintf(st, sizeof(st), "device stuck: %llu ops in flight, none completed for %llu s",
+			 (unsigned long long)n->d->ops_in_flight,
+			 (unsigned long long)((devq_now_ns() - n->progress_at) / 1000000000ull));
+	if (!force && !strcmp(st, n->last_status))
+		return;
+	memcpy(n->last_status, st, sizeof(st));
+	sd_notifyf(0, "STATUS=%s", st);
+}
+
+static void on_status_tick(uv_timer_t *t)
+{
+	send_status(t->data, false);
+}
+
+/* True while the device makes progress (or has nothing to do). */
+static bool device_alive(struct devq_notify *n)
+{
+	struct devq_daemon *d = n->d;
+	uint64_t now = devq_now_ns();
+	if (d->ops_in_flight == 0 || d->ops_completed != n->last_progress) {
+		n->last_progress = d->ops_completed;
+		n->progress_at = now;
+		if (n->stalled)
+			log_warn("device moving again; watchdog pings resume");
+		n->stalled = false;
+		return true;
+	}
+	/* Never shorter than one op may legitimately run. */
+	uint64_t limit = d->cfg.stall_ns;
+	if (limit < d->cfg.max_op_ns + 1000000000ull)
+		limit = d->cfg.max_op_ns + 1000000000ull;
+	if (now - n->progress_at <= limit)
+		return true;
+	if (!n->stalled)
+		log_err("device stuck: %llu ops in flight and none completed for %llu ms; "
+			"stopping watchdog pings",
+			(unsigned long long)d->ops_in_flight,
+			(unsigned long long)((now - n->progress_at) / 1000000));
+	n->stalled = true;
+	return false;
+}
+
+static void on_wd_tick(uv_timer_t *t)
+{
+	struct devq_notify *n = t->data;
+	if (device_alive(n))
+		sd_notify(0, "WATCHDOG=1");
+	else
+		send_status(n, false);
+}
+
+int devq_notify_ready(struct devq_daemon *d)
+{
+	struct devq_notify *n = calloc(1, sizeof(*n));
+	if (!n)
+		return -ENOMEM;
+	n->d = d;
+	n->progress_at = devq_now_ns();
+	d->notify = n;
+	uv_timer_init(d->loop, &n->status_timer);
+	uv_timer_init(d->loop, &n->wd_timer);
+	n->open_handles = 2;
+	n->status_timer.data = n->wd_timer.data = n;
+
+	char st[sizeof(n->last_status)];
+	format_status(d, st, sizeof(st));
+	memcpy(n->last_status, st, sizeof(st));
+	/* Ready only now: the backend is up and the socket is being served. */
+	sd_notifyf(0, "READY=1\nSTATUS=%s", st);
+	if (have_manager())
+		uv_timer_start(&n->status_timer, on_status_tick, STATUS_PERIOD_MS, STATUS_PERIOD_MS);
+	uint64_t usec = 0;
+	if (sd_watchdog_enabled(0, &usec) > 0 && usec) {
+		n->wd_usec = usec;
+		uint64_t half_ms = usec / 2000 ? usec / 2000 : 1;
+		log_info("watchdog: pinging every %llu ms", (unsigned long long)half_ms);
+		sd_notify(0, "WATCHDOG=1");
+		uv_timer_start(&n->wd_timer, on_wd_tick, half_ms, half_ms);
+	}
+	return 0;
+}
+
+void devq_notify_stopping(struct devq_daemon *d)
+{
+	sd_notify(0, "STOPPING=1");
+	if (d->notify)
+		send_status(d->notify, true);
+}
+
+static void on_closed(uv_handle_t *h)
+{
+	struct devq_notify *n = h->data;
+	if (--n->open_handles == 0)
+		free(n);
+}
+
+void devq_notify_close(struct devq_daemon *d)
+{
+	struct devq_notify *n = d->notify;
+	if (!n)
+		return;
+	d->notify = NULL;
+	uv_close((uv_handle_t *)&n->status_timer, on_closed);
+	uv_close((uv_handle_t *)&n->wd_timer, on_closed);
+}

@@ -1,0 +1,494 @@
+/* Deployment: devqd under systemd's own tools and protocols.  The notify
+ * tests own the $NOTIFY_SOCKET datagram socket, as systemd would; the
+ * activation test runs devqd under systemd-socket-activate; the config
+ * tests read devqd.conf files; the install test builds a program from a
+ * `make install` tree with pkg-config; the metrics test feeds `devctl
+ * metrics` to promtool. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+/* Liveness bounds only: a message that never comes fails the test after
+ * this long; nothing here measures speed. */
+#define ARRIVAL_MS 30000
+/* How long "no more watchdog pings" is watched: at least ten ping intervals
+ * of the 200 ms watchdog used below.  Only ever makes a test pass more
+ * easily on a slow machine, never fail. */
+#define QUIET_MS 1000
+
+struct proc {
+	pid_t pid;
+	char dir[64];
+	char sock[128];
+	char notify[128];
+	char log[128];
+	int nfd; /* our end of NOTIFY_SOCKET */
+	char seen[16384]; /* every notify message, for failure messages */
+	size_t seen_len;
+};
+
+static void proc_dir(struct proc *p)
+{
+	memset(p, 0, sizeof(*p));
+	p->nfd = -1;
+	snprintf(p->dir, sizeof(p->dir), "/tmp/devq-deploy-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(p->dir));
+	snprintf(p->sock, sizeof(p->sock), "%s/devqd.sock", p->dir);
+	snprintf(p->notify, sizeof(p->notify), "%s/notify", p->dir);
+	snprintf(p->log, sizeof(p->log), "%s/devqd.log", p->dir);
+}
+
+/* The datagram socket systemd would own. */
+static void notify_listen(struct proc *p)
+{
+	p->nfd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	ck_assert_int_ge(p->nfd, 0);
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%.100s", p->notify);
+	ck_assert_int_eq(bind(p->nfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+}
+
+/* Starts argv (argv[0] a path) with env entries added.  The child dies
+ * with this test process, so a failed assertion leaves no daemon behind. */
+static void proc_spawn(struct proc *p, const char *const *argv, const char *const *env)
+{
+	p->pid = fork();
+	ck_assert_int_ge(p->pid, 0);
+	if (p->pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		int fd = open(p->log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		if (fd >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+		}
+		for (int i = 0; env && env[i]; i++)
+			putenv((char *)env[i]);
+		execv(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+}
+
+static int proc_wait(struct proc *p)
+{
+	int st = 0;
+	while (waitpid(p->pid, &st, 0) < 0 && errno == EINTR)
+		;
+	p->pid = 0;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static void proc_kill(struct proc *p)
+{
+	if (p->pid > 0) {
+		kill(p->pid, SIGKILL);
+		proc_wait(p);
+	}
+}
+
+static const char *proc_log(const struct proc *p)
+{
+	static char buf[4096];
+	buf[0] = '\0';
+	FILE *f = fopen(p->log, "r");
+	if (f) {
+		size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+		buf[n] = '\0';
+		fclose(f);
+	}
+	return buf;
+}
+
+static void proc_cleanup(struct proc *p)
+{
+	if (p->nfd >= 0)
+		close(p->nfd);
+	unlink(p->notify);
+	unlink(p->log);
+	unlink(p->sock);
+	rmdir(p->dir);
+}
+
+/* One notify datagram into msg; 0 when none came within timeout_ms. */
+static int notify_recv(struct proc *p, char *msg, size_t len, int timeout_ms)
+{
+	struct pollfd pfd = { .fd = p->nfd, .events = POLLIN };
+	int r = poll(&pfd, 1, timeout_ms);
+	ck_assert_int_ge(r, 0);
+	if (r == 0)
+		return 0;
+	ssize_t n = recv(p->nfd, msg, len - 1, 0);
+	ck_assert_int_gt(n, 0);
+	msg[n] = '\0';
+	int w = snprintf(p->seen + p->seen_len, sizeof(p->seen) - p->seen_len, "[%s]\n", msg);
+	if (w > 0 && p->seen_len + (size_t)w < sizeof(p->seen))
+		p->seen_len += (size_t)w;
+	return 1;
+}
+
+/* Waits for a datagram containing want; msg gets it. */
+static void notify_expect(struct proc *p, const char *want, char *msg, size_t len)
+{
+	while (notify_recv(p, msg, len, ARRIVAL_MS))
+		if (strstr(msg, want))
+			return;
+	ck_abort_msg("no '%s' from devqd within %d ms; got:\n%s\nlog:\n%s", want, ARRIVAL_MS,
+		     p->seen, proc_log(p));
+}
+
+/* Nothing containing unwanted arrives for QUIET_MS. */
+static void notify_quiet(struct proc *p, const char *unwanted)
+{
+	char msg[1024];
+	uint64_t end = harness_now_ns() + QUIET_MS * 1000000ull;
+	for (;;) {
+		uint64_t now = harness_now_ns();
+		if (now >= end)
+			return;
+		if (!notify_recv(p, msg, sizeof(msg), (int)((end - now) / 1000000) + 1))
+			return;
+		ck_assert_msg(!strstr(msg, unwanted), "'%s' after the fault: %s", unwanted, msg);
+	}
+}
+
+static void start_notified(struct proc *p, const char *bin, const char *watchdog_usec,
+			   const char *const *extra)
+{
+	proc_dir(p);
+	notify_listen(p);
+	static char env_notify[160], env_wd[64];
+	snprintf(env_notify, sizeof(env_notify), "NOTIFY_SOCKET=%s", p->notify);
+	snprintf(env_wd, sizeof(env_wd), "WATCHDOG_USEC=%s", watchdog_usec ? watchdog_usec : "");
+	const char *env[] = { env_notify, watchdog_usec ? env_wd : NULL, NULL };
+	const char *argv[24];
+	int n = 0;
+	argv[n++] = bin;
+	argv[n++] = "--socket";
+	argv[n++] = p->sock;
+	argv[n++] = "--backend";
+	argv[n++] = "cpu";
+	argv[n++] = "-v";
+	for (int i = 0; extra && extra[i] && n < 23; i++)
+		argv[n++] = extra[i];
+	argv[n] = NULL;
+	proc_spawn(p, argv, env);
+}
+
+static uint64_t spin(devq *q, uint32_t queue, uint64_t ns)
+{
+	struct devq_arg a[] = { a_u64("ns", ns) };
+	struct devq_op op = { .queue = queue, .kind = DEVQ_OP_KERNEL, .exec = exe(q, "spin"),
+			      .args = a, .nargs = 1 };
+	uint64_t pt;
+	ck_assert_msg(devq_submit(q, &op, 1, &pt) == 0, "%s", devq_last_error(q));
+	return pt;
+}
+
+/* ---- notify ---------------------------------------------------------- */
+
+START_TEST(test_notify_ready_status_stopping)
+{
+	struct proc p;
+	start_notified(&p, harness_bin("devqd"), NULL, NULL);
+	char msg[1024];
+	notify_expect(&p, "READY=1", msg, sizeof(msg));
+	/* READY=1 promises a served socket: connect and say hello at once,
+	 * without retrying. */
+	devq *q = NULL;
+	int r = devq_connect(p.sock, "notify-test", &q);
+	ck_assert_msg(r == 0, "READY=1 came before the socket served: %s",
+		      q ? devq_last_error(q) : strerror(-r));
+	ck_assert_msg(strstr(msg, "STATUS=sessions 0, ops in flight 0"), "READY without STATUS: %s",
+		      msg);
+	ck_assert_msg(strstr(msg, "backend cpu"), "STATUS names no backend: %s", msg);
+
+	/* STATUS= follows the live counts. */
+	notify_expect(&p, "STATUS=sessions 1, ops in flight 0", msg, sizeof(msg));
+	ck_assert_int_eq(devq_queue_open(q, 1), 0);
+	struct devq_buffer *b = mkbuf(q, 3 << 20);
+	uint64_t pt = spin(q, 1, 3000ull * 1000 * 1000);
+	notify_expect(&p, "STATUS=sessions 1, ops in flight 1, pinned 3.0 MiB", msg, sizeof(msg));
+	struct devq_completion c;
+	ck_assert_int_eq(devq_wait(q, 1, pt, ARRIVAL_MS, &c), 0);
+	ck_assert_int_eq(c.code, DEVQ_OK);
+	notify_expect(&p, "STATUS=sessions 1, ops in flight 0, pinned 3.0 MiB", msg, sizeof(msg));
+	ck_assert_int_eq(devq_buffer_release(q, b), 0);
+	ck_assert_int_eq(devq_buffer_wait_released(q, b, ARRIVAL_MS), 0);
+	devq_disconnect(q);
+	notify_expect(&p, "STATUS=sessions 0, ops in flight 0, pinned 0.0 MiB", msg, sizeof(msg));
+
+	kill(p.pid, SIGTERM);
+	notify_expect(&p, "STOPPING=1", msg, sizeof(msg));
+	ck_assert_int_eq(proc_wait(&p), 0);
+	proc_cleanup(&p);
+}
+END_TEST
+
+START_TEST(test_watchdog_pings_stop_when_loop_wedged)
+{
+	struct proc p;
+	/* Pings every 100 ms. */
+	start_notified(&p, harness_bin("tests/devqd-faults"), "200000", NULL);
+	char msg[1024];
+	notify_expect(&p, "READY=1", msg, sizeof(msg));
+	for (int i = 0; i < 3; i++)
+		notify_expect(&p, "WATCHDOG=1", msg, sizeof(msg));
+	/* Wedge the loop thread; the hook says so just before it blocks. */
+	kill(p.pid, SIGUSR1);
+	notify_expect(&p, "DEVQ_TEST_FAULT=loop", msg, sizeof(msg));
+	notify_quiet(&p, "WATCHDOG=1");
+	/* Wedged, not dead: systemd's watchdog is what must act. */
+	ck_assert_int_eq(kill(p.pid, 0), 0);
+	proc_kill(&p);
+	proc_cleanup(&p);
+}
+END_TEST
+
+START_TEST(test_watchdog_pings_stop_when_completions_wedged)
+{
+	struct proc p;
+	const char *extra[] = { "--max-op-ms", "100", "--stall-timeout-ms", "1000", NULL };
+	start_notified(&p, harness_bin("tests/devqd-faults"), "200000", extra);
+	char msg[1024];
+	notify_expect(&p, "READY=1", msg, sizeof(msg));
+	devq *q = conn(p.sock, "watchdog-test");
+	ck_assert_int_eq(devq_queue_open(q, 1), 0);
+	/* A healthy op first: pings go on while work completes. */
+	uint64_t pt = spin(q, 1, 1000000);
+	ck_assert_int_eq(devq_wait(q, 1, pt, ARRIVAL_MS, NULL), 0);
+	notify_expect(&p, "WATCHDOG=1", msg, sizeof(msg));
+	/* Now the device thread that reports the next completion blocks. */
+	kill(p.pid, SIGUSR2);
+	notify_expect(&p, "DEVQ_TEST_FAULT=completions", msg, sizeof(msg));
+	spin(q, 1, 1000000);
+	notify_expect(&p, "STATUS=device stuck: 1 ops in flight", msg, sizeof(msg));
+	notify_quiet(&p, "WATCHDOG=1");
+	ck_assert_msg(strstr(proc_log(&p), "device stuck"), "no log line: %s", proc_log(&p));
+	devq_disconnect(q);
+	proc_kill(&p);
+	proc_cleanup(&p);
+}
+END_TEST
+
+START_TEST(test_no_watchdog_without_watchdog_usec)
+{
+	struct proc p;
+	start_notified(&p, harness_bin("devqd"), NULL, NULL);
+	char msg[1024];
+	notify_expect(&p, "READY=1", msg, sizeof(msg));
+	notify_quiet(&p, "WATCHDOG=1");
+	kill(p.pid, SIGTERM);
+	notify_expect(&p, "STOPPING=1", msg, sizeof(msg));
+	ck_assert_int_eq(proc_wait(&p), 0);
+	proc_cleanup(&p);
+}
+END_TEST
+
+/* ---- socket activation ----------------------------------------------- */
+
+static const char *which(const char *prog)
+{
+	static char path[512];
+	const char *env = getenv("PATH");
+	char dirs[2048];
+	snprintf(dirs, sizeof(dirs), "%s:/usr/bin:/bin:/usr/sbin", env ? env : "");
+	for (char *save, *d = strtok_r(dirs, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
+		snprintf(path, sizeof(path), "%s/%s", d, prog);
+		if (access(path, X_OK) == 0)
+			return path;
+	}
+	return NULL;
+}
+
+START_TEST(test_socket_activation)
+{
+	const char *sa = which("systemd-socket-activate");
+	if (!sa) {
+		fprintf(stderr, "SKIP test_socket_activation: systemd-socket-activate not "
+				"found (apt-get install systemd)\n");
+		return;
+	}
+	struct proc p;
+	proc_dir(&p);
+	char listen_arg[160];
+	snprintf(listen_arg, sizeof(listen_arg), "--listen=%s", p.sock);
+	char sa_path[512];
+	snprintf(sa_path, sizeof(sa_path), "%s", sa);
+	/* No --socket: the only socket devqd has is the inherited one. */
+	const char *argv[] = { sa_path, listen_arg, harness_bin("devqd"), "--backend", "cpu", "-v",
+			       NULL };
+	proc_spawn(&p, argv, NULL);
+	/* systemd-socket-activate binds, then execs devqd in place. */
+	devq *q = NULL;
+	for (int i = 0; i < ARRIVAL_MS / 10; i++) {
+		struct stat st;
+		if (stat(p.sock, &st) == 0 && devq_connect(p.sock, "activated", &q) == 0)
+			break;
+		if (q)
+			devq_disconnect(q);
+		q = NULL;
+		usleep(10000);
+	}
+	ck_assert_msg(q != NULL, "could not connect through the inherited socket; log:\n%s",
+		      proc_log(&p));
+	ck_assert_int_eq(devq_queue_open(q, 1), 0);
+	struct devq_buffer *b = mkbuf(q, 4096);
+	memset(b->map, 7, 4096);
+	struct devq_buffer *out = mkbuf(q, 8);
+	struct devq_arg a[] = { a_u64("n", 4096), a_buf("data", b, 0), a_buf("out", out, 0) };
+	struct devq_op op = { .queue = 1, .kind = DEVQ_OP_KERNEL, .exec = exe(q, "checksum"),
+			      .args = a, .nargs = 3 };
+	uint64_t pt;
+	ck_assert_int_eq(devq_submit(q, &op, 1, &pt), 0);
+	struct devq_completion c;
+	ck_assert_int_eq(devq_wait(q, 1, pt, ARRIVAL_MS, &c), 0);
+	ck_assert_msg(c.code == DEVQ_OK, "%s", c.message);
+	ck_assert_uint_ne(*(uint64_t *)out->map, 0);
+	devq_disconnect(q);
+	ck_assert_msg(strstr(proc_log(&p), "using the listening socket passed by systemd"),
+		      "devqd did not take the inherited socket:\n%s", proc_log(&p));
+	kill(p.pid, SIGTERM);
+	ck_assert_int_eq(proc_wait(&p), 0);
+	/* The socket belongs to the manager: it stays for the next start. */
+	struct stat st;
+	ck_assert_int_eq(stat(p.sock, &st), 0);
+	proc_cleanup(&p);
+}
+END_TEST
+
+/* ---- config ---------------------------------------------------------- */
+
+static void write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs(text, f);
+	ck_assert_int_eq(fclose(f), 0);
+}
+
+START_TEST(test_config_file_and_override)
+{
+	char dir[] = "/tmp/devq-conf-XXXXXX", path[128];
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/devqd.conf", dir);
+	write_file(path, "# limits for this host\n"
+			 "max-op-ms = 250\n"
+			 "\n"
+			 "  streams=2  \n"
+			 "; another comment style\n"
+			 "max-queues = 1\n");
+	struct daemon_proc d;
+	const char *extra[] = { "--config", path, NULL };
+	harness_start(&d, extra);
+	devq *q = conn(d.sock, "config");
+	const struct devq_info *info = devq_get_info(q);
+	ck_assert_uint_eq(info->max_op_ns, 250ull * 1000000);
+	ck_assert_uint_eq(info->streams, 2);
+	/* max-queues = 1: the second queue is refused. */
+	ck_assert_int_eq(devq_queue_open(q, 1), 0);
+	ck_assert_int_eq(devq_queue_open(q, 2), 0);
+	/* The refusal comes asynchronously; a status round trip brings it. */
+	struct devq_status *st;
+	ck_assert_int_eq(devq_get_status(q, &st), 0);
+	devq_status_free(st);
+	struct devq_error e;
+	ck_assert_int_eq(devq_next_error(q, &e), 1);
+	ck_assert_int_eq(e.code, DEVQ_E_RESOURCE_EXHAUSTED);
+	ck_assert_int_eq(e.queue, 2);
+	devq_disconnect(q);
+	ck_assert_int_eq(harness_stop(&d), 0);
+
+	/* A flag overrides the file. */
+	const char *extra2[] = { "--config", path, "--max-op-ms", "700", NULL };
+	harness_start(&d, extra2);
+	q = conn(d.sock, "config");
+	ck_assert_uint_eq(devq_get_info(q)->max_op_ns, 700ull * 1000000);
+	ck_assert_uint_eq(devq_get_info(q)->streams, 2);
+	devq_disconnect(q);
+	ck_assert_int_eq(harness_stop(&d), 0);
+	unlink(path);
+	rmdir(dir);
+}
+END_TEST
+
+/* Runs devqd --config on text; returns its exit status, stderr in err. */
+static int devqd_with_config(const char *text, char *err, size_t errlen, char *path,
+			     size_t pathlen)
+{
+	char dir[] = "/tmp/devq-conf-XXXXXX";
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(path, pathlen, "%s/bad.conf", dir);
+	write_file(path, text);
+	char cmd[512];
+	snprintf(cmd, sizeof(cmd), "%s --config %s --socket %s/s.sock --backend cpu 2>&1",
+		 harness_bin("devqd"), path, dir);
+	FILE *f = popen(cmd, "r");
+	ck_assert_ptr_nonnull(f);
+	size_t n = fread(err, 1, errlen - 1, f);
+	err[n] = '\0';
+	int st = pclose(f);
+	unlink(path);
+	rmdir(dir);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+START_TEST(test_config_errors_name_file_and_line)
+{
+	static const struct {
+		const char *text, *want;
+	} cases[] = {
+		{ "streams = 2\nbogus = 1\n", ":2: unknown key 'bogus'" },
+		{ "streams = 0\n", ":1: streams: '0' is not a number in 1..256" },
+		{ "\n\nmax-op-ms = 12x\n", ":3: max-op-ms: '12x' is not a number" },
+		{ "backend = gpu\n", ":1: backend: 'gpu' is not one of auto|cpu|cuda" },
+		{ "streams\n", ":1: expected 'key = value'" },
+		{ "streams = 1\nstreams = 2\n", ":2: streams given twice (first at line 1)" },
+		{ "socket =\n", ":1: socket: empty value" },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char err[1024], path[128];
+		int code = devqd_with_config(cases[i].text, err, sizeof(err), path, sizeof(path));
+		ck_assert_msg(code == 2, "case %zu: exit %d (%s)", i, code, err);
+		char want[256];
+		snprintf(want, sizeof(want), "%s%s", path, cases[i].want);
+		ck_assert_msg(strstr(err, want), "case %zu: wanted '%s' in '%s'", i, want, err);
+	}
+	/* An explicit file that is missing is an error too. */
+	char cmd[256], err[512];
+	snprintf(cmd, sizeof(cmd), "%s --config /nonexistent/devqd.conf 2>&1",
+		 harness_bin("devqd"));
+	FILE *f = popen(cmd, "r");
+	size_t n = fread(err, 1, sizeof(err) - 1, f);
+	err[n] = '\0';
+	int st = pclose(f);
+	ck_assert_int_eq(WEXITSTATUS(st), 2);
+	ck_assert_msg(strstr(err, "/nonexistent/devqd.conf: No such file"), "%s", err);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("deploy");
+	TCase *tc = tcase_create("deploy");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_notify_ready_status_stopping);
+	tcase_add_test(tc, test_watchdog_pings_stop_when_loop_wedged);
+	tcase_add_test(tc, test_watchdog_pings_stop_when_completions_wedged);
+	tcase_add_test(tc, test_no_watchdog_without_watchdog_usec);
+	tcase_add_test(tc, test_socket_activation);
+	tcase_add_test(tc, test_config_file_and_override);
+	tcase_add_test(tc, test_config_errors_name_file_and_line);
+	suite_add_tcase(s, tc);
+	return harness_main(s);
+}
