@@ -1,0 +1,432 @@
+/* libFuzzer target: one client connection of a real in-process devqd.
+ *
+ * The daemon is the real one (server.c's accept, frame reader, decoder,
+ * session dispatch, validation, scheduling, buffers and the threaded CPU
+ * backend), listening on a private socket and stepped with uv_run from here
+ * (devq_server_start is the seam).  Each input is one connection: the input
+ * is cut into records, each sent with one sendmsg carrying the fake fds the
+ * record asks for.  After the last record the driver waits for every op to
+ * complete, hangs up, and checks that the daemon freed the session, every
+ * buffer and every fd it was given; a violation aborts, which libFuzzer
+ * reports as a crash.  A hang is caught by libFuzzer's -timeout.
+ *
+ * Record format (the seed generator mkcorpus.c writes the same):
+ *   u8  nfds      low 2 bits: fds to attach (0..3); 0x80: a flood of 253
+ *   u16 kinds     3 bits per fd, fd i of kind (kinds >> 3*(i%5)) & 7
+ *   u16 len       payload bytes (clamped to what is left)
+ *   len bytes     sent as they are: frame headers and protobuf payloads
+ * little endian.  The same file builds the replay test (test_fuzz_replay),
+ * which runs the seed corpus and every kept crasher through this function. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "daemon.h"
+#include "fuzz_session.h"
+
+#define FLOOD_FDS DEVQ_FDS_PER_MSG
+#define DRAIN_LIMIT_NS (60ull * 1000 * 1000 * 1000) /* far beyond any sane input */
+
+struct fuzz_stats fuzz_stats;
+
+static struct devq_daemon D;
+static uv_loop_t L;
+static uv_timer_t tick; /* keeps uv_run(UV_RUN_ONCE) from blocking for long */
+static char dir[64], sockpath[96];
+static bool ready;
+
+/* ---- the daemon ------------------------------------------------------ */
+
+static void cleanup_socket(void)
+{
+	unlink(sockpath);
+	rmdir(dir);
+}
+
+static void on_tick(uv_timer_t *t)
+{
+	(void)t;
+}
+
+static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void die(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fprintf(stderr, "fuzz_session: ");
+	vfprintf(stderr, fmt, ap);
+	fprintf(stderr, "\n");
+	va_end(ap);
+	abort();
+}
+
+/* What main.c does, with limits small enough that an input runs in
+ * milliseconds: 1 ms ops, 1 MiB buffers, 8 queues a session. */
+static void setup(void)
+{
+	const char *v = getenv("DEVQ_FUZZ_VERBOSE");
+	devq_log_set_level(v && *v ? DEVQ_LOG_DEBUG : DEVQ_LOG_ERR);
+	signal(SIGPIPE, SIG_IGN);
+	snprintf(dir, sizeof(dir), "/tmp/devq-fuzz-XXXXXX");
+	if (!mkdtemp(dir))
+		die("mkdtemp: %s", strerror(errno));
+	snprintf(sockpath, sizeof(sockpath), "%s/devqd.sock", dir);
+	atexit(cleanup_socket);
+
+	D.cfg.socket_path = sockpath;
+	D.cfg.backend = "cpu";
+	D.cfg.streams = 2;
+	D.cfg.max_op_ns = 1000 * 1000;
+	D.cfg.max_buffer_bytes = 1 << 20;
+	D.cfg.max_frame = DEVQ_FRAME_MAX_DEFAULT;
+	D.cfg.max_queues = 8;
+	D.cfg.stop_grace_ns = 2ull * 1000 * 1000 * 1000;
+	D.listen_fd = -1;
+	D.sigs = calloc(devq_nkernels, sizeof(*D.sigs));
+	if (!D.sigs)
+		die("out of memory");
+	for (size_t i = 0; i < devq_nkernels; i++) {
+		char err[160];
+		if (devq_sig_parse(devq_kernels[i].signature, &D.sigs[i], err, sizeof(err)) < 0)
+			die("manifest: %s: %s", devq_kernels[i].name, err);
+	}
+	pthread_mutex_init(&D.cmpl_lock, NULL);
+	struct devq_backend_config bc = { .streams = D.cfg.streams,
+					  .on_complete = devq_on_complete, .ud = &D };
+	if (devq_backend_select(&D.cfg, &bc, &D.be, D.backend_note, sizeof(D.backend_note)) < 0)
+		die("no backend");
+	D.stream_load = calloc(D.be->streams, sizeof(*D.stream_load));
+	if (!D.stream_load || uv_loop_init(&L) < 0)
+		die("out of memory");
+	D.loop = &L;
+	D.start_ns = devq_now_ns();
+	if (devq_server_start(&D) != 0)
+		die("devq_server_start failed");
+	uv_timer_init(&L, &tick);
+	uv_timer_start(&tick, on_tick, 5, 5);
+	ready = true;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int fd_count(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	if (!d)
+		die("/proc/self/fd: %s", strerror(errno));
+	int n = 0;
+	struct dirent *e;
+	while ((e = readdir(d)))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n - 1; /* the directory's own fd */
+}
+
+/* ---- the client side ------------------------------------------------- */
+
+struct client {
+	int fd;
+	uv_poll_t poll;
+	bool polling, eof;
+	struct devq_rx rx;
+};
+
+/* Everything the daemon sends must be a well-formed DaemonMessage frame. */
+static void client_read(struct client *c)
+{
+	for (;;) {
+		ssize_t n = devq_rx_recv(&c->rx, c->fd, MSG_DONTWAIT);
+		if (n == -EAGAIN)
+			return;
+		if (n <= 0) {
+			if (n < 0 && n != -ECONNRESET)
+				die("client recv: %s", strerror((int)-n));
+			c->eof = true;
+			return;
+		}
+		struct devq_frame f;
+		int r;
+		while ((r = devq_rx_next(&c->rx, &f)) == 1) {
+			fuzz_stats.frames++;
+			if (f.type != DEVQ_FRAME_DAEMON)
+				die("daemon sent frame type %u", f.type);
+			Devq__DaemonMessage *m = devq__daemon_message__unpack(NULL, f.len, f.payload);
+			if (!m)
+				die("daemon sent a malformed DaemonMessage (%u bytes)", f.len);
+			if (m->body_case == DEVQ__DAEMON_MESSAGE__BODY_ERROR) {
+				fuzz_stats.errors++;
+				if (m->error->code == DEVQ__CODE__PROTOCOL_ERROR)
+					fuzz_stats.protocol_errors++;
+				if (!m->error->message || !*m->error->message)
+					die("Error without a message (code %d)", m->error->code);
+			} else if (m->body_case == DEVQ__DAEMON_MESSAGE__BODY_COMPLETIONS) {
+				for (size_t i = 0; i < m->completions->n_items; i++) {
+					const Devq__Completion *x = m->completions->items[i];
+					fuzz_stats.completions++;
+					if (x->code != DEVQ__CODE__OK)
+						fuzz_stats.failed++;
+					if (x->code != DEVQ__CODE__OK &&
+					    (!x->message || !*x->message))
+						die("failed completion without a message");
+				}
+			} else if (m->body_case == DEVQ__DAEMON_MESSAGE__BODY_BUFFER_READY) {
+				if (m->buffer_ready->has_fd != (f.nfds == 1))
+					die("BufferReady has_fd %d with %u fds",
+					    m->buffer_ready->has_fd, f.nfds);
+			} else if (f.nfds) {
+				die("message %d carries %u fds", m->body_case, f.nfds);
+			}
+			devq__daemon_message__free_unpacked(m, NULL);
+			devq_frame_close_fds(&f);
+		}
+		if (r < 0)
+			die("daemon broke framing: %s", strerror(-r));
+	}
+}
+
+static void client_cb(uv_poll_t *h, int status, int events)
+{
+	struct client *c = h->data;
+	(void)events;
+	if (status < 0 || c->eof)
+		return;
+	client_read(c);
+	if (c->eof && c->polling) {
+		uv_poll_stop(&c->poll);
+		c->polling = false;
+	}
+}
+
+/* A fake fd of the given kind, as a client might send. */
+static int make_fd(unsigned kind)
+{
+	int fd = -1, p[2];
+	switch (kind) {
+	case 0: /* what an honest client imports: sealed memfd, 4 KiB */
+	case 4: /* sealed but only 16 bytes */
+	case 6: /* sealed, 4 KiB, reopened read-only */
+		fd = memfd_create("fuzz", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+		if (fd < 0 || ftruncate(fd, kind == 4 ? 16 : 4096) < 0 ||
+		    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW) < 0)
+			die("memfd: %s", strerror(errno));
+		if (kind == 6) {
+			char path[64];
+			snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+			int ro = open(path, O_RDONLY | O_CLOEXEC);
+			close(fd);
+			fd = ro;
+		}
+		break;
+	case 1: /* memfd without seals */
+		fd = memfd_create("fuzz", MFD_CLOEXEC);
+		if (fd >= 0 && ftruncate(fd, 4096) < 0)
+			die("ftruncate: %s", strerror(errno));
+		break;
+	case 2: /* sealed against writing as well */
+		fd = memfd_create("fuzz", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+		if (fd < 0 || ftruncate(fd, 4096) < 0 ||
+		    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE) < 0)
+			die("memfd: %s", strerror(errno));
+		break;
+	case 3: /* a pipe */
+		if (pipe2(p, O_CLOEXEC) < 0)
+			die("pipe: %s", strerror(errno));
+		close(p[1]);
+		fd = p[0];
+		break;
+	case 5:
+		fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		break;
+	default: /* a socket */
+		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, p) < 0)
+			die("socketpair: %s", strerror(errno));
+		close(p[1]);
+		fd = p[0];
+		break;
+	}
+	if (fd < 0)
+		die("fake fd of kind %u: %s", kind, strerror(errno));
+	return fd;
+}
+
+static struct devq_session *the_session(void)
+{
+	return D.sessions; /* one connection at a time */
+}
+
+/* Steps the loop until cond holds; false if it did not within limit_ns. */
+static bool pump(bool (*cond)(void), uint64_t limit_ns, bool block)
+{
+	uint64_t end = now_ns() + limit_ns;
+	while (!cond()) {
+		if (now_ns() > end)
+			return false;
+		uv_run(&L, block ? UV_RUN_ONCE : UV_RUN_NOWAIT);
+	}
+	return true;
+}
+
+static bool accepted(void)
+{
+	return the_session() != NULL;
+}
+
+/* The daemon has read all we sent, or will read no more. */
+static bool consumed(void)
+{
+	struct devq_session *s = the_session();
+	int n = 0;
+	if (!s || !s->connected || s->close_after_flush || s->fd < 0)
+		return true;
+	return ioctl(s->fd, FIONREAD, &n) == 0 && n == 0;
+}
+
+static bool idle(void)
+{
+	struct devq_session *s = the_session();
+	return D.ops_in_flight == 0 && (!s || !s->connected || s->tx.bytes == 0);
+}
+
+static bool freed(void)
+{
+	return D.sessions == NULL && D.ops_in_flight == 0;
+}
+
+static bool send_record(struct client *c, const uint8_t *p, size_t len, unsigned nfds,
+			unsigned kinds)
+{
+	int fds[FLOOD_FDS];
+	union {
+		struct cmsghdr align;
+		char buf[CMSG_SPACE(sizeof(int) * FLOOD_FDS)];
+	} ctl;
+	for (unsigned i = 0; i < nfds; i++)
+		fds[i] = make_fd((kinds >> (3 * (i % 5))) & 7);
+	struct iovec iov = { (void *)p, len };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+	if (nfds) {
+		memset(&ctl, 0, sizeof(ctl));
+		mh.msg_control = ctl.buf;
+		mh.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
+		struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
+		memcpy(CMSG_DATA(cm), fds, sizeof(int) * nfds);
+	}
+	bool ok = true;
+	/* fds need at least one byte to ride on. */
+	if (len || nfds) {
+		char zero = 0;
+		if (!len) {
+			iov.iov_base = &zero;
+			iov.iov_len = 1;
+		}
+		for (int tries = 0;; tries++) {
+			ssize_t n = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+			if (n >= 0) {
+				fuzz_stats.bytes_sent += (size_t)n;
+				if ((size_t)n < iov.iov_len) {
+					/* The rest goes without the fds (sent already). */
+					iov.iov_base = (char *)iov.iov_base + n;
+					iov.iov_len -= (size_t)n;
+					mh.msg_control = NULL;
+					mh.msg_controllen = 0;
+					pump(consumed, 100 * 1000 * 1000, true);
+					continue;
+				}
+				break;
+			}
+			if (errno == EAGAIN && tries < 100) {
+				/* Backpressure: let the daemon catch up. */
+				pump(consumed, 10 * 1000 * 1000, true);
+				continue;
+			}
+			ok = false; /* the daemon hung up (or is not reading) */
+			break;
+		}
+	}
+	for (unsigned i = 0; i < nfds; i++)
+		close(fds[i]);
+	return ok;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	if (!ready)
+		setup();
+	memset(&fuzz_stats, 0, sizeof(fuzz_stats));
+	int fds_before = fd_count();
+	uint64_t sessions_before = D.sessions_total;
+
+	struct client c = { .fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0) };
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sockpath);
+	if (c.fd < 0 || connect(c.fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		die("connect: %s", strerror(errno));
+	devq_rx_init(&c.rx, 64u << 20);
+	uv_poll_init(&L, &c.poll, c.fd);
+	c.poll.data = &c;
+	uv_poll_start(&c.poll, UV_READABLE, client_cb);
+	c.polling = true;
+	if (!pump(accepted, DRAIN_LIMIT_NS, true))
+		die("the daemon did not accept the connection");
+
+	size_t off = 0;
+	while (off + 5 <= size) {
+		unsigned nfds = data[off] & 0x80 ? FLOOD_FDS : data[off] & 3;
+		unsigned kinds = data[off + 1] | (unsigned)data[off + 2] << 8;
+		size_t len = data[off + 3] | (size_t)data[off + 4] << 8;
+		off += 5;
+		if (len > size - off)
+			len = size - off;
+		if (!send_record(&c, data + off, len, nfds, kinds))
+			break;
+		off += len;
+		pump(consumed, 100 * 1000 * 1000, false);
+	}
+
+	/* Everything submitted completes (ops are at most 1 ms), and its
+	 * completions reach the client, before it hangs up. */
+	if (!pump(idle, DRAIN_LIMIT_NS, true))
+		die("ops still in flight after %llu s", DRAIN_LIMIT_NS / 1000000000ull);
+	client_read(&c);
+	shutdown(c.fd, SHUT_WR);
+	if (!pump(freed, DRAIN_LIMIT_NS, true))
+		die("session not freed after hang-up (%llu ops in flight, %u buffers)",
+		    (unsigned long long)D.ops_in_flight, D.nbufs);
+	uv_close((uv_handle_t *)&c.poll, NULL);
+	uv_run(&L, UV_RUN_NOWAIT);
+	close(c.fd);
+	devq_rx_fini(&c.rx);
+
+	if (D.sessions_total != sessions_before + 1)
+		die("expected one session, the daemon counted %llu",
+		    (unsigned long long)(D.sessions_total - sessions_before));
+	if (D.nbufs || D.bytes_mapped)
+		die("after hang-up: %u buffers, %llu bytes still mapped", D.nbufs,
+		    (unsigned long long)D.bytes_mapped);
+	for (unsigned i = 0; i < D.be->streams; i++)
+		if (D.stream_load[i])
+			die("stream %u still has %u queues bound", i, D.stream_load[i]);
+	int fds_after = fd_count();
+	if (fds_after != fds_before)
+		die("fd leak: %d fds before the connection, %d after", fds_before, fds_after);
+	return 0;
+}
