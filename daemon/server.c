@@ -16,6 +16,7 @@
 #include <systemd/sd-daemon.h>
 
 #include "daemon.h"
+#include "stats.h"
 #include "notify.h"
 
 #define READS_PER_WAKE 16 /* bounded work per client per wake-up: fairness */
@@ -357,6 +358,7 @@ static void finish_stop(struct devq_daemon *d)
 	signal(SIGINT, SIG_IGN);
 	close_handle((uv_handle_t *)&d->sig_term);
 	close_handle((uv_handle_t *)&d->sig_int);
+	devq_stats_stop();
 	devq_notify_close(d);
 }
 
@@ -515,6 +517,7 @@ int devq_server_start(struct devq_daemon *d)
 	d->sig_term.data = d->sig_int.data = d;
 	uv_signal_start(&d->sig_term, on_signal, SIGTERM);
 	uv_signal_start(&d->sig_int, on_signal, SIGINT);
+	devq_stats_start(d);
 	log_info("listening on %s (backend %s: %s)",
 		 d->socket_inherited ? "the socket-activated fd" : d->cfg.socket_path, d->be->name,
 		 d->be->device);
