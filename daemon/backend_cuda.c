@@ -1,0 +1,722 @@
+/* CUDA backend: the driver API behind backend.h.
+ *
+ * Streams.  One CUDA stream per device stream (non-blocking, so nothing
+ * serialises on the legacy default stream).  Every op, even one that does
+ * no work (a failed validation, a failed dependency, a cancelled op), goes
+ * through its stream as "wait for my waits, maybe work, record my end
+ * event": a dependent that waits on an op that did nothing still waits,
+ * through that op's own waits, for everything before it, so buffer
+ * hazards hold transitively on the device without any host round trip.
+ *
+ * Cross-stream order is cuStreamWaitEvent on the producer's end event.  A
+ * producer already reported complete is skipped: its event may have been
+ * recycled.  "Reported" (done) and "recycled" both happen under the
+ * backend lock, and enqueue checks done under it, so a wait is never
+ * issued on a recycled event; a wait issued before recycling is unaffected
+ * by later records (cuStreamWaitEvent captures the event's latest record
+ * at the time of the call).
+ *
+ * Completion.  A waiter thread per stream blocks in cuEventSynchronize on
+ * the oldest op's end event (CU_EVENT_BLOCKING_SYNC: a sleeping wait, not
+ * a spin), so a slow stream never holds back another's completions.  It
+ * then waits, on the host, until the op's waits have been reported (they
+ * have finished on the device already; this only keeps the backend's
+ * promise that a producer is reported before its dependents), stamps
+ * times, reports, and only then recycles the events.  Waiters call CUDA
+ * (event sync, elapsed time); nothing runs in stream callbacks.
+ *
+ * Faults.  A sticky error (illegal address, launch failure...) poisons the
+ * context: every later call fails with it.  The first call that sees one
+ * marks the backend lost; from then on every op completes with
+ * DEVQ__CODE__DEVICE_LOST naming the error, and the daemon restarts
+ * (lost.c). */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "backend_cuda.h"
+#include "cuda_drv.h"
+#include "cuda_launch.h"
+#include "cuda_time.h"
+#include "devq.pb-c.h"
+#include "fatbin.h"
+#include "fatbin_embed.h"
+
+enum { POOL_SYNC, POOL_TIMED_END, POOL_TIMED_START, NPOOLS };
+
+static const unsigned pool_flags[NPOOLS] = {
+	[POOL_SYNC] = CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING,
+	[POOL_TIMED_END] = CU_EVENT_BLOCKING_SYNC,
+	[POOL_TIMED_START] = CU_EVENT_DEFAULT,
+};
+
+struct event_pool {
+	CUevent *ev;
+	size_t n, cap;
+	unsigned flags;
+};
+
+/* The backend's per-op state, pooled: bop->priv points at it. */
+struct cu_op {
+	struct cu_op *next_free;
+	CUevent start, end; /* NULL: none recorded */
+	int end_pool;
+	bool work; /* something ran on the device */
+};
+
+struct cu_stream {
+	struct cuda_backend *cb;
+	CUstream stream;
+	pthread_t waiter;
+	bool started;
+	pthread_cond_t work;
+	struct devq_bop *head, *tail;
+	uint64_t last_end; /* host time the previous op was seen complete */
+};
+
+struct cuda_backend {
+	struct devq_backend b;
+	struct devq_cuda_drv drv;
+	CUdevice dev;
+	CUcontext ctx;
+	bool ctx_retained;
+	CUmodule module;
+	CUfunction *fn;     /* indexed like devq_kernels; NULL: no code */
+	int *n_param;       /* index of each kernel's "n" argument, or -1 */
+	unsigned sm_count;
+
+	pthread_mutex_t lock; /* FIFOs, done flags, pools, lost state */
+	pthread_cond_t done;
+	bool stop;
+	bool lost;
+	char lost_msg[DEVQ_BOP_MSG];
+	struct event_pool pool[NPOOLS];
+	struct cu_op *free_ops;
+	struct cu_stream *s;
+
+	/* Calibration of device event times to CLOCK_MONOTONIC. */
+	pthread_mutex_t cal_lock;
+	CUstream cal_stream;
+	CUevent cal_ev[2];
+	unsigned cal_cur; /* cal_ev[cal_cur] is the current calibration event */
+	struct devq_cal cal;
+};
+
+static uint64_t now_ns(void)
+{
+	return devq_now_ns();
+}
+
+/* Called with the lock held.  Returns whether r is a sticky fault (then
+ * the backend is lost). */
+static bool check_sticky(struct cuda_backend *cb, CUresult r, const char *call)
+{
+	if (!devq_cuda_error_is_sticky(r))
+		return false;
+	if (!cb->lost) {
+		cb->lost = true;
+		snprintf(cb->lost_msg, sizeof(cb->lost_msg), "%s (%s): the device context is lost",
+			 devq_cuda_error_name(r), call);
+	}
+	return true;
+}
+
+static void set_lost(struct cuda_backend *cb, struct devq_bop *op)
+{
+	op->code = DEVQ__CODE__DEVICE_LOST;
+	snprintf(op->msg, sizeof(op->msg), "%s", cb->lost_msg);
+}
+
+/* ---- pools (lock held) ------------------------------------------------ */
+
+static CUevent pool_get(struct cuda_backend *cb, int p, CUresult *err)
+{
+	struct event_pool *ep = &cb->pool[p];
+	if (ep->n)
+		return ep->ev[--ep->n];
+	CUevent e = NULL;
+	*err = cb->drv.cuEventCreate(&e, ep->flags);
+	return *err == CUDA_SUCCESS ? e : NULL;
+}
+
+static void pool_put(struct cuda_backend *cb, int p, CUevent e)
+{
+	struct event_pool *ep = &cb->pool[p];
+	if (!e)
+		return;
+	if (ep->n == ep->cap) {
+		size_t ncap = ep->cap ? ep->cap * 2 : 64;
+		CUevent *n = realloc(ep->ev, ncap * sizeof(*n));
+		if (!n) {
+			cb->drv.cuEventDestroy(e);
+			return;
+		}
+		ep->ev = n;
+		ep->cap = ncap;
+	}
+	ep->ev[ep->n++] = e;
+}
+
+static struct cu_op *op_get(struct cuda_backend *cb)
+{
+	struct cu_op *co = cb->free_ops;
+	if (co)
+		cb->free_ops = co->next_free;
+	else
+		co = malloc(sizeof(*co));
+	if (co)
+		memset(co, 0, sizeof(*co));
+	return co;
+}
+
+static void op_put(struct cuda_backend *cb, struct cu_op *co)
+{
+	pool_put(cb, POOL_TIMED_START, co->start);
+	pool_put(cb, co->end_pool, co->end);
+	co->next_free = cb->free_ops;
+	cb->free_ops = co;
+}
+
+/* ---- calibration ------------------------------------------------------ */
+
+/* Records a calibration event on an idle stream and brackets it with host
+ * reads.  Its event is created without BLOCKING_SYNC: the synchronize spins,
+ * which keeps the bracket to a few µs.  Takes cal_lock. */
+static CUresult calibrate(struct cuda_backend *cb)
+{
+	unsigned next = cb->cal_cur ^ 1;
+	uint64_t t0 = now_ns();
+	CUresult r = cb->drv.cuEventRecord(cb->cal_ev[next], cb->cal_stream);
+	if (r == CUDA_SUCCESS)
+		r = cb->drv.cuEventSynchronize(cb->cal_ev[next]);
+	uint64_t t1 = now_ns();
+	if (r != CUDA_SUCCESS)
+		return r;
+	float ms = 0;
+	struct devq_cal prev = cb->cal;
+	if (prev.valid &&
+	    cb->drv.cuEventElapsedTime(&ms, cb->cal_ev[cb->cal_cur], cb->cal_ev[next]) != CUDA_SUCCESS)
+		ms = 0;
+	devq_cal_update(&cb->cal, &prev, t0, t1, ms);
+	cb->cal_cur = next;
+	return CUDA_SUCCESS;
+}
+
+/* Host times of the op's start and end events. */
+static void map_times(struct cuda_backend *cb, struct devq_bop *op, struct cu_op *co)
+{
+	pthread_mutex_lock(&cb->cal_lock);
+	if (devq_cal_stale(&cb->cal, now_ns()))
+		calibrate(cb);
+	float ms_s = 0, ms_e = 0;
+	CUevent cal = cb->cal_ev[cb->cal_cur];
+	bool ok = cb->cal.valid &&
+		  cb->drv.cuEventElapsedTime(&ms_s, cal, co->start) == CUDA_SUCCESS &&
+		  cb->drv.cuEventElapsedTime(&ms_e, cal, co->end) == CUDA_SUCCESS;
+	if (ok) {
+		op->t_start = devq_cal_map(&cb->cal, ms_s);
+		op->t_end = devq_cal_map(&cb->cal, ms_e);
+	}
+	pthread_mutex_unlock(&cb->cal_lock);
+	if (!ok)
+		op->t_start = op->t_end = 0;
+}
+
+/* ---- completion ------------------------------------------------------- */
+
+static void wait_reported(struct cuda_backend *cb, struct devq_bop *op)
+{
+	for (unsigned i = 0; i < op->nwaits; i++)
+		while (!atomic_load_explicit(&op->waits[i]->done, memory_order_acquire))
+			pthread_cond_wait(&cb->done, &cb->lock);
+}
+
+static void *waiter(void *arg)
+{
+	struct cu_stream *st = arg;
+	struct cuda_backend *cb = st->cb;
+
+	cb->drv.cuCtxSetCurrent(cb->ctx);
+	pthread_mutex_lock(&cb->lock);
+	for (;;) {
+		while (!st->head && !cb->stop)
+			pthread_cond_wait(&st->work, &cb->lock);
+		if (!st->head)
+			break;
+		struct devq_bop *op = st->head;
+		struct cu_op *co = op->priv;
+		pthread_mutex_unlock(&cb->lock);
+
+		CUresult r = CUDA_SUCCESS;
+		if (co && co->end)
+			r = cb->drv.cuEventSynchronize(co->end);
+		uint64_t seen = now_ns();
+		if (r == CUDA_SUCCESS && co && co->work && co->start && op->code == DEVQ__CODE__OK)
+			map_times(cb, op, co);
+
+		pthread_mutex_lock(&cb->lock);
+		st->head = op->next;
+		if (!st->head)
+			st->tail = NULL;
+		if (r != CUDA_SUCCESS) {
+			if (!check_sticky(cb, r, "cuEventSynchronize") && op->code == DEVQ__CODE__OK) {
+				op->code = DEVQ__CODE__DEVICE_ERROR;
+				snprintf(op->msg, sizeof(op->msg), "waiting for the op: %s",
+					 devq_cuda_error_name(r));
+			}
+		}
+		if (cb->lost)
+			set_lost(cb, op);
+		wait_reported(cb, op);
+		/* Without timing events (or when they could not be read) the
+		 * host's view bounds the device's: it cannot have started
+		 * before the hand-off or before the previous op on the stream
+		 * ended, and it had ended by the time the event said so.  Mapped
+		 * times are clamped to the same bracket, within their error. */
+		uint64_t lo = op->t_handoff > st->last_end ? op->t_handoff : st->last_end;
+		if (!op->t_start || op->t_start < lo)
+			op->t_start = lo;
+		if (op->t_start > seen)
+			op->t_start = seen;
+		if (!op->t_end || op->t_end > seen)
+			op->t_end = seen;
+		if (op->t_end < op->t_start)
+			op->t_end = op->t_start;
+		st->last_end = op->t_end;
+
+		atomic_store_explicit(&op->done, 1, memory_order_release);
+		cb->b.on_complete(cb->b.ud, op); /* op may be freed from here on */
+		pthread_cond_broadcast(&cb->done);
+		if (co)
+			op_put(cb, co); /* events recycled only once published */
+	}
+	pthread_mutex_unlock(&cb->lock);
+	return NULL;
+}
+
+/* ---- enqueue ---------------------------------------------------------- */
+
+/* Lock held.  Issues the device work of op on st; returns a CUDA error of
+ * the launch (not sticky ones: those mark the backend lost). */
+static CUresult launch(struct cuda_backend *cb, struct cu_stream *st, struct devq_bop *op)
+{
+	CUstream s = st->stream;
+	switch (op->kind) {
+	case DEVQ_BOP_KERNEL: {
+		size_t k = (size_t)(op->kernel - devq_kernels);
+		CUfunction fn = cb->fn[k];
+		if (!fn)
+			return CUDA_ERROR_NOT_FOUND;
+		uint64_t n = cb->n_param[k] >= 0 ? op->args[cb->n_param[k]].u64 : 0;
+		unsigned grid = 1, block = 1;
+		devq_cuda_launch_dims(op->kernel->name, n, cb->sm_count, &grid, &block);
+		void *params[DEVQ_MAX_PARAMS];
+		for (unsigned i = 0; i < DEVQ_MAX_PARAMS; i++)
+			params[i] = &op->args[i];
+		return cb->drv.cuLaunchKernel(fn, grid, 1, 1, block, 1, 1, 0, s, params, NULL);
+	}
+	case DEVQ_BOP_COPY:
+		if (!op->size)
+			return CUDA_SUCCESS;
+		return cb->drv.cuMemcpyAsync((CUdeviceptr)op->dst, (CUdeviceptr)op->src, op->size, s);
+	case DEVQ_BOP_FILL:
+		if (op->size < 4)
+			return CUDA_SUCCESS;
+		return cb->drv.cuMemsetD32Async((CUdeviceptr)op->dst, op->pattern, op->size / 4, s);
+	case DEVQ_BOP_FAIL:
+		break;
+	}
+	return CUDA_SUCCESS;
+}
+
+/* Lock held: why op must not run, judged from what is known now.  On this
+ * backend a failure is known when the failing op is enqueued (validation,
+ * launch errors, cancellation); a fault discovered later is sticky and
+ * fails everything anyway. */
+static void precheck(struct devq_bop *op)
+{
+	if (op->kind == DEVQ_BOP_FAIL || op->code != DEVQ__CODE__OK)
+		return;
+	if (op->cancel && atomic_load_explicit(op->cancel, memory_order_relaxed)) {
+		op->code = DEVQ__CODE__CANCELLED;
+		snprintf(op->msg, sizeof(op->msg), "cancelled before it started");
+		return;
+	}
+	for (unsigned i = 0; i < op->nstrict; i++) {
+		struct devq_bop *w = op->waits[i];
+		if (w->code == DEVQ__CODE__OK)
+			continue;
+		op->code = DEVQ__CODE__DEPENDENCY_FAILED;
+		if (w->code == DEVQ__CODE__DEPENDENCY_FAILED)
+			memcpy(op->msg, w->msg, sizeof(op->msg));
+		else
+			snprintf(op->msg, sizeof(op->msg), "an op it waits on failed: %.120s", w->msg);
+		return;
+	}
+}
+
+static int cuda_enqueue(struct devq_backend *b, struct devq_bop *op)
+{
+	struct cuda_backend *cb = (struct cuda_backend *)b;
+	if (op->stream >= b->streams)
+		return -EINVAL;
+	struct cu_stream *st = &cb->s[op->stream];
+	pthread_mutex_lock(&cb->lock);
+	struct cu_op *co = op_get(cb);
+	if (!co) {
+		pthread_mutex_unlock(&cb->lock);
+		return -ENOMEM;
+	}
+	op->priv = co;
+	op->next = NULL;
+	CUresult r = CUDA_SUCCESS;
+	const char *call = "";
+	if (cb->lost) {
+		set_lost(cb, op);
+		goto queue;
+	}
+	precheck(op);
+	for (unsigned i = 0; i < op->nwaits && r == CUDA_SUCCESS; i++) {
+		struct devq_bop *w = op->waits[i];
+		struct cu_op *wo = w->priv;
+		if (atomic_load_explicit(&w->done, memory_order_acquire) || !wo || !wo->end)
+			continue;
+		if (w->stream == op->stream)
+			continue; /* stream order already covers it */
+		r = cb->drv.cuStreamWaitEvent(st->stream, wo->end, 0);
+		call = "cuStreamWaitEvent";
+	}
+	bool run = r == CUDA_SUCCESS && op->code == DEVQ__CODE__OK && op->kind != DEVQ_BOP_FAIL;
+	bool timed = run && op->timed;
+	if (timed) {
+		co->start = pool_get(cb, POOL_TIMED_START, &r);
+		if (co->start)
+			r = cb->drv.cuEventRecord(co->start, st->stream);
+		call = "cuEventRecord";
+	}
+	if (run && r == CUDA_SUCCESS) {
+		r = launch(cb, st, op);
+		call = op->kind == DEVQ_BOP_KERNEL ? "cuLaunchKernel"
+		       : op->kind == DEVQ_BOP_COPY ? "cuMemcpyAsync"
+						   : "cuMemsetD32Async";
+		co->work = r == CUDA_SUCCESS;
+		if (r != CUDA_SUCCESS && !devq_cuda_error_is_sticky(r)) {
+			op->code = DEVQ__CODE__DEVICE_ERROR;
+			snprintf(op->msg, sizeof(op->msg), "%s: %s", call, devq_cuda_error_name(r));
+			r = CUDA_SUCCESS; /* the op failed; the stream did not */
+		}
+	}
+	if (r == CUDA_SUCCESS) {
+		/* Recorded even when nothing ran: dependents order through it. */
+		co->end_pool = timed && co->work ? POOL_TIMED_END : POOL_SYNC;
+		co->end = pool_get(cb, co->end_pool, &r);
+		if (co->end)
+			r = cb->drv.cuEventRecord(co->end, st->stream);
+		call = "cuEventRecord";
+	}
+	if (r != CUDA_SUCCESS) {
+		if (check_sticky(cb, r, call) || r == CUDA_ERROR_DEINITIALIZED) {
+			set_lost(cb, op);
+		} else if (op->code == DEVQ__CODE__OK) {
+			op->code = DEVQ__CODE__RESOURCE_EXHAUSTED;
+			snprintf(op->msg, sizeof(op->msg), "%s: %s", call, devq_cuda_error_name(r));
+		}
+		/* An end event that was not recorded would never complete. */
+		if (co->end) {
+			pool_put(cb, co->end_pool, co->end);
+			co->end = NULL;
+		}
+	}
+queue:
+	if (st->tail)
+		st->tail->next = op;
+	else
+		st->head = op;
+	st->tail = op;
+	pthread_cond_signal(&st->work);
+	pthread_mutex_unlock(&cb->lock);
+	return 0;
+}
+
+/* ---- memory ----------------------------------------------------------- */
+
+static int map_error(CUresult r)
+{
+	return r == CUDA_ERROR_OUT_OF_MEMORY ? -ENOMEM : -EIO;
+}
+
+/* Pinned and mapped into the device's address space: kernels read it over
+ * the bus (tens of GB/s, against the HBM's TB/s). */
+static int cuda_map_host(struct devq_backend *b, void *addr, size_t len, uint64_t *devaddr)
+{
+	struct cuda_backend *cb = (struct cuda_backend *)b;
+	CUresult r = cb->drv.cuMemHostRegister(addr, len, CU_MEMHOSTREGISTER_DEVICEMAP);
+	if (r == CUDA_ERROR_INVALID_VALUE || r == CUDA_ERROR_NOT_PERMITTED)
+		/* A read-only mapping (an import the client may not let us
+		 * write) registers only as read-only. */
+		r = cb->drv.cuMemHostRegister(addr, len,
+					      CU_MEMHOSTREGISTER_DEVICEMAP |
+						      CU_MEMHOSTREGISTER_READ_ONLY);
+	if (r != CUDA_SUCCESS)
+		return map_error(r);
+	CUdeviceptr p = 0;
+	r = cb->drv.cuMemHostGetDevicePointer(&p, addr, 0);
+	if (r != CUDA_SUCCESS) {
+		cb->drv.cuMemHostUnregister(addr);
+		return map_error(r);
+	}
+	*devaddr = (uint64_t)p;
+	return 0;
+}
+
+static void cuda_unmap_host(struct devq_backend *b, void *addr, size_t len)
+{
+	struct cuda_backend *cb = (struct cuda_backend *)b;
+	(void)len;
+	cb->drv.cuMemHostUnregister(addr);
+}
+
+static int cuda_alloc(struct devq_backend *b, size_t len, uint64_t *devaddr)
+{
+	struct cuda_backend *cb = (struct cuda_backend *)b;
+	CUdeviceptr p = 0;
+	CUresult r = cb->drv.cuMemAlloc(&p, len ? len : 1);
+	if (r != CUDA_SUCCESS)
+		return map_error(r);
+	/* Zeroed like a fresh memfd, as on the CPU backend.  Ordered before any
+	 * op: ops run on non-blocking streams, so wait for the memset here. */
+	pthread_mutex_lock(&cb->cal_lock);
+	r = cb->drv.cuMemsetD8Async(p, 0, len ? len : 1, cb->cal_stream);
+	CUevent e = cb->cal_ev[cb->cal_cur ^ 1];
+	if (r == CUDA_SUCCESS)
+		r = cb->drv.cuEventRecord(e, cb->cal_stream);
+	if (r == CUDA_SUCCESS)
+		r = cb->drv.cuEventSynchronize(e);
+	pthread_mutex_unlock(&cb->cal_lock);
+	if (r != CUDA_SUCCESS) {
+		cb->drv.cuMemFree(p);
+		return map_error(r);
+	}
+	*devaddr = (uint64_t)p;
+	return 0;
+}
+
+static void cuda_free(struct devq_backend *b, uint64_t devaddr, size_t len)
+{
+	struct cuda_backend *cb = (struct cuda_backend *)b;
+	(void)len;
+	cb->drv.cuMemFree((CUdeviceptr)devaddr);
+}
+
+static bool cuda_has_kernel(struct devq_backend *b, const struct devq_kernel *k)
+{
+	struct cuda_backend *cb = (struct cuda_backend *)b;
+	return cb->fn[k - devq_kernels] != NULL;
+}
+
+/* ---- lifetime --------------------------------------------------------- */
+
+static void cuda_destroy(struct devq_backend *b)
+{
+	struct cuda_backend *cb = (struct cuda_backend *)b;
+	if (!cb)
+		return;
+	if (cb->s) {
+		pthread_mutex_lock(&cb->lock);
+		cb->stop = true;
+		for (unsigned i = 0; i < b->streams; i++)
+			pthread_cond_signal(&cb->s[i].work);
+		pthread_mutex_unlock(&cb->lock);
+		for (unsigned i = 0; i < b->streams; i++) {
+			if (cb->s[i].started)
+				pthread_join(cb->s[i].waiter, NULL);
+			if (cb->s[i].stream)
+				cb->drv.cuStreamDestroy(cb->s[i].stream);
+			pthread_cond_destroy(&cb->s[i].work);
+		}
+		free(cb->s);
+	}
+	if (cb->ctx) {
+		for (int p = 0; p < NPOOLS; p++) {
+			for (size_t i = 0; i < cb->pool[p].n; i++)
+				cb->drv.cuEventDestroy(cb->pool[p].ev[i]);
+			free(cb->pool[p].ev);
+		}
+		for (int i = 0; i < 2; i++)
+			if (cb->cal_ev[i])
+				cb->drv.cuEventDestroy(cb->cal_ev[i]);
+		if (cb->cal_stream)
+			cb->drv.cuStreamDestroy(cb->cal_stream);
+		if (cb->module)
+			cb->drv.cuModuleUnload(cb->module);
+	}
+	while (cb->free_ops) {
+		struct cu_op *co = cb->free_ops;
+		cb->free_ops = co->next_free;
+		free(co);
+	}
+	if (cb->ctx_retained)
+		cb->drv.cuDevicePrimaryCtxRelease(cb->dev);
+	devq_cuda_drv_close(&cb->drv);
+	free(cb->fn);
+	free(cb->n_param);
+	pthread_cond_destroy(&cb->done);
+	pthread_mutex_destroy(&cb->lock);
+	pthread_mutex_destroy(&cb->cal_lock);
+	free(cb);
+}
+
+static const struct devq_backend_ops cuda_ops = {
+	.destroy = cuda_destroy,
+	.map_host = cuda_map_host,
+	.unmap_host = cuda_unmap_host,
+	.alloc = cuda_alloc,
+	.free = cuda_free,
+	.has_kernel = cuda_has_kernel,
+	.enqueue = cuda_enqueue,
+};
+
+#define FAIL(code, ...)                               \
+	do {                                          \
+		snprintf(err, errlen, __VA_ARGS__);   \
+		cuda_destroy(&cb->b);                 \
+		return (code);                        \
+	} while (0)
+
+#define CU(call, what)                                                                    \
+	do {                                                                              \
+		CUresult r_ = (call);                                                     \
+		if (r_ != CUDA_SUCCESS)                                                   \
+			FAIL(r_ == CUDA_ERROR_OUT_OF_MEMORY ? -ENOMEM : -EIO, "%s: %s", what, \
+			     devq_cuda_error_name(r_));                                   \
+	} while (0)
+
+/* The module must hold code this device runs: SASS for its major version
+ * (minor no higher) or PTX no newer than it, which the driver compiles. */
+static int check_fatbin(unsigned major, unsigned minor, char *what, size_t whatlen, char *err,
+			size_t errlen)
+{
+	struct devq_fatbin fb;
+	if (devq_fatbin_parse(devq_fatbin_data, (size_t)devq_fatbin_size, &fb, err, errlen) < 0)
+		return -ENOEXEC;
+	struct devq_fatbin_pick pick;
+	if (devq_fatbin_select(&fb, major, minor, &pick) < 0) {
+		snprintf(err, errlen, "the kernels have no code for this device: %.200s", pick.reason);
+		return -ENOEXEC;
+	}
+	snprintf(what, whatlen, "%.250s", pick.reason);
+	return 0;
+}
+
+int devq_backend_cuda_open(const struct devq_backend_config *cfg, const char *lib, int device,
+			   struct devq_backend **out, char *err, size_t errlen)
+{
+	*out = NULL;
+	struct cuda_backend *cb = calloc(1, sizeof(*cb));
+	if (!cb) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	cb->b.ops = &cuda_ops;
+	cb->b.name = "cuda";
+	cb->b.on_complete = cfg->on_complete;
+	cb->b.ud = cfg->ud;
+	pthread_mutex_init(&cb->lock, NULL);
+	pthread_mutex_init(&cb->cal_lock, NULL);
+	pthread_cond_init(&cb->done, NULL);
+	for (int p = 0; p < NPOOLS; p++)
+		cb->pool[p].flags = pool_flags[p];
+
+	int r = devq_cuda_drv_open(&cb->drv, lib, err, errlen);
+	if (r < 0) {
+		cuda_destroy(&cb->b);
+		return r;
+	}
+	CUresult cr = cb->drv.cuInit(0);
+	if (cr == CUDA_ERROR_NO_DEVICE)
+		FAIL(-ENODEV, "no CUDA device (cuInit: CUDA_ERROR_NO_DEVICE)");
+	if (cr != CUDA_SUCCESS)
+		FAIL(-ENODEV, "cuInit: %s", devq_cuda_error_name(cr));
+	int count = 0;
+	CU(cb->drv.cuDeviceGetCount(&count), "cuDeviceGetCount");
+	if (device < 0 || device >= count)
+		FAIL(-ENODEV, "no CUDA device %d (this host has %d)", device, count);
+	CU(cb->drv.cuDeviceGet(&cb->dev, device), "cuDeviceGet");
+	char name[96] = "";
+	int major = 0, minor = 0, sms = 0;
+	size_t mem = 0;
+	CU(cb->drv.cuDeviceGetName(name, sizeof(name), cb->dev), "cuDeviceGetName");
+	CU(cb->drv.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+					 cb->dev),
+	   "cuDeviceGetAttribute");
+	CU(cb->drv.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
+					 cb->dev),
+	   "cuDeviceGetAttribute");
+	CU(cb->drv.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, cb->dev),
+	   "cuDeviceGetAttribute");
+	CU(cb->drv.cuDeviceTotalMem(&mem, cb->dev), "cuDeviceTotalMem");
+	cb->sm_count = (unsigned)sms;
+	char pick[256];
+	char ferr[400];
+	if (check_fatbin((unsigned)major, (unsigned)minor, pick, sizeof(pick), ferr, sizeof(ferr)) < 0)
+		FAIL(-ENOEXEC, "%.60s (sm_%d%d): %.300s", name, major, minor, ferr);
+
+	/* Completion waits sleep rather than spin: devqd shares the host. */
+	cr = cb->drv.cuDevicePrimaryCtxSetFlags(cb->dev, CU_CTX_SCHED_BLOCKING_SYNC);
+	if (cr != CUDA_SUCCESS && cr != CUDA_ERROR_PRIMARY_CONTEXT_ACTIVE)
+		FAIL(-EIO, "cuDevicePrimaryCtxSetFlags: %s", devq_cuda_error_name(cr));
+	CU(cb->drv.cuDevicePrimaryCtxRetain(&cb->ctx, cb->dev), "cuDevicePrimaryCtxRetain");
+	cb->ctx_retained = true;
+	CU(cb->drv.cuCtxSetCurrent(cb->ctx), "cuCtxSetCurrent");
+	CU(cb->drv.cuModuleLoadData(&cb->module, devq_fatbin_data), "cuModuleLoadData");
+
+	cb->fn = calloc(devq_nkernels, sizeof(*cb->fn));
+	cb->n_param = calloc(devq_nkernels, sizeof(*cb->n_param));
+	if (!cb->fn || !cb->n_param)
+		FAIL(-ENOMEM, "out of memory");
+	for (size_t i = 0; i < devq_nkernels; i++) {
+		char sym[64], serr[128];
+		snprintf(sym, sizeof(sym), DEVQ_CUDA_PREFIX "%s", devq_kernels[i].name);
+		if (cb->drv.cuModuleGetFunction(&cb->fn[i], cb->module, sym) != CUDA_SUCCESS)
+			cb->fn[i] = NULL; /* has_kernel says no; validation names it */
+		struct devq_sig sig;
+		cb->n_param[i] = -1;
+		if (devq_sig_parse(devq_kernels[i].signature, &sig, serr, sizeof(serr)) == 0)
+			cb->n_param[i] = devq_sig_find(&sig, "n");
+	}
+
+	CU(cb->drv.cuStreamCreateWithPriority(&cb->cal_stream, CU_STREAM_NON_BLOCKING, 0),
+	   "cuStreamCreateWithPriority");
+	for (int i = 0; i < 2; i++)
+		CU(cb->drv.cuEventCreate(&cb->cal_ev[i], CU_EVENT_DEFAULT), "cuEventCreate");
+	CU(calibrate(cb), "calibration event");
+
+	unsigned n = cfg->streams ? cfg->streams : 4;
+	cb->s = calloc(n, sizeof(*cb->s));
+	if (!cb->s)
+		FAIL(-ENOMEM, "out of memory");
+	cb->b.streams = n;
+	for (unsigned i = 0; i < n; i++) {
+		cb->s[i].cb = cb;
+		pthread_cond_init(&cb->s[i].work, NULL);
+	}
+	for (unsigned i = 0; i < n; i++)
+		CU(cb->drv.cuStreamCreateWithPriority(&cb->s[i].stream, CU_STREAM_NON_BLOCKING, 0),
+		   "cuStreamCreateWithPriority");
+	for (unsigned i = 0; i < n; i++) {
+		int e = pthread_create(&cb->s[i].waiter, NULL, waiter, &cb->s[i]);
+		if (e)
+			FAIL(-e, "completion thread: %s", strerror(e));
+		cb->s[i].started = true;
+	}
+	snprintf(cb->b.device, sizeof(cb->b.device),
+		 "%.40s (GPU %d, sm_%d%d, %d SMs, %zu MiB, driver CUDA %d.%d)", name, device,
+		 major % 100, minor % 100, sms % 10000, mem >> 20,
+		 cb->drv.driver_version / 1000 % 1000, cb->drv.driver_version % 1000 / 10);
+	snprintf(err, errlen, "%s", pick);
+	*out = &cb->b;
+	return 0;
+}

@@ -1,0 +1,166 @@
+/* Run-time loading of the CUDA driver: see cuda_drv.h. */
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cuda_drv.h"
+
+typedef CUresult (*gpa_fn)(const char *symbol, void **pfn, int cuda_version, cuuint64_t flags,
+			   CUdriverProcAddressQueryResult *status);
+
+const char *devq_cuda_error_name(CUresult r)
+{
+	switch (r) {
+#define N(x) case x: return #x;
+	N(CUDA_SUCCESS)
+	N(CUDA_ERROR_INVALID_VALUE)
+	N(CUDA_ERROR_OUT_OF_MEMORY)
+	N(CUDA_ERROR_NOT_INITIALIZED)
+	N(CUDA_ERROR_DEINITIALIZED)
+	N(CUDA_ERROR_STUB_LIBRARY)
+	N(CUDA_ERROR_DEVICE_UNAVAILABLE)
+	N(CUDA_ERROR_NO_DEVICE)
+	N(CUDA_ERROR_INVALID_DEVICE)
+	N(CUDA_ERROR_DEVICE_NOT_LICENSED)
+	N(CUDA_ERROR_INVALID_IMAGE)
+	N(CUDA_ERROR_INVALID_CONTEXT)
+	N(CUDA_ERROR_NO_BINARY_FOR_GPU)
+	N(CUDA_ERROR_UNSUPPORTED_PTX_VERSION)
+	N(CUDA_ERROR_INVALID_PTX)
+	N(CUDA_ERROR_JIT_COMPILER_NOT_FOUND)
+	N(CUDA_ERROR_INVALID_HANDLE)
+	N(CUDA_ERROR_NOT_FOUND)
+	N(CUDA_ERROR_NOT_READY)
+	N(CUDA_ERROR_ILLEGAL_ADDRESS)
+	N(CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES)
+	N(CUDA_ERROR_LAUNCH_TIMEOUT)
+	N(CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED)
+	N(CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED)
+	N(CUDA_ERROR_HARDWARE_STACK_ERROR)
+	N(CUDA_ERROR_ILLEGAL_INSTRUCTION)
+	N(CUDA_ERROR_MISALIGNED_ADDRESS)
+	N(CUDA_ERROR_INVALID_ADDRESS_SPACE)
+	N(CUDA_ERROR_INVALID_PC)
+	N(CUDA_ERROR_LAUNCH_FAILED)
+	N(CUDA_ERROR_NOT_PERMITTED)
+	N(CUDA_ERROR_NOT_SUPPORTED)
+	N(CUDA_ERROR_SYSTEM_NOT_READY)
+	N(CUDA_ERROR_SYSTEM_DRIVER_MISMATCH)
+	N(CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE)
+	N(CUDA_ERROR_UNKNOWN)
+#undef N
+	default:
+		return "CUDA_ERROR_(unnamed)";
+	}
+}
+
+/* The errors after which the CUDA documentation says the context, and the
+ * process, cannot continue. */
+int devq_cuda_error_is_sticky(CUresult r)
+{
+	switch (r) {
+	case CUDA_ERROR_ILLEGAL_ADDRESS:
+	case CUDA_ERROR_HARDWARE_STACK_ERROR:
+	case CUDA_ERROR_ILLEGAL_INSTRUCTION:
+	case CUDA_ERROR_MISALIGNED_ADDRESS:
+	case CUDA_ERROR_INVALID_ADDRESS_SPACE:
+	case CUDA_ERROR_INVALID_PC:
+	case CUDA_ERROR_LAUNCH_FAILED:
+	case CUDA_ERROR_LAUNCH_TIMEOUT:
+	case CUDA_ERROR_ECC_UNCORRECTABLE:
+	case CUDA_ERROR_CONTEXT_IS_DESTROYED:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+void devq_cuda_drv_close(struct devq_cuda_drv *drv)
+{
+	if (drv->lib)
+		dlclose(drv->lib);
+	memset(drv, 0, sizeof(*drv));
+}
+
+static int resolve(gpa_fn gpa, const char *name, void **out, char *err, size_t errlen)
+{
+	CUdriverProcAddressQueryResult st = CU_GET_PROC_ADDRESS_SUCCESS;
+	CUresult r = gpa(name, out, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &st);
+	if (r == CUDA_ERROR_STUB_LIBRARY) {
+		snprintf(err, errlen,
+			 "libcuda.so.1 is the CUDA toolkit's stub library (CUDA_ERROR_STUB_LIBRARY), "
+			 "not an NVIDIA driver: install the driver (%d or newer) or drop the stub "
+			 "from the library path",
+			 DEVQ_CUDA_MIN_DRIVER_BRANCH);
+		return -ENODEV;
+	}
+	if (r != CUDA_SUCCESS || !*out || st != CU_GET_PROC_ADDRESS_SUCCESS) {
+		snprintf(err, errlen,
+			 "the NVIDIA driver has no %s for CUDA %d.%d (%s): driver %d or newer "
+			 "is needed",
+			 name, CUDA_VERSION / 1000, CUDA_VERSION % 1000 / 10,
+			 r != CUDA_SUCCESS ? devq_cuda_error_name(r)
+			 : st == CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT ? "version not sufficient"
+									     : "symbol not found",
+			 DEVQ_CUDA_MIN_DRIVER_BRANCH);
+		return -ENOSYS;
+	}
+	return 0;
+}
+
+int devq_cuda_drv_open(struct devq_cuda_drv *drv, const char *lib, char *err, size_t errlen)
+{
+	memset(drv, 0, sizeof(*drv));
+	if (!lib)
+		lib = "libcuda.so.1";
+	drv->lib = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+	if (!drv->lib) {
+		snprintf(err, errlen, "no NVIDIA driver: cannot load %s (%s)", lib, dlerror());
+		return -ENOENT;
+	}
+	/* The plain cuGetProcAddress symbol keeps the pre-12.0 ABI (no status
+	 * argument); _v2 is the one whose signature cuda.h now declares. */
+	gpa_fn gpa = (gpa_fn)(uintptr_t)dlsym(drv->lib, "cuGetProcAddress_v2");
+	if (!gpa) {
+		snprintf(err, errlen,
+			 "%s has no cuGetProcAddress_v2: the NVIDIA driver is too old for CUDA %d.%d "
+			 "(driver %d or newer is needed)",
+			 lib, CUDA_VERSION / 1000, CUDA_VERSION % 1000 / 10,
+			 DEVQ_CUDA_MIN_DRIVER_BRANCH);
+		devq_cuda_drv_close(drv);
+		return -ENOSYS;
+	}
+	/* The version first, so an old driver is named as such rather than by
+	 * whichever call it happens to lack. */
+	int r = resolve(gpa, "cuDriverGetVersion", (void **)&drv->cuDriverGetVersion, err, errlen);
+	if (r < 0) {
+		devq_cuda_drv_close(drv);
+		return r;
+	}
+	CUresult cr = drv->cuDriverGetVersion(&drv->driver_version);
+	if (cr != CUDA_SUCCESS) {
+		snprintf(err, errlen, "cuDriverGetVersion: %s", devq_cuda_error_name(cr));
+		devq_cuda_drv_close(drv);
+		return cr == CUDA_ERROR_STUB_LIBRARY ? -ENODEV : -EIO;
+	}
+	if (drv->driver_version < CUDA_VERSION) {
+		snprintf(err, errlen,
+			 "the NVIDIA driver supports CUDA %d.%d, but devqd was built with CUDA %d.%d: "
+			 "install driver %d or newer",
+			 drv->driver_version / 1000, drv->driver_version % 1000 / 10,
+			 CUDA_VERSION / 1000, CUDA_VERSION % 1000 / 10, DEVQ_CUDA_MIN_DRIVER_BRANCH);
+		devq_cuda_drv_close(drv);
+		return -EPROTO;
+	}
+#define DEVQ_CUDA_RESOLVE(name)                                                      \
+	if (r == 0)                                                                  \
+		r = resolve(gpa, #name, (void **)&drv->name, err, errlen);
+	DEVQ_CUDA_CALLS(DEVQ_CUDA_RESOLVE)
+#undef DEVQ_CUDA_RESOLVE
+	if (r < 0) {
+		devq_cuda_drv_close(drv);
+		return r;
+	}
+	return 0;
+}
