@@ -59,6 +59,9 @@ LIB_SRC    = client/libdevq.c
 DEVCTL_SRC = client/devctl.c
 # Tracing: the op recorder and devctl trace/top.
 DAEMON_SRC += daemon/trace.c
+DEVCTL_SRC += client/devctl_trace.c client/devctl_top.c
+# Tracing: the op recorder and devctl trace/top.
+DAEMON_SRC += daemon/trace.c
 # Robustness: resource counts on SIGUSR1 (checked by the soak test).
 DAEMON_SRC += daemon/stats.c
 DEVCTL_SRC += client/devctl_trace.c client/devctl_top.c

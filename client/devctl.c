@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "devctl_trace.h"
 #include "devq.h"
 #include "kernels.h"
 
@@ -45,6 +46,7 @@ static void usage(FILE *f)
 		"  status [--json]     sessions, queues, ops in flight, buffers and totals\n"
 		"  help                this text\n",
 		DEVQ_DEFAULT_SOCKET);
+	devctl_trace_usage(f);
 }
 
 static void json_str(FILE *f, const char *s)
@@ -805,6 +807,10 @@ int main(int argc, char **argv)
 		return cmd_list(sock, argc - i, argv + i);
 	if (!strcmp(cmd, "status"))
 		return cmd_status(sock, argc - i, argv + i);
+	if (!strcmp(cmd, "trace"))
+		return devctl_trace_main(sock, argc - i, argv + i);
+	if (!strcmp(cmd, "top"))
+		return devctl_top_main(sock, argc - i, argv + i);
 	if (!strcmp(cmd, "help")) {
 		usage(stdout);
 		return 0;

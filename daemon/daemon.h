@@ -41,6 +41,8 @@ struct devq_config {
 	 * device or a completion thread is stuck (notify.c stops pinging). */
 	uint64_t stall_ns;
 	bool test_faults;         /* expose the fault-injection kernel (tests) */
+	unsigned trace_records;   /* trace.c: op records kept (0: off) */
+	const char *admin_group;  /* may trace every user's sessions (NULL: root only) */
 };
 
 struct devq_session;
@@ -105,6 +107,7 @@ struct devq_cmpl {
 };
 
 struct devq_daemon;
+struct devq_trace_ring;
 
 struct devq_session {
 	struct devq_daemon *d;
@@ -127,6 +130,7 @@ struct devq_session {
 	struct idmap queues; /* id -> struct devq_queue */
 	uint64_t ops_in_flight, ops_completed, bytes_mapped;
 	unsigned nbufs;
+	uint64_t trace_failed; /* ops that completed with an error (trace.c) */
 	/* Completions gathered during one drain, sent as one frame. */
 	struct devq_cmpl *cmpl;
 	size_t ncmpl, cmpl_cap;
@@ -152,6 +156,7 @@ struct devq_daemon {
 	pthread_mutex_t cmpl_lock;
 	struct devq_op *cmpl_head, *cmpl_tail; /* from backend threads */
 	struct devq_session *sessions;
+	struct devq_trace_ring *trace; /* recent op records (trace.c) */
 	struct devq_session *dirty;
 	struct devq_notify *notify; /* notify.c: READY/STATUS/WATCHDOG state */
 	uint64_t next_session_id;

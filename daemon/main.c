@@ -8,6 +8,7 @@
 
 #include "config.h"
 #include "daemon.h"
+#include "trace.h"
 
 static void usage(FILE *f)
 {
@@ -24,6 +25,10 @@ static void usage(FILE *f)
 		"      --max-op-ms MS      longest duration one op may request (default 10000)\n"
 		"      --max-buffer-mb MB  largest buffer (default 4096)\n"
 		"      --max-queues N      queues per session (default 64)\n"
+		"      --trace-records N   recent ops kept for devctl trace/top (default 16384;\n"
+		"                          0 turns op recording off)\n"
+		"      --admin-group NAME  members may trace every user's sessions (default:\n"
+		"                          root only)\n"
 		"  -c, --config FILE       read settings from FILE (default /etc/devqd/devqd.conf\n"
 		"                          when it exists); flags override the file\n"
 		"      --stall-timeout-ms MS  watchdog: ops in flight and no completion for MS\n"
@@ -83,6 +88,8 @@ int main(int argc, char **argv)
 		{ "max-queues", required_argument, NULL, 3 },
 		{ "config", required_argument, NULL, 'c' },
 		{ "stall-timeout-ms", required_argument, NULL, 5 },
+		{ "trace-records", required_argument, NULL, 70 },
+		{ "admin-group", required_argument, NULL, 71 },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
@@ -97,6 +104,7 @@ int main(int argc, char **argv)
 	d.cfg.max_frame = DEVQ_FRAME_MAX_DEFAULT;
 	d.cfg.max_queues = 64;
 	d.cfg.stall_ns = 60ull * 1000 * 1000 * 1000;
+	d.cfg.trace_records = DEVQ_TRACE_DEFAULT_RECORDS;
 	d.listen_fd = -1;
 	int verbose = 0, c;
 	uint64_t v;
@@ -145,6 +153,14 @@ int main(int argc, char **argv)
 				return 2;
 			d.cfg.stall_ns = v * 1000000;
 			break;
+		case 70:
+			if (parse_u64("--trace-records", optarg, 0, DEVQ_TRACE_MAX_RECORDS, &v))
+				return 2;
+			d.cfg.trace_records = (unsigned)v;
+			break;
+		case 71:
+			d.cfg.admin_group = optarg;
+			break;
 		case 'v':
 			verbose++;
 			break;
@@ -188,11 +204,18 @@ int main(int argc, char **argv)
 		sigs_free(&d);
 		return 1;
 	}
+	if (devq_trace_ring_new(&d.cfg, d.be->streams, &d.trace) < 0) {
+		uv_loop_close(&loop);
+		d.be->ops->destroy(d.be);
+		sigs_free(&d);
+		return 1;
+	}
 	d.loop = &loop;
 	d.start_ns = devq_now_ns();
 	int code = devq_server_run(&d);
 	uv_loop_close(&loop);
 	d.be->ops->destroy(d.be);
+	devq_trace_ring_free(d.trace);
 	pthread_mutex_destroy(&d.cmpl_lock);
 	sigs_free(&d);
 	log_info("stopped");

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "daemon.h"
+#include "trace.h"
 
 #define OP_OF(bop) ((struct devq_op *)(bop))
 
@@ -384,6 +385,7 @@ static void complete_one(struct devq_daemon *d, struct devq_op *op, uint64_t now
 	d->ops_in_flight--;
 	s->ops_completed++;
 	s->ops_in_flight--;
+	devq_trace_record(d->trace, op); /* while its waits and buffers are known */
 
 	for (unsigned i = 0; i < op->b.nwaits; i++)
 		devq_op_unref(OP_OF(op->b.waits[i]));

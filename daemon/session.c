@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "daemon.h"
+#include "trace.h"
 
 static void reply(struct devq_session *s, Devq__DaemonMessage__BodyCase c, void *body,
 		  const int *fds, unsigned nfds)
@@ -251,6 +252,9 @@ void devq_session_dispatch(struct devq_session *s, const Devq__ClientMessage *m,
 		break;
 	case DEVQ__CLIENT_MESSAGE__BODY_GET_STATUS:
 		on_status(s);
+		break;
+	case DEVQ__CLIENT_MESSAGE__BODY_TRACE_REQUEST:
+		devq_trace_handle(s, m->trace_request);
 		break;
 	default:
 		devq_session_error(s, DEVQ__CODE__PROTOCOL_ERROR, "unknown", NULL, NULL,

@@ -1,0 +1,325 @@
+/* devctl top: a live view of devqd, one frame per interval.  Each frame
+ * compares two samples of the daemon's recorder (devq_trace_get): counters
+ * give rates and busy time, the ops completed in between give the phase
+ * percentiles.  Plain ANSI escapes only, so it works over ssh in any
+ * terminal; without a terminal (or with --once) frames are plain text. */
+#include "devctl_trace.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <termios.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "devq.h"
+
+static volatile sig_atomic_t top_stop;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	top_stop = 1;
+}
+
+struct top {
+	devq *q;
+	bool all, tty;
+	uint64_t self;
+	struct devq_trace *prev, *cur;
+	FILE *out;
+};
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+static void fmt_ns(char *buf, size_t n, uint64_t ns)
+{
+	if (ns < 10000)
+		snprintf(buf, n, "%" PRIu64 " ns", ns);
+	else if (ns < 10000000)
+		snprintf(buf, n, "%.1f us", (double)ns / 1e3);
+	else
+		snprintf(buf, n, "%.2f ms", (double)ns / 1e6);
+}
+
+static const struct devq_trace_session *prev_session(const struct devq_trace *t, uint64_t id)
+{
+	for (size_t i = 0; t && i < t->nsessions; i++)
+		if (t->sessions[i].id == id)
+			return &t->sessions[i];
+	return NULL;
+}
+
+/* Phase p of op o: 0 submit, 1 queued, 2 device, 3 sync (daemon side). */
+static uint64_t phase(const struct devq_trace_op *o, int p)
+{
+	const struct devq_timing *t = &o->t;
+	switch (p) {
+	case 0: return t->handoff - t->client_submit;
+	case 1: return t->device_start - t->handoff;
+	case 2: return t->device_end - t->device_start;
+	default: return t->observed - t->device_end;
+	}
+}
+
+static void line_end(struct top *tp)
+{
+	/* Erase what a longer line of the previous frame left there. */
+	fputs(tp->tty ? "\x1b[K\n" : "\n", tp->out);
+}
+
+static void draw(struct top *tp)
+{
+	const struct devq_trace *a = tp->prev, *b = tp->cur;
+	FILE *f = tp->out;
+	double dt = (double)(b->now_ns - a->now_ns) / 1e9;
+	if (dt <= 0)
+		dt = 1e-9;
+	if (tp->tty)
+		fputs("\x1b[H", f);
+
+	/* Rates from the sessions of both samples; a new one counts from 0. */
+	uint64_t done = 0, inflight = 0, failed = 0;
+	for (size_t i = 0; i < b->nsessions; i++) {
+		const struct devq_trace_session *s = &b->sessions[i];
+		const struct devq_trace_session *p = prev_session(a, s->id);
+		if (s->id == tp->self || !s->connected)
+			continue;
+		done += s->ops_completed - (p ? p->ops_completed : 0);
+		failed += s->ops_failed - (p ? p->ops_failed : 0);
+		inflight += s->ops_in_flight;
+	}
+	fprintf(f, "%sdevq top%s  backend %s (%s), %u streams, %s sessions", tp->tty ? "\x1b[1m" : "",
+		tp->tty ? "\x1b[0m" : "", b->backend, b->device, b->streams,
+		tp->all ? "all" : "your");
+	line_end(tp);
+	fprintf(f, "ops/s %.0f   in flight %" PRIu64 "   errors/s %.0f   interval %.2f s",
+		(double)done / dt, inflight, (double)failed / dt, dt);
+	line_end(tp);
+
+	uint64_t busy = 0;
+	char per[512] = "";
+	size_t pl = 0;
+	for (uint32_t i = 0; i < b->streams; i++) {
+		uint64_t d = b->stream_busy_ns[i] - a->stream_busy_ns[i];
+		busy += d;
+		if (pl < sizeof(per) - 32)
+			pl += (size_t)snprintf(per + pl, sizeof(per) - pl, "  s%u %3.0f%%", i,
+					       100.0 * (double)d / 1e9 / dt);
+	}
+	fprintf(f, "device busy %3.0f%% |%s",
+		b->streams ? 100.0 * (double)busy / 1e9 / dt / b->streams : 0.0, per);
+	line_end(tp);
+	line_end(tp);
+
+	/* Phase percentiles over the ops completed since the last frame. */
+	size_t n = 0;
+	uint64_t *v = b->nops ? malloc(b->nops * sizeof(*v)) : NULL;
+	fprintf(f, "%-8s %12s %12s   (%zu ops completed in the interval%s)", "PHASE", "P50", "P99",
+		b->nops, b->capacity ? "" : "; devqd records no ops");
+	line_end(tp);
+	static const char *const names[] = { "submit", "queued", "device", "sync" };
+	for (int p = 0; p < 4; p++) {
+		char p50[24] = "-", p99[24] = "-";
+		n = 0;
+		for (size_t i = 0; v && i < b->nops; i++)
+			if (b->ops[i].session != tp->self)
+				v[n++] = phase(&b->ops[i], p);
+		if (n) {
+			qsort(v, n, sizeof(*v), cmp_u64);
+			fmt_ns(p50, sizeof(p50), v[(n - 1) * 50 / 100]);
+			fmt_ns(p99, sizeof(p99), v[(n - 1) * 99 / 100]);
+		}
+		fprintf(f, "%-8s %12s %12s", names[p], p50, p99);
+		line_end(tp);
+	}
+	free(v);
+	line_end(tp);
+
+	fprintf(f, "%s%8s %8s %6s %-16s %8s %9s %11s %7s%s", tp->tty ? "\x1b[7m" : "", "SESSION",
+		"PID", "UID", "NAME", "OPS/S", "INFLIGHT", "PINNED MiB", "ERRORS",
+		tp->tty ? "\x1b[0m" : "");
+	line_end(tp);
+	for (size_t i = 0; i < b->nsessions; i++) {
+		const struct devq_trace_session *s = &b->sessions[i];
+		if (s->id == tp->self || !s->connected)
+			continue;
+		const struct devq_trace_session *p = prev_session(a, s->id);
+		uint64_t base = p ? p->ops_completed : 0;
+		fprintf(f, "%8" PRIu64 " %8u %6u %-16.16s %8.0f %9" PRIu64 " %11.1f %7" PRIu64, s->id,
+			s->pid, s->uid, s->name, (double)(s->ops_completed - base) / dt,
+			s->ops_in_flight, (double)s->bytes_mapped / 1048576.0, s->ops_failed);
+		line_end(tp);
+	}
+	line_end(tp);
+	fprintf(f, "%s%8s %8s %8s %8s %12s%s", tp->tty ? "\x1b[7m" : "", "SESSION", "QUEUE",
+		"STREAM", "DEPTH", "SUBMITTED", tp->tty ? "\x1b[0m" : "");
+	line_end(tp);
+	for (size_t i = 0; i < b->nsessions; i++) {
+		const struct devq_trace_session *s = &b->sessions[i];
+		if (s->id == tp->self || !s->connected)
+			continue;
+		for (size_t k = 0; k < s->nqueues; k++) {
+			const struct devq_trace_queue *x = &s->queues[k];
+			fprintf(f, "%8" PRIu64 " %8u %8u %8" PRIu64 " %12" PRIu64, s->id, x->id,
+				x->stream, x->submitted - x->completed, x->submitted);
+			line_end(tp);
+		}
+	}
+	if (tp->tty)
+		fputs("\x1b[J(q quits)", f);
+	fflush(f);
+}
+
+static int sample(struct top *tp)
+{
+	struct devq_trace_query qy = { .all = tp->all };
+	/* Only the ops completed since the previous sample: the percentiles. */
+	if (tp->prev)
+		qy.since_ns = tp->prev->now_ns;
+	else
+		qy.no_ops = true;
+	int r = devq_trace_get(tp->q, &qy, &tp->cur);
+	if (r == -EACCES && tp->all) {
+		/* Not an admin: fall back to this user's sessions. */
+		tp->all = false;
+		qy.all = false;
+		r = devq_trace_get(tp->q, &qy, &tp->cur);
+	}
+	if (r < 0)
+		fprintf(stderr, "devctl top: %s\n", devq_last_error(tp->q));
+	return r;
+}
+
+/* Waits up to ms for a key; returns true when q was pressed. */
+static bool wait_key(struct top *tp, int ms, bool keys)
+{
+	uint64_t left = (uint64_t)ms;
+	while (left > 0 && !top_stop) {
+		struct timespec a, b;
+		clock_gettime(CLOCK_MONOTONIC, &a);
+		struct pollfd p = { .fd = 0, .events = POLLIN };
+		int r = poll(&p, keys ? 1 : 0, (int)left);
+		if (r > 0) {
+			char ch[16];
+			ssize_t n = read(0, ch, sizeof(ch));
+			if (n <= 0)
+				keys = false; /* stdin closed: keep refreshing */
+			for (ssize_t i = 0; i < n; i++)
+				if (ch[i] == 'q' || ch[i] == 'Q')
+					return true;
+		}
+		(void)tp;
+		clock_gettime(CLOCK_MONOTONIC, &b);
+		uint64_t el = (uint64_t)(b.tv_sec - a.tv_sec) * 1000 +
+			      (uint64_t)((b.tv_nsec - a.tv_nsec) / 1000000);
+		left = el >= left ? 0 : left - el;
+	}
+	return top_stop != 0;
+}
+
+int devctl_top_main(const char *sock, int argc, char **argv)
+{
+	bool once = false, all_flag = false;
+	double interval = 1.0;
+	for (int i = 0; i < argc; i++) {
+		if (!strcmp(argv[i], "--once")) {
+			once = true;
+		} else if (!strcmp(argv[i], "--all")) {
+			all_flag = true;
+		} else if (!strcmp(argv[i], "--interval") && i + 1 < argc) {
+			char *end;
+			interval = strtod(argv[++i], &end);
+			if (*end || end == argv[i] || !(interval >= 0.1 && interval <= 3600)) {
+				fprintf(stderr, "devctl top: --interval: '%s' is not a number of seconds "
+						"in 0.1..3600\n",
+					argv[i]);
+				return 2;
+			}
+		} else {
+			fprintf(stderr, "devctl top: unknown argument '%s'\n", argv[i]);
+			return 2;
+		}
+	}
+	struct top tp = { .out = stdout };
+	/* Root sees everything by default; others ask, and fall back. */
+	tp.all = all_flag || geteuid() == 0;
+	int r = devq_connect(sock, "devctl top", &tp.q);
+	if (r < 0) {
+		fprintf(stderr, "devctl: %s\n", tp.q ? devq_last_error(tp.q) : strerror(-r));
+		devq_disconnect(tp.q);
+		return 3;
+	}
+	tp.self = devq_get_info(tp.q)->session;
+	if (all_flag) {
+		/* Asked for explicitly: a refusal is an error, not a fallback. */
+		struct devq_trace *t;
+		struct devq_trace_query qy = { .all = true, .no_ops = true };
+		if (devq_trace_get(tp.q, &qy, &t) < 0) {
+			fprintf(stderr, "devctl top: %s\n", devq_last_error(tp.q));
+			devq_disconnect(tp.q);
+			return 3;
+		}
+		devq_trace_free(t);
+	}
+	tp.tty = !once && isatty(1);
+	bool keys = !once && isatty(0);
+	struct termios saved;
+	if (keys && tcgetattr(0, &saved) == 0) {
+		struct termios raw = saved;
+		raw.c_lflag &= (tcflag_t) ~(ICANON | ECHO);
+		raw.c_cc[VMIN] = 0;
+		raw.c_cc[VTIME] = 0;
+		tcsetattr(0, TCSANOW, &raw);
+	} else {
+		keys = false;
+	}
+	struct sigaction sa = { .sa_handler = on_signal };
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	if (tp.tty)
+		fputs("\x1b[?1049h\x1b[?25l\x1b[2J", stdout); /* alternate screen, no cursor */
+
+	int rc = 0;
+	if (sample(&tp) < 0) {
+		rc = 3;
+		goto out;
+	}
+	tp.prev = tp.cur;
+	tp.cur = NULL;
+	for (;;) {
+		if (wait_key(&tp, (int)(interval * 1000), keys))
+			break;
+		if (sample(&tp) < 0) {
+			rc = 3;
+			break;
+		}
+		draw(&tp);
+		devq_trace_free(tp.prev);
+		tp.prev = tp.cur;
+		tp.cur = NULL;
+		if (once)
+			break;
+		if (!tp.tty)
+			fputs("\n", stdout);
+	}
+out:
+	if (tp.tty)
+		fputs("\x1b[?25h\x1b[?1049l", stdout);
+	fflush(stdout);
+	if (keys)
+		tcsetattr(0, TCSANOW, &saved);
+	devq_trace_free(tp.prev);
+	devq_trace_free(tp.cur);
+	devq_disconnect(tp.q);
+	return rc;
+}

@@ -1,0 +1,78 @@
+/* The op recorder behind `devctl trace` and `devctl top`: a fixed ring of
+ * the most recent completed ops (who, where, what they waited on, which
+ * buffers, raw timestamps, status) plus per-stream device-busy counters.
+ *
+ * The ring is allocated once at start; recording an op is one copy into the
+ * next slot on the loop thread, with no allocation and no lock, so it stays
+ * on whether or not anyone is tracing.  A capacity of 0 turns the records
+ * off (the counters remain).  Reading happens only when a client asks. */
+#ifndef DEVQ_TRACE_H
+#define DEVQ_TRACE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "devq.pb-c.h"
+#include "kernels.h"
+
+#define DEVQ_TRACE_DEFAULT_RECORDS 16384u
+#define DEVQ_TRACE_MAX_RECORDS (1u << 22)
+#define DEVQ_TRACE_WAITS 8 /* waits kept per record; more are counted */
+
+struct devq_op;
+struct devq_session;
+struct devq_config;
+
+struct devq_trace_wait {
+	uint64_t point;
+	uint32_t queue;
+	uint8_t kind; /* Devq__TraceWait__Kind */
+};
+
+struct devq_trace_buf {
+	uint64_t id;
+	uint8_t access;
+	bool released;
+};
+
+struct devq_trace_rec {
+	uint64_t session, point;
+	uint64_t t[7]; /* client submit, received, handoff, start, end, observed, enqueue_ns */
+	uint32_t uid, pid, queue, stream;
+	int32_t exec;
+	int32_t code;
+	uint8_t nwaits, nbufs, waits_dropped;
+	struct devq_trace_wait waits[DEVQ_TRACE_WAITS];
+	struct devq_trace_buf bufs[DEVQ_MAX_PARAMS];
+	char name[32];
+};
+
+struct devq_trace_ring {
+	struct devq_trace_rec *recs;
+	uint32_t cap;
+	uint64_t recorded;   /* ops recorded since start; next slot is recorded % cap */
+	uint64_t *busy_ns;   /* per device stream */
+	unsigned streams;
+	bool admin_group_set;
+	gid_t admin_gid;
+};
+
+/* Allocates the ring (cfg->trace_records slots) and resolves
+ * cfg->admin_group.  Logs and returns a negative errno on failure. */
+int devq_trace_ring_new(const struct devq_config *cfg, unsigned streams,
+			struct devq_trace_ring **out);
+void devq_trace_ring_free(struct devq_trace_ring *t);
+
+/* Called once per op as its completion is processed, before its waits and
+ * buffers are let go. */
+void devq_trace_record(struct devq_trace_ring *t, const struct devq_op *op);
+
+/* Answers a TraceRequest (TraceReply or Error{request "trace"}). */
+void devq_trace_handle(struct devq_session *s, const Devq__TraceRequest *r);
+
+/* Whether the peer of s may see other users' sessions: root, or a member
+ * (primary or supplementary group) of the configured admin group. */
+bool devq_trace_is_admin(const struct devq_session *s);
+
+#endif

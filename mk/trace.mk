@@ -1,0 +1,25 @@
+# Tracing: devctl trace / devctl top and the daemon's op recorder
+# (daemon/trace.c, client/devctl_trace.c, client/devctl_top.c are listed in
+# the Makefile's source lists).
+
+# Integration tests against a real devqd.  test_trace runs
+# tests/trace/check_trace.py (python3); test_top_tmux drives devctl top in
+# tmux.
+TESTS += test_trace test_top_tmux
+$(BUILD)/tests/test_trace: $(call obj,tests/test_trace.c) $(call obj,tests/harness.c) $(KERNEL_OBJ) $(BUILD)/libdevq.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) $(LIBS_CK) -lm
+
+$(BUILD)/tests/test_top_tmux: $(call obj,tests/top/test_top_tmux.c) $(call obj,tests/harness.c) $(KERNEL_OBJ) $(BUILD)/libdevq.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) $(LIBS_CK) -lm
+
+# Recording overhead: ops/s with the recorder off, idle, and while a trace
+# is taken.  `make bench-trace` (BENCH_TRACE_ARGS=--quick for a short run).
+.PHONY: bench-trace
+bench-trace: $(BUILD)/bench/trace_overhead $(BUILD)/devqd
+	$(BUILD)/bench/trace_overhead --devqd $(BUILD)/devqd $(BENCH_TRACE_ARGS)
+
+$(BUILD)/bench/trace_overhead: $(call obj,bench/trace_overhead.c) $(BUILD)/libdevq.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) -lm
