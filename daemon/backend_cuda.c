@@ -664,10 +664,10 @@ int devq_backend_cuda_open(const struct devq_backend_config *cfg, const char *li
 	if (check_fatbin((unsigned)major, (unsigned)minor, pick, sizeof(pick), ferr, sizeof(ferr)) < 0)
 		FAIL(-ENOEXEC, "%.60s (sm_%d%d): %.300s", name, major, minor, ferr);
 
-	/* Completion waits sleep rather than spin: devqd shares the host. */
-	cr = cb->drv.cuDevicePrimaryCtxSetFlags(cb->dev, CU_CTX_SCHED_BLOCKING_SYNC);
-	if (cr != CUDA_SUCCESS && cr != CUDA_ERROR_PRIMARY_CONTEXT_ACTIVE)
-		FAIL(-EIO, "cuDevicePrimaryCtxSetFlags: %s", devq_cuda_error_name(cr));
+	/* The context keeps the default scheduling: completion threads sleep
+	 * because their events are BLOCKING_SYNC, while the calibration event
+	 * (no such flag) is waited for with a spin that keeps its bracket
+	 * short. */
 	CU(cb->drv.cuDevicePrimaryCtxRetain(&cb->ctx, cb->dev), "cuDevicePrimaryCtxRetain");
 	cb->ctx_retained = true;
 	CU(cb->drv.cuCtxSetCurrent(cb->ctx), "cuCtxSetCurrent");

@@ -24,7 +24,6 @@
 	X(cuDeviceTotalMem)             \
 	X(cuDevicePrimaryCtxRetain)     \
 	X(cuDevicePrimaryCtxRelease)    \
-	X(cuDevicePrimaryCtxSetFlags)   \
 	X(cuCtxSetCurrent)              \
 	X(cuCtxGetStreamPriorityRange)  \
 	X(cuModuleLoadData)             \

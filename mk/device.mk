@@ -18,3 +18,41 @@ $(BUILD)/tests/test_cuda: $(call obj,tests/test_cuda.c tests/harness.c daemon/cu
 		$(TEST_CUDA_OBJ) $(KERNEL_OBJ) $(BUILD)/libdevq.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) $(LIBS_CK) -ldl -lm
+
+# ---- the GPU proof: tests/gpu/run.sh -----------------------------------
+# gpu_check drives devqd through libdevq; native_bench is the driver-API
+# baseline; `make gpu-bundle` gathers them with devqd, devctl,
+# kernel_check, run.sh and every shared library they need that is not the
+# C library (plus the C library and its loader, used only if the GPU host's
+# is older), so a machine with a GPU and nothing else installed can run it.
+GPU_BUNDLE = $(BUILD)/gpu-bundle
+.PHONY: gpu-bundle
+ifeq ($(CUDA_ENABLED),1)
+$(BUILD)/tests/gpu/gpu_check: $(call obj,tests/gpu/gpu_check.c) $(BUILD)/libdevq.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) -lm
+$(call obj,tests/gpu/native_bench.c): ALL_CFLAGS += $(CUDA_CFLAGS)
+$(BUILD)/tests/gpu/native_bench: $(call obj,tests/gpu/native_bench.c daemon/cuda_drv.c) $(CUDA_EMBED_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -pthread -o $@ $^ -ldl
+all: $(BUILD)/tests/gpu/gpu_check $(BUILD)/tests/gpu/native_bench
+
+gpu-bundle: all $(BUILD)/tests/gpu/gpu_check $(BUILD)/tests/gpu/native_bench
+	rm -rf $(GPU_BUNDLE)
+	mkdir -p $(GPU_BUNDLE)/bin $(GPU_BUNDLE)/lib/glibc
+	cp $(BUILD)/devqd $(BUILD)/devctl $(BUILD)/tests/gpu/gpu_check \
+	   $(BUILD)/tests/gpu/native_bench $(BUILD)/tests/gpu/kernel_check $(GPU_BUNDLE)/bin/
+	cp $(CUDA_FATBIN) $(GPU_BUNDLE)/
+	cp tests/gpu/run.sh $(GPU_BUNDLE)/
+	for b in $(GPU_BUNDLE)/bin/*; do ldd $$b; done | awk '$$2 == "=>" && $$3 ~ /^\// { print $$3 }' | \
+	  sort -u | while read -r l; do \
+	    case $$(basename $$l) in \
+	      libc.so.*|libm.so.*|libdl.so.*|libpthread.so.*|librt.so.*) cp -L $$l $(GPU_BUNDLE)/lib/glibc/ ;; \
+	      *) cp -L $$l $(GPU_BUNDLE)/lib/ ;; \
+	    esac; done
+	cp -L /lib64/ld-linux-x86-64.so.2 $(GPU_BUNDLE)/lib/glibc/
+	@du -sh $(GPU_BUNDLE)
+else
+gpu-bundle:
+	@echo "gpu-bundle: this build has no CUDA (nvcc not found, or CUDA=0)"; exit 1
+endif

@@ -1,0 +1,306 @@
+/* gpu_check: drives a devqd running on a GPU through libdevq and checks
+ * the core contract on real streams.  Run by tests/gpu/run.sh.
+ *
+ *   gpu_check SOCKET order   cross-queue dependencies (explicit and derived
+ *                            from buffer hazards), 4 rounds each, results
+ *                            checked; unrelated work overlaps
+ *   gpu_check SOCKET seed    5 ms spin: device within 10% of 5 ms, submit in
+ *                            µs, the buffer released only after device end
+ *   gpu_check SOCKET bench N null-op round trips through devqd (no timing
+ *                            events): median and p99 in µs
+ *   gpu_check SOCKET fault   the fault kernel: device_lost to every session,
+ *                            then reconnect to the restarted daemon (run.sh
+ *                            restarts it as systemd would) with shared
+ *                            buffers intact
+ *
+ * Prints "PASS name: detail" / "FAIL name: detail" lines; exit status 0
+ * when every check passed, 1 otherwise, 2 when devqd is not on a GPU. */
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "devq.h"
+#include "kernels.h"
+
+static int failures;
+
+static void check(bool ok, const char *name, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void check(bool ok, const char *name, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	printf("%s %s: ", ok ? "PASS" : "FAIL", name);
+	vprintf(fmt, ap);
+	printf("\n");
+	va_end(ap);
+	fflush(stdout);
+	if (!ok)
+		failures++;
+}
+
+static void die(devq *q, const char *what)
+{
+	printf("FAIL %s: %s\n", what, q ? devq_last_error(q) : "");
+	exit(1);
+}
+
+static const struct devq_exec *exe(devq *q, const char *name)
+{
+	const struct devq_exec *e;
+	if (devq_exec_lookup(q, name, &e) < 0)
+		die(q, name);
+	return e;
+}
+
+static struct devq_arg u64(const char *n, uint64_t v)
+{
+	return (struct devq_arg){ .name = n, .type = DEVQ_ARG_U64, .v.u64 = v };
+}
+
+static struct devq_arg buf(const char *n, const struct devq_buffer *b)
+{
+	return (struct devq_arg){ .name = n, .type = DEVQ_ARG_BUFFER, .v.buf = { b, 0 } };
+}
+
+static uint64_t submit(devq *q, uint32_t queue, const char *k, struct devq_arg *a, size_t n,
+		       const struct devq_wait *w, size_t nw, bool timed)
+{
+	struct devq_op op = { .queue = queue, .kind = DEVQ_OP_KERNEL, .exec = exe(q, k),
+			      .args = a, .nargs = n, .waits = w, .nwaits = nw,
+			      .no_timing = !timed };
+	uint64_t p;
+	if (devq_submit(q, &op, 1, &p) < 0)
+		die(q, "submit");
+	return p;
+}
+
+static bool wait_ok(devq *q, uint32_t queue, uint64_t p, struct devq_completion *c)
+{
+	if (devq_wait(q, queue, p, 60000, c) < 0)
+		die(q, "wait");
+	if (c->code != DEVQ_OK)
+		printf("  queue %u point %llu: %s: %s\n", queue, (unsigned long long)p,
+		       devq_code_name(c->code), c->message);
+	return c->code == DEVQ_OK;
+}
+
+static uint64_t ref_checksum(const uint8_t *d, size_t n)
+{
+	uint64_t s = 0;
+	for (size_t i = 0; i < n; i++)
+		s += devq_mix64(((uint64_t)i << 8) | d[i]);
+	return s;
+}
+
+static bool monotonic(const struct devq_timing *t)
+{
+	return t->client_submit <= t->received && t->received <= t->handoff &&
+	       t->handoff <= t->device_start && t->device_start <= t->device_end &&
+	       t->device_end <= t->observed && t->observed <= t->client_received;
+}
+
+/* ---- order ------------------------------------------------------------ */
+
+static void order(devq *q, bool explicit_wait)
+{
+	const char *name = explicit_wait ? "cross-queue explicit wait" : "cross-queue hazard";
+	const size_t n = 8u << 20;
+	struct devq_buffer *b, *out;
+	if (devq_buffer_create(q, n, DEVQ_BUFFER_SHARED, &b) < 0 ||
+	    devq_buffer_create(q, 8, DEVQ_BUFFER_SHARED, &out) < 0)
+		die(q, "buffer");
+	uint8_t *expect = malloc(n);
+	for (size_t i = 0; i < n; i++)
+		expect[i] = ((uint8_t *)b->map)[i] = (uint8_t)devq_mix64(i);
+	bool ok = true, overlap = true;
+	for (int round = 0; round < 4; round++) {
+		struct devq_arg pa[] = { u64("ns", 20000000), u64("n", n), buf("buf", b) };
+		uint64_t pp = submit(q, 1, "spin_buf", pa, 3, NULL, 0, true);
+		struct devq_wait w = { .queue = 1, .point = pp };
+		struct devq_arg ca[] = { u64("n", n), buf("data", b), buf("out", out) };
+		uint64_t pc = submit(q, 2, "checksum", ca, 3, explicit_wait ? &w : NULL,
+				     explicit_wait ? 1 : 0, true);
+		struct devq_arg ua[] = { u64("ns", 1000000) };
+		uint64_t pu = submit(q, 3, "spin", ua, 1, NULL, 0, true);
+		struct devq_completion cp, cc, cu;
+		ok &= wait_ok(q, 1, pp, &cp) & wait_ok(q, 2, pc, &cc) & wait_ok(q, 3, pu, &cu);
+		for (size_t i = 0; i < n; i++)
+			expect[i]++;
+		uint64_t want = ref_checksum(expect, n), got = *(uint64_t *)out->map;
+		if (got != want) {
+			printf("  round %d: checksum %016llx, expected %016llx\n", round,
+			       (unsigned long long)got, (unsigned long long)want);
+			ok = false;
+		}
+		ok &= cc.t.device_start >= cp.t.device_end;
+		ok &= monotonic(&cp.t) && monotonic(&cc.t) && monotonic(&cu.t);
+		overlap &= cu.t.device_end < cp.t.device_end;
+	}
+	check(ok, name, "4 rounds, consumer saw the producer's final data, timestamps in order");
+	check(overlap, "unrelated queue overlaps", "a 1 ms op on queue 3 ended before the 20 ms "
+					       "producer each round");
+	free(expect);
+	devq_buffer_release(q, b);
+	devq_buffer_release(q, out);
+}
+
+/* ---- seed ------------------------------------------------------------- */
+
+static void seed(devq *q)
+{
+	bool ok = true;
+	uint64_t dev[5], sub[5];
+	for (int i = 0; i < 5; i++) {
+		struct devq_arg a[] = { u64("ns", 5000000) };
+		uint64_t p = submit(q, 0, "spin", a, 1, NULL, 0, true);
+		struct devq_completion c;
+		ok &= wait_ok(q, 0, p, &c) && monotonic(&c.t);
+		struct devq_phases ph;
+		devq_timing_phases(&c.t, &ph);
+		dev[i] = ph.device;
+		sub[i] = ph.submit;
+		ok &= ph.device >= 4500000 && ph.device <= 5500000 && ph.submit < 1000000;
+	}
+	check(ok, "seed 5 ms spin", "device %.3f %.3f %.3f %.3f %.3f ms; submit %.1f %.1f %.1f %.1f "
+				    "%.1f µs",
+	      dev[0] / 1e6, dev[1] / 1e6, dev[2] / 1e6, dev[3] / 1e6, dev[4] / 1e6, sub[0] / 1e3,
+	      sub[1] / 1e3, sub[2] / 1e3, sub[3] / 1e3, sub[4] / 1e3);
+
+	/* The lifetime contract: release asked at once, granted after the end. */
+	struct devq_buffer *b;
+	if (devq_buffer_create(q, 1 << 20, DEVQ_BUFFER_SHARED, &b) < 0)
+		die(q, "buffer");
+	struct devq_arg a[] = { u64("ns", 5000000), u64("n", 1 << 20), buf("buf", b) };
+	uint64_t p = submit(q, 0, "spin_buf", a, 3, NULL, 0, true);
+	devq_buffer_release(q, b);
+	if (devq_buffer_wait_released(q, b, 30000) < 0)
+		die(q, "wait released");
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	uint64_t released = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	struct devq_completion c;
+	bool ok2 = wait_ok(q, 0, p, &c) && c.t.device_end <= released &&
+		   c.t.client_received <= released;
+	check(ok2, "buffer released after device end", "device end %llu ns before the release "
+						       "reached the client",
+	      (unsigned long long)(released - c.t.device_end));
+}
+
+/* ---- bench ------------------------------------------------------------ */
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+static void bench(devq *q, int n)
+{
+	uint64_t *rt = malloc((size_t)n * sizeof(*rt));
+	for (int i = -100; i < n; i++) { /* 100 warm-up round trips */
+		struct devq_arg a[] = { u64("ns", 0) };
+		uint64_t p = submit(q, 0, "spin", a, 1, NULL, 0, false);
+		struct devq_completion c;
+		if (!wait_ok(q, 0, p, &c))
+			die(q, "bench op failed");
+		if (i >= 0)
+			rt[i] = c.t.client_received - c.t.client_submit;
+	}
+	qsort(rt, (size_t)n, sizeof(*rt), cmp_u64);
+	printf("BENCH devqd_roundtrip_us median %.2f p99 %.2f n %d\n", rt[n / 2] / 1e3,
+	       rt[(size_t)n * 99 / 100] / 1e3, n);
+	free(rt);
+}
+
+/* ---- fault ------------------------------------------------------------ */
+
+static void fault(devq *q, const char *sock)
+{
+	devq *bystander;
+	if (devq_connect(sock, "gpu_check bystander", &bystander) < 0)
+		die(bystander, "connect");
+	struct devq_buffer *b;
+	if (devq_buffer_create(bystander, 1 << 20, DEVQ_BUFFER_SHARED, &b) < 0)
+		die(bystander, "buffer");
+	for (size_t i = 0; i < (1 << 20); i++)
+		((uint8_t *)b->map)[i] = (uint8_t)devq_mix64(i);
+	uint64_t want = ref_checksum(b->map, 1 << 20);
+
+	struct devq_arg a[] = { u64("ns", 1000000) };
+	uint64_t p = submit(q, 0, "fault", a, 1, NULL, 0, true);
+	struct timespec t0, t1;
+	struct devq_completion c;
+	if (devq_wait(q, 0, p, 30000, &c) < 0)
+		die(q, "wait for the fault");
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	check(c.code == DEVQ_E_DEVICE_LOST, "fault reported", "%s: %s", devq_code_name(c.code),
+	      c.message);
+	struct devq_error e;
+	bool told = false;
+	for (int i = 0; i < 500 && !told; i++) {
+		devq_poll(bystander);
+		told = devq_next_error(bystander, &e) == 1;
+		if (!told)
+			usleep(2000);
+	}
+	check(told && e.code == DEVQ_E_DEVICE_LOST, "bystander told", "%s",
+	      told ? e.message : "no notice");
+
+	/* run.sh restarts devqd on exit status 69, as systemd would. */
+	int r = devq_reconnect(bystander, 10000);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	double ms = (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6;
+	check(r == 0, "reconnect after device loss", "back in %.0f ms%s%s", ms, r ? ": " : "",
+	      r ? devq_last_error(bystander) : "");
+	if (r == 0) {
+		struct devq_buffer *out;
+		if (devq_buffer_create(bystander, 8, DEVQ_BUFFER_SHARED, &out) < 0 ||
+		    devq_queue_open(bystander, 0) < 0)
+			die(bystander, "after reconnect");
+		struct devq_arg ca[] = { u64("n", 1 << 20), buf("data", b), buf("out", out) };
+		uint64_t pc = submit(bystander, 0, "checksum", ca, 3, NULL, 0, true);
+		bool ok = wait_ok(bystander, 0, pc, &c) && *(uint64_t *)out->map == want;
+		check(ok, "shared buffer survives", "checksum on the fresh daemon matches");
+	}
+	devq_disconnect(bystander);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 3) {
+		fprintf(stderr, "usage: gpu_check SOCKET order|seed|bench N|fault\n");
+		return 64;
+	}
+	devq *q;
+	if (devq_connect(argv[1], "gpu_check", &q) < 0)
+		die(q, "connect");
+	const struct devq_info *in = devq_get_info(q);
+	printf("devqd %s, backend %s, device %s\n", in->daemon_version, in->backend, in->device);
+	if (strcmp(in->backend, "cuda")) {
+		printf("FAIL backend: devqd is not on the GPU (backend %s)\n", in->backend);
+		return 2;
+	}
+	for (uint32_t i = 0; i < 4; i++)
+		if (devq_queue_open(q, i) < 0)
+			die(q, "queue");
+	if (!strcmp(argv[2], "order")) {
+		order(q, true);
+		order(q, false);
+	} else if (!strcmp(argv[2], "seed")) {
+		seed(q);
+	} else if (!strcmp(argv[2], "bench")) {
+		bench(q, argc > 3 ? atoi(argv[3]) : 2000);
+	} else if (!strcmp(argv[2], "fault")) {
+		fault(q, argv[1]);
+	} else {
+		fprintf(stderr, "gpu_check: unknown mode %s\n", argv[2]);
+		return 64;
+	}
+	devq_disconnect(q);
+	return failures ? 1 : 0;
+}
