@@ -188,6 +188,11 @@ void devq_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 
 #define log_warn(...) devq_log(DEVQ_LOG_WARN, __VA_ARGS__)
 #define log_info(...) devq_log(DEVQ_LOG_INFO, __VA_ARGS__)
 #define log_debug(...) devq_log(DEVQ_LOG_DEBUG, __VA_ARGS__)
+/* A session event: under journald it carries DEVQ_SESSION, DEVQ_CLIENT_PID,
+ * DEVQ_CLIENT_UID and, when not negative, DEVQ_QUEUE, DEVQ_POINT and
+ * DEVQ_CODE; on stderr it reads "session N: ...". */
+void devq_slog(int level, const struct devq_session *s, int code, int64_t queue, int64_t point,
+	       const char *fmt, ...) __attribute__((format(printf, 6, 7)));
 
 /* server.c: connections and the loop */
 int devq_server_run(struct devq_daemon *d);

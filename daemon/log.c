@@ -1,19 +1,86 @@
-/* stderr logging: one line per event, prefixed with the level. */
+/* Logging.  Under systemd (stderr is the journal stream named by
+ * $JOURNAL_STREAM) each line goes to the journal with its priority and, for
+ * session events, structured fields an operator can filter on
+ * (journalctl DEVQ_CLIENT_UID=1000); otherwise one readable line per event
+ * on stderr, prefixed with the level. */
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <syslog.h>
+#include <unistd.h>
+
+#include <systemd/sd-journal.h>
 
 #include "daemon.h"
 
 static int level = DEVQ_LOG_WARN;
+static int to_journal = -1; /* unknown until the first line */
 
 void devq_log_set_level(int l)
 {
 	level = l;
 }
 
-void devq_log(int l, const char *fmt, ...)
+/* systemd sets JOURNAL_STREAM=DEV:INO for the stream it connected stderr
+ * to; if stderr was redirected since (a shell wrapper, a test), that is
+ * where the lines must go instead. */
+static bool stderr_is_journal(void)
+{
+	const char *e = getenv("JOURNAL_STREAM");
+	unsigned long long dev, ino;
+	struct stat st;
+	if (!e || sscanf(e, "%llu:%llu", &dev, &ino) != 2 || fstat(STDERR_FILENO, &st) < 0)
+		return false;
+	return (unsigned long long)st.st_dev == dev && (unsigned long long)st.st_ino == ino;
+}
+
+static void emit(int l, const struct devq_session *s, int code, int64_t queue, int64_t point,
+		 const char *msg)
 {
 	static const char *const names[] = { "error", "warning", "info", "debug" };
+	static const int prio[] = { LOG_ERR, LOG_WARNING, LOG_INFO, LOG_DEBUG };
+	if (to_journal < 0)
+		to_journal = stderr_is_journal();
+	if (!to_journal) {
+		if (s)
+			fprintf(stderr, "devqd: %s: session %" PRIu64 ": %s\n", names[l], s->id, msg);
+		else
+			fprintf(stderr, "devqd: %s: %s\n", names[l], msg);
+		return;
+	}
+	char f[10][600];
+	struct iovec iov[10];
+	int n = 0;
+	snprintf(f[n++], sizeof(f[0]), "PRIORITY=%d", prio[l]);
+	snprintf(f[n++], sizeof(f[0]), "SYSLOG_IDENTIFIER=devqd");
+	if (s) {
+		snprintf(f[n++], sizeof(f[0]), "MESSAGE=session %" PRIu64 ": %s", s->id, msg);
+		snprintf(f[n++], sizeof(f[0]), "DEVQ_SESSION=%" PRIu64, s->id);
+		snprintf(f[n++], sizeof(f[0]), "DEVQ_CLIENT_PID=%d", (int)s->pid);
+		snprintf(f[n++], sizeof(f[0]), "DEVQ_CLIENT_UID=%u", (unsigned)s->uid);
+	} else {
+		snprintf(f[n++], sizeof(f[0]), "MESSAGE=%s", msg);
+	}
+	if (queue >= 0)
+		snprintf(f[n++], sizeof(f[0]), "DEVQ_QUEUE=%" PRId64, queue);
+	if (point >= 0)
+		snprintf(f[n++], sizeof(f[0]), "DEVQ_POINT=%" PRId64, point);
+	if (code >= 0)
+		snprintf(f[n++], sizeof(f[0]), "DEVQ_CODE=%d", code);
+	for (int i = 0; i < n; i++) {
+		iov[i].iov_base = f[i];
+		iov[i].iov_len = strlen(f[i]);
+	}
+	if (sd_journal_sendv(iov, n) < 0) /* journald gone: stderr still works */
+		fprintf(stderr, "devqd: %s: %s\n", names[l], msg);
+}
+
+void devq_log(int l, const char *fmt, ...)
+{
 	if (l > level)
 		return;
 	char line[512];
@@ -21,5 +88,18 @@ void devq_log(int l, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(line, sizeof(line), fmt, ap);
 	va_end(ap);
-	fprintf(stderr, "devqd: %s: %s\n", names[l], line);
+	emit(l, NULL, -1, -1, -1, line);
+}
+
+void devq_slog(int l, const struct devq_session *s, int code, int64_t queue, int64_t point,
+	       const char *fmt, ...)
+{
+	if (l > level)
+		return;
+	char line[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	emit(l, s, code, queue, point, line);
 }

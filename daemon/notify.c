@@ -15,6 +15,7 @@
 #include <systemd/sd-daemon.h>
 
 #include "daemon.h"
+#include "testhooks.h"
 
 #define STATUS_PERIOD_MS 1000
 
@@ -117,6 +118,8 @@ int devq_notify_ready(struct devq_daemon *d)
 	uv_timer_init(d->loop, &n->wd_timer);
 	n->open_handles = 2;
 	n->status_timer.data = n->wd_timer.data = n;
+	if (devq_testhooks_install(d) < 0)
+		return -ENOMEM;
 
 	char st[sizeof(n->last_status)];
 	format_status(d, st, sizeof(st));
@@ -156,6 +159,7 @@ void devq_notify_close(struct devq_daemon *d)
 	if (!n)
 		return;
 	d->notify = NULL;
+	devq_testhooks_close(d);
 	uv_close((uv_handle_t *)&n->status_timer, on_closed);
 	uv_close((uv_handle_t *)&n->wd_timer, on_closed);
 }

@@ -119,7 +119,7 @@ void devq_session_error(struct devq_session *s, Devq__Code code, const char *req
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	log_info("session %llu: %s: %s", (unsigned long long)s->id, request, msg);
+	devq_slog(DEVQ_LOG_INFO, s, code, queue ? (int64_t)*queue : -1, -1, "%s: %s", request, msg);
 	Devq__Error e = DEVQ__ERROR__INIT;
 	e.code = code;
 	e.message = msg;
@@ -157,8 +157,8 @@ static void session_close(struct devq_session *s)
 {
 	if (!s->connected)
 		return;
-	log_info("session %llu: disconnected (%llu ops in flight, %u buffers)",
-		 (unsigned long long)s->id, (unsigned long long)s->ops_in_flight, s->nbufs);
+	devq_slog(DEVQ_LOG_INFO, s, -1, -1, -1, "disconnected (%llu ops in flight, %u buffers)",
+		  (unsigned long long)s->ops_in_flight, s->nbufs);
 	s->connected = false;
 	s->ncmpl = 0;
 	uv_poll_stop(&s->poll);

@@ -2,13 +2,53 @@
 
 TESTS += test_deploy
 
-# devqd with test-only fault hooks (tests/deploy/faults.c) wrapped around
-# the loop and the completion path; the installed devqd has none of them.
-$(BUILD)/tests/devqd-faults: $(call obj,tests/deploy/faults.c) $(DAEMON_OBJ) $(KERNEL_OBJ) $(COMMON_OBJ)
-	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -pthread -Wl,--wrap=devq_server_run,--wrap=devq_on_complete -o $@ $^ \
-	  $(LIBS_UV) $(LIBS_PB) $(LIBS_SD) -lm
-
-$(BUILD)/tests/test_deploy: $(call obj,tests/test_deploy.c) $(call obj,tests/harness.c) $(KERNEL_OBJ) $(BUILD)/libdevq.a $(BUILD)/tests/devqd-faults
+$(BUILD)/tests/test_deploy: $(call obj,tests/test_deploy.c) $(call obj,tests/harness.c) $(KERNEL_OBJ) $(BUILD)/libdevq.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -pthread -o $@ $(filter %.o %.a,$^) $(LIBS_PB) $(LIBS_CK) -lm
+
+# ---- install ---------------------------------------------------------
+# FHS layout under $(DESTDIR)$(PREFIX); Debian's rules pass its own
+# LIBDIR (multiarch), UNITDIR and SYSUSERSDIR.
+DEVQ_VERSION_STR := $(shell sed -n 's/^\#define DEVQ_VERSION "\(.*\)"/\1/p' daemon/daemon.h)
+DEVQ_SONAME_MAJOR = 0
+BINDIR      ?= $(PREFIX)/bin
+SBINDIR     ?= $(PREFIX)/sbin
+LIBDIR      ?= $(PREFIX)/lib
+INCLUDEDIR  ?= $(PREFIX)/include
+MANDIR      ?= $(PREFIX)/share/man
+SYSCONFDIR  ?= /etc
+UNITDIR     ?= $(PREFIX)/lib/systemd/system
+SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
+INSTALL     ?= install
+MAN_PAGES   = man/devqd.8 man/devctl.1 man/devqd.conf.5 man/libdevq.3
+
+$(BUILD)/devq.pc: packaging/devq.pc.in daemon/daemon.h
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
+	    -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' -e 's|@VERSION@|$(DEVQ_VERSION_STR)|' $< > $@
+
+# The .pc file depends on PREFIX and LIBDIR: rebuild it on every install.
+.PHONY: install install-pc lint deb deb-check promtool
+install-pc:
+	@rm -f $(BUILD)/devq.pc
+	@$(MAKE) --no-print-directory $(BUILD)/devq.pc
+
+install: all install-pc
+	$(INSTALL) -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/pkgconfig \
+	  $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSUSERSDIR) \
+	  $(DESTDIR)$(SYSCONFDIR)/devqd $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man3 \
+	  $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8
+	$(INSTALL) -m 0755 $(BUILD)/devqd $(DESTDIR)$(SBINDIR)/devqd
+	$(INSTALL) -m 0755 $(BUILD)/devctl $(DESTDIR)$(BINDIR)/devctl
+	$(INSTALL) -m 0644 $(BUILD)/libdevq.so $(DESTDIR)$(LIBDIR)/libdevq.so.$(DEVQ_VERSION_STR)
+	ln -sf libdevq.so.$(DEVQ_VERSION_STR) $(DESTDIR)$(LIBDIR)/libdevq.so.$(DEVQ_SONAME_MAJOR)
+	ln -sf libdevq.so.$(DEVQ_SONAME_MAJOR) $(DESTDIR)$(LIBDIR)/libdevq.so
+	$(INSTALL) -m 0644 $(BUILD)/libdevq.a $(DESTDIR)$(LIBDIR)/libdevq.a
+	$(INSTALL) -m 0644 $(BUILD)/devq.pc $(DESTDIR)$(LIBDIR)/pkgconfig/devq.pc
+	$(INSTALL) -m 0644 client/devq.h $(DESTDIR)$(INCLUDEDIR)/devq.h
+	$(INSTALL) -m 0644 systemd/devqd.service systemd/devqd.socket $(DESTDIR)$(UNITDIR)/
+	$(INSTALL) -m 0644 systemd/devq.sysusers $(DESTDIR)$(SYSUSERSDIR)/devq.conf
+	$(INSTALL) -m 0644 packaging/devqd.conf $(DESTDIR)$(SYSCONFDIR)/devqd/devqd.conf
+	$(INSTALL) -m 0644 man/devctl.1 $(DESTDIR)$(MANDIR)/man1/
+	$(INSTALL) -m 0644 man/libdevq.3 $(DESTDIR)$(MANDIR)/man3/
+	$(INSTALL) -m 0644 man/devqd.conf.5 $(DESTDIR)$(MANDIR)/man5/
+	$(INSTALL) -m 0644 man/devqd.8 $(DESTDIR)$(MANDIR)/man8/

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -239,12 +240,14 @@ START_TEST(test_watchdog_pings_stop_when_loop_wedged)
 {
 	struct proc p;
 	/* Pings every 100 ms. */
-	start_notified(&p, harness_bin("tests/devqd-faults"), "200000", NULL);
+	const char *hooks[] = { "--test-fault-injection", NULL };
+	start_notified(&p, harness_bin("devqd"), "200000", hooks);
 	char msg[1024];
 	notify_expect(&p, "READY=1", msg, sizeof(msg));
 	for (int i = 0; i < 3; i++)
 		notify_expect(&p, "WATCHDOG=1", msg, sizeof(msg));
-	/* Wedge the loop thread; the hook says so just before it blocks. */
+	/* Wedge the loop thread (devqd's test hook); it says so just before
+	 * it blocks. */
 	kill(p.pid, SIGUSR1);
 	notify_expect(&p, "DEVQ_TEST_FAULT=loop", msg, sizeof(msg));
 	notify_quiet(&p, "WATCHDOG=1");
@@ -258,8 +261,9 @@ END_TEST
 START_TEST(test_watchdog_pings_stop_when_completions_wedged)
 {
 	struct proc p;
-	const char *extra[] = { "--max-op-ms", "100", "--stall-timeout-ms", "1000", NULL };
-	start_notified(&p, harness_bin("tests/devqd-faults"), "200000", extra);
+	const char *extra[] = { "--test-fault-injection", "--max-op-ms", "100", "--stall-timeout-ms",
+				"1000", NULL };
+	start_notified(&p, harness_bin("devqd"), "200000", extra);
 	char msg[1024];
 	notify_expect(&p, "READY=1", msg, sizeof(msg));
 	devq *q = conn(p.sock, "watchdog-test");
@@ -477,6 +481,150 @@ START_TEST(test_config_errors_name_file_and_line)
 }
 END_TEST
 
+/* ---- install tree ----------------------------------------------------- */
+
+/* Runs a shell command; its output (stdout and stderr) goes to out. */
+static int sh(char *out, size_t outlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int sh(char *out, size_t outlen, const char *fmt, ...)
+{
+	char cmd[4096];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	strncat(cmd, " 2>&1", sizeof(cmd) - strlen(cmd) - 1);
+	FILE *f = popen(cmd, "r");
+	ck_assert_ptr_nonnull(f);
+	size_t n = 0, r;
+	char sink[1024];
+	while ((r = fread(n < outlen - 1 ? out + n : sink, 1,
+			  n < outlen - 1 ? outlen - 1 - n : sizeof(sink), f)) > 0)
+		if (n < outlen - 1)
+			n += r;
+	out[n] = '\0';
+	int st = pclose(f);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+static void assert_file(const char *root, const char *rel, mode_t type)
+{
+	char path[512];
+	struct stat st;
+	snprintf(path, sizeof(path), "%s%s", root, rel);
+	ck_assert_msg(lstat(path, &st) == 0, "%s not installed", rel);
+	ck_assert_msg((st.st_mode & S_IFMT) == type, "%s: wrong file type", rel);
+}
+
+START_TEST(test_install_tree_pkgconfig_client)
+{
+	char root[] = "/tmp/devq-destdir-XXXXXX", out[8192];
+	ck_assert_ptr_nonnull(mkdtemp(root));
+	const char *build = getenv("DEVQ_BUILD") ? getenv("DEVQ_BUILD") : "build";
+	int rc = sh(out, sizeof(out), "make -s --no-print-directory BUILD=%s install DESTDIR=%s PREFIX=/usr",
+		    build, root);
+	ck_assert_msg(rc == 0, "make install failed:\n%s", out);
+
+	/* FHS places. */
+	static const char *const files[] = {
+		"/usr/sbin/devqd", "/usr/bin/devctl", "/usr/lib/libdevq.so.0.1.0",
+		"/usr/lib/libdevq.a", "/usr/include/devq.h", "/usr/lib/pkgconfig/devq.pc",
+		"/usr/lib/systemd/system/devqd.service", "/usr/lib/systemd/system/devqd.socket",
+		"/usr/lib/sysusers.d/devq.conf", "/etc/devqd/devqd.conf",
+		"/usr/share/man/man8/devqd.8", "/usr/share/man/man1/devctl.1",
+		"/usr/share/man/man5/devqd.conf.5", "/usr/share/man/man3/libdevq.3",
+	};
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
+		assert_file(root, files[i], S_IFREG);
+	assert_file(root, "/usr/lib/libdevq.so.0", S_IFLNK);
+	assert_file(root, "/usr/lib/libdevq.so", S_IFLNK);
+	char path[512], link[256];
+	snprintf(path, sizeof(path), "%s/usr/lib/libdevq.so", root);
+	ssize_t n = readlink(path, link, sizeof(link) - 1);
+	ck_assert_int_gt(n, 0);
+	link[n] = '\0';
+	ck_assert_str_eq(link, "libdevq.so.0");
+	rc = sh(out, sizeof(out), "readelf -d %s/usr/lib/libdevq.so.0.1.0 | grep SONAME", root);
+	ck_assert_msg(rc == 0 && strstr(out, "[libdevq.so.0]"), "SONAME: %s", out);
+
+	/* A client built from that tree with pkg-config... */
+	char flags[1024];
+	rc = sh(flags, sizeof(flags),
+		"PKG_CONFIG_SYSROOT_DIR=%s PKG_CONFIG_PATH=%s/usr/lib/pkgconfig "
+		"pkg-config --cflags --libs devq",
+		root, root);
+	ck_assert_msg(rc == 0, "pkg-config: %s", flags);
+	flags[strcspn(flags, "\n")] = '\0';
+	ck_assert_msg(strstr(flags, root), "pkg-config points outside the tree: %s", flags);
+	rc = sh(out, sizeof(out), "cc -std=c11 -Wall -Wextra -Werror tests/deploy/hello_devq.c %s -o %s/hello",
+		flags, root);
+	ck_assert_msg(rc == 0, "building against the installed tree failed (%s):\n%s", flags, out);
+	rc = sh(out, sizeof(out), "readelf -d %s/hello | grep NEEDED", root);
+	ck_assert_msg(strstr(out, "[libdevq.so.0]"), "hello does not use the shared library: %s", out);
+
+	/* ...runs against the installed daemon with the installed config. */
+	struct proc p;
+	proc_dir(&p);
+	char conf[512], bin[512];
+	snprintf(conf, sizeof(conf), "%s/etc/devqd/devqd.conf", root);
+	snprintf(bin, sizeof(bin), "%s/usr/sbin/devqd", root);
+	const char *argv[] = { bin, "--config", conf, "--socket", p.sock, "--backend", "cpu", NULL };
+	proc_spawn(&p, argv, NULL);
+	devq *q = NULL;
+	for (int i = 0; i < ARRIVAL_MS / 10 && !q; i++) {
+		if (devq_connect(p.sock, "install-test", &q) < 0) {
+			devq_disconnect(q);
+			q = NULL;
+			usleep(10000);
+		}
+	}
+	ck_assert_msg(q != NULL, "the installed devqd did not serve:\n%s", proc_log(&p));
+	rc = sh(out, sizeof(out), "DEVQ_SOCKET=%s LD_LIBRARY_PATH=%s/usr/lib %s/hello", p.sock, root,
+		root);
+	ck_assert_msg(rc == 0, "hello: %s", out);
+	/* Its answer matches the same checksum asked for here. */
+	struct devq_buffer *data = mkbuf(q, 4096), *sum = mkbuf(q, 8);
+	for (int i = 0; i < 4096; i++)
+		((unsigned char *)data->map)[i] = (unsigned char)(i * 7);
+	ck_assert_int_eq(devq_queue_open(q, 1), 0);
+	struct devq_arg a[] = { a_u64("n", 4096), a_buf("data", data, 0), a_buf("out", sum, 0) };
+	struct devq_op op = { .queue = 1, .kind = DEVQ_OP_KERNEL, .exec = exe(q, "checksum"),
+			      .args = a, .nargs = 3 };
+	uint64_t pt;
+	ck_assert_int_eq(devq_submit(q, &op, 1, &pt), 0);
+	ck_assert_int_eq(devq_wait(q, 1, pt, ARRIVAL_MS, NULL), 0);
+	char want[64];
+	snprintf(want, sizeof(want), "ok %llu\n", (unsigned long long)*(uint64_t *)sum->map);
+	ck_assert_str_eq(out, want);
+	devq_disconnect(q);
+	kill(p.pid, SIGTERM);
+	ck_assert_int_eq(proc_wait(&p), 0);
+	proc_cleanup(&p);
+
+	/* The man pages format without warnings. */
+	for (size_t i = 10; i < 14; i++) {
+		rc = sh(out, sizeof(out), "LC_ALL=C.UTF-8 MANWIDTH=80 man --warnings -l %s%s >/dev/null",
+			root, files[i]);
+		ck_assert_msg(rc == 0 && !out[0], "%s: %s", files[i], out);
+	}
+
+	/* systemd-analyze verify on the installed units.  The tree lacks
+	 * systemd's own units (sysinit.target...), so they are copied in;
+	 * verify only warns about some mistakes, so any output fails. */
+	if (!which("systemd-analyze")) {
+		fprintf(stderr, "SKIP systemd-analyze verify: not found (apt-get install systemd)\n");
+	} else {
+		rc = sh(out, sizeof(out),
+			"mkdir -p %s/lib/systemd && cp -a /lib/systemd/system %s/lib/systemd/ && "
+			"cd / && MANPATH=%s/usr/share/man systemd-analyze verify --root=%s "
+			"devqd.service devqd.socket",
+			root, root, root, root);
+		ck_assert_msg(rc == 0 && !out[0], "systemd-analyze verify:\n%s", out);
+	}
+	rc = sh(out, sizeof(out), "rm -rf %s", root);
+	ck_assert_int_eq(rc, 0);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("deploy");
@@ -489,6 +637,7 @@ int main(void)
 	tcase_add_test(tc, test_socket_activation);
 	tcase_add_test(tc, test_config_file_and_override);
 	tcase_add_test(tc, test_config_errors_name_file_and_line);
+	tcase_add_test(tc, test_install_tree_pkgconfig_client);
 	suite_add_tcase(s, tc);
 	return harness_main(s);
 }
