@@ -15,8 +15,10 @@ FUZZ_BUILD   ?= build-fuzz
 FUZZ_CC      ?= clang-14
 FUZZ_DEB_PACKAGES = clang-14 libclang-rt-14-dev
 
-DAEMON_LIB_OBJ = $(filter-out $(call obj,daemon/main.c),$(DAEMON_OBJ))
-FUZZ_LIBS = $(LIBS_UV) $(LIBS_PB) $(LIBS_SD) -lm
+# Everything devqd links but its main(): the CUDA backend too, when built
+# (duplicates in a prerequisite list are dropped from $^).
+DAEMON_LIB_OBJ = $(filter-out $(call obj,daemon/main.c),$(DAEMON_OBJ) $(CUDA_BACKEND_OBJ))
+FUZZ_LIBS = $(LIBS_UV) $(LIBS_PB) $(LIBS_SD) -ldl -lm
 
 ifeq ($(SAN),fuzz)
   CFLAGS  += -O1 -fsanitize=fuzzer-no-link,address,undefined \
@@ -54,9 +56,10 @@ fuzz-corpus: $(BUILD)/fuzz/mkcorpus
 	$(BUILD)/fuzz/mkcorpus tests/fuzz/corpus
 
 # New inputs go to build-fuzz/fuzz/corpus (the first directory), never into
-# the committed seeds.
+# the committed seeds.  CUDA=0: the target drives the CPU backend (no GPU
+# here, and no nvcc run for a fuzz build).
 fuzz: fuzz-deps
-	$(MAKE) --no-print-directory BUILD=$(FUZZ_BUILD) CC=$(FUZZ_CC) SAN=fuzz \
+	$(MAKE) --no-print-directory BUILD=$(FUZZ_BUILD) CC=$(FUZZ_CC) SAN=fuzz CUDA=0 \
 		$(FUZZ_BUILD)/fuzz/fuzz_session
 	@mkdir -p $(FUZZ_BUILD)/fuzz/corpus $(FUZZ_BUILD)/fuzz/artifacts
 	$(FUZZ_BUILD)/fuzz/fuzz_session -max_total_time=$(FUZZ_SECONDS) -timeout=60 \

@@ -257,6 +257,7 @@ static pid_t spawn_client(unsigned slot)
 {
 	atomic_store(&sh->slots[slot].exited_ok, 0);
 	atomic_store(&sh->slots[slot].ops, 0);
+	fflush(NULL); /* or the child would print our buffered lines again */
 	pid_t pid = fork();
 	ck_assert_int_ge(pid, 0);
 	if (pid == 0)
