@@ -2,6 +2,9 @@
 # (daemon/trace.c, client/devctl_trace.c, client/devctl_top.c are listed in
 # the Makefile's source lists).
 
+# Debian packages the tests below need (make deps installs them).
+DEB_PACKAGES += tmux python3
+
 # Integration tests against a real devqd.  test_trace runs
 # tests/trace/check_trace.py (python3); test_top_tmux drives devctl top in
 # tmux.
