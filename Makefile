@@ -62,6 +62,8 @@ DAEMON_SRC += daemon/trace.c
 DEVCTL_SRC += client/devctl_trace.c client/devctl_top.c
 # Tracing: the op recorder and devctl trace/top.
 DAEMON_SRC += daemon/trace.c
+# Tenancy: access policy, quotas and backpressure, fairness between sessions.
+DAEMON_SRC += daemon/policy.c daemon/quota.c daemon/fair.c
 # Robustness: resource counts on SIGUSR1 (checked by the soak test).
 DAEMON_SRC += daemon/stats.c
 DEVCTL_SRC += client/devctl_trace.c client/devctl_top.c

@@ -331,8 +331,17 @@ static int request(devq *q, Devq__ClientMessage *m, const int *fds, unsigned nfd
 		   const char *req, Devq__DaemonMessage__BodyCase c, Devq__DaemonMessage **out)
 {
 	int r = send_msg(q, m, fds, nfds);
-	if (r < 0)
+	/* A daemon that refuses the connection says why and closes at once,
+	 * possibly before our Hello arrived: its Error may still be read. */
+	bool refused = r < 0 && q->broken && !strcmp(req, "hello");
+	if (r < 0 && !refused)
 		return r;
+	if (refused) {
+		/* The Hello can never go out; pump must not retry it. */
+		devq_tx_fini(&q->tx);
+		devq_tx_init(&q->tx);
+		q->broken = false;
+	}
 	q->want_request = req;
 	q->want_case = c;
 	q->reply = NULL;

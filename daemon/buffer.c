@@ -20,6 +20,7 @@ static void account(struct devq_buf *b, int sign)
 {
 	struct devq_session *s = b->s;
 	uint64_t bytes = b->size;
+	devq_quota_charge_buffer(s, bytes, !b->host, sign);
 	if (sign > 0) {
 		s->nbufs++;
 		s->d->nbufs++;
@@ -99,6 +100,9 @@ int devq_buf_create(struct devq_session *s, uint64_t id, uint64_t size, Devq__Bu
 		snprintf(err, errlen, "buffer %llu: unknown kind %d", (unsigned long long)id, kind);
 		return DEVQ__CODE__INVALID_ARGUMENT;
 	}
+	code = devq_quota_buffer(s, id, size, kind == DEVQ__BUFFER_KIND__DEVICE, err, errlen);
+	if (code)
+		return code;
 	struct devq_buf *b = buf_new(s, id, size, kind);
 	if (!b)
 		goto nomem;
@@ -166,6 +170,8 @@ int devq_buf_import(struct devq_session *s, uint64_t id, uint64_t size, bool rea
 		    char *err, size_t errlen)
 {
 	int code = check_new(s, id, size, err, errlen);
+	if (!code)
+		code = devq_quota_buffer(s, id, size, false, err, errlen);
 	if (code)
 		return code;
 	unsigned long long uid = (unsigned long long)id;

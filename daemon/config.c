@@ -48,6 +48,22 @@ static const struct cfg_key keys[] = {
 	/* Tracing (trace.c): op records kept; who may trace every session. */
 	{ "trace-records", CFG_UINT, F(trace_records), 0, 1u << 22, 0, NULL },
 	{ "admin-group", CFG_STR, F(admin_group), 0, 0, 0, NULL },
+	/* Tenancy: access policy (policy.c), fairness (fair.c), quotas (quota.c). */
+	{ "allow-users", CFG_STR, F(allow_users), 0, 0, 0, NULL },
+	{ "allow-groups", CFG_STR, F(allow_groups), 0, 0, 0, NULL },
+	{ "fair-k", CFG_UINT, F(fair_k), 1, 4096, 0, NULL },
+	{ "quota-session-ops", CFG_UINT, F(q_session_ops), 1, 1u << 24, 0, NULL },
+	{ "quota-user-ops", CFG_UINT, F(q_user_ops), 1, 1u << 26, 0, NULL },
+	{ "quota-session-buffers", CFG_UINT, F(q_session_buffers), 1, 1u << 24, 0, NULL },
+	{ "quota-user-buffers", CFG_UINT, F(q_user_buffers), 1, 1u << 26, 0, NULL },
+	{ "quota-session-pinned-mb", CFG_U64, F(q_session_pinned), 1, 1ull << 30, 1ull << 20, NULL },
+	{ "quota-user-pinned-mb", CFG_U64, F(q_user_pinned), 1, 1ull << 30, 1ull << 20, NULL },
+	{ "quota-session-device-mb", CFG_U64, F(q_session_device), 1, 1ull << 30, 1ull << 20, NULL },
+	{ "quota-user-device-mb", CFG_U64, F(q_user_device), 1, 1ull << 30, 1ull << 20, NULL },
+	{ "quota-user-queues", CFG_UINT, F(q_user_queues), 1, 1u << 24, 0, NULL },
+	{ "quota-user-sessions", CFG_UINT, F(q_user_sessions), 1, 1u << 20, 0, NULL },
+	{ "quota-session-fds", CFG_UINT, F(q_session_fds), 253, 1u << 16, 0, NULL },
+	{ "quota-outbound-kb", CFG_U64, F(q_outbound), 4, 1ull << 30, 1024, NULL },
 };
 
 #undef F

@@ -17,6 +17,9 @@
 #include "frame.h"
 #include "idmap.h"
 #include "kernels.h"
+#include "fair.h"
+#include "policy.h"
+#include "quota.h"
 
 #define DEVQ_PROTO_MIN 1
 #define DEVQ_PROTO_MAX 1
@@ -43,7 +46,20 @@ struct devq_config {
 	bool test_faults;         /* expose the fault-injection kernel (tests) */
 	unsigned trace_records;   /* trace.c: op records kept (0: off) */
 	const char *admin_group;  /* may trace every user's sessions (NULL: root only) */
+	/* Tenancy (policy.c, quota.c, fair.c); 0 or NULL means the default,
+	 * which devq_quota_defaults fills in. */
+	const char *allow_users, *allow_groups; /* comma-separated; groups: "devq" */
+	unsigned fair_k;                        /* ops per session inside the backend */
+	unsigned q_session_ops, q_user_ops;     /* ops in flight: backpressure */
+	unsigned q_session_buffers, q_user_buffers;
+	uint64_t q_session_pinned, q_user_pinned; /* bytes of shared buffers */
+	uint64_t q_session_device, q_user_device; /* bytes of device buffers */
+	unsigned q_user_queues, q_user_sessions;
+	unsigned q_session_fds;                 /* received fds not yet claimed */
+	uint64_t q_outbound;                    /* unsent bytes before a disconnect */
 };
+
+#define DEVQ_FAIR_K_DEFAULT 16
 
 struct devq_session;
 struct devq_op;
@@ -96,6 +112,7 @@ struct devq_op {
 	unsigned nbufs;
 	uint64_t t_client_submit, t_received, t_observed;
 	struct devq_op *cnext; /* completion list link (backend threads -> loop) */
+	struct devq_op *fnext; /* fair.c: waiting for a backend slot */
 };
 
 struct devq_cmpl {
@@ -136,6 +153,10 @@ struct devq_session {
 	size_t ncmpl, cmpl_cap;
 	struct devq_session *dirty_next;
 	bool dirty;
+	struct devq_fair_sess fair;   /* fair.c */
+	struct devq_quota_sess quota; /* quota.c */
+	int pidfd;                    /* SO_PEERPIDFD, when has_pidfd */
+	bool has_pidfd;
 };
 
 struct devq_daemon {
@@ -168,6 +189,10 @@ struct devq_daemon {
 	 * attention (e.g. CPU fallback on a host with /dev/nvidia*); "" if not. */
 	char backend_note[256];
 	bool device_lost;
+	struct devq_policy policy; /* policy.c: who may connect */
+	struct devq_fair fair;     /* fair.c: sessions waiting for backend slots */
+	struct devq_user *users;   /* quota.c: usage per Unix user */
+	unsigned nthrottled;       /* sessions not read: over their in-flight quota */
 };
 
 /* lost.c: the device took a sticky fault (op is the first op reporting it):
@@ -227,6 +252,8 @@ void devq_buf_put(struct devq_buf *b);     /* an op stopped using it */
 /* sched.c: ordering, hand-off, completion */
 void devq_sched_submit(struct devq_session *s, const Devq__Op *m, uint64_t t_received);
 void devq_sched_drain(struct devq_daemon *d);
+/* Stamps t_handoff and gives op to the backend (fair.c decides when). */
+void devq_sched_handoff(struct devq_op *op);
 void devq_op_unref(struct devq_op *op);
 struct devq_queue *devq_queue_open(struct devq_session *s, uint32_t id, char *err, size_t errlen);
 void devq_queue_reset(struct devq_queue *q);

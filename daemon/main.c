@@ -10,6 +10,9 @@
 #include "daemon.h"
 #include "trace.h"
 
+/* getopt value of the flags that are set through the config key table. */
+#define DEVQ_OPT_BY_KEY 0x300
+
 static void usage(FILE *f)
 {
 	fprintf(f,
@@ -33,6 +36,17 @@ static void usage(FILE *f)
 		"                          when it exists); flags override the file\n"
 		"      --stall-timeout-ms MS  watchdog: ops in flight and no completion for MS\n"
 		"                          means the device is stuck (default 60000)\n"
+		"Tenancy (see devqd.conf(5) for defaults):\n"
+		"      --allow-users LIST  users admitted besides root and the daemon's user\n"
+		"      --allow-groups LIST members of these groups are admitted (default devq)\n"
+		"      --fair-k N          ops of one session inside the backend (default 16)\n"
+		"      --quota-session-ops N, --quota-user-ops N   ops in flight: backpressure\n"
+		"      --quota-session-buffers N, --quota-user-buffers N\n"
+		"      --quota-session-pinned-mb MB, --quota-user-pinned-mb MB\n"
+		"      --quota-session-device-mb MB, --quota-user-device-mb MB\n"
+		"      --quota-user-queues N, --quota-user-sessions N\n"
+		"      --quota-session-fds N   received fds waiting for their frames\n"
+		"      --quota-outbound-kb KB  unsent replies before a disconnect\n"
 		"  -v, --verbose           more logging (repeat for debug)\n"
 		"  -h, --help              this text\n"
 		"  -V, --version           print the version\n"
@@ -90,6 +104,22 @@ int main(int argc, char **argv)
 		{ "stall-timeout-ms", required_argument, NULL, 5 },
 		{ "trace-records", required_argument, NULL, 70 },
 		{ "admin-group", required_argument, NULL, 71 },
+		/* Tenancy: each is also a devqd.conf key, set through its table. */
+		{ "allow-users", required_argument, NULL, DEVQ_OPT_BY_KEY },
+		{ "allow-groups", required_argument, NULL, DEVQ_OPT_BY_KEY },
+		{ "fair-k", required_argument, NULL, DEVQ_OPT_BY_KEY },
+		{ "quota-session-ops", required_argument, NULL, DEVQ_OPT_BY_KEY },
+		{ "quota-user-ops", required_argument, NULL, DEVQ_OPT_BY_KEY },
+		{ "quota-session-buffers", required_argument, NULL, DEVQ_OPT_BY_KEY },
+		{ "quota-user-buffers", required_argument, NULL, DEVQ_OPT_BY_KEY },
+		{ "quota-session-pinned-mb", required_argument, NULL, DEVQ_OPT_BY_KEY },
+		{ "quota-user-pinned-mb", required_argument, NULL, DEVQ_OPT_BY_KEY },
+		{ "quota-session-device-mb", required_argument, NULL, DEVQ_OPT_BY_KEY },
+		{ "quota-user-device-mb", required_argument, NULL, DEVQ_OPT_BY_KEY },
+		{ "quota-user-queues", required_argument, NULL, DEVQ_OPT_BY_KEY },
+		{ "quota-user-sessions", required_argument, NULL, DEVQ_OPT_BY_KEY },
+		{ "quota-session-fds", required_argument, NULL, DEVQ_OPT_BY_KEY },
+		{ "quota-outbound-kb", required_argument, NULL, DEVQ_OPT_BY_KEY },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
@@ -111,7 +141,8 @@ int main(int argc, char **argv)
 	/* The file first, so that every flag below overrides it. */
 	if (devq_config_load_argv(&d.cfg, argc, argv) < 0)
 		return 2;
-	while ((c = getopt_long(argc, argv, "s:b:n:c:vhV", opts, NULL)) != -1) {
+	int li = 0;
+	while ((c = getopt_long(argc, argv, "s:b:n:c:vhV", opts, &li)) != -1) {
 		switch (c) {
 		case 's':
 			d.cfg.socket_path = optarg;
@@ -161,6 +192,14 @@ int main(int argc, char **argv)
 		case 71:
 			d.cfg.admin_group = optarg;
 			break;
+		case DEVQ_OPT_BY_KEY: {
+			char err[256];
+			if (devq_config_set(&d.cfg, opts[li].name, optarg, err, sizeof(err)) < 0) {
+				fprintf(stderr, "devqd: --%s\n", err);
+				return 2;
+			}
+			break;
+		}
 		case 'v':
 			verbose++;
 			break;

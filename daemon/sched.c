@@ -333,7 +333,12 @@ void devq_sched_submit(struct devq_session *s, const Devq__Op *m, uint64_t t_rec
 		op->bufs[i]->inflight++;
 	s->ops_in_flight++;
 	d->ops_in_flight++;
+	devq_fair_submit(op); /* now, or once the session has a backend slot */
+}
 
+void devq_sched_handoff(struct devq_op *op)
+{
+	struct devq_daemon *d = op->s->d;
 	/* Stamped before the push: the device may start the op at once. */
 	op->b.t_handoff = devq_now_ns();
 	int r = d->be->ops->enqueue(d->be, &op->b);
@@ -385,6 +390,7 @@ static void complete_one(struct devq_daemon *d, struct devq_op *op, uint64_t now
 	d->ops_in_flight--;
 	s->ops_completed++;
 	s->ops_in_flight--;
+	devq_fair_done(op);
 	devq_trace_record(d->trace, op); /* while its waits and buffers are known */
 
 	for (unsigned i = 0; i < op->b.nwaits; i++)
@@ -441,4 +447,5 @@ void devq_sched_drain(struct devq_daemon *d)
 		complete_one(d, list, now);
 		list = next;
 	}
+	devq_fair_kick(d); /* the slots those completions freed */
 }

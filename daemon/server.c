@@ -161,6 +161,11 @@ static void session_close(struct devq_session *s)
 		  (unsigned long long)s->ops_in_flight, s->nbufs);
 	s->connected = false;
 	s->ncmpl = 0;
+	if (s->quota.throttled) {
+		s->quota.throttled = false;
+		s->d->nthrottled--;
+	}
+	devq_rx_fini(&s->rx); /* fds received and not claimed: closed now */
 	uv_poll_stop(&s->poll);
 	uv_close((uv_handle_t *)&s->poll, on_conn_closed);
 	devq_tx_fini(&s->tx);
@@ -169,8 +174,9 @@ static void session_close(struct devq_session *s)
 
 static void set_events(struct devq_session *s, int events)
 {
-	/* Stopping: no new requests, only the last replies go out. */
-	if (s->d->stopping)
+	/* Stopping: no new requests, only the last replies go out.
+	 * Throttled: backpressure until completions free room (quota.h). */
+	if (s->d->stopping || s->quota.throttled)
 		events &= ~UV_READABLE;
 	if (!s->connected || events == s->poll_events)
 		return;
@@ -187,6 +193,16 @@ static void session_flush(struct devq_session *s)
 		return;
 	push_completions(s);
 	int r = devq_tx_flush(&s->tx, s->fd);
+	if (r == -EAGAIN && s->tx.bytes > s->d->cfg.q_outbound) {
+		/* A client that does not read its replies would make us hold
+		 * them forever: its work still completes, then is freed. */
+		log_warn("session %llu: %zu bytes unsent, above the quota of %llu "
+			 "(quota-outbound-kb): the client does not read; disconnecting",
+			 (unsigned long long)s->id, s->tx.bytes,
+			 (unsigned long long)s->d->cfg.q_outbound);
+		session_close(s);
+		return;
+	}
 	if (r == -EAGAIN) {
 		set_events(s, UV_READABLE | UV_WRITABLE);
 		return;
@@ -234,9 +250,61 @@ static void handle_frame(struct devq_session *s, struct devq_frame *f, uint64_t 
 	devq_frame_close_fds(f); /* whatever the message did not claim */
 }
 
+/* A session with ops of a Submit held back (over its in-flight quota) is
+ * not read until completions free room: backpressure, never a drop.  Other
+ * requests (status, buffers) are served until a Submit is held. */
+static bool throttle_if_over(struct devq_session *s)
+{
+	if (s->quota.throttled)
+		return true;
+	if (!s->quota.held)
+		return false;
+	s->quota.throttled = true;
+	s->d->nthrottled++;
+	log_debug("session %llu: not read until ops complete: %llu in flight",
+		  (unsigned long long)s->id, (unsigned long long)s->ops_in_flight);
+	set_events(s, s->poll_events);
+	return true;
+}
+
+/* Handles the complete frames already received, while the quota allows. */
+static void session_frames(struct devq_session *s, uint64_t t)
+{
+	struct devq_frame f;
+	int r = 0;
+	while (s->connected && !s->close_after_flush && !throttle_if_over(s) &&
+	       (r = devq_rx_next(&s->rx, &f)) == 1)
+		handle_frame(s, &f, t);
+	if (r == -EMSGSIZE)
+		protocol_close(s, "frame exceeds the maximum payload of %u bytes",
+			       s->d->cfg.max_frame);
+	else if (r < 0)
+		protocol_close(s, "fds do not match the frames that declare them");
+}
+
+static void resume_throttled(struct devq_daemon *d)
+{
+	if (!d->nthrottled || d->stopping)
+		return;
+	for (struct devq_session *s = d->sessions; s; s = s->next) {
+		if (!s->quota.throttled || !devq_quota_may_resume(s))
+			continue;
+		s->quota.throttled = false;
+		d->nthrottled--;
+		if (!devq_quota_resume_held(s)) {
+			throttle_if_over(s);
+			continue;
+		}
+		session_frames(s, devq_now_ns());
+		devq_session_mark_dirty(s); /* its flush restarts reading */
+	}
+}
+
 static void session_read(struct devq_session *s)
 {
-	for (int i = 0; i < READS_PER_WAKE && s->connected && !s->close_after_flush; i++) {
+	for (int i = 0; i < READS_PER_WAKE && s->connected && !s->close_after_flush &&
+			!s->quota.throttled;
+	     i++) {
 		ssize_t n = devq_rx_recv(&s->rx, s->fd, MSG_DONTWAIT);
 		uint64_t t = devq_now_ns();
 		if (n == -EAGAIN)
@@ -262,15 +330,14 @@ static void session_read(struct devq_session *s)
 			session_close(s);
 			return;
 		}
-		struct devq_frame f;
-		int r = 0;
-		while (s->connected && !s->close_after_flush && (r = devq_rx_next(&s->rx, &f)) == 1)
-			handle_frame(s, &f, t);
-		if (r == -EMSGSIZE)
-			protocol_close(s, "frame exceeds the maximum payload of %u bytes",
-				       s->d->cfg.max_frame);
-		else if (r < 0)
-			protocol_close(s, "fds do not match the frames that declare them");
+		if (s->rx.fd_count > s->d->cfg.q_session_fds) {
+			protocol_close(s,
+				       "%zu received fds wait for their frames, above the quota of "
+				       "%u (quota-session-fds)",
+				       s->rx.fd_count, s->d->cfg.q_session_fds);
+			break;
+		}
+		session_frames(s, t);
 	}
 }
 
@@ -289,6 +356,29 @@ static void conn_cb(uv_poll_t *h, int status, int events)
 	flush_dirty(d);
 }
 
+/* Access policy and per-user session quota, at connect: a refused peer
+ * gets an Error saying why, and the connection closes once it is sent. */
+static void admit(struct devq_session *s, const struct devq_peer *peer, int peer_err)
+{
+	char why[400];
+	int code = 0;
+	if (peer_err < 0) {
+		snprintf(why, sizeof(why), "cannot read the peer's credentials: %s",
+			 strerror(-peer_err));
+		code = DEVQ__CODE__PERMISSION_DENIED;
+	} else if (!devq_policy_admits(&s->d->policy, peer, why, sizeof(why))) {
+		code = DEVQ__CODE__PERMISSION_DENIED;
+	} else if (devq_quota_attach(s, why, sizeof(why)) < 0) {
+		code = DEVQ__CODE__RESOURCE_EXHAUSTED;
+	}
+	if (!code)
+		return;
+	log_warn("session %llu: refused: %s", (unsigned long long)s->id, why);
+	devq_session_error(s, code, "hello", NULL, NULL, "%s", why);
+	s->close_after_flush = true;
+	session_flush(s);
+}
+
 static void on_accept(uv_poll_t *h, int status, int events)
 {
 	struct devq_daemon *d = h->data;
@@ -302,21 +392,24 @@ static void on_accept(uv_poll_t *h, int status, int events)
 				log_warn("accept: %s", strerror(errno));
 			return;
 		}
-		struct ucred cred = { 0 };
-		socklen_t len = sizeof(cred);
-		getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len);
+		struct devq_peer peer;
+		int pr = devq_peer_read(fd, &peer);
 		struct devq_session *s = calloc(1, sizeof(*s));
 		if (!s) {
 			log_err("accept: out of memory");
+			if (peer.pidfd >= 0)
+				close(peer.pidfd);
 			close(fd);
 			continue;
 		}
 		s->d = d;
 		s->id = ++d->next_session_id;
 		s->fd = fd;
-		s->pid = cred.pid;
-		s->uid = cred.uid;
-		s->gid = cred.gid;
+		s->pid = peer.pid;
+		s->uid = peer.uid;
+		s->gid = peer.gid;
+		s->pidfd = peer.pidfd;
+		s->has_pidfd = peer.pidfd >= 0;
 		s->connected = true;
 		atomic_init(&s->cancel, false);
 		devq_rx_init(&s->rx, d->cfg.max_frame);
@@ -330,8 +423,10 @@ static void on_accept(uv_poll_t *h, int status, int events)
 		d->sessions_total++;
 		s->poll_events = UV_READABLE;
 		uv_poll_start(&s->poll, UV_READABLE, conn_cb);
-		log_info("session %llu: connected (pid %d, uid %u)", (unsigned long long)s->id,
-			 (int)s->pid, (unsigned)s->uid);
+		log_info("session %llu: connected (pid %d, uid %u, gid %u%s)",
+			 (unsigned long long)s->id, (int)s->pid, (unsigned)s->uid,
+			 (unsigned)s->gid, s->has_pidfd ? ", pidfd" : "");
+		admit(s, &peer, pr);
 	}
 }
 
@@ -419,6 +514,7 @@ static void on_wake(uv_async_t *a)
 {
 	struct devq_daemon *d = a->data;
 	devq_sched_drain(d);
+	resume_throttled(d);
 	flush_dirty(d);
 }
 
@@ -491,6 +587,14 @@ static int inherited_socket(void)
 
 int devq_server_start(struct devq_daemon *d)
 {
+	char perr[256];
+	devq_quota_defaults(d);
+	if (devq_policy_init(&d->policy, d->cfg.allow_users,
+			     d->cfg.allow_groups ? d->cfg.allow_groups : "devq", !d->cfg.allow_groups,
+			     perr, sizeof(perr)) < 0) {
+		log_err("access policy: %s", perr);
+		return 2;
+	}
 	int fd = inherited_socket();
 	if (fd == -EINVAL)
 		return 1;

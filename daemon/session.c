@@ -126,11 +126,15 @@ static void on_release(struct devq_session *s, const Devq__ReleaseBuffer *r)
 static void on_open_queue(struct devq_session *s, const Devq__OpenQueue *o)
 {
 	char err[160];
-	if (!devq_queue_open(s, o->id, err, sizeof(err)))
-		devq_session_error(s,
-				   idmap_get(&s->queues, o->id) ? DEVQ__CODE__INVALID_ARGUMENT
-								: DEVQ__CODE__RESOURCE_EXHAUSTED,
-				   "open_queue", NULL, &o->id, "%s", err);
+	int code = devq_quota_queue(s, o->id, err, sizeof(err));
+	if (!code && devq_queue_open(s, o->id, err, sizeof(err))) {
+		devq_quota_queue_opened(s);
+		return;
+	}
+	if (!code)
+		code = idmap_get(&s->queues, o->id) ? DEVQ__CODE__INVALID_ARGUMENT
+						     : DEVQ__CODE__RESOURCE_EXHAUSTED;
+	devq_session_error(s, code, "open_queue", NULL, &o->id, "%s", err);
 }
 
 static void on_reset_queue(struct devq_session *s, const Devq__ResetQueue *r)
@@ -244,8 +248,8 @@ void devq_session_dispatch(struct devq_session *s, const Devq__ClientMessage *m,
 		if (m->submit->n_ops == 0)
 			devq_session_error(s, DEVQ__CODE__INVALID_ARGUMENT, "submit", NULL, NULL,
 					   "submit with no ops");
-		for (size_t i = 0; i < m->submit->n_ops && !s->close_after_flush; i++)
-			devq_sched_submit(s, m->submit->ops[i], t_received);
+		/* In order, up to the in-flight quota; the rest is held (quota.c). */
+		devq_quota_submit(s, m->submit, t_received);
 		break;
 	case DEVQ__CLIENT_MESSAGE__BODY_LIST_EXECUTABLES:
 		on_list(s);
@@ -301,6 +305,9 @@ void devq_session_free(struct devq_session *s)
 		d->sessions = s->next;
 	if (s->next)
 		s->next->prev = s->prev;
+	devq_quota_detach(s); /* before the queues go: it counts them */
+	if (s->has_pidfd)
+		close(s->pidfd);
 	for (size_t i = 0; i < s->queues.cap; i++)
 		if (s->queues.slots[i].val)
 			devq_queue_free(d, s->queues.slots[i].val);

@@ -1,0 +1,52 @@
+/* Who is on the other end of a connection, and whether they may use devqd.
+ *
+ * Identity comes from the kernel (SO_PEERCRED, SO_PEERGROUPS, SO_PEERPIDFD),
+ * never from anything the client says.  The access policy is decided once,
+ * at connect: root, the daemon's own user, the users in allow-users and the
+ * members of the groups in allow-groups (default "devq") are admitted. */
+#ifndef DEVQ_POLICY_H
+#define DEVQ_POLICY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#define DEVQ_POLICY_MAX_IDS 64
+
+struct devq_peer {
+	pid_t pid;
+	uid_t uid;
+	gid_t gid;
+	gid_t groups[DEVQ_POLICY_MAX_IDS]; /* supplementary groups (SO_PEERGROUPS) */
+	unsigned ngroups;
+	bool groups_known; /* SO_PEERGROUPS answered (fits in groups[]) */
+	int pidfd;         /* SO_PEERPIDFD, or -1 where the kernel lacks it */
+};
+
+struct devq_policy {
+	uid_t users[DEVQ_POLICY_MAX_IDS];
+	unsigned nusers;
+	gid_t groups[DEVQ_POLICY_MAX_IDS];
+	unsigned ngroups;
+	uid_t self; /* the daemon's own effective uid: always admitted */
+	char describe[256]; /* "root, uid 0, group devq (gid 996)" for refusals */
+};
+
+/* Resolves comma-separated user and group lists (names or numbers).  An
+ * unknown name in either list is an error naming it, except the default group
+ * "devq" (given as default_groups), which may not exist on a host that has
+ * not installed the package: then only root and the daemon's user get in,
+ * and a warning says so.  Returns 0 or -EINVAL with err filled. */
+int devq_policy_init(struct devq_policy *p, const char *users, const char *groups,
+		     bool groups_is_default, char *err, size_t errlen);
+
+/* Reads the peer's credentials from a connected Unix socket.  pidfd is
+ * -1 where SO_PEERPIDFD is unavailable; the caller owns it otherwise. */
+int devq_peer_read(int fd, struct devq_peer *peer);
+
+/* true when the peer may use the daemon; otherwise why is filled with a
+ * message for the client ("uid 65534 (nobody) is not allowed ..."). */
+bool devq_policy_admits(const struct devq_policy *p, const struct devq_peer *peer, char *why,
+			size_t whylen);
+
+#endif

@@ -1,0 +1,239 @@
+/* Quotas and backpressure; see quota.h. */
+#include "quota.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "daemon.h"
+
+void devq_quota_defaults(struct devq_daemon *d)
+{
+	struct devq_config *c = &d->cfg;
+	/* Pinned host memory cannot be swapped out: by default one user may
+	 * pin at most half of the machine's memory, and device memory on the
+	 * CPU backend is host memory too. */
+	long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+	uint64_t half = pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz / 2 : 1ull << 32;
+	if (!c->fair_k)
+		c->fair_k = DEVQ_FAIR_K_DEFAULT;
+	if (!c->q_session_ops)
+		c->q_session_ops = 4096;
+	if (!c->q_user_ops)
+		c->q_user_ops = 4 * c->q_session_ops;
+	if (!c->q_session_buffers)
+		c->q_session_buffers = 4096;
+	if (!c->q_user_buffers)
+		c->q_user_buffers = 4 * c->q_session_buffers;
+	if (!c->q_user_pinned)
+		c->q_user_pinned = half;
+	if (!c->q_session_pinned)
+		c->q_session_pinned = c->q_user_pinned;
+	if (!c->q_user_device)
+		c->q_user_device = half;
+	if (!c->q_session_device)
+		c->q_session_device = c->q_user_device;
+	if (!c->q_user_queues)
+		c->q_user_queues = 4 * c->max_queues;
+	if (!c->q_session_fds)
+		c->q_session_fds = 2 * DEVQ_FDS_PER_MSG + 6;
+	if (!c->q_user_sessions)
+		c->q_user_sessions = 256;
+	if (!c->q_outbound)
+		c->q_outbound = 16ull << 20;
+}
+
+int devq_quota_attach(struct devq_session *s, char *why, size_t whylen)
+{
+	struct devq_daemon *d = s->d;
+	struct devq_user *u = d->users;
+	while (u && u->uid != s->uid)
+		u = u->next;
+	if (u && u->sessions >= d->cfg.q_user_sessions) {
+		snprintf(why, whylen,
+			 "uid %u already has %u sessions, the quota (quota-user-sessions)",
+			 (unsigned)s->uid, u->sessions);
+		return -EDQUOT;
+	}
+	if (!u) {
+		u = calloc(1, sizeof(*u));
+		if (!u) {
+			snprintf(why, whylen, "out of memory");
+			return -ENOMEM;
+		}
+		u->uid = s->uid;
+		u->next = d->users;
+		d->users = u;
+	}
+	u->sessions++;
+	s->quota.user = u;
+	return 0;
+}
+
+void devq_quota_detach(struct devq_session *s)
+{
+	struct devq_user *u = s->quota.user;
+	if (s->quota.held)
+		devq__submit__free_unpacked(s->quota.held, NULL);
+	s->quota.held = NULL;
+	if (!u)
+		return;
+	u->queues -= s->queues.count;
+	u->sessions--;
+	s->quota.user = NULL;
+	if (u->sessions)
+		return;
+	struct devq_user **pp = &s->d->users;
+	while (*pp != u)
+		pp = &(*pp)->next;
+	*pp = u->next;
+	free(u);
+}
+
+int devq_quota_buffer(struct devq_session *s, uint64_t id, uint64_t size, bool device, char *err,
+		      size_t n)
+{
+	const struct devq_config *c = &s->d->cfg;
+	const struct devq_user *u = s->quota.user;
+	unsigned long long uid = (unsigned long long)id;
+	if (s->nbufs >= c->q_session_buffers) {
+		snprintf(err, n, "buffer %llu: the session already has %u buffers, the quota "
+			 "(quota-session-buffers)", uid, s->nbufs);
+		return DEVQ__CODE__RESOURCE_EXHAUSTED;
+	}
+	if (u && u->buffers >= c->q_user_buffers) {
+		snprintf(err, n, "buffer %llu: uid %u already has %" PRIu64 " buffers, the quota "
+			 "(quota-user-buffers)", uid, (unsigned)u->uid, u->buffers);
+		return DEVQ__CODE__RESOURCE_EXHAUSTED;
+	}
+	const char *what = device ? "device" : "pinned";
+	uint64_t sess = device ? s->quota.device : s->quota.pinned;
+	uint64_t slim = device ? c->q_session_device : c->q_session_pinned;
+	if (size > slim || sess > slim - size) {
+		snprintf(err, n, "buffer %llu: %" PRIu64 " more %s bytes would exceed the session's "
+			 "quota of %" PRIu64 " (%" PRIu64 " in use; quota-session-%s-mb)", uid,
+			 size, what, slim, sess, what);
+		return DEVQ__CODE__RESOURCE_EXHAUSTED;
+	}
+	if (u) {
+		uint64_t used = device ? u->device : u->pinned;
+		uint64_t ulim = device ? c->q_user_device : c->q_user_pinned;
+		if (size > ulim || used > ulim - size) {
+			snprintf(err, n, "buffer %llu: %" PRIu64 " more %s bytes would exceed uid "
+				 "%u's quota of %" PRIu64 " (%" PRIu64 " in use; "
+				 "quota-user-%s-mb)", uid, size, what, (unsigned)u->uid, ulim, used,
+				 what);
+			return DEVQ__CODE__RESOURCE_EXHAUSTED;
+		}
+	}
+	return 0;
+}
+
+void devq_quota_charge_buffer(struct devq_session *s, uint64_t size, bool device, int sign)
+{
+	struct devq_user *u = s->quota.user;
+	uint64_t *sess = device ? &s->quota.device : &s->quota.pinned;
+	*sess = sign > 0 ? *sess + size : *sess - size;
+	if (!u)
+		return;
+	uint64_t *used = device ? &u->device : &u->pinned;
+	*used = sign > 0 ? *used + size : *used - size;
+	u->buffers = sign > 0 ? u->buffers + 1 : u->buffers - 1;
+}
+
+int devq_quota_queue(struct devq_session *s, uint32_t id, char *err, size_t n)
+{
+	struct devq_user *u = s->quota.user;
+	if (u && u->queues >= s->d->cfg.q_user_queues) {
+		snprintf(err, n, "queue %u: uid %u already has %" PRIu64 " queues, the quota "
+			 "(quota-user-queues)", id, (unsigned)u->uid, u->queues);
+		return DEVQ__CODE__RESOURCE_EXHAUSTED;
+	}
+	return 0;
+}
+
+void devq_quota_queue_opened(struct devq_session *s)
+{
+	if (s->quota.user)
+		s->quota.user->queues++;
+}
+
+void devq_quota_op(struct devq_session *s, int sign)
+{
+	if (s->quota.user)
+		s->quota.user->ops = sign > 0 ? s->quota.user->ops + 1 : s->quota.user->ops - 1;
+}
+
+bool devq_quota_over_ops(const struct devq_session *s)
+{
+	const struct devq_config *c = &s->d->cfg;
+	return s->ops_in_flight >= c->q_session_ops ||
+	       (s->quota.user && s->quota.user->ops >= c->q_user_ops);
+}
+
+bool devq_quota_may_resume(const struct devq_session *s)
+{
+	const struct devq_config *c = &s->d->cfg;
+	/* Hysteresis: resuming at the first free slot would stop and start
+	 * the socket's poll once per completion. */
+	return s->ops_in_flight <= c->q_session_ops - c->q_session_ops / 4 &&
+	       !(s->quota.user && s->quota.user->ops > c->q_user_ops - c->q_user_ops / 4);
+}
+
+/* Submits ops[i..n) while the quota allows; returns where it stopped. */
+static size_t submit_some(struct devq_session *s, Devq__Op *const *ops, size_t i, size_t n,
+			  uint64_t t)
+{
+	for (; i < n && !s->close_after_flush; i++) {
+		if (devq_quota_over_ops(s))
+			break;
+		devq_sched_submit(s, ops[i], t);
+	}
+	return i;
+}
+
+int devq_quota_submit(struct devq_session *s, const Devq__Submit *m, uint64_t t)
+{
+	size_t i = submit_some(s, m->ops, 0, m->n_ops, t);
+	if (i == m->n_ops || s->close_after_flush)
+		return 0;
+	/* Keep the rest in a copy of our own: the frame's memory (and
+	 * whatever allocator unpacked it) is gone once this returns. */
+	Devq__Submit rest = DEVQ__SUBMIT__INIT;
+	rest.ops = m->ops + i;
+	rest.n_ops = m->n_ops - i;
+	size_t len = devq__submit__get_packed_size(&rest);
+	uint8_t *buf = malloc(len ? len : 1);
+	Devq__Submit *copy = NULL;
+	if (buf) {
+		devq__submit__pack(&rest, buf);
+		copy = devq__submit__unpack(NULL, len, buf);
+		free(buf);
+	}
+	if (!copy) {
+		devq_session_error(s, DEVQ__CODE__RESOURCE_EXHAUSTED, "submit", NULL, NULL,
+				   "out of memory; the session is closed");
+		s->close_after_flush = true;
+		return -ENOMEM;
+	}
+	s->quota.held = copy;
+	s->quota.held_next = 0;
+	s->quota.held_t = t;
+	return 0;
+}
+
+bool devq_quota_resume_held(struct devq_session *s)
+{
+	Devq__Submit *h = s->quota.held;
+	if (!h)
+		return true;
+	s->quota.held_next = submit_some(s, h->ops, s->quota.held_next, h->n_ops, s->quota.held_t);
+	if (s->quota.held_next < h->n_ops && !s->close_after_flush)
+		return false;
+	devq__submit__free_unpacked(h, NULL);
+	s->quota.held = NULL;
+	return true;
+}
