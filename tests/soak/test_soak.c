@@ -276,7 +276,7 @@ static unsigned rnd(unsigned n)
 static int raw_connect(void)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", dp.sock);
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%.100s", dp.sock);
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	ck_assert_int_ge(fd, 0);
 	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
