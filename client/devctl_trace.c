@@ -702,6 +702,8 @@ int devctl_trace_main(const char *sock, int argc, char **argv)
 		qy.since_ns = c.t->now_ns;
 		devq_trace_free(c.t);
 		c.t = NULL;
+		/* Said once the window is open, so a script knows when to start. */
+		fprintf(stderr, "devctl trace: recording for %g s\n", duration);
 		struct timespec ts = { (time_t)duration,
 				       (long)((duration - floor(duration)) * 1e9) };
 		while (nanosleep(&ts, &ts) < 0 && errno == EINTR)

@@ -235,12 +235,14 @@ struct nobody_result {
 	int all_rc;
 	char all_msg[200];
 	int own_rc;
+	int cli_all_rc, cli_own_rc; /* devctl trace --all / -o FILE, as 65534 */
 	uint64_t self;
 	size_t nops, foreign_ops, nsessions, foreign_sessions;
 };
 
-/* As uid/gid 65534: runs an op, asks for everyone, then for itself. */
-static void as_nobody(const char *sock, gid_t gid, struct nobody_result *r)
+/* As uid/gid 65534: runs an op, asks for everyone, then for itself, with
+ * libdevq and with devctl (its output files go to dir). */
+static void as_nobody(const char *sock, const char *dir, gid_t gid, struct nobody_result *r)
 {
 	memset(r, 0, sizeof(*r));
 	if (setgroups(0, NULL) < 0 || setgid(gid) < 0 || setuid(65534) < 0) {
@@ -281,12 +283,23 @@ static void as_nobody(const char *sock, gid_t gid, struct nobody_result *r)
 	}
 	devq_trace_free(t);
 	devq_disconnect(q);
+
+	char json[160], log[160];
+	snprintf(json, sizeof(json), "%s/nobody.json", dir);
+	snprintf(log, sizeof(log), "%s/nobody-all.log", dir);
+	const char *all_argv[] = { harness_bin("devctl"), "--socket", sock, "trace", "--all", "-o",
+				   json, NULL };
+	r->cli_all_rc = run(all_argv, log);
+	snprintf(log, sizeof(log), "%s/nobody-own.log", dir);
+	const char *own_argv[] = { harness_bin("devctl"), "--socket", sock, "trace", "-o", json,
+				   NULL };
+	r->cli_own_rc = run(own_argv, log);
 }
 
 static void nobody_run(struct daemon_proc *d, gid_t gid, struct nobody_result *r)
 {
 	/* The test opens the socket to others: 0660 would stop connect(2). */
-	ck_assert_int_eq(chmod(d->dir, 0755), 0);
+	ck_assert_int_eq(chmod(d->dir, 0777), 0);
 	ck_assert_int_eq(chmod(d->sock, 0666), 0);
 	int pfd[2];
 	ck_assert_int_eq(pipe(pfd), 0);
@@ -295,7 +308,7 @@ static void nobody_run(struct daemon_proc *d, gid_t gid, struct nobody_result *r
 	if (pid == 0) {
 		close(pfd[0]);
 		struct nobody_result x;
-		as_nobody(d->sock, gid, &x);
+		as_nobody(d->sock, d->dir, gid, &x);
 		_exit(write(pfd[1], &x, sizeof(x)) == (ssize_t)sizeof(x) ? 0 : 1);
 	}
 	close(pfd[1]);
@@ -353,6 +366,39 @@ START_TEST(trace_all_refused_for_non_admin)
 	ck_assert_uint_ge(r.nsessions, 1);
 	ck_assert_uint_eq(r.foreign_sessions, 0);
 
+	/* The same through devctl: --all refused by the daemon (exit 3, the
+	 * reason shown); its own trace holds no event of root's session. */
+	char path[160], expect[160];
+	snprintf(path, sizeof(path), "%s/nobody-all.log", d.dir);
+	ck_assert_int_eq(r.cli_all_rc, 3);
+	ck_assert_msg(strstr(slurp(path), "permission_denied"), "devctl said: %s", slurp(path));
+	unlink(path);
+	snprintf(path, sizeof(path), "%s/nobody-own.log", d.dir);
+	ck_assert_msg(r.cli_own_rc == 0, "devctl trace as uid 65534: %s", slurp(path));
+	unlink(path);
+	snprintf(expect, sizeof(expect), "%s/nobody-expect.json", d.dir);
+	FILE *f = fopen(expect, "w");
+	ck_assert_ptr_nonnull(f);
+	fprintf(f, "{\"foreign\":[%" PRIu64 "]}\n", rs);
+	fclose(f);
+	snprintf(path, sizeof(path), "%s/nobody.json", d.dir);
+	ck_assert_ptr_nonnull(strstr(slurp(path), "\"name\":\"nobody (pid "));
+	char log[160];
+	snprintf(log, sizeof(log), "%s/check.log", d.dir);
+	const char *chk[] = { "python3", "tests/trace/check_trace.py", path, expect, NULL };
+	int rc = run(chk, log);
+	if (rc)
+		dump_file(log);
+	ck_assert_int_eq(rc, 0);
+	/* And the checker does see root's session when it is there. */
+	const char *tr[] = { harness_bin("devctl"), "--socket", d.sock, "trace", "--all", "-o",
+			     path, NULL };
+	ck_assert_int_eq(run(tr, log), 0);
+	ck_assert_int_eq(run(chk, log), 1);
+	unlink(path);
+	unlink(expect);
+	unlink(log);
+
 	/* Root sees both sessions' ops with --all. */
 	struct devq_trace *t;
 	struct devq_trace_query all = { .all = true };
@@ -382,6 +428,13 @@ START_TEST(trace_all_allowed_for_admin_group)
 	struct nobody_result r;
 	nobody_run(&d, 65534, &r);
 	ck_assert_msg(r.all_rc == 0, "admin group member refused: %s", r.all_msg);
+	ck_assert_int_eq(r.cli_all_rc, 0);
+	static const char *const left[] = { "nobody.json", "nobody-all.log", "nobody-own.log" };
+	for (size_t i = 0; i < 3; i++) {
+		char path[160];
+		snprintf(path, sizeof(path), "%s/%s", d.dir, left[i]);
+		unlink(path);
+	}
 	devq_disconnect(q);
 	ck_assert_int_eq(harness_stop(&d), 0);
 
@@ -477,6 +530,51 @@ START_TEST(trace_since_last_and_ring_bound)
 	const char *bad2[] = { harness_bin("devctl"), "--socket", d.sock, "trace", NULL };
 	ck_assert_int_eq(run(bad2, log), 2);
 	ck_assert_ptr_nonnull(strstr(slurp(log), "-o FILE"));
+	devq_disconnect(q);
+	ck_assert_int_eq(harness_stop(&d), 0);
+}
+END_TEST
+
+START_TEST(trace_duration_window)
+{
+	struct daemon_proc d;
+	harness_start(&d, NULL);
+	devq *q = conn(d.sock, "window");
+	ck_assert_int_eq(devq_queue_open(q, 1), 0);
+	spins(q, 1, 3); /* done before the window opens */
+	char json[160];
+	snprintf(json, sizeof(json), "%s/window.json", d.dir);
+	int pfd[2];
+	ck_assert_int_eq(pipe(pfd), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		dup2(pfd[1], 2);
+		close(pfd[0]);
+		execl(harness_bin("devctl"), "devctl", "--socket", d.sock, "trace", "--duration", "3",
+		      "-o", json, (char *)NULL);
+		_exit(127);
+	}
+	close(pfd[1]);
+	/* devctl says when its window opened; only then submit. */
+	char buf[512] = "";
+	size_t got = 0;
+	while (!strstr(buf, "recording for") && got < sizeof(buf) - 1) {
+		ssize_t n = read(pfd[0], buf + got, sizeof(buf) - 1 - got);
+		ck_assert_msg(n > 0, "devctl trace --duration said: %s", buf);
+		got += (size_t)n;
+		buf[got] = '\0';
+	}
+	spins(q, 1, 2); /* points 4 and 5, inside the window */
+	int st;
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	close(pfd[0]);
+	ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	const char *s = slurp(json);
+	ck_assert_ptr_nonnull(strstr(s, "\"point\":4,\"stream\""));
+	ck_assert_ptr_nonnull(strstr(s, "\"point\":5,\"stream\""));
+	ck_assert_ptr_null(strstr(s, "\"point\":3,\"stream\""));
+	unlink(json);
 	devq_disconnect(q);
 	ck_assert_int_eq(harness_stop(&d), 0);
 }
@@ -587,6 +685,7 @@ int main(void)
 	tcase_add_test(tc, trace_all_refused_for_non_admin);
 	tcase_add_test(tc, trace_all_allowed_for_admin_group);
 	tcase_add_test(tc, trace_since_last_and_ring_bound);
+	tcase_add_test(tc, trace_duration_window);
 	tcase_add_test(tc, trace_recorder_off);
 	tcase_add_test(tc, top_once_prints_documented_fields);
 	suite_add_tcase(s, tc);
