@@ -34,6 +34,7 @@
 
 #include "daemon.h"
 #include "fuzz_session.h"
+#include "trace.h"
 
 #define FLOOD_FDS DEVQ_FDS_PER_MSG
 #define DRAIN_LIMIT_NS (60ull * 1000 * 1000 * 1000) /* far beyond any sane input */
@@ -71,8 +72,9 @@ static void die(const char *fmt, ...)
 	abort();
 }
 
-/* What main.c does, with limits small enough that an input runs in
- * milliseconds: 1 ms ops, 1 MiB buffers, 8 queues a session. */
+/* What main.c does (keep the two in step), with limits small enough that
+ * an input runs in milliseconds: 1 ms ops, 1 MiB buffers, 8 queues a
+ * session.  devq_server_start fills in the quota defaults and the policy. */
 static void setup(void)
 {
 	const char *v = getenv("DEVQ_FUZZ_VERBOSE");
@@ -92,6 +94,8 @@ static void setup(void)
 	D.cfg.max_frame = DEVQ_FRAME_MAX_DEFAULT;
 	D.cfg.max_queues = 8;
 	D.cfg.stop_grace_ns = 2ull * 1000 * 1000 * 1000;
+	D.cfg.stall_ns = 60ull * 1000 * 1000 * 1000;
+	D.cfg.trace_records = DEVQ_TRACE_DEFAULT_RECORDS;
 	D.listen_fd = -1;
 	D.sigs = calloc(devq_nkernels, sizeof(*D.sigs));
 	if (!D.sigs)
@@ -109,6 +113,8 @@ static void setup(void)
 	D.stream_load = calloc(D.be->streams, sizeof(*D.stream_load));
 	if (!D.stream_load || uv_loop_init(&L) < 0)
 		die("out of memory");
+	if (devq_trace_ring_new(&D.cfg, D.be->streams, &D.trace) < 0)
+		die("trace ring: out of memory");
 	D.loop = &L;
 	D.start_ns = devq_now_ns();
 	if (devq_server_start(&D) != 0)
