@@ -62,7 +62,7 @@ static const struct cfg_key keys[] = {
 	{ "quota-user-device-mb", CFG_U64, F(q_user_device), 1, 1ull << 30, 1ull << 20, NULL },
 	{ "quota-user-queues", CFG_UINT, F(q_user_queues), 1, 1u << 24, 0, NULL },
 	{ "quota-user-sessions", CFG_UINT, F(q_user_sessions), 1, 1u << 20, 0, NULL },
-	{ "quota-session-fds", CFG_UINT, F(q_session_fds), 253, 1u << 16, 0, NULL },
+	{ "quota-session-fds", CFG_UINT, F(q_session_fds), 506, 1u << 16, 0, NULL },
 	{ "quota-outbound-kb", CFG_U64, F(q_outbound), 4, 1ull << 30, 1024, NULL },
 };
 

@@ -12,12 +12,15 @@
 #include <sys/types.h>
 
 #define DEVQ_POLICY_MAX_IDS 64
+/* Supplementary groups consulted per peer; a peer in more groups than this
+ * is judged on its primary group and uid only (SO_PEERGROUPS: ERANGE). */
+#define DEVQ_PEER_MAX_GROUPS 256
 
 struct devq_peer {
 	pid_t pid;
 	uid_t uid;
 	gid_t gid;
-	gid_t groups[DEVQ_POLICY_MAX_IDS]; /* supplementary groups (SO_PEERGROUPS) */
+	gid_t groups[DEVQ_PEER_MAX_GROUPS]; /* supplementary groups (SO_PEERGROUPS) */
 	unsigned ngroups;
 	bool groups_known; /* SO_PEERGROUPS answered (fits in groups[]) */
 	int pidfd;         /* SO_PEERPIDFD, or -1 where the kernel lacks it */

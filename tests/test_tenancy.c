@@ -618,7 +618,7 @@ static void send_with_fds(int sock, const void *data, size_t len, int fd, unsign
 START_TEST(fd_quota)
 {
 	struct daemon_proc d;
-	const char *args[] = { "--quota-session-fds", "300", NULL };
+	const char *args[] = { "--quota-session-fds", "506", NULL };
 	start(&d, args);
 	int base = settled_fds(&d);
 	int sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -630,9 +630,8 @@ START_TEST(fd_quota)
 	/* A header trickling in a byte at a time, 200 fds on each byte: the
 	 * frame is never complete, so no frame rule applies yet. */
 	static const uint8_t hdr[8] = { 0, 0, 0, 0, 1, 0, 0, 0 };
-	send_with_fds(sock, hdr, 1, memfd, 200);
-	usleep(100000); /* two separate recvmsg are likelier; either way the bound holds */
-	send_with_fds(sock, hdr + 1, 1, memfd, 200);
+	for (int i = 0; i < 3; i++)
+		send_with_fds(sock, hdr + i, 1, memfd, 200);
 	close(memfd);
 
 	struct devq_rx rx;
