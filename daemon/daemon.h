@@ -50,6 +50,7 @@ struct devq_config {
 	 * which devq_quota_defaults fills in. */
 	const char *allow_users, *allow_groups; /* comma-separated; groups: "devq" */
 	unsigned fair_k;                        /* ops per session inside the backend */
+	const char *fair_shares;                /* "user:weight,...": k*weight each */
 	unsigned q_session_ops, q_user_ops;     /* ops in flight: backpressure */
 	unsigned q_session_buffers, q_user_buffers;
 	uint64_t q_session_pinned, q_user_pinned; /* bytes of shared buffers */

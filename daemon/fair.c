@@ -1,11 +1,76 @@
 /* Per-session cap inside the backend, turns above it; see fair.h. */
 #include "fair.h"
 
+#include <ctype.h>
+#include <errno.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "daemon.h"
 
-static unsigned cap_of(const struct devq_session *s)
+int devq_fair_init(struct devq_fair *f, const char *shares, char *err, size_t n)
 {
-	return s->d->cfg.fair_k ? s->d->cfg.fair_k : DEVQ_FAIR_K_DEFAULT;
+	memset(f, 0, sizeof(*f));
+	for (const char *p = shares; p && *p;) {
+		size_t len = strcspn(p, ", \t");
+		char item[128];
+		if (!len) {
+			p++;
+			continue;
+		}
+		if (len >= sizeof(item)) {
+			snprintf(err, n, "fair-shares: entry too long: '%.40s...'", p);
+			return -EINVAL;
+		}
+		memcpy(item, p, len);
+		item[len] = '\0';
+		p += len;
+		char *colon = strrchr(item, ':'), *end;
+		unsigned long w = 0;
+		if (colon) {
+			*colon = '\0';
+			errno = 0;
+			w = strtoul(colon + 1, &end, 10);
+			if (errno || end == colon + 1 || *end)
+				w = 0;
+		}
+		if (!colon || w < 1 || w > DEVQ_FAIR_MAX_WEIGHT) {
+			snprintf(err, n, "fair-shares: '%s' is not user:weight with a weight in 1..%d",
+				 item, DEVQ_FAIR_MAX_WEIGHT);
+			return -EINVAL;
+		}
+		unsigned long uid = strtoul(item, &end, 10);
+		if (!isdigit((unsigned char)item[0]) || *end) {
+			struct passwd *pw = getpwnam(item);
+			if (!pw) {
+				snprintf(err, n, "fair-shares: no user named '%s'", item);
+				return -EINVAL;
+			}
+			uid = pw->pw_uid;
+		}
+		if (f->nshares == DEVQ_FAIR_MAX_SHARES) {
+			snprintf(err, n, "fair-shares: more than %d entries", DEVQ_FAIR_MAX_SHARES);
+			return -EINVAL;
+		}
+		f->share_uid[f->nshares] = (uid_t)uid;
+		f->share[f->nshares++] = (unsigned)w;
+	}
+	return 0;
+}
+
+static unsigned cap_of(struct devq_session *s)
+{
+	if (!s->fair.cap) {
+		const struct devq_fair *f = &s->d->fair;
+		unsigned k = s->d->cfg.fair_k ? s->d->cfg.fair_k : DEVQ_FAIR_K_DEFAULT, w = 1;
+		for (unsigned i = 0; i < f->nshares; i++)
+			if (f->share_uid[i] == s->uid)
+				w = f->share[i];
+		s->fair.cap = k * w;
+	}
+	return s->fair.cap;
 }
 
 static void rr_add(struct devq_session *s)

@@ -40,6 +40,7 @@ static void usage(FILE *f)
 		"      --allow-users LIST  users admitted besides root and the daemon's user\n"
 		"      --allow-groups LIST members of these groups are admitted (default devq)\n"
 		"      --fair-k N          ops of one session inside the backend (default 16)\n"
+		"      --fair-shares LIST  user:weight,...: those users' sessions get k*weight\n"
 		"      --quota-session-ops N, --quota-user-ops N   ops in flight: backpressure\n"
 		"      --quota-session-buffers N, --quota-user-buffers N\n"
 		"      --quota-session-pinned-mb MB, --quota-user-pinned-mb MB\n"
@@ -108,6 +109,7 @@ int main(int argc, char **argv)
 		{ "allow-users", required_argument, NULL, DEVQ_OPT_BY_KEY },
 		{ "allow-groups", required_argument, NULL, DEVQ_OPT_BY_KEY },
 		{ "fair-k", required_argument, NULL, DEVQ_OPT_BY_KEY },
+		{ "fair-shares", required_argument, NULL, DEVQ_OPT_BY_KEY },
 		{ "quota-session-ops", required_argument, NULL, DEVQ_OPT_BY_KEY },
 		{ "quota-user-ops", required_argument, NULL, DEVQ_OPT_BY_KEY },
 		{ "quota-session-buffers", required_argument, NULL, DEVQ_OPT_BY_KEY },

@@ -595,6 +595,10 @@ int devq_server_start(struct devq_daemon *d)
 		log_err("access policy: %s", perr);
 		return 2;
 	}
+	if (devq_fair_init(&d->fair, d->cfg.fair_shares, perr, sizeof(perr)) < 0) {
+		log_err("%s", perr);
+		return 2;
+	}
 	int fd = inherited_socket();
 	if (fd == -EINVAL)
 		return 1;

@@ -198,6 +198,23 @@ END_TEST
 
 /* ---- fairness ----------------------------------------------------------- */
 
+/* The most ops of one queue that were inside the backend at once, an op
+ * being inside from its hand-off until the loop processed its completion.
+ * Both are stamped by the daemon's loop thread, and a queue's ops are handed
+ * off and complete in point order, so this counts ops, not time. */
+static unsigned max_inside(const uint64_t *handoff, const uint64_t *observed, size_t n)
+{
+	unsigned most = 0;
+	size_t done = 0;
+	for (size_t i = 0; i < n; i++) {
+		while (done < i && observed[done] < handoff[i])
+			done++;
+		unsigned inside = (unsigned)(i + 1 - done);
+		most = inside > most ? inside : most;
+	}
+	return most;
+}
+
 #define FLOOD 100000
 #define FAIR_K 4
 #define FLOOD_BATCH 500
@@ -298,8 +315,19 @@ START_TEST(flood_does_not_starve)
 		else if (t->device_end > cb.t.received)
 			during++; /* ran while B's op was in the daemon */
 	}
-	fprintf(stderr, "fairness: %u of A's ops ran while B's op waited, %u after it (bound %u)\n",
-		during, after, sessions * FAIR_K);
+	uint64_t *h = calloc(FLOOD, sizeof(*h)), *o = calloc(FLOOD, sizeof(*o));
+	ck_assert(h && o);
+	for (size_t i = 0; i < FLOOD; i++) {
+		h[i] = f.c[i].t.handoff;
+		o[i] = f.c[i].t.observed;
+	}
+	unsigned most = max_inside(h, o, FLOOD);
+	free(h);
+	free(o);
+	fprintf(stderr, "fairness: %u of A's ops ran while B's op waited, %u after it (bound %u); "
+		"at most %u of A's ops inside the backend\n",
+		during, after, sessions * FAIR_K, most);
+	ck_assert_uint_eq(most, FAIR_K);
 	/* Without this, B came after the flood was over and proved nothing. */
 	ck_assert_msg(after > 0, "the flood had drained before B's op arrived");
 	ck_assert_msg(during <= sessions * FAIR_K,
@@ -308,6 +336,96 @@ START_TEST(flood_does_not_starve)
 	devq_disconnect(b);
 	devq_disconnect(f.q);
 	free(f.c);
+	stop(&d);
+}
+END_TEST
+
+/* A user with share 3 gets three times the cap inside the backend. */
+#define SHARE_OPS 2000
+
+struct share_result {
+	uint64_t handoff[SHARE_OPS], observed[SHARE_OPS];
+	int ok;
+};
+
+/* Floods SHARE_OPS small ops on queue 1 and records their stamps. */
+static int share_flood(devq *q, struct share_result *r)
+{
+	const struct devq_exec *e;
+	if (devq_exec_lookup(q, "spin", &e) < 0)
+		return -1;
+	struct devq_arg a = a_u64("ns", 20000);
+	struct devq_op ops[100];
+	for (int i = 0; i < 100; i++)
+		ops[i] = (struct devq_op){ .queue = 1, .kind = DEVQ_OP_KERNEL, .exec = e,
+					   .args = &a, .nargs = 1 };
+	size_t got = 0;
+	struct devq_completion c;
+	for (int n = 0; n < SHARE_OPS; n += 100) {
+		if (devq_submit(q, ops, 100, NULL) < 0)
+			return -1;
+		while (devq_next_completion(q, &c, 0) == 0 && got < SHARE_OPS) {
+			if (c.code || c.point != got + 1)
+				return -1;
+			r->handoff[got] = c.t.handoff;
+			r->observed[got++] = c.t.observed;
+		}
+	}
+	while (got < SHARE_OPS) {
+		if (devq_next_completion(q, &c, 60000) < 0 || c.code || c.point != got + 1)
+			return -1;
+		r->handoff[got] = c.t.handoff;
+		r->observed[got++] = c.t.observed;
+	}
+	return 0;
+}
+
+START_TEST(fair_shares_weight_users)
+{
+	struct daemon_proc d;
+	const char *args[] = { "--streams", "1", "--fair-k", "2", "--allow-users", "65534",
+			       "--fair-shares", "65534:3", NULL };
+	start(&d, args);
+	open_socket_to_all(&d);
+	struct share_result *nr = mmap(NULL, sizeof(*nr), PROT_READ | PROT_WRITE,
+				       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	ck_assert_ptr_ne(nr, MAP_FAILED);
+	int go[2];
+	ck_assert_int_eq(pipe(go), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		become_nobody();
+		devq *q = NULL;
+		char c;
+		if (devq_connect(d.sock, "share3", &q) < 0 || devq_queue_open(q, 1) < 0 ||
+		    read(go[0], &c, 1) != 1)
+			_exit(1);
+		nr->ok = share_flood(q, nr) == 0;
+		devq_disconnect(q);
+		_exit(0);
+	}
+	devq *q = conn(d.sock, "share1");
+	ck_assert_int_eq(devq_queue_open(q, 1), 0);
+	struct share_result *ar = calloc(1, sizeof(*ar));
+	ck_assert_ptr_nonnull(ar);
+	ck_assert_int_eq(write(go[1], "g", 1), 1);
+	ck_assert_msg(share_flood(q, ar) == 0, "%s", devq_last_error(q));
+	int st;
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	ck_assert_msg(nr->ok, "the share-3 client's ops did not all complete in order");
+	unsigned a = max_inside(ar->handoff, ar->observed, SHARE_OPS);
+	unsigned n = max_inside(nr->handoff, nr->observed, SHARE_OPS);
+	fprintf(stderr, "shares: at most %u ops of share 1 and %u of share 3 inside (k = 2)\n",
+		a, n);
+	ck_assert_uint_eq(a, 2);
+	ck_assert_uint_eq(n, 6);
+	free(ar);
+	munmap(nr, sizeof(*nr));
+	close(go[0]);
+	close(go[1]);
+	devq_disconnect(q);
 	stop(&d);
 }
 END_TEST
@@ -561,11 +679,12 @@ START_TEST(slow_reader_disconnected)
 	struct devq_op hold = { .queue = 2, .kind = DEVQ_OP_KERNEL, .exec = exe(q, "spin_buf"),
 				.args = sa, .nargs = 3 };
 	ck_assert_int_eq(devq_submit(q, &hold, 1, NULL), 0);
-	struct devq_arg a = a_u64("ns", 0);
+	/* Every op uses the buffer, so while any is in flight it must exist. */
+	struct devq_arg a[] = { a_u64("ns", 0), a_u64("n", 64), a_buf("buf", buf, 0) };
 	struct devq_op ops[500];
 	for (int i = 0; i < 500; i++)
 		ops[i] = (struct devq_op){ .queue = 1, .kind = DEVQ_OP_KERNEL,
-					   .exec = exe(q, "spin"), .args = &a, .nargs = 1 };
+					   .exec = exe(q, "spin_buf"), .args = a, .nargs = 3 };
 	/* Never reads: the submits fail once the daemon has hung up. */
 	int r = 0;
 	for (int i = 0; i < 400 && r == 0; i++)
@@ -676,6 +795,7 @@ static Suite *suite(void)
 	tcase_add_test(t, slow_reader_disconnected);
 	tcase_add_test(t, fd_quota);
 	tcase_add_test(t, flood_does_not_starve);
+	tcase_add_test(t, fair_shares_weight_users);
 	suite_add_tcase(s, t);
 	return s;
 }
