@@ -54,9 +54,9 @@ DAEMON_SRC = daemon/main.c daemon/server.c daemon/session.c daemon/sched.c \
              daemon/validate.c daemon/buffer.c daemon/idmap.c daemon/log.c \
              daemon/backend_cpu.c daemon/backend_select.c daemon/lost.c
 # Deployment: devqd.conf, systemd notify/watchdog, metrics.
-DAEMON_SRC += daemon/config.c daemon/notify.c daemon/testhooks.c
+DAEMON_SRC += daemon/config.c daemon/notify.c daemon/testhooks.c daemon/metrics.c
 LIB_SRC    = client/libdevq.c
-DEVCTL_SRC = client/devctl.c
+DEVCTL_SRC = client/devctl.c client/devctl_metrics.c
 # Tracing: the op recorder and devctl trace/top.
 DAEMON_SRC += daemon/trace.c
 DEVCTL_SRC += client/devctl_trace.c client/devctl_top.c

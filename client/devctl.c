@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "devctl_metrics.h"
 #include "devctl_trace.h"
 #include "devq.h"
 #include "kernels.h"
@@ -46,6 +47,7 @@ static void usage(FILE *f)
 		"  status [--json]     sessions, queues, ops in flight, buffers and totals\n"
 		"  help                this text\n",
 		DEVQ_DEFAULT_SOCKET);
+	devctl_metrics_usage(f);
 	devctl_trace_usage(f);
 }
 
@@ -164,11 +166,15 @@ static int cmd_status(const char *sock, int argc, char **argv)
 			       x->id, x->pid, x->uid);
 			json_str(stdout, x->name);
 			printf(",\"queues\":%u,\"ops_in_flight\":%" PRIu64 ",\"buffers\":%u,"
-			       "\"bytes_mapped\":%" PRIu64 ",\"ops_completed\":%" PRIu64 "}",
+			       "\"bytes_mapped\":%" PRIu64 ",\"ops_completed\":%" PRIu64,
 			       x->queues, x->ops_in_flight, x->buffers, x->bytes_mapped,
 			       x->ops_completed);
+			devctl_metrics_session_json(stdout, x);
+			printf("}");
 		}
-		printf("]}\n");
+		printf("]");
+		devctl_metrics_json(stdout, s);
+		printf("}\n");
 	} else {
 		printf("backend:        %s (%s), %u streams\n", s->backend, s->device, s->streams);
 		printf("uptime:         %.1f s\n", (double)s->uptime_ns / 1e9);
@@ -807,6 +813,8 @@ int main(int argc, char **argv)
 		return cmd_list(sock, argc - i, argv + i);
 	if (!strcmp(cmd, "status"))
 		return cmd_status(sock, argc - i, argv + i);
+	if (!strcmp(cmd, "metrics"))
+		return devctl_metrics(sock, argc - i, argv + i);
 	if (!strcmp(cmd, "trace"))
 		return devctl_trace_main(sock, argc - i, argv + i);
 	if (!strcmp(cmd, "top"))

@@ -279,6 +279,30 @@ struct devq_session_info {
 	char name[64];
 	uint32_t queues, buffers;
 	uint64_t ops_in_flight, bytes_mapped, ops_completed;
+	uint64_t ops_failed; /* since connect */
+	size_t nqueues_depth;
+	struct devq_queue_depth *queue_depths; /* every open queue */
+};
+
+struct devq_queue_depth {
+	uint32_t queue, stream;
+	uint64_t depth; /* submitted - completed */
+};
+
+struct devq_user_info {
+	uint32_t uid; /* UINT32_MAX: users beyond the daemon's table, together */
+	uint64_t ops_completed, ops_failed, device_busy_ns;
+};
+
+#define DEVQ_HIST_MAX_BOUNDS 32
+/* Completed ops by phase duration: counts[i] for le_ns[i-1] < d <= le_ns[i]
+ * (not cumulative), counts[nbounds] for the rest. */
+struct devq_histogram {
+	char phase[16]; /* "submit", "queued", "device", "sync" (daemon-side) */
+	size_t nbounds;
+	uint64_t le_ns[DEVQ_HIST_MAX_BOUNDS];
+	uint64_t counts[DEVQ_HIST_MAX_BOUNDS + 1];
+	uint64_t sum_ns, count;
 };
 
 struct devq_status {
@@ -290,6 +314,14 @@ struct devq_status {
 	uint32_t buffers;
 	size_t nsessions;
 	struct devq_session_info *sessions;
+	/* Metrics, since start: failed ops by code, device busy time summed
+	 * over streams, per-user counts, phase histograms. */
+	uint64_t op_errors[16];
+	uint64_t device_busy_ns;
+	size_t nusers;
+	struct devq_user_info *users;
+	size_t nphases;
+	struct devq_histogram phases[8];
 };
 
 /* Round trip; free with devq_status_free. */

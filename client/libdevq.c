@@ -936,6 +936,58 @@ int devq_next_error(devq *q, struct devq_error *out)
 
 /* ---- status ---------------------------------------------------------- */
 
+/* The metrics part of Status (see devq.h); -ENOMEM leaves s freeable. */
+static int status_metrics(struct devq_status *s, const Devq__Status *st)
+{
+	for (size_t i = 0; i < st->n_sessions && i < s->nsessions; i++) {
+		const Devq__SessionStatus *x = st->sessions[i];
+		struct devq_session_info *y = &s->sessions[i];
+		if (!x->n_queue_depths)
+			continue;
+		y->queue_depths = calloc(x->n_queue_depths, sizeof(*y->queue_depths));
+		if (!y->queue_depths)
+			return -ENOMEM;
+		y->nqueues_depth = x->n_queue_depths;
+		for (size_t k = 0; k < x->n_queue_depths; k++) {
+			y->queue_depths[k].queue = x->queue_depths[k]->queue;
+			y->queue_depths[k].stream = x->queue_depths[k]->stream;
+			y->queue_depths[k].depth = x->queue_depths[k]->depth;
+		}
+	}
+	for (size_t i = 0; i < st->n_op_errors; i++) {
+		unsigned c = (unsigned)st->op_errors[i]->code;
+		if (c < sizeof(s->op_errors) / sizeof(s->op_errors[0]))
+			s->op_errors[c] += st->op_errors[i]->count;
+	}
+	s->device_busy_ns = st->device_busy_ns;
+	if (st->n_users) {
+		s->users = calloc(st->n_users, sizeof(*s->users));
+		if (!s->users)
+			return -ENOMEM;
+		s->nusers = st->n_users;
+		for (size_t i = 0; i < st->n_users; i++) {
+			s->users[i].uid = st->users[i]->uid;
+			s->users[i].ops_completed = st->users[i]->ops_completed;
+			s->users[i].ops_failed = st->users[i]->ops_failed;
+			s->users[i].device_busy_ns = st->users[i]->device_busy_ns;
+		}
+	}
+	for (size_t i = 0; i < st->n_phases && s->nphases < 8; i++) {
+		const Devq__MetricsHistogram *h = st->phases[i];
+		/* A histogram this client cannot hold whole is left out. */
+		if (h->n_le_ns > DEVQ_HIST_MAX_BOUNDS || h->n_counts != h->n_le_ns + 1)
+			continue;
+		struct devq_histogram *o = &s->phases[s->nphases++];
+		snprintf(o->phase, sizeof(o->phase), "%s", h->phase);
+		o->nbounds = h->n_le_ns;
+		memcpy(o->le_ns, h->le_ns, h->n_le_ns * sizeof(uint64_t));
+		memcpy(o->counts, h->counts, h->n_counts * sizeof(uint64_t));
+		o->sum_ns = h->sum_ns;
+		o->count = h->count;
+	}
+	return 0;
+}
+
 int devq_get_status(devq *q, struct devq_status **out)
 {
 	Devq__GetStatus gs = DEVQ__GET_STATUS__INIT;
@@ -978,6 +1030,12 @@ int devq_get_status(devq *q, struct devq_status **out)
 		y->ops_in_flight = x->ops_in_flight;
 		y->bytes_mapped = x->bytes_mapped;
 		y->ops_completed = x->ops_completed;
+		y->ops_failed = x->ops_failed;
+	}
+	if (status_metrics(s, st) < 0) {
+		devq_status_free(s);
+		devq__daemon_message__free_unpacked(rep, NULL);
+		return fail(q, -ENOMEM, "out of memory");
 	}
 	devq__daemon_message__free_unpacked(rep, NULL);
 	*out = s;
@@ -988,7 +1046,10 @@ void devq_status_free(struct devq_status *s)
 {
 	if (!s)
 		return;
+	for (size_t i = 0; s->sessions && i < s->nsessions; i++)
+		free(s->sessions[i].queue_depths);
 	free(s->sessions);
+	free(s->users);
 	free(s);
 }
 

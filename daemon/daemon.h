@@ -17,6 +17,7 @@
 #include "frame.h"
 #include "idmap.h"
 #include "kernels.h"
+#include "metrics.h"
 #include "fair.h"
 #include "policy.h"
 #include "quota.h"
@@ -182,6 +183,7 @@ struct devq_daemon {
 	struct devq_session *dirty;
 	struct devq_notify *notify; /* notify.c: READY/STATUS/WATCHDOG state */
 	uint64_t next_session_id;
+	struct devq_metrics metrics; /* metrics.c: for devctl metrics */
 	uint64_t start_ns;
 	/* totals */
 	uint64_t ops_in_flight, ops_completed, ops_failed, sessions_total, bytes_mapped;

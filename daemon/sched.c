@@ -390,6 +390,8 @@ static void complete_one(struct devq_daemon *d, struct devq_op *op, uint64_t now
 	d->ops_in_flight--;
 	s->ops_completed++;
 	s->ops_in_flight--;
+	devq_metrics_op_done(&d->metrics, s->uid, op->b.code, op->t_client_submit, op->b.t_handoff,
+			     op->b.t_start, op->b.t_end, now);
 	devq_fair_done(op);
 	devq_trace_record(d->trace, op); /* while its waits and buffers are known */
 

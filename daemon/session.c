@@ -211,7 +211,13 @@ static void on_status(struct devq_session *s)
 	st.sessions_total = d->sessions_total;
 	st.ops_completed = d->ops_completed;
 	st.ops_failed = d->ops_failed;
-	reply(s, DEVQ__DAEMON_MESSAGE__BODY_STATUS, &st, NULL, 0);
+	void *metrics;
+	if (devq_metrics_status(d, &st, ptrs, n, &metrics) < 0)
+		devq_session_error(s, DEVQ__CODE__RESOURCE_EXHAUSTED, "get_status", NULL, NULL,
+				   "out of memory");
+	else
+		reply(s, DEVQ__DAEMON_MESSAGE__BODY_STATUS, &st, NULL, 0);
+	devq_metrics_status_free(metrics);
 	free(items);
 	free(ptrs);
 }

@@ -1,6 +1,7 @@
 /* Fault hooks for the watchdog tests, armed only by --test-fault-injection:
- * SIGUSR1 wedges the loop thread; SIGUSR2 makes every later completion
- * block the device thread that reports it.  Each hook announces itself on
+ * SIGRTMIN+1 wedges the loop thread; SIGRTMIN+2 makes every later
+ * completion block the device thread that reports it (SIGUSR1 is taken: it
+ * logs resource counts).  Each hook announces itself on
  * $NOTIFY_SOCKET first, so a test knows the fault is in place before it
  * watches the watchdog pings stop. */
 #include "testhooks.h"
@@ -71,9 +72,9 @@ int devq_testhooks_install(struct devq_daemon *d)
 	uv_signal_init(d->loop, &t->cmpl_sig);
 	t->loop_sig.data = t->cmpl_sig.data = t;
 	t->open_handles = 2;
-	uv_signal_start(&t->loop_sig, on_wedge_loop, SIGUSR1);
-	uv_signal_start(&t->cmpl_sig, on_wedge_completions, SIGUSR2);
-	log_warn("test fault hooks armed: SIGUSR1 wedges the loop, SIGUSR2 the completions");
+	uv_signal_start(&t->loop_sig, on_wedge_loop, SIGRTMIN + 1);
+	uv_signal_start(&t->cmpl_sig, on_wedge_completions, SIGRTMIN + 2);
+	log_warn("test fault hooks armed: SIGRTMIN+1 wedges the loop, SIGRTMIN+2 the completions");
 	return 0;
 }
 

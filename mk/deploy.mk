@@ -52,3 +52,13 @@ install: all install-pc
 	$(INSTALL) -m 0644 man/libdevq.3 $(DESTDIR)$(MANDIR)/man3/
 	$(INSTALL) -m 0644 man/devqd.conf.5 $(DESTDIR)$(MANDIR)/man5/
 	$(INSTALL) -m 0644 man/devqd.8 $(DESTDIR)$(MANDIR)/man8/
+
+# promtool (from Debian's prometheus package, unpacked, not installed) for
+# test_deploy's metrics check: $(BUILD)/promtool/usr/bin/promtool.
+promtool: $(BUILD)/promtool/usr/bin/promtool
+$(BUILD)/promtool/usr/bin/promtool:
+	@mkdir -p $(BUILD)/promtool/deb
+	cd $(BUILD)/promtool/deb && apt-get download prometheus
+	dpkg -x $(BUILD)/promtool/deb/prometheus_*.deb $(BUILD)/promtool/x
+	install -D -m 0755 $(BUILD)/promtool/x/usr/bin/promtool $@
+	rm -rf $(BUILD)/promtool/x $(BUILD)/promtool/deb
