@@ -208,6 +208,10 @@ START_TEST(trace_two_clients_json_and_svg)
 		sb, sa);
 	fclose(f);
 	ck_assert_int_eq(run(chk, log), 1);
+	unlink(json);
+	unlink(svg);
+	unlink(expect);
+	unlink(log);
 
 	devq_buffer_release(q, y);
 	devq_disconnect(q);
@@ -530,6 +534,8 @@ START_TEST(trace_since_last_and_ring_bound)
 	const char *bad2[] = { harness_bin("devctl"), "--socket", d.sock, "trace", NULL };
 	ck_assert_int_eq(run(bad2, log), 2);
 	ck_assert_ptr_nonnull(strstr(slurp(log), "-o FILE"));
+	unlink(json);
+	unlink(log);
 	devq_disconnect(q);
 	ck_assert_int_eq(harness_stop(&d), 0);
 }
@@ -671,6 +677,7 @@ START_TEST(top_once_prints_documented_fields)
 	ck_assert_uint_eq(depth, 2);
 	/* Its own session is not part of the picture. */
 	ck_assert_ptr_null(strstr(s, "devctl top"));
+	unlink(out);
 	devq_disconnect(q); /* cancels the queued spin; the running one ends */
 	ck_assert_int_eq(harness_stop(&d), 0);
 }
