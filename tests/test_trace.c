@@ -246,10 +246,11 @@ struct nobody_result {
 
 /* As uid/gid 65534: runs an op, asks for everyone, then for itself, with
  * libdevq and with devctl (its output files go to dir). */
-static void as_nobody(const char *sock, const char *dir, gid_t gid, struct nobody_result *r)
+static void as_nobody(const char *sock, const char *dir, gid_t gid, const gid_t *sup, size_t nsup,
+		      struct nobody_result *r)
 {
 	memset(r, 0, sizeof(*r));
-	if (setgroups(0, NULL) < 0 || setgid(gid) < 0 || setuid(65534) < 0) {
+	if (setgroups(nsup, sup) < 0 || setgid(gid) < 0 || setuid(65534) < 0) {
 		r->connect_rc = -EPERM;
 		return;
 	}
@@ -300,7 +301,10 @@ static void as_nobody(const char *sock, const char *dir, gid_t gid, struct nobod
 	r->cli_own_rc = run(own_argv, log);
 }
 
-static void nobody_run(struct daemon_proc *d, gid_t gid, struct nobody_result *r)
+/* Runs as_nobody in a child with primary group gid and supplementary
+ * groups sup[nsup]. */
+static void nobody_run(struct daemon_proc *d, gid_t gid, const gid_t *sup, size_t nsup,
+		       struct nobody_result *r)
 {
 	/* The test opens the socket to others: 0660 would stop connect(2). */
 	ck_assert_int_eq(chmod(d->dir, 0777), 0);
@@ -312,7 +316,7 @@ static void nobody_run(struct daemon_proc *d, gid_t gid, struct nobody_result *r
 	if (pid == 0) {
 		close(pfd[0]);
 		struct nobody_result x;
-		as_nobody(d->sock, d->dir, gid, &x);
+		as_nobody(d->sock, d->dir, gid, sup, nsup, &x);
 		_exit(write(pfd[1], &x, sizeof(x)) == (ssize_t)sizeof(x) ? 0 : 1);
 	}
 	close(pfd[1]);
@@ -360,7 +364,7 @@ START_TEST(trace_all_refused_for_non_admin)
 	uint64_t rs;
 	devq *q = root_client(&d, &rs);
 	struct nobody_result r;
-	nobody_run(&d, 65534, &r);
+	nobody_run(&d, 65534, NULL, 0, &r);
 	ck_assert_int_eq(r.all_rc, -EACCES);
 	ck_assert_msg(strstr(r.all_msg, "permission_denied") && strstr(r.all_msg, "admin group"),
 		      "refusal says: %s", r.all_msg);
@@ -430,10 +434,24 @@ START_TEST(trace_all_allowed_for_admin_group)
 	uint64_t rs;
 	devq *q = root_client(&d, &rs);
 	struct nobody_result r;
-	nobody_run(&d, 65534, &r);
+	nobody_run(&d, 65534, NULL, 0, &r);
 	ck_assert_msg(r.all_rc == 0, "admin group member refused: %s", r.all_msg);
 	ck_assert_int_eq(r.cli_all_rc, 0);
 	static const char *const left[] = { "nobody.json", "nobody-all.log", "nobody-own.log" };
+	for (size_t i = 0; i < 3; i++) {
+		char path[160];
+		snprintf(path, sizeof(path), "%s/%s", d.dir, left[i]);
+		unlink(path);
+	}
+	/* A supplementary member counts too (SO_PEERGROUPS); the primary group
+	 * here is one that no admin rule names. */
+	gid_t sup = 65534;
+	nobody_run(&d, 54321, &sup, 1, &r);
+	ck_assert_msg(r.all_rc == 0, "supplementary admin group member refused: %s", r.all_msg);
+	ck_assert_int_eq(r.cli_all_rc, 0);
+	/* And a process in neither is refused by the same daemon. */
+	nobody_run(&d, 54321, NULL, 0, &r);
+	ck_assert_int_eq(r.all_rc, -EACCES);
 	for (size_t i = 0; i < 3; i++) {
 		char path[160];
 		snprintf(path, sizeof(path), "%s/%s", d.dir, left[i]);
