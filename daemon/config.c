@@ -46,7 +46,7 @@ static const struct cfg_key keys[] = {
 	{ "verbose", CFG_INT, F(verbose), 0, 2, 0, NULL },
 	{ "stall-timeout-ms", CFG_U64, F(stall_ns), 1000, 24ull * 3600 * 1000, 1000000, NULL },
 	/* Tracing (trace.c): op records kept; who may trace every session. */
-	{ "trace-records", CFG_UINT, F(trace_records), 0, 1u << 22, 0, NULL },
+	{ "trace-records", CFG_UINT, F(trace_records), 0, 1u << 20, 0, NULL },
 	{ "admin-group", CFG_STR, F(admin_group), 0, 0, 0, NULL },
 	/* Tenancy: access policy (policy.c), fairness (fair.c), quotas (quota.c). */
 	{ "allow-users", CFG_STR, F(allow_users), 0, 0, 0, NULL },

@@ -185,10 +185,15 @@ static size_t select_recs(const struct devq_trace_ring *t, const struct devq_ses
 		/* Records are appended in completion order: stop at since. */
 		if (r->since_ns && x->t[5] <= r->since_ns)
 			return n;
+		if (!visible(s, r->all, x->uid))
+			continue;
 		if (r->last && n == r->last)
 			return n;
-		if (visible(s, r->all, x->uid))
-			sel[n++] = x;
+		if (n == DEVQ_TRACE_MAX_REPLY_OPS) {
+			*truncated = true;
+			return n;
+		}
+		sel[n++] = x;
 	}
 	/* Ran out of records before reaching since: older ones were dropped. */
 	*truncated = r->since_ns && t->recorded > t->cap;
@@ -381,6 +386,8 @@ void devq_trace_handle(struct devq_session *s, const Devq__TraceRequest *r)
 	rep.recorded = t->recorded;
 	m.busy = calloc(t->streams + 1, sizeof(*m.busy));
 	uint64_t kept = t->recorded < t->cap ? t->recorded : t->cap;
+	if (kept > DEVQ_TRACE_MAX_REPLY_OPS)
+		kept = DEVQ_TRACE_MAX_REPLY_OPS;
 	if (!r->no_ops)
 		m.sel = calloc(kept + 1, sizeof(*m.sel));
 	if (!m.busy || (!r->no_ops && !m.sel))

@@ -17,7 +17,10 @@
 #include "kernels.h"
 
 #define DEVQ_TRACE_DEFAULT_RECORDS 16384u
-#define DEVQ_TRACE_MAX_RECORDS (1u << 22)
+#define DEVQ_TRACE_MAX_RECORDS (1u << 20)
+/* Ops in one TraceReply: keeps a reply well under libdevq's 64 MiB frame
+ * limit whatever the ring size; the newest are sent, marked truncated. */
+#define DEVQ_TRACE_MAX_REPLY_OPS 131072u
 #define DEVQ_TRACE_WAITS 8 /* waits kept per record; more are counted */
 
 struct devq_op;
