@@ -715,8 +715,8 @@ int devctl_trace_main(const char *sock, int argc, char **argv)
 		fprintf(stderr, "devctl trace: devqd records no ops (started with "
 				"--trace-records 0)\n");
 	if (c.t->truncated)
-		fprintf(stderr, "devctl trace: devqd's ring (%u ops) overflowed during the window; "
-				"the oldest ops of it are missing\n",
+		fprintf(stderr, "devctl trace: the oldest ops asked for are missing (devqd's ring "
+				"of %u ops overflowed, or more matched than one reply carries)\n",
 			c.t->capacity);
 	rc = 0;
 	if (json_path)
