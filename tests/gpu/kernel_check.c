@@ -161,14 +161,21 @@ static int load_driver(void)
 /* ---- checks ---- */
 
 static int npass, nfail;
-static char why[512]; /* the first failure of the current kernel */
+static char why[512]; /* what failed in the current kernel, then where */
 
+/* The first call says what failed; later ones add the circumstances. */
 static bool failf(const char *fmt, ...)
 {
-	if (!why[0]) {
-		va_list ap;
+	size_t n = strlen(why);
+	va_list ap;
+
+	if (n && n + 2 < sizeof why) {
+		memcpy(why + n, "; ", 3);
+		n += 2;
+	}
+	if (n + 1 < sizeof why) {
 		va_start(ap, fmt);
-		vsnprintf(why, sizeof why, fmt, ap);
+		vsnprintf(why + n, sizeof why - n, fmt, ap);
 		va_end(ap);
 	}
 	return false;
@@ -384,8 +391,8 @@ static bool check_elementwise(const struct devq_kernel *k)
 				ok = dbuf_make(&b1, want, bytes);
 				args[2].u64 = dbuf_ptr(&b1);
 			} else if (ok && is_saxpy) {
-				float a;
-				fill_floats(&a, 1, false);
+				float a; /* finite, so the products are not all inf or NaN */
+				fill_floats(&a, 1, true);
 				host[1].f32 = args[1].f32 = a;
 				memcpy(want, in2, bytes);
 				host[2].ptr = in1;
