@@ -59,9 +59,6 @@ LIB_SRC    = client/libdevq.c
 DEVCTL_SRC = client/devctl.c client/devctl_metrics.c
 # Tracing: the op recorder and devctl trace/top.
 DAEMON_SRC += daemon/trace.c
-DEVCTL_SRC += client/devctl_trace.c client/devctl_top.c
-# Tracing: the op recorder and devctl trace/top.
-DAEMON_SRC += daemon/trace.c
 # Tenancy: access policy, quotas and backpressure, fairness between sessions.
 DAEMON_SRC += daemon/policy.c daemon/quota.c daemon/fair.c
 # Robustness: resource counts on SIGUSR1 (checked by the soak test).
