@@ -27,7 +27,7 @@ $(BUILD)/devq.pc: packaging/devq.pc.in daemon/daemon.h
 	    -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' -e 's|@VERSION@|$(DEVQ_VERSION_STR)|' $< > $@
 
 # The .pc file depends on PREFIX and LIBDIR: rebuild it on every install.
-.PHONY: install install-pc lint deb deb-check promtool
+.PHONY: install install-pc deb lint-deb deb-check promtool
 install-pc:
 	@rm -f $(BUILD)/devq.pc
 	@$(MAKE) --no-print-directory $(BUILD)/devq.pc
@@ -62,3 +62,34 @@ $(BUILD)/promtool/usr/bin/promtool:
 	dpkg -x $(BUILD)/promtool/deb/prometheus_*.deb $(BUILD)/promtool/x
 	install -D -m 0755 $(BUILD)/promtool/x/usr/bin/promtool $@
 	rm -rf $(BUILD)/promtool/x $(BUILD)/promtool/deb
+
+# ---- Debian packages --------------------------------------------------
+# `make deb` builds devqd, devctl, libdevq0 and libdevq-dev from the files
+# git tracks (as they are in the working tree; outside git, every file but
+# build*/) with dpkg-buildpackage, into
+# $(BUILD)/deb/.  DEB_BUILD_PROFILES=pkg.devq.nocuda leaves CUDA out.
+DEB_DIR = $(BUILD)/deb
+DEB_SRC = $(DEB_DIR)/devq-$(DEVQ_VERSION_STR)
+deb:
+	@command -v dpkg-buildpackage >/dev/null && command -v dh >/dev/null || \
+	  { echo "make deb needs dpkg-dev and debhelper: apt-get install dpkg-dev debhelper"; exit 1; }
+	rm -rf $(DEB_DIR)
+	mkdir -p $(DEB_SRC)
+	{ if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then git ls-files; \
+	  else find . \( -path './build*' -o -path './.git' \) -prune -o -type f -print | sed 's|^\./||'; fi; } | \
+	while IFS= read -r f; do \
+	  if [ -e "$$f" ]; then cp --parents -p "$$f" $(DEB_SRC)/; fi; done
+	cp -r packaging/debian $(DEB_SRC)/debian
+	cp systemd/devq.sysusers $(DEB_SRC)/debian/devqd.sysusers
+	cd $(DEB_SRC) && dpkg-buildpackage -us -uc -b
+	@ls -l $(DEB_DIR)/*.deb
+
+# lintian on what `make deb` built: errors fail, warnings are listed.
+lint-deb:
+	lintian --fail-on error --info $(DEB_DIR)/devq_$(DEVQ_VERSION_STR)-*_*.changes
+
+# Everything deployment-related that `make check` does not already cover:
+# the packages, lintian, and (as root) installing them here and purging.
+deb-check: deb lint-deb
+	@if [ "$$(id -u)" = 0 ]; then tests/deploy/deb-install-check.sh $(DEB_DIR); \
+	else echo "deb-check: not root, skipping the dpkg -i check"; fi

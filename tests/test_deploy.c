@@ -633,7 +633,11 @@ static const char *promtool(void)
 	const char *e = getenv("DEVQ_PROMTOOL");
 	if (e && access(e, X_OK) == 0)
 		return e;
+	/* `make promtool` puts it in the build directory (CI: build/). */
 	snprintf(path, sizeof(path), "%s", harness_bin("promtool/usr/bin/promtool"));
+	if (access(path, X_OK) == 0)
+		return path;
+	snprintf(path, sizeof(path), "build/promtool/usr/bin/promtool");
 	if (access(path, X_OK) == 0)
 		return path;
 	return which("promtool");

@@ -1,0 +1,57 @@
+#!/bin/bash
+# Installs the packages `make deb` built with dpkg -i, checks that devqd,
+# devctl, the units, the user and the library are in place and work, then
+# purges them.  Needs root; meant for CI containers and throwaway hosts.
+#   tests/deploy/deb-install-check.sh DEB_DIR
+set -euo pipefail
+dir=${1:?usage: $0 DEB_DIR}
+[ "$(id -u)" = 0 ] || { echo "deb-install-check: needs root" >&2; exit 1; }
+fail() { echo "deb-install-check: FAIL: $*" >&2; exit 1; }
+had_user=0; getent passwd devq >/dev/null && had_user=1
+tmp=$(mktemp -d /tmp/devq-deb-XXXXXX)
+cleanup() {
+	[ -n "${pid:-}" ] && kill "$pid" 2>/dev/null || true
+	dpkg --purge devqd devctl libdevq-dev libdevq0 >/dev/null 2>&1 || true
+	# The user and group are created by the package, not removed by it
+	# (Debian keeps system users); drop them if this script made them.
+	if [ "$had_user" = 0 ] && getent passwd devq >/dev/null; then
+		userdel devq 2>/dev/null || true
+		groupdel devq 2>/dev/null || true
+	fi
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+dpkg -i "$dir"/devqd_*.deb "$dir"/devctl_*.deb "$dir"/libdevq0_*.deb "$dir"/libdevq-dev_*.deb
+ma=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
+for f in /usr/sbin/devqd /usr/bin/devctl /lib/systemd/system/devqd.service \
+	 /lib/systemd/system/devqd.socket /usr/lib/sysusers.d/devqd.conf /etc/devqd/devqd.conf \
+	 /usr/lib/$ma/libdevq.so.0.1.0 /usr/lib/$ma/libdevq.so.0 /usr/lib/$ma/libdevq.so \
+	 /usr/include/devq.h /usr/lib/$ma/pkgconfig/devq.pc /usr/share/man/man8/devqd.8.gz \
+	 /usr/share/man/man1/devctl.1.gz /usr/share/man/man5/devqd.conf.5.gz \
+	 /usr/share/man/man3/libdevq.3.gz; do
+	[ -e "$f" ] || fail "$f not installed"
+done
+getent passwd devq >/dev/null || fail "postinst did not create user devq"
+getent group devq >/dev/null || fail "postinst did not create group devq"
+[ -L /etc/systemd/system/sockets.target.wants/devqd.socket ] || fail "devqd.socket not enabled"
+[ "$(pkg-config --modversion devq)" = "$(dpkg-query -W -f '${Version}' libdevq0 | cut -d- -f1)" ] ||
+	fail "pkg-config devq: wrong version"
+grep -q '^/etc/devqd/devqd.conf$' /var/lib/dpkg/info/devqd.conffiles || fail "devqd.conf is not a conffile"
+
+# The installed daemon with the installed config, driven by the installed
+# devctl and by a program built with the installed pkg-config file.
+/usr/sbin/devqd --socket "$tmp/s.sock" --backend cpu 2>"$tmp/log" &
+pid=$!
+for _ in $(seq 300); do [ -S "$tmp/s.sock" ] && break; sleep 0.1; done
+devctl --socket "$tmp/s.sock" submit spin ns=1000000 >/dev/null || fail "devctl submit"
+here=$(cd "$(dirname "$0")" && pwd)
+cc -std=c11 "$here/hello_devq.c" $(pkg-config --cflags --libs devq) -o "$tmp/hello" ||
+	fail "building against libdevq-dev"
+DEVQ_SOCKET="$tmp/s.sock" "$tmp/hello" | grep -q '^ok ' || fail "hello against the installed library"
+kill "$pid"; wait "$pid" || fail "devqd did not stop cleanly: $(cat "$tmp/log")"
+pid=
+
+dpkg --purge devqd devctl libdevq-dev libdevq0
+[ ! -e /usr/sbin/devqd ] && [ ! -e /etc/devqd/devqd.conf ] || fail "purge left files behind"
+echo "deb-install-check: ok"
