@@ -58,8 +58,9 @@ typedef void (*devq_complete_fn)(void *ud, struct devq_bop *op);
 struct devq_backend_ops {
 	void (*destroy)(struct devq_backend *b);
 	/* Makes host memory usable by the device (pins it) and returns the
-	 * address ops use for it. */
-	int (*map_host)(struct devq_backend *b, void *addr, size_t len, uint64_t *devaddr);
+	 * address ops use for it.  read_only: the mapping is PROT_READ. */
+	int (*map_host)(struct devq_backend *b, void *addr, size_t len, bool read_only,
+			uint64_t *devaddr);
 	void (*unmap_host)(struct devq_backend *b, void *addr, size_t len);
 	/* Device memory; -ENOMEM when the device is full. */
 	int (*alloc)(struct devq_backend *b, size_t len, uint64_t *devaddr);

@@ -155,10 +155,12 @@ static void cpu_destroy(struct devq_backend *b)
 }
 
 /* Host memory is already addressable by the workers; nothing to pin. */
-static int cpu_map_host(struct devq_backend *b, void *addr, size_t len, uint64_t *devaddr)
+static int cpu_map_host(struct devq_backend *b, void *addr, size_t len, bool read_only,
+			uint64_t *devaddr)
 {
 	(void)b;
 	(void)len;
+	(void)read_only;
 	*devaddr = (uint64_t)(uintptr_t)addr;
 	return 0;
 }

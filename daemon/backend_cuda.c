@@ -86,7 +86,9 @@ struct cuda_backend {
 	CUmodule module;
 	CUfunction *fn;     /* indexed like devq_kernels; NULL: no code */
 	int *n_param;       /* index of each kernel's "n" argument, or -1 */
+	size_t k_spin, k_spin_buf, k_copy; /* indices the backend launches itself */
 	unsigned sm_count;
+	bool ro_register; /* read-only host memory can be registered */
 
 	pthread_mutex_t lock; /* FIFOs, done flags, pools, lost state */
 	pthread_cond_t done;
@@ -126,6 +128,8 @@ static bool check_sticky(struct cuda_backend *cb, CUresult r, const char *call)
 
 static void set_lost(struct cuda_backend *cb, struct devq_bop *op)
 {
+	if (op->kind == DEVQ_BOP_FAIL)
+		return; /* keeps the reason it was rejected for */
 	op->code = DEVQ__CODE__DEVICE_LOST;
 	snprintf(op->msg, sizeof(op->msg), "%s", cb->lost_msg);
 }
@@ -184,7 +188,8 @@ static void op_put(struct cuda_backend *cb, struct cu_op *co)
 
 /* Records a calibration event on an idle stream and brackets it with host
  * reads.  Its event is created without BLOCKING_SYNC: the synchronize spins,
- * which keeps the bracket to a few µs.  Takes cal_lock. */
+ * which keeps the bracket to a few µs.  Callers hold cal_lock (or, at open,
+ * are the only thread). */
 static CUresult calibrate(struct cuda_backend *cb)
 {
 	unsigned next = cb->cal_cur ^ 1;
@@ -299,30 +304,61 @@ static void *waiter(void *arg)
 
 /* ---- enqueue ---------------------------------------------------------- */
 
-/* Lock held.  Issues the device work of op on st; returns a CUDA error of
- * the launch (not sticky ones: those mark the backend lost). */
-static CUresult launch(struct cuda_backend *cb, struct cu_stream *st, struct devq_bop *op)
+static CUresult launch_kernel(struct cuda_backend *cb, CUstream s, size_t k, void **params)
+{
+	CUfunction fn = cb->fn[k];
+	if (!fn)
+		return CUDA_ERROR_NOT_FOUND;
+	uint64_t n = cb->n_param[k] >= 0 ? *(const uint64_t *)params[cb->n_param[k]] : 0;
+	unsigned grid = 1, block = 1;
+	devq_cuda_launch_dims(devq_kernels[k].name, n, cb->sm_count, &grid, &block);
+	return cb->drv.cuLaunchKernel(fn, grid, 1, 1, block, 1, 1, 0, s, params, NULL);
+}
+
+/* Lock held.  Issues the device work of op on st; *call names the CUDA
+ * call for messages. */
+static CUresult launch(struct cuda_backend *cb, struct cu_stream *st, struct devq_bop *op,
+		       const char **call)
 {
 	CUstream s = st->stream;
 	switch (op->kind) {
 	case DEVQ_BOP_KERNEL: {
 		size_t k = (size_t)(op->kernel - devq_kernels);
-		CUfunction fn = cb->fn[k];
-		if (!fn)
-			return CUDA_ERROR_NOT_FOUND;
-		uint64_t n = cb->n_param[k] >= 0 ? op->args[cb->n_param[k]].u64 : 0;
-		unsigned grid = 1, block = 1;
-		devq_cuda_launch_dims(op->kernel->name, n, cb->sm_count, &grid, &block);
+		union devq_kval args[DEVQ_MAX_PARAMS];
 		void *params[DEVQ_MAX_PARAMS];
+		memcpy(args, op->args, sizeof(args));
 		for (unsigned i = 0; i < DEVQ_MAX_PARAMS; i++)
-			params[i] = &op->args[i];
-		return cb->drv.cuLaunchKernel(fn, grid, 1, 1, block, 1, 1, 0, s, params, NULL);
+			params[i] = &args[i];
+		*call = "cuLaunchKernel";
+		if (k == cb->k_spin_buf && cb->fn[cb->k_spin]) {
+			/* Spin in one thread, then increment across the grid: a
+			 * spin in every block would last ns per wave of blocks
+			 * whenever other streams hold SMs. */
+			CUresult r = launch_kernel(cb, s, cb->k_spin, params);
+			if (r != CUDA_SUCCESS)
+				return r;
+			args[0].u64 = 0;
+		}
+		return launch_kernel(cb, s, k, params);
 	}
-	case DEVQ_BOP_COPY:
+	case DEVQ_BOP_COPY: {
 		if (!op->size)
 			return CUDA_SUCCESS;
+		uint64_t gap = op->dst > op->src ? op->dst - op->src : op->src - op->dst;
+		if (gap < op->size && cb->fn[cb->k_copy]) {
+			/* Overlapping ranges of one buffer: cuMemcpyAsync does not
+			 * allow them; the copy kernel moves them like memmove. */
+			union devq_kval args[3] = { { .u64 = op->size }, { .u64 = op->src },
+						    { .u64 = op->dst } };
+			void *params[DEVQ_MAX_PARAMS] = { &args[0], &args[1], &args[2] };
+			*call = "cuLaunchKernel (overlapping copy)";
+			return launch_kernel(cb, s, cb->k_copy, params);
+		}
+		*call = "cuMemcpyAsync";
 		return cb->drv.cuMemcpyAsync((CUdeviceptr)op->dst, (CUdeviceptr)op->src, op->size, s);
+	}
 	case DEVQ_BOP_FILL:
+		*call = "cuMemsetD32Async";
 		if (op->size < 4)
 			return CUDA_SUCCESS;
 		return cb->drv.cuMemsetD32Async((CUdeviceptr)op->dst, op->pattern, op->size / 4, s);
@@ -358,6 +394,20 @@ static void precheck(struct devq_bop *op)
 	}
 }
 
+/* Lock held: marks the backend lost after a failure of a call that orders
+ * the stream (event creation or record, a stream wait).  Such a failure
+ * would leave an op without the end event its dependents order through, so
+ * whatever the error, the device can no longer be trusted to keep order. */
+static void lose(struct cuda_backend *cb, CUresult r, const char *call)
+{
+	if (!check_sticky(cb, r, call) && !cb->lost) {
+		cb->lost = true;
+		snprintf(cb->lost_msg, sizeof(cb->lost_msg),
+			 "%s (%s): the device can no longer order work", devq_cuda_error_name(r),
+			 call);
+	}
+}
+
 static int cuda_enqueue(struct devq_backend *b, struct devq_bop *op)
 {
 	struct cuda_backend *cb = (struct cuda_backend *)b;
@@ -373,64 +423,64 @@ static int cuda_enqueue(struct devq_backend *b, struct devq_bop *op)
 	op->priv = co;
 	op->next = NULL;
 	CUresult r = CUDA_SUCCESS;
-	const char *call = "";
-	if (cb->lost) {
-		set_lost(cb, op);
+	if (cb->lost)
+		goto queue;
+	precheck(op);
+	bool run = op->code == DEVQ__CODE__OK && op->kind != DEVQ_BOP_FAIL;
+	bool timed = run && op->timed;
+
+	/* Events first: once anything is on the stream, the op must end with
+	 * an end event or the device's order is lost. */
+	co->end_pool = timed ? POOL_TIMED_END : POOL_SYNC;
+	co->end = pool_get(cb, co->end_pool, &r);
+	if (co->end && timed)
+		co->start = pool_get(cb, POOL_TIMED_START, &r);
+	if (!co->end || (timed && !co->start)) {
+		lose(cb, r, "cuEventCreate");
 		goto queue;
 	}
-	precheck(op);
-	for (unsigned i = 0; i < op->nwaits && r == CUDA_SUCCESS; i++) {
+	/* Waits are on the session's own earlier ops, handed over in submit
+	 * order, so each is either reported (done) or enqueued (has priv). */
+	for (unsigned i = 0; i < op->nwaits; i++) {
 		struct devq_bop *w = op->waits[i];
 		struct cu_op *wo = w->priv;
-		if (atomic_load_explicit(&w->done, memory_order_acquire) || !wo || !wo->end)
+		if (atomic_load_explicit(&w->done, memory_order_acquire) || !wo || !wo->end ||
+		    w->stream == op->stream) /* stream order already covers it */
 			continue;
-		if (w->stream == op->stream)
-			continue; /* stream order already covers it */
 		r = cb->drv.cuStreamWaitEvent(st->stream, wo->end, 0);
-		call = "cuStreamWaitEvent";
+		if (r != CUDA_SUCCESS) {
+			lose(cb, r, "cuStreamWaitEvent");
+			goto queue;
+		}
 	}
-	bool run = r == CUDA_SUCCESS && op->code == DEVQ__CODE__OK && op->kind != DEVQ_BOP_FAIL;
-	bool timed = run && op->timed;
-	if (timed) {
-		co->start = pool_get(cb, POOL_TIMED_START, &r);
-		if (co->start)
-			r = cb->drv.cuEventRecord(co->start, st->stream);
-		call = "cuEventRecord";
+	if (timed && (r = cb->drv.cuEventRecord(co->start, st->stream)) != CUDA_SUCCESS) {
+		lose(cb, r, "cuEventRecord");
+		goto queue;
 	}
-	if (run && r == CUDA_SUCCESS) {
-		r = launch(cb, st, op);
-		call = op->kind == DEVQ_BOP_KERNEL ? "cuLaunchKernel"
-		       : op->kind == DEVQ_BOP_COPY ? "cuMemcpyAsync"
-						   : "cuMemsetD32Async";
+	if (run) {
+		const char *call = "launch";
+		r = launch(cb, st, op, &call);
 		co->work = r == CUDA_SUCCESS;
-		if (r != CUDA_SUCCESS && !devq_cuda_error_is_sticky(r)) {
+		if (r != CUDA_SUCCESS) {
+			if (check_sticky(cb, r, call))
+				goto queue;
+			/* The op failed; the stream did not. */
 			op->code = DEVQ__CODE__DEVICE_ERROR;
 			snprintf(op->msg, sizeof(op->msg), "%s: %s", call, devq_cuda_error_name(r));
-			r = CUDA_SUCCESS; /* the op failed; the stream did not */
 		}
 	}
-	if (r == CUDA_SUCCESS) {
-		/* Recorded even when nothing ran: dependents order through it. */
-		co->end_pool = timed && co->work ? POOL_TIMED_END : POOL_SYNC;
-		co->end = pool_get(cb, co->end_pool, &r);
-		if (co->end)
-			r = cb->drv.cuEventRecord(co->end, st->stream);
-		call = "cuEventRecord";
-	}
-	if (r != CUDA_SUCCESS) {
-		if (check_sticky(cb, r, call) || r == CUDA_ERROR_DEINITIALIZED) {
-			set_lost(cb, op);
-		} else if (op->code == DEVQ__CODE__OK) {
-			op->code = DEVQ__CODE__RESOURCE_EXHAUSTED;
-			snprintf(op->msg, sizeof(op->msg), "%s: %s", call, devq_cuda_error_name(r));
-		}
-		/* An end event that was not recorded would never complete. */
-		if (co->end) {
-			pool_put(cb, co->end_pool, co->end);
-			co->end = NULL;
-		}
-	}
+	/* Recorded even when nothing ran: dependents order through it. */
+	if ((r = cb->drv.cuEventRecord(co->end, st->stream)) != CUDA_SUCCESS)
+		lose(cb, r, "cuEventRecord");
 queue:
+	if (cb->lost) {
+		/* Nothing of this op can be waited for on the device. */
+		pool_put(cb, POOL_TIMED_START, co->start);
+		pool_put(cb, co->end_pool, co->end);
+		co->start = co->end = NULL;
+		co->work = false;
+		set_lost(cb, op);
+	}
 	if (st->tail)
 		st->tail->next = op;
 	else
@@ -450,16 +500,17 @@ static int map_error(CUresult r)
 
 /* Pinned and mapped into the device's address space: kernels read it over
  * the bus (tens of GB/s, against the HBM's TB/s). */
-static int cuda_map_host(struct devq_backend *b, void *addr, size_t len, uint64_t *devaddr)
+static int cuda_map_host(struct devq_backend *b, void *addr, size_t len, bool read_only,
+			 uint64_t *devaddr)
 {
 	struct cuda_backend *cb = (struct cuda_backend *)b;
-	CUresult r = cb->drv.cuMemHostRegister(addr, len, CU_MEMHOSTREGISTER_DEVICEMAP);
-	if (r == CUDA_ERROR_INVALID_VALUE || r == CUDA_ERROR_NOT_PERMITTED)
-		/* A read-only mapping (an import the client may not let us
-		 * write) registers only as read-only. */
-		r = cb->drv.cuMemHostRegister(addr, len,
-					      CU_MEMHOSTREGISTER_DEVICEMAP |
-						      CU_MEMHOSTREGISTER_READ_ONLY);
+	/* A read-only mapping (an import the client lets us only read) can
+	 * only be registered as read-only, which some devices lack. */
+	if (read_only && !cb->ro_register)
+		return -EOPNOTSUPP;
+	CUresult r = cb->drv.cuMemHostRegister(addr, len,
+					       CU_MEMHOSTREGISTER_DEVICEMAP |
+						       (read_only ? CU_MEMHOSTREGISTER_READ_ONLY : 0));
 	if (r != CUDA_SUCCESS)
 		return map_error(r);
 	CUdeviceptr p = 0;
@@ -483,23 +534,26 @@ static int cuda_alloc(struct devq_backend *b, size_t len, uint64_t *devaddr)
 {
 	struct cuda_backend *cb = (struct cuda_backend *)b;
 	CUdeviceptr p = 0;
-	CUresult r = cb->drv.cuMemAlloc(&p, len ? len : 1);
-	if (r != CUDA_SUCCESS)
-		return map_error(r);
-	/* Zeroed like a fresh memfd, as on the CPU backend.  Ordered before any
-	 * op: ops run on non-blocking streams, so wait for the memset here. */
+	/* The stream-ordered allocator on the service stream: a plain
+	 * cuMemAlloc/cuMemFree may synchronise the whole device, stalling
+	 * every session's work behind this loop-thread call. */
 	pthread_mutex_lock(&cb->cal_lock);
-	r = cb->drv.cuMemsetD8Async(p, 0, len ? len : 1, cb->cal_stream);
+	CUresult r = cb->drv.cuMemAllocAsync(&p, len ? len : 1, cb->cal_stream);
+	/* Zeroed like a fresh memfd, as on the CPU backend.  Ops run on other
+	 * streams, so the memset is waited for before the buffer is usable
+	 * (a device-speed memset: microseconds to a few ms). */
+	if (r == CUDA_SUCCESS)
+		r = cb->drv.cuMemsetD8Async(p, 0, len ? len : 1, cb->cal_stream);
 	CUevent e = cb->cal_ev[cb->cal_cur ^ 1];
 	if (r == CUDA_SUCCESS)
 		r = cb->drv.cuEventRecord(e, cb->cal_stream);
 	if (r == CUDA_SUCCESS)
 		r = cb->drv.cuEventSynchronize(e);
+	if (r != CUDA_SUCCESS && p)
+		cb->drv.cuMemFreeAsync(p, cb->cal_stream);
 	pthread_mutex_unlock(&cb->cal_lock);
-	if (r != CUDA_SUCCESS) {
-		cb->drv.cuMemFree(p);
+	if (r != CUDA_SUCCESS)
 		return map_error(r);
-	}
 	*devaddr = (uint64_t)p;
 	return 0;
 }
@@ -508,7 +562,11 @@ static void cuda_free(struct devq_backend *b, uint64_t devaddr, size_t len)
 {
 	struct cuda_backend *cb = (struct cuda_backend *)b;
 	(void)len;
-	cb->drv.cuMemFree((CUdeviceptr)devaddr);
+	/* Every op that used it has been reported complete: freeing in the
+	 * service stream's order is safe and does not wait for the device. */
+	pthread_mutex_lock(&cb->cal_lock);
+	cb->drv.cuMemFreeAsync((CUdeviceptr)devaddr, cb->cal_stream);
+	pthread_mutex_unlock(&cb->cal_lock);
 }
 
 static bool cuda_has_kernel(struct devq_backend *b, const struct devq_kernel *k)
@@ -658,6 +716,10 @@ int devq_backend_cuda_open(const struct devq_backend_config *cfg, const char *li
 	CU(cb->drv.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, cb->dev),
 	   "cuDeviceGetAttribute");
 	CU(cb->drv.cuDeviceTotalMem(&mem, cb->dev), "cuDeviceTotalMem");
+	int ro = 0;
+	if (cb->drv.cuDeviceGetAttribute(&ro, CU_DEVICE_ATTRIBUTE_READ_ONLY_HOST_REGISTER_SUPPORTED,
+					 cb->dev) == CUDA_SUCCESS)
+		cb->ro_register = ro != 0;
 	cb->sm_count = (unsigned)sms;
 	char pick[256];
 	char ferr[400];
@@ -684,6 +746,12 @@ int devq_backend_cuda_open(const struct devq_backend_config *cfg, const char *li
 			cb->fn[i] = NULL; /* has_kernel says no; validation names it */
 		struct devq_sig sig;
 		cb->n_param[i] = -1;
+		if (!strcmp(devq_kernels[i].name, "spin"))
+			cb->k_spin = i;
+		else if (!strcmp(devq_kernels[i].name, "spin_buf"))
+			cb->k_spin_buf = i;
+		else if (!strcmp(devq_kernels[i].name, "copy"))
+			cb->k_copy = i;
 		if (devq_sig_parse(devq_kernels[i].signature, &sig, serr, sizeof(serr)) == 0)
 			cb->n_param[i] = devq_sig_find(&sig, "n");
 	}

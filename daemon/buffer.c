@@ -70,7 +70,7 @@ static struct devq_buf *buf_new(struct devq_session *s, uint64_t id, uint64_t si
 static int buf_install(struct devq_buf *b, char *err, size_t n)
 {
 	struct devq_backend *be = b->s->d->be;
-	int r = b->host ? be->ops->map_host(be, b->host, b->map_len, &b->devaddr)
+	int r = b->host ? be->ops->map_host(be, b->host, b->map_len, b->read_only, &b->devaddr)
 			: be->ops->alloc(be, b->size, &b->devaddr);
 	if (r < 0) {
 		snprintf(err, n, "buffer %llu: %s failed: %s", (unsigned long long)b->id,

@@ -1,6 +1,7 @@
 /* Run-time loading of the CUDA driver: see cuda_drv.h. */
 #include <dlfcn.h>
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -48,6 +49,10 @@ const char *devq_cuda_error_name(CUresult r)
 	N(CUDA_ERROR_SYSTEM_NOT_READY)
 	N(CUDA_ERROR_SYSTEM_DRIVER_MISMATCH)
 	N(CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE)
+	N(CUDA_ERROR_ECC_UNCORRECTABLE)
+	N(CUDA_ERROR_NVLINK_UNCORRECTABLE)
+	N(CUDA_ERROR_CONTEXT_IS_DESTROYED)
+	N(CUDA_ERROR_PRIMARY_CONTEXT_ACTIVE)
 	N(CUDA_ERROR_UNKNOWN)
 #undef N
 	default:
@@ -69,7 +74,13 @@ int devq_cuda_error_is_sticky(CUresult r)
 	case CUDA_ERROR_LAUNCH_FAILED:
 	case CUDA_ERROR_LAUNCH_TIMEOUT:
 	case CUDA_ERROR_ECC_UNCORRECTABLE:
+	case CUDA_ERROR_NVLINK_UNCORRECTABLE:
 	case CUDA_ERROR_CONTEXT_IS_DESTROYED:
+	case CUDA_ERROR_DEINITIALIZED:
+	/* A GPU that fell off the bus answers these; nothing recovers it
+	 * short of a new process (and often a reset). */
+	case CUDA_ERROR_DEVICE_UNAVAILABLE:
+	case CUDA_ERROR_UNKNOWN:
 		return 1;
 	default:
 		return 0;
@@ -132,13 +143,23 @@ int devq_cuda_drv_open(struct devq_cuda_drv *drv, const char *lib, char *err, si
 		return -ENOSYS;
 	}
 	/* The version first, so an old driver is named as such rather than by
-	 * whichever call it happens to lack. */
-	int r = resolve(gpa, "cuDriverGetVersion", (void **)&drv->cuDriverGetVersion, err, errlen);
-	if (r < 0) {
+	 * whichever call it lacks: cuGetProcAddress at a version newer than the
+	 * driver's fails for every name, so this one comes from dlsym (its ABI
+	 * has never changed). */
+	int r = 0;
+	drv->cuDriverGetVersion =
+		(__typeof__(drv->cuDriverGetVersion))(uintptr_t)dlsym(drv->lib, "cuDriverGetVersion");
+	if (!drv->cuDriverGetVersion) {
+		snprintf(err, errlen, "%s has no cuDriverGetVersion: not an NVIDIA driver", lib);
 		devq_cuda_drv_close(drv);
-		return r;
+		return -ENOSYS;
 	}
 	CUresult cr = drv->cuDriverGetVersion(&drv->driver_version);
+	if (cr == CUDA_ERROR_STUB_LIBRARY) {
+		r = resolve(gpa, "cuInit", (void **)&drv->cuInit, err, errlen); /* names the stub */
+		devq_cuda_drv_close(drv);
+		return r < 0 ? r : -ENODEV;
+	}
 	if (cr != CUDA_SUCCESS) {
 		snprintf(err, errlen, "cuDriverGetVersion: %s", devq_cuda_error_name(cr));
 		devq_cuda_drv_close(drv);

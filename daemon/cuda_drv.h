@@ -38,8 +38,8 @@
 	X(cuEventSynchronize)           \
 	X(cuEventElapsedTime)           \
 	X(cuLaunchKernel)               \
-	X(cuMemAlloc)                   \
-	X(cuMemFree)                    \
+	X(cuMemAllocAsync)              \
+	X(cuMemFreeAsync)               \
 	X(cuMemGetInfo)                 \
 	X(cuMemHostRegister)            \
 	X(cuMemHostUnregister)          \

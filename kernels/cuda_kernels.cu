@@ -200,7 +200,10 @@ extern "C" __global__ void devq_vadd_f32(u64 n, const float *a, const float *b, 
 /* Double accumulators, as on the CPU: the error is near n*DBL_EPSILON plus
  * the final rounding to float, far inside the n*FLT_EPSILON budget.  Four
  * accumulators keep four loads in flight per thread. */
-extern "C" __global__ void devq_reduce_sum_f32(u64 n, const float *x, float *out)
+/* Launched with up to DEVQ_CUDA_MAX_BLOCK threads: the bound keeps the
+ * register use low enough for that block size. */
+extern "C" __global__ void __launch_bounds__(DEVQ_CUDA_MAX_BLOCK)
+devq_reduce_sum_f32(u64 n, const float *x, float *out)
 {
 	__shared__ double sh[DEVQ_CUDA_MAX_BLOCK];
 	u64 nb = blockDim.x, i = threadIdx.x;
@@ -223,7 +226,8 @@ extern "C" __global__ void devq_reduce_sum_f32(u64 n, const float *x, float *out
 
 /* Sum modulo 2^64 of mix64((i << 8) | data[i]): order-independent, so the
  * split between threads does not change the result. */
-extern "C" __global__ void devq_checksum(u64 n, const unsigned char *data, u64 *out)
+extern "C" __global__ void __launch_bounds__(DEVQ_CUDA_MAX_BLOCK)
+devq_checksum(u64 n, const unsigned char *data, u64 *out)
 {
 	__shared__ u64 sh[DEVQ_CUDA_MAX_BLOCK];
 	u64 s = 0;
