@@ -465,6 +465,12 @@ END_TEST
 START_TEST(test_killed_client)
 {
 	devq *obs = conn(D.sock, "observer");
+	/* The baseline once the harness's start-up probe connection is gone:
+	 * a session holds its socket and, where the kernel has them, a pidfd. */
+	struct devq_status *s0;
+	wait_idle(obs, &s0);
+	ck_assert_uint_eq(s0->nsessions, 1);
+	devq_status_free(s0);
 	int base_fds = harness_fd_count(D.pid);
 	ck_assert_int_gt(base_fds, 0);
 	int sync[2];
