@@ -13,7 +13,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <string.h>
 
+#include "devq.pb-c.h"
 #include "kernels.h"
 
 enum devq_bop_kind {
@@ -51,6 +54,18 @@ struct devq_bop {
 	uint64_t t_start, t_end;
 	void *priv; /* backend private */
 };
+
+/* op will not run because w, one of its strict waits, failed.  The message
+ * names the root cause once, not once per link of a chain, and is the same
+ * on every backend. */
+static inline void devq_bop_dependency_failed(struct devq_bop *op, const struct devq_bop *w)
+{
+	op->code = DEVQ__CODE__DEPENDENCY_FAILED;
+	if (w->code == DEVQ__CODE__DEPENDENCY_FAILED)
+		memcpy(op->msg, w->msg, sizeof(op->msg));
+	else
+		snprintf(op->msg, sizeof(op->msg), "an op it waits on failed: %.120s", w->msg);
+}
 
 struct devq_backend;
 typedef void (*devq_complete_fn)(void *ud, struct devq_bop *op);

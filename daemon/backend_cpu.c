@@ -72,15 +72,8 @@ static void wait_deps(struct cpu_backend *cb, struct devq_bop *op)
 		struct devq_bop *w = op->waits[i];
 		while (!atomic_load_explicit(&w->done, memory_order_acquire))
 			pthread_cond_wait(&cb->done, &cb->lock);
-		if (i < op->nstrict && w->code != DEVQ__CODE__OK && op->code == DEVQ__CODE__OK) {
-			op->code = DEVQ__CODE__DEPENDENCY_FAILED;
-			/* Name the root cause once, not once per link of the chain. */
-			if (w->code == DEVQ__CODE__DEPENDENCY_FAILED)
-				memcpy(op->msg, w->msg, sizeof(op->msg));
-			else
-				snprintf(op->msg, sizeof(op->msg), "an op it waits on failed: %.120s",
-					 w->msg);
-		}
+		if (i < op->nstrict && w->code != DEVQ__CODE__OK && op->code == DEVQ__CODE__OK)
+			devq_bop_dependency_failed(op, w);
 	}
 }
 

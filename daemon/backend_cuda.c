@@ -385,11 +385,7 @@ static void precheck(struct devq_bop *op)
 		struct devq_bop *w = op->waits[i];
 		if (w->code == DEVQ__CODE__OK)
 			continue;
-		op->code = DEVQ__CODE__DEPENDENCY_FAILED;
-		if (w->code == DEVQ__CODE__DEPENDENCY_FAILED)
-			memcpy(op->msg, w->msg, sizeof(op->msg));
-		else
-			snprintf(op->msg, sizeof(op->msg), "an op it waits on failed: %.120s", w->msg);
+		devq_bop_dependency_failed(op, w);
 		return;
 	}
 }
