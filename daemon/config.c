@@ -4,6 +4,7 @@
  * row says which field of struct devq_config it sets and what it accepts,
  * so the parser itself never names a setting. */
 #include "config.h"
+#include "daemon.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -290,6 +291,11 @@ int devq_config_load_argv(struct devq_config *cfg, int argc, char *const *argv)
 	if (r < 0)
 		fprintf(stderr, "devqd: config: %s\n", err);
 	return r;
+}
+
+const char *devq_config_key_name(size_t i)
+{
+	return i < sizeof(keys) / sizeof(keys[0]) ? keys[i].name : NULL;
 }
 
 void devq_config_fini(void)

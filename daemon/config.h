@@ -6,7 +6,7 @@
 
 #include <stddef.h>
 
-#include "daemon.h"
+struct devq_config; /* daemon.h */
 
 #define DEVQ_CONFIG_DEFAULT_PATH "/etc/devqd/devqd.conf"
 
@@ -25,6 +25,9 @@ int devq_config_load(struct devq_config *cfg, const char *path, char *err, size_
 /* Sets one key from its text value, as a file line would. */
 int devq_config_set(struct devq_config *cfg, const char *key, const char *value, char *err,
 		    size_t errlen);
+
+/* The i-th key of the table, NULL past the end (documentation checks). */
+const char *devq_config_key_name(size_t i);
 
 /* Frees the strings the file supplied (the config's string fields may
  * point at them, so call this last). */

@@ -5,7 +5,9 @@
  * `make install` tree with pkg-config; the metrics test feeds `devctl
  * metrics` to promtool. */
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -19,6 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "harness.h"
 
 /* Liveness bounds only: a message that never comes fails the test after
@@ -299,6 +302,142 @@ START_TEST(test_no_watchdog_without_watchdog_usec)
 }
 END_TEST
 
+/* ---- logging ---------------------------------------------------------- */
+
+#define JOURNAL_SOCKET "/run/systemd/journal/socket"
+
+/* Under systemd (stderr is the stream $JOURNAL_STREAM names) a session's
+ * events reach the journal with structured fields.  The test plays
+ * journald: it binds the journal's socket, which needs a host where no
+ * journald runs (a CI container); elsewhere it skips, visibly. */
+START_TEST(test_journal_fields)
+{
+	struct stat st;
+	struct sockaddr_un sa = { .sun_family = AF_UNIX, .sun_path = JOURNAL_SOCKET };
+	if (lstat(JOURNAL_SOCKET, &st) == 0 && S_ISSOCK(st.st_mode)) {
+		/* Left by an earlier run that failed: nobody receives on it. */
+		int probe = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+		if (connect(probe, (struct sockaddr *)&sa, sizeof(sa)) < 0 && errno == ECONNREFUSED)
+			unlink(JOURNAL_SOCKET);
+		close(probe);
+	}
+	if (lstat(JOURNAL_SOCKET, &st) == 0 || geteuid() != 0) {
+		fprintf(stderr, "SKIP test_journal_fields: %s\n",
+			geteuid() ? "needs root to bind " JOURNAL_SOCKET
+				  : JOURNAL_SOCKET " exists (a journald runs here)");
+		return;
+	}
+	bool made_dir = mkdir("/run/systemd/journal", 0755) == 0;
+	int jfd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	ck_assert_int_ge(jfd, 0);
+	ck_assert_msg(bind(jfd, (struct sockaddr *)&sa, sizeof(sa)) == 0, "bind: %s",
+		      strerror(errno));
+
+	struct proc p;
+	proc_dir(&p);
+	int lfd = open(p.log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	ck_assert_int_ge(lfd, 0);
+	ck_assert_int_eq(fstat(lfd, &st), 0);
+	close(lfd);
+	static char env[96];
+	snprintf(env, sizeof(env), "JOURNAL_STREAM=%llu:%llu", (unsigned long long)st.st_dev,
+		 (unsigned long long)st.st_ino);
+	const char *envs[] = { env, NULL };
+	const char *argv[] = { harness_bin("devqd"), "--socket", p.sock, "--backend", "cpu", "-v",
+			       "--max-queues", "1", NULL };
+	proc_spawn(&p, argv, envs);
+	devq *q = NULL;
+	for (int i = 0; i < ARRIVAL_MS / 10 && !q; i++) {
+		if (devq_connect(p.sock, "journal", &q) < 0) {
+			devq_disconnect(q);
+			q = NULL;
+			usleep(10000);
+		}
+	}
+	ck_assert_msg(q != NULL, "devqd did not serve:\n%s", proc_log(&p));
+	/* One queue too many: an Error about queue 77. */
+	ck_assert_int_eq(devq_queue_open(q, 1), 0);
+	ck_assert_int_eq(devq_queue_open(q, 77), 0);
+	struct devq_status *s;
+	ck_assert_int_eq(devq_get_status(q, &s), 0);
+	devq_status_free(s);
+	uint64_t sid = devq_get_info(q)->session;
+	devq_disconnect(q);
+
+	char want_session[64], want_uid[64], got[16384] = "";
+	snprintf(want_session, sizeof(want_session), "DEVQ_SESSION=%llu\n", (unsigned long long)sid);
+	snprintf(want_uid, sizeof(want_uid), "DEVQ_CLIENT_UID=%u\n", (unsigned)getuid());
+	bool found = false;
+	while (!found) {
+		struct pollfd pfd = { .fd = jfd, .events = POLLIN };
+		if (poll(&pfd, 1, ARRIVAL_MS) != 1)
+			break;
+		char m[4096];
+		ssize_t n = recv(jfd, m, sizeof(m) - 1, 0);
+		ck_assert_int_gt(n, 0);
+		m[n] = '\0';
+		strncat(got, m, sizeof(got) - strlen(got) - 2);
+		strcat(got, "|");
+		found = strstr(m, "DEVQ_QUEUE=77\n") && strstr(m, want_session) &&
+			strstr(m, want_uid) && strstr(m, "DEVQ_CODE=5\n") &&
+			strstr(m, "PRIORITY=6\n") && strstr(m, "SYSLOG_IDENTIFIER=devqd\n") &&
+			strstr(m, "MESSAGE=session ");
+	}
+	kill(p.pid, SIGTERM);
+	int code = proc_wait(&p);
+	close(jfd);
+	unlink(JOURNAL_SOCKET);
+	if (made_dir)
+		rmdir("/run/systemd/journal");
+	ck_assert_msg(found, "no journal entry with the session's fields; got: %.3000s", got);
+	ck_assert_int_eq(code, 0);
+	/* What went to the journal is not also on stderr. */
+	ck_assert_msg(!strstr(proc_log(&p), "open_queue"), "%s", proc_log(&p));
+	proc_cleanup(&p);
+}
+END_TEST
+
+/* Without systemd: readable lines on stderr, and -v decides how many. */
+START_TEST(test_stderr_levels)
+{
+	for (int v = 0; v < 2; v++) {
+		struct proc p;
+		proc_dir(&p);
+		const char *argv[] = { harness_bin("devqd"), "--socket", p.sock, "--backend", "cpu",
+				       "--max-queues", "1", v ? "-v" : NULL, NULL };
+		proc_spawn(&p, argv, NULL);
+		devq *q = NULL;
+		for (int i = 0; i < ARRIVAL_MS / 10 && !q; i++) {
+			if (devq_connect(p.sock, "levels", &q) < 0) {
+				devq_disconnect(q);
+				q = NULL;
+				usleep(10000);
+			}
+		}
+		ck_assert_ptr_nonnull(q);
+		ck_assert_int_eq(devq_queue_open(q, 1), 0);
+		ck_assert_int_eq(devq_queue_open(q, 77), 0);
+		struct devq_status *s;
+		ck_assert_int_eq(devq_get_status(q, &s), 0);
+		devq_status_free(s);
+		uint64_t sid = devq_get_info(q)->session;
+		devq_disconnect(q);
+		kill(p.pid, SIGTERM);
+		ck_assert_int_eq(proc_wait(&p), 0);
+		char want[96];
+		snprintf(want, sizeof(want), "devqd: info: session %llu: open_queue: ",
+			 (unsigned long long)sid);
+		if (v)
+			ck_assert_msg(strstr(proc_log(&p), want), "-v: no '%s' in:\n%s", want,
+				      proc_log(&p));
+		else
+			ck_assert_msg(!strstr(proc_log(&p), "info:"), "info lines without -v:\n%s",
+				      proc_log(&p));
+		proc_cleanup(&p);
+	}
+}
+END_TEST
+
 /* ---- socket activation ----------------------------------------------- */
 
 static const char *which(const char *prog)
@@ -478,6 +617,83 @@ START_TEST(test_config_errors_name_file_and_line)
 	int st = pclose(f);
 	ck_assert_int_eq(WEXITSTATUS(st), 2);
 	ck_assert_msg(strstr(err, "/nonexistent/devqd.conf: No such file"), "%s", err);
+}
+END_TEST
+
+static char *slurp(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	ck_assert_msg(f != NULL, "%s: %s", path, strerror(errno));
+	static char buf[4][65536];
+	static int k;
+	char *b = buf[k++ % 4];
+	size_t n = fread(b, 1, sizeof(buf[0]) - 1, f);
+	b[n] = '\0';
+	fclose(f);
+	return b;
+}
+
+/* Every key of devqd's table is documented in devqd.conf(5) and listed in
+ * the installed example, and the example, uncommented, is accepted. */
+START_TEST(test_config_keys_documented)
+{
+	const char *man = slurp("man/devqd.conf.5"), *example = slurp("packaging/devqd.conf");
+	size_t nkeys = 0;
+	for (const char *k; (k = devq_config_key_name(nkeys)); nkeys++) {
+		char roff[96], line[96];
+		size_t j = 0;
+		for (const char *c = k; *c && j < sizeof(roff) - 3; c++) {
+			if (*c == '-')
+				roff[j++] = '\\';
+			roff[j++] = *c;
+		}
+		roff[j] = '\0';
+		char want[128];
+		snprintf(want, sizeof(want), ".BI %s \"", roff);
+		char want2[128];
+		snprintf(want2, sizeof(want2), ", \" %s \" = ", roff);
+		ck_assert_msg(strstr(man, want) || strstr(man, want2) ||
+				      (snprintf(want, sizeof(want), ".BR %s \" = \"", roff), strstr(man, want)),
+			      "key %s is not documented in man/devqd.conf.5", k);
+		snprintf(line, sizeof(line), "\n#%s =", k);
+		ck_assert_msg(strstr(example, line), "key %s is missing from packaging/devqd.conf", k);
+	}
+	ck_assert_uint_ge(nkeys, 9);
+
+	char dir[] = "/tmp/devq-conf-XXXXXX", path[128];
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/all.conf", dir);
+	FILE *f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	int set = 0;
+	for (const char *l = example; *l;) {
+		const char *e = strchr(l, '\n');
+		size_t n = e ? (size_t)(e - l) : strlen(l);
+		char key[64], value[256];
+		char one[512];
+		snprintf(one, sizeof(one), "%.*s", (int)n, l);
+		/* An explicit allow-groups must name a group that exists; the
+		 * default only warns when devq is missing (no package here). */
+		if (sscanf(one, "#%63[a-z-] = %255s", key, value) == 2 &&
+		    (strcmp(key, "allow-groups") || getgrnam(value))) {
+			fprintf(f, "%s = %s\n", key, value);
+			set++;
+		}
+		l += n + (e ? 1 : 0);
+	}
+	ck_assert_int_eq(fclose(f), 0);
+	ck_assert_int_ge(set, 18);
+	struct daemon_proc d;
+	const char *extra[] = { "--config", path, NULL };
+	harness_start(&d, extra);
+	devq *q = conn(d.sock, "defaults");
+	/* The example's values are the defaults. */
+	ck_assert_uint_eq(devq_get_info(q)->max_op_ns, 10000ull * 1000000);
+	ck_assert_uint_eq(devq_get_info(q)->streams, 4);
+	devq_disconnect(q);
+	ck_assert_int_eq(harness_stop(&d), 0);
+	unlink(path);
+	rmdir(dir);
 }
 END_TEST
 
@@ -775,9 +991,12 @@ int main(void)
 	tcase_add_test(tc, test_watchdog_pings_stop_when_loop_wedged);
 	tcase_add_test(tc, test_watchdog_pings_stop_when_completions_wedged);
 	tcase_add_test(tc, test_no_watchdog_without_watchdog_usec);
+	tcase_add_test(tc, test_journal_fields);
+	tcase_add_test(tc, test_stderr_levels);
 	tcase_add_test(tc, test_socket_activation);
 	tcase_add_test(tc, test_config_file_and_override);
 	tcase_add_test(tc, test_config_errors_name_file_and_line);
+	tcase_add_test(tc, test_config_keys_documented);
 	tcase_add_test(tc, test_install_tree_pkgconfig_client);
 	tcase_add_test(tc, test_metrics_promtool_and_counters_move);
 	suite_add_tcase(s, tc);
