@@ -530,6 +530,7 @@ START_TEST(soak)
 	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "warm-up client failed (%#x)", st);
 	struct dstats base, end;
 	settled_stats(&base);
+	int base_ext = harness_fd_count(dp.pid);
 	printf("soak: %u s, %u clients; baseline: fds %ld, heap %llu B, rss %ld KiB\n", seconds,
 	       nclients, base.fds, base.heap, base.rss_kb);
 
@@ -602,6 +603,20 @@ START_TEST(soak)
 		      base.fds);
 	ck_assert_msg(end.bytes_mapped == 0 && end.buffers == 0, "%ld buffers, %ld bytes mapped",
 		      end.buffers, end.bytes_mapped);
+	/* The same from outside: /proc/PID/fd, and status through a client. */
+	int ext = harness_fd_count(dp.pid);
+	ck_assert_msg(ext == base_ext, "/proc/%d/fd: %d fds, %d at the baseline", (int)dp.pid,
+		      ext, base_ext);
+	devq *probe = conn(dp.sock, "soak-probe");
+	struct devq_status *ds;
+	ck_assert_msg(devq_get_status(probe, &ds) == 0, "%s", devq_last_error(probe));
+	ck_assert_msg(ds->nsessions == 1 && ds->buffers == 0 && ds->bytes_mapped == 0 &&
+			      ds->ops_in_flight == 0,
+		      "status: %zu sessions, %u buffers, %llu bytes mapped, %llu ops in flight",
+		      ds->nsessions, ds->buffers, (unsigned long long)ds->bytes_mapped,
+		      (unsigned long long)ds->ops_in_flight);
+	devq_status_free(ds);
+	devq_disconnect(probe);
 	if (slow) {
 		printf("soak: heap check skipped under a sanitizer or valgrind (their allocator "
 		       "replaces glibc's; leaks are checked at exit)\n");
