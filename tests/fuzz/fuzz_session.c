@@ -96,6 +96,15 @@ static void setup(void)
 	D.cfg.stop_grace_ns = 2ull * 1000 * 1000 * 1000;
 	D.cfg.stall_ns = 60ull * 1000 * 1000 * 1000;
 	D.cfg.trace_records = DEVQ_TRACE_DEFAULT_RECORDS;
+	/* Quotas an input of a few kB can reach, so backpressure (held ops,
+	 * resuming), the per-session cap in the backend and the quota errors
+	 * are fuzzed too; the ok-* seeds stay within them. */
+	D.cfg.fair_k = 2;
+	D.cfg.q_session_ops = 8;
+	D.cfg.q_session_buffers = 6;
+	D.cfg.q_session_pinned = 256 << 10;
+	D.cfg.q_session_device = 256 << 10;
+	D.cfg.q_session_fds = 16;
 	D.listen_fd = -1;
 	D.sigs = calloc(devq_nkernels, sizeof(*D.sigs));
 	if (!D.sigs)
