@@ -115,6 +115,7 @@ struct devq_op {
 	uint64_t t_client_submit, t_received, t_observed;
 	struct devq_op *cnext; /* completion list link (backend threads -> loop) */
 	struct devq_op *fnext; /* fair.c: waiting for a backend slot */
+	bool fhanded;          /* fair.c: given to the backend */
 };
 
 struct devq_cmpl {

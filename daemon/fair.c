@@ -101,26 +101,62 @@ static void rr_del(struct devq_session *s)
 	s->fair.in_rr = false;
 }
 
+int devq_fair_attach(struct devq_session *s)
+{
+	unsigned n = s->d->be->streams;
+	s->fair.lanes = calloc(n ? n : 1, sizeof(*s->fair.lanes));
+	if (!s->fair.lanes)
+		return -ENOMEM;
+	s->fair.nlanes = n;
+	return 0;
+}
+
+void devq_fair_fini(struct devq_session *s)
+{
+	free(s->fair.lanes);
+	s->fair.lanes = NULL;
+}
+
+static struct devq_fair_lane *lane_of(const struct devq_op *op)
+{
+	const struct devq_fair_sess *f = &op->s->fair;
+	return f->lanes && op->b.stream < f->nlanes ? &f->lanes[op->b.stream] : NULL;
+}
+
+/* Whether every op op waits on is already in the backend (or done). */
+static bool deps_handed(const struct devq_op *op)
+{
+	for (unsigned i = 0; i < op->b.nwaits; i++)
+		if (!((const struct devq_op *)op->b.waits[i])->fhanded)
+			return false;
+	return true;
+}
+
 static void hand_over(struct devq_op *op)
 {
-	op->s->fair.inside++;
+	struct devq_fair_lane *l = lane_of(op);
+	if (l)
+		l->inside++;
+	op->fhanded = true;
 	devq_sched_handoff(op);
 }
 
 void devq_fair_submit(struct devq_op *op)
 {
 	struct devq_session *s = op->s;
+	struct devq_fair_lane *l = lane_of(op);
 	devq_quota_op(s, +1);
-	if (!s->fair.head && s->fair.inside < cap_of(s)) {
+	op->fhanded = false;
+	op->fnext = NULL;
+	if (!l || (!l->head && l->inside < cap_of(s) && deps_handed(op))) {
 		hand_over(op);
 		return;
 	}
-	op->fnext = NULL;
-	if (s->fair.tail)
-		s->fair.tail->fnext = op;
+	if (l->tail)
+		l->tail->fnext = op;
 	else
-		s->fair.head = op;
-	s->fair.tail = op;
+		l->head = op;
+	l->tail = op;
 	s->fair.waiting++;
 	if (!s->fair.in_rr)
 		rr_add(s);
@@ -128,22 +164,32 @@ void devq_fair_submit(struct devq_op *op)
 
 void devq_fair_done(struct devq_op *op)
 {
-	op->s->fair.inside--;
+	struct devq_fair_lane *l = lane_of(op);
+	if (l)
+		l->inside--;
 	devq_quota_op(op->s, -1);
 }
 
-/* Takes s's oldest waiting op, if s has a free slot. */
+/* Takes an op of s that may go now: the oldest of a lane with a free slot,
+ * all of whose dependencies are handed over.  Lanes take turns too. */
 static struct devq_op *take(struct devq_session *s)
 {
-	struct devq_op *op = s->fair.head;
-	if (!op || s->fair.inside >= cap_of(s))
-		return NULL;
-	s->fair.head = op->fnext;
-	if (!s->fair.head)
-		s->fair.tail = NULL;
-	op->fnext = NULL;
-	s->fair.waiting--;
-	return op;
+	struct devq_fair_sess *f = &s->fair;
+	for (unsigned j = 0; j < f->nlanes; j++) {
+		unsigned i = (f->next_lane + j) % f->nlanes;
+		struct devq_fair_lane *l = &f->lanes[i];
+		struct devq_op *op = l->head;
+		if (!op || l->inside >= cap_of(s) || !deps_handed(op))
+			continue;
+		l->head = op->fnext;
+		if (!l->head)
+			l->tail = NULL;
+		op->fnext = NULL;
+		f->waiting--;
+		f->next_lane = i + 1;
+		return op;
+	}
+	return NULL;
 }
 
 void devq_fair_kick(struct devq_daemon *d)
@@ -162,7 +208,7 @@ void devq_fair_kick(struct devq_daemon *d)
 			if (op) {
 				progress = true;
 				rr_del(s);
-				if (s->fair.head)
+				if (s->fair.waiting)
 					rr_add(s);
 				hand_over(op);
 			}

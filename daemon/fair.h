@@ -1,12 +1,18 @@
 /* Fairness between sessions.  Work handed to a device stream cannot be
  * reordered, so a session that floods the device would make everyone else's
  * op wait behind all of its work.  Each session may have at most fair_k ops
- * inside the backend; the rest wait here, already validated and ordered (their
- * points, waits and hazards are fixed at submit), and are handed over in each
- * session's submit order as completions free its slots, sessions taking
+ * inside the backend on each device stream (a "lane"); the rest wait here,
+ * already validated and ordered (their points, waits and hazards are fixed at
+ * submit), and are handed over as completions free slots, sessions taking
  * turns.  An op of a session with a free slot is handed over at once, so it
  * waits behind at most (S-1)*k ops of the S-1 other sessions (k per session)
  * already on its stream.
+ *
+ * Within a session, a lane hands over in submit order, and an op is handed
+ * over only once every op it waits on (queue order, explicit waits, buffer
+ * hazards) has been: the backend then still only ever waits on ops handed
+ * over before, which is what keeps its streams free of deadlock, and a full
+ * lane does not hold back the session's unrelated queues on other streams.
  *
  * Shares weight users: a session of a user with share w may have k*w ops
  * inside the backend, so when sessions compete for a stream it gets about w
@@ -26,10 +32,15 @@ struct devq_daemon;
 struct devq_session;
 struct devq_op;
 
-struct devq_fair_sess {
+struct devq_fair_lane {
 	struct devq_op *head, *tail; /* waiting, in submit order (op->fnext) */
-	uint64_t waiting;
 	unsigned inside; /* handed to the backend, completion not yet processed */
+};
+
+struct devq_fair_sess {
+	struct devq_fair_lane *lanes; /* one per device stream; NULL: no cap */
+	unsigned nlanes, next_lane;
+	uint64_t waiting;
 	struct devq_session *rr_prev, *rr_next;
 	bool in_rr; /* in the daemon's turn list: has waiting ops */
 	unsigned cap; /* k times the user's share; 0 until first needed */
@@ -47,8 +58,13 @@ struct devq_fair {
  * problem. */
 int devq_fair_init(struct devq_fair *f, const char *shares, char *err, size_t errlen);
 
-/* A validated op: to the backend now if its session has a free slot and
- * nothing waiting ahead of it, else to the back of its session's line. */
+/* A new session's lanes: 0 or -ENOMEM.  A session without (never
+ * attached) is not capped. */
+int devq_fair_attach(struct devq_session *s);
+void devq_fair_fini(struct devq_session *s);
+/* A validated op: to the backend now if its lane has a free slot, nothing
+ * waiting ahead of it and everything it waits on handed over, else to the
+ * back of its lane. */
 void devq_fair_submit(struct devq_op *op);
 /* The loop processed op's completion: its slot is free. */
 void devq_fair_done(struct devq_op *op);

@@ -370,6 +370,9 @@ static void admit(struct devq_session *s, const struct devq_peer *peer, int peer
 		code = DEVQ__CODE__PERMISSION_DENIED;
 	} else if (devq_quota_attach(s, why, sizeof(why)) < 0) {
 		code = DEVQ__CODE__RESOURCE_EXHAUSTED;
+	} else if (devq_fair_attach(s) < 0) {
+		snprintf(why, sizeof(why), "out of memory");
+		code = DEVQ__CODE__RESOURCE_EXHAUSTED;
 	}
 	if (!code)
 		return;

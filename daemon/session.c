@@ -312,6 +312,7 @@ void devq_session_free(struct devq_session *s)
 	if (s->next)
 		s->next->prev = s->prev;
 	devq_quota_detach(s); /* before the queues go: it counts them */
+	devq_fair_fini(s);
 	if (s->has_pidfd)
 		close(s->pidfd);
 	for (size_t i = 0; i < s->queues.cap; i++)

@@ -32,6 +32,9 @@
  * easily on a slow machine, never fail. */
 #define QUIET_MS 1000
 
+/* Runs a shell command; its output (stdout and stderr) goes to out. */
+static int sh(char *out, size_t outlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 struct proc {
 	pid_t pid;
 	char dir[64];
@@ -66,8 +69,24 @@ static void notify_listen(struct proc *p)
 
 /* Starts argv (argv[0] a path) with env entries added.  The child dies
  * with this test process, so a failed assertion leaves no daemon behind. */
-static void proc_spawn(struct proc *p, const char *const *argv, const char *const *env)
+static void proc_spawn(struct proc *p, const char *const *argv_in, const char *const *env)
 {
+	/* Under make check-valgrind, devqd (wherever it is in argv) runs in
+	 * valgrind, as harness_start does it. */
+	const char *argv[48];
+	int n = 0;
+	for (int i = 0; argv_in[i] && n < 40; i++) {
+		size_t len = strlen(argv_in[i]);
+		if (getenv("DEVQ_VALGRIND") && len >= 6 && !strcmp(argv_in[i] + len - 6, "/devqd")) {
+			argv[n++] = "valgrind";
+			argv[n++] = "--quiet";
+			argv[n++] = "--error-exitcode=99";
+			argv[n++] = "--leak-check=full";
+			argv[n++] = "--errors-for-leak-kinds=definite,indirect";
+		}
+		argv[n++] = argv_in[i];
+	}
+	argv[n] = NULL;
 	p->pid = fork();
 	ck_assert_int_ge(p->pid, 0);
 	if (p->pid == 0) {
@@ -79,7 +98,7 @@ static void proc_spawn(struct proc *p, const char *const *argv, const char *cons
 		}
 		for (int i = 0; env && env[i]; i++)
 			putenv((char *)env[i]);
-		execv(argv[0], (char *const *)argv);
+		execvp(argv[0], (char *const *)argv);
 		_exit(127);
 	}
 }
@@ -510,6 +529,57 @@ START_TEST(test_socket_activation)
 }
 END_TEST
 
+/* Without systemd devqd binds --socket itself: a stale socket file (no
+ * one listening) is replaced, a live daemon's socket and a file that is not
+ * a socket are left alone and devqd refuses to start. */
+START_TEST(test_own_socket_stale_live_and_foreign)
+{
+	struct daemon_proc d;
+	harness_start(&d, NULL);
+	char out[4096];
+	int rc = sh(out, sizeof(out), "%s --socket %s --backend cpu", harness_bin("devqd"), d.sock);
+	ck_assert_msg(rc == 1 && strstr(out, "another daemon is serving this socket"), "exit %d: %s",
+		      rc, out);
+	devq *q = conn(d.sock, "still-served");
+	devq_disconnect(q);
+	ck_assert_int_eq(harness_stop(&d), 0);
+
+	struct proc p;
+	proc_dir(&p);
+	/* A stale socket: bound, then its owner gone. */
+	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%.100s", p.sock);
+	ck_assert_int_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	close(fd);
+	const char *argv[] = { harness_bin("devqd"), "--socket", p.sock, "--backend", "cpu", NULL };
+	proc_spawn(&p, argv, NULL);
+	q = NULL;
+	for (int i = 0; i < ARRIVAL_MS / 10 && !q; i++) {
+		if (devq_connect(p.sock, "stale", &q) < 0) {
+			devq_disconnect(q);
+			q = NULL;
+			usleep(10000);
+		}
+	}
+	ck_assert_msg(q != NULL, "devqd did not replace a stale socket:\n%s", proc_log(&p));
+	devq_disconnect(q);
+	kill(p.pid, SIGTERM);
+	ck_assert_int_eq(proc_wait(&p), 0);
+
+	/* A regular file where the socket should be. */
+	int ffd = open(p.sock, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	ck_assert_int_ge(ffd, 0);
+	close(ffd);
+	rc = sh(out, sizeof(out), "%s --socket %s --backend cpu", harness_bin("devqd"), p.sock);
+	ck_assert_msg(rc == 1 && strstr(out, "exists and is not a socket"), "exit %d: %s", rc, out);
+	struct stat st;
+	ck_assert_int_eq(stat(p.sock, &st), 0);
+	ck_assert(S_ISREG(st.st_mode));
+	proc_cleanup(&p);
+}
+END_TEST
+
 /* ---- config ---------------------------------------------------------- */
 
 static void write_file(const char *path, const char *text)
@@ -699,8 +769,6 @@ END_TEST
 
 /* ---- install tree ----------------------------------------------------- */
 
-/* Runs a shell command; its output (stdout and stderr) goes to out. */
-static int sh(char *out, size_t outlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int sh(char *out, size_t outlen, const char *fmt, ...)
 {
 	char cmd[4096];
@@ -771,8 +839,15 @@ START_TEST(test_install_tree_pkgconfig_client)
 	ck_assert_msg(rc == 0, "pkg-config: %s", flags);
 	flags[strcspn(flags, "\n")] = '\0';
 	ck_assert_msg(strstr(flags, root), "pkg-config points outside the tree: %s", flags);
-	rc = sh(out, sizeof(out), "cc -std=c11 -Wall -Wextra -Werror tests/deploy/hello_devq.c %s -o %s/hello",
-		flags, root);
+	/* A sanitizer build installs an instrumented library: the program
+	 * must carry the same runtime. */
+	const char *san = getenv("DEVQ_SANITIZER");
+	const char *sanflags = !san ? ""
+			       : !strcmp(san, "1")    ? "-fsanitize=address,undefined"
+			       : !strcmp(san, "tsan") ? "-fsanitize=thread"
+						      : "";
+	rc = sh(out, sizeof(out), "cc -std=c11 -Wall -Wextra -Werror %s tests/deploy/hello_devq.c %s -o %s/hello",
+		sanflags, flags, root);
 	ck_assert_msg(rc == 0, "building against the installed tree failed (%s):\n%s", flags, out);
 	rc = sh(out, sizeof(out), "readelf -d %s/hello | grep NEEDED", root);
 	ck_assert_msg(strstr(out, "[libdevq.so.0]"), "hello does not use the shared library: %s", out);
@@ -994,6 +1069,7 @@ int main(void)
 	tcase_add_test(tc, test_journal_fields);
 	tcase_add_test(tc, test_stderr_levels);
 	tcase_add_test(tc, test_socket_activation);
+	tcase_add_test(tc, test_own_socket_stale_live_and_foreign);
 	tcase_add_test(tc, test_config_file_and_override);
 	tcase_add_test(tc, test_config_errors_name_file_and_line);
 	tcase_add_test(tc, test_config_keys_documented);

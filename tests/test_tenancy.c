@@ -430,6 +430,44 @@ START_TEST(fair_shares_weight_users)
 }
 END_TEST
 
+/* The cap is per device stream: with k = 1, a session's full lane on one
+ * stream does not hold back its queue on another, and an op that waits on
+ * an op still held in the daemon is handed over after it, in order. */
+START_TEST(cap_is_per_stream)
+{
+	struct daemon_proc d;
+	const char *args[] = { "--streams", "2", "--fair-k", "1", NULL };
+	start(&d, args);
+	devq *q = conn(d.sock, "lanes");
+	ck_assert_int_eq(devq_queue_open(q, 1), 0); /* stream 0 */
+	ck_assert_int_eq(devq_queue_open(q, 2), 0); /* stream 1 */
+	uint64_t p1 = spin_op(q, 1, 300000000);
+	uint64_t p2 = spin_op(q, 1, 1000000); /* held: queue 1's lane is full */
+	uint64_t u = spin_op(q, 2, 0);        /* unrelated: its lane is free */
+	struct devq_arg a = a_u64("ns", 0);
+	struct devq_wait w = { .queue = 1, .point = p2 };
+	struct devq_op dep = { .queue = 2, .kind = DEVQ_OP_KERNEL, .exec = exe(q, "spin"),
+			       .args = &a, .nargs = 1, .waits = &w, .nwaits = 1 };
+	uint64_t pd;
+	ck_assert_int_eq(devq_submit(q, &dep, 1, &pd), 0); /* waits on the held op */
+	struct devq_completion c1, c2, cu, cd;
+	ck_assert_int_eq(devq_wait(q, 2, u, 60000, &cu), 0);
+	ck_assert_int_eq(devq_wait(q, 1, p1, 60000, &c1), 0);
+	ck_assert_int_eq(devq_wait(q, 1, p2, 60000, &c2), 0);
+	ck_assert_int_eq(devq_wait(q, 2, pd, 60000, &cd), 0);
+	ck_assert(c1.code == DEVQ_OK && c2.code == DEVQ_OK && cu.code == DEVQ_OK &&
+		  cd.code == DEVQ_OK);
+	/* Stamps of the streams themselves: order, not time. */
+	ck_assert_msg(cu.t.device_end <= c1.t.device_end,
+		      "the unrelated op waited for the other lane's op");
+	ck_assert_msg(c2.t.handoff >= c1.t.observed, "queue 1 passed its cap of 1");
+	ck_assert_msg(cd.t.handoff >= c2.t.handoff && cd.t.device_start >= c2.t.device_end,
+		      "an op ran before the held op it waits on");
+	devq_disconnect(q);
+	stop(&d);
+}
+END_TEST
+
 /* ---- backpressure ------------------------------------------------------- */
 
 struct pusher {
@@ -796,6 +834,7 @@ static Suite *suite(void)
 	tcase_add_test(t, fd_quota);
 	tcase_add_test(t, flood_does_not_starve);
 	tcase_add_test(t, fair_shares_weight_users);
+	tcase_add_test(t, cap_is_per_stream);
 	suite_add_tcase(s, t);
 	return s;
 }
