@@ -86,6 +86,8 @@ help:
 	@echo "make check-valgrind  the test suite with every daemon under valgrind"
 	@echo "make demo       start devqd on a private socket and drive it with devctl"
 	@echo "make deps       apt-get install what the build needs: $(DEB_PACKAGES)"
+	@echo "make install    install under DESTDIR/PREFIX (default /usr/local): binaries, library, units, man pages"
+	@echo "make deb        Debian packages in BUILD/deb/ (make deb-check: lintian, and dpkg -i as root)"
 
 deps:
 	@if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
