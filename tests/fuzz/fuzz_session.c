@@ -1,17 +1,20 @@
-/* libFuzzer target: one client connection of a real in-process devqd.
+/* libFuzzer target: two client connections of a real in-process devqd.
  *
  * The daemon is the real one (server.c's accept, frame reader, decoder,
  * session dispatch, validation, scheduling, buffers and the threaded CPU
  * backend), listening on a private socket and stepped with uv_run from here
- * (devq_server_start is the seam).  Each input is one connection: the input
- * is cut into records, each sent with one sendmsg carrying the fake fds the
- * record asks for.  After the last record the driver waits for every op to
- * complete, hangs up, and checks that the daemon freed the session, every
- * buffer and every fd it was given; a violation aborts, which libFuzzer
- * reports as a crash.  A hang is caught by libFuzzer's -timeout.
+ * (devq_server_start is the seam).  Each input is two connections: the
+ * input is cut into records, each sent on one of them with one sendmsg
+ * carrying the fake fds the record asks for.  After the last record the
+ * driver waits for every op to complete, hangs up, and checks that the
+ * daemon freed the sessions, every buffer and every fd it was given; a
+ * violation aborts, which libFuzzer reports as a crash.  A hang is caught
+ * by libFuzzer's -timeout.
  *
  * Record format (the seed generator mkcorpus.c writes the same):
- *   u8  nfds      low 2 bits: fds to attach (0..3); 0x80: a flood of 253
+ *   u8  nfds      low 2 bits: fds to attach (0..3); 0x80: a flood of 253;
+ *                 0x40: send on the second connection (same user), which
+ *                 otherwise never speaks
  *   u16 kinds     3 bits per fd, fd i of kind (kinds >> 3*(i%5)) & 7
  *   u16 len       payload bytes (clamped to what is left)
  *   len bytes     sent as they are: frame headers and protobuf payloads
@@ -280,10 +283,7 @@ static int make_fd(unsigned kind)
 	return fd;
 }
 
-static struct devq_session *the_session(void)
-{
-	return D.sessions; /* one connection at a time */
-}
+#define NCONN 2
 
 /* Steps the loop until cond holds; false if it did not within limit_ns. */
 static bool pump(bool (*cond)(void), uint64_t limit_ns, bool block)
@@ -297,25 +297,34 @@ static bool pump(bool (*cond)(void), uint64_t limit_ns, bool block)
 	return true;
 }
 
+static uint64_t sessions_before;
+
 static bool accepted(void)
 {
-	return the_session() != NULL;
+	return D.sessions_total == sessions_before + NCONN;
 }
 
 /* The daemon has read all we sent, or will read no more. */
 static bool consumed(void)
 {
-	struct devq_session *s = the_session();
-	int n = 0;
-	if (!s || !s->connected || s->close_after_flush || s->fd < 0)
-		return true;
-	return ioctl(s->fd, FIONREAD, &n) == 0 && n == 0;
+	for (struct devq_session *s = D.sessions; s; s = s->next) {
+		int n = 0;
+		if (!s->connected || s->close_after_flush || s->fd < 0)
+			continue;
+		if (ioctl(s->fd, FIONREAD, &n) < 0 || n > 0)
+			return false;
+	}
+	return true;
 }
 
 static bool idle(void)
 {
-	struct devq_session *s = the_session();
-	return D.ops_in_flight == 0 && (!s || !s->connected || s->tx.bytes == 0);
+	if (D.ops_in_flight)
+		return false;
+	for (struct devq_session *s = D.sessions; s; s = s->next)
+		if (s->connected && s->tx.bytes)
+			return false;
+	return true;
 }
 
 static bool freed(void)
@@ -388,51 +397,64 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		setup();
 	memset(&fuzz_stats, 0, sizeof(fuzz_stats));
 	int fds_before = fd_count();
-	uint64_t sessions_before = D.sessions_total;
+	sessions_before = D.sessions_total;
 
-	struct client c = { .fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0) };
+	/* Two connections of the same user: records go to the first unless
+	 * they say otherwise, so the second may never speak at all. */
+	struct client c[NCONN];
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sockpath);
-	if (c.fd < 0 || connect(c.fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
-		die("connect: %s", strerror(errno));
-	devq_rx_init(&c.rx, 64u << 20);
-	uv_poll_init(&L, &c.poll, c.fd);
-	c.poll.data = &c;
-	uv_poll_start(&c.poll, UV_READABLE, client_cb);
-	c.polling = true;
+	for (int i = 0; i < NCONN; i++) {
+		memset(&c[i], 0, sizeof(c[i]));
+		c[i].fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+		if (c[i].fd < 0 || connect(c[i].fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+			die("connect: %s", strerror(errno));
+		devq_rx_init(&c[i].rx, 64u << 20);
+		uv_poll_init(&L, &c[i].poll, c[i].fd);
+		c[i].poll.data = &c[i];
+		uv_poll_start(&c[i].poll, UV_READABLE, client_cb);
+		c[i].polling = true;
+	}
 	if (!pump(accepted, DRAIN_LIMIT_NS, true))
-		die("the daemon did not accept the connection");
+		die("the daemon did not accept the connections");
 
 	size_t off = 0;
+	bool open[NCONN] = { true, true };
 	while (off + 5 <= size) {
 		unsigned nfds = data[off] & 0x80 ? FLOOD_FDS : data[off] & 3;
+		unsigned to = (data[off] >> 6) & 1;
 		unsigned kinds = data[off + 1] | (unsigned)data[off + 2] << 8;
 		size_t len = data[off + 3] | (size_t)data[off + 4] << 8;
 		off += 5;
 		if (len > size - off)
 			len = size - off;
-		if (!send_record(&c, data + off, len, nfds, kinds))
-			break;
+		if (open[to] && !send_record(&c[to], data + off, len, nfds, kinds))
+			open[to] = false;
 		off += len;
 		pump(consumed, 100 * 1000 * 1000, false);
 	}
 
 	/* Everything submitted completes (ops are at most 1 ms), and its
-	 * completions reach the client, before it hangs up. */
+	 * completions reach the clients, before they hang up. */
 	if (!pump(idle, DRAIN_LIMIT_NS, true))
 		die("ops still in flight after %llu s", DRAIN_LIMIT_NS / 1000000000ull);
-	client_read(&c);
-	shutdown(c.fd, SHUT_WR);
+	for (int i = 0; i < NCONN; i++) {
+		client_read(&c[i]);
+		shutdown(c[i].fd, SHUT_WR);
+	}
 	if (!pump(freed, DRAIN_LIMIT_NS, true))
-		die("session not freed after hang-up (%llu ops in flight, %u buffers)",
+		die("sessions not freed after hang-up (%llu ops in flight, %u buffers)",
 		    (unsigned long long)D.ops_in_flight, D.nbufs);
-	uv_close((uv_handle_t *)&c.poll, NULL);
+	for (int i = 0; i < NCONN; i++)
+		uv_close((uv_handle_t *)&c[i].poll, NULL);
 	uv_run(&L, UV_RUN_NOWAIT);
-	close(c.fd);
-	devq_rx_fini(&c.rx);
+	for (int i = 0; i < NCONN; i++) {
+		close(c[i].fd);
+		devq_rx_fini(&c[i].rx);
+	}
 
-	if (D.sessions_total != sessions_before + 1)
-		die("expected one session, the daemon counted %llu",
+	if (D.sessions_total != sessions_before + NCONN)
+		die("expected %d sessions, the daemon counted %llu", NCONN,
 		    (unsigned long long)(D.sessions_total - sessions_before));
 	if (D.nbufs || D.bytes_mapped)
 		die("after hang-up: %u buffers, %llu bytes still mapped", D.nbufs,
@@ -442,6 +464,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			die("stream %u still has %u queues bound", i, D.stream_load[i]);
 	int fds_after = fd_count();
 	if (fds_after != fds_before)
-		die("fd leak: %d fds before the connection, %d after", fds_before, fds_after);
+		die("fd leak: %d fds before the connections, %d after", fds_before, fds_after);
 	return 0;
 }

@@ -7,6 +7,7 @@
  *
  *   mkcorpus DIR */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,13 +42,15 @@ static void put_le(uint64_t v, unsigned bytes)
 	}
 }
 
+static bool second; /* records go to the target's second connection */
+
 /* A record of raw bytes with nfds fake fds of the given kinds. */
 static void rec_raw(const void *p, size_t n, unsigned nfds, const unsigned *kinds)
 {
 	unsigned k = 0;
 	for (unsigned i = 0; i < nfds && i < 5; i++)
 		k |= (kinds[i] & 7) << (3 * i);
-	put_le(nfds >= 4 ? 0x80 : nfds, 1);
+	put_le((nfds >= 4 ? 0x80 : nfds) | (second ? 0x40 : 0), 1);
 	put_le(k, 2);
 	put_le(n, 2);
 	put(p, n);
@@ -445,6 +448,27 @@ static void seed_ok(void)
 	}
 	release(9);
 	save("ok-split-frame");
+
+	/* Two sessions of one user, interleaved, with the same ids: each sees
+	 * only its own buffers and queues. */
+	for (int i = 0; i < 2; i++) {
+		second = i;
+		hello();
+		create(1, 4096, DEVQ__BUFFER_KIND__SHARED);
+		queue_msg(1, false);
+	}
+	for (int i = 0; i < 2; i++) {
+		second = i;
+		kernel(1, "fill_u32", "n", U(1024), "value", W(i + 1), "dst", B(1, 0), NULL);
+		kernel(1, "spin_buf", "ns", U(1000), "n", U(4096), "buf", B(1, 0), NULL);
+		submit();
+	}
+	for (int i = 1; i >= 0; i--) {
+		second = i;
+		release(1);
+	}
+	second = false;
+	save("ok-two-sessions");
 }
 
 static void seed_edge(void)
@@ -512,6 +536,20 @@ static void seed_edge(void)
 	fill(1, 5, 0, 64, 3);
 	submit();
 	save("edge-requests");
+
+	/* A session naming another session's buffer and queue. */
+	hello();
+	create(7, 4096, DEVQ__BUFFER_KIND__SHARED);
+	queue_msg(3, false);
+	second = true;
+	hello();
+	queue_msg(1, false);
+	fill(1, 7, 0, 64, 1);
+	fill(3, 7, 0, 64, 1);
+	submit();
+	release(7);
+	second = false;
+	save("edge-cross-session");
 
 	/* Before Hello; then a refused version. */
 	create(1, 4096, DEVQ__BUFFER_KIND__SHARED);
