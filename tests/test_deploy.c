@@ -240,7 +240,9 @@ START_TEST(test_notify_ready_status_stopping)
 	notify_expect(&p, "STATUS=sessions 1, ops in flight 0", msg, sizeof(msg));
 	ck_assert_int_eq(devq_queue_open(q, 1), 0);
 	struct devq_buffer *b = mkbuf(q, 3 << 20);
-	uint64_t pt = spin(q, 1, 3000ull * 1000 * 1000);
+	/* Long enough that a 1 s STATUS refresh falls inside it, even on a
+	 * loaded machine. */
+	uint64_t pt = spin(q, 1, 6000ull * 1000 * 1000);
 	notify_expect(&p, "STATUS=sessions 1, ops in flight 1, pinned 3.0 MiB", msg, sizeof(msg));
 	struct devq_completion c;
 	ck_assert_int_eq(devq_wait(q, 1, pt, ARRIVAL_MS, &c), 0);
