@@ -70,6 +70,19 @@ static const struct cfg_key keys[] = {
 
 #undef F
 
+/* Keys SIGHUP applies at once: fields the daemon reads each time it needs
+ * them, never ones it derived state from at start (streams, quotas...). */
+static const char *const reloadable[] = { "max-op-ms", "max-buffer-mb", "max-queues", "verbose",
+					   "stall-timeout-ms" };
+
+static bool is_reloadable(const char *key)
+{
+	for (size_t i = 0; i < sizeof(reloadable) / sizeof(reloadable[0]); i++)
+		if (!strcmp(reloadable[i], key))
+			return true;
+	return false;
+}
+
 /* Strings the file supplied: cfg's fields point into these.  One list per
  * process (there is one configuration), kept reachable so that an early
  * exit on a bad flag is not a leak. */
@@ -78,6 +91,12 @@ struct cfg_strings {
 	char *s[];
 };
 static struct cfg_strings *owned;
+
+/* What devq_config_load_argv saw, for devq_config_reload: the file, and
+ * argv to tell which keys a flag set (those keep their flag's value). */
+static const char *loaded_path;
+static int saved_argc;
+static char *const *saved_argv;
 
 static const struct cfg_key *find_key(const char *name)
 {
@@ -284,6 +303,9 @@ int devq_config_load_argv(struct devq_config *cfg, int argc, char *const *argv)
 	bool explicit = path != NULL;
 	if (!path)
 		path = DEVQ_CONFIG_DEFAULT_PATH;
+	loaded_path = path;
+	saved_argc = argc;
+	saved_argv = argv;
 	char err[512];
 	int r = devq_config_load(cfg, path, err, sizeof(err));
 	if (r == -ENOENT && !explicit)
@@ -291,6 +313,115 @@ int devq_config_load_argv(struct devq_config *cfg, int argc, char *const *argv)
 	if (r < 0)
 		fprintf(stderr, "devqd: config: %s\n", err);
 	return r;
+}
+
+/* Whether argv sets key with a flag: --key, --key=..., or its short
+ * option (main.c's -s -b -d -n). */
+static bool set_by_flag(const char *key)
+{
+	static const struct {
+		char opt;
+		const char *key;
+	} shorts[] = { { 's', "socket" }, { 'b', "backend" }, { 'd', "device" },
+		       { 'n', "streams" } };
+	char shortopt = 0;
+	for (size_t i = 0; i < sizeof(shorts) / sizeof(shorts[0]); i++)
+		if (!strcmp(shorts[i].key, key))
+			shortopt = shorts[i].opt;
+	size_t n = strlen(key);
+	for (int i = 1; i < saved_argc; i++) {
+		const char *a = saved_argv[i];
+		if (!strcmp(a, "--"))
+			break;
+		if (a[0] == '-' && a[1] == '-' && !strncmp(a + 2, key, n) &&
+		    (a[2 + n] == '\0' || a[2 + n] == '='))
+			return true;
+		if (!shortopt || a[0] != '-' || a[1] == '-')
+			continue;
+		/* A cluster such as -vn4: stop at the first option that takes
+		 * a value, the rest of the word is that value. */
+		for (const char *c = a + 1; *c; c++) {
+			if (*c == shortopt)
+				return true;
+			if (strchr("sbndc", *c))
+				break;
+		}
+	}
+	return false;
+}
+
+static bool same_value(const struct cfg_key *k, const struct devq_config *a,
+		       const struct devq_config *b)
+{
+	const char *x = (const char *)a + k->off, *y = (const char *)b + k->off;
+	switch (k->type) {
+	case CFG_STR:
+	case CFG_CHOICE: {
+		const char *s = *(const char *const *)x, *t = *(const char *const *)y;
+		return s == t || (s && t && !strcmp(s, t));
+	}
+	case CFG_U64:
+		return *(const uint64_t *)x == *(const uint64_t *)y;
+	case CFG_UINT:
+		return *(const unsigned *)x == *(const unsigned *)y;
+	case CFG_INT:
+		return *(const int *)x == *(const int *)y;
+	case CFG_BOOL:
+		return *(const bool *)x == *(const bool *)y;
+	}
+	return false;
+}
+
+int devq_config_reload(struct devq_config *cfg, char *err, size_t errlen)
+{
+	if (!loaded_path) {
+		snprintf(err, errlen, "no configuration file was loaded");
+		return -ENOENT;
+	}
+	/* Parse into a copy: a file with a mistake changes nothing. */
+	struct devq_config next = *cfg;
+	int r = devq_config_load(&next, loaded_path, err, errlen);
+	if (r == -ENOENT && strcmp(loaded_path, DEVQ_CONFIG_DEFAULT_PATH) == 0)
+		return 0; /* still no default file: nothing to apply */
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		const struct cfg_key *k = &keys[i];
+		if (same_value(k, cfg, &next))
+			continue;
+		/* -v adds to the file's verbose rather than replacing it. */
+		if (strcmp(k->name, "verbose") && set_by_flag(k->name)) {
+			log_info("reload: %s: the command-line flag still wins", k->name);
+		} else if (!is_reloadable(k->name)) {
+			log_warn("reload: %s changed in %s; it takes effect when devqd restarts",
+				 k->name, loaded_path);
+		} else {
+			memcpy((char *)cfg + k->off, (const char *)&next + k->off,
+			       k->type == CFG_U64 ? sizeof(uint64_t)
+			       : k->type == CFG_BOOL ? sizeof(bool)
+			       : k->type == CFG_UINT ? sizeof(unsigned)
+			       : k->type == CFG_INT ? sizeof(int)
+						    : sizeof(const char *));
+			log_info("reload: %s changed", k->name);
+		}
+	}
+	return 0;
+}
+
+int devq_config_verbose_flags(void)
+{
+	int n = 0;
+	for (int i = 1; i < saved_argc; i++) {
+		const char *a = saved_argv[i];
+		if (!strcmp(a, "--"))
+			break;
+		if (!strcmp(a, "--verbose"))
+			n++;
+		else if (a[0] == '-' && a[1] != '-')
+			for (const char *c = a + 1; *c; c++)
+				n += *c == 'v';
+	}
+	return n;
 }
 
 const char *devq_config_key_name(size_t i)

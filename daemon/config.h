@@ -26,6 +26,14 @@ int devq_config_load(struct devq_config *cfg, const char *path, char *err, size_
 int devq_config_set(struct devq_config *cfg, const char *key, const char *value, char *err,
 		    size_t errlen);
 
+/* SIGHUP: reads the file loaded at start again and applies, at once, the
+ * keys marked reloadable whose value changed, unless a command-line flag
+ * set them; other changes are logged as needing a restart.  A file with a
+ * mistake changes nothing: "FILE:LINE: ..." in err and a negative errno. */
+int devq_config_reload(struct devq_config *cfg, char *err, size_t errlen);
+/* How many -v the command line gave (they add to the file's verbose). */
+int devq_config_verbose_flags(void);
+
 /* The i-th key of the table, NULL past the end (documentation checks). */
 const char *devq_config_key_name(size_t i);
 

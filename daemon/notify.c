@@ -1,4 +1,5 @@
-/* sd_notify for devqd.  Both timers run on the loop thread, so a wedged
+/* sd_notify for devqd, and SIGHUP's reload that it announces.  Both
+ * timers run on the loop thread, so a wedged
  * loop stops the watchdog pings by itself.  A wedged device or completion
  * thread does not stop the loop, so the watchdog tick also checks progress:
  * with ops in flight, some op must complete within the stall timeout (every
@@ -8,12 +9,14 @@
 #include "notify.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <systemd/sd-daemon.h>
 
+#include "config.h"
 #include "daemon.h"
 #include "testhooks.h"
 
@@ -22,6 +25,8 @@
 struct devq_notify {
 	struct devq_daemon *d;
 	uv_timer_t status_timer, wd_timer;
+	uv_signal_t hup;
+	char reload_error[256]; /* the last reload's failure, until one works */
 	unsigned open_handles;
 	uint64_t wd_usec;         /* 0: no watchdog */
 	uint64_t last_progress;   /* ops_completed when last seen moving */
@@ -47,7 +52,9 @@ static void format_status(const struct devq_daemon *d, char *out, size_t len)
 			 (unsigned long long)d->ops_in_flight,
 			 (double)d->bytes_mapped / (1024.0 * 1024.0), d->be->name, d->be->device);
 	if (n > 0 && (size_t)n < len && d->backend_note[0])
-		snprintf(out + n, len - (size_t)n, "; %s", d->backend_note);
+		n += snprintf(out + n, len - (size_t)n, "; %s", d->backend_note);
+	if (n > 0 && (size_t)n < len && d->notify && d->notify->reload_error[0])
+		snprintf(out + n, len - (size_t)n, "; reload failed: %s", d->notify->reload_error);
 }
 
 static void send_status(struct devq_notify *n, bool force)
@@ -106,6 +113,33 @@ static void on_wd_tick(uv_timer_t *t)
 		send_status(n, false);
 }
 
+/* SIGHUP: the limits devqd reads at use time follow the file again (see
+ * devq_config_reload); the manager sees RELOADING=1, then READY=1. */
+static void on_hup(uv_signal_t *h, int signum)
+{
+	struct devq_notify *n = h->data;
+	struct devq_daemon *d = n->d;
+	(void)signum;
+	sd_notifyf(0, "RELOADING=1\nMONOTONIC_USEC=%llu\nSTATUS=reloading the configuration",
+		   (unsigned long long)(devq_now_ns() / 1000));
+	char err[sizeof(n->reload_error)];
+	int r = devq_config_reload(&d->cfg, err, sizeof(err));
+	if (r < 0) {
+		log_err("reload: %s; the running configuration stays", err);
+		memcpy(n->reload_error, err, sizeof(err));
+	} else {
+		n->reload_error[0] = '\0';
+		/* Derived as main.c derives it at start. */
+		d->cfg.stop_grace_ns = d->cfg.max_op_ns + 2ull * 1000 * 1000 * 1000;
+		devq_log_set_level(DEVQ_LOG_WARN + d->cfg.verbose + devq_config_verbose_flags());
+		log_info("reload: done");
+	}
+	char st[sizeof(n->last_status)];
+	format_status(d, st, sizeof(st));
+	memcpy(n->last_status, st, sizeof(st));
+	sd_notifyf(0, "READY=1\nSTATUS=%s", st);
+}
+
 int devq_notify_ready(struct devq_daemon *d)
 {
 	struct devq_notify *n = calloc(1, sizeof(*n));
@@ -116,8 +150,10 @@ int devq_notify_ready(struct devq_daemon *d)
 	d->notify = n;
 	uv_timer_init(d->loop, &n->status_timer);
 	uv_timer_init(d->loop, &n->wd_timer);
-	n->open_handles = 2;
-	n->status_timer.data = n->wd_timer.data = n;
+	uv_signal_init(d->loop, &n->hup);
+	n->open_handles = 3;
+	n->status_timer.data = n->wd_timer.data = n->hup.data = n;
+	uv_signal_start(&n->hup, on_hup, SIGHUP);
 	if (devq_testhooks_install(d) < 0)
 		return -ENOMEM;
 
@@ -162,4 +198,5 @@ void devq_notify_close(struct devq_daemon *d)
 	devq_testhooks_close(d);
 	uv_close((uv_handle_t *)&n->status_timer, on_closed);
 	uv_close((uv_handle_t *)&n->wd_timer, on_closed);
+	uv_close((uv_handle_t *)&n->hup, on_closed);
 }

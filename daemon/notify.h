@@ -8,7 +8,8 @@ struct devq_daemon;
 
 /* Call once the backend is up and the listening socket is polled: sends
  * READY=1 with the first STATUS= and starts the timers that refresh STATUS=
- * and ping the watchdog (at half of $WATCHDOG_USEC).  Returns 0 or a
+ * and ping the watchdog (at half of $WATCHDOG_USEC), and the SIGHUP
+ * handler that reloads the configuration (RELOADING=1 ... READY=1).  Returns 0 or a
  * negative errno (out of memory). */
 int devq_notify_ready(struct devq_daemon *d);
 

@@ -34,6 +34,7 @@
 
 /* Runs a shell command; its output (stdout and stderr) goes to out. */
 static int sh(char *out, size_t outlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void write_file(const char *path, const char *text);
 
 struct proc {
 	pid_t pid;
@@ -456,6 +457,73 @@ START_TEST(test_stderr_levels)
 				      proc_log(&p));
 		proc_cleanup(&p);
 	}
+}
+END_TEST
+
+/* SIGHUP: RELOADING=1, then READY=1; the limits read at use time follow
+ * the file, a flag still beats the file, a key that needs a restart says
+ * so, and a broken file changes nothing. */
+START_TEST(test_reload_on_sighup)
+{
+	struct proc p;
+	char conf[160];
+	proc_dir(&p);
+	notify_listen(&p);
+	snprintf(conf, sizeof(conf), "%s/devqd.conf", p.dir);
+	write_file(conf, "max-op-ms = 250\nmax-queues = 1\nstreams = 2\n");
+	static char env_notify[160];
+	snprintf(env_notify, sizeof(env_notify), "NOTIFY_SOCKET=%s", p.notify);
+	const char *env[] = { env_notify, NULL };
+	const char *argv[] = { harness_bin("devqd"), "--config", conf,	 "--socket",
+			       p.sock,		     "--backend", "cpu", "--max-buffer-mb",
+			       "1",		     "-v",	  NULL };
+	proc_spawn(&p, argv, env);
+	char msg[1024];
+	notify_expect(&p, "READY=1", msg, sizeof(msg));
+	devq *q = conn(p.sock, "before");
+	ck_assert_uint_eq(devq_get_info(q)->max_op_ns, 250ull * 1000000);
+	devq_disconnect(q);
+
+	write_file(conf, "max-op-ms = 500\nmax-queues = 2\nstreams = 3\nmax-buffer-mb = 8\n");
+	kill(p.pid, SIGHUP);
+	notify_expect(&p, "RELOADING=1", msg, sizeof(msg));
+	ck_assert_msg(strstr(msg, "MONOTONIC_USEC="), "%s", msg);
+	notify_expect(&p, "READY=1", msg, sizeof(msg));
+	q = conn(p.sock, "after");
+	ck_assert_uint_eq(devq_get_info(q)->max_op_ns, 500ull * 1000000);
+	ck_assert_uint_eq(devq_get_info(q)->streams, 2); /* needs a restart */
+	/* max-queues 2 now applies... */
+	ck_assert_int_eq(devq_queue_open(q, 1), 0);
+	ck_assert_int_eq(devq_queue_open(q, 2), 0);
+	struct devq_status *st;
+	ck_assert_int_eq(devq_get_status(q, &st), 0);
+	devq_status_free(st);
+	struct devq_error e;
+	ck_assert_int_eq(devq_next_error(q, &e), 0);
+	/* ...but --max-buffer-mb 1 on the command line beats the file's 8. */
+	struct devq_buffer *b = NULL;
+	ck_assert_int_lt(devq_buffer_create(q, 2 << 20, DEVQ_BUFFER_SHARED, &b), 0);
+	devq_disconnect(q);
+	ck_assert_msg(strstr(proc_log(&p), "streams changed in") &&
+			      strstr(proc_log(&p), "takes effect when devqd restarts"),
+		      "%s", proc_log(&p));
+
+	/* A mistake in the file: nothing changes, and the status says why. */
+	write_file(conf, "max-op-ms = 900\nmax-queues = zero\n");
+	kill(p.pid, SIGHUP);
+	notify_expect(&p, "RELOADING=1", msg, sizeof(msg));
+	notify_expect(&p, "READY=1", msg, sizeof(msg));
+	ck_assert_msg(strstr(msg, "reload failed: ") && strstr(msg, "devqd.conf:2: max-queues"),
+		      "%s", msg);
+	q = conn(p.sock, "broken");
+	ck_assert_uint_eq(devq_get_info(q)->max_op_ns, 500ull * 1000000);
+	devq_disconnect(q);
+
+	kill(p.pid, SIGTERM);
+	notify_expect(&p, "STOPPING=1", msg, sizeof(msg));
+	ck_assert_int_eq(proc_wait(&p), 0);
+	unlink(conf);
+	proc_cleanup(&p);
 }
 END_TEST
 
@@ -901,16 +969,19 @@ START_TEST(test_install_tree_pkgconfig_client)
 	}
 
 	/* systemd-analyze verify on the installed units.  The tree lacks
-	 * systemd's own units (sysinit.target...), so they are copied in;
-	 * verify only warns about some mistakes, so any output fails. */
+	 * what any host has: systemd's own units (sysinit.target...) and
+	 * /bin/kill (ExecReload=; devqd depends on procps), so they are
+	 * copied in.  verify only warns about some mistakes: any output
+	 * fails. */
 	if (!which("systemd-analyze")) {
 		fprintf(stderr, "SKIP systemd-analyze verify: not found (apt-get install systemd)\n");
 	} else {
 		rc = sh(out, sizeof(out),
-			"mkdir -p %s/lib/systemd && cp -a /lib/systemd/system %s/lib/systemd/ && "
+			"mkdir -p %s/lib/systemd %s/bin && cp -a /lib/systemd/system %s/lib/systemd/ && "
+			"cp -p /bin/kill %s/bin/ && "
 			"cd / && MANPATH=%s/usr/share/man systemd-analyze verify --root=%s "
 			"devqd.service devqd.socket",
-			root, root, root, root);
+			root, root, root, root, root, root);
 		ck_assert_msg(rc == 0 && !out[0], "systemd-analyze verify:\n%s", out);
 	}
 	rc = sh(out, sizeof(out), "rm -rf %s", root);
@@ -1068,6 +1139,7 @@ int main(void)
 	tcase_add_test(tc, test_watchdog_pings_stop_when_loop_wedged);
 	tcase_add_test(tc, test_watchdog_pings_stop_when_completions_wedged);
 	tcase_add_test(tc, test_no_watchdog_without_watchdog_usec);
+	tcase_add_test(tc, test_reload_on_sighup);
 	tcase_add_test(tc, test_journal_fields);
 	tcase_add_test(tc, test_stderr_levels);
 	tcase_add_test(tc, test_socket_activation);
