@@ -837,6 +837,53 @@ START_TEST(test_config_keys_documented)
 }
 END_TEST
 
+/* Every long option devqd --help lists is in devqd(8), and every devctl
+ * command `devctl help` lists is in devctl(1). */
+START_TEST(test_man_pages_cover_the_help)
+{
+	static char help[16384];
+	int rc = sh(help, sizeof(help), "%s --help", harness_bin("devqd"));
+	ck_assert_int_eq(rc, 0);
+	const char *man = slurp("man/devqd.8");
+	int n = 0;
+	for (const char *p = help; (p = strstr(p, "--")); p += 2) {
+		char opt[64], roff[140];
+		if (sscanf(p + 2, "%63[a-z0-9-]", opt) != 1)
+			continue;
+		size_t j = 0;
+		roff[j++] = '\\';
+		roff[j++] = '-';
+		roff[j++] = '\\';
+		roff[j++] = '-';
+		for (const char *c = opt; *c && j < sizeof(roff) - 3; c++) {
+			if (*c == '-')
+				roff[j++] = '\\';
+			roff[j++] = *c;
+		}
+		roff[j] = '\0';
+		/* --quota-* options are listed by name in one entry. */
+		ck_assert_msg(strstr(man, roff), "devqd --%s is not in man/devqd.8", opt);
+		n++;
+	}
+	ck_assert_int_ge(n, 15);
+
+	rc = sh(help, sizeof(help), "%s help", harness_bin("devctl"));
+	ck_assert_int_eq(rc, 0);
+	man = slurp("man/devctl.1");
+	n = 0;
+	for (const char *l = help; l && *l; l = strchr(l, '\n'), l = l ? l + 1 : NULL) {
+		char cmd[32], want[64];
+		/* Commands are the lines indented by exactly two spaces. */
+		if (l[0] != ' ' || l[1] != ' ' || l[2] == ' ' || sscanf(l + 2, "%31[a-z]", cmd) != 1)
+			continue;
+		snprintf(want, sizeof(want), ".B %s", cmd);
+		ck_assert_msg(strstr(man, want), "devctl %s is not in man/devctl.1", cmd);
+		n++;
+	}
+	ck_assert_int_ge(n, 6);
+}
+END_TEST
+
 /* ---- install tree ----------------------------------------------------- */
 
 static int sh(char *out, size_t outlen, const char *fmt, ...)
@@ -1147,6 +1194,7 @@ int main(void)
 	tcase_add_test(tc, test_config_file_and_override);
 	tcase_add_test(tc, test_config_errors_name_file_and_line);
 	tcase_add_test(tc, test_config_keys_documented);
+	tcase_add_test(tc, test_man_pages_cover_the_help);
 	tcase_add_test(tc, test_install_tree_pkgconfig_client);
 	tcase_add_test(tc, test_metrics_promtool_and_counters_move);
 	suite_add_tcase(s, tc);
