@@ -8,7 +8,7 @@ $(BUILD)/tests/test_deploy: $(call obj,tests/test_deploy.c) $(call obj,tests/har
 
 # ---- install ---------------------------------------------------------
 # FHS layout under $(DESTDIR)$(PREFIX); Debian's rules pass its own
-# LIBDIR (multiarch), UNITDIR and SYSUSERSDIR.
+# LIBDIR (multiarch) and UNITDIR.  The service's ExecStart= follows SBINDIR.
 DEVQ_VERSION_STR := $(shell sed -n 's/^\#define DEVQ_VERSION "\(.*\)"/\1/p' daemon/daemon.h)
 DEVQ_SONAME_MAJOR = 0
 BINDIR      ?= $(PREFIX)/bin
@@ -45,7 +45,10 @@ install: all install-pc
 	$(INSTALL) -m 0644 $(BUILD)/libdevq.a $(DESTDIR)$(LIBDIR)/libdevq.a
 	$(INSTALL) -m 0644 $(BUILD)/devq.pc $(DESTDIR)$(LIBDIR)/pkgconfig/devq.pc
 	$(INSTALL) -m 0644 client/devq.h $(DESTDIR)$(INCLUDEDIR)/devq.h
-	$(INSTALL) -m 0644 systemd/devqd.service systemd/devqd.socket $(DESTDIR)$(UNITDIR)/
+	sed 's|^ExecStart=/usr/sbin/devqd|ExecStart=$(SBINDIR)/devqd|' systemd/devqd.service \
+	  > $(DESTDIR)$(UNITDIR)/devqd.service
+	chmod 0644 $(DESTDIR)$(UNITDIR)/devqd.service
+	$(INSTALL) -m 0644 systemd/devqd.socket $(DESTDIR)$(UNITDIR)/
 	$(INSTALL) -m 0644 systemd/devq.sysusers $(DESTDIR)$(SYSUSERSDIR)/devq.conf
 	$(INSTALL) -m 0644 packaging/devqd.conf $(DESTDIR)$(SYSCONFDIR)/devqd/devqd.conf
 	$(INSTALL) -m 0644 man/devctl.1 $(DESTDIR)$(MANDIR)/man1/
