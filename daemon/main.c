@@ -22,8 +22,9 @@ static void usage(FILE *f)
 		"on device streams and reports completions with timing.\n"
 		"\n"
 		"  -s, --socket PATH       listen on PATH (default /run/devqd/devqd.sock)\n"
-		"  -b, --backend NAME      cpu or auto (default auto: the CPU backend when no\n"
-		"                          GPU backend is available)\n"
+		"  -b, --backend NAME      cuda, cpu or auto (default auto: CUDA when a GPU\n"
+		"                          initialises, otherwise the CPU backend, saying why)\n"
+		"  -d, --device N          GPU ordinal for the CUDA backend (default 0)\n"
 		"  -n, --streams N         device streams (CPU backend: worker threads; default 4)\n"
 		"      --max-op-ms MS      longest duration one op may request (default 10000)\n"
 		"      --max-buffer-mb MB  largest buffer (default 4096)\n"
@@ -32,6 +33,9 @@ static void usage(FILE *f)
 		"                          0 turns op recording off)\n"
 		"      --admin-group NAME  members may trace every user's sessions (default:\n"
 		"                          root only)\n"
+		"      --test-fault-injection\n"
+		"                          expose the 'fault' executable, which makes the device\n"
+		"                          fail as a GPU does after an illegal address (tests only)\n"
 		"  -c, --config FILE       read settings from FILE (default /etc/devqd/devqd.conf\n"
 		"                          when it exists); flags override the file\n"
 		"      --stall-timeout-ms MS  watchdog: ops in flight and no completion for MS\n"
@@ -54,7 +58,10 @@ static void usage(FILE *f)
 		"\n"
 		"Runs in the foreground and logs to stderr.  SIGTERM or SIGINT stops it: no new\n"
 		"connections, ops not yet started are cancelled, running ones finish (bounded by\n"
-		"the maximum op duration), everything is freed, exit status 0.\n");
+		"the maximum op duration), everything is freed, exit status 0.  When the device\n"
+		"is lost (a sticky GPU fault) every op in flight fails, every session is told\n"
+		"(device_lost) and devqd exits with status 69 so that its service manager\n"
+		"starts a fresh one.\n");
 }
 
 static int parse_u64(const char *opt, const char *s, uint64_t min, uint64_t max, uint64_t *out)
@@ -101,6 +108,8 @@ int main(int argc, char **argv)
 		{ "max-op-ms", required_argument, NULL, 1 },
 		{ "max-buffer-mb", required_argument, NULL, 2 },
 		{ "max-queues", required_argument, NULL, 3 },
+		{ "device", required_argument, NULL, 'd' },
+		{ "test-fault-injection", no_argument, NULL, 4 },
 		{ "config", required_argument, NULL, 'c' },
 		{ "stall-timeout-ms", required_argument, NULL, 5 },
 		{ "trace-records", required_argument, NULL, 70 },
@@ -144,20 +153,28 @@ int main(int argc, char **argv)
 	if (devq_config_load_argv(&d.cfg, argc, argv) < 0)
 		return 2;
 	int li = 0;
-	while ((c = getopt_long(argc, argv, "s:b:n:c:vhV", opts, &li)) != -1) {
+	while ((c = getopt_long(argc, argv, "s:b:n:d:c:vhV", opts, &li)) != -1) {
 		switch (c) {
 		case 's':
 			d.cfg.socket_path = optarg;
 			break;
 		case 'b':
-			if (strcmp(optarg, "cpu") && strcmp(optarg, "auto")) {
+			if (strcmp(optarg, "cpu") && strcmp(optarg, "auto") &&
+			    strcmp(optarg, "cuda")) {
 				fprintf(stderr,
-					"devqd: --backend: '%s' is not available (this build has: cpu, "
-					"auto)\n",
+					"devqd: --backend: '%s' is not a backend (cuda, cpu or auto)\n",
 					optarg);
 				return 2;
 			}
 			d.cfg.backend = optarg;
+			break;
+		case 'd':
+			if (parse_u64("--device", optarg, 0, 1023, &v))
+				return 2;
+			d.cfg.device = (int)v;
+			break;
+		case 4:
+			d.cfg.test_faults = true;
 			break;
 		case 'n':
 			if (parse_u64("--streams", optarg, 1, 256, &v))
