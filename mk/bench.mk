@@ -1,0 +1,26 @@
+# Benchmarks (bench/).  `make bench` runs the whole suite against a devqd it
+# starts itself and writes tables to stdout and JSON under $(BENCH_OUT);
+# `make bench-quick` runs the same in well under a minute or two.  Extra
+# daemon options for a with/without comparison: make bench DEVQD_ARGS='...'.
+BENCH_OUT ?= $(BUILD)/bench
+BENCH_SRC  = bench/devq_bench.c bench/bench_util.c
+BENCH_BIN  = $(BUILD)/bench/devq_bench
+
+$(BENCH_BIN): $(call obj,$(BENCH_SRC)) $(BUILD)/libdevq.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) -lm
+
+.PHONY: bench bench-quick bench-build
+bench-build: all $(BENCH_BIN)
+
+bench: bench-build
+	@mkdir -p $(BENCH_OUT)
+	DEVQ_BUILD=$(BUILD) DEVQ_BENCH_OUT=$(BENCH_OUT) DEVQD_ARGS='$(DEVQD_ARGS)' \
+	  $(BENCH_BIN) all | tee $(BENCH_OUT)/bench.txt
+	DEVQD_ARGS='$(DEVQD_ARGS)' sh bench/callgrind.sh $(BUILD) $(BENCH_OUT) | tee -a $(BENCH_OUT)/bench.txt
+
+bench-quick: bench-build
+	@mkdir -p $(BENCH_OUT)
+	DEVQ_BUILD=$(BUILD) DEVQ_BENCH_OUT=$(BENCH_OUT) DEVQD_ARGS='$(DEVQD_ARGS)' \
+	  $(BENCH_BIN) --quick all | tee $(BENCH_OUT)/bench.txt
+	DEVQD_ARGS='$(DEVQD_ARGS)' sh bench/callgrind.sh $(BUILD) $(BENCH_OUT) --quick | tee -a $(BENCH_OUT)/bench.txt
