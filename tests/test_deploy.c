@@ -888,12 +888,13 @@ END_TEST
 
 static int sh(char *out, size_t outlen, const char *fmt, ...)
 {
-	char cmd[4096];
+	char body[4000], cmd[4096];
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	vsnprintf(body, sizeof(body), fmt, ap);
 	va_end(ap);
-	strncat(cmd, " 2>&1", sizeof(cmd) - strlen(cmd) - 1);
+	/* Every part of a compound command reports into out. */
+	snprintf(cmd, sizeof(cmd), "{ %s; } 2>&1", body);
 	FILE *f = popen(cmd, "r");
 	ck_assert_ptr_nonnull(f);
 	size_t n = 0, r;
