@@ -392,6 +392,10 @@ static void complete_one(struct devq_daemon *d, struct devq_op *op, uint64_t now
 	s->ops_in_flight--;
 	devq_metrics_op_done(&d->metrics, s->uid, op->b.code, op->t_client_submit, op->b.t_handoff,
 			     op->b.t_start, op->b.t_end, now);
+	if (op->b.code != DEVQ__CODE__OK)
+		devq_slog(DEVQ_LOG_DEBUG, s, op->b.code, q->id, (int64_t)op->point,
+			  "queue %u point %llu failed: %s", q->id, (unsigned long long)op->point,
+			  op->b.msg);
 	devq_fair_done(op);
 	devq_trace_record(d->trace, op); /* while its waits and buffers are known */
 

@@ -365,7 +365,7 @@ START_TEST(test_journal_fields)
 	snprintf(env, sizeof(env), "JOURNAL_STREAM=%llu:%llu", (unsigned long long)st.st_dev,
 		 (unsigned long long)st.st_ino);
 	const char *envs[] = { env, NULL };
-	const char *argv[] = { harness_bin("devqd"), "--socket", p.sock, "--backend", "cpu", "-v",
+	const char *argv[] = { harness_bin("devqd"), "--socket", p.sock, "--backend", "cpu", "-vv",
 			       "--max-queues", "1", NULL };
 	proc_spawn(&p, argv, envs);
 	devq *q = NULL;
@@ -380,6 +380,10 @@ START_TEST(test_journal_fields)
 	/* One queue too many: an Error about queue 77. */
 	ck_assert_int_eq(devq_queue_open(q, 1), 0);
 	ck_assert_int_eq(devq_queue_open(q, 77), 0);
+	/* And an op that fails (-vv logs each failed op): point 1 of queue 1. */
+	struct devq_completion c;
+	ck_assert_int_eq(devq_wait(q, 1, spin(q, 1, 3600ull * 1000 * 1000 * 1000), ARRIVAL_MS, &c), 0);
+	ck_assert_int_eq(c.code, DEVQ_E_OUT_OF_RANGE);
 	struct devq_status *s;
 	ck_assert_int_eq(devq_get_status(q, &s), 0);
 	devq_status_free(s);
@@ -389,8 +393,8 @@ START_TEST(test_journal_fields)
 	char want_session[64], want_uid[64], got[16384] = "";
 	snprintf(want_session, sizeof(want_session), "DEVQ_SESSION=%llu\n", (unsigned long long)sid);
 	snprintf(want_uid, sizeof(want_uid), "DEVQ_CLIENT_UID=%u\n", (unsigned)getuid());
-	bool found = false;
-	while (!found) {
+	bool found = false, found_op = false;
+	while (!found || !found_op) {
 		struct pollfd pfd = { .fd = jfd, .events = POLLIN };
 		if (poll(&pfd, 1, ARRIVAL_MS) != 1)
 			break;
@@ -400,10 +404,13 @@ START_TEST(test_journal_fields)
 		m[n] = '\0';
 		strncat(got, m, sizeof(got) - strlen(got) - 2);
 		strcat(got, "|");
-		found = strstr(m, "DEVQ_QUEUE=77\n") && strstr(m, want_session) &&
-			strstr(m, want_uid) && strstr(m, "DEVQ_CODE=5\n") &&
-			strstr(m, "PRIORITY=6\n") && strstr(m, "SYSLOG_IDENTIFIER=devqd\n") &&
-			strstr(m, "MESSAGE=session ");
+		found = found || (strstr(m, "DEVQ_QUEUE=77\n") && strstr(m, want_session) &&
+				  strstr(m, want_uid) && strstr(m, "DEVQ_CODE=5\n") &&
+				  strstr(m, "PRIORITY=6\n") &&
+				  strstr(m, "SYSLOG_IDENTIFIER=devqd\n") && strstr(m, "MESSAGE=session "));
+		found_op = found_op || (strstr(m, "DEVQ_QUEUE=1\n") && strstr(m, "DEVQ_POINT=1\n") &&
+					strstr(m, "DEVQ_CODE=3\n") && strstr(m, want_session) &&
+					strstr(m, "PRIORITY=7\n"));
 	}
 	kill(p.pid, SIGTERM);
 	int code = proc_wait(&p);
@@ -412,6 +419,7 @@ START_TEST(test_journal_fields)
 	if (made_dir)
 		rmdir("/run/systemd/journal");
 	ck_assert_msg(found, "no journal entry with the session's fields; got: %.3000s", got);
+	ck_assert_msg(found_op, "no journal entry for the failed op; got: %.3000s", got);
 	ck_assert_int_eq(code, 0);
 	/* What went to the journal is not also on stderr. */
 	ck_assert_msg(!strstr(proc_log(&p), "open_queue"), "%s", proc_log(&p));
