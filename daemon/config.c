@@ -296,8 +296,35 @@ int devq_config_load_argv(struct devq_config *cfg, int argc, char *const *argv)
 			path = argv[++i];
 		} else if (!strncmp(a, "--config=", 9)) {
 			path = a + 9;
-		} else if (!strncmp(a, "-c", 2)) {
-			path = a + 2;
+		} else if (a[0] == '-' && a[1] && a[1] != '-') {
+			/* A cluster such as -vc FILE or -cFILE, as getopt reads
+			 * it: the first option that takes a value ends it. */
+			for (const char *c = a + 1; *c; c++) {
+				if (*c == 'c') {
+					if (c[1]) {
+						path = c + 1;
+					} else if (i + 1 < argc) {
+						path = argv[++i];
+					} else {
+						fprintf(stderr, "devqd: -c needs a FILE\n");
+						return -EINVAL;
+					}
+					break;
+				}
+				if (strchr("sbnd", *c)) {
+					i += !c[1]; /* its value is the next word */
+					break;
+				}
+			}
+		} else if (a[0] == '-' && a[1] == '-' && !strchr(a, '=')) {
+			/* A long option's value may start with '-c': skip it. */
+			static const char *const with_value[] = {
+				"--socket",	 "--backend",	   "--streams",	    "--device",
+				"--admin-group", "--allow-users", "--allow-groups", "--fair-shares",
+			};
+			for (size_t k = 0; k < sizeof(with_value) / sizeof(with_value[0]); k++)
+				if (!strcmp(a, with_value[k]))
+					i++;
 		}
 	}
 	bool explicit = path != NULL;

@@ -755,6 +755,20 @@ START_TEST(test_config_errors_name_file_and_line)
 		snprintf(want, sizeof(want), "%s%s", path, cases[i].want);
 		ck_assert_msg(strstr(err, want), "case %zu: wanted '%s' in '%s'", i, want, err);
 	}
+	/* -c in a cluster of short options, and -cFILE, name the file too. */
+	static const char *const forms[] = { "-vc %s", "-c%s", "-s /tmp/x -c %s", "--config=%s" };
+	for (size_t i = 0; i < sizeof(forms) / sizeof(forms[0]); i++) {
+		char d2[] = "/tmp/devq-conf-XXXXXX", p2[128], arg[200], out2[1024];
+		ck_assert_ptr_nonnull(mkdtemp(d2));
+		snprintf(p2, sizeof(p2), "%s/f.conf", d2);
+		write_file(p2, "bogus = 1\n");
+		snprintf(arg, sizeof(arg), forms[i], p2);
+		int code = sh(out2, sizeof(out2), "%s %s", harness_bin("devqd"), arg);
+		ck_assert_msg(code == 2 && strstr(out2, ":1: unknown key 'bogus'"), "%s: exit %d: %s",
+			      forms[i], code, out2);
+		unlink(p2);
+		rmdir(d2);
+	}
 	/* An explicit file that is missing is an error too. */
 	char cmd[256], err[512];
 	snprintf(cmd, sizeof(cmd), "%s --config /nonexistent/devqd.conf 2>&1",
