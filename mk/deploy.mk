@@ -27,7 +27,7 @@ $(BUILD)/devq.pc: packaging/devq.pc.in daemon/daemon.h
 	    -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' -e 's|@VERSION@|$(DEVQ_VERSION_STR)|' $< > $@
 
 # The .pc file depends on PREFIX and LIBDIR: rebuild it on every install.
-.PHONY: install install-pc deb lint-deb deb-check promtool
+.PHONY: install install-pc deb lint lint-deb deb-check promtool
 install-pc:
 	@rm -f $(BUILD)/devq.pc
 	@$(MAKE) --no-print-directory $(BUILD)/devq.pc
@@ -96,3 +96,27 @@ lint-deb:
 deb-check: deb lint-deb
 	@if [ "$$(id -u)" = 0 ]; then tests/deploy/deb-install-check.sh $(DEB_DIR); \
 	else echo "deb-check: not root, skipping the dpkg -i check"; fi
+
+# Units and man pages, with systemd's and man's own checkers: the units as
+# installed (verify in a DESTDIR tree, with the host's systemd units and
+# /bin/kill copied in), the man pages formatted with warnings on, and the
+# service's offline exposure score (printed; above 2.0 fails).
+LINT_ROOT = $(BUILD)/lint-root
+lint: all
+	rm -rf $(LINT_ROOT)
+	$(MAKE) --no-print-directory install DESTDIR=$(abspath $(LINT_ROOT)) PREFIX=/usr >/dev/null
+	mkdir -p $(LINT_ROOT)/lib/systemd $(LINT_ROOT)/bin
+	cp -a /lib/systemd/system $(LINT_ROOT)/lib/systemd/
+	cp -p /bin/kill $(LINT_ROOT)/bin/
+	cd / && out=$$(MANPATH=$(abspath $(LINT_ROOT))/usr/share/man systemd-analyze verify \
+	  --root=$(abspath $(LINT_ROOT)) devqd.service devqd.socket 2>&1); \
+	  if [ -n "$$out" ]; then echo "$$out"; exit 1; fi
+	for m in $(MAN_PAGES); do \
+	  out=$$(LC_ALL=C.UTF-8 MANWIDTH=80 man --warnings -l $$m 2>&1 >/dev/null); \
+	  if [ -n "$$out" ]; then echo "$$m: $$out"; exit 1; fi; done
+	@score=$$(systemd-analyze security --offline=true systemd/devqd.service 2>&1 | \
+	  sed -n 's/.*Overall exposure level for devqd.service: \([0-9.]*\).*/\1/p'); \
+	  echo "devqd.service exposure (systemd-analyze security --offline=true): $$score"; \
+	  awk -v s="$$score" 'BEGIN { exit !(s != "" && s <= 2.0) }'
+	rm -rf $(LINT_ROOT)
+	@echo "lint: units and man pages clean"
