@@ -79,7 +79,8 @@ deb:
 	rm -rf $(DEB_DIR)
 	mkdir -p $(DEB_SRC)
 	{ if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then git ls-files; \
-	  else find . \( -path './build*' -o -path './.git' \) -prune -o -type f -print | sed 's|^\./||'; fi; } | \
+	  else find . \( -path './build*' -o -path './$(BUILD)' -o -path './.git' \) -prune -o \
+	    -type f -print | sed 's|^\./||'; fi; } | \
 	while IFS= read -r f; do \
 	  if [ -e "$$f" ]; then cp --parents -p "$$f" $(DEB_SRC)/; fi; done
 	cp -r packaging/debian $(DEB_SRC)/debian
