@@ -64,6 +64,9 @@ DAEMON_SRC += daemon/policy.c daemon/quota.c daemon/fair.c
 # Robustness: resource counts on SIGUSR1 (checked by the soak test).
 DAEMON_SRC += daemon/stats.c
 DEVCTL_SRC += client/devctl_trace.c client/devctl_top.c
+# Performance: the shared-memory completion page, both sides.
+DAEMON_SRC += daemon/cpage.c
+LIB_SRC    += client/cpage.c
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(patsubst $(BUILD)/%,%,$(1)))
 

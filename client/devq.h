@@ -268,8 +268,24 @@ struct devq_io_stats {
 	uint64_t bytes_sent;
 	uint64_t recv_calls;     /* recvmsg calls */
 	uint64_t bytes_received;
+	uint64_t page_hits;      /* devq_wait answered by the completion page, no syscall */
+	uint64_t futex_waits;    /* sleeps on the completion page */
 };
 void devq_get_io_stats(const devq *q, struct devq_io_stats *out);
+
+/* ---- completion page ------------------------------------------------- */
+
+/* libdevq asks for a shared-memory completion page at connect (unless
+ * $DEVQ_NO_CPAGE=1).  With it, devq_wait(..., out NULL) and devq_completed
+ * read each queue's completed point from memory the daemon publishes:
+ * no syscall when the point is already complete, a futex sleep otherwise.
+ * Completion records (status, timing) still come on the socket. */
+bool devq_has_completion_page(const devq *q);
+/* An eventfd that becomes readable whenever the daemon publishes a
+ * completion, for clients with their own event loop: poll it, read its
+ * 8-byte counter to clear it, then check points with devq_completed.
+ * -EOPNOTSUPP without a page.  The fd belongs to the handle. */
+int devq_completion_fd(devq *q);
 
 /* ---- status ---------------------------------------------------------- */
 

@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cpage_client.h"
 #include "devq.pb-c.h"
 #include "frame.h"
 
@@ -28,6 +29,7 @@ struct ring {
 struct cq {
 	uint32_t id;
 	uint64_t submitted, completed;
+	const struct devq_cpage_slot *slot; /* in the completion page, once found */
 };
 
 struct devq {
@@ -47,6 +49,8 @@ struct devq {
 	Devq__DaemonMessage__BodyCase want_case;
 	Devq__DaemonMessage *reply;
 	int reply_fd;
+	int reply_fds[3]; /* the first three fds of the reply (HelloReply: the page) */
+	unsigned reply_nfds;
 
 	struct ring cmpl; /* struct devq_completion, arrival order */
 	struct ring errs; /* struct devq_error, arrival order */
@@ -62,6 +66,12 @@ struct devq {
 	 * this many bytes wait or something reads or waits. */
 	size_t coalesce;
 	struct devq_io_stats io;
+
+	/* The completion page of this connection (NULL: none), and the byte
+	 * count received when the connection began, to compare with the
+	 * daemon's published tx_bytes. */
+	struct cpc *cp;
+	uint64_t conn_rx_base;
 };
 
 static uint64_t now_ns(void)
@@ -222,6 +232,12 @@ static void on_message(devq *q, Devq__DaemonMessage *m, struct devq_frame *f, ui
 				q->reply_fd = f->fds[0];
 				f->fds[0] = -1;
 			}
+			q->reply_fds[0] = q->reply_fd;
+			for (unsigned i = 1; i < f->nfds && i < 3; i++) {
+				q->reply_fds[i] = f->fds[i];
+				f->fds[i] = -1;
+			}
+			q->reply_nfds = f->nfds < 3 ? f->nfds : 3;
 			return;
 		}
 		break;
@@ -240,9 +256,15 @@ static int pump(devq *q, int timeout_ms)
 		return fr;
 	struct pollfd p = { .fd = q->fd, .events = POLLIN };
 	int r;
+	/* Blocked on the socket: the daemon's loop should not sit on
+	 * completion records (see devq_cpage_client_reading). */
+	if (q->cp && timeout_ms != 0)
+		cpc_set_reading(q->cp, true);
 	do
 		r = poll(&p, 1, timeout_ms);
 	while (r < 0 && errno == EINTR);
+	if (q->cp && timeout_ms != 0)
+		cpc_set_reading(q->cp, false);
 	if (r < 0)
 		return -errno;
 	if (r == 0)
@@ -324,6 +346,10 @@ int devq_set_coalescing(devq *q, size_t max_bytes)
 void devq_get_io_stats(const devq *q, struct devq_io_stats *out)
 {
 	*out = q->io;
+	if (q->cp) {
+		out->page_hits = q->cp->hits;
+		out->futex_waits = q->cp->futex_waits;
+	}
 }
 
 /* Sends m and waits for the reply of kind c (or an Error for request). */
@@ -346,6 +372,7 @@ static int request(devq *q, Devq__ClientMessage *m, const int *fds, unsigned nfd
 	q->want_case = c;
 	q->reply = NULL;
 	q->reply_fd = -1;
+	q->reply_nfds = 0;
 	while (!q->reply) {
 		r = pump(q, -1);
 		if (r < 0 && r != -ETIMEDOUT)
@@ -360,8 +387,9 @@ static int request(devq *q, Devq__ClientMessage *m, const int *fds, unsigned nfd
 		r = fail(q, code_errno(rep->error->code), "%s: %s",
 			 devq_code_name(rep->error->code), rep->error->message);
 		devq__daemon_message__free_unpacked(rep, NULL);
-		if (q->reply_fd >= 0)
-			close(q->reply_fd);
+		for (unsigned i = 0; i < q->reply_nfds; i++)
+			if (q->reply_fds[i] >= 0)
+				close(q->reply_fds[i]);
 		return r;
 	}
 	*out = rep;
@@ -422,14 +450,30 @@ static int hello(devq *q)
 	h.min_version = q->min_version;
 	h.max_version = q->max_version;
 	h.client_name = q->name;
+	/* DEVQ_NO_CPAGE=1: completions only through the socket (comparisons,
+	 * debugging). */
+	const char *nocp = getenv("DEVQ_NO_CPAGE");
+	h.completion_page = !(nocp && *nocp && strcmp(nocp, "0"));
 	Devq__ClientMessage m = DEVQ__CLIENT_MESSAGE__INIT;
 	m.body_case = DEVQ__CLIENT_MESSAGE__BODY_HELLO;
 	m.hello = &h;
 	Devq__DaemonMessage *rep;
+	q->conn_rx_base = q->io.bytes_received;
 	r = request(q, &m, NULL, 0, "hello", DEVQ__DAEMON_MESSAGE__BODY_HELLO_REPLY, &rep);
 	if (r < 0)
 		return r;
 	const Devq__HelloReply *hr = rep->hello_reply;
+	const Devq__CompletionPage *pg = hr->completion_page;
+	if (pg && q->reply_nfds == 3) {
+		/* Without the page everything still works through the socket. */
+		if (cpc_open(pg->layout, pg->size, pg->slots, pg->hint_size, q->reply_fds, &q->cp) < 0)
+			q->cp = NULL;
+	} else {
+		for (unsigned i = 0; i < q->reply_nfds; i++)
+			if (q->reply_fds[i] >= 0)
+				close(q->reply_fds[i]);
+	}
+	q->reply_nfds = 0;
 	q->info.version = hr->version;
 	snprintf(q->info.daemon_version, sizeof(q->info.daemon_version), "%s", hr->daemon_version);
 	snprintf(q->info.backend, sizeof(q->info.backend), "%s", hr->backend);
@@ -476,6 +520,7 @@ void devq_disconnect(devq *q)
 	free(q->errs.items);
 	free(q->queues);
 	free(q->execs);
+	cpc_free(q->cp);
 	free(q);
 }
 
@@ -723,6 +768,21 @@ int devq_queue_reset(devq *q, uint32_t id)
 
 /* ---- submit ---------------------------------------------------------- */
 
+/* A client that only waits through the page never reads the socket: take
+ * the completion records here once enough wait, so neither our socket nor
+ * the daemon's outbound queue fills.  The page says how many bytes the
+ * daemon wrote, so this costs no syscall when nothing waits. */
+static void drain_records(devq *q)
+{
+	if (!q->cp)
+		return;
+	for (int i = 0; i < 64; i++) {
+		uint64_t got = q->io.bytes_received - q->conn_rx_base, tx = cpc_tx_bytes(q->cp);
+		if (tx <= got || tx - got < 16384 || pump(q, 0) < 0)
+			break;
+	}
+}
+
 /* Wire form of one op; everything lives in one allocation per batch. */
 struct wire_op {
 	Devq__Op op;
@@ -847,6 +907,7 @@ int devq_submit(devq *q, const struct devq_op *ops, size_t n, uint64_t *points)
 			if (points)
 				points[i] = p;
 		}
+		drain_records(q);
 	}
 out:
 	free(w);
@@ -892,6 +953,27 @@ int devq_wait(devq *q, uint32_t queue, uint64_t point, int timeout_ms,
 		return fail(q, -EINVAL, "wait: queue %u has only %llu ops submitted", queue,
 			    (unsigned long long)cq->submitted);
 	uint64_t deadline = deadline_of(timeout_ms);
+	if (!out && q->cp && cq->completed < point) {
+		/* The page answers without a syscall when the point is done,
+		 * and sleeps on its futex otherwise.  What it waits on must have
+		 * been sent, and the daemon must have opened the queue's slot. */
+		int r = devq_flush(q);
+		if (r < 0)
+			return r;
+		if (!cq->slot)
+			cq->slot = cpc_slot(q->cp, queue);
+		if (cq->slot) {
+			if (cpc_completed(cq->slot) >= point) {
+				q->cp->hits++;
+				return 0;
+			}
+			r = cpc_wait(q->cp, cq->slot, point, deadline);
+			if (r == -ETIMEDOUT)
+				return fail(q, r, "queue %u point %llu not complete in time", queue,
+					    (unsigned long long)point);
+			return r;
+		}
+	}
 	while (cq->completed < point) {
 		int r = pump(q, remaining_ms(deadline));
 		if (r == -ETIMEDOUT)
@@ -917,7 +999,25 @@ int devq_wait(devq *q, uint32_t queue, uint64_t point, int timeout_ms,
 uint64_t devq_completed(const devq *q, uint32_t queue)
 {
 	struct cq *cq = find_queue(q, queue);
-	return cq ? cq->completed : 0;
+	if (!cq)
+		return 0;
+	if (q->cp && !cq->slot)
+		cq->slot = cpc_slot(q->cp, queue);
+	uint64_t v = cq->slot ? cpc_completed(cq->slot) : 0;
+	return v > cq->completed ? v : cq->completed;
+}
+
+int devq_completion_fd(devq *q)
+{
+	if (!q->cp)
+		return fail(q, -EOPNOTSUPP, "this connection has no completion page");
+	atomic_store_explicit(&q->cp->hint->evfd_armed, 1, memory_order_seq_cst);
+	return q->cp->efd;
+}
+
+bool devq_has_completion_page(const devq *q)
+{
+	return q->cp != NULL;
 }
 
 int devq_poll(devq *q)
@@ -1057,6 +1157,10 @@ void devq_status_free(struct devq_status *s)
 
 static void reset_connection(devq *q)
 {
+	cpc_free(q->cp); /* the new session gets its own page */
+	q->cp = NULL;
+	for (size_t i = 0; i < q->nqueues; i++)
+		q->queues[i].slot = NULL;
 	if (q->fd >= 0)
 		close(q->fd);
 	q->fd = -1;

@@ -13,6 +13,7 @@
 #include <uv.h>
 
 #include "backend.h"
+#include "cpage.h"
 #include "devq.pb-c.h"
 #include "frame.h"
 #include "idmap.h"
@@ -100,6 +101,7 @@ struct devq_queue {
 	uint64_t reset_at; /* first point submitted after the last reset */
 	struct devq_fail_range *fails;
 	unsigned nfails;
+	struct devq_cpage_slot *cslot; /* completion page slot, NULL: none */
 };
 
 struct devq_op {
@@ -156,6 +158,8 @@ struct devq_session {
 	size_t ncmpl, cmpl_cap;
 	struct devq_session *dirty_next;
 	bool dirty;
+	struct devq_cpage *cpage; /* completion page (cpage.c), NULL: none */
+	atomic_bool cp_eager; /* ops wait for backend slots: completions wake the loop */
 	struct devq_fair_sess fair;   /* fair.c */
 	struct devq_quota_sess quota; /* quota.c */
 	int pidfd;                    /* SO_PEERPIDFD, when has_pidfd */
@@ -179,6 +183,10 @@ struct devq_daemon {
 	int exit_code;
 	pthread_mutex_t cmpl_lock;
 	struct devq_op *cmpl_head, *cmpl_tail; /* from backend threads */
+	/* Completions published in a page whose loop wake-up was deferred:
+	 * the lazy timer (server.c) drains them within a millisecond. */
+	unsigned cmpl_deferred; /* under cmpl_lock */
+	uv_timer_t lazy_timer;
 	struct devq_session *sessions;
 	struct devq_trace_ring *trace; /* recent op records (trace.c) */
 	struct devq_session *dirty;
@@ -237,6 +245,9 @@ void devq_session_error(struct devq_session *s, Devq__Code code, const char *req
 			const struct devq_buf *b, const uint32_t *queue, const char *fmt, ...)
 	__attribute__((format(printf, 6, 7)));
 void devq_session_mark_dirty(struct devq_session *s);
+/* Keeps the lazy timer running while completions may be published in a
+ * page without waking the loop. */
+void devq_lazy_arm(struct devq_daemon *d);
 void devq_session_maybe_free(struct devq_session *s);
 
 /* session.c: what each client message means */

@@ -81,6 +81,7 @@ struct devq_queue *devq_queue_open(struct devq_session *s, uint32_t id, char *er
 			best = i;
 	q->stream = best;
 	d->stream_load[best]++;
+	q->cslot = devq_cpage_slot_open(s->cpage, id);
 	return q;
 }
 
@@ -334,11 +335,20 @@ void devq_sched_submit(struct devq_session *s, const Devq__Op *m, uint64_t t_rec
 	s->ops_in_flight++;
 	d->ops_in_flight++;
 	devq_fair_submit(op); /* now, or once the session has a backend slot */
+	/* Ops waiting for a backend slot need the loop to learn of
+	 * completions at once: no laziness for this session until they are
+	 * handed over.  Completions deferred so far are collected now. */
+	if (s->cpage && s->fair.waiting && !atomic_load(&s->cp_eager)) {
+		atomic_store(&s->cp_eager, true);
+		uv_async_send(&d->wake);
+	}
 }
 
 void devq_sched_handoff(struct devq_op *op)
 {
 	struct devq_daemon *d = op->s->d;
+	if (op->q->cslot)
+		devq_lazy_arm(d); /* its completion may not wake the loop */
 	/* Stamped before the push: the device may start the op at once. */
 	op->b.t_handoff = devq_now_ns();
 	int r = d->be->ops->enqueue(d->be, &op->b);
@@ -358,15 +368,32 @@ void devq_on_complete(void *ud, struct devq_bop *bop)
 {
 	struct devq_daemon *d = ud;
 	struct devq_op *op = OP_OF(bop);
+	bool lazy = false;
 	op->cnext = NULL;
 	pthread_mutex_lock(&d->cmpl_lock);
+	/* Fast path: the completer itself publishes the point and wakes the
+	 * client.  The loop's share (completion record, buffer releases) can
+	 * then wait for the lazy timer, unless a client thread is blocked on
+	 * the socket for it.  Published under cmpl_lock: once a client has
+	 * seen the point, a drain by the loop is sure to find the op. */
+	if (op->q->cslot) {
+		devq_cpage_publish(op->s->cpage, op->q->cslot, op->point,
+				   op->b.code != DEVQ__CODE__OK);
+		lazy = !devq_cpage_client_reading(op->s->cpage) &&
+		       !atomic_load_explicit(&op->s->cp_eager, memory_order_seq_cst);
+	}
 	if (d->cmpl_tail)
 		d->cmpl_tail->cnext = op;
 	else
 		d->cmpl_head = op;
 	d->cmpl_tail = op;
+	/* Bounded laziness: a long list is drained at once. */
+	bool wake = !lazy || ++d->cmpl_deferred >= 256;
+	if (wake)
+		d->cmpl_deferred = 0;
 	pthread_mutex_unlock(&d->cmpl_lock);
-	uv_async_send(&d->wake);
+	if (wake)
+		uv_async_send(&d->wake);
 }
 
 static void complete_one(struct devq_daemon *d, struct devq_op *op, uint64_t now)
@@ -446,6 +473,7 @@ void devq_sched_drain(struct devq_daemon *d)
 	pthread_mutex_lock(&d->cmpl_lock);
 	struct devq_op *list = d->cmpl_head;
 	d->cmpl_head = d->cmpl_tail = NULL;
+	d->cmpl_deferred = 0;
 	pthread_mutex_unlock(&d->cmpl_lock);
 	uint64_t now = devq_now_ns();
 	while (list) {
@@ -454,4 +482,7 @@ void devq_sched_drain(struct devq_daemon *d)
 		list = next;
 	}
 	devq_fair_kick(d); /* the slots those completions freed */
+	for (struct devq_session *s = d->sessions; s; s = s->next)
+		if (s->cpage && !s->fair.waiting && atomic_load_explicit(&s->cp_eager, memory_order_relaxed))
+			atomic_store(&s->cp_eager, false);
 }

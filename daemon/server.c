@@ -192,7 +192,10 @@ static void session_flush(struct devq_session *s)
 	if (!s->connected)
 		return;
 	push_completions(s);
+	size_t queued = s->tx.bytes;
 	int r = devq_tx_flush(&s->tx, s->fd);
+	/* The page tells the client when there is something to read. */
+	devq_cpage_note_tx(s->cpage, queued - s->tx.bytes);
 	if (r == -EAGAIN && s->tx.bytes > s->d->cfg.q_outbound) {
 		/* A client that does not read its replies would make us hold
 		 * them forever: its work still completes, then is freed. */
@@ -415,6 +418,7 @@ static void on_accept(uv_poll_t *h, int status, int events)
 		s->has_pidfd = peer.pidfd >= 0;
 		s->connected = true;
 		atomic_init(&s->cancel, false);
+		atomic_init(&s->cp_eager, false);
 		devq_rx_init(&s->rx, d->cfg.max_frame);
 		devq_tx_init(&s->tx);
 		uv_poll_init(d->loop, &s->poll, fd);
@@ -450,6 +454,7 @@ static void finish_stop(struct devq_daemon *d)
 		session_close(s);
 	}
 	close_handle((uv_handle_t *)&d->wake);
+	close_handle((uv_handle_t *)&d->lazy_timer);
 	close_handle((uv_handle_t *)&d->stop_timer);
 	/* A repeated stop signal must not kill the cleanup that follows. */
 	signal(SIGTERM, SIG_IGN);
@@ -519,6 +524,22 @@ static void on_wake(uv_async_t *a)
 	devq_sched_drain(d);
 	resume_throttled(d);
 	flush_dirty(d);
+}
+
+/* Completions published in a completion page do not wake the loop at once
+ * (the client was woken directly): this timer collects them. */
+static void on_lazy(uv_timer_t *t)
+{
+	struct devq_daemon *d = t->data;
+	on_wake(&d->wake);
+	if (!d->ops_in_flight)
+		uv_timer_stop(t);
+}
+
+void devq_lazy_arm(struct devq_daemon *d)
+{
+	if (!uv_is_active((uv_handle_t *)&d->lazy_timer) && !d->stopping)
+		uv_timer_start(&d->lazy_timer, on_lazy, 1, 1);
 }
 
 /* ---- listening socket ------------------------------------------------ */
@@ -621,6 +642,8 @@ int devq_server_start(struct devq_daemon *d)
 	uv_poll_start(&d->listen_poll, UV_READABLE, on_accept);
 	uv_async_init(d->loop, &d->wake, on_wake);
 	d->wake.data = d;
+	uv_timer_init(d->loop, &d->lazy_timer);
+	d->lazy_timer.data = d;
 	uv_timer_init(d->loop, &d->stop_timer);
 	d->stop_timer.data = d;
 	uv_signal_init(d->loop, &d->sig_term);

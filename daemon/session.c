@@ -57,7 +57,26 @@ static void on_hello(struct devq_session *s, const Devq__Hello *h)
 	r.max_fds = DEVQ_FDS_PER_MSG;
 	r.max_op_ns = d->cfg.max_op_ns;
 	r.session = s->id;
-	reply(s, DEVQ__DAEMON_MESSAGE__BODY_HELLO_REPLY, &r, NULL, 0);
+	/* The completion page is an optimisation: without one (or when it
+	 * cannot be made) completions still come on the socket. */
+	Devq__CompletionPage cp = DEVQ__COMPLETION_PAGE__INIT;
+	int fds[3];
+	unsigned nslots = d->cfg.max_queues < 1024 ? d->cfg.max_queues : 1024;
+	if (h->completion_page && !s->cpage) {
+		int e = devq_cpage_create(nslots, &s->cpage, fds);
+		if (e < 0) {
+			log_warn("session %llu: no completion page: %s", (unsigned long long)s->id,
+				 strerror(-e));
+		} else {
+			cp.layout = DEVQ_CPAGE_LAYOUT;
+			cp.size = (uint32_t)s->cpage->pub_len;
+			cp.slots = nslots;
+			cp.hint_size = (uint32_t)s->cpage->hint_len;
+			r.completion_page = &cp;
+		}
+	}
+	reply(s, DEVQ__DAEMON_MESSAGE__BODY_HELLO_REPLY, &r, r.completion_page ? fds : NULL,
+	      r.completion_page ? 3 : 0);
 }
 
 static void buffer_ready(struct devq_session *s, uint64_t id, int fd)
@@ -231,6 +250,11 @@ void devq_session_dispatch(struct devq_session *s, const Devq__ClientMessage *m,
 		s->close_after_flush = true;
 		return;
 	}
+	/* The client may have seen completions in its page that the loop has
+	 * not collected yet: collect them before answering, so whatever the
+	 * daemon reports (status, traces, errors) already includes them. */
+	if (s->cpage)
+		devq_sched_drain(s->d);
 	switch (m->body_case) {
 	case DEVQ__CLIENT_MESSAGE__BODY_HELLO:
 		on_hello(s, m->hello);
@@ -323,6 +347,7 @@ void devq_session_free(struct devq_session *s)
 	devq_rx_fini(&s->rx);
 	devq_tx_fini(&s->tx);
 	free(s->cmpl);
+	devq_cpage_free(s->cpage);
 	log_info("session %llu: freed", (unsigned long long)s->id);
 	free(s);
 }

@@ -1,0 +1,129 @@
+/* See cpage_client.h.  The waiting protocol pairs with devq_cpage_publish()
+ * in the daemon: announce the sleep in the hint page, re-check, then sleep
+ * on the published sequence word, so a publication between the check and
+ * the sleep is never missed. */
+#include "cpage_client.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void cpc_free(struct cpc *c)
+{
+	if (!c)
+		return;
+	if (c->pub)
+		munmap((void *)c->pub, c->pub_len);
+	if (c->hint)
+		munmap(c->hint, c->hint_len);
+	if (c->efd >= 0)
+		close(c->efd);
+	free(c);
+}
+
+int cpc_open(uint32_t layout, uint32_t size, uint32_t slots, uint32_t hint_size,
+	     const int fds[3], struct cpc **out)
+{
+	int r = 0;
+	struct cpc *c = calloc(1, sizeof(*c));
+	if (!c) {
+		r = -ENOMEM;
+		goto out;
+	}
+	c->efd = -1;
+	if (layout != DEVQ_CPAGE_LAYOUT ||
+	    size < sizeof(struct devq_cpage_hdr) + (uint64_t)slots * sizeof(struct devq_cpage_slot) ||
+	    hint_size < sizeof(struct devq_cpage_hints)) {
+		r = -EPROTO;
+		goto out;
+	}
+	void *p = mmap(NULL, size, PROT_READ, MAP_SHARED, fds[0], 0);
+	if (p == MAP_FAILED) {
+		r = -errno;
+		goto out;
+	}
+	c->pub = p;
+	c->pub_len = size;
+	p = mmap(NULL, hint_size, PROT_READ | PROT_WRITE, MAP_SHARED, fds[1], 0);
+	if (p == MAP_FAILED) {
+		r = -errno;
+		goto out;
+	}
+	c->hint = p;
+	c->hint_len = hint_size;
+	if (c->pub->magic != DEVQ_CPAGE_MAGIC || c->pub->nslots != slots) {
+		r = -EPROTO;
+		goto out;
+	}
+	c->efd = fds[2];
+out:
+	close(fds[0]);
+	close(fds[1]);
+	if (r < 0) {
+		close(fds[2]);
+		cpc_free(c);
+		return r;
+	}
+	*out = c;
+	return 0;
+}
+
+const struct devq_cpage_slot *cpc_slot(const struct cpc *c, uint32_t queue)
+{
+	uint32_t used = __atomic_load_n(&c->pub->used, __ATOMIC_ACQUIRE);
+	if (used > c->pub->nslots)
+		used = c->pub->nslots;
+	const struct devq_cpage_slot *s = devq_cpage_slots((struct devq_cpage_hdr *)c->pub);
+	for (uint32_t i = 0; i < used; i++)
+		if (atomic_load_explicit(&s[i].open, memory_order_acquire) &&
+		    atomic_load_explicit(&s[i].queue, memory_order_relaxed) == queue)
+			return &s[i];
+	return NULL;
+}
+
+int cpc_wait(struct cpc *c, const struct devq_cpage_slot *s, uint64_t point, uint64_t deadline)
+{
+	_Atomic uint32_t *seq = (_Atomic uint32_t *)&c->pub->seq;
+	for (;;) {
+		if (cpc_completed(s) >= point)
+			return 0;
+		atomic_store_explicit(&c->hint->wait_slot,
+				      (uint32_t)(s - devq_cpage_slots((struct devq_cpage_hdr *)c->pub)) + 1,
+				      memory_order_relaxed);
+		atomic_store_explicit(&c->hint->wait_point, point, memory_order_relaxed);
+		uint32_t v = atomic_load_explicit(seq, memory_order_seq_cst);
+		atomic_fetch_add_explicit(&c->hint->waiters, 1, memory_order_seq_cst);
+		if (atomic_load_explicit(&s->completed, memory_order_seq_cst) >= point) {
+			atomic_fetch_sub_explicit(&c->hint->waiters, 1, memory_order_relaxed);
+			return 0;
+		}
+		struct timespec ts, *tsp = NULL;
+		if (deadline != UINT64_MAX) {
+			uint64_t now = mono_ns();
+			if (now >= deadline) {
+				atomic_fetch_sub_explicit(&c->hint->waiters, 1, memory_order_relaxed);
+				return -ETIMEDOUT;
+			}
+			ts.tv_sec = (time_t)((deadline - now) / 1000000000u);
+			ts.tv_nsec = (long)((deadline - now) % 1000000000u);
+			tsp = &ts;
+		}
+		/* Shared futex: the daemon maps the same page elsewhere.  EAGAIN
+		 * (seq moved), EINTR and timeouts all lead back to the check. */
+		c->futex_waits++;
+		syscall(SYS_futex, seq, FUTEX_WAIT, v, tsp, NULL, 0);
+		atomic_fetch_sub_explicit(&c->hint->waiters, 1, memory_order_relaxed);
+	}
+}

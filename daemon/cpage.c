@@ -1,0 +1,182 @@
+/* See cpage.h.  The wake-up rule is chosen by measurement (bench/RESULTS.md):
+ * by default a FUTEX_WAKE is spent only when the client's hint page says a
+ * thread is about to sleep; DEVQD_CPAGE_WAKE=always makes every publication
+ * wake, which is the alternative the benchmarks compare against. */
+#include "cpage.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#ifndef F_SEAL_FUTURE_WRITE
+#define F_SEAL_FUTURE_WRITE 0x0010
+#endif
+#ifndef MFD_NOEXEC_SEAL
+#define MFD_NOEXEC_SEAL 0x0008U
+#endif
+
+static int make_memfd(const char *name, size_t len)
+{
+	int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_NOEXEC_SEAL);
+	if (fd < 0 && errno == EINVAL) /* kernels before 6.3 */
+		fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0)
+		return -errno;
+	if (ftruncate(fd, (off_t)len) < 0) {
+		int e = errno;
+		close(fd);
+		return -e;
+	}
+	return fd;
+}
+
+static size_t round_page(size_t n)
+{
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+	return (n + pg - 1) / pg * pg;
+}
+
+void devq_cpage_free(struct devq_cpage *cp)
+{
+	if (!cp)
+		return;
+	if (cp->pub)
+		munmap(cp->pub, cp->pub_len);
+	if (cp->hint)
+		munmap(cp->hint, cp->hint_len);
+	if (cp->efd >= 0)
+		close(cp->efd);
+	free(cp);
+}
+
+int devq_cpage_create(unsigned nslots, struct devq_cpage **out, int fds_out[3])
+{
+	int fd_pub = -1, fd_hint = -1, efd_client = -1, r;
+	struct devq_cpage *cp = calloc(1, sizeof(*cp));
+	if (!cp)
+		return -ENOMEM;
+	cp->efd = -1;
+	const char *w = getenv("DEVQD_CPAGE_WAKE");
+	cp->always_wake = w && !strcmp(w, "always");
+	cp->pub_len = round_page(sizeof(struct devq_cpage_hdr) +
+				 (size_t)nslots * sizeof(struct devq_cpage_slot));
+	cp->hint_len = round_page(sizeof(struct devq_cpage_hints));
+
+	if ((r = fd_pub = make_memfd("devq-cpage", cp->pub_len)) < 0 ||
+	    (r = fd_hint = make_memfd("devq-cpage-hints", cp->hint_len)) < 0)
+		goto fail;
+	cp->pub = mmap(NULL, cp->pub_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd_pub, 0);
+	if (cp->pub == MAP_FAILED) {
+		cp->pub = NULL;
+		r = -errno;
+		goto fail;
+	}
+	cp->hint = mmap(NULL, cp->hint_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd_hint, 0);
+	if (cp->hint == MAP_FAILED) {
+		cp->hint = NULL;
+		r = -errno;
+		goto fail;
+	}
+	/* Our mapping stays writable; from here on nobody can make a new
+	 * writable mapping or write(2) it: the client can only read. */
+	if (fcntl(fd_pub, F_ADD_SEALS,
+		  F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE | F_SEAL_SEAL) < 0 ||
+	    fcntl(fd_hint, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
+		r = -errno;
+		goto fail;
+	}
+	cp->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (cp->efd < 0) {
+		r = -errno;
+		goto fail;
+	}
+	efd_client = fcntl(cp->efd, F_DUPFD_CLOEXEC, 0);
+	if (efd_client < 0) {
+		r = -errno;
+		goto fail;
+	}
+	cp->pub->magic = DEVQ_CPAGE_MAGIC;
+	cp->pub->layout = DEVQ_CPAGE_LAYOUT;
+	cp->pub->nslots = nslots;
+	fds_out[0] = fd_pub;
+	fds_out[1] = fd_hint;
+	fds_out[2] = efd_client;
+	*out = cp;
+	return 0;
+fail:
+	if (fd_pub >= 0)
+		close(fd_pub);
+	if (fd_hint >= 0)
+		close(fd_hint);
+	if (efd_client >= 0)
+		close(efd_client);
+	devq_cpage_free(cp);
+	return r;
+}
+
+struct devq_cpage_slot *devq_cpage_slot_open(struct devq_cpage *cp, uint32_t queue)
+{
+	if (!cp || cp->pub->used >= cp->pub->nslots)
+		return NULL;
+	struct devq_cpage_slot *s = &devq_cpage_slots(cp->pub)[cp->pub->used];
+	atomic_store_explicit(&s->queue, queue, memory_order_relaxed);
+	atomic_store_explicit(&s->completed, 0, memory_order_relaxed);
+	atomic_store_explicit(&s->failed, 0, memory_order_relaxed);
+	/* The client finds the slot by scanning for its queue id: the id must
+	 * be visible before the slot reads as open. */
+	atomic_store_explicit(&s->open, 1, memory_order_release);
+	__atomic_store_n(&cp->pub->used, cp->pub->used + 1, __ATOMIC_RELEASE);
+	return s;
+}
+
+/* A thread sleeps and this publication is what it waits for.  The hint is
+ * the client's own: a wrong one only delays or hurries that client. */
+static bool wants_wake(struct devq_cpage *cp, struct devq_cpage_slot *slot, uint64_t point)
+{
+	if (!atomic_load_explicit(&cp->hint->waiters, memory_order_seq_cst))
+		return false;
+	uint32_t ws = atomic_load_explicit(&cp->hint->wait_slot, memory_order_relaxed);
+	if (!ws)
+		return true;
+	return ws - 1 == (uint32_t)(slot - devq_cpage_slots(cp->pub)) &&
+	       point >= atomic_load_explicit(&cp->hint->wait_point, memory_order_relaxed);
+}
+
+void devq_cpage_publish(struct devq_cpage *cp, struct devq_cpage_slot *slot, uint64_t point,
+			bool failed)
+{
+	if (failed && point > atomic_load_explicit(&slot->failed, memory_order_relaxed))
+		atomic_store_explicit(&slot->failed, point, memory_order_release);
+	/* A queue completes in order, so this only ever raises the value;
+	 * the check keeps an out-of-band completion (enqueue failure on the
+	 * loop thread) from lowering it. */
+	if (point > atomic_load_explicit(&slot->completed, memory_order_relaxed))
+		atomic_store_explicit(&slot->completed, point, memory_order_seq_cst);
+	atomic_fetch_add_explicit(&cp->pub->seq, 1, memory_order_seq_cst);
+	if (cp->always_wake || wants_wake(cp, slot, point))
+		syscall(SYS_futex, &cp->pub->seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+	if (atomic_load_explicit(&cp->hint->evfd_armed, memory_order_relaxed)) {
+		uint64_t one = 1;
+		/* EAGAIN only when the counter is saturated: still readable. */
+		if (write(cp->efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+			atomic_store_explicit(&cp->hint->evfd_armed, 0, memory_order_relaxed);
+	}
+}
+
+bool devq_cpage_client_reading(const struct devq_cpage *cp)
+{
+	return atomic_load_explicit(&cp->hint->reading, memory_order_seq_cst) != 0;
+}
+
+void devq_cpage_note_tx(struct devq_cpage *cp, uint64_t bytes)
+{
+	if (cp && bytes)
+		atomic_fetch_add_explicit(&cp->pub->tx_bytes, bytes, memory_order_release);
+}

@@ -1,0 +1,48 @@
+/* The per-session completion page (daemon side).  Made at Hello when the
+ * client asks; the device-side completer publishes each op's completion in
+ * it and wakes the client itself, so a client learns of a completion with
+ * no daemon-loop hop and checks a point with no syscall.  Layout and memory
+ * ordering: proto/cpage_layout.h. */
+#ifndef DEVQ_CPAGE_H
+#define DEVQ_CPAGE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cpage_layout.h"
+
+struct devq_cpage {
+	struct devq_cpage_hdr *pub;
+	size_t pub_len;
+	struct devq_cpage_hints *hint;
+	size_t hint_len;
+	int efd;        /* eventfd the daemon writes; the client got a copy */
+	bool always_wake; /* FUTEX_WAKE every publication, ignoring the hints */
+};
+
+/* Makes the two memfds and the eventfd; fds_out gets the published page,
+ * the hint page and the eventfd for the client (the caller sends them and
+ * closes them).  nslots: queue slots.  Negative errno on failure, with
+ * nothing left allocated. */
+int devq_cpage_create(unsigned nslots, struct devq_cpage **out, int fds_out[3]);
+void devq_cpage_free(struct devq_cpage *cp); /* accepts NULL */
+
+/* Loop thread: the slot of a newly opened queue, or NULL when all slots are
+ * used (that queue's completions then travel only on the socket). */
+struct devq_cpage_slot *devq_cpage_slot_open(struct devq_cpage *cp, uint32_t queue);
+
+/* Completer thread: point of the slot's queue completed (failed or not),
+ * then the wake-up of the client.  One writer per slot at a time (a queue
+ * lives on one device stream); several slots may publish concurrently. */
+void devq_cpage_publish(struct devq_cpage *cp, struct devq_cpage_slot *slot, uint64_t point,
+			bool failed);
+
+/* Whether a client thread is blocked reading the socket (an untrusted
+ * hint: it only makes the daemon's loop hurry). */
+bool devq_cpage_client_reading(const struct devq_cpage *cp);
+
+/* Loop thread: bytes written to the session's socket since it connected. */
+void devq_cpage_note_tx(struct devq_cpage *cp, uint64_t bytes);
+
+#endif
