@@ -199,6 +199,12 @@ struct devq_op {
  * op i's point.  Validation failures come back as failed completions. */
 int devq_submit(devq *q, const struct devq_op *ops, size_t n, uint64_t *points);
 
+/* The same, marking the batch replayable: the client will submit these ops
+ * (same queues, arguments) again and again, and a backend may capture the
+ * batch once and replay it (CUDA graphs).  Semantics are those of
+ * devq_submit. */
+int devq_submit_replayable(devq *q, const struct devq_op *ops, size_t n, uint64_t *points);
+
 /* ---- completions ----------------------------------------------------- */
 
 /* Raw CLOCK_MONOTONIC timestamps (ns), in causal order. */
@@ -281,6 +287,13 @@ void devq_get_io_stats(const devq *q, struct devq_io_stats *out);
  * no syscall when the point is already complete, a futex sleep otherwise.
  * Completion records (status, timing) still come on the socket. */
 bool devq_has_completion_page(const devq *q);
+/* State of a point as far as known without any syscall. */
+enum devq_point_state {
+	DEVQ_POINT_PENDING = 0,    /* not complete (as far as the page or records say) */
+	DEVQ_POINT_OK = 1,         /* complete and succeeded (page) */
+	DEVQ_POINT_SEE_RECORD = 2, /* complete; it may have failed: its completion record says */
+};
+int devq_point_state(devq *q, uint32_t queue, uint64_t point);
 /* An eventfd that becomes readable whenever the daemon publishes a
  * completion, for clients with their own event loop: poll it, read its
  * 8-byte counter to clear it, then check points with devq_completed.

@@ -792,7 +792,21 @@ struct wire_op {
 	Devq__BufferArg src, dst;
 };
 
+static int submit(devq *q, const struct devq_op *ops, size_t n, uint64_t *points,
+		  bool replayable);
+
 int devq_submit(devq *q, const struct devq_op *ops, size_t n, uint64_t *points)
+{
+	return submit(q, ops, n, points, false);
+}
+
+int devq_submit_replayable(devq *q, const struct devq_op *ops, size_t n, uint64_t *points)
+{
+	return submit(q, ops, n, points, true);
+}
+
+static int submit(devq *q, const struct devq_op *ops, size_t n, uint64_t *points,
+		  bool replayable)
 {
 	if (n == 0)
 		return fail(q, -EINVAL, "submit: no ops");
@@ -826,6 +840,7 @@ int devq_submit(devq *q, const struct devq_op *ops, size_t n, uint64_t *points)
 		x->op.queue = o->queue;
 		x->op.client_submit_ns = t;
 		x->op.no_timing = o->no_timing;
+		x->op.replayable = replayable;
 		x->op.waits = &waitp[wi];
 		x->op.n_waits = o->nwaits;
 		for (size_t j = 0; j < o->nwaits; j++, wi++) {
@@ -1018,6 +1033,22 @@ int devq_completion_fd(devq *q)
 bool devq_has_completion_page(const devq *q)
 {
 	return q->cp != NULL;
+}
+
+int devq_point_state(devq *q, uint32_t queue, uint64_t point)
+{
+	struct cq *cq = find_queue(q, queue);
+	if (!cq)
+		return fail(q, -ENOENT, "queue %u is not open", queue);
+	if (q->cp && !cq->slot)
+		cq->slot = cpc_slot(q->cp, queue);
+	if (cq->slot && cpc_completed(cq->slot) >= point) {
+		/* failed is stored before completed: loaded after it, it covers
+		 * every point up to the completed value just read. */
+		uint64_t f = atomic_load_explicit(&cq->slot->failed, memory_order_acquire);
+		return point > f ? DEVQ_POINT_OK : DEVQ_POINT_SEE_RECORD;
+	}
+	return cq->completed >= point ? DEVQ_POINT_SEE_RECORD : DEVQ_POINT_PENDING;
 }
 
 int devq_poll(devq *q)

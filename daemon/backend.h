@@ -44,6 +44,11 @@ struct devq_bop {
 	unsigned nwaits, nstrict;
 	const atomic_bool *cancel; /* set: do not start it, complete as cancelled */
 	bool timed; /* the submitter wants device start/end (CUDA: timing events) */
+	/* Part of a batch the client submits again and again (Op.replayable):
+	 * CUDA may capture the run of such ops handed over together as a graph
+	 * and replay it; the CPU backend needs nothing (a batch already costs
+	 * one worker wake-up). */
+	bool replay;
 
 	/* Results, written by the backend before on_complete. */
 	atomic_int done;

@@ -197,12 +197,17 @@ static int cpu_enqueue(struct devq_backend *b, struct devq_bop *op)
 	struct cpu_stream *st = &cb->s[op->stream];
 	op->next = NULL;
 	pthread_mutex_lock(&cb->lock);
+	/* Only an empty FIFO can have a sleeping worker: the ops of a batch
+	 * after the first cost no wake-up (the worker drains the FIFO before
+	 * it sleeps again). */
+	bool was_empty = !st->tail;
 	if (st->tail)
 		st->tail->next = op;
 	else
 		st->head = op;
 	st->tail = op;
-	pthread_cond_signal(&st->work);
+	if (was_empty)
+		pthread_cond_signal(&st->work);
 	pthread_mutex_unlock(&cb->lock);
 	return 0;
 }

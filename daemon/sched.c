@@ -302,6 +302,7 @@ void devq_sched_submit(struct devq_session *s, const Devq__Op *m, uint64_t t_rec
 	op->b.stream = q->stream;
 	op->b.cancel = &s->cancel;
 	op->b.timed = !m->no_timing;
+	op->b.replay = m->replayable;
 	if (ring_put(q, op) < 0) {
 		/* Without a ring slot the point cannot be tracked: end the session. */
 		q->submitted--;
