@@ -35,6 +35,8 @@ static void usage(FILE *f)
 		"      it; a missing output buffer of fixed size (out:out u64[1]) is created.\n"
 		"      Options (per op, after its arguments):\n"
 		"        --queue N         submit on queue N (default 0)\n"
+		"        --priority P      open that queue with priority normal (default) or\n"
+		"                          high (the daemon's high-priority streams)\n"
 		"        --repeat N        submit the op N times (default 1)\n"
 		"        --wait Q:K        wait for point K of queue Q first (repeatable)\n"
 		"        --out NAME=FILE   after completion, write buffer NAME to FILE\n"
@@ -217,6 +219,7 @@ struct seg {
 	struct devq_sig sig;
 	char *vals[DEVQ_MAX_PARAMS]; /* argument text by parameter */
 	uint32_t queue;
+	int priority; /* of its queue, when devctl opens it */
 	uint64_t repeat;
 	struct devq_wait waits[16];
 	size_t nwaits;
@@ -547,14 +550,22 @@ static int parse_segments(struct submit_ctx *c, int argc, char **argv)
 			continue;
 		}
 		if (!strcmp(a, "--queue") || !strcmp(a, "--repeat") || !strcmp(a, "--wait") ||
-		    !strcmp(a, "--out")) {
+		    !strcmp(a, "--out") || !strcmp(a, "--priority")) {
 			if (i + 1 >= argc) {
 				fprintf(stderr, "%s submit: %s needs a value\n", prog, a);
 				return 2;
 			}
 			const char *v = argv[++i];
 			uint64_t x;
-			if (!strcmp(a, "--queue")) {
+			if (!strcmp(a, "--priority")) {
+				if (strcmp(v, "normal") && strcmp(v, "high")) {
+					fprintf(stderr,
+						"%s submit: --priority: '%s' is not normal or high\n",
+						prog, v);
+					return 2;
+				}
+				s->priority = !strcmp(v, "high");
+			} else if (!strcmp(a, "--queue")) {
 				if (parse_uint(v, UINT32_MAX, &x) < 0) {
 					fprintf(stderr, "%s submit: --queue: '%s' is not a queue id\n",
 						prog, v);
@@ -690,7 +701,7 @@ static int cmd_submit(const char *sock, int argc, char **argv)
 		for (size_t k = 0; k < nopened; k++)
 			have |= opened[k] == s->queue;
 		if (!have) {
-			if (devq_queue_open(c->q, s->queue) < 0) {
+			if (devq_queue_open_priority(c->q, s->queue, s->priority) < 0) {
 				fprintf(stderr, "%s: %s\n", prog, devq_last_error(c->q));
 				rc = 3;
 				goto out;

@@ -136,6 +136,13 @@ int devq_exec_lookup(devq *q, const char *name, const struct devq_exec **out);
 
 /* Opens queue id (no reply: errors arrive asynchronously). */
 int devq_queue_open(devq *q, uint32_t id);
+/* The same with a priority: 0 normal, 1 high.  A high-priority queue runs
+ * on the daemon's high-priority streams (CUDA stream priorities: the device
+ * starts its work first, without preempting a running kernel; on the CPU
+ * backend a worker of its own).  Errors come asynchronously, like
+ * devq_queue_open's: invalid_argument for another value,
+ * failed_precondition when the daemon has no such streams. */
+int devq_queue_open_priority(devq *q, uint32_t id, int priority);
 /* Later ops on the queue no longer inherit an earlier failure. */
 int devq_queue_reset(devq *q, uint32_t id);
 

@@ -28,6 +28,7 @@ struct ring {
 
 struct cq {
 	uint32_t id;
+	int priority;
 	uint64_t submitted, completed;
 	const struct devq_cpage_slot *slot; /* in the completion page, once found */
 };
@@ -736,6 +737,11 @@ int devq_exec_lookup(devq *q, const char *name, const struct devq_exec **out)
 
 int devq_queue_open(devq *q, uint32_t id)
 {
+	return devq_queue_open_priority(q, id, 0);
+}
+
+int devq_queue_open_priority(devq *q, uint32_t id, int priority)
+{
 	if (find_queue(q, id))
 		return fail(q, -EEXIST, "queue %u is already open", id);
 	struct cq *n = realloc(q->queues, (q->nqueues + 1) * sizeof(*n));
@@ -744,13 +750,14 @@ int devq_queue_open(devq *q, uint32_t id)
 	q->queues = n;
 	Devq__OpenQueue o = DEVQ__OPEN_QUEUE__INIT;
 	o.id = id;
+	o.priority = priority;
 	Devq__ClientMessage m = DEVQ__CLIENT_MESSAGE__INIT;
 	m.body_case = DEVQ__CLIENT_MESSAGE__BODY_OPEN_QUEUE;
 	m.open_queue = &o;
 	int r = send_msg(q, &m, NULL, 0);
 	if (r < 0)
 		return r;
-	q->queues[q->nqueues++] = (struct cq){ .id = id };
+	q->queues[q->nqueues++] = (struct cq){ .id = id, .priority = priority };
 	return 0;
 }
 
@@ -1269,6 +1276,7 @@ int devq_reconnect(devq *q, int timeout_ms)
 	for (size_t i = 0; i < q->nqueues; i++) {
 		Devq__OpenQueue o = DEVQ__OPEN_QUEUE__INIT;
 		o.id = q->queues[i].id;
+		o.priority = q->queues[i].priority;
 		Devq__ClientMessage m = DEVQ__CLIENT_MESSAGE__INIT;
 		m.body_case = DEVQ__CLIENT_MESSAGE__BODY_OPEN_QUEUE;
 		m.open_queue = &o;

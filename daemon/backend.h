@@ -95,13 +95,15 @@ struct devq_backend {
 	const struct devq_backend_ops *ops;
 	const char *name;
 	char device[128];
-	unsigned streams;
+	unsigned streams;      /* in all: normal ones first, then high_streams */
+	unsigned high_streams; /* streams [streams - high_streams, streams) */
 	devq_complete_fn on_complete;
 	void *ud;
 };
 
 struct devq_backend_config {
-	unsigned streams;
+	unsigned streams;      /* normal priority */
+	unsigned high_streams; /* high priority, after them */
 	devq_complete_fn on_complete;
 	void *ud;
 };

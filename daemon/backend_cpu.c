@@ -224,7 +224,9 @@ static const struct devq_backend_ops cpu_ops = {
 
 int devq_backend_cpu_open(const struct devq_backend_config *cfg, struct devq_backend **out)
 {
-	unsigned n = cfg->streams ? cfg->streams : 4;
+	/* A high-priority stream is a worker of its own: its queues never wait
+	 * behind normal queues' ops in a FIFO.  Threads are not reniced. */
+	unsigned n = (cfg->streams ? cfg->streams : 4) + cfg->high_streams;
 	struct cpu_backend *cb = calloc(1, sizeof(*cb));
 	if (!cb)
 		return -ENOMEM;
@@ -243,6 +245,7 @@ int devq_backend_cpu_open(const struct devq_backend_config *cfg, struct devq_bac
 		return -ENOMEM;
 	}
 	cb->b.streams = n;
+	cb->b.high_streams = cfg->high_streams;
 	for (unsigned i = 0; i < n; i++) {
 		cb->s[i].cb = cb;
 		pthread_cond_init(&cb->s[i].work, NULL);

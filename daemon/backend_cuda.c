@@ -758,17 +758,26 @@ int devq_backend_cuda_open(const struct devq_backend_config *cfg, const char *li
 		CU(cb->drv.cuEventCreate(&cb->cal_ev[i], CU_EVENT_DEFAULT), "cuEventCreate");
 	CU(calibrate(cb), "calibration event");
 
-	unsigned n = cfg->streams ? cfg->streams : 4;
+	unsigned n = (cfg->streams ? cfg->streams : 4) + cfg->high_streams;
 	cb->s = calloc(n, sizeof(*cb->s));
 	if (!cb->s)
 		FAIL(-ENOMEM, "out of memory");
 	cb->b.streams = n;
+	cb->b.high_streams = cfg->high_streams;
+	/* Lower numbers are higher priorities; the device picks the next
+	 * block to start from higher-priority streams first, but a running
+	 * kernel is never preempted. */
+	int prio_low = 0, prio_high = 0;
+	CU(cb->drv.cuCtxGetStreamPriorityRange(&prio_low, &prio_high),
+	   "cuCtxGetStreamPriorityRange");
 	for (unsigned i = 0; i < n; i++) {
 		cb->s[i].cb = cb;
 		pthread_cond_init(&cb->s[i].work, NULL);
 	}
 	for (unsigned i = 0; i < n; i++)
-		CU(cb->drv.cuStreamCreateWithPriority(&cb->s[i].stream, CU_STREAM_NON_BLOCKING, 0),
+		CU(cb->drv.cuStreamCreateWithPriority(&cb->s[i].stream, CU_STREAM_NON_BLOCKING,
+						      i >= n - cfg->high_streams ? prio_high
+										 : prio_low),
 		   "cuStreamCreateWithPriority");
 	for (unsigned i = 0; i < n; i++) {
 		int e = pthread_create(&cb->s[i].waiter, NULL, waiter, &cb->s[i]);

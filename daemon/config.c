@@ -41,6 +41,7 @@ static const struct cfg_key keys[] = {
 	{ "backend", CFG_CHOICE, F(backend), 0, 0, 0, "auto|cpu|cuda" },
 	{ "device", CFG_INT, F(device), 0, 1023, 0, NULL },
 	{ "streams", CFG_UINT, F(streams), 1, 256, 0, NULL },
+	{ "priority-streams", CFG_UINT, F(priority_streams), 0, 64, 0, NULL },
 	{ "max-op-ms", CFG_U64, F(max_op_ns), 1, 24ull * 3600 * 1000, 1000000, NULL },
 	{ "max-buffer-mb", CFG_U64, F(max_buffer_bytes), 1, 1ull << 30, 1ull << 20, NULL },
 	{ "max-queues", CFG_UINT, F(max_queues), 1, 1u << 16, 0, NULL },

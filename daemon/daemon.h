@@ -14,6 +14,7 @@
 
 #include "backend.h"
 #include "cpage.h"
+#include "pool.h"
 #include "devq.pb-c.h"
 #include "frame.h"
 #include "idmap.h"
@@ -36,6 +37,7 @@ struct devq_config {
 	const char *backend; /* "cpu", "cuda" or "auto" */
 	int device;          /* GPU ordinal for the CUDA backend */
 	unsigned streams;
+	unsigned priority_streams; /* high-priority streams, besides `streams` */
 	int verbose;
 	uint64_t max_op_ns;       /* admin bound on one op's duration */
 	uint64_t max_buffer_bytes;
@@ -116,6 +118,7 @@ struct devq_op {
 	unsigned nbufs;
 	uint64_t t_client_submit, t_received, t_observed;
 	struct devq_op *cnext; /* completion list link (backend threads -> loop) */
+	struct devq_bop *winline[4]; /* b.waits when it has at most 4 entries */
 	struct devq_op *fnext; /* fair.c: waiting for a backend slot */
 	bool fhanded;          /* fair.c: given to the backend */
 };
@@ -270,7 +273,10 @@ void devq_sched_drain(struct devq_daemon *d);
 /* Stamps t_handoff and gives op to the backend (fair.c decides when). */
 void devq_sched_handoff(struct devq_op *op);
 void devq_op_unref(struct devq_op *op);
-struct devq_queue *devq_queue_open(struct devq_session *s, uint32_t id, char *err, size_t errlen);
+void devq_sched_fini(void); /* frees the recycled op records */
+/* priority: 0 normal, 1 high (the backend's high-priority streams). */
+struct devq_queue *devq_queue_open(struct devq_session *s, uint32_t id, int priority, char *err,
+				   size_t errlen);
 void devq_queue_reset(struct devq_queue *q);
 void devq_queue_free(struct devq_daemon *d, struct devq_queue *q);
 void devq_on_complete(void *ud, struct devq_bop *bop); /* backend threads */

@@ -26,6 +26,8 @@ static void usage(FILE *f)
 		"                          initialises, otherwise the CPU backend, saying why)\n"
 		"  -d, --device N          GPU ordinal for the CUDA backend (default 0)\n"
 		"  -n, --streams N         device streams (CPU backend: worker threads; default 4)\n"
+		"      --priority-streams N  high-priority streams besides those, for queues\n"
+		"                          opened with priority 1 (default 1; 0: none)\n"
 		"      --max-op-ms MS      longest duration one op may request (default 10000)\n"
 		"      --max-buffer-mb MB  largest buffer (default 4096)\n"
 		"      --max-queues N      queues per session (default 64)\n"
@@ -118,6 +120,7 @@ int main(int argc, char **argv)
 		{ "allow-users", required_argument, NULL, DEVQ_OPT_BY_KEY },
 		{ "allow-groups", required_argument, NULL, DEVQ_OPT_BY_KEY },
 		{ "fair-k", required_argument, NULL, DEVQ_OPT_BY_KEY },
+		{ "priority-streams", required_argument, NULL, DEVQ_OPT_BY_KEY },
 		{ "fair-shares", required_argument, NULL, DEVQ_OPT_BY_KEY },
 		{ "quota-session-ops", required_argument, NULL, DEVQ_OPT_BY_KEY },
 		{ "quota-user-ops", required_argument, NULL, DEVQ_OPT_BY_KEY },
@@ -140,6 +143,7 @@ int main(int argc, char **argv)
 	d.cfg.socket_path = "/run/devqd/devqd.sock";
 	d.cfg.backend = "auto";
 	d.cfg.streams = 4;
+	d.cfg.priority_streams = 1;
 	d.cfg.max_op_ns = 10ull * 1000 * 1000 * 1000;
 	d.cfg.max_buffer_bytes = 4096ull << 20;
 	d.cfg.max_frame = DEVQ_FRAME_MAX_DEFAULT;
@@ -247,7 +251,9 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	pthread_mutex_init(&d.cmpl_lock, NULL);
-	struct devq_backend_config bc = { .streams = d.cfg.streams, .on_complete = devq_on_complete,
+	struct devq_backend_config bc = { .streams = d.cfg.streams,
+					  .high_streams = d.cfg.priority_streams,
+					  .on_complete = devq_on_complete,
 					  .ud = &d };
 	int r = devq_backend_select(&d.cfg, &bc, &d.be, d.backend_note, sizeof(d.backend_note));
 	if (r < 0) {

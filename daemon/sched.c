@@ -16,10 +16,26 @@
 
 #define OP_OF(bop) ((struct devq_op *)(bop))
 
+/* Op records are recycled: one malloc/free pair less per op.  Loop
+ * thread only, like every op's allocation and last unref. */
+static struct devq_pool op_pool = { .size = sizeof(struct devq_op), .keep = 8192 };
+
+void devq_sched_fini(void)
+{
+	devq_pool_fini(&op_pool);
+}
+
+static void op_free(struct devq_op *op)
+{
+	if (op->b.waits != op->winline)
+		free(op->b.waits);
+	devq_pool_put(&op_pool, op);
+}
+
 void devq_op_unref(struct devq_op *op)
 {
 	if (op && --op->refs == 0)
-		free(op);
+		op_free(op);
 }
 
 static struct devq_op *op_ref(struct devq_op *op)
@@ -54,9 +70,24 @@ static struct devq_op *ring_get(struct devq_queue *q, uint64_t point)
 	return q->ring[point & (q->ring_cap - 1)];
 }
 
-struct devq_queue *devq_queue_open(struct devq_session *s, uint32_t id, char *err, size_t n)
+struct devq_queue *devq_queue_open(struct devq_session *s, uint32_t id, int priority, char *err,
+				   size_t n)
 {
 	struct devq_daemon *d = s->d;
+	unsigned high = d->be->high_streams, first = 0, end = d->be->streams - high;
+	if (priority != 0 && priority != 1) {
+		snprintf(err, n, "queue %u: priority %d: use 0 (normal) or 1 (high)", id, priority);
+		return NULL;
+	}
+	if (priority == 1) {
+		if (!high) {
+			snprintf(err, n, "queue %u: no high-priority streams (priority-streams = 0)",
+				 id);
+			return NULL;
+		}
+		first = end;
+		end = d->be->streams;
+	}
 	if (idmap_get(&s->queues, id)) {
 		snprintf(err, n, "queue %u is already open", id);
 		return NULL;
@@ -75,8 +106,8 @@ struct devq_queue *devq_queue_open(struct devq_session *s, uint32_t id, char *er
 	q->id = id;
 	/* Least-loaded device stream, so a session's queues (and different
 	 * sessions) overlap as far as the streams allow. */
-	unsigned best = 0;
-	for (unsigned i = 1; i < d->be->streams; i++)
+	unsigned best = first;
+	for (unsigned i = first + 1; i < end; i++)
 		if (d->stream_load[i] < d->stream_load[best])
 			best = i;
 	q->stream = best;
@@ -130,7 +161,8 @@ static void make_fail(struct devq_op *op, int code, const char *msg)
 	op->b.code = code;
 	snprintf(op->b.msg, sizeof(op->b.msg), "%s", msg);
 	op->nbufs = 0;
-	free(op->b.waits);
+	if (op->b.waits != op->winline)
+		free(op->b.waits);
 	op->b.waits = NULL;
 	op->b.nwaits = 0;
 }
@@ -155,8 +187,10 @@ static int collect_waits(struct devq_op *op, const Devq__Op *m, bool inherit, ch
 	size_t cap = m->n_waits + 1;
 	for (unsigned i = 0; i < op->nbufs; i++)
 		cap += 1 + op->bufs[i]->nreaders;
-	struct devq_op **strict = calloc(cap, sizeof(*strict));
-	struct devq_op **order = calloc(cap, sizeof(*order));
+	/* Small sets (the usual case) live on the stack. */
+	struct devq_op *strict_s[32], *order_s[32];
+	struct devq_op **strict = cap <= 32 ? strict_s : calloc(cap, sizeof(*strict));
+	struct devq_op **order = cap <= 32 ? order_s : calloc(cap, sizeof(*order));
 	unsigned ns = 0, no = 0;
 	int code = 0;
 	if (!strict || !order) {
@@ -220,7 +254,7 @@ static int collect_waits(struct devq_op *op, const Devq__Op *m, bool inherit, ch
 
 	/* One array: strict waits first; ordering waits already covered by a
 	 * strict wait on the same queue are dropped. */
-	op->b.waits = calloc(ns + no ? ns + no : 1, sizeof(*op->b.waits));
+	op->b.waits = ns + no <= 4 ? op->winline : calloc(ns + no, sizeof(*op->b.waits));
 	if (!op->b.waits) {
 		snprintf(err, n, "out of memory");
 		code = DEVQ__CODE__RESOURCE_EXHAUSTED;
@@ -237,8 +271,10 @@ static int collect_waits(struct devq_op *op, const Devq__Op *m, bool inherit, ch
 			op->b.waits[op->b.nwaits++] = &op_ref(order[i])->b;
 	}
 out:
-	free(strict);
-	free(order);
+	if (strict != strict_s)
+		free(strict);
+	if (order != order_s)
+		free(order);
 	return code;
 }
 
@@ -286,7 +322,7 @@ void devq_sched_submit(struct devq_session *s, const Devq__Op *m, uint64_t t_rec
 				   "submit on queue %u: queue not open", m->queue);
 		return;
 	}
-	struct devq_op *op = calloc(1, sizeof(*op));
+	struct devq_op *op = devq_pool_get(&op_pool);
 	if (!op) {
 		devq_session_error(s, DEVQ__CODE__RESOURCE_EXHAUSTED, "submit", NULL, &m->queue,
 				   "out of memory; the session is closed");
@@ -306,7 +342,7 @@ void devq_sched_submit(struct devq_session *s, const Devq__Op *m, uint64_t t_rec
 	if (ring_put(q, op) < 0) {
 		/* Without a ring slot the point cannot be tracked: end the session. */
 		q->submitted--;
-		free(op);
+		devq_pool_put(&op_pool, op);
 		devq_session_error(s, DEVQ__CODE__RESOURCE_EXHAUSTED, "submit", NULL, &m->queue,
 				   "out of memory; the session is closed");
 		s->close_after_flush = true;
@@ -429,7 +465,8 @@ static void complete_one(struct devq_daemon *d, struct devq_op *op, uint64_t now
 
 	for (unsigned i = 0; i < op->b.nwaits; i++)
 		devq_op_unref(OP_OF(op->b.waits[i]));
-	free(op->b.waits);
+	if (op->b.waits != op->winline)
+		free(op->b.waits);
 	op->b.waits = NULL;
 	op->b.nwaits = 0;
 

@@ -52,7 +52,8 @@ static void on_hello(struct devq_session *s, const Devq__Hello *h)
 	r.daemon_version = (char *)DEVQ_VERSION;
 	r.backend = (char *)d->be->name;
 	r.device = d->be->device;
-	r.streams = d->be->streams;
+	r.streams = d->be->streams - d->be->high_streams;
+	r.priority_streams = d->be->high_streams;
 	r.max_frame = d->cfg.max_frame;
 	r.max_fds = DEVQ_FDS_PER_MSG;
 	r.max_op_ns = d->cfg.max_op_ns;
@@ -146,13 +147,16 @@ static void on_open_queue(struct devq_session *s, const Devq__OpenQueue *o)
 {
 	char err[160];
 	int code = devq_quota_queue(s, o->id, err, sizeof(err));
-	if (!code && devq_queue_open(s, o->id, err, sizeof(err))) {
+	if (!code && devq_queue_open(s, o->id, o->priority, err, sizeof(err))) {
 		devq_quota_queue_opened(s);
 		return;
 	}
 	if (!code)
-		code = idmap_get(&s->queues, o->id) ? DEVQ__CODE__INVALID_ARGUMENT
-						     : DEVQ__CODE__RESOURCE_EXHAUSTED;
+		code = idmap_get(&s->queues, o->id) || (o->priority != 0 && o->priority != 1)
+			       ? DEVQ__CODE__INVALID_ARGUMENT
+		       : o->priority == 1 && !s->d->be->high_streams
+			       ? DEVQ__CODE__FAILED_PRECONDITION
+			       : DEVQ__CODE__RESOURCE_EXHAUSTED;
 	devq_session_error(s, code, "open_queue", NULL, &o->id, "%s", err);
 }
 
@@ -220,7 +224,7 @@ static void on_status(struct devq_session *s)
 	Devq__Status st = DEVQ__STATUS__INIT;
 	st.backend = (char *)d->be->name;
 	st.device = d->be->device;
-	st.streams = d->be->streams;
+	st.streams = d->be->streams - d->be->high_streams;
 	st.uptime_ns = devq_now_ns() - d->start_ns;
 	st.n_sessions = n;
 	st.sessions = ptrs;

@@ -56,3 +56,7 @@ else
 gpu-bundle:
 	@echo "gpu-bundle: this build has no CUDA (nvcc not found, or CUDA=0)"; exit 1
 endif
+
+# Queue priorities (high-priority streams).
+TESTS += test_priority
+HARNESS_TESTS += test_priority
