@@ -9,7 +9,7 @@ SAN     ?=
 
 # Debian package for each pkg-config module (and tool) the build needs.
 DEB_PACKAGES = build-essential pkg-config libuv1-dev libprotobuf-c-dev \
-               protobuf-c-compiler libsystemd-dev check systemd man-db
+               protobuf-c-compiler libsystemd-dev check systemd man-db procps
 PKG_libuv          = libuv1-dev
 PKG_libprotobuf-c  = libprotobuf-c-dev
 PKG_libsystemd     = libsystemd-dev
@@ -65,7 +65,7 @@ DAEMON_SRC += daemon/policy.c daemon/quota.c daemon/fair.c
 DAEMON_SRC += daemon/stats.c
 DEVCTL_SRC += client/devctl_trace.c client/devctl_top.c
 # Performance: the shared-memory completion page, both sides.
-DAEMON_SRC += daemon/cpage.c
+DAEMON_SRC += daemon/cpage.c daemon/pool.c
 LIB_SRC    += client/cpage.c
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(patsubst $(BUILD)/%,%,$(1)))
