@@ -235,6 +235,9 @@ static void protocol_close(struct devq_session *s, const char *fmt, ...)
 	s->close_after_flush = true;
 }
 
+/* Where client messages are unpacked, one frame at a time (loop thread). */
+static struct devq_arena frame_arena;
+
 static void handle_frame(struct devq_session *s, struct devq_frame *f, uint64_t t)
 {
 	if (f->type != DEVQ_FRAME_CLIENT) {
@@ -242,14 +245,19 @@ static void handle_frame(struct devq_session *s, struct devq_frame *f, uint64_t 
 		devq_frame_close_fds(f);
 		return;
 	}
-	Devq__ClientMessage *m = devq__client_message__unpack(NULL, f->len, f->payload);
+	/* Unpacked into the frame arena: nothing of the message outlives the
+	 * dispatch (a held Submit is copied by quota.c). */
+	if (!frame_arena.pa.alloc)
+		devq_arena_init(&frame_arena);
+	Devq__ClientMessage *m = devq__client_message__unpack(&frame_arena.pa, f->len, f->payload);
 	if (!m) {
+		devq_arena_reset(&frame_arena);
 		protocol_close(s, "malformed ClientMessage");
 		devq_frame_close_fds(f);
 		return;
 	}
 	devq_session_dispatch(s, m, f, t);
-	devq__client_message__free_unpacked(m, NULL);
+	devq_arena_reset(&frame_arena);
 	devq_frame_close_fds(f); /* whatever the message did not claim */
 }
 
@@ -669,5 +677,7 @@ int devq_server_run(struct devq_daemon *d)
 	if (r)
 		return r;
 	uv_run(d->loop, UV_RUN_DEFAULT);
+	devq_arena_fini(&frame_arena);
+	devq_sched_fini();
 	return d->exit_code;
 }
