@@ -89,6 +89,9 @@ struct devq_backend_ops {
 	bool (*has_kernel)(struct devq_backend *b, const struct devq_kernel *k);
 	/* Queues op on op->stream and returns before it runs. */
 	int (*enqueue)(struct devq_backend *b, struct devq_bop *op);
+	/* The daemon has handed over all it has for now: issue anything held
+	 * back (CUDA: a replayable run captured as a graph).  May be NULL. */
+	void (*flush)(struct devq_backend *b);
 };
 
 struct devq_backend {

@@ -44,6 +44,7 @@
 #include "devq.pb-c.h"
 #include "fatbin.h"
 #include "fatbin_embed.h"
+#include "graph_cache.h"
 
 enum { POOL_SYNC, POOL_TIMED_END, POOL_TIMED_START, NPOOLS };
 
@@ -86,6 +87,7 @@ struct cuda_backend {
 	CUmodule module;
 	CUfunction *fn;     /* indexed like devq_kernels; NULL: no code */
 	int *n_param;       /* index of each kernel's "n" argument, or -1 */
+	unsigned *nparams;  /* parameters of each kernel */
 	size_t k_spin, k_spin_buf, k_copy; /* indices the backend launches itself */
 	unsigned sm_count;
 	bool ro_register; /* read-only host memory can be registered */
@@ -98,6 +100,12 @@ struct cuda_backend {
 	struct event_pool pool[NPOOLS];
 	struct cu_op *free_ops;
 	struct cu_stream *s;
+
+	/* The replayable run held back until it ends or the daemon flushes. */
+	struct devq_bop *pend_head, *pend_tail;
+	unsigned npend, pend_stream;
+	struct devq_graph_op *gops; /* DEVQ_GRAPH_MAX_OPS, for lookups */
+	struct devq_graph_cache graphs;
 
 	/* Calibration of device event times to CLOCK_MONOTONIC. */
 	pthread_mutex_t cal_lock;
@@ -404,51 +412,82 @@ static void lose(struct cuda_backend *cb, CUresult r, const char *call)
 	}
 }
 
-static int cuda_enqueue(struct devq_backend *b, struct devq_bop *op)
+/* Lock held: op (its cu_op in priv) goes onto its stream's completion FIFO,
+ * failed as lost if the device is. */
+static void to_fifo(struct cuda_backend *cb, struct devq_bop *op)
 {
-	struct cuda_backend *cb = (struct cuda_backend *)b;
-	if (op->stream >= b->streams)
-		return -EINVAL;
 	struct cu_stream *st = &cb->s[op->stream];
-	pthread_mutex_lock(&cb->lock);
-	struct cu_op *co = op_get(cb);
-	if (!co) {
-		pthread_mutex_unlock(&cb->lock);
-		return -ENOMEM;
+	struct cu_op *co = op->priv;
+	if (cb->lost) {
+		/* Nothing of this op can be waited for on the device. */
+		pool_put(cb, POOL_TIMED_START, co->start);
+		pool_put(cb, co->end_pool, co->end);
+		co->start = co->end = NULL;
+		co->work = false;
+		set_lost(cb, op);
 	}
-	op->priv = co;
 	op->next = NULL;
-	CUresult r = CUDA_SUCCESS;
-	if (cb->lost)
-		goto queue;
-	precheck(op);
-	bool run = op->code == DEVQ__CODE__OK && op->kind != DEVQ_BOP_FAIL;
-	bool timed = run && op->timed;
+	if (st->tail)
+		st->tail->next = op;
+	else
+		st->head = op;
+	st->tail = op;
+	pthread_cond_signal(&st->work);
+}
 
-	/* Events first: once anything is on the stream, the op must end with
-	 * an end event or the device's order is lost. */
+/* Lock held: takes op's events from the pools.  False (the device is then
+ * lost) when they cannot be had. */
+static bool take_events(struct cuda_backend *cb, struct devq_bop *op, bool timed)
+{
+	struct cu_op *co = op->priv;
+	CUresult r = CUDA_SUCCESS;
 	co->end_pool = timed ? POOL_TIMED_END : POOL_SYNC;
 	co->end = pool_get(cb, co->end_pool, &r);
 	if (co->end && timed)
 		co->start = pool_get(cb, POOL_TIMED_START, &r);
 	if (!co->end || (timed && !co->start)) {
 		lose(cb, r, "cuEventCreate");
-		goto queue;
+		return false;
 	}
-	/* Waits are on the session's own earlier ops, handed over in submit
-	 * order, so each is either reported (done) or enqueued (has priv). */
+	return true;
+}
+
+/* Lock held: makes stream s wait for op's waits on other streams.  Waits
+ * are on the session's own earlier ops, handed over in submit order, so
+ * each is either reported (done) or enqueued (has priv); one held back in
+ * a replayable run on this stream has no end event yet and needs none. */
+static bool apply_waits(struct cuda_backend *cb, CUstream s, struct devq_bop *op)
+{
 	for (unsigned i = 0; i < op->nwaits; i++) {
 		struct devq_bop *w = op->waits[i];
 		struct cu_op *wo = w->priv;
 		if (atomic_load_explicit(&w->done, memory_order_acquire) || !wo || !wo->end ||
 		    w->stream == op->stream) /* stream order already covers it */
 			continue;
-		r = cb->drv.cuStreamWaitEvent(st->stream, wo->end, 0);
+		CUresult r = cb->drv.cuStreamWaitEvent(s, wo->end, 0);
 		if (r != CUDA_SUCCESS) {
 			lose(cb, r, "cuStreamWaitEvent");
-			goto queue;
+			return false;
 		}
 	}
+	return true;
+}
+
+/* Lock held: waits, start event, the work, end event; then the FIFO. */
+static void issue_one(struct cuda_backend *cb, struct devq_bop *op)
+{
+	struct cu_stream *st = &cb->s[op->stream];
+	struct cu_op *co = op->priv;
+	CUresult r;
+	if (cb->lost)
+		goto queue;
+	precheck(op);
+	bool run = op->code == DEVQ__CODE__OK && op->kind != DEVQ_BOP_FAIL;
+	bool timed = run && op->timed;
+	/* Events first: once anything is on the stream, the op must end with
+	 * an end event or the device's order is lost. */
+	if (!take_events(cb, op, timed) || !apply_waits(cb, st->stream, op))
+		goto queue;
 	if (timed && (r = cb->drv.cuEventRecord(co->start, st->stream)) != CUDA_SUCCESS) {
 		lose(cb, r, "cuEventRecord");
 		goto queue;
@@ -469,20 +508,165 @@ static int cuda_enqueue(struct devq_backend *b, struct devq_bop *op)
 	if ((r = cb->drv.cuEventRecord(co->end, st->stream)) != CUDA_SUCCESS)
 		lose(cb, r, "cuEventRecord");
 queue:
-	if (cb->lost) {
-		/* Nothing of this op can be waited for on the device. */
-		pool_put(cb, POOL_TIMED_START, co->start);
-		pool_put(cb, co->end_pool, co->end);
-		co->start = co->end = NULL;
-		co->work = false;
-		set_lost(cb, op);
+	to_fifo(cb, op);
+}
+
+/* ---- replayable runs: CUDA graphs ------------------------------------ */
+
+static void graph_destroy(void *g, void *ud)
+{
+	struct cuda_backend *cb = ud;
+	cb->drv.cuGraphExecDestroy((CUgraphExec)g);
+}
+
+/* Lock held: captures the pending run as a graph (kernels only, no events:
+ * those stay outside so each op keeps its own).  NULL when capture fails;
+ * the run is then issued op by op. */
+static CUgraphExec capture(struct cuda_backend *cb, CUstream s)
+{
+	CUresult r = cb->drv.cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+	if (r != CUDA_SUCCESS)
+		return NULL;
+	bool ok = true;
+	for (struct devq_bop *op = cb->pend_head; op; op = op->next) {
+		const char *call;
+		ok &= launch(cb, &cb->s[op->stream], op, &call) == CUDA_SUCCESS;
 	}
-	if (st->tail)
-		st->tail->next = op;
-	else
-		st->head = op;
-	st->tail = op;
-	pthread_cond_signal(&st->work);
+	CUgraph g = NULL;
+	r = cb->drv.cuStreamEndCapture(s, &g);
+	CUgraphExec exec = NULL;
+	if (ok && r == CUDA_SUCCESS && g &&
+	    cb->drv.cuGraphInstantiateWithFlags(&exec, g, 0) != CUDA_SUCCESS)
+		exec = NULL;
+	if (g)
+		cb->drv.cuGraphDestroy(g);
+	return exec;
+}
+
+/* Lock held: issues the replayable run held back on one stream.  Its
+ * kernels go to the device as one graph launch, captured the first time
+ * the exact run is seen and replayed after; every op still gets its own end
+ * event (recorded after the graph), so each completes, and is waited on by
+ * other streams, on its own.  Ops of a run complete when the whole graph
+ * has: never earlier than they ran. */
+static void issue_pending(struct cuda_backend *cb)
+{
+	struct devq_bop *run = cb->pend_head;
+	unsigned n = cb->npend;
+	cb->pend_head = cb->pend_tail = NULL;
+	cb->npend = 0;
+	if (!run)
+		return;
+	struct cu_stream *st = &cb->s[run->stream];
+	bool ok = !cb->lost;
+	for (struct devq_bop *op = run; op && ok; op = op->next)
+		ok = take_events(cb, op, op->timed) && apply_waits(cb, st->stream, op);
+	unsigned i = 0;
+	for (struct devq_bop *op = run; op && ok; op = op->next, i++) {
+		size_t k = (size_t)(op->kernel - devq_kernels);
+		struct devq_graph_op *g = &cb->gops[i];
+		memset(g, 0, sizeof(*g));
+		g->kernel = (uint32_t)k;
+		g->nargs = cb->nparams[k];
+		uint64_t nv = cb->n_param[k] >= 0 ? op->args[cb->n_param[k]].u64 : 0;
+		devq_cuda_launch_dims(op->kernel->name, nv, cb->sm_count, &g->grid, &g->block);
+		for (unsigned j = 0; j < g->nargs; j++)
+			g->args[j] = op->args[j].u64;
+		/* spin_buf is two launches (launch()); its shape is its kernel's. */
+	}
+	CUgraphExec exec = NULL;
+	if (ok) {
+		exec = devq_graph_find(&cb->graphs, cb->gops, n);
+		if (!exec) {
+			cb->pend_head = run; /* capture() walks the run */
+			exec = capture(cb, st->stream);
+			cb->pend_head = NULL;
+			void *evicted = NULL;
+			if (exec && devq_graph_insert(&cb->graphs, cb->gops, n, exec, &evicted) < 0) {
+				cb->drv.cuGraphExecDestroy(exec);
+				exec = NULL;
+			}
+			if (evicted)
+				cb->drv.cuGraphExecDestroy((CUgraphExec)evicted);
+		}
+	}
+	CUresult r;
+	for (struct devq_bop *op = run; op && ok; op = op->next) {
+		struct cu_op *co = op->priv;
+		if (co->start && (r = cb->drv.cuEventRecord(co->start, st->stream)) != CUDA_SUCCESS) {
+			lose(cb, r, "cuEventRecord");
+			ok = false;
+		}
+	}
+	if (ok && exec && (r = cb->drv.cuGraphLaunch(exec, st->stream)) != CUDA_SUCCESS) {
+		lose(cb, r, "cuGraphLaunch");
+		ok = false;
+	}
+	for (struct devq_bop *op = run, *next; op; op = next) {
+		next = op->next;
+		struct cu_op *co = op->priv;
+		if (ok && !exec) {
+			/* No graph (capture failed): the run goes op by op. */
+			pool_put(cb, POOL_TIMED_START, co->start);
+			pool_put(cb, co->end_pool, co->end);
+			co->start = co->end = NULL;
+			issue_one(cb, op);
+			continue;
+		}
+		if (ok) {
+			co->work = true;
+			if ((r = cb->drv.cuEventRecord(co->end, st->stream)) != CUDA_SUCCESS) {
+				lose(cb, r, "cuEventRecord");
+				ok = false;
+			}
+		}
+		to_fifo(cb, op);
+	}
+}
+
+static void cuda_flush(struct devq_backend *b)
+{
+	struct cuda_backend *cb = (struct cuda_backend *)b;
+	pthread_mutex_lock(&cb->lock);
+	issue_pending(cb);
+	pthread_mutex_unlock(&cb->lock);
+}
+
+static int cuda_enqueue(struct devq_backend *b, struct devq_bop *op)
+{
+	struct cuda_backend *cb = (struct cuda_backend *)b;
+	if (op->stream >= b->streams)
+		return -EINVAL;
+	pthread_mutex_lock(&cb->lock);
+	struct cu_op *co = op_get(cb);
+	if (!co) {
+		pthread_mutex_unlock(&cb->lock);
+		return -ENOMEM;
+	}
+	op->priv = co;
+	op->next = NULL;
+	bool replay = op->replay && op->kind == DEVQ_BOP_KERNEL && !cb->lost;
+	/* A run is one stream's consecutive replayable kernel ops: anything
+	 * else ends it first, so the device sees every op in handed-over
+	 * order. */
+	if (cb->npend && (!replay || op->stream != cb->pend_stream ||
+			  cb->npend == DEVQ_GRAPH_MAX_OPS))
+		issue_pending(cb);
+	if (replay) {
+		precheck(op);
+		if (op->code == DEVQ__CODE__OK && cb->fn[op->kernel - devq_kernels]) {
+			if (cb->pend_tail)
+				cb->pend_tail->next = op;
+			else
+				cb->pend_head = op;
+			cb->pend_tail = op;
+			cb->pend_stream = op->stream;
+			cb->npend++;
+			pthread_mutex_unlock(&cb->lock);
+			return 0;
+		}
+	}
+	issue_one(cb, op);
 	pthread_mutex_unlock(&cb->lock);
 	return 0;
 }
@@ -580,6 +764,7 @@ static void cuda_destroy(struct devq_backend *b)
 		return;
 	if (cb->s) {
 		pthread_mutex_lock(&cb->lock);
+		issue_pending(cb); /* nothing the daemon handed over stays behind */
 		cb->stop = true;
 		for (unsigned i = 0; i < b->streams; i++)
 			pthread_cond_signal(&cb->s[i].work);
@@ -604,6 +789,7 @@ static void cuda_destroy(struct devq_backend *b)
 				cb->drv.cuEventDestroy(cb->cal_ev[i]);
 		if (cb->cal_stream)
 			cb->drv.cuStreamDestroy(cb->cal_stream);
+		devq_graph_cache_clear(&cb->graphs, graph_destroy, cb);
 		if (cb->module)
 			cb->drv.cuModuleUnload(cb->module);
 	}
@@ -617,6 +803,8 @@ static void cuda_destroy(struct devq_backend *b)
 	devq_cuda_drv_close(&cb->drv);
 	free(cb->fn);
 	free(cb->n_param);
+	free(cb->nparams);
+	free(cb->gops);
 	pthread_cond_destroy(&cb->done);
 	pthread_mutex_destroy(&cb->lock);
 	pthread_mutex_destroy(&cb->cal_lock);
@@ -631,6 +819,7 @@ static const struct devq_backend_ops cuda_ops = {
 	.free = cuda_free,
 	.has_kernel = cuda_has_kernel,
 	.enqueue = cuda_enqueue,
+	.flush = cuda_flush,
 };
 
 #define FAIL(code, ...)                               \
@@ -733,7 +922,9 @@ int devq_backend_cuda_open(const struct devq_backend_config *cfg, const char *li
 
 	cb->fn = calloc(devq_nkernels, sizeof(*cb->fn));
 	cb->n_param = calloc(devq_nkernels, sizeof(*cb->n_param));
-	if (!cb->fn || !cb->n_param)
+	cb->nparams = calloc(devq_nkernels, sizeof(*cb->nparams));
+	cb->gops = calloc(DEVQ_GRAPH_MAX_OPS, sizeof(*cb->gops));
+	if (!cb->fn || !cb->n_param || !cb->nparams || !cb->gops)
 		FAIL(-ENOMEM, "out of memory");
 	for (size_t i = 0; i < devq_nkernels; i++) {
 		char sym[64], serr[128];
@@ -748,8 +939,10 @@ int devq_backend_cuda_open(const struct devq_backend_config *cfg, const char *li
 			cb->k_spin_buf = i;
 		else if (!strcmp(devq_kernels[i].name, "copy"))
 			cb->k_copy = i;
-		if (devq_sig_parse(devq_kernels[i].signature, &sig, serr, sizeof(serr)) == 0)
+		if (devq_sig_parse(devq_kernels[i].signature, &sig, serr, sizeof(serr)) == 0) {
 			cb->n_param[i] = devq_sig_find(&sig, "n");
+			cb->nparams[i] = sig.nparams;
+		}
 	}
 
 	CU(cb->drv.cuStreamCreateWithPriority(&cb->cal_stream, CU_STREAM_NON_BLOCKING, 0),

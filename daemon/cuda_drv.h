@@ -46,7 +46,13 @@
 	X(cuMemHostGetDevicePointer)    \
 	X(cuMemcpyAsync)                \
 	X(cuMemsetD32Async)             \
-	X(cuMemsetD8Async)
+	X(cuMemsetD8Async)              \
+	X(cuStreamBeginCapture)         \
+	X(cuStreamEndCapture)           \
+	X(cuGraphInstantiateWithFlags)  \
+	X(cuGraphLaunch)                \
+	X(cuGraphExecDestroy)           \
+	X(cuGraphDestroy)
 
 struct devq_cuda_drv {
 	void *lib; /* dlopen handle */

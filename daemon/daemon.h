@@ -272,6 +272,9 @@ void devq_sched_submit(struct devq_session *s, const Devq__Op *m, uint64_t t_rec
 void devq_sched_drain(struct devq_daemon *d);
 /* Stamps t_handoff and gives op to the backend (fair.c decides when). */
 void devq_sched_handoff(struct devq_op *op);
+/* Tells the backend that everything handed over so far should be issued
+ * (a backend may hold back a replayable run to launch it as one graph). */
+void devq_sched_flush(struct devq_daemon *d);
 void devq_op_unref(struct devq_op *op);
 void devq_sched_fini(void); /* frees the recycled op records */
 /* priority: 0 normal, 1 high (the backend's high-priority streams). */

@@ -216,4 +216,5 @@ void devq_fair_kick(struct devq_daemon *d)
 				break;
 		}
 	}
+	devq_sched_flush(d);
 }

@@ -192,6 +192,7 @@ static size_t submit_some(struct devq_session *s, Devq__Op *const *ops, size_t i
 			break;
 		devq_sched_submit(s, ops[i], t);
 	}
+	devq_sched_flush(s->d); /* the batch is handed over: let it go */
 	return i;
 }
 

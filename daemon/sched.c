@@ -381,6 +381,12 @@ void devq_sched_submit(struct devq_session *s, const Devq__Op *m, uint64_t t_rec
 	}
 }
 
+void devq_sched_flush(struct devq_daemon *d)
+{
+	if (d->be->ops->flush)
+		d->be->ops->flush(d->be);
+}
+
 void devq_sched_handoff(struct devq_op *op)
 {
 	struct devq_daemon *d = op->s->d;

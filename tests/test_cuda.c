@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "cuda_time.h"
+#include "graph_cache.h"
 #include "devq.h"
 #include "harness.h"
 #include "kernels.h"
@@ -113,6 +114,90 @@ START_TEST(test_cal_error_bound)
 		host += 1e9;
 	}
 	printf("calibration: worst error %.0f ns over 120 s of up to 300 ppm drift\n", worst);
+}
+END_TEST
+
+/* ---- replayable runs: the graph cache ------------------------------- */
+
+static void run_of(struct devq_graph_op *ops, unsigned n, uint64_t base)
+{
+	for (unsigned i = 0; i < n; i++) {
+		memset(&ops[i], 0, sizeof(ops[i]));
+		ops[i].kernel = i % 3;
+		ops[i].grid = 4;
+		ops[i].block = 256;
+		ops[i].nargs = 3;
+		ops[i].args[0] = 4096;
+		ops[i].args[1] = base + i * 64; /* device addresses */
+		ops[i].args[2] = base + 0x100000 + i * 64;
+	}
+}
+
+static int destroyed;
+static void count_destroy(void *g, void *ud)
+{
+	(void)g;
+	(void)ud;
+	destroyed++;
+}
+
+START_TEST(test_graph_cache_exact_match)
+{
+	struct devq_graph_cache c = { 0 };
+	struct devq_graph_op a[64], b[64];
+	run_of(a, 64, 0x7f0000000000ull);
+	void *ev;
+	ck_assert_ptr_null(devq_graph_find(&c, a, 64));
+	ck_assert_int_eq(devq_graph_insert(&c, a, 64, (void *)0x1, &ev), 0);
+	ck_assert_ptr_null(ev);
+	memcpy(b, a, sizeof(a));
+	ck_assert_ptr_eq(devq_graph_find(&c, b, 64), (void *)0x1);
+	/* Any difference is another run: one argument (another buffer), the
+	 * launch shape, the kernel, the length. */
+	b[63].args[2] += 64;
+	ck_assert_ptr_null(devq_graph_find(&c, b, 64));
+	memcpy(b, a, sizeof(a));
+	b[10].grid = 8;
+	ck_assert_ptr_null(devq_graph_find(&c, b, 64));
+	memcpy(b, a, sizeof(a));
+	b[0].kernel = 7;
+	ck_assert_ptr_null(devq_graph_find(&c, b, 64));
+	ck_assert_ptr_null(devq_graph_find(&c, a, 63));
+	/* Arguments past nargs are not part of the run. */
+	memcpy(b, a, sizeof(a));
+	b[5].args[6] = 12345;
+	ck_assert_ptr_eq(devq_graph_find(&c, b, 64), (void *)0x1);
+	ck_assert_uint_eq(c.hits, 2);
+	destroyed = 0;
+	devq_graph_cache_clear(&c, count_destroy, NULL);
+	ck_assert_int_eq(destroyed, 1);
+	ck_assert_ptr_null(devq_graph_find(&c, a, 64));
+}
+END_TEST
+
+START_TEST(test_graph_cache_lru)
+{
+	struct devq_graph_cache c = { 0 };
+	struct devq_graph_op ops[8];
+	void *ev;
+	for (uintptr_t i = 1; i <= DEVQ_GRAPH_CACHE_SIZE; i++) {
+		run_of(ops, 8, i << 32);
+		ck_assert_int_eq(devq_graph_insert(&c, ops, 8, (void *)i, &ev), 0);
+		ck_assert_ptr_null(ev);
+	}
+	/* Use run 1 again: run 2 is now the least recently used. */
+	run_of(ops, 8, 1ull << 32);
+	ck_assert_ptr_eq(devq_graph_find(&c, ops, 8), (void *)1);
+	run_of(ops, 8, 99ull << 32);
+	ck_assert_int_eq(devq_graph_insert(&c, ops, 8, (void *)99, &ev), 0);
+	ck_assert_ptr_eq(ev, (void *)2);
+	run_of(ops, 8, 2ull << 32);
+	ck_assert_ptr_null(devq_graph_find(&c, ops, 8));
+	run_of(ops, 8, 1ull << 32);
+	ck_assert_ptr_eq(devq_graph_find(&c, ops, 8), (void *)1);
+	destroyed = 0;
+	devq_graph_cache_clear(&c, count_destroy, NULL);
+	ck_assert_int_eq(destroyed, DEVQ_GRAPH_CACHE_SIZE);
 }
 END_TEST
 
@@ -301,6 +386,8 @@ int main(void)
 	tcase_add_test(tc, test_cal_basic);
 	tcase_add_test(tc, test_cal_rate);
 	tcase_add_test(tc, test_cal_error_bound);
+	tcase_add_test(tc, test_graph_cache_exact_match);
+	tcase_add_test(tc, test_graph_cache_lru);
 #ifdef DEVQ_HAVE_CUDA
 	tcase_add_test(tc, test_drv_missing);
 	tcase_add_test(tc, test_drv_stub);

@@ -8,6 +8,9 @@
  *                            µs, the buffer released only after device end
  *   gpu_check SOCKET bench N null-op round trips through devqd (no timing
  *                            events): median and p99 in µs
+ *   gpu_check SOCKET graph N batches of 64 null ops, replayable (one CUDA
+ *                            graph launch each after the first) and plain:
+ *                            µs per kernel, submit to completion
  *   gpu_check SOCKET fault   the fault kernel: device_lost to every session,
  *                            then reconnect to the restarted daemon (run.sh
  *                            restarts it as systemd would) with shared
@@ -217,6 +220,40 @@ static void bench(devq *q, int n)
 	free(rt);
 }
 
+/* ---- graph ------------------------------------------------------------ */
+
+static double batches(devq *q, int nb, bool replayable)
+{
+	enum { B = 64 };
+	const struct devq_exec *e = exe(q, "spin");
+	struct devq_arg a[] = { u64("ns", 0) };
+	struct devq_op ops[B];
+	for (int i = 0; i < B; i++)
+		ops[i] = (struct devq_op){ .queue = 0, .kind = DEVQ_OP_KERNEL, .exec = e, .args = a,
+					   .nargs = 1, .no_timing = true };
+	struct timespec t0, t1;
+	uint64_t pts[B];
+	for (int r = -5; r < nb; r++) { /* 5 warm-up batches (the capture) */
+		if (r == 0)
+			clock_gettime(CLOCK_MONOTONIC, &t0);
+		if ((replayable ? devq_submit_replayable(q, ops, B, pts) : devq_submit(q, ops, B, pts)) < 0)
+			die(q, "submit batch");
+		struct devq_completion c;
+		if (devq_wait(q, 0, pts[B - 1], 60000, &c) < 0 || c.code != DEVQ_OK)
+			die(q, "batch");
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	double us = (t1.tv_sec - t0.tv_sec) * 1e6 + (t1.tv_nsec - t0.tv_nsec) / 1e3;
+	return us / (nb * (double)B);
+}
+
+static void graph(devq *q, int nb)
+{
+	double plain = batches(q, nb, false), replay = batches(q, nb, true);
+	printf("BENCH devqd_batch64_us_per_kernel plain %.3f replayable %.3f batches %d\n", plain,
+	       replay, nb);
+}
+
 /* ---- fault ------------------------------------------------------------ */
 
 static void fault(devq *q, const char *sock)
@@ -273,7 +310,7 @@ static void fault(devq *q, const char *sock)
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
-		fprintf(stderr, "usage: gpu_check SOCKET order|seed|bench N|fault\n");
+		fprintf(stderr, "usage: gpu_check SOCKET order|seed|bench N|graph N|fault\n");
 		return 64;
 	}
 	devq *q;
@@ -295,6 +332,8 @@ int main(int argc, char **argv)
 		seed(q);
 	} else if (!strcmp(argv[2], "bench")) {
 		bench(q, argc > 3 ? atoi(argv[3]) : 2000);
+	} else if (!strcmp(argv[2], "graph")) {
+		graph(q, argc > 3 ? atoi(argv[3]) : 200);
 	} else if (!strcmp(argv[2], "fault")) {
 		fault(q, argv[1]);
 	} else {

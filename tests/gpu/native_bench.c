@@ -3,7 +3,9 @@
  * scheduling (as devqd): launch the null kernel (spin with ns = 0), record
  * an event, synchronize on it; N times.  Reported twice: with a
  * blocking-sync event (a sleeping wait, which is what devqd's completion
- * threads use) and with a default event (the driver may spin: the floor).  Run by tests/gpu/run.sh beside `gpu_check SOCKET bench N`.
+ * threads use) and with a default event (the driver may spin: the floor).
+ * Then the native way to run a batch: 64 launches and one synchronize, in
+ * µs per kernel, the baseline for devqd's replayable (CUDA graph) batches.  Run by tests/gpu/run.sh beside `gpu_check SOCKET bench N`.
  *
  *   native_bench [N] [DEVICE]
  *
@@ -65,6 +67,29 @@ static int run(CUfunction fn, CUstream s, unsigned flags, int n, const char *lab
 	return 0;
 }
 
+/* The native way to run 64 kernels: 64 cuLaunchKernel calls, one event,
+ * one synchronize; µs per kernel over nb batches. */
+static int batch_loop(CUfunction fn, CUstream s, int nb)
+{
+	CUevent ev;
+	CHECK(d.cuEventCreate(&ev, CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING));
+	uint64_t ns = 0;
+	void *params[] = { &ns };
+	uint64_t t0 = 0;
+	for (int r = -5; r < nb; r++) {
+		if (r == 0)
+			t0 = now();
+		for (int i = 0; i < 64; i++)
+			CHECK(d.cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, s, params, NULL));
+		CHECK(d.cuEventRecord(ev, s));
+		CHECK(d.cuEventSynchronize(ev));
+	}
+	printf("BENCH native_batch64_us_per_kernel %.3f batches %d\n",
+	       (now() - t0) / 1e3 / (nb * 64.0), nb);
+	d.cuEventDestroy(ev);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	int n = argc > 1 ? atoi(argv[1]) : 2000, dev = argc > 2 ? atoi(argv[2]) : 0;
@@ -90,6 +115,8 @@ int main(int argc, char **argv)
 	int r = run(fn, s, CU_EVENT_BLOCKING_SYNC, n, "native_roundtrip_us");
 	if (!r)
 		r = run(fn, s, CU_EVENT_DEFAULT, n, "native_spin_roundtrip_us");
+	if (!r)
+		r = batch_loop(fn, s, 200);
 	d.cuStreamDestroy(s);
 	d.cuModuleUnload(m);
 	d.cuDevicePrimaryCtxRelease(cd);

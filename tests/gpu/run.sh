@@ -26,7 +26,9 @@
 #   4. gpu_check seed: 5 ms spin -> device ~5 ms, submit in µs, the buffer
 #      released only after the device end
 #   5. a short benchmark: null-op round trip through devqd against a
-#      cuLaunchKernel + cuEventSynchronize loop (native_bench), ratio
+#      cuLaunchKernel + cuEventSynchronize loop (native_bench), ratio; and
+#      replayable batches of 64 (one CUDA graph launch) against a native
+#      loop of 64 cuLaunchKernel calls, µs per kernel: graphs must win
 #   6. gpu_check fault: the fault kernel -> device_lost to every session,
 #      devqd exits 69, a fresh one serves, the client reconnects and its
 #      shared buffer is intact
@@ -148,6 +150,21 @@ else
 	else
 		echo "FAIL bench: no result" | tally
 	fi
+	# 5b: replayable batches (CUDA graphs) against native launch loops
+	timeout 120 $RUN "$TOOLS/gpu_check" "$SOCK" graph 200 >"$T/g1" 2>&1
+	cat "$T/g1"
+	gp=$(awk '/^BENCH devqd_batch64_us_per_kernel/ { print $4 }' "$T/g1")
+	gr=$(awk '/^BENCH devqd_batch64_us_per_kernel/ { print $6 }' "$T/g1")
+	gn=$(awk '/^BENCH native_batch64_us_per_kernel/ { print $3 }' "$T/b2")
+	if [ -n "$gr" ] && [ -n "$gn" ] &&
+	   awk -v a="$gr" -v b="$gn" 'BEGIN { exit !(a < b) }'; then
+		res=PASS
+	else
+		res=FAIL
+	fi
+	echo "$res graph replay: ${gr:-?} µs per kernel in replayable batches of 64, plain" \
+		"${gp:-?}, native cuLaunchKernel loop ${gn:-?} (ratio" \
+		"$(awk -v a="${gr:-0}" -v b="${gn:-1}" 'BEGIN { printf "%.2f", a / b }'))" | tally
 	# 6: device loss and recovery
 	step fault 60 $RUN "$TOOLS/gpu_check" "$SOCK" fault
 	if grep -q 'exited with status 69' "$T/sup.log" 2>/dev/null; then
