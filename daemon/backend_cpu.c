@@ -235,8 +235,9 @@ int devq_backend_cpu_open(const struct devq_backend_config *cfg, struct devq_bac
 	cb->b.on_complete = cfg->on_complete;
 	cb->b.ud = cfg->ud;
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-	snprintf(cb->b.device, sizeof(cb->b.device), "host CPU (%ld cores), %u worker streams",
-		 ncpu, n);
+	snprintf(cb->b.device, sizeof(cb->b.device),
+		 "host CPU (%ld cores), %u worker streams + %u high-priority", ncpu,
+		 n - cfg->high_streams, cfg->high_streams);
 	pthread_mutex_init(&cb->lock, NULL);
 	pthread_cond_init(&cb->done, NULL);
 	cb->s = calloc(n, sizeof(*cb->s));
