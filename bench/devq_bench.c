@@ -10,6 +10,8 @@
  *   scale   1..16 client processes: aggregate ops/s and p99 latency
  *   zcopy   per-op time and socket bytes per op, buffers 4 KiB .. 256 MiB
  *   load    N null ops and exit (the workload of bench/callgrind.sh)
+ *   pagecheck  one op, then N checks of its point (strace -c shows the
+ *           checks cost no syscall)
  *
  * The null op is `spin ns=0`: validated, ordered and completed like any
  * kernel, with no device work.  --quick shrinks every run to seconds. */
@@ -654,12 +656,49 @@ static int bench_load(const char *sock, uint64_t n, unsigned batch)
 	return 0;
 }
 
+/* ---- pagecheck (the no-syscall claim, for strace -c) ------------------ */
+
+/* One op, then n checks of its completed point.  Run under `strace -c -f`
+ * with two values of n: the syscall counts must not differ. */
+static int bench_pagecheck(const char *sock, uint64_t n)
+{
+	struct cl c;
+	cl_open(&c, sock, 1);
+	struct devq_op op = { .queue = 1, .kind = DEVQ_OP_KERNEL, .exec = c.spin,
+			      .args = &c.ns0, .nargs = 1 };
+	uint64_t p;
+	struct devq_completion x;
+	/* The first wait takes the record: the page slot is surely open. */
+	if (devq_submit(c.q, &op, 1, &p) < 0 || devq_wait(c.q, 1, p, -1, &x) < 0 ||
+	    devq_submit(c.q, &op, 1, &p) < 0 || devq_wait(c.q, 1, p, -1, NULL) < 0)
+		die("op", c.q);
+	struct devq_io_stats s0, s1;
+	devq_get_io_stats(c.q, &s0);
+	uint64_t ok = 0;
+	for (uint64_t i = 0; i < n; i++) {
+		if (devq_wait(c.q, 1, p, -1, NULL) < 0)
+			die("wait", c.q);
+		ok += devq_point_state(c.q, 1, p) == DEVQ_POINT_OK;
+	}
+	devq_get_io_stats(c.q, &s1);
+	printf("pagecheck: %llu checks, %llu ok; socket reads %llu, writes %llu, futex waits %llu, "
+	       "page hits %llu\n",
+	       (unsigned long long)n, (unsigned long long)ok,
+	       (unsigned long long)(s1.recv_calls - s0.recv_calls),
+	       (unsigned long long)(s1.flushes - s0.flushes),
+	       (unsigned long long)(s1.futex_waits - s0.futex_waits),
+	       (unsigned long long)(s1.page_hits - s0.page_hits));
+	cl_close(&c);
+	return ok == n ? 0 : 1;
+}
+
 static void usage(void)
 {
 	fprintf(stderr,
 		"usage: devq_bench [--quick] [--rounds N] [--socket PATH] "
 		"rtt|tput|fit|scale|zcopy|all\n"
 		"       devq_bench --socket PATH load N BATCH\n"
+		"       devq_bench --socket PATH pagecheck N   (run under strace -c)\n"
 		"Starts $DEVQ_BUILD/devqd (plus $DEVQD_ARGS) unless --socket is given; writes\n"
 		"JSON into $DEVQ_BENCH_OUT (default .).\n");
 }
@@ -692,6 +731,13 @@ int main(int argc, char **argv)
 		}
 		return bench_load(socket_opt, strtoull(argv[i + 1], NULL, 10),
 				  (unsigned)atoi(argv[i + 2]));
+	}
+	if (!strcmp(what, "pagecheck")) {
+		if (!socket_opt || i + 1 >= argc) {
+			usage();
+			return 2;
+		}
+		return bench_pagecheck(socket_opt, strtoull(argv[i + 1], NULL, 10));
 	}
 	struct bu_daemon d = { 0 };
 	const char *sock = socket_opt;

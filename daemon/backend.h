@@ -49,6 +49,11 @@ struct devq_bop {
 	 * and replay it; the CPU backend needs nothing (a batch already costs
 	 * one worker wake-up). */
 	bool replay;
+	/* Set by the backend before on_complete when more ops wait on this
+	 * op's stream, so the stream does not run dry if the daemon's loop
+	 * learns of this completion a little later.  Left false, the daemon
+	 * treats every completion as possibly the stream's last. */
+	bool more_queued;
 
 	/* Results, written by the backend before on_complete. */
 	atomic_int done;

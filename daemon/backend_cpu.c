@@ -119,6 +119,7 @@ static void *worker(void *arg)
 		 * op that waited on it.  From on_complete on, op may be freed. */
 		pthread_mutex_lock(&cb->lock);
 		atomic_store_explicit(&op->done, 1, memory_order_release);
+		op->more_queued = st->head != NULL;
 		cb->b.on_complete(cb->b.ud, op);
 		pthread_cond_broadcast(&cb->done);
 	}

@@ -163,6 +163,7 @@ struct devq_session {
 	bool dirty;
 	struct devq_cpage *cpage; /* completion page (cpage.c), NULL: none */
 	atomic_bool cp_eager; /* ops wait for backend slots: completions wake the loop */
+	atomic_uint cp_deferred; /* completions since the loop last drained (eager) */
 	struct devq_fair_sess fair;   /* fair.c */
 	struct devq_quota_sess quota; /* quota.c */
 	int pidfd;                    /* SO_PEERPIDFD, when has_pidfd */

@@ -422,8 +422,16 @@ void devq_on_complete(void *ud, struct devq_bop *bop)
 	if (op->q->cslot) {
 		devq_cpage_publish(op->s->cpage, op->q->cslot, op->point,
 				   op->b.code != DEVQ__CODE__OK);
-		lazy = !devq_cpage_client_reading(op->s->cpage) &&
-		       !atomic_load_explicit(&op->s->cp_eager, memory_order_seq_cst);
+		lazy = !devq_cpage_client_reading(op->s->cpage);
+		/* With ops waiting for backend slots, the loop must refill the
+		 * session's lanes: it comes once half a lane's worth completed,
+		 * handing over a burst while the rest still runs, or at once
+		 * when this op's stream has nothing more queued. */
+		if (lazy && atomic_load_explicit(&op->s->cp_eager, memory_order_seq_cst)) {
+			unsigned k = d->cfg.fair_k ? d->cfg.fair_k : DEVQ_FAIR_K_DEFAULT;
+			unsigned n = atomic_fetch_add(&op->s->cp_deferred, 1) + 1;
+			lazy = op->b.more_queued && n < (k / 2 ? k / 2 : 1);
+		}
 	}
 	if (d->cmpl_tail)
 		d->cmpl_tail->cnext = op;
@@ -527,6 +535,10 @@ void devq_sched_drain(struct devq_daemon *d)
 	}
 	devq_fair_kick(d); /* the slots those completions freed */
 	for (struct devq_session *s = d->sessions; s; s = s->next)
-		if (s->cpage && !s->fair.waiting && atomic_load_explicit(&s->cp_eager, memory_order_relaxed))
-			atomic_store(&s->cp_eager, false);
+		if (s->cpage) {
+			atomic_store_explicit(&s->cp_deferred, 0, memory_order_relaxed);
+			if (!s->fair.waiting &&
+			    atomic_load_explicit(&s->cp_eager, memory_order_relaxed))
+				atomic_store(&s->cp_eager, false);
+		}
 }
