@@ -1,12 +1,28 @@
 /* See pool.h. */
 #include "pool.h"
 
+#include <malloc.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define ARENA_MIN 16384
 #define ARENA_MAX (8u << 20) /* a larger frame's overflow goes to malloc */
+
+/* Heap bytes parked in free lists and arena buffers, as malloc counts them
+ * (usable size plus glibc's size word), so the SIGUSR1 stats can tell a
+ * bounded cache from a leak. */
+static size_t cached;
+
+static size_t chunk_bytes(void *x)
+{
+	return x ? malloc_usable_size(x) + sizeof(size_t) : 0;
+}
+
+size_t devq_pool_cached_bytes(void)
+{
+	return cached;
+}
 
 struct devq_arena_big {
 	struct devq_arena_big *next;
@@ -59,6 +75,8 @@ void devq_arena_reset(struct devq_arena *a)
 			ncap *= 2;
 		unsigned char *n = malloc(ncap);
 		if (n) {
+			cached += chunk_bytes(n);
+			cached -= chunk_bytes(a->buf);
 			free(a->buf);
 			a->buf = n;
 			a->cap = ncap;
@@ -71,6 +89,7 @@ void devq_arena_reset(struct devq_arena *a)
 void devq_arena_fini(struct devq_arena *a)
 {
 	devq_arena_reset(a);
+	cached -= chunk_bytes(a->buf);
 	free(a->buf);
 	a->buf = NULL;
 	a->cap = 0;
@@ -89,6 +108,7 @@ void devq_pool_fini(struct devq_pool *p)
 	while (p->free) {
 		void *x = p->free;
 		memcpy(&p->free, x, sizeof(void *));
+		cached -= chunk_bytes(x);
 		free(x);
 	}
 	p->nfree = 0;
@@ -101,6 +121,7 @@ void *devq_pool_get(struct devq_pool *p)
 		return calloc(1, p->size);
 	memcpy(&p->free, x, sizeof(void *));
 	p->nfree--;
+	cached -= chunk_bytes(x);
 	memset(x, 0, p->size);
 	return x;
 }
@@ -116,4 +137,5 @@ void devq_pool_put(struct devq_pool *p, void *x)
 	memcpy(x, &p->free, sizeof(void *));
 	p->free = x;
 	p->nfree++;
+	cached += chunk_bytes(x);
 }

@@ -37,4 +37,7 @@ void devq_pool_fini(struct devq_pool *p);
 void *devq_pool_get(struct devq_pool *p); /* zeroed, or NULL */
 void devq_pool_put(struct devq_pool *p, void *x); /* accepts NULL */
 
+/* Heap bytes all pools and arenas keep for reuse (loop thread). */
+size_t devq_pool_cached_bytes(void);
+
 #endif

@@ -35,9 +35,10 @@ static void on_usr1(uv_signal_t *h, int signum)
 	/* Asked for explicitly, so not subject to the log level. */
 	fprintf(stderr,
 		"devqd: stats: sessions=%zu ops_in_flight=%llu buffers=%u bytes_mapped=%llu "
-		"fds=%d heap_in_use=%zu\n",
+		"fds=%d heap_in_use=%zu heap_cached=%zu\n",
 		sessions, (unsigned long long)d->ops_in_flight, d->nbufs,
-		(unsigned long long)d->bytes_mapped, count_fds(), mi.uordblks + mi.hblkhd);
+		(unsigned long long)d->bytes_mapped, count_fds(), mi.uordblks + mi.hblkhd,
+		devq_pool_cached_bytes());
 }
 
 int devq_stats_start(struct devq_daemon *d)

@@ -2,11 +2,14 @@
  * journal under systemd), whatever the log level:
  *
  *   devqd: stats: sessions=N ops_in_flight=N buffers=N bytes_mapped=N fds=N
- *                 heap_in_use=N
+ *                 heap_in_use=N heap_cached=N
  *
  * heap_in_use is glibc's mallinfo2() uordblks + hblkhd: bytes handed out by
- * malloc and not yet freed.  tests/soak compares it before and after hours
- * of abuse to prove that nothing grows; an operator can do the same. */
+ * malloc and not yet freed.  heap_cached is the part of it the daemon keeps
+ * on purpose for reuse (op record pools, the frame arena; bounded, see
+ * pool.h).  tests/soak compares heap_in_use - heap_cached before and after
+ * minutes of abuse to prove that nothing grows; an operator can do the
+ * same. */
 #ifndef DEVQ_STATS_H
 #define DEVQ_STATS_H
 
