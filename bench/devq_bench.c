@@ -201,11 +201,26 @@ static int bench_rtt(const char *sock)
 	int per = quick ? 300 : 2000;
 	struct pingpong pp;
 	pp_start(&pp);
-	struct cl c;
+	/* Side by side: the completion page with the hint-driven wake-up, a
+	 * second daemon that wakes on every publication, and a client
+	 * without a page (completions through the socket only). */
+	struct bu_daemon d2 = { 0 };
+	setenv("DEVQD_CPAGE_WAKE", "always", 1);
+	int r2 = bu_daemon_start(&d2);
+	unsetenv("DEVQD_CPAGE_WAKE");
+	if (r2 < 0)
+		die("second devqd", NULL);
+	struct cl c, ca, cs;
 	cl_open(&c, sock, 1);
-	enum { BASE, REC, PAGE, NK };
+	cl_open(&ca, d2.sock, 1);
+	setenv("DEVQ_NO_CPAGE", "1", 1);
+	cl_open(&cs, sock, 1);
+	unsetenv("DEVQ_NO_CPAGE");
+	enum { BASE, REC, PAGE, ALWAYS, SOCK, NK };
 	static const char *const names[NK] = { "socket ping-pong", "devq (completion record)",
-					       "devq (wait on point)" };
+					       "devq (wait on point)", "devq (point, always wake)",
+					       "devq (no page: socket)" };
+	struct cl *cls[NK] = { NULL, &c, &c, &ca, &cs };
 	uint64_t *all[NK];
 	double *med[NK];
 	for (int k = 0; k < NK; k++) {
@@ -218,14 +233,17 @@ static int bench_rtt(const char *sock)
 	/* Warm up both paths (page faults, daemon allocations). */
 	for (int i = 0; i < 200; i++) {
 		pp_once(&pp);
-		devq_once(&c, true);
+		for (int k = REC; k < NK; k++)
+			devq_once(cls[k], true);
 	}
-	cl_drain(&c);
+	for (int k = REC; k < NK; k++)
+		cl_drain(cls[k]);
 	for (int r = 0; r < rounds; r++) {
 		for (int k = 0; k < NK; k++) {
 			for (int i = 0; i < per; i++)
-				tmp[i] = k == BASE ? pp_once(&pp) : devq_once(&c, k == REC);
-			cl_drain(&c);
+				tmp[i] = k == BASE ? pp_once(&pp) : devq_once(cls[k], k == REC);
+			if (k != BASE)
+				cl_drain(cls[k]);
 			memcpy(all[k] + (size_t)r * per, tmp, per * sizeof(uint64_t));
 			bu_sort(tmp, per);
 			med[k][r] = (double)bu_quantile(tmp, per, 0.5);
@@ -233,6 +251,9 @@ static int bench_rtt(const char *sock)
 	}
 	pp_stop(&pp);
 	cl_close(&c);
+	cl_close(&ca);
+	cl_close(&cs);
+	bu_daemon_stop(&d2);
 
 	struct bu_json j;
 	bu_json_open(&j, "rtt");
