@@ -92,6 +92,7 @@ static void setup(void)
 	D.cfg.socket_path = sockpath;
 	D.cfg.backend = "cpu";
 	D.cfg.streams = 2;
+	D.cfg.priority_streams = 1;
 	D.cfg.max_op_ns = 1000 * 1000;
 	D.cfg.max_buffer_bytes = 1 << 20;
 	D.cfg.max_frame = DEVQ_FRAME_MAX_DEFAULT;
@@ -119,6 +120,7 @@ static void setup(void)
 	}
 	pthread_mutex_init(&D.cmpl_lock, NULL);
 	struct devq_backend_config bc = { .streams = D.cfg.streams,
+					  .high_streams = D.cfg.priority_streams,
 					  .on_complete = devq_on_complete, .ud = &D };
 	if (devq_backend_select(&D.cfg, &bc, &D.be, D.backend_note, sizeof(D.backend_note)) < 0)
 		die("no backend");

@@ -140,11 +140,12 @@ static void release(uint64_t id)
 	msg(&m);
 }
 
-static void queue_msg(uint32_t id, bool reset)
+static void queue_msg_prio(uint32_t id, bool reset, int32_t priority)
 {
 	Devq__OpenQueue o = DEVQ__OPEN_QUEUE__INIT;
 	Devq__ResetQueue r = DEVQ__RESET_QUEUE__INIT;
 	o.id = r.id = id;
+	o.priority = priority;
 	Devq__ClientMessage m = DEVQ__CLIENT_MESSAGE__INIT;
 	if (reset) {
 		m.body_case = DEVQ__CLIENT_MESSAGE__BODY_RESET_QUEUE;
@@ -154,6 +155,11 @@ static void queue_msg(uint32_t id, bool reset)
 		m.open_queue = &o;
 	}
 	msg(&m);
+}
+
+static void queue_msg(uint32_t id, bool reset)
+{
+	queue_msg_prio(id, reset, 0);
 }
 
 static void empty_msg(Devq__ClientMessage__BodyCase c)
@@ -414,7 +420,7 @@ static void seed_ok(void)
 	create(1, 65536, DEVQ__BUFFER_KIND__SHARED);
 	create(2, 65536, DEVQ__BUFFER_KIND__DEVICE);
 	for (uint32_t q = 1; q <= 3; q++)
-		queue_msg(q, false);
+		queue_msg_prio(q, false, q == 3); /* queue 3 on a high-priority stream */
 	for (int round = 0; round < 4; round++) {
 		for (uint32_t q = 1; q <= 3; q++) {
 			Devq__Op *o = fill(q, 1, 4096 * q, 4096, 0x01010101u * (uint32_t)round);
