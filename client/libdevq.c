@@ -989,7 +989,16 @@ int devq_wait(devq *q, uint32_t queue, uint64_t point, int timeout_ms,
 				q->cp->hits++;
 				return 0;
 			}
-			r = cpc_wait(q->cp, cq->slot, point, deadline);
+			/* Sleep in slices: records keep arriving on the socket
+			 * meanwhile, and a client that never reads them would
+			 * eventually be cut off as one that does not read. */
+			for (;;) {
+				drain_records(q);
+				uint64_t slice = now_ns() + 50 * 1000 * 1000;
+				r = cpc_wait(q->cp, cq->slot, point, slice < deadline ? slice : deadline);
+				if (r != -ETIMEDOUT || slice >= deadline)
+					break;
+			}
 			if (r == -ETIMEDOUT)
 				return fail(q, r, "queue %u point %llu not complete in time", queue,
 					    (unsigned long long)point);

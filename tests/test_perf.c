@@ -498,6 +498,39 @@ START_TEST(status_includes_page_completions)
 }
 END_TEST
 
+/* A client that waits only on the page still reads the completion records
+ * libdevq gets on the socket meanwhile, so a small outbound quota never
+ * takes it for a client that does not read. */
+START_TEST(page_waiter_keeps_reading)
+{
+	struct daemon_proc d;
+	const char *extra[] = { "--quota-outbound-kb", "64", NULL };
+	harness_start(&d, extra);
+	devq *q = conn(d.sock, "reader");
+	const struct devq_exec *e = exe(q, "spin");
+	struct devq_arg ns = a_u64("ns", 0);
+	struct devq_op ops[64];
+	for (int i = 0; i < 64; i++)
+		ops[i] = spin_op(e, &ns, 1);
+	ck_assert_int_eq(devq_queue_open(q, 1), 0);
+	warm_up(q, e, 1);
+	uint64_t pts[64];
+	for (int b = 0; b < 200; b++) {
+		ck_assert_int_eq(devq_submit(q, ops, 64, pts), 0);
+		if (b % 16 == 15)
+			ck_assert_int_eq(devq_wait(q, 1, pts[63], 60000, NULL), 0);
+	}
+	ck_assert_int_eq(devq_wait(q, 1, pts[63], 60000, NULL), 0);
+	struct devq_status *st;
+	ck_assert_msg(devq_get_status(q, &st) == 0, "%s", devq_last_error(q));
+	devq_status_free(st);
+	struct devq_error err;
+	ck_assert_int_eq(devq_next_error(q, &err), 0);
+	devq_disconnect(q);
+	ck_assert_int_eq(harness_stop(&d), 0);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("perf");
@@ -513,6 +546,7 @@ int main(void)
 	tcase_add_test(tc, coalesced_and_replayable_batches);
 	tcase_add_test(tc, no_page_fallback);
 	tcase_add_test(tc, status_includes_page_completions);
+	tcase_add_test(tc, page_waiter_keeps_reading);
 	suite_add_tcase(s, tc);
 	return harness_main(s);
 }
