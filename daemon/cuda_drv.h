@@ -38,6 +38,11 @@
 	X(cuEventSynchronize)           \
 	X(cuEventElapsedTime)           \
 	X(cuLaunchKernel)               \
+	X(cuMemAlloc)                   \
+	X(cuMemFree)                    \
+	X(cuMemcpyHtoD)                 \
+	X(cuMemcpyDtoH)                 \
+	X(cuCtxSynchronize)             \
 	X(cuMemAllocAsync)              \
 	X(cuMemFreeAsync)               \
 	X(cuMemGetInfo)                 \

@@ -81,7 +81,7 @@ $(BUILD)/devqd: $(CUDA_DAEMON_OBJ)
 # The checker loads libcuda.so.1 itself (dlopen), like devqd, so it starts
 # on any machine and says what is missing; it needs <cuda.h> to compile.
 $(call obj,tests/gpu/kernel_check.c): ALL_CFLAGS += $(CUDA_CFLAGS)
-$(KERNEL_CHECK): $(call obj,tests/gpu/kernel_check.c daemon/fatbin.c kernels/cuda_launch.c \
+$(KERNEL_CHECK): $(call obj,tests/gpu/kernel_check.c daemon/fatbin.c kernels/cuda_launch.c daemon/cuda_drv.c \
                  kernels/sig.c) $(KERNEL_OBJ) $(CUDA_EMBED_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -pthread -o $@ $^ -ldl -lm

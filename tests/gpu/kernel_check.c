@@ -16,7 +16,6 @@
  * passed, 1 a check failed, 2 no usable driver or device (nothing ran),
  * 64 bad usage. */
 #include <cuda.h>
-#include <dlfcn.h>
 #include <errno.h>
 #include <float.h>
 #include <math.h>
@@ -27,6 +26,7 @@
 #include <string.h>
 
 #include "cpu_kernels.h"
+#include "cuda_drv.h"
 #include "cuda_launch.h"
 #include "fatbin.h"
 #include "fatbin_embed.h"
@@ -35,127 +35,22 @@
 #define EXIT_NODEV 2
 #define EXIT_USAGE 64
 
-/* ---- the driver, resolved at run time ---- */
+/* ---- the driver, resolved at run time (daemon/cuda_drv.c, as devqd) ---- */
 
-/* Each member has the type of the cuda.h prototype it stands for; the
- * header's macros (cuMemAlloc -> cuMemAlloc_v2) name the member and pick
- * the ABI, while the string passed to cuGetProcAddress is the base name. */
-#define FN(name) __typeof__(name) *name
-static struct {
-	FN(cuGetErrorName);
-	FN(cuInit);
-	FN(cuDriverGetVersion);
-	FN(cuDeviceGetCount);
-	FN(cuDeviceGet);
-	FN(cuDeviceGetName);
-	FN(cuDeviceGetAttribute);
-	FN(cuDevicePrimaryCtxRetain);
-	FN(cuDevicePrimaryCtxRelease);
-	FN(cuCtxSetCurrent);
-	FN(cuCtxSynchronize);
-	FN(cuModuleLoadData);
-	FN(cuModuleUnload);
-	FN(cuModuleGetFunction);
-	FN(cuLaunchKernel);
-	FN(cuMemAlloc);
-	FN(cuMemFree);
-	FN(cuMemcpyHtoD);
-	FN(cuMemcpyDtoH);
-	FN(cuEventCreate);
-	FN(cuEventRecord);
-	FN(cuEventSynchronize);
-	FN(cuEventElapsedTime);
-	FN(cuEventDestroy);
-} cu;
-#undef FN
+static struct devq_cuda_drv cu;
 
-#define SYM(name) { #name, (void **)&cu.name }
-static const struct {
-	const char *name;
-	void **fn;
-} syms[] = {
-	SYM(cuGetErrorName),     SYM(cuInit),
-	SYM(cuDriverGetVersion), SYM(cuDeviceGetCount),
-	SYM(cuDeviceGet),        SYM(cuDeviceGetName),
-	SYM(cuDeviceGetAttribute), SYM(cuDevicePrimaryCtxRetain),
-	SYM(cuDevicePrimaryCtxRelease), SYM(cuCtxSetCurrent),
-	SYM(cuCtxSynchronize),   SYM(cuModuleLoadData),
-	SYM(cuModuleUnload),     SYM(cuModuleGetFunction),
-	SYM(cuLaunchKernel),     SYM(cuMemAlloc),
-	SYM(cuMemFree),          SYM(cuMemcpyHtoD),
-	SYM(cuMemcpyDtoH),       SYM(cuEventCreate),
-	SYM(cuEventRecord),      SYM(cuEventSynchronize),
-	SYM(cuEventElapsedTime), SYM(cuEventDestroy),
-};
-#undef SYM
-
-/* Our own names: the stub library answers every call, cuGetErrorName
- * included, with CUDA_ERROR_STUB_LIBRARY. */
 static const char *err_name(CUresult r)
 {
-	static const struct {
-		CUresult r;
-		const char *name;
-	} names[] = {
-		{ CUDA_SUCCESS, "CUDA_SUCCESS" },
-		{ CUDA_ERROR_INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE" },
-		{ CUDA_ERROR_OUT_OF_MEMORY, "CUDA_ERROR_OUT_OF_MEMORY" },
-		{ CUDA_ERROR_NOT_INITIALIZED, "CUDA_ERROR_NOT_INITIALIZED" },
-		{ CUDA_ERROR_STUB_LIBRARY, "CUDA_ERROR_STUB_LIBRARY" },
-		{ CUDA_ERROR_NO_DEVICE, "CUDA_ERROR_NO_DEVICE" },
-		{ CUDA_ERROR_INVALID_DEVICE, "CUDA_ERROR_INVALID_DEVICE" },
-		{ CUDA_ERROR_INVALID_IMAGE, "CUDA_ERROR_INVALID_IMAGE" },
-		{ CUDA_ERROR_NO_BINARY_FOR_GPU, "CUDA_ERROR_NO_BINARY_FOR_GPU" },
-		{ CUDA_ERROR_INVALID_PTX, "CUDA_ERROR_INVALID_PTX" },
-		{ CUDA_ERROR_UNSUPPORTED_PTX_VERSION, "CUDA_ERROR_UNSUPPORTED_PTX_VERSION" },
-		{ CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND" },
-		{ CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES" },
-		{ CUDA_ERROR_ILLEGAL_ADDRESS, "CUDA_ERROR_ILLEGAL_ADDRESS" },
-		{ CUDA_ERROR_LAUNCH_FAILED, "CUDA_ERROR_LAUNCH_FAILED" },
-		{ CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN" },
-	};
-	static char other[32];
-
-	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-		if (names[i].r == r)
-			return names[i].name;
-	snprintf(other, sizeof other, "CUresult %d", (int)r);
-	return other;
+	return devq_cuda_error_name(r);
 }
 
 static int load_driver(void)
 {
-	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-	if (!h) {
-		printf("kernel_check: no NVIDIA driver: cannot load libcuda.so.1 (%s); nothing "
-		       "run\n",
-		       dlerror());
-		return -ENOENT;
-	}
-	__typeof__(cuGetProcAddress) *gpa =
-		(__typeof__(cuGetProcAddress) *)dlsym(h, "cuGetProcAddress_v2");
-	if (!gpa) {
-		printf("kernel_check: libcuda.so.1 has no cuGetProcAddress_v2: the driver is "
-		       "older than CUDA 12; devq needs a 580 or newer driver\n");
-		return -ENOENT;
-	}
-	for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) {
-		CUdriverProcAddressQueryResult q;
-		CUresult r = gpa(syms[i].name, syms[i].fn, CUDA_VERSION,
-				 CU_GET_PROC_ADDRESS_DEFAULT, &q);
-		if (r == CUDA_ERROR_STUB_LIBRARY) {
-			printf("kernel_check: libcuda.so.1 is the CUDA toolkit's stub library, "
-			       "not a driver (cuGetProcAddress: %s); nothing run\n",
-			       err_name(r));
-			return -ENOENT;
-		}
-		if (r != CUDA_SUCCESS || !*syms[i].fn) {
-			printf("kernel_check: libcuda.so.1 cannot resolve %s for CUDA %d: %s\n",
-			       syms[i].name, CUDA_VERSION, err_name(r));
-			return -ENOENT;
-		}
-	}
-	return 0;
+	char err[512];
+	int r = devq_cuda_drv_open(&cu, NULL, err, sizeof(err));
+	if (r < 0)
+		printf("kernel_check: %s; nothing run\n", err);
+	return r;
 }
 
 /* ---- checks ---- */
