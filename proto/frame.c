@@ -266,6 +266,29 @@ int devq_tx_push(struct devq_tx *tx, uint16_t type, const ProtobufCMessage *msg,
 	return 0;
 }
 
+int devq_tx_reserve(struct devq_tx *tx, uint16_t type, size_t plen, uint8_t **payload)
+{
+	struct devq_txchunk *c;
+	if (plen > UINT32_MAX)
+		return -EINVAL;
+	if (!(c = malloc(sizeof(*c) + DEVQ_FRAME_HDR + plen)))
+		return -ENOMEM;
+	c->next = NULL;
+	c->nfds = 0;
+	c->len = DEVQ_FRAME_HDR + plen;
+	c->off = 0;
+	put_hdr(chunk_data(c), (uint32_t)plen, type, 0);
+	*payload = chunk_data(c) + DEVQ_FRAME_HDR;
+	if (tx->tail)
+		tx->tail->next = c;
+	else
+		tx->head = c;
+	tx->tail = c;
+	tx->bytes += c->len;
+	tx->frames++;
+	return 0;
+}
+
 /* One sendmsg gathers consecutive frames; a frame with fds starts a new
  * sendmsg so that its fds ride with its own first byte. */
 int devq_tx_flush(struct devq_tx *tx, int sock)

@@ -71,6 +71,11 @@ void devq_tx_init(struct devq_tx *tx);
 void devq_tx_fini(struct devq_tx *tx);
 int devq_tx_push(struct devq_tx *tx, uint16_t type, const ProtobufCMessage *msg,
 		 const int *fds, unsigned nfds);
+/* Queues a frame of plen payload bytes (no fds) and points *payload at
+ * them, for a caller that encodes the payload itself in place (the daemon's
+ * completions, daemon/cmpl_enc.c).  The caller must fill all plen bytes
+ * before the next flush.  0, -EINVAL (plen too large) or -ENOMEM. */
+int devq_tx_reserve(struct devq_tx *tx, uint16_t type, size_t plen, uint8_t **payload);
 /* Writes as much as the socket takes.  0 when everything was sent, -EAGAIN
  * when bytes remain (non-blocking socket), or -errno. */
 int devq_tx_flush(struct devq_tx *tx, int sock);
