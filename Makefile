@@ -66,6 +66,8 @@ DAEMON_SRC += daemon/stats.c
 DEVCTL_SRC += client/devctl_trace.c client/devctl_top.c
 # Performance: the shared-memory completion page, both sides.
 DAEMON_SRC += daemon/cpage.c daemon/pool.c
+# Performance: Completions frames encoded by hand (mk/cmpl_enc.mk tests it).
+DAEMON_SRC += daemon/cmpl_enc.c
 LIB_SRC    += client/cpage.c
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(patsubst $(BUILD)/%,%,$(1)))

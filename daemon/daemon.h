@@ -13,6 +13,7 @@
 #include <uv.h>
 
 #include "backend.h"
+#include "cmpl_enc.h" /* struct devq_cmpl */
 #include "cpage.h"
 #include "pool.h"
 #include "devq.pb-c.h"
@@ -121,14 +122,6 @@ struct devq_op {
 	struct devq_bop *winline[4]; /* b.waits when it has at most 4 entries */
 	struct devq_op *fnext; /* fair.c: waiting for a backend slot */
 	bool fhanded;          /* fair.c: given to the backend */
-};
-
-struct devq_cmpl {
-	uint32_t queue;
-	uint64_t point;
-	int code;
-	char msg[DEVQ_BOP_MSG];
-	uint64_t t[7];
 };
 
 struct devq_daemon;
