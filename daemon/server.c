@@ -46,52 +46,25 @@ static void flush_dirty(struct devq_daemon *d)
 }
 
 /* Pending completions go out as one frame, ahead of anything sent after
- * them, so a client sees an op complete before the release it enables. */
+ * them, so a client sees an op complete before the release it enables.
+ * Encoded by hand straight into the send queue (cmpl_enc.c): the same bytes
+ * protobuf-c would write, at a fraction of the instructions, and no
+ * temporary Completion/Timing structs to allocate. */
 static void push_completions(struct devq_session *s)
 {
 	size_t n = s->ncmpl;
 	if (!n)
 		return;
 	s->ncmpl = 0;
-	Devq__Completion *c = calloc(n, sizeof(*c));
-	Devq__Completion **cp = calloc(n, sizeof(*cp));
-	Devq__Timing *t = calloc(n, sizeof(*t));
-	if (!c || !cp || !t) {
-		log_err("session %llu: out of memory; %zu completions lost",
-			(unsigned long long)s->id, n);
-		goto out;
+	size_t plen = devq_cmpl_enc_size(s->cmpl, n);
+	uint8_t *p;
+	int r = devq_tx_reserve(&s->tx, DEVQ_FRAME_DAEMON, plen, &p);
+	if (r < 0) {
+		log_err("session %llu: %s; %zu completions lost", (unsigned long long)s->id,
+			strerror(-r), n);
+		return;
 	}
-	for (size_t i = 0; i < n; i++) {
-		const struct devq_cmpl *x = &s->cmpl[i];
-		devq__completion__init(&c[i]);
-		devq__timing__init(&t[i]);
-		c[i].queue = x->queue;
-		c[i].point = x->point;
-		c[i].code = x->code;
-		c[i].message = (char *)x->msg;
-		t[i].client_submit = x->t[0];
-		t[i].received = x->t[1];
-		t[i].handoff = x->t[2];
-		t[i].device_start = x->t[3];
-		t[i].device_end = x->t[4];
-		t[i].observed = x->t[5];
-		t[i].enqueue_ns = x->t[6];
-		c[i].timing = &t[i];
-		cp[i] = &c[i];
-	}
-	Devq__Completions cs = DEVQ__COMPLETIONS__INIT;
-	cs.n_items = n;
-	cs.items = cp;
-	Devq__DaemonMessage m = DEVQ__DAEMON_MESSAGE__INIT;
-	m.body_case = DEVQ__DAEMON_MESSAGE__BODY_COMPLETIONS;
-	m.completions = &cs;
-	if (devq_tx_push(&s->tx, DEVQ_FRAME_DAEMON, &m.base, NULL, 0) < 0)
-		log_err("session %llu: out of memory; %zu completions lost",
-			(unsigned long long)s->id, n);
-out:
-	free(c);
-	free(cp);
-	free(t);
+	devq_cmpl_enc(p, plen, s->cmpl, n);
 }
 
 void devq_session_send(struct devq_session *s, const Devq__DaemonMessage *m, const int *fds,
