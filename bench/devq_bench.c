@@ -677,6 +677,22 @@ static int bench_load(const char *sock, uint64_t n, unsigned batch)
 	return 0;
 }
 
+/* ---- rttload (the round trip's path, for strace -c or callgrind) ------ */
+
+static int bench_rttload(const char *sock, uint64_t n)
+{
+	struct cl c;
+	cl_open(&c, sock, 1);
+	uint64_t t = bu_now_ns();
+	for (uint64_t i = 0; i < n; i++)
+		devq_once(&c, false);
+	t = bu_now_ns() - t;
+	printf("rttload: %llu round trips, %.2f us each\n", (unsigned long long)n,
+	       n ? (double)t / 1e3 / (double)n : 0.0);
+	cl_close(&c);
+	return 0;
+}
+
 /* ---- pagecheck (the no-syscall claim, for strace -c) ------------------ */
 
 /* One op, then n checks of its completed point.  Run under `strace -c -f`
@@ -720,6 +736,7 @@ static void usage(void)
 		"rtt|tput|fit|scale|zcopy|all\n"
 		"       devq_bench --socket PATH load N BATCH\n"
 		"       devq_bench --socket PATH pagecheck N   (run under strace -c)\n"
+		"       devq_bench --socket PATH rttload N     (N null-op round trips)\n"
 		"Starts $DEVQ_BUILD/devqd (plus $DEVQD_ARGS) unless --socket is given; writes\n"
 		"JSON into $DEVQ_BENCH_OUT (default .).\n");
 }
@@ -752,6 +769,13 @@ int main(int argc, char **argv)
 		}
 		return bench_load(socket_opt, strtoull(argv[i + 1], NULL, 10),
 				  (unsigned)atoi(argv[i + 2]));
+	}
+	if (!strcmp(what, "rttload")) {
+		if (!socket_opt || i + 1 >= argc) {
+			usage();
+			return 2;
+		}
+		return bench_rttload(socket_opt, strtoull(argv[i + 1], NULL, 10));
 	}
 	if (!strcmp(what, "pagecheck")) {
 		if (!socket_opt || i + 1 >= argc) {
