@@ -2,10 +2,14 @@
  * ordering, timing) is common to every backend; a backend only moves memory
  * and runs ops on device streams, in order per stream, honouring waits.
  *
- * Threading: every call is made from the daemon's loop thread.  Completions
- * are reported from backend threads through on_complete, which must not call
- * back into the backend.  An op's completion is reported before that of any
- * op that waited on it, and in order within a stream. */
+ * Threading: every call is made from the daemon's loop thread, except that a
+ * backend with enqueue_any_thread also takes enqueue from on_complete.
+ * Completions are reported from backend threads through on_complete, which
+ * must not call back into the backend unless enqueue_any_thread is set; it
+ * stores op->done = 1 as its last access to op, so a backend that waits on
+ * done sees a dependency complete only once its completion is reported.  An
+ * op's completion is reported before that of any op that waited on it, and
+ * in order within a stream. */
 #ifndef DEVQ_BACKEND_H
 #define DEVQ_BACKEND_H
 
@@ -107,6 +111,11 @@ struct devq_backend {
 	unsigned high_streams; /* streams [streams - high_streams, streams) */
 	devq_complete_fn on_complete;
 	void *ud;
+	/* enqueue may be called from any thread, on_complete included (the
+	 * backend calls on_complete holding none of its locks): the daemon
+	 * then hands a session's next ops over from the completion itself,
+	 * with no round trip through its loop. */
+	bool enqueue_any_thread;
 };
 
 struct devq_backend_config {

@@ -32,8 +32,11 @@ struct cpu_stream {
 
 struct cpu_backend {
 	struct devq_backend b;
-	pthread_mutex_t lock;  /* stream FIFOs and every op's done flag */
-	pthread_cond_t done;   /* broadcast on each completion, for waiters */
+	pthread_mutex_t lock;  /* stream FIFOs; the done condition */
+	pthread_cond_t done;   /* broadcast on a completion while dep_waiters */
+	atomic_uint dep_waiters; /* workers blocked on another stream's op */
+	atomic_bool queued;      /* enqueued since the last flush */
+	struct cpu_stream **to_wake; /* flush's scratch, under the lock */
 	bool stop;
 	/* Set by the fault-injection kernel: from then on every op fails as on
 	 * a GPU whose context took a sticky error. */
@@ -73,73 +76,92 @@ static void run_op(struct cpu_backend *cb, struct devq_bop *op)
 	}
 }
 
-/* Called with the lock held; returns with it held. */
+/* Blocks until every op op waits on is done, as a GPU stream blocks on an
+ * event.  The lock is taken only when one is not done yet. */
 static void wait_deps(struct cpu_backend *cb, struct devq_bop *op)
 {
 	for (unsigned i = 0; i < op->nwaits; i++) {
 		struct devq_bop *w = op->waits[i];
-		while (!atomic_load_explicit(&w->done, memory_order_acquire))
-			pthread_cond_wait(&cb->done, &cb->lock);
+		if (!atomic_load(&w->done)) {
+			pthread_mutex_lock(&cb->lock);
+			/* Announced before the check: a completer that stores done
+			 * after it sees the announcement and broadcasts. */
+			atomic_fetch_add(&cb->dep_waiters, 1);
+			while (!atomic_load(&w->done))
+				pthread_cond_wait(&cb->done, &cb->lock);
+			atomic_fetch_sub(&cb->dep_waiters, 1);
+			pthread_mutex_unlock(&cb->lock);
+		}
 		if (i < op->nstrict && w->code != DEVQ__CODE__OK && op->code == DEVQ__CODE__OK)
 			devq_bop_dependency_failed(op, w);
 	}
 }
 
+/* Takes everything queued on st, sleeping while there is nothing; NULL once
+ * the backend stops and st is empty. */
+static struct devq_bop *take_all(struct cpu_stream *st)
+{
+	struct cpu_backend *cb = st->cb;
+	pthread_mutex_lock(&cb->lock);
+	while (!st->head && !cb->stop) {
+		unsigned v = atomic_load_explicit(&st->wake, memory_order_relaxed);
+		st->sleeping = true;
+		pthread_mutex_unlock(&cb->lock);
+		/* A wake between the unlock and the wait changed the word: the
+		 * wait returns at once (EAGAIN). */
+		syscall(SYS_futex, &st->wake, FUTEX_WAIT_PRIVATE, v, NULL, NULL, 0);
+		pthread_mutex_lock(&cb->lock);
+		st->sleeping = false;
+	}
+	struct devq_bop *list = st->head;
+	st->head = st->tail = NULL;
+	pthread_mutex_unlock(&cb->lock);
+	return list;
+}
+
+/* The worker holds no lock while it runs and reports ops: it takes its
+ * whole FIFO at once, and the daemon's on_complete marks the op done (the
+ * last thing it does with it), so an op's completion always reaches the
+ * daemon before that of any op that waited on it, and on_complete may hand
+ * the session's next ops to any stream (enqueue_any_thread). */
 static void *worker(void *arg)
 {
 	struct cpu_stream *st = arg;
 	struct cpu_backend *cb = st->cb;
+	struct devq_bop *op;
 
-	pthread_mutex_lock(&cb->lock);
-	for (;;) {
-		while (!st->head && !cb->stop) {
-			unsigned v = atomic_load_explicit(&st->wake, memory_order_relaxed);
-			st->sleeping = true;
-			pthread_mutex_unlock(&cb->lock);
-			/* A wake between the unlock and the wait changed the word:
-			 * the wait returns at once (EAGAIN). */
-			syscall(SYS_futex, &st->wake, FUTEX_WAIT_PRIVATE, v, NULL, NULL, 0);
-			pthread_mutex_lock(&cb->lock);
-			st->sleeping = false;
+	while ((op = take_all(st))) {
+		while (op) {
+			struct devq_bop *next = op->next;
+			if (op->kind != DEVQ_BOP_FAIL)
+				wait_deps(cb, op);
+			/* Cancellation wins over a failed dependency: the op was
+			 * not wanted any more, whatever happened before it. */
+			if (op->kind != DEVQ_BOP_FAIL && op->cancel &&
+			    atomic_load_explicit(op->cancel, memory_order_relaxed)) {
+				op->code = DEVQ__CODE__CANCELLED;
+				snprintf(op->msg, sizeof(op->msg), "cancelled before it started");
+			}
+			op->t_start = devq_now_ns();
+			if (op->code == DEVQ__CODE__OK && !atomic_load(&cb->lost))
+				run_op(cb, op);
+			op->t_end = devq_now_ns();
+			/* As on a GPU: once the context is lost, every op that
+			 * had not completed reports it, whatever it was doing. */
+			if (atomic_load(&cb->lost) && op->kind != DEVQ_BOP_FAIL) {
+				op->code = DEVQ__CODE__DEVICE_LOST;
+				snprintf(op->msg, sizeof(op->msg), "%s", lost_msg);
+			}
+			op->more_queued = next != NULL;
+			cb->b.on_complete(cb->b.ud, op); /* from here on op may be freed */
+			if (atomic_load(&cb->dep_waiters)) {
+				pthread_mutex_lock(&cb->lock);
+				pthread_cond_broadcast(&cb->done);
+				pthread_mutex_unlock(&cb->lock);
+			}
+			op = next;
 		}
-		if (!st->head)
-			break;
-		struct devq_bop *op = st->head;
-		st->head = op->next;
-		if (!st->head)
-			st->tail = NULL;
-		if (op->kind != DEVQ_BOP_FAIL)
-			wait_deps(cb, op);
-		pthread_mutex_unlock(&cb->lock);
-
-		/* Cancellation wins over a failed dependency: the op was not
-		 * wanted any more, whatever happened before it. */
-		if (op->kind != DEVQ_BOP_FAIL && op->cancel &&
-		    atomic_load_explicit(op->cancel, memory_order_relaxed)) {
-			op->code = DEVQ__CODE__CANCELLED;
-			snprintf(op->msg, sizeof(op->msg), "cancelled before it started");
-		}
-		op->t_start = devq_now_ns();
-		if (op->code == DEVQ__CODE__OK && !atomic_load(&cb->lost))
-			run_op(cb, op);
-		op->t_end = devq_now_ns();
-		/* As on a GPU: once the context is lost, every op that had not
-		 * completed reports it, whatever it was doing. */
-		if (atomic_load(&cb->lost) && op->kind != DEVQ_BOP_FAIL) {
-			op->code = DEVQ__CODE__DEVICE_LOST;
-			snprintf(op->msg, sizeof(op->msg), "%s", lost_msg);
-		}
-
-		/* Report under the lock, before waking dependents: an op's
-		 * completion then always reaches the daemon before that of any
-		 * op that waited on it.  From on_complete on, op may be freed. */
-		pthread_mutex_lock(&cb->lock);
-		atomic_store_explicit(&op->done, 1, memory_order_release);
-		op->more_queued = st->head != NULL;
-		cb->b.on_complete(cb->b.ud, op);
-		pthread_cond_broadcast(&cb->done);
 	}
-	pthread_mutex_unlock(&cb->lock);
 	return NULL;
 }
 
@@ -166,6 +188,7 @@ static void cpu_destroy(struct devq_backend *b)
 	pthread_cond_destroy(&cb->done);
 	pthread_mutex_destroy(&cb->lock);
 	free(cb->s);
+	free(cb->to_wake);
 	free(cb);
 }
 
@@ -224,19 +247,37 @@ static int cpu_enqueue(struct devq_backend *b, struct devq_bop *op)
 	else
 		st->head = op;
 	st->tail = op;
-	/* Only a worker found sleeping is woken, once: the ops of a batch
-	 * after the first cost nothing (the worker drains the FIFO before it
-	 * sleeps again).  The word moves under the lock, the wake-up happens
-	 * after it, so the woken worker does not block on the lock at once. */
-	bool wake = st->sleeping;
-	if (wake) {
-		st->sleeping = false;
-		atomic_fetch_add_explicit(&st->wake, 1, memory_order_relaxed);
-	}
 	pthread_mutex_unlock(&cb->lock);
-	if (wake)
-		syscall(SYS_futex, &st->wake, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+	atomic_store(&cb->queued, true);
 	return 0;
+}
+
+/* Wakes every sleeping worker with work.  The daemon flushes once it has
+ * handed over all it has for now, with its own locks released: a worker
+ * woken inside them would preempt the caller on its CPU, run the op and
+ * block on the caller's lock at its completion.  It also makes a batch
+ * cost one wake-up.  The words move under the lock, the wake-ups happen
+ * after it, so a woken worker does not block on this lock either. */
+static void cpu_flush(struct devq_backend *b)
+{
+	struct cpu_backend *cb = (struct cpu_backend *)b;
+	if (!atomic_exchange(&cb->queued, false))
+		return;
+	unsigned n = 0;
+	pthread_mutex_lock(&cb->lock);
+	for (unsigned i = 0; i < b->streams; i++) {
+		struct cpu_stream *st = &cb->s[i];
+		if (st->sleeping && st->head) {
+			st->sleeping = false;
+			atomic_fetch_add_explicit(&st->wake, 1, memory_order_relaxed);
+			cb->to_wake[n++] = st;
+		}
+	}
+	struct cpu_stream *w[n ? n : 1];
+	memcpy(w, cb->to_wake, n * sizeof(*w));
+	pthread_mutex_unlock(&cb->lock);
+	for (unsigned i = 0; i < n; i++)
+		syscall(SYS_futex, &w[i]->wake, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }
 
 static const struct devq_backend_ops cpu_ops = {
@@ -247,6 +288,7 @@ static const struct devq_backend_ops cpu_ops = {
 	.free = cpu_free,
 	.has_kernel = cpu_has_kernel,
 	.enqueue = cpu_enqueue,
+	.flush = cpu_flush,
 };
 
 int devq_backend_cpu_open(const struct devq_backend_config *cfg, struct devq_backend **out)
@@ -258,6 +300,7 @@ int devq_backend_cpu_open(const struct devq_backend_config *cfg, struct devq_bac
 	if (!cb)
 		return -ENOMEM;
 	cb->b.ops = &cpu_ops;
+	cb->b.enqueue_any_thread = true;
 	cb->b.name = "cpu";
 	cb->b.on_complete = cfg->on_complete;
 	cb->b.ud = cfg->ud;
@@ -268,7 +311,8 @@ int devq_backend_cpu_open(const struct devq_backend_config *cfg, struct devq_bac
 	pthread_mutex_init(&cb->lock, NULL);
 	pthread_cond_init(&cb->done, NULL);
 	cb->s = calloc(n, sizeof(*cb->s));
-	if (!cb->s) {
+	cb->to_wake = calloc(n, sizeof(*cb->to_wake));
+	if (!cb->s || !cb->to_wake) {
 		cpu_destroy(&cb->b);
 		return -ENOMEM;
 	}

@@ -265,7 +265,8 @@ void devq_buf_put(struct devq_buf *b);     /* an op stopped using it */
 void devq_sched_submit(struct devq_session *s, const Devq__Op *m, uint64_t t_received);
 void devq_sched_drain(struct devq_daemon *d);
 /* Stamps t_handoff and gives op to the backend (fair.c decides when). */
-void devq_sched_handoff(struct devq_op *op);
+/* from_loop: called on the loop thread (else from a completer). */
+void devq_sched_handoff(struct devq_op *op, bool from_loop);
 /* Tells the backend that everything handed over so far should be issued
  * (a backend may hold back a replayable run to launch it as one graph). */
 void devq_sched_flush(struct devq_daemon *d);

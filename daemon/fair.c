@@ -3,6 +3,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <pthread.h>
 #include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +14,13 @@
 int devq_fair_init(struct devq_fair *f, const char *shares, char *err, size_t n)
 {
 	memset(f, 0, sizeof(*f));
+	/* Recursive: a failed enqueue completes its op at once, and that
+	 * completion comes back here for the op's slot. */
+	pthread_mutexattr_t ma;
+	pthread_mutexattr_init(&ma);
+	pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
+	pthread_mutex_init(&f->lock, &ma);
+	pthread_mutexattr_destroy(&ma);
 	for (const char *p = shares; p && *p;) {
 		size_t len = strcspn(p, ", \t");
 		char item[128];
@@ -132,13 +140,15 @@ static bool deps_handed(const struct devq_op *op)
 	return true;
 }
 
-static void hand_over(struct devq_op *op)
+/* Called with the lock held: a lane hands over in order, so the enqueue
+ * happens under it too. */
+static void hand_over(struct devq_op *op, bool from_loop)
 {
 	struct devq_fair_lane *l = lane_of(op);
 	if (l)
 		l->inside++;
 	op->fhanded = true;
-	devq_sched_handoff(op);
+	devq_sched_handoff(op, from_loop);
 }
 
 void devq_fair_submit(struct devq_op *op)
@@ -146,10 +156,12 @@ void devq_fair_submit(struct devq_op *op)
 	struct devq_session *s = op->s;
 	struct devq_fair_lane *l = lane_of(op);
 	devq_quota_op(s, +1);
+	pthread_mutex_lock(&s->d->fair.lock);
 	op->fhanded = false;
 	op->fnext = NULL;
 	if (!l || (!l->head && l->inside < cap_of(s) && deps_handed(op))) {
-		hand_over(op);
+		hand_over(op, true);
+		pthread_mutex_unlock(&s->d->fair.lock);
 		return;
 	}
 	if (l->tail)
@@ -160,13 +172,56 @@ void devq_fair_submit(struct devq_op *op)
 	s->fair.waiting++;
 	if (!s->fair.in_rr)
 		rr_add(s);
+	pthread_mutex_unlock(&s->d->fair.lock);
+}
+
+bool devq_fair_waiting(struct devq_session *s)
+{
+	pthread_mutex_lock(&s->d->fair.lock);
+	bool r = s->fair.waiting != 0;
+	pthread_mutex_unlock(&s->d->fair.lock);
+	return r;
+}
+
+bool devq_fair_any_waiting(struct devq_daemon *d)
+{
+	pthread_mutex_lock(&d->fair.lock);
+	bool r = d->fair.rr_head != NULL;
+	pthread_mutex_unlock(&d->fair.lock);
+	return r;
+}
+
+static struct devq_op *take(struct devq_session *s);
+
+void devq_fair_completed(struct devq_op *op)
+{
+	struct devq_session *s = op->s;
+	struct devq_fair_lane *l = lane_of(op);
+	if (!l)
+		return;
+	pthread_mutex_lock(&s->d->fair.lock);
+	l->inside--;
+	/* Everything of this session that may go now: the slot just freed,
+	 * and ops of other lanes that waited for one handed over here. */
+	if (s->fair.waiting) {
+		struct devq_op *n;
+		while ((n = take(s)))
+			hand_over(n, false);
+		if (!s->fair.waiting && s->fair.in_rr)
+			rr_del(s);
+	}
+	pthread_mutex_unlock(&s->d->fair.lock);
+	devq_sched_flush(s->d);
 }
 
 void devq_fair_done(struct devq_op *op)
 {
 	struct devq_fair_lane *l = lane_of(op);
-	if (l)
+	if (l && !op->s->d->be->enqueue_any_thread) {
+		pthread_mutex_lock(&op->s->d->fair.lock);
 		l->inside--;
+		pthread_mutex_unlock(&op->s->d->fair.lock);
+	}
 	devq_quota_op(op->s, -1);
 }
 
@@ -198,6 +253,7 @@ void devq_fair_kick(struct devq_daemon *d)
 	/* Passes over the turn list, one op per session per pass, so that the
 	 * stream receives the sessions' ops interleaved.  A session served
 	 * moves to the back, so the next kick starts with someone else. */
+	pthread_mutex_lock(&f->lock);
 	bool progress = true;
 	while (progress && f->rr_head) {
 		progress = false;
@@ -210,11 +266,12 @@ void devq_fair_kick(struct devq_daemon *d)
 				rr_del(s);
 				if (s->fair.waiting)
 					rr_add(s);
-				hand_over(op);
+				hand_over(op, true);
 			}
 			if (s == last)
 				break;
 		}
 	}
+	pthread_mutex_unlock(&f->lock);
 	devq_sched_flush(d);
 }

@@ -4,7 +4,12 @@
  * inside the backend on each device stream (a "lane"); the rest wait here,
  * already validated and ordered (their points, waits and hazards are fixed at
  * submit), and are handed over as completions free slots, sessions taking
- * turns.  An op of a session with a free slot is handed over at once, so it
+ * turns.  A slot is the session's own, so with a backend that takes enqueue
+ * from any thread (CPU) the completion that frees it hands the session's
+ * next op over itself, before the loop hears of it: a session above its cap
+ * then costs no loop wake-up per refill, which on a small VM cost more than
+ * the ops (bench/RESULTS.md, run 10).  Otherwise the loop refills in
+ * devq_fair_kick after processing completions.  An op of a session with a free slot is handed over at once, so it
  * waits behind at most (S-1)*k ops of the S-1 other sessions (k per session)
  * already on its stream.
  *
@@ -20,6 +25,7 @@
 #ifndef DEVQ_FAIR_H
 #define DEVQ_FAIR_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -47,6 +53,9 @@ struct devq_fair_sess {
 };
 
 struct devq_fair {
+	/* Lanes, turn list and every op's fhanded/fnext: the loop and, with a
+	 * backend that takes enqueue from any thread, completers. */
+	pthread_mutex_t lock;
 	struct devq_session *rr_head, *rr_tail; /* sessions with waiting ops */
 	uid_t share_uid[DEVQ_FAIR_MAX_SHARES];
 	unsigned share[DEVQ_FAIR_MAX_SHARES];
@@ -66,8 +75,16 @@ void devq_fair_fini(struct devq_session *s);
  * waiting ahead of it and everything it waits on handed over, else to the
  * back of its lane. */
 void devq_fair_submit(struct devq_op *op);
-/* The loop processed op's completion: its slot is free. */
+/* op completed (any thread, before the loop can see the completion):
+ * with a backend that takes enqueue from any thread its slot is free now
+ * and the session's ops that may go are handed over from here, so a
+ * session above its cap costs no loop wake-up per refill. */
+void devq_fair_completed(struct devq_op *op);
+/* The loop processed op's completion: its slot is free (other backends). */
 void devq_fair_done(struct devq_op *op);
+/* Whether s / any session has ops waiting for a slot. */
+bool devq_fair_waiting(struct devq_session *s);
+bool devq_fair_any_waiting(struct devq_daemon *d);
 /* Hands waiting ops to free slots, one per session per turn. */
 void devq_fair_kick(struct devq_daemon *d);
 

@@ -375,7 +375,8 @@ void devq_sched_submit(struct devq_session *s, const Devq__Op *m, uint64_t t_rec
 	/* Ops waiting for a backend slot need the loop to learn of
 	 * completions at once: no laziness for this session until they are
 	 * handed over.  Completions deferred so far are collected now. */
-	if (s->cpage && s->fair.waiting && !atomic_load(&s->cp_eager)) {
+	if (s->cpage && !d->be->enqueue_any_thread && !atomic_load(&s->cp_eager) &&
+	    devq_fair_waiting(s)) {
 		atomic_store(&s->cp_eager, true);
 		uv_async_send(&d->wake);
 	}
@@ -387,11 +388,13 @@ void devq_sched_flush(struct devq_daemon *d)
 		d->be->ops->flush(d->be);
 }
 
-void devq_sched_handoff(struct devq_op *op)
+void devq_sched_handoff(struct devq_op *op, bool from_loop)
 {
 	struct devq_daemon *d = op->s->d;
-	if (op->q->cslot)
-		devq_lazy_arm(d); /* its completion may not wake the loop */
+	/* Its completion may not wake the loop.  From a completer the timer
+	 * already runs: the op has been in flight since it was submitted. */
+	if (from_loop && op->q->cslot)
+		devq_lazy_arm(d);
 	/* Stamped before the push: the device may start the op at once. */
 	op->b.t_handoff = devq_now_ns();
 	int r = d->be->ops->enqueue(d->be, &op->b);
@@ -412,6 +415,11 @@ void devq_on_complete(void *ud, struct devq_bop *bop)
 	struct devq_daemon *d = ud;
 	struct devq_op *op = OP_OF(bop);
 	bool lazy = false;
+	bool refills = d->be->enqueue_any_thread;
+	/* Before the loop can see this completion (and free the op or its
+	 * session): the slot goes to the session's next op right here. */
+	if (refills)
+		devq_fair_completed(op);
 	op->cnext = NULL;
 	pthread_mutex_lock(&d->cmpl_lock);
 	/* Fast path: the completer itself publishes the point and wakes the
@@ -427,7 +435,8 @@ void devq_on_complete(void *ud, struct devq_bop *bop)
 		 * session's lanes: it comes once half a lane's worth completed,
 		 * handing over a burst while the rest still runs, or at once
 		 * when this op's stream has nothing more queued. */
-		if (lazy && atomic_load_explicit(&op->s->cp_eager, memory_order_seq_cst)) {
+		if (lazy && !refills &&
+		    atomic_load_explicit(&op->s->cp_eager, memory_order_seq_cst)) {
 			unsigned k = d->cfg.fair_k ? d->cfg.fair_k : DEVQ_FAIR_K_DEFAULT;
 			unsigned n = atomic_fetch_add(&op->s->cp_deferred, 1) + 1;
 			lazy = op->b.more_queued && n < (k / 2 ? k / 2 : 1);
@@ -438,6 +447,9 @@ void devq_on_complete(void *ud, struct devq_bop *bop)
 	else
 		d->cmpl_head = op;
 	d->cmpl_tail = op;
+	/* The backend's dependents may go only now that this completion is
+	 * queued ahead of theirs (backend.h); the last access to op. */
+	atomic_store(&op->b.done, 1);
 	/* Bounded laziness: a long list is drained at once. */
 	bool wake = !lazy || ++d->cmpl_deferred >= 256;
 	if (wake)
@@ -534,11 +546,12 @@ void devq_sched_drain(struct devq_daemon *d)
 		list = next;
 	}
 	devq_fair_kick(d); /* the slots those completions freed */
+
 	for (struct devq_session *s = d->sessions; s; s = s->next)
 		if (s->cpage) {
 			atomic_store_explicit(&s->cp_deferred, 0, memory_order_relaxed);
-			if (!s->fair.waiting &&
-			    atomic_load_explicit(&s->cp_eager, memory_order_relaxed))
+			if (atomic_load_explicit(&s->cp_eager, memory_order_relaxed) &&
+			    !devq_fair_waiting(s))
 				atomic_store(&s->cp_eager, false);
 		}
 }

@@ -212,15 +212,17 @@ END_TEST
 /* ---- fairness ----------------------------------------------------------- */
 
 /* The most ops of one queue that were inside the backend at once, an op
- * being inside from its hand-off until the loop processed its completion.
- * Both are stamped by the daemon's loop thread, and a queue's ops are handed
- * off and complete in point order, so this counts ops, not time. */
-static unsigned max_inside(const uint64_t *handoff, const uint64_t *observed, size_t n)
+ * being inside from its hand-off until the device reported it done (its
+ * slot is freed by that report, and the next op handed over after it).
+ * The CPU backend stamps device_end before it reports, the daemon stamps the
+ * hand-off before it enqueues, and a queue's ops are handed off and complete
+ * in point order, so this counts ops, not time. */
+static unsigned max_inside(const uint64_t *handoff, const uint64_t *ended, size_t n)
 {
 	unsigned most = 0;
 	size_t done = 0;
 	for (size_t i = 0; i < n; i++) {
-		while (done < i && observed[done] < handoff[i])
+		while (done < i && ended[done] < handoff[i])
 			done++;
 		unsigned inside = (unsigned)(i + 1 - done);
 		most = inside > most ? inside : most;
@@ -332,7 +334,7 @@ START_TEST(flood_does_not_starve)
 	ck_assert(h && o);
 	for (size_t i = 0; i < FLOOD; i++) {
 		h[i] = f.c[i].t.handoff;
-		o[i] = f.c[i].t.observed;
+		o[i] = f.c[i].t.device_end;
 	}
 	unsigned most = max_inside(h, o, FLOOD);
 	free(h);
@@ -357,7 +359,7 @@ END_TEST
 #define SHARE_OPS 2000
 
 struct share_result {
-	uint64_t handoff[SHARE_OPS], observed[SHARE_OPS];
+	uint64_t handoff[SHARE_OPS], ended[SHARE_OPS];
 	int ok;
 };
 
@@ -381,14 +383,14 @@ static int share_flood(devq *q, struct share_result *r)
 			if (c.code || c.point != got + 1)
 				return -1;
 			r->handoff[got] = c.t.handoff;
-			r->observed[got++] = c.t.observed;
+			r->ended[got++] = c.t.device_end;
 		}
 	}
 	while (got < SHARE_OPS) {
 		if (devq_next_completion(q, &c, 60000) < 0 || c.code || c.point != got + 1)
 			return -1;
 		r->handoff[got] = c.t.handoff;
-		r->observed[got++] = c.t.observed;
+		r->ended[got++] = c.t.device_end;
 	}
 	return 0;
 }
@@ -430,8 +432,8 @@ START_TEST(fair_shares_weight_users)
 	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
 	ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 	ck_assert_msg(nr->ok, "the share-3 client's ops did not all complete in order");
-	unsigned a = max_inside(ar->handoff, ar->observed, SHARE_OPS);
-	unsigned n = max_inside(nr->handoff, nr->observed, SHARE_OPS);
+	unsigned a = max_inside(ar->handoff, ar->ended, SHARE_OPS);
+	unsigned n = max_inside(nr->handoff, nr->ended, SHARE_OPS);
 	fprintf(stderr, "shares: at most %u ops of share 1 and %u of share 3 inside (k = 2)\n",
 		a, n);
 	ck_assert_uint_eq(a, 2);
@@ -475,7 +477,7 @@ START_TEST(cap_is_per_stream)
 	/* Stamps of the streams themselves: order, not time. */
 	ck_assert_msg(cu.t.device_end <= c1.t.device_end,
 		      "the unrelated op waited for the other lane's op");
-	ck_assert_msg(c2.t.handoff >= c1.t.observed, "queue 1 passed its cap of 1");
+	ck_assert_msg(c2.t.handoff >= c1.t.device_end, "queue 1 passed its cap of 1");
 	ck_assert_msg(cd.t.handoff >= c2.t.handoff && cd.t.device_start >= c2.t.device_end,
 		      "an op ran before the held op it waits on");
 	devq_disconnect(q);
