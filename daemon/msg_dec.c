@@ -1,0 +1,630 @@
+/* Hand-written decoding of ClientMessage{submit} (see msg_dec.h for why).
+ * The wire format, from proto/devq.proto:
+ *
+ *   ClientMessage  7: Submit submit (oneof body)
+ *   Submit         1: repeated Op ops
+ *   Op             1: uint32 queue   2: uint64 client_submit_ns
+ *                  3: repeated Wait waits
+ *                  4: KernelOp kernel | 5: CopyOp copy | 6: FillOp fill
+ *                 30: bool no_timing  60: bool replayable
+ *   Wait           1: uint32 queue   2: uint64 point
+ *   KernelOp       1: uint32 executable   2: repeated Arg args
+ *   Arg            1: string name, then one of 2: uint64 u64 | 3: uint32
+ *                  u32 | 4: int64 i64 | 5: int32 i32 | 6: float f32 |
+ *                  7: double f64 | 8: BufferArg buffer
+ *   BufferArg      1: uint64 id   2: uint64 offset
+ *   CopyOp         1: BufferArg src   2: BufferArg dst   3: uint64 size
+ *   FillOp         1: BufferArg dst   2: uint64 size   3: uint32 pattern
+ *
+ * "The same result as protobuf-c" means as protobuf-c 1.4.1 reads the
+ * wire (protobuf-c.c: parse_tag_and_wiretype, scan_length_prefixed_data,
+ * parse_required_member, parse_oneof_member, merge_messages), quirks
+ * included, since clients and tests were written against it:
+ *
+ *  - a tag takes at most 5 bytes, a varint at most 10, a length prefix at
+ *    most 5 and no more than INT_MAX; overlong encodings are accepted;
+ *  - a 32-bit field keeps the low 32 bits of a longer varint, a 64-bit one
+ *    the low 64 bits of a 10-byte one;
+ *  - a bool takes any wire type and is true when a byte of the field after
+ *    its tag (a length prefix included) has one of its low 7 bits set;
+ *    every other field with the wrong wire type rejects the message;
+ *  - repeated fields append in wire order, other fields between them;
+ *  - a scalar seen twice: the last wins;
+ *  - a oneof seen twice, the same member or another: the last wins whole
+ *    (protobuf-c frees the earlier member and does not merge it);
+ *  - a singular message field seen twice (CopyOp.src and .dst, FillOp.dst)
+ *    is merged by protobuf-c, but merge_messages copies no proto3 scalar
+ *    (they have no presence), so the later BufferArg wins whole;
+ *  - strings are copied byte for byte and NUL-terminated; 1.4.1 does not
+ *    check UTF-8;
+ *  - a field number the message does not know is skipped if its wire type
+ *    is 0, 1, 2 or 5 and it is whole (protobuf-c keeps a copy; see
+ *    msg_dec.h); wire types 3, 4 (groups), 6 and 7 reject the message.
+ *
+ * This decoder never rejects anything itself: whatever protobuf-c would
+ * reject (or this file is unsure of, or an allocation failure) makes it
+ * free what it built and hand the payload to protobuf-c, which then gives
+ * the answer.  Error paths cost twice; the path libdevq uses costs once. */
+#include "msg_dec.h"
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Wire types. */
+enum { WT_VARINT = 0, WT_64BIT = 1, WT_LEN = 2, WT_32BIT = 5 };
+
+/* One field, as protobuf-c's scanner delimits it. */
+struct fld {
+	uint32_t num;       /* field number */
+	unsigned wt;        /* wire type */
+	const uint8_t *at;  /* first byte after the tag */
+	const uint8_t *v;   /* the value: after the length prefix, if any */
+	const uint8_t *end; /* first byte after the field */
+	uint64_t u;         /* a varint's value */
+};
+
+/* Reads the field at *pp (before end) and moves *pp past it.  -1 where
+ * protobuf-c's scan fails: a bad tag, a varint of more than 10 bytes, a
+ * value past end, a length prefix that is too long or too large, a wire
+ * type it does not take. */
+static inline int next_field(const uint8_t **pp, const uint8_t *end, struct fld *f)
+{
+	const uint8_t *p = *pp;
+	uint32_t b = *p++;
+	if (!(b & 0xf8))
+		return -1; /* protobuf-c refuses a first byte naming field 0 */
+	f->wt = b & 7;
+	if (b < 0x80) {
+		f->num = b >> 3;
+	} else {
+		/* At most 4 more bytes; the last one is not masked, and cannot
+		 * carry past 32 bits since it is below 0x80. */
+		uint32_t num = (b & 0x7f) >> 3;
+		unsigned shift = 4;
+		const uint8_t *lim = end - p < 4 ? end : p + 4;
+		for (;;) {
+			if (p == lim)
+				return -1;
+			b = *p++;
+			num |= (b & 0x7f) << shift;
+			if (b < 0x80)
+				break;
+			shift += 7;
+		}
+		f->num = num;
+	}
+	f->at = f->v = p;
+	size_t rem = (size_t)(end - p);
+	switch (f->wt) {
+	case WT_VARINT:
+		if (rem && *p < 0x80) { /* the common one-byte value */
+			f->u = *p++;
+			break;
+		} else {
+			size_t max = rem < 10 ? rem : 10, i = 0;
+			unsigned shift = 0;
+			uint64_t v = 0;
+			for (;;) {
+				if (i == max)
+					return -1;
+				uint8_t c = p[i++];
+				/* The 10th byte lands at bit 63: only its low
+				 * bit stays, as in protobuf-c's parse_uint64. */
+				v |= (uint64_t)(c & 0x7f) << shift;
+				if (c < 0x80)
+					break;
+				shift += 7;
+			}
+			f->u = v;
+			p += i;
+		}
+		break;
+	case WT_64BIT:
+		if (rem < 8)
+			return -1;
+		p += 8;
+		break;
+	case WT_32BIT:
+		if (rem < 4)
+			return -1;
+		p += 4;
+		break;
+	case WT_LEN: {
+		size_t max = rem < 5 ? rem : 5, i = 0, len = 0;
+		unsigned shift = 0;
+		for (;;) {
+			if (i == max)
+				return -1;
+			uint8_t c = p[i++];
+			len |= (size_t)(c & 0x7f) << shift;
+			if (c < 0x80)
+				break;
+			shift += 7;
+		}
+		if (len > INT_MAX || len > rem - i)
+			return -1;
+		f->v = p + i;
+		p += i + len;
+		break;
+	}
+	default:
+		return -1;
+	}
+	f->end = p;
+	*pp = p;
+	return 0;
+}
+
+/* protobuf-c's parse_boolean over the field's bytes after the tag. */
+static bool field_bool(const struct fld *f)
+{
+	for (const uint8_t *p = f->at; p < f->end; p++)
+		if (*p & 0x7f)
+			return true;
+	return false;
+}
+
+static uint32_t le32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static uint64_t le64(const uint8_t *p)
+{
+	return (uint64_t)le32(p) | (uint64_t)le32(p + 4) << 32;
+}
+
+static inline void *xalloc(ProtobufCAllocator *a, size_t n)
+{
+	return a->alloc(a->allocator_data, n);
+}
+
+/* A message of `size` bytes set to its generated *_INIT (tmpl). */
+static inline void *new_msg(ProtobufCAllocator *a, const void *tmpl, size_t size)
+{
+	void *m = xalloc(a, size);
+	if (m)
+		memcpy(m, tmpl, size);
+	return m;
+}
+
+static const Devq__ClientMessage client_message_init = DEVQ__CLIENT_MESSAGE__INIT;
+static const Devq__Submit submit_init = DEVQ__SUBMIT__INIT;
+static const Devq__Op op_init = DEVQ__OP__INIT;
+static const Devq__Wait wait_init = DEVQ__WAIT__INIT;
+static const Devq__KernelOp kernel_init = DEVQ__KERNEL_OP__INIT;
+static const Devq__Arg arg_init = DEVQ__ARG__INIT;
+static const Devq__BufferArg buffer_arg_init = DEVQ__BUFFER_ARG__INIT;
+static const Devq__CopyOp copy_init = DEVQ__COPY_OP__INIT;
+static const Devq__FillOp fill_init = DEVQ__FILL_OP__INIT;
+
+/* Occurrences of field num in [p, end); 0 if a field there is malformed. */
+static size_t count_field(const uint8_t *p, const uint8_t *end, uint32_t num)
+{
+	size_t n = 0;
+	struct fld f;
+	while (p < end) {
+		if (next_field(&p, end, &f))
+			return 0;
+		n += f.num == num;
+	}
+	return n;
+}
+
+/* The array of a repeated message field, sized when its first occurrence
+ * (at start) is read by counting the occurrences from there to the end of
+ * the message: protobuf-c counts them in a scan pass over every message,
+ * this decoder only where a repeated field occurs. */
+static void *rep_array(ProtobufCAllocator *a, const uint8_t *start, const uint8_t *end,
+		       uint32_t num)
+{
+	size_t n = count_field(start, end, num);
+	return n ? xalloc(a, n * sizeof(void *)) : NULL;
+}
+
+/* Every dec_* below fills an initialised message already linked into its
+ * parent, so that after a failure (-1) the whole tree stays valid for
+ * protobuf_c_message_free_unpacked: counts of repeated fields cover only
+ * linked elements, a oneof case is set only with its member in place. */
+
+static int dec_buffer_arg(Devq__BufferArg *b, const uint8_t *p, const uint8_t *end)
+{
+	struct fld f;
+	while (p < end) {
+		if (next_field(&p, end, &f))
+			return -1;
+		switch (f.num) {
+		case 1:
+			if (f.wt != WT_VARINT)
+				return -1;
+			b->id = f.u;
+			break;
+		case 2:
+			if (f.wt != WT_VARINT)
+				return -1;
+			b->offset = f.u;
+			break;
+		default:
+			break; /* unknown: skipped */
+		}
+	}
+	return 0;
+}
+
+/* A singular BufferArg field: a second occurrence replaces the first whole
+ * (see the top of the file), so the struct is reused, reset. */
+static int dec_buffer_field(ProtobufCAllocator *a, Devq__BufferArg **slot, const struct fld *f)
+{
+	if (f->wt != WT_LEN)
+		return -1;
+	if (*slot)
+		**slot = buffer_arg_init;
+	else if (!(*slot = new_msg(a, &buffer_arg_init, sizeof(**slot))))
+		return -1;
+	return dec_buffer_arg(*slot, f->v, f->end);
+}
+
+/* Drops the Arg's value before another takes its place, as
+ * parse_oneof_member does: a BufferArg is freed, the union cleared. */
+static void arg_drop_value(ProtobufCAllocator *a, Devq__Arg *g)
+{
+	if (g->value_case == DEVQ__ARG__VALUE_BUFFER && g->buffer)
+		protobuf_c_message_free_unpacked(&g->buffer->base, a);
+	g->value_case = DEVQ__ARG__VALUE__NOT_SET;
+	g->u64 = 0;
+}
+
+static int dec_arg(ProtobufCAllocator *a, Devq__Arg *g, const uint8_t *p, const uint8_t *end)
+{
+	struct fld f;
+	while (p < end) {
+		if (next_field(&p, end, &f))
+			return -1;
+		switch (f.num) {
+		case 1: {
+			if (f.wt != WT_LEN)
+				return -1;
+			size_t n = (size_t)(f.end - f.v);
+			char *s = xalloc(a, n + 1);
+			if (!s)
+				return -1;
+			memcpy(s, f.v, n);
+			s[n] = '\0';
+			if (g->name != protobuf_c_empty_string)
+				a->free(a->allocator_data, g->name);
+			g->name = s;
+			break;
+		}
+		case DEVQ__ARG__VALUE_U64:
+		case DEVQ__ARG__VALUE_U32:
+		case DEVQ__ARG__VALUE_I64:
+		case DEVQ__ARG__VALUE_I32:
+			if (f.wt != WT_VARINT)
+				return -1;
+			arg_drop_value(a, g);
+			if (f.num == DEVQ__ARG__VALUE_U64)
+				g->u64 = f.u;
+			else if (f.num == DEVQ__ARG__VALUE_U32)
+				g->u32 = (uint32_t)f.u;
+			else if (f.num == DEVQ__ARG__VALUE_I64)
+				g->i64 = (int64_t)f.u;
+			else
+				g->i32 = (int32_t)(uint32_t)f.u;
+			g->value_case = (Devq__Arg__ValueCase)f.num;
+			break;
+		case DEVQ__ARG__VALUE_F32: {
+			if (f.wt != WT_32BIT)
+				return -1;
+			arg_drop_value(a, g);
+			uint32_t bits = le32(f.v);
+			memcpy(&g->f32, &bits, sizeof(bits));
+			g->value_case = DEVQ__ARG__VALUE_F32;
+			break;
+		}
+		case DEVQ__ARG__VALUE_F64: {
+			if (f.wt != WT_64BIT)
+				return -1;
+			arg_drop_value(a, g);
+			uint64_t bits = le64(f.v);
+			memcpy(&g->f64, &bits, sizeof(bits));
+			g->value_case = DEVQ__ARG__VALUE_F64;
+			break;
+		}
+		case DEVQ__ARG__VALUE_BUFFER: {
+			if (f.wt != WT_LEN)
+				return -1;
+			arg_drop_value(a, g);
+			Devq__BufferArg *b = new_msg(a, &buffer_arg_init, sizeof(*b));
+			if (!b)
+				return -1;
+			g->buffer = b;
+			g->value_case = DEVQ__ARG__VALUE_BUFFER;
+			if (dec_buffer_arg(b, f.v, f.end))
+				return -1;
+			break;
+		}
+		default:
+			break;
+		}
+	}
+	return 0;
+}
+
+static int dec_kernel(ProtobufCAllocator *a, Devq__KernelOp *k, const uint8_t *p,
+		      const uint8_t *end)
+{
+	struct fld f;
+	while (p < end) {
+		const uint8_t *start = p;
+		if (next_field(&p, end, &f))
+			return -1;
+		switch (f.num) {
+		case 1:
+			if (f.wt != WT_VARINT)
+				return -1;
+			k->executable = (uint32_t)f.u;
+			break;
+		case 2: {
+			if (f.wt != WT_LEN)
+				return -1;
+			if (!k->args && !(k->args = rep_array(a, start, end, 2)))
+				return -1;
+			Devq__Arg *g = new_msg(a, &arg_init, sizeof(*g));
+			if (!g)
+				return -1;
+			k->args[k->n_args++] = g;
+			if (dec_arg(a, g, f.v, f.end))
+				return -1;
+			break;
+		}
+		default:
+			break;
+		}
+	}
+	return 0;
+}
+
+static int dec_copy(ProtobufCAllocator *a, Devq__CopyOp *c, const uint8_t *p, const uint8_t *end)
+{
+	struct fld f;
+	while (p < end) {
+		if (next_field(&p, end, &f))
+			return -1;
+		switch (f.num) {
+		case 1:
+			if (dec_buffer_field(a, &c->src, &f))
+				return -1;
+			break;
+		case 2:
+			if (dec_buffer_field(a, &c->dst, &f))
+				return -1;
+			break;
+		case 3:
+			if (f.wt != WT_VARINT)
+				return -1;
+			c->size = f.u;
+			break;
+		default:
+			break;
+		}
+	}
+	return 0;
+}
+
+static int dec_fill(ProtobufCAllocator *a, Devq__FillOp *x, const uint8_t *p, const uint8_t *end)
+{
+	struct fld f;
+	while (p < end) {
+		if (next_field(&p, end, &f))
+			return -1;
+		switch (f.num) {
+		case 1:
+			if (dec_buffer_field(a, &x->dst, &f))
+				return -1;
+			break;
+		case 2:
+			if (f.wt != WT_VARINT)
+				return -1;
+			x->size = f.u;
+			break;
+		case 3:
+			if (f.wt != WT_VARINT)
+				return -1;
+			x->pattern = (uint32_t)f.u;
+			break;
+		default:
+			break;
+		}
+	}
+	return 0;
+}
+
+static int dec_wait(Devq__Wait *w, const uint8_t *p, const uint8_t *end)
+{
+	struct fld f;
+	while (p < end) {
+		if (next_field(&p, end, &f))
+			return -1;
+		switch (f.num) {
+		case 1:
+			if (f.wt != WT_VARINT)
+				return -1;
+			w->queue = (uint32_t)f.u;
+			break;
+		case 2:
+			if (f.wt != WT_VARINT)
+				return -1;
+			w->point = f.u;
+			break;
+		default:
+			break;
+		}
+	}
+	return 0;
+}
+
+/* A body (kernel, copy or fill) replaces any earlier one whole. */
+static int dec_op_body(ProtobufCAllocator *a, Devq__Op *op, const struct fld *f)
+{
+	if (f->wt != WT_LEN)
+		return -1;
+	if (op->body_case == DEVQ__OP__BODY_KERNEL)
+		protobuf_c_message_free_unpacked(&op->kernel->base, a);
+	else if (op->body_case == DEVQ__OP__BODY_COPY)
+		protobuf_c_message_free_unpacked(&op->copy->base, a);
+	else if (op->body_case == DEVQ__OP__BODY_FILL)
+		protobuf_c_message_free_unpacked(&op->fill->base, a);
+	op->body_case = DEVQ__OP__BODY__NOT_SET;
+	op->kernel = NULL;
+	switch (f->num) {
+	case DEVQ__OP__BODY_KERNEL: {
+		Devq__KernelOp *k = new_msg(a, &kernel_init, sizeof(*k));
+		if (!k)
+			return -1;
+		op->kernel = k;
+		op->body_case = DEVQ__OP__BODY_KERNEL;
+		return dec_kernel(a, k, f->v, f->end);
+	}
+	case DEVQ__OP__BODY_COPY: {
+		Devq__CopyOp *c = new_msg(a, &copy_init, sizeof(*c));
+		if (!c)
+			return -1;
+		op->copy = c;
+		op->body_case = DEVQ__OP__BODY_COPY;
+		return dec_copy(a, c, f->v, f->end);
+	}
+	default: {
+		Devq__FillOp *x = new_msg(a, &fill_init, sizeof(*x));
+		if (!x)
+			return -1;
+		op->fill = x;
+		op->body_case = DEVQ__OP__BODY_FILL;
+		return dec_fill(a, x, f->v, f->end);
+	}
+	}
+}
+
+static int dec_op(ProtobufCAllocator *a, Devq__Op *op, const uint8_t *p, const uint8_t *end)
+{
+	struct fld f;
+	while (p < end) {
+		const uint8_t *start = p;
+		if (next_field(&p, end, &f))
+			return -1;
+		switch (f.num) {
+		case 1:
+			if (f.wt != WT_VARINT)
+				return -1;
+			op->queue = (uint32_t)f.u;
+			break;
+		case 2:
+			if (f.wt != WT_VARINT)
+				return -1;
+			op->client_submit_ns = f.u;
+			break;
+		case 3: {
+			if (f.wt != WT_LEN)
+				return -1;
+			if (!op->waits && !(op->waits = rep_array(a, start, end, 3)))
+				return -1;
+			Devq__Wait *w = new_msg(a, &wait_init, sizeof(*w));
+			if (!w)
+				return -1;
+			op->waits[op->n_waits++] = w;
+			if (dec_wait(w, f.v, f.end))
+				return -1;
+			break;
+		}
+		case DEVQ__OP__BODY_KERNEL:
+		case DEVQ__OP__BODY_COPY:
+		case DEVQ__OP__BODY_FILL:
+			if (dec_op_body(a, op, &f))
+				return -1;
+			break;
+		case 30:
+			op->no_timing = field_bool(&f);
+			break;
+		case 60:
+			op->replayable = field_bool(&f);
+			break;
+		default:
+			break;
+		}
+	}
+	return 0;
+}
+
+static int dec_submit(ProtobufCAllocator *a, Devq__Submit *s, const uint8_t *p,
+		      const uint8_t *end)
+{
+	struct fld f;
+	while (p < end) {
+		const uint8_t *start = p;
+		if (next_field(&p, end, &f))
+			return -1;
+		if (f.num != 1)
+			continue; /* unknown: skipped */
+		if (f.wt != WT_LEN)
+			return -1;
+		if (!s->ops && !(s->ops = rep_array(a, start, end, 1)))
+			return -1;
+		Devq__Op *op = new_msg(a, &op_init, sizeof(*op));
+		if (!op)
+			return -1;
+		s->ops[s->n_ops++] = op;
+		if (dec_op(a, op, f.v, f.end))
+			return -1;
+	}
+	return 0;
+}
+
+static void *sys_alloc(void *ud, size_t n)
+{
+	(void)ud;
+	return malloc(n);
+}
+
+static void sys_free(void *ud, void *p)
+{
+	(void)ud;
+	free(p);
+}
+
+/* What protobuf-c uses for a NULL allocator, so that either may free the
+ * result. */
+static ProtobufCAllocator sys_allocator = { sys_alloc, sys_free, NULL };
+
+Devq__ClientMessage *devq_msg_dec_fast(ProtobufCAllocator *a, size_t len, const uint8_t *buf)
+{
+	if (!a)
+		a = &sys_allocator;
+	/* Only a payload that is one submit field (tag 7, length-delimited,
+	 * one byte) and nothing else, which is what libdevq sends; anything
+	 * else at this level (several bodies, other fields) is protobuf-c's. */
+	if (len < 2 || buf[0] != (7 << 3 | WT_LEN))
+		return NULL;
+	const uint8_t *p = buf, *end = buf + len;
+	struct fld f;
+	if (next_field(&p, end, &f) || p != end)
+		return NULL;
+	Devq__ClientMessage *m = new_msg(a, &client_message_init, sizeof(*m));
+	if (!m)
+		return NULL;
+	Devq__Submit *s = new_msg(a, &submit_init, sizeof(*s));
+	if (s) {
+		m->submit = s;
+		m->body_case = DEVQ__CLIENT_MESSAGE__BODY_SUBMIT;
+		if (dec_submit(a, s, f.v, f.end) == 0)
+			return m;
+	}
+	protobuf_c_message_free_unpacked(&m->base, a);
+	return NULL;
+}
+
+Devq__ClientMessage *devq_msg_dec(ProtobufCAllocator *a, size_t len, const uint8_t *buf)
+{
+	Devq__ClientMessage *m = devq_msg_dec_fast(a, len, buf);
+	return m ? m : devq__client_message__unpack(a, len, buf);
+}

@@ -1,0 +1,1527 @@
+/* Unit tests of daemon/msg_dec.c, the hand-written decoder of
+ * ClientMessage{submit}.  protobuf-c's unpacker decoded every client frame
+ * before it and still decodes the ones it declines, so it is the
+ * reference: for every payload, devq_msg_dec must accept exactly what
+ * devq__client_message__unpack accepts and produce the same message, field
+ * by field (unknown fields aside, see msg_dec.h).
+ *
+ * The hand-written path alone (devq_msg_dec_fast) is held to more: it must
+ * take every payload that is a lone submit field protobuf-c accepts, so
+ * these checks cannot pass by everything falling back to protobuf-c.
+ *
+ * Inputs: Submits built and packed by protobuf-c as libdevq builds them
+ * (unknown fields added through protobuf-c's unknown_fields), Submits
+ * written field by field with every encoding protobuf-c takes (overlong
+ * tags and varints, duplicated scalars, oneofs and messages, bools of every
+ * wire type, unknown fields anywhere, now and then a wrong wire type), and
+ * mutations of both: truncation at every length, flipped bytes, random
+ * bytes, duplicated fields at any depth.  Random but reproducible:
+ * DEVQ_TEST_SEED picks the seed, and every failure names the seed and the
+ * input it failed on. */
+#include <check.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "devq.pb-c.h"
+#include "msg_dec.h"
+#include "pool.h"
+
+/* ---- reproducible random inputs --------------------------------------- */
+
+static uint64_t rng_state, seed;
+
+static uint64_t seed_from_env(void)
+{
+	const char *e = getenv("DEVQ_TEST_SEED");
+	return e && *e ? strtoull(e, NULL, 0) : 0xdec0de5eed2026ULL;
+}
+
+static void reseed(uint64_t salt)
+{
+	seed = seed_from_env();
+	rng_state = (seed ^ (salt * 0x9E3779B97F4A7C15ULL)) | 1;
+}
+
+static uint64_t rnd(void) /* xorshift64* */
+{
+	rng_state ^= rng_state >> 12;
+	rng_state ^= rng_state << 25;
+	rng_state ^= rng_state >> 27;
+	return rng_state * 0x2545F4914F6CDD1DULL;
+}
+
+static unsigned rndn(unsigned n)
+{
+	return (unsigned)(rnd() % n);
+}
+
+static const uint64_t edges[] = {
+	0, 1, 0x7f, 0x80, 0x3fff, 0x4000, UINT32_MAX, (uint64_t)UINT32_MAX + 1,
+	(1ULL << 63) - 1, 1ULL << 63, UINT64_MAX,
+};
+
+/* 0 often (proto3 leaves it out), an edge, or a value of random width. */
+static uint64_t rnd_u64(void)
+{
+	unsigned k = rndn(8);
+	if (k < 2)
+		return 0;
+	if (k < 4)
+		return edges[rndn(sizeof(edges) / sizeof(edges[0]))];
+	unsigned bits = 1 + rndn(64);
+	uint64_t v = rnd();
+	return bits == 64 ? v : v & ((1ULL << bits) - 1);
+}
+
+/* ---- a wire writer (test side) ---------------------------------------- */
+
+struct wb {
+	uint8_t *p;
+	size_t n, cap;
+};
+
+static void wb_bytes(struct wb *b, const void *d, size_t n)
+{
+	if (b->n + n > b->cap) {
+		size_t c = b->cap ? b->cap : 256;
+		while (c < b->n + n)
+			c *= 2;
+		b->p = realloc(b->p, c);
+		ck_assert_ptr_nonnull(b->p);
+		b->cap = c;
+	}
+	if (d && n)
+		memcpy(b->p + b->n, d, n);
+	b->n += n;
+}
+
+static void wb_byte(struct wb *b, uint8_t c)
+{
+	wb_bytes(b, &c, 1);
+}
+
+static unsigned vlen(uint64_t v)
+{
+	unsigned n = 1;
+	while (v >= 0x80) {
+		v >>= 7;
+		n++;
+	}
+	return n;
+}
+
+/* v as a varint of its own width plus pad more bytes (overlong: protobuf-c
+ * reads it the same). */
+static void wb_varint(struct wb *b, uint64_t v, unsigned pad)
+{
+	while (v >= 0x80) {
+		wb_byte(b, (uint8_t)(v | 0x80));
+		v >>= 7;
+	}
+	if (!pad) {
+		wb_byte(b, (uint8_t)v);
+		return;
+	}
+	wb_byte(b, (uint8_t)(v | 0x80));
+	for (unsigned i = 1; i < pad; i++)
+		wb_byte(b, 0x80);
+	wb_byte(b, 0);
+}
+
+/* Overlong padding that keeps a varint within max bytes, now and then. */
+static unsigned rnd_pad(uint64_t v, unsigned max)
+{
+	unsigned room = max - vlen(v);
+	return room && !rndn(6) ? 1 + rndn(room) : 0;
+}
+
+static void wb_tag(struct wb *b, uint32_t num, unsigned wt)
+{
+	uint64_t t = (uint64_t)num << 3 | wt;
+	wb_varint(b, t, rnd_pad(t, 5));
+}
+
+/* A varint field; sometimes 10 bytes with junk above bit 63 in the last,
+ * which protobuf-c drops. */
+static void wb_vfield(struct wb *b, uint32_t num, uint64_t v)
+{
+	wb_tag(b, num, 0);
+	if (!rndn(16)) {
+		for (int i = 0; i < 9; i++)
+			wb_byte(b, (uint8_t)((v >> (7 * i)) | 0x80));
+		wb_byte(b, (uint8_t)((v >> 63) | (rndn(64) << 1)));
+		return;
+	}
+	wb_varint(b, v, rnd_pad(v, 10));
+}
+
+static void wb_lfield(struct wb *b, uint32_t num, const uint8_t *d, size_t n)
+{
+	wb_tag(b, num, 2);
+	wb_varint(b, n, rnd_pad(n, 5));
+	wb_bytes(b, d, n);
+}
+
+static void wb_fixed(struct wb *b, uint32_t num, unsigned wt, uint64_t v)
+{
+	uint8_t x[8];
+	for (int i = 0; i < 8; i++)
+		x[i] = (uint8_t)(v >> (8 * i));
+	wb_tag(b, num, wt);
+	wb_bytes(b, x, wt == 1 ? 8 : 4);
+}
+
+/* ---- comparing decoded messages --------------------------------------- */
+
+/* The first difference found, for the failure message. */
+static char diff[512];
+
+#define DIFF(...) (snprintf(diff, sizeof(diff), __VA_ARGS__), false)
+
+/* A field's path for the failure message; cut short if it must be. */
+static void subpath(char *out, size_t cap, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(out, cap, fmt, ap);
+	va_end(ap);
+}
+
+/* Set while y comes from the hand-written path: it must then also be a
+ * proper protobuf-c message of its own, with no unknown fields. */
+static bool y_is_hand;
+
+static bool eq_base(const ProtobufCMessage *x, const ProtobufCMessage *y,
+		    const ProtobufCMessageDescriptor *d, const char *path)
+{
+	if (x->descriptor != d || y->descriptor != d)
+		return DIFF("%s: descriptor", path);
+	if (y_is_hand && (y->n_unknown_fields || y->unknown_fields))
+		return DIFF("%s: hand-decoded message keeps unknown fields", path);
+	return true;
+}
+
+static bool eq_buf(const Devq__BufferArg *x, const Devq__BufferArg *y, const char *path)
+{
+	if (!x || !y)
+		return x == y ? true : DIFF("%s: present in one only", path);
+	if (!eq_base(&x->base, &y->base, &devq__buffer_arg__descriptor, path))
+		return false;
+	if (x->id != y->id || x->offset != y->offset)
+		return DIFF("%s: {%" PRIu64 ", %" PRIu64 "} vs {%" PRIu64 ", %" PRIu64 "}", path,
+			    x->id, x->offset, y->id, y->offset);
+	return true;
+}
+
+static bool eq_arg(const Devq__Arg *x, const Devq__Arg *y, const char *path)
+{
+	if (!eq_base(&x->base, &y->base, &devq__arg__descriptor, path))
+		return false;
+	if (!x->name || !y->name || strcmp(x->name, y->name))
+		return DIFF("%s.name: \"%s\" vs \"%s\"", path, x->name ? x->name : "(null)",
+			    y->name ? y->name : "(null)");
+	if (x->value_case != y->value_case)
+		return DIFF("%s.value_case: %d vs %d", path, x->value_case, y->value_case);
+	char sub[256];
+	switch (x->value_case) {
+	case DEVQ__ARG__VALUE__NOT_SET:
+		return true;
+	case DEVQ__ARG__VALUE_U32:
+	case DEVQ__ARG__VALUE_I32:
+	case DEVQ__ARG__VALUE_F32:
+		/* Bits, not values: NaNs must come through too. */
+		return !memcmp(&x->u32, &y->u32, 4) ? true : DIFF("%s: 32-bit value", path);
+	case DEVQ__ARG__VALUE_BUFFER:
+		subpath(sub, sizeof(sub), "%s.buffer", path);
+		return eq_buf(x->buffer, y->buffer, sub);
+	default:
+		return !memcmp(&x->u64, &y->u64, 8) ? true : DIFF("%s: 64-bit value", path);
+	}
+}
+
+static bool eq_op(const Devq__Op *x, const Devq__Op *y, const char *path)
+{
+	char sub[256];
+	if (!eq_base(&x->base, &y->base, &devq__op__descriptor, path))
+		return false;
+	if (x->queue != y->queue || x->client_submit_ns != y->client_submit_ns ||
+	    x->no_timing != y->no_timing || x->replayable != y->replayable)
+		return DIFF("%s: queue %u/%u, submit_ns %" PRIu64 "/%" PRIu64
+			    ", no_timing %d/%d, replayable %d/%d",
+			    path, x->queue, y->queue, x->client_submit_ns, y->client_submit_ns,
+			    x->no_timing, y->no_timing, x->replayable, y->replayable);
+	if (x->n_waits != y->n_waits)
+		return DIFF("%s: %zu waits vs %zu", path, x->n_waits, y->n_waits);
+	for (size_t i = 0; i < x->n_waits; i++) {
+		const Devq__Wait *a = x->waits[i], *b = y->waits[i];
+		subpath(sub, sizeof(sub), "%s.waits[%zu]", path, i);
+		if (!eq_base(&a->base, &b->base, &devq__wait__descriptor, sub))
+			return false;
+		if (a->queue != b->queue || a->point != b->point)
+			return DIFF("%s: differs", sub);
+	}
+	if (x->body_case != y->body_case)
+		return DIFF("%s.body_case: %d vs %d", path, x->body_case, y->body_case);
+	switch (x->body_case) {
+	case DEVQ__OP__BODY_KERNEL: {
+		const Devq__KernelOp *a = x->kernel, *b = y->kernel;
+		subpath(sub, sizeof(sub), "%s.kernel", path);
+		if (!eq_base(&a->base, &b->base, &devq__kernel_op__descriptor, sub))
+			return false;
+		if (a->executable != b->executable || a->n_args != b->n_args)
+			return DIFF("%s: executable %u/%u, %zu/%zu args", sub, a->executable,
+				    b->executable, a->n_args, b->n_args);
+		for (size_t i = 0; i < a->n_args; i++) {
+			subpath(sub, sizeof(sub), "%s.kernel.args[%zu]", path, i);
+			if (!eq_arg(a->args[i], b->args[i], sub))
+				return false;
+		}
+		return true;
+	}
+	case DEVQ__OP__BODY_COPY: {
+		const Devq__CopyOp *a = x->copy, *b = y->copy;
+		subpath(sub, sizeof(sub), "%s.copy", path);
+		if (!eq_base(&a->base, &b->base, &devq__copy_op__descriptor, sub))
+			return false;
+		if (a->size != b->size)
+			return DIFF("%s.size", sub);
+		subpath(sub, sizeof(sub), "%s.copy.src", path);
+		if (!eq_buf(a->src, b->src, sub))
+			return false;
+		subpath(sub, sizeof(sub), "%s.copy.dst", path);
+		return eq_buf(a->dst, b->dst, sub);
+	}
+	case DEVQ__OP__BODY_FILL: {
+		const Devq__FillOp *a = x->fill, *b = y->fill;
+		subpath(sub, sizeof(sub), "%s.fill", path);
+		if (!eq_base(&a->base, &b->base, &devq__fill_op__descriptor, sub))
+			return false;
+		if (a->size != b->size || a->pattern != b->pattern)
+			return DIFF("%s: size or pattern", sub);
+		subpath(sub, sizeof(sub), "%s.fill.dst", path);
+		return eq_buf(a->dst, b->dst, sub);
+	}
+	default:
+		return true;
+	}
+}
+
+/* x from protobuf-c, y from the decoder under test. */
+static bool eq_msg(const Devq__ClientMessage *x, const Devq__ClientMessage *y)
+{
+	if (!eq_base(&x->base, &y->base, &devq__client_message__descriptor, "msg"))
+		return false;
+	if (x->body_case != y->body_case)
+		return DIFF("msg.body_case: %d vs %d", x->body_case, y->body_case);
+	if (x->body_case != DEVQ__CLIENT_MESSAGE__BODY_SUBMIT)
+		return true; /* a fallback: both are protobuf-c's */
+	const Devq__Submit *a = x->submit, *b = y->submit;
+	if (!eq_base(&a->base, &b->base, &devq__submit__descriptor, "submit"))
+		return false;
+	if (a->n_ops != b->n_ops)
+		return DIFF("submit: %zu ops vs %zu", a->n_ops, b->n_ops);
+	for (size_t i = 0; i < a->n_ops; i++) {
+		char path[64];
+		subpath(path, sizeof(path), "ops[%zu]", i);
+		if (!eq_op(a->ops[i], b->ops[i], path))
+			return false;
+	}
+	return true;
+}
+
+/* ---- an allocator that counts, and fails on request ------------------- */
+
+struct counting {
+	ProtobufCAllocator pa;
+	long live;    /* blocks handed out and not freed */
+	long calls;   /* allocations asked for */
+	long fail_at; /* the call (0-based) that gets NULL; -1: none */
+};
+
+static void *c_alloc(void *ud, size_t n)
+{
+	struct counting *c = ud;
+	if (c->calls++ == c->fail_at)
+		return NULL;
+	void *p = malloc(n ? n : 1);
+	if (p)
+		c->live++;
+	return p;
+}
+
+static void c_free(void *ud, void *p)
+{
+	struct counting *c = ud;
+	if (p) {
+		c->live--;
+		free(p);
+	}
+}
+
+static void counting_init(struct counting *c)
+{
+	c->pa.alloc = c_alloc;
+	c->pa.free = c_free;
+	c->pa.allocator_data = c;
+	c->live = c->calls = 0;
+	c->fail_at = -1;
+}
+
+/* ---- the check every input goes through ------------------------------- */
+
+static const char *what; /* the input's kind, for failure messages */
+static unsigned long n_fast, n_fast_declined, n_both_reject;
+
+static void dump(const uint8_t *buf, size_t len, char *out, size_t cap)
+{
+	size_t o = 0;
+	for (size_t i = 0; i < len && o + 4 < cap; i++)
+		o += (size_t)snprintf(out + o, cap - o, "%02x", buf[i]);
+	if (o + 4 >= cap && cap > 4)
+		strcpy(out + cap - 4, "...");
+}
+
+/* A payload that is one submit field with a one-byte tag covering all of
+ * it: the shape the hand-written path takes. */
+static bool lone_submit(const uint8_t *buf, size_t len)
+{
+	if (len < 2 || buf[0] != 0x3a)
+		return false;
+	size_t v = 0, i = 1;
+	for (unsigned shift = 0; i < len && i <= 5; shift += 7) {
+		uint8_t c = buf[i++];
+		v |= (size_t)(c & 0x7f) << shift;
+		if (c < 0x80)
+			return v == len - i;
+	}
+	return false;
+}
+
+/* Decodes buf with protobuf-c and with both entry points of msg_dec (each
+ * through a counting allocator) and asserts that they agree, that the
+ * hand-written path took it when it should, and that nothing leaks. */
+static void check_payload(const uint8_t *buf, size_t len, unsigned long iter)
+{
+	char hex[200];
+	Devq__ClientMessage *ref = devq__client_message__unpack(NULL, len, buf);
+
+	struct counting c;
+	counting_init(&c);
+	Devq__ClientMessage *fast = devq_msg_dec_fast(&c.pa, len, buf);
+	if (!fast) {
+		ck_assert_msg(c.live == 0, "seed %#" PRIx64 " %s #%lu: %ld blocks leaked", seed, what,
+			      iter, c.live);
+	}
+	bool must_take = ref && lone_submit(buf, len);
+	if ((fast != NULL) != must_take || (!ref && fast)) {
+		dump(buf, len, hex, sizeof(hex));
+		ck_abort_msg("seed %#" PRIx64 " %s #%lu: protobuf-c %s, hand-written %s: %s", seed,
+			     what, iter, ref ? "accepts" : "rejects", fast ? "accepts" : "declines",
+			     hex);
+	}
+	if (fast) {
+		n_fast++;
+		y_is_hand = true;
+		if (!eq_msg(ref, fast)) {
+			dump(buf, len, hex, sizeof(hex));
+			ck_abort_msg("seed %#" PRIx64 " %s #%lu: %s; payload %s", seed, what, iter,
+				     diff, hex);
+		}
+		devq__client_message__free_unpacked(fast, &c.pa);
+		ck_assert_msg(c.live == 0, "seed %#" PRIx64 " %s #%lu: %ld blocks left after free",
+			      seed, what, iter, c.live);
+	} else if (ref) {
+		n_fast_declined++;
+	} else {
+		n_both_reject++;
+	}
+
+	/* The entry point the daemon calls: the same answer either way. */
+	counting_init(&c);
+	Devq__ClientMessage *m = devq_msg_dec(&c.pa, len, buf);
+	ck_assert_msg((m != NULL) == (ref != NULL), "seed %#" PRIx64 " %s #%lu: devq_msg_dec %s",
+		      seed, what, iter, m ? "accepts" : "rejects");
+	if (m) {
+		y_is_hand = fast != NULL;
+		ck_assert_msg(eq_msg(ref, m), "seed %#" PRIx64 " %s #%lu: devq_msg_dec: %s", seed,
+			      what, iter, diff);
+		devq__client_message__free_unpacked(m, &c.pa);
+	}
+	ck_assert_msg(c.live == 0, "seed %#" PRIx64 " %s #%lu: devq_msg_dec leaked %ld", seed,
+		      what, iter, c.live);
+	devq__client_message__free_unpacked(ref, NULL);
+}
+
+/* ClientMessage{submit} around a Submit's bytes, as protobuf-c frames it. */
+static void wrap_submit(struct wb *out, const uint8_t *body, size_t n)
+{
+	out->n = 0;
+	wb_byte(out, 0x3a);
+	wb_varint(out, n, 0);
+	wb_bytes(out, body, n);
+}
+
+/* ---- inputs built by protobuf-c, as libdevq builds them --------------- */
+
+/* Field numbers each message knows; an unknown field takes another. */
+static const uint32_t known_submit[] = { 1 };
+static const uint32_t known_op[] = { 1, 2, 3, 4, 5, 6, 30, 60 };
+static const uint32_t known_wait[] = { 1, 2 };
+static const uint32_t known_kernel[] = { 1, 2 };
+static const uint32_t known_arg[] = { 1, 2, 3, 4, 5, 6, 7, 8 };
+static const uint32_t known_buf[] = { 1, 2 };
+static const uint32_t known_copy[] = { 1, 2, 3 };
+static const uint32_t known_fill[] = { 1, 2, 3 };
+#define KNOWN(k) k, sizeof(k) / sizeof(k[0])
+
+static uint32_t rnd_unknown_num(const uint32_t *known, size_t n)
+{
+	for (;;) {
+		uint32_t num = rndn(4) ? 1 + rndn(100) : 1 + (uint32_t)(rnd() % ((1u << 29) - 1));
+		bool hit = false;
+		for (size_t i = 0; i < n; i++)
+			hit |= known[i] == num;
+		if (!hit)
+			return num;
+	}
+}
+
+/* Bytes of an unknown field's value of wire type wt (a length-delimited
+ * one with its prefix, as protobuf-c keeps them). */
+static void rnd_unknown_value(struct wb *b, unsigned wt)
+{
+	switch (wt) {
+	case 0:
+		wb_varint(b, rnd_u64(), 0);
+		break;
+	case 1:
+	case 5:
+		for (unsigned i = 0; i < (wt == 1 ? 8u : 4u); i++)
+			wb_byte(b, (uint8_t)rnd());
+		break;
+	default: {
+		size_t n = rndn(4) ? rndn(12) : rndn(300);
+		wb_varint(b, n, 0);
+		for (size_t i = 0; i < n; i++)
+			wb_byte(b, (uint8_t)rnd());
+	}
+	}
+}
+
+static const unsigned unknown_wts[] = { 0, 1, 2, 5 };
+
+static bool with_unknowns; /* this message gets unknown fields */
+
+static void add_unknowns(ProtobufCMessage *m, const uint32_t *known, size_t nknown)
+{
+	if (!with_unknowns || rndn(3))
+		return;
+	size_t n = 1 + rndn(3);
+	m->unknown_fields = calloc(n, sizeof(*m->unknown_fields));
+	ck_assert_ptr_nonnull(m->unknown_fields);
+	m->n_unknown_fields = n;
+	for (size_t i = 0; i < n; i++) {
+		ProtobufCMessageUnknownField *u = &m->unknown_fields[i];
+		struct wb v = { 0 };
+		u->tag = rnd_unknown_num(known, nknown);
+		u->wire_type = unknown_wts[rndn(4)];
+		rnd_unknown_value(&v, u->wire_type);
+		u->len = v.n;
+		u->data = v.p;
+	}
+}
+
+static char *rnd_name(void)
+{
+	static const char *common[] = { "ns", "n", "buf", "x", "y", "data", "out", "a" };
+	if (rndn(4)) {
+		char *s = strdup(common[rndn(8)]);
+		ck_assert_ptr_nonnull(s);
+		return s;
+	}
+	size_t n = rndn(8) ? rndn(24) : 200 + rndn(200);
+	char *s = malloc(n + 1);
+	ck_assert_ptr_nonnull(s);
+	for (size_t i = 0; i < n; i++)
+		s[i] = (char)(1 + rndn(255)); /* any byte but NUL: not always UTF-8 */
+	s[n] = '\0';
+	return s;
+}
+
+static Devq__BufferArg *pb_buf(void)
+{
+	Devq__BufferArg *b = malloc(sizeof(*b));
+	ck_assert_ptr_nonnull(b);
+	devq__buffer_arg__init(b);
+	b->id = rnd_u64();
+	b->offset = rnd_u64();
+	add_unknowns(&b->base, KNOWN(known_buf));
+	return b;
+}
+
+static Devq__Arg *pb_arg(void)
+{
+	Devq__Arg *g = malloc(sizeof(*g));
+	ck_assert_ptr_nonnull(g);
+	devq__arg__init(g);
+	if (rndn(10))
+		g->name = rnd_name();
+	switch (rndn(8)) {
+	case 0: g->value_case = DEVQ__ARG__VALUE_U64; g->u64 = rnd_u64(); break;
+	case 1: g->value_case = DEVQ__ARG__VALUE_U32; g->u32 = (uint32_t)rnd_u64(); break;
+	case 2: g->value_case = DEVQ__ARG__VALUE_I64; g->i64 = (int64_t)rnd_u64(); break;
+	case 3: g->value_case = DEVQ__ARG__VALUE_I32; g->i32 = (int32_t)rnd_u64(); break;
+	case 4: {
+		uint32_t bits = (uint32_t)rnd();
+		g->value_case = DEVQ__ARG__VALUE_F32;
+		memcpy(&g->f32, &bits, 4);
+		break;
+	}
+	case 5: {
+		uint64_t bits = rnd();
+		g->value_case = DEVQ__ARG__VALUE_F64;
+		memcpy(&g->f64, &bits, 8);
+		break;
+	}
+	case 6: g->value_case = DEVQ__ARG__VALUE_BUFFER; g->buffer = pb_buf(); break;
+	default: break; /* no value */
+	}
+	add_unknowns(&g->base, KNOWN(known_arg));
+	return g;
+}
+
+static size_t rnd_count(unsigned typical, unsigned large)
+{
+	unsigned k = rndn(16);
+	return k == 0 ? 0 : k == 1 ? rndn(large + 1) : rndn(typical + 1);
+}
+
+static Devq__Op *pb_op(void)
+{
+	Devq__Op *op = malloc(sizeof(*op));
+	ck_assert_ptr_nonnull(op);
+	devq__op__init(op);
+	op->queue = (uint32_t)rnd_u64();
+	op->client_submit_ns = rnd_u64();
+	op->no_timing = rndn(2);
+	op->replayable = rndn(2);
+	op->n_waits = rnd_count(2, 40);
+	op->waits = op->n_waits ? calloc(op->n_waits, sizeof(*op->waits)) : NULL;
+	for (size_t i = 0; i < op->n_waits; i++) {
+		Devq__Wait *w = malloc(sizeof(*w));
+		ck_assert_ptr_nonnull(w);
+		devq__wait__init(w);
+		w->queue = (uint32_t)rnd_u64();
+		w->point = rnd_u64();
+		add_unknowns(&w->base, KNOWN(known_wait));
+		op->waits[i] = w;
+	}
+	unsigned k = rndn(10);
+	if (k < 6) {
+		Devq__KernelOp *kn = malloc(sizeof(*kn));
+		ck_assert_ptr_nonnull(kn);
+		devq__kernel_op__init(kn);
+		kn->executable = (uint32_t)rnd_u64();
+		kn->n_args = rnd_count(5, 60);
+		kn->args = kn->n_args ? calloc(kn->n_args, sizeof(*kn->args)) : NULL;
+		for (size_t i = 0; i < kn->n_args; i++)
+			kn->args[i] = pb_arg();
+		add_unknowns(&kn->base, KNOWN(known_kernel));
+		op->body_case = DEVQ__OP__BODY_KERNEL;
+		op->kernel = kn;
+	} else if (k < 8) {
+		Devq__CopyOp *c = malloc(sizeof(*c));
+		ck_assert_ptr_nonnull(c);
+		devq__copy_op__init(c);
+		c->src = rndn(6) ? pb_buf() : NULL;
+		c->dst = rndn(6) ? pb_buf() : NULL;
+		c->size = rnd_u64();
+		add_unknowns(&c->base, KNOWN(known_copy));
+		op->body_case = DEVQ__OP__BODY_COPY;
+		op->copy = c;
+	} else if (k < 9) {
+		Devq__FillOp *f = malloc(sizeof(*f));
+		ck_assert_ptr_nonnull(f);
+		devq__fill_op__init(f);
+		f->dst = rndn(6) ? pb_buf() : NULL;
+		f->size = rnd_u64();
+		f->pattern = (uint32_t)rnd_u64();
+		add_unknowns(&f->base, KNOWN(known_fill));
+		op->body_case = DEVQ__OP__BODY_FILL;
+		op->fill = f;
+	}
+	add_unknowns(&op->base, KNOWN(known_op));
+	return op;
+}
+
+/* A random Submit packed by protobuf-c into out; true if it carries
+ * unknown fields. */
+static bool pb_submit(struct wb *out)
+{
+	with_unknowns = !rndn(3);
+	Devq__Submit *s = malloc(sizeof(*s));
+	ck_assert_ptr_nonnull(s);
+	devq__submit__init(s);
+	unsigned k = rndn(20);
+	s->n_ops = k == 0 ? 0 : k == 1 ? 64 : k == 2 ? 100 + rndn(400) : 1 + rndn(16);
+	s->ops = s->n_ops ? calloc(s->n_ops, sizeof(*s->ops)) : NULL;
+	for (size_t i = 0; i < s->n_ops; i++)
+		s->ops[i] = pb_op();
+	add_unknowns(&s->base, KNOWN(known_submit));
+	Devq__ClientMessage m = DEVQ__CLIENT_MESSAGE__INIT;
+	m.body_case = DEVQ__CLIENT_MESSAGE__BODY_SUBMIT;
+	m.submit = s;
+	size_t len = devq__client_message__get_packed_size(&m);
+	out->n = 0;
+	wb_bytes(out, NULL, len);
+	ck_assert_uint_eq(devq__client_message__pack(&m, out->p), len);
+	devq__submit__free_unpacked(s, NULL); /* malloc'd throughout */
+	return with_unknowns;
+}
+
+/* ---- inputs written field by field ------------------------------------ */
+
+static bool allow_bad; /* this message may carry a wrong wire type */
+
+static void wr_unknown(struct wb *b, const uint32_t *known, size_t n)
+{
+	unsigned wt = unknown_wts[rndn(4)];
+	wb_tag(b, rnd_unknown_num(known, n), wt);
+	rnd_unknown_value(b, wt);
+}
+
+/* Now and then, in a message allowed to be bad: field num with a wire type
+ * protobuf-c refuses for it (or one it refuses everywhere). */
+static bool wr_bad(struct wb *b, uint32_t num, unsigned right_wt)
+{
+	if (!allow_bad || rndn(20))
+		return false;
+	static const unsigned wts[] = { 0, 1, 2, 5, 3, 4, 6, 7 };
+	unsigned wt;
+	do
+		wt = wts[rndn(8)];
+	while (wt == right_wt);
+	if (wt > 5 || wt == 3 || wt == 4) {
+		wb_tag(b, num, wt);
+		wb_byte(b, 0);
+	} else {
+		wb_tag(b, num, wt);
+		rnd_unknown_value(b, wt);
+	}
+	return true;
+}
+
+/* A nested message as a length-delimited field. */
+static void wr_nested(struct wb *b, uint32_t num, void (*gen)(struct wb *))
+{
+	if (wr_bad(b, num, 2))
+		return;
+	struct wb sub = { 0 };
+	gen(&sub);
+	wb_lfield(b, num, sub.p, sub.n);
+	free(sub.p);
+}
+
+static void wr_varint(struct wb *b, uint32_t num)
+{
+	if (!wr_bad(b, num, 0))
+		wb_vfield(b, num, rnd_u64());
+}
+
+/* A bool: any wire type, any bytes; protobuf-c reads them all. */
+static void wr_bool(struct wb *b, uint32_t num)
+{
+	switch (rndn(6)) {
+	case 0:
+		wb_tag(b, num, 1);
+		for (int i = 0; i < 8; i++)
+			wb_byte(b, rndn(3) ? (uint8_t)(rndn(2) << 7) : (uint8_t)rnd());
+		break;
+	case 1:
+		wb_tag(b, num, 5);
+		for (int i = 0; i < 4; i++)
+			wb_byte(b, rndn(3) ? (uint8_t)(rndn(2) << 7) : (uint8_t)rnd());
+		break;
+	case 2: {
+		uint8_t d[3] = { 0, 0x80, (uint8_t)rnd() };
+		wb_lfield(b, num, d, rndn(4));
+		break;
+	}
+	case 3:
+		/* 10 bytes whose only set bits lie above bit 63: the value is
+		 * 0, the bool true. */
+		wb_tag(b, num, 0);
+		for (int i = 0; i < 9; i++)
+			wb_byte(b, 0x80);
+		wb_byte(b, (uint8_t)(rndn(64) << 1));
+		break;
+	default:
+		wb_tag(b, num, 0);
+		wb_varint(b, rndn(3), rnd_pad(1, 10));
+	}
+}
+
+static void gen_buf(struct wb *b)
+{
+	for (unsigned i = 0, n = rndn(4); i < n; i++) {
+		unsigned k = rndn(5);
+		if (k < 2)
+			wr_varint(b, 1);
+		else if (k < 4)
+			wr_varint(b, 2);
+		else
+			wr_unknown(b, KNOWN(known_buf));
+	}
+}
+
+static void gen_arg(struct wb *b)
+{
+	for (unsigned i = 0, n = rndn(5); i < n; i++) {
+		unsigned k = rndn(10);
+		if (k == 0 || k == 1) {
+			if (wr_bad(b, 1, 2))
+				continue;
+			uint8_t s[40];
+			size_t len = rndn(sizeof(s));
+			for (size_t j = 0; j < len; j++)
+				s[j] = (uint8_t)(rndn(8) ? 'a' + rndn(26) : rnd()); /* NULs too */
+			wb_lfield(b, 1, s, len);
+		} else if (k < 6) {
+			wr_varint(b, k); /* u64, u32, i64, i32 */
+		} else if (k == 6) {
+			if (!wr_bad(b, 6, 5))
+				wb_fixed(b, 6, 5, rnd());
+		} else if (k == 7) {
+			if (!wr_bad(b, 7, 1))
+				wb_fixed(b, 7, 1, rnd());
+		} else if (k == 8) {
+			wr_nested(b, 8, gen_buf);
+		} else {
+			wr_unknown(b, KNOWN(known_arg));
+		}
+	}
+}
+
+static void gen_kernel(struct wb *b)
+{
+	for (unsigned i = 0, n = rndn(8); i < n; i++) {
+		unsigned k = rndn(6);
+		if (k == 0)
+			wr_varint(b, 1);
+		else if (k < 5)
+			wr_nested(b, 2, gen_arg);
+		else
+			wr_unknown(b, KNOWN(known_kernel));
+	}
+}
+
+static void gen_copy(struct wb *b)
+{
+	for (unsigned i = 0, n = rndn(6); i < n; i++) {
+		unsigned k = rndn(7);
+		if (k < 2)
+			wr_nested(b, 1, gen_buf);
+		else if (k < 4)
+			wr_nested(b, 2, gen_buf);
+		else if (k < 6)
+			wr_varint(b, 3);
+		else
+			wr_unknown(b, KNOWN(known_copy));
+	}
+}
+
+static void gen_fill(struct wb *b)
+{
+	for (unsigned i = 0, n = rndn(6); i < n; i++) {
+		unsigned k = rndn(7);
+		if (k < 2)
+			wr_nested(b, 1, gen_buf);
+		else if (k < 6)
+			wr_varint(b, 2 + (k & 1));
+		else
+			wr_unknown(b, KNOWN(known_fill));
+	}
+}
+
+static void gen_wait(struct wb *b)
+{
+	for (unsigned i = 0, n = rndn(4); i < n; i++) {
+		unsigned k = rndn(5);
+		if (k < 4)
+			wr_varint(b, 1 + (k & 1));
+		else
+			wr_unknown(b, KNOWN(known_wait));
+	}
+}
+
+static void gen_op(struct wb *b)
+{
+	for (unsigned i = 0, n = rndn(12); i < n; i++) {
+		switch (rndn(12)) {
+		case 0: wr_varint(b, 1); break;
+		case 1: wr_varint(b, 2); break;
+		case 2: case 3: wr_nested(b, 3, gen_wait); break;
+		case 4: case 5: wr_nested(b, 4, gen_kernel); break;
+		case 6: wr_nested(b, 5, gen_copy); break;
+		case 7: wr_nested(b, 6, gen_fill); break;
+		case 8: wr_bool(b, 30); break;
+		case 9: wr_bool(b, 60); break;
+		default: wr_unknown(b, KNOWN(known_op)); break;
+		}
+	}
+}
+
+static void gen_submit(struct wb *b)
+{
+	unsigned n = rndn(8) ? rndn(10) : rndn(100);
+	for (unsigned i = 0; i < n; i++) {
+		if (rndn(7))
+			wr_nested(b, 1, gen_op);
+		else
+			wr_unknown(b, KNOWN(known_submit));
+	}
+}
+
+/* ---- mutations -------------------------------------------------------- */
+
+/* Splits a message's bytes into fields the lenient way (no checks beyond
+ * staying in bounds); false where that fails.  For mutating only. */
+struct span {
+	size_t at, len;     /* the whole field */
+	size_t val, vlen;   /* a length-delimited field's value */
+	bool lp;
+};
+
+static bool split(const uint8_t *p, size_t n, struct span *out, size_t cap, size_t *count)
+{
+	size_t i = 0, k = 0;
+	while (i < n) {
+		if (k == cap)
+			return false;
+		size_t start = i;
+		uint64_t tag = 0, v = 0;
+		unsigned shift = 0;
+		do {
+			if (i >= n || shift > 63)
+				return false;
+			tag |= (uint64_t)(p[i] & 0x7f) << shift;
+			shift += 7;
+		} while (p[i++] & 0x80);
+		struct span s = { start, 0, 0, 0, false };
+		switch (tag & 7) {
+		case 0:
+			do
+				if (i >= n)
+					return false;
+			while (p[i++] & 0x80);
+			break;
+		case 1:
+		case 5:
+			i += (tag & 7) == 1 ? 8 : 4;
+			if (i > n)
+				return false;
+			break;
+		case 2:
+			shift = 0;
+			do {
+				if (i >= n || shift > 63)
+					return false;
+				v |= (uint64_t)(p[i] & 0x7f) << shift;
+				shift += 7;
+			} while (p[i++] & 0x80);
+			if (v > n - i)
+				return false;
+			s.lp = true;
+			s.val = i;
+			s.vlen = (size_t)v;
+			i += (size_t)v;
+			break;
+		default:
+			return false;
+		}
+		s.len = i - start;
+		out[k++] = s;
+	}
+	*count = k;
+	return true;
+}
+
+/* Duplicates one field somewhere in the tree under p[0..n) (at depth 0 or
+ * inside a length-delimited field, whose prefix is rewritten), or swaps two
+ * neighbours; writes the result to out. */
+static void mutate_fields(const uint8_t *p, size_t n, struct wb *out, int depth)
+{
+	struct span f[512];
+	size_t nf;
+	if (!split(p, n, f, 512, &nf) || nf == 0) {
+		wb_bytes(out, p, n);
+		return;
+	}
+	size_t pick = rndn((unsigned)nf);
+	unsigned how = rndn(4);
+	if (how == 0 && f[pick].lp && f[pick].vlen && depth < 6) {
+		/* Recurse into it. */
+		wb_bytes(out, p, f[pick].at);
+		struct wb inner = { 0 };
+		mutate_fields(p + f[pick].val, f[pick].vlen, &inner, depth + 1);
+		size_t tag_len = 0;
+		while (p[f[pick].at + tag_len] & 0x80)
+			tag_len++;
+		wb_bytes(out, p + f[pick].at, tag_len + 1);
+		wb_varint(out, inner.n, 0);
+		wb_bytes(out, inner.p, inner.n);
+		free(inner.p);
+		size_t after = f[pick].at + f[pick].len;
+		wb_bytes(out, p + after, n - after);
+		return;
+	}
+	size_t split_at = f[pick].at + f[pick].len;
+	if (how == 1 && pick + 1 < nf) { /* swap with the next one */
+		wb_bytes(out, p, f[pick].at);
+		wb_bytes(out, p + f[pick + 1].at, f[pick + 1].len);
+		wb_bytes(out, p + f[pick].at, f[pick].len);
+		size_t after = f[pick + 1].at + f[pick + 1].len;
+		wb_bytes(out, p + after, n - after);
+		return;
+	}
+	/* Duplicate: right after itself, or at the end. */
+	if (how == 2) {
+		wb_bytes(out, p, n);
+		wb_bytes(out, p + f[pick].at, f[pick].len);
+	} else {
+		wb_bytes(out, p, split_at);
+		wb_bytes(out, p + f[pick].at, f[pick].len);
+		wb_bytes(out, p + split_at, n - split_at);
+	}
+}
+
+/* The Submit body inside a payload from pb_submit (its prefix is
+ * canonical: one tag byte, then the length). */
+static void submit_body(const struct wb *msg, const uint8_t **body, size_t *n)
+{
+	size_t i = 1;
+	while (msg->p[i] & 0x80)
+		i++;
+	*body = msg->p + i + 1;
+	*n = msg->n - i - 1;
+}
+
+/* ---- tests ------------------------------------------------------------ */
+
+static void check_hex(const char *hex, unsigned long iter)
+{
+	uint8_t buf[256];
+	size_t n = strlen(hex) / 2;
+	ck_assert_uint_le(n, sizeof(buf));
+	for (size_t i = 0; i < n; i++) {
+		unsigned v;
+		ck_assert_int_eq(sscanf(hex + 2 * i, "%2x", &v), 1);
+		buf[i] = (uint8_t)v;
+	}
+	check_payload(buf, n, iter);
+}
+
+static Devq__ClientMessage *dec_hex(const char *hex)
+{
+	uint8_t buf[256];
+	size_t n = strlen(hex) / 2;
+	for (size_t i = 0; i < n; i++) {
+		unsigned v;
+		ck_assert_int_eq(sscanf(hex + 2 * i, "%2x", &v), 1);
+		buf[i] = (uint8_t)v;
+	}
+	return devq_msg_dec_fast(NULL, n, buf);
+}
+
+/* protobuf-c's readings of odd inputs, pinned with values so that a
+ * change in either decoder shows here, and each run through check_payload
+ * against protobuf-c as well. */
+START_TEST(pinned_cases)
+{
+	what = "pinned";
+	static const char *bytes[] = {
+		"3a00",     /* an empty Submit: accepted, no ops */
+		"3a020a00", /* one empty op */
+		/* queue as a 10-byte varint: its low 32 bits, 0xffffffff */
+		"3a0d0a0b08ffffffffffffffffff01",
+		/* no_timing (30) length-delimited, holding 0x00: true, since
+		 * protobuf-c counts the prefix byte 0x01 */
+		"3a060a04f2010100",
+		/* replayable (60) as a fixed32 of 0x80 bytes: false */
+		"3a080a06e50380808080",
+		/* kernel{executable 5, args [{u64 10}]}, then copy{}: the copy */
+		"3a0c0a0a220608051202100a2a00",
+		/* kernel twice: the second whole, no args kept from the first */
+		"3a0e0a0c220608051202100a22020807",
+		/* CopyOp.src {id 11, offset 1} then {offset 22}: the second
+		 * whole, id 0 (no merge) */
+		"3a0e0a0c2a0a0a04080b10010a021016",
+		/* an unknown field (99, varint) in an op: skipped */
+		"3a050a03980601",
+		/* a group (wire type 3) in an op: rejected */
+		"3a040a021b00",
+		/* queue = 7 behind an overlong 2-byte tag: accepted */
+		"3a050a03880007",
+		/* a tag byte of field 0: rejected */
+		"3a030a0100",
+		/* a varint of 11 bytes: rejected */
+		"3a0e0a0c08ffffffffffffffffffff01",
+		/* a length past the end: rejected */
+		"3a030a0505",
+	};
+	for (unsigned i = 0; i < sizeof(bytes) / sizeof(bytes[0]); i++)
+		check_hex(bytes[i], i);
+
+	Devq__ClientMessage *m = dec_hex("3a00");
+	ck_assert_ptr_nonnull(m);
+	ck_assert_uint_eq(m->submit->n_ops, 0);
+	devq__client_message__free_unpacked(m, NULL);
+
+	m = dec_hex("3a0d0a0b08ffffffffffffffffff01");
+	ck_assert_ptr_nonnull(m);
+	ck_assert_uint_eq(m->submit->ops[0]->queue, UINT32_MAX);
+	devq__client_message__free_unpacked(m, NULL);
+
+	m = dec_hex("3a060a04f2010100");
+	ck_assert_ptr_nonnull(m);
+	ck_assert_int_eq(m->submit->ops[0]->no_timing, 1);
+	devq__client_message__free_unpacked(m, NULL);
+
+	m = dec_hex("3a080a06e50380808080");
+	ck_assert_ptr_nonnull(m);
+	ck_assert_int_eq(m->submit->ops[0]->replayable, 0);
+	devq__client_message__free_unpacked(m, NULL);
+
+	m = dec_hex("3a0c0a0a220608051202100a2a00");
+	ck_assert_ptr_nonnull(m);
+	ck_assert_int_eq(m->submit->ops[0]->body_case, DEVQ__OP__BODY_COPY);
+	ck_assert_ptr_null(m->submit->ops[0]->copy->src);
+	devq__client_message__free_unpacked(m, NULL);
+
+	m = dec_hex("3a0e0a0c220608051202100a22020807");
+	ck_assert_ptr_nonnull(m);
+	ck_assert_int_eq(m->submit->ops[0]->body_case, DEVQ__OP__BODY_KERNEL);
+	ck_assert_uint_eq(m->submit->ops[0]->kernel->executable, 7);
+	ck_assert_uint_eq(m->submit->ops[0]->kernel->n_args, 0);
+	devq__client_message__free_unpacked(m, NULL);
+
+	/* src {id 11, offset 1} then src {offset 22}: id is 0, not 11 */
+	m = dec_hex("3a0e0a0c2a0a0a04080b10010a021016");
+	ck_assert_ptr_nonnull(m);
+	ck_assert_uint_eq(m->submit->ops[0]->copy->src->id, 0);
+	ck_assert_uint_eq(m->submit->ops[0]->copy->src->offset, 22);
+	devq__client_message__free_unpacked(m, NULL);
+
+	m = dec_hex("3a050a03980601");
+	ck_assert_ptr_nonnull(m);
+	ck_assert_uint_eq(m->submit->ops[0]->queue, 0);
+	devq__client_message__free_unpacked(m, NULL);
+
+	m = dec_hex("3a050a03880007");
+	ck_assert_ptr_nonnull(m);
+	ck_assert_uint_eq(m->submit->ops[0]->queue, 7);
+	devq__client_message__free_unpacked(m, NULL);
+
+	ck_assert_ptr_null(dec_hex("3a040a021b00"));
+	ck_assert_ptr_null(dec_hex("3a030a0100"));
+	ck_assert_ptr_null(dec_hex("3a0e0a0c08ffffffffffffffffffff01"));
+}
+END_TEST
+
+/* Other message bodies are protobuf-c's: the hand-written path declines
+ * them and devq_msg_dec returns what protobuf-c does. */
+START_TEST(other_bodies_fall_back)
+{
+	what = "other bodies";
+	Devq__Hello h = DEVQ__HELLO__INIT;
+	h.min_version = 1;
+	h.max_version = 1;
+	h.client_name = "x";
+	Devq__ClientMessage m = DEVQ__CLIENT_MESSAGE__INIT;
+	m.body_case = DEVQ__CLIENT_MESSAGE__BODY_HELLO;
+	m.hello = &h;
+	uint8_t buf[64];
+	size_t len = devq__client_message__pack(&m, buf);
+	ck_assert_ptr_null(devq_msg_dec_fast(NULL, len, buf));
+	Devq__ClientMessage *r = devq_msg_dec(NULL, len, buf);
+	ck_assert_ptr_nonnull(r);
+	ck_assert_int_eq(r->body_case, DEVQ__CLIENT_MESSAGE__BODY_HELLO);
+	ck_assert_str_eq(r->hello->client_name, "x");
+	devq__client_message__free_unpacked(r, NULL);
+	check_payload(buf, len, 0);
+	/* Hello, then a Submit: one payload, two bodies; the last wins. */
+	uint8_t two[80];
+	memcpy(two, buf, len);
+	memcpy(two + len, "\x3a\x02\x0a\x00", 4);
+	check_payload(two, len + 4, 1);
+	/* A Submit, then an unknown field: protobuf-c's too. */
+	check_payload((const uint8_t *)"\x3a\x02\x0a\x00\xa0\x06\x01", 7, 2);
+	check_payload((const uint8_t *)"", 0, 3);
+}
+END_TEST
+
+/* What libdevq sends: every one must take the hand-written path, decode to
+ * what protobuf-c decodes and, without unknown fields, pack back to the
+ * same bytes. */
+START_TEST(random_protobuf_c_submits)
+{
+	reseed(1);
+	what = "packed by protobuf-c";
+	struct wb msg = { 0 };
+	unsigned long fast_before = n_fast;
+	for (unsigned long i = 0; i < 3000; i++) {
+		bool unknowns = pb_submit(&msg);
+		check_payload(msg.p, msg.n, i);
+		Devq__ClientMessage *m = devq_msg_dec_fast(NULL, msg.n, msg.p);
+		ck_assert_msg(m != NULL, "seed %#" PRIx64 " #%lu: declined", seed, i);
+		if (!unknowns) {
+			size_t len = devq__client_message__get_packed_size(m);
+			uint8_t *re = malloc(len + 1);
+			ck_assert_ptr_nonnull(re);
+			devq__client_message__pack(m, re);
+			ck_assert_msg(len == msg.n && !memcmp(re, msg.p, len),
+				      "seed %#" PRIx64 " #%lu: packs back differently", seed, i);
+			free(re);
+		}
+		devq__client_message__free_unpacked(m, NULL);
+	}
+	ck_assert_uint_eq(n_fast - fast_before, 3000);
+	free(msg.p);
+}
+END_TEST
+
+/* Submits written field by field with every encoding protobuf-c takes,
+ * and some it refuses. */
+START_TEST(random_wire_submits)
+{
+	reseed(2);
+	what = "written by field";
+	struct wb body = { 0 }, msg = { 0 };
+	unsigned long fast_before = n_fast, rej_before = n_both_reject;
+	for (unsigned long i = 0; i < 6000; i++) {
+		allow_bad = !rndn(4);
+		body.n = 0;
+		gen_submit(&body);
+		wrap_submit(&msg, body.p, body.n);
+		check_payload(msg.p, msg.n, i);
+	}
+	/* Both outcomes came up often: the check above compared something. */
+	ck_assert_uint_gt(n_fast - fast_before, 3000);
+	ck_assert_uint_gt(n_both_reject - rej_before, 100);
+	free(body.p);
+	free(msg.p);
+}
+END_TEST
+
+/* Every prefix of a payload, and every prefix of its Submit re-framed so
+ * that the cut lands inside the fields the hand-written path reads. */
+START_TEST(truncation_at_every_length)
+{
+	reseed(3);
+	what = "truncated";
+	struct wb msg = { 0 }, cut = { 0 };
+	unsigned long iter = 0;
+	for (int i = 0, used = 0; used < 60 && i < 5000; i++) {
+		if (i % 2) {
+			pb_submit(&msg);
+		} else {
+			struct wb body = { 0 };
+			allow_bad = false;
+			gen_submit(&body);
+			wrap_submit(&msg, body.p, body.n);
+			free(body.p);
+		}
+		if (msg.n > 800)
+			continue;
+		used++;
+		const uint8_t *body;
+		size_t bn;
+		submit_body(&msg, &body, &bn);
+		for (size_t k = 0; k <= msg.n; k++)
+			check_payload(msg.p, k, iter++);
+		for (size_t k = 0; k <= bn; k++) {
+			wrap_submit(&cut, body, k);
+			check_payload(cut.p, cut.n, iter++);
+		}
+	}
+	ck_assert_uint_gt(iter, 10000);
+	free(msg.p);
+	free(cut.p);
+}
+END_TEST
+
+START_TEST(flipped_and_random_bytes)
+{
+	reseed(4);
+	what = "flipped";
+	struct wb msg = { 0 }, mut = { 0 };
+	unsigned long iter = 0;
+	for (int i = 0; i < 3000; i++) {
+		if (i % 2) {
+			pb_submit(&msg);
+		} else {
+			struct wb body = { 0 };
+			allow_bad = false;
+			gen_submit(&body);
+			wrap_submit(&msg, body.p, body.n);
+			free(body.p);
+		}
+		const uint8_t *body;
+		size_t bn;
+		submit_body(&msg, &body, &bn);
+		if (!bn)
+			continue;
+		/* Flip 1..4 bytes of the Submit and re-frame it. */
+		wrap_submit(&mut, body, bn);
+		size_t off = mut.n - bn;
+		for (unsigned f = 0, nf = 1 + rndn(4); f < nf; f++)
+			mut.p[off + rndn((unsigned)bn)] ^= (uint8_t)(1 + rndn(255));
+		check_payload(mut.p, mut.n, iter++);
+		/* And the payload itself, header included. */
+		mut.n = 0;
+		wb_bytes(&mut, msg.p, msg.n);
+		mut.p[rndn((unsigned)msg.n)] ^= (uint8_t)(1 + rndn(255));
+		check_payload(mut.p, mut.n, iter++);
+	}
+	what = "random bytes";
+	uint8_t raw[200];
+	for (int i = 0; i < 20000; i++) {
+		size_t n = rndn(sizeof(raw));
+		for (size_t k = 0; k < n; k++) /* bytes of small tags now and then */
+			raw[k] = rndn(3) ? (uint8_t)rnd() : (uint8_t)(rndn(9) << 3 | rndn(6));
+		wrap_submit(&mut, raw, n);
+		check_payload(mut.p, mut.n, iter++);
+		check_payload(raw, n, iter++);
+	}
+	free(msg.p);
+	free(mut.p);
+}
+END_TEST
+
+/* Fields duplicated or swapped at any depth: repeated fields append,
+ * scalars and oneofs take the last, BufferArgs the last whole. */
+START_TEST(duplicated_fields)
+{
+	reseed(5);
+	what = "duplicated";
+	struct wb msg = { 0 }, mut = { 0 }, body2 = { 0 };
+	unsigned long fast_before = n_fast;
+	for (unsigned long i = 0; i < 4000; i++) {
+		if (i % 2) {
+			pb_submit(&msg);
+		} else {
+			struct wb body = { 0 };
+			allow_bad = false;
+			gen_submit(&body);
+			wrap_submit(&msg, body.p, body.n);
+			free(body.p);
+		}
+		const uint8_t *body;
+		size_t bn;
+		submit_body(&msg, &body, &bn);
+		body2.n = 0;
+		mutate_fields(body, bn, &body2, 0);
+		for (unsigned r = rndn(3); r; r--) { /* sometimes mutate again */
+			struct wb again = { 0 };
+			mutate_fields(body2.p, body2.n, &again, 0);
+			free(body2.p);
+			body2 = again;
+		}
+		wrap_submit(&mut, body2.p, body2.n);
+		check_payload(mut.p, mut.n, i);
+	}
+	ck_assert_uint_gt(n_fast - fast_before, 3000);
+	free(msg.p);
+	free(mut.p);
+	free(body2.p);
+}
+END_TEST
+
+/* Every field of every message with every wire type, alone in a Submit
+ * that is otherwise valid: the right wire type is taken, a wrong one
+ * rejects the payload (a bool takes any), as protobuf-c has it. */
+START_TEST(every_field_every_wire_type)
+{
+	reseed(8);
+	what = "wire types";
+	static const struct {
+		uint32_t path[4]; /* the fields leading to the message, outermost first */
+		unsigned depth;
+		const uint32_t *known;
+		size_t nknown;
+	} where[] = {
+		{ { 0 }, 0, KNOWN(known_submit) },
+		{ { 1 }, 1, KNOWN(known_op) },
+		{ { 1, 3 }, 2, KNOWN(known_wait) },
+		{ { 1, 4 }, 2, KNOWN(known_kernel) },
+		{ { 1, 4, 2 }, 3, KNOWN(known_arg) },
+		{ { 1, 4, 2, 8 }, 4, KNOWN(known_buf) },
+		{ { 1, 5 }, 2, KNOWN(known_copy) },
+		{ { 1, 5, 1 }, 3, KNOWN(known_buf) },
+		{ { 1, 5, 2 }, 3, KNOWN(known_buf) },
+		{ { 1, 6 }, 2, KNOWN(known_fill) },
+		{ { 1, 6, 1 }, 3, KNOWN(known_buf) },
+	};
+	struct wb in = { 0 }, out = { 0 }, msg = { 0 };
+	unsigned long iter = 0, rejected = 0;
+	for (size_t w = 0; w < sizeof(where) / sizeof(where[0]); w++) {
+		for (size_t f = 0; f < where[w].nknown; f++) {
+			for (unsigned wt = 0; wt < 8; wt++) {
+				in.n = 0;
+				wb_tag(&in, where[w].known[f], wt);
+				if (wt == 0 || wt == 1 || wt == 5)
+					rnd_unknown_value(&in, wt);
+				else if (wt == 2)
+					wb_bytes(&in, "\x08\x01", rndn(2) ? 2 : 0);
+				else
+					wb_byte(&in, 0);
+				for (unsigned d = where[w].depth; d-- > 0;) {
+					out.n = 0;
+					wb_lfield(&out, where[w].path[d], in.p, in.n);
+					struct wb t = in;
+					in = out;
+					out = t;
+				}
+				wrap_submit(&msg, in.p, in.n);
+				unsigned long before = n_both_reject;
+				check_payload(msg.p, msg.n, iter++);
+				rejected += n_both_reject - before;
+			}
+		}
+	}
+	/* 8 wire types each: wrong ones and groups, but never a bool's. */
+	ck_assert_uint_gt(rejected, iter / 2);
+	free(in.p);
+	free(out.p);
+	free(msg.p);
+}
+END_TEST
+
+/* An allocation that fails anywhere: the hand-written path gives up
+ * without leaking, and devq_msg_dec still answers as protobuf-c does. */
+START_TEST(allocation_failures)
+{
+	reseed(6);
+	what = "allocation failure";
+	struct wb msg = { 0 };
+	for (int i = 0; i < 40; i++) {
+		pb_submit(&msg);
+		if (msg.n > 4000)
+			continue;
+		struct counting c;
+		counting_init(&c);
+		Devq__ClientMessage *m = devq_msg_dec_fast(&c.pa, msg.n, msg.p);
+		ck_assert_ptr_nonnull(m);
+		devq__client_message__free_unpacked(m, &c.pa);
+		long need = c.calls;
+		Devq__ClientMessage *ref = devq__client_message__unpack(NULL, msg.n, msg.p);
+		for (long k = 0; k < need; k++) {
+			counting_init(&c);
+			c.fail_at = k;
+			ck_assert_ptr_null(devq_msg_dec_fast(&c.pa, msg.n, msg.p));
+			ck_assert_int_eq(c.live, 0);
+			counting_init(&c);
+			c.fail_at = k;
+			m = devq_msg_dec(&c.pa, msg.n, msg.p);
+			if (m) { /* protobuf-c got past the failed call */
+				ck_assert_msg(eq_msg(ref, m), "%s", diff);
+				devq__client_message__free_unpacked(m, &c.pa);
+			}
+			ck_assert_int_eq(c.live, 0);
+		}
+		devq__client_message__free_unpacked(ref, NULL);
+	}
+	free(msg.p);
+}
+END_TEST
+
+/* The daemon's way: decoded into the frame arena (daemon/pool.c), used,
+ * re-packed as quota.c re-packs a held Submit, and dropped at reset. */
+START_TEST(arena_path)
+{
+	reseed(7);
+	what = "arena";
+	struct devq_arena arena;
+	devq_arena_init(&arena);
+	struct wb msg = { 0 };
+	for (unsigned long i = 0; i < 1000; i++) {
+		bool unknowns;
+		if (i % 100 == 99) { /* larger than the arena's buffer */
+			unknowns = false;
+			msg.n = 0;
+			Devq__Op op = DEVQ__OP__INIT, *ops[3000];
+			Devq__KernelOp k = DEVQ__KERNEL_OP__INIT;
+			k.executable = 3;
+			op.queue = 1;
+			op.body_case = DEVQ__OP__BODY_KERNEL;
+			op.kernel = &k;
+			for (int j = 0; j < 3000; j++)
+				ops[j] = &op;
+			Devq__Submit s = DEVQ__SUBMIT__INIT;
+			s.n_ops = 3000;
+			s.ops = ops;
+			Devq__ClientMessage cm = DEVQ__CLIENT_MESSAGE__INIT;
+			cm.body_case = DEVQ__CLIENT_MESSAGE__BODY_SUBMIT;
+			cm.submit = &s;
+			size_t len = devq__client_message__get_packed_size(&cm);
+			wb_bytes(&msg, NULL, len);
+			devq__client_message__pack(&cm, msg.p);
+		} else {
+			unknowns = pb_submit(&msg);
+		}
+		Devq__ClientMessage *ref = devq__client_message__unpack(NULL, msg.n, msg.p);
+		Devq__ClientMessage *m = devq_msg_dec(&arena.pa, msg.n, msg.p);
+		ck_assert_ptr_nonnull(ref);
+		ck_assert_ptr_nonnull(m);
+		ck_assert_msg(eq_msg(ref, m), "seed %#" PRIx64 " #%lu: %s", seed, i, diff);
+		size_t len = devq__submit__get_packed_size(m->submit);
+		uint8_t *re = malloc(len + 1);
+		ck_assert_ptr_nonnull(re);
+		devq__submit__pack(m->submit, re);
+		const uint8_t *body;
+		size_t bn;
+		submit_body(&msg, &body, &bn);
+		if (!unknowns)
+			ck_assert_msg(len == bn && !memcmp(re, body, bn),
+				      "seed %#" PRIx64 " #%lu: re-packs differently", seed, i);
+		free(re);
+		devq__client_message__free_unpacked(ref, NULL);
+		devq_arena_reset(&arena);
+	}
+	devq_arena_fini(&arena);
+	free(msg.p);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+	Suite *s = suite_create("msg_dec");
+	TCase *t = tcase_create("msg_dec");
+	tcase_set_timeout(t, 300); /* ASan and valgrind runs are slow */
+	tcase_add_test(t, pinned_cases);
+	tcase_add_test(t, other_bodies_fall_back);
+	tcase_add_test(t, random_protobuf_c_submits);
+	tcase_add_test(t, random_wire_submits);
+	tcase_add_test(t, truncation_at_every_length);
+	tcase_add_test(t, flipped_and_random_bytes);
+	tcase_add_test(t, duplicated_fields);
+	tcase_add_test(t, every_field_every_wire_type);
+	tcase_add_test(t, allocation_failures);
+	tcase_add_test(t, arena_path);
+	suite_add_tcase(s, t);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(suite());
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
