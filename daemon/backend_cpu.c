@@ -1,6 +1,6 @@
 /* CPU backend: one worker thread per device stream, each running its FIFO in
- * order.  Enqueue only links the op and signals; the worker stamps start and
- * end around the C implementation.  A cross-stream wait blocks the worker on
+ * order.  Enqueue only links the op, flush wakes the workers that sleep with
+ * work; the worker stamps start and end around the C implementation.  A cross-stream wait blocks the worker on
  * the producer's completion, exactly as a GPU stream blocks on an event:
  * since every op only waits on ops handed off before it and each stream is
  * FIFO, the oldest unfinished op can always run, so this cannot deadlock. */
