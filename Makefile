@@ -68,6 +68,8 @@ DEVCTL_SRC += client/devctl_trace.c client/devctl_top.c
 DAEMON_SRC += daemon/cpage.c daemon/pool.c
 # Performance: Completions frames encoded by hand (mk/cmpl_enc.mk tests it).
 DAEMON_SRC += daemon/cmpl_enc.c
+# Performance: Submit frames decoded by hand (mk/msg_dec.mk tests it).
+DAEMON_SRC += daemon/msg_dec.c
 LIB_SRC    += client/cpage.c
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(patsubst $(BUILD)/%,%,$(1)))

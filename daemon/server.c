@@ -16,6 +16,7 @@
 #include <systemd/sd-daemon.h>
 
 #include "daemon.h"
+#include "msg_dec.h"
 #include "stats.h"
 #include "notify.h"
 
@@ -218,11 +219,12 @@ static void handle_frame(struct devq_session *s, struct devq_frame *f, uint64_t 
 		devq_frame_close_fds(f);
 		return;
 	}
-	/* Unpacked into the frame arena: nothing of the message outlives the
-	 * dispatch (a held Submit is copied by quota.c). */
+	/* Decoded into the frame arena (a Submit by msg_dec.c, the rest by
+	 * protobuf-c): nothing of the message outlives the dispatch (a held
+	 * Submit is copied by quota.c). */
 	if (!frame_arena.pa.alloc)
 		devq_arena_init(&frame_arena);
-	Devq__ClientMessage *m = devq__client_message__unpack(&frame_arena.pa, f->len, f->payload);
+	Devq__ClientMessage *m = devq_msg_dec(&frame_arena.pa, f->len, f->payload);
 	if (!m) {
 		devq_arena_reset(&frame_arena);
 		protocol_close(s, "malformed ClientMessage");
