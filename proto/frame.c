@@ -155,21 +155,27 @@ ssize_t devq_rx_recv(struct devq_rx *rx, int sock, int flags)
 	return n;
 }
 
+/* Frames are taken in place, consumed only advancing: moving the rest of
+ * the buffer down after every frame cost a copy of all that followed it
+ * (quadratic in the frames one recv brings; libdevq reading a backlog of
+ * completion frames spent more there than in anything else).  The bytes
+ * are moved down once, before the next recv. */
 int devq_rx_next(struct devq_rx *rx, struct devq_frame *f)
 {
-	compact(rx);
-	if (rx->len < DEVQ_FRAME_HDR) {
-		if (rx->len == 0 && rx->fd_count)
+	const uint8_t *b = rx->buf + rx->consumed;
+	size_t avail = rx->len - rx->consumed;
+	if (avail < DEVQ_FRAME_HDR) {
+		if (avail == 0 && rx->fd_count)
 			return -EPROTO; /* fds with no frame to claim them */
 		return 0;
 	}
-	uint32_t plen = get_le32(rx->buf);
-	uint16_t nfds = get_le16(rx->buf + 6);
+	uint32_t plen = get_le32(b);
+	uint16_t nfds = get_le16(b + 6);
 	if (plen > rx->max_payload)
 		return -EMSGSIZE;
 	if (nfds > DEVQ_FDS_PER_MSG)
 		return -EPROTO;
-	if (rx->len - DEVQ_FRAME_HDR < plen) {
+	if (avail - DEVQ_FRAME_HDR < plen) {
 		/* Every byte buffered belongs to this frame, and its fds came
 		 * with its first byte: more fds than it declares belong to no
 		 * frame.  (A complete frame may be followed by the next one's
@@ -180,13 +186,13 @@ int devq_rx_next(struct devq_rx *rx, struct devq_frame *f)
 	}
 	if (rx->fd_count < nfds)
 		return -EPROTO;
-	f->type = get_le16(rx->buf + 4);
+	f->type = get_le16(b + 4);
 	f->len = plen;
-	f->payload = rx->buf + DEVQ_FRAME_HDR;
+	f->payload = b + DEVQ_FRAME_HDR;
 	f->nfds = nfds;
 	for (unsigned i = 0; i < nfds; i++)
 		f->fds[i] = fifo_pop(rx);
-	rx->consumed = DEVQ_FRAME_HDR + plen;
+	rx->consumed += DEVQ_FRAME_HDR + plen;
 	return 1;
 }
 
@@ -203,6 +209,8 @@ void devq_frame_close_fds(struct devq_frame *f)
 struct devq_txchunk {
 	struct devq_txchunk *next;
 	size_t len, off;
+	size_t cap;       /* bytes of data room: len for a frame of its own */
+	unsigned nframes; /* frames in it: more than one only for appended ones */
 	unsigned nfds;
 	int fds[]; /* followed by data, at (uint8_t *)(fds + nfds) */
 };
@@ -225,6 +233,16 @@ static void chunk_free(struct devq_txchunk *c)
 	free(c);
 }
 
+/* A sent chunk: a slab is kept for devq_tx_append when none is. */
+static void chunk_done(struct devq_tx *tx, struct devq_txchunk *c)
+{
+	if (!tx->spare && c->cap == DEVQ_TX_SLAB && !c->nfds) {
+		tx->spare = c;
+		return;
+	}
+	chunk_free(c);
+}
+
 void devq_tx_fini(struct devq_tx *tx)
 {
 	if (!tx)
@@ -234,6 +252,7 @@ void devq_tx_fini(struct devq_tx *tx)
 		tx->head = c->next;
 		chunk_free(c);
 	}
+	free(tx->spare);
 	devq_tx_init(tx);
 }
 
@@ -252,8 +271,9 @@ int devq_tx_push(struct devq_tx *tx, uint16_t type, const ProtobufCMessage *msg,
 	c->nfds = nfds;
 	if (nfds)
 		memcpy(c->fds, fds, nfds * sizeof(int));
-	c->len = DEVQ_FRAME_HDR + plen;
+	c->len = c->cap = DEVQ_FRAME_HDR + plen;
 	c->off = 0;
+	c->nframes = 1;
 	put_hdr(chunk_data(c), (uint32_t)plen, type, (uint16_t)nfds);
 	protobuf_c_message_pack(msg, chunk_data(c) + DEVQ_FRAME_HDR);
 	if (tx->tail)
@@ -275,8 +295,9 @@ int devq_tx_reserve(struct devq_tx *tx, uint16_t type, size_t plen, uint8_t **pa
 		return -ENOMEM;
 	c->next = NULL;
 	c->nfds = 0;
-	c->len = DEVQ_FRAME_HDR + plen;
+	c->len = c->cap = DEVQ_FRAME_HDR + plen;
 	c->off = 0;
+	c->nframes = 1;
 	put_hdr(chunk_data(c), (uint32_t)plen, type, 0);
 	*payload = chunk_data(c) + DEVQ_FRAME_HDR;
 	if (tx->tail)
@@ -285,6 +306,44 @@ int devq_tx_reserve(struct devq_tx *tx, uint16_t type, size_t plen, uint8_t **pa
 		tx->head = c;
 	tx->tail = c;
 	tx->bytes += c->len;
+	tx->frames++;
+	return 0;
+}
+
+int devq_tx_append(struct devq_tx *tx, uint16_t type, size_t plen, uint8_t **payload)
+{
+	if (plen > UINT32_MAX)
+		return -EINVAL;
+	size_t need = DEVQ_FRAME_HDR + plen;
+	struct devq_txchunk *c = tx->tail;
+	/* A chunk with fds sends them with its first byte; it stays a frame
+	 * of its own so that frames appended later never carry them. */
+	if (!c || c->nfds || c->cap - c->len < need) {
+		if (need <= DEVQ_TX_SLAB && tx->spare) {
+			c = tx->spare;
+			tx->spare = NULL;
+		} else {
+			size_t cap = need > DEVQ_TX_SLAB ? need : DEVQ_TX_SLAB;
+			if (!(c = malloc(sizeof(*c) + cap)))
+				return -ENOMEM;
+			c->cap = cap;
+		}
+		c->next = NULL;
+		c->nfds = 0;
+		c->len = c->off = 0;
+		c->nframes = 0;
+		if (tx->tail)
+			tx->tail->next = c;
+		else
+			tx->head = c;
+		tx->tail = c;
+	}
+	uint8_t *p = chunk_data(c) + c->len;
+	put_hdr(p, (uint32_t)plen, type, 0);
+	*payload = p + DEVQ_FRAME_HDR;
+	c->len += need;
+	c->nframes++;
+	tx->bytes += need;
 	tx->frames++;
 	return 0;
 }
@@ -346,8 +405,8 @@ int devq_tx_flush(struct devq_tx *tx, int sock)
 				tx->head = c->next;
 				if (!tx->head)
 					tx->tail = NULL;
-				tx->frames--;
-				chunk_free(c);
+				tx->frames -= c->nframes;
+				chunk_done(tx, c);
 			}
 		}
 	}

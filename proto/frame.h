@@ -64,7 +64,8 @@ struct devq_txchunk;
 struct devq_tx {
 	struct devq_txchunk *head, *tail;
 	size_t bytes;  /* queued, unsent */
-	size_t frames; /* queued, unsent */
+	size_t frames; /* queued, unsent (a chunk's frames until all of it is sent) */
+	struct devq_txchunk *spare; /* a sent slab kept for devq_tx_append */
 };
 
 void devq_tx_init(struct devq_tx *tx);
@@ -76,6 +77,13 @@ int devq_tx_push(struct devq_tx *tx, uint16_t type, const ProtobufCMessage *msg,
  * completions, daemon/cmpl_enc.c).  The caller must fill all plen bytes
  * before the next flush.  0, -EINVAL (plen too large) or -ENOMEM. */
 int devq_tx_reserve(struct devq_tx *tx, uint16_t type, size_t plen, uint8_t **payload);
+/* The same for a sender of many small frames (libdevq's submits): the frame
+ * goes at the end of the last queued chunk when that has room, new chunks
+ * are slabs of DEVQ_TX_SLAB bytes, and one sent slab is kept for the next
+ * frames, so a steady stream of frames costs no allocation.  A frame larger
+ * than a slab gets a chunk of its own. */
+#define DEVQ_TX_SLAB (64u << 10)
+int devq_tx_append(struct devq_tx *tx, uint16_t type, size_t plen, uint8_t **payload);
 /* Writes as much as the socket takes.  0 when everything was sent, -EAGAIN
  * when bytes remain (non-blocking socket), or -errno. */
 int devq_tx_flush(struct devq_tx *tx, int sock);
