@@ -71,6 +71,8 @@ DAEMON_SRC += daemon/cmpl_enc.c
 # Performance: Submit frames decoded by hand (mk/msg_dec.mk tests it).
 DAEMON_SRC += daemon/msg_dec.c
 LIB_SRC    += client/cpage.c
+# Performance: Submit encoded and Completions decoded by hand (mk/cli_codec.mk).
+LIB_SRC    += client/submit_enc.c client/cmpl_dec.c
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(patsubst $(BUILD)/%,%,$(1)))
 

@@ -16,9 +16,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cmpl_dec.h"
 #include "cpage_client.h"
 #include "devq.pb-c.h"
 #include "frame.h"
+#include "submit_enc.h"
 
 /* A growable FIFO of fixed-size items. */
 struct ring {
@@ -207,6 +209,54 @@ static void on_completions(devq *q, const Devq__Completions *cs, uint64_t t_recv
 	}
 }
 
+/* The Completions frame without protobuf-c (client/cmpl_dec.c): items go
+ * straight into the completion FIFO.  1: not such a frame, decode it with
+ * protobuf-c; 0: taken; -EPROTO: malformed, and nothing of it is kept, as
+ * when protobuf-c rejects a frame. */
+static int take_completions(devq *q, const struct devq_frame *f, uint64_t t_recv)
+{
+	struct devq_cmpl_dec d;
+	int r = devq_cmpl_dec_begin(&d, f->payload, f->len);
+	if (r)
+		return r;
+	size_t n0 = q->cmpl.count;
+	struct devq_completion spill;
+	for (;;) {
+		struct devq_completion *slot = ring_push(&q->cmpl);
+		r = devq_cmpl_dec_next(&d, slot ? slot : &spill);
+		if (r <= 0) {
+			if (slot)
+				q->cmpl.count--;
+			break;
+		}
+		if (!slot) {
+			/* Out of memory: the record is lost but its point still
+			 * counts, as on the protobuf-c path. */
+			struct cq *cq = find_queue(q, spill.queue);
+			if (cq && spill.point > cq->completed)
+				cq->completed = spill.point;
+			fail(q, -ENOMEM, "out of memory: completion of queue %u point %llu lost",
+			     spill.queue, (unsigned long long)spill.point);
+		}
+	}
+	if (r < 0) {
+		q->cmpl.count = n0;
+		return r;
+	}
+	/* Points advance only once the whole frame is known to be sound.
+	 * Consecutive records are mostly of one queue: look it up once. */
+	struct cq *cq = NULL;
+	for (size_t i = n0; i < q->cmpl.count; i++) {
+		struct devq_completion *c = ring_at(&q->cmpl, i);
+		c->t.client_received = t_recv;
+		if (!cq || cq->id != c->queue)
+			cq = find_queue(q, c->queue);
+		if (cq && c->point > cq->completed)
+			cq->completed = c->point;
+	}
+	return 0;
+}
+
 static void on_message(devq *q, Devq__DaemonMessage *m, struct devq_frame *f, uint64_t t)
 {
 	switch (m->body_case) {
@@ -284,9 +334,14 @@ static int pump(devq *q, int timeout_ms)
 	}
 	struct devq_frame f;
 	while ((r = devq_rx_next(&q->rx, &f)) == 1) {
-		Devq__DaemonMessage *m = f.type == DEVQ_FRAME_DAEMON
-						 ? devq__daemon_message__unpack(NULL, f.len, f.payload)
-						 : NULL;
+		int c = f.type == DEVQ_FRAME_DAEMON ? take_completions(q, &f, t) : 1;
+		if (c == 0) {
+			devq_frame_close_fds(&f); /* none belong to Completions */
+			continue;
+		}
+		Devq__DaemonMessage *m = NULL;
+		if (c > 0 && f.type == DEVQ_FRAME_DAEMON)
+			m = devq__daemon_message__unpack(NULL, f.len, f.payload);
 		if (!m) {
 			devq_frame_close_fds(&f);
 			q->broken = true;
@@ -790,15 +845,6 @@ static void drain_records(devq *q)
 	}
 }
 
-/* Wire form of one op; everything lives in one allocation per batch. */
-struct wire_op {
-	Devq__Op op;
-	Devq__KernelOp k;
-	Devq__CopyOp c;
-	Devq__FillOp f;
-	Devq__BufferArg src, dst;
-};
-
 static int submit(devq *q, const struct devq_op *ops, size_t n, uint64_t *points,
 		  bool replayable);
 
@@ -812,134 +858,50 @@ int devq_submit_replayable(devq *q, const struct devq_op *ops, size_t n, uint64_
 	return submit(q, ops, n, points, true);
 }
 
+/* Encodes the batch by hand (client/submit_enc.c) straight into the send
+ * queue, which keeps its buffer from one frame to the next: no allocation
+ * per call. */
 static int submit(devq *q, const struct devq_op *ops, size_t n, uint64_t *points,
 		  bool replayable)
 {
 	if (n == 0)
 		return fail(q, -EINVAL, "submit: no ops");
-	size_t nargs = 0, nwaits = 0;
+	/* Consecutive ops mostly name one queue: look it up once. */
+	struct cq *cq = NULL;
 	for (size_t i = 0; i < n; i++) {
-		if (!find_queue(q, ops[i].queue))
+		if ((!cq || cq->id != ops[i].queue) && !(cq = find_queue(q, ops[i].queue)))
 			return fail(q, -ENOENT, "submit: queue %u is not open", ops[i].queue);
 		if (ops[i].kind == DEVQ_OP_KERNEL && !ops[i].exec)
 			return fail(q, -EINVAL, "submit: op %zu has no executable", i);
-		nargs += ops[i].kind == DEVQ_OP_KERNEL ? ops[i].nargs : 0;
-		nwaits += ops[i].nwaits;
 	}
-	struct wire_op *w = calloc(n, sizeof(*w));
-	Devq__Op **wp = calloc(n, sizeof(*wp));
-	Devq__Arg *args = calloc(nargs + 1, sizeof(*args));
-	Devq__Arg **argp = calloc(nargs + 1, sizeof(*argp));
-	Devq__BufferArg *bargs = calloc(nargs + 1, sizeof(*bargs));
-	Devq__Wait *waits = calloc(nwaits + 1, sizeof(*waits));
-	Devq__Wait **waitp = calloc(nwaits + 1, sizeof(*waitp));
-	int r = 0;
-	if (!w || !wp || !args || !argp || !bargs || !waits || !waitp) {
-		r = fail(q, -ENOMEM, "out of memory");
-		goto out;
+	if (q->broken)
+		return fail(q, -ECONNRESET, "connection to devqd lost");
+	struct devq_submit_enc_batch b = { .ops = ops, .n = n, .submit_ns = now_ns(),
+					   .replayable = replayable };
+	size_t plen = devq_submit_enc_size(&b);
+	uint8_t *p;
+	int r = devq_tx_append(&q->tx, DEVQ_FRAME_CLIENT, plen, &p);
+	if (r < 0)
+		return fail(q, r, "cannot queue message: %s", strerror(-r));
+	devq_submit_enc(p, plen, &b);
+	/* Coalescing holds only submits back: they need no reply, and every
+	 * path that waits flushes first (pump). */
+	if (!q->coalesce || q->tx.bytes >= q->coalesce) {
+		r = devq_flush(q);
+		if (r < 0)
+			return r;
 	}
-	size_t ai = 0, wi = 0;
-	uint64_t t = now_ns();
+	/* The daemon counts the same way: no reply needed. */
+	cq = NULL;
 	for (size_t i = 0; i < n; i++) {
-		const struct devq_op *o = &ops[i];
-		struct wire_op *x = &w[i];
-		devq__op__init(&x->op);
-		x->op.queue = o->queue;
-		x->op.client_submit_ns = t;
-		x->op.no_timing = o->no_timing;
-		x->op.replayable = replayable;
-		x->op.waits = &waitp[wi];
-		x->op.n_waits = o->nwaits;
-		for (size_t j = 0; j < o->nwaits; j++, wi++) {
-			devq__wait__init(&waits[wi]);
-			waits[wi].queue = o->waits[j].queue;
-			waits[wi].point = o->waits[j].point;
-			waitp[wi] = &waits[wi];
-		}
-		switch (o->kind) {
-		case DEVQ_OP_KERNEL:
-			devq__kernel_op__init(&x->k);
-			x->k.executable = o->exec->id;
-			x->k.args = &argp[ai];
-			x->k.n_args = o->nargs;
-			for (size_t j = 0; j < o->nargs; j++, ai++) {
-				const struct devq_arg *a = &o->args[j];
-				Devq__Arg *d = &args[ai];
-				devq__arg__init(d);
-				d->name = (char *)a->name;
-				switch (a->type) {
-				case DEVQ_ARG_U64: d->value_case = DEVQ__ARG__VALUE_U64; d->u64 = a->v.u64; break;
-				case DEVQ_ARG_U32: d->value_case = DEVQ__ARG__VALUE_U32; d->u32 = a->v.u32; break;
-				case DEVQ_ARG_I64: d->value_case = DEVQ__ARG__VALUE_I64; d->i64 = a->v.i64; break;
-				case DEVQ_ARG_I32: d->value_case = DEVQ__ARG__VALUE_I32; d->i32 = a->v.i32; break;
-				case DEVQ_ARG_F32: d->value_case = DEVQ__ARG__VALUE_F32; d->f32 = a->v.f32; break;
-				case DEVQ_ARG_F64: d->value_case = DEVQ__ARG__VALUE_F64; d->f64 = a->v.f64; break;
-				case DEVQ_ARG_BUFFER:
-					devq__buffer_arg__init(&bargs[ai]);
-					bargs[ai].id = a->v.buf.buf ? a->v.buf.buf->id : 0;
-					bargs[ai].offset = a->v.buf.offset;
-					d->value_case = DEVQ__ARG__VALUE_BUFFER;
-					d->buffer = &bargs[ai];
-					break;
-				}
-				argp[ai] = d;
-			}
-			x->op.body_case = DEVQ__OP__BODY_KERNEL;
-			x->op.kernel = &x->k;
-			break;
-		case DEVQ_OP_COPY:
-			devq__copy_op__init(&x->c);
-			devq__buffer_arg__init(&x->src);
-			devq__buffer_arg__init(&x->dst);
-			x->src.id = o->src ? o->src->id : 0;
-			x->src.offset = o->src_offset;
-			x->dst.id = o->dst ? o->dst->id : 0;
-			x->dst.offset = o->dst_offset;
-			x->c.src = &x->src;
-			x->c.dst = &x->dst;
-			x->c.size = o->size;
-			x->op.body_case = DEVQ__OP__BODY_COPY;
-			x->op.copy = &x->c;
-			break;
-		case DEVQ_OP_FILL:
-			devq__fill_op__init(&x->f);
-			devq__buffer_arg__init(&x->dst);
-			x->dst.id = o->dst ? o->dst->id : 0;
-			x->dst.offset = o->dst_offset;
-			x->f.dst = &x->dst;
-			x->f.size = o->size;
-			x->f.pattern = o->pattern;
-			x->op.body_case = DEVQ__OP__BODY_FILL;
-			x->op.fill = &x->f;
-			break;
-		}
-		wp[i] = &x->op;
+		if (!cq || cq->id != ops[i].queue)
+			cq = find_queue(q, ops[i].queue);
+		uint64_t pt = ++cq->submitted;
+		if (points)
+			points[i] = pt;
 	}
-	Devq__Submit s = DEVQ__SUBMIT__INIT;
-	s.n_ops = n;
-	s.ops = wp;
-	Devq__ClientMessage m = DEVQ__CLIENT_MESSAGE__INIT;
-	m.body_case = DEVQ__CLIENT_MESSAGE__BODY_SUBMIT;
-	m.submit = &s;
-	r = send_msg(q, &m, NULL, 0);
-	if (r == 0) {
-		/* The daemon counts the same way: no reply needed. */
-		for (size_t i = 0; i < n; i++) {
-			uint64_t p = ++find_queue(q, ops[i].queue)->submitted;
-			if (points)
-				points[i] = p;
-		}
-		drain_records(q);
-	}
-out:
-	free(w);
-	free(wp);
-	free(args);
-	free(argp);
-	free(bargs);
-	free(waits);
-	free(waitp);
-	return r;
+	drain_records(q);
+	return 0;
 }
 
 /* ---- completions ----------------------------------------------------- */
