@@ -98,6 +98,9 @@ const struct devq_cpage_slot *cpc_slot(const struct cpc *c, uint32_t queue)
  * trip drops from ~85 us to ~7 us with it (bench/RESULTS.md); a wait on a
  * long op pays at most this much CPU before sleeping. */
 #define SPIN_US_DEFAULT 50
+/* Progress extends the spin to at most this many times $DEVQ_SPIN_US
+ * (2 ms at the default): past that a sleep and a wake-up cost < 2 %. */
+#define SPIN_PROGRESS_MAX 40
 
 static uint64_t spin_ns(void)
 {
@@ -114,12 +117,24 @@ int cpc_wait(struct cpc *c, const struct devq_cpage_slot *s, uint64_t point, uin
 {
 	_Atomic uint32_t *seq = (_Atomic uint32_t *)&c->pub->seq;
 	/* A short spin first: on a VM, waking a thread whose vCPU went idle
-	 * costs tens of microseconds, more than a null op's whole path. */
-	uint64_t spin_until = mono_ns() + spin_ns();
-	while (mono_ns() < spin_until && mono_ns() < deadline) {
-		if (cpc_completed(s) >= point) {
+	 * costs tens of microseconds, more than a null op's whole path.  The
+	 * spin goes on while the queue keeps completing (each step restarts
+	 * it), up to SPIN_PROGRESS_MAX spins in all: a wait for a point a
+	 * few hundred small ops away is then not paid with a sleep and a
+	 * wake-up, while a wait on a long op sleeps after one spin. */
+	uint64_t now = mono_ns(), t0 = now, spin = spin_ns();
+	uint64_t spin_until = now + spin, seen = cpc_completed(s);
+	while (now < spin_until && now < deadline) {
+		uint64_t done = cpc_completed(s);
+		if (done >= point) {
 			c->hits++; /* found without a syscall */
 			return 0;
+		}
+		now = mono_ns();
+		if (done != seen) {
+			seen = done;
+			if (now + spin <= t0 + SPIN_PROGRESS_MAX * spin)
+				spin_until = now + spin;
 		}
 	}
 	for (;;) {

@@ -292,8 +292,9 @@ void devq_get_io_stats(const devq *q, struct devq_io_stats *out);
  * $DEVQ_NO_CPAGE=1).  With it, devq_wait(..., out NULL) and devq_completed
  * read each queue's completed point from memory the daemon publishes:
  * no syscall when the point is already complete; otherwise it polls the
- * page for $DEVQ_SPIN_US microseconds (default 50; 0: never) and then
- * sleeps on a futex.
+ * page for $DEVQ_SPIN_US microseconds (default 50; 0: never), restarting
+ * that time whenever the queue completes another point, for at most 40
+ * times it in all, and then sleeps on a futex.
  * Completion records (status, timing) still come on the socket. */
 bool devq_has_completion_page(const devq *q);
 /* State of a point as far as known without any syscall. */
