@@ -60,7 +60,6 @@ struct devq_bop {
 	bool more_queued;
 
 	/* Results, written by the backend before on_complete. */
-	atomic_bool started; /* CPU backend: its worker began it */
 	atomic_int done;
 	int code; /* devq code (enum Devq__Code) */
 	char msg[DEVQ_BOP_MSG];

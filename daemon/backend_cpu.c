@@ -44,8 +44,11 @@ struct cpu_backend {
 	struct cpu_stream *s;
 };
 
-/* How long a worker watches a running dependency before it sleeps. */
-#define DEP_SPIN_NS 20000
+/* How long a worker watches a dependency before it sleeps: longer than a
+ * wake-up of an idle vCPU (~35 us here), so that a chain across streams
+ * whose other worker went to sleep is caught when it wakes, instead of
+ * both then sleeping at every link. */
+#define DEP_SPIN_NS 100000
 
 static inline void cpu_relax(void)
 {
@@ -94,12 +97,12 @@ static void wait_deps(struct cpu_backend *cb, struct devq_bop *op)
 {
 	for (unsigned i = 0; i < op->nwaits; i++) {
 		struct devq_bop *w = op->waits[i];
-		/* A dependency its worker is running usually ends within
-		 * microseconds (a chain of small ops across streams): watching
-		 * it costs less than sleeping and being woken, as an adaptive
-		 * mutex spins while its owner runs.  Bounded, and never for an
-		 * op that has not started. */
-		if (!atomic_load(&w->done) && atomic_load(&w->started)) {
+		/* A dependency handed to another stream usually ends within
+		 * microseconds when ops are small (a chain across streams):
+		 * watching it a bounded while costs less than sleeping and
+		 * being woken, as an adaptive mutex spins before it sleeps.  A
+		 * long op costs the waiter DEP_SPIN_NS of CPU once. */
+		if (!atomic_load(&w->done)) {
 			uint64_t until = devq_now_ns() + DEP_SPIN_NS;
 			while (!atomic_load(&w->done) && devq_now_ns() < until)
 				cpu_relax();
@@ -165,7 +168,6 @@ static void *worker(void *arg)
 				snprintf(op->msg, sizeof(op->msg), "cancelled before it started");
 			}
 			op->t_start = devq_now_ns();
-			atomic_store_explicit(&op->started, true, memory_order_relaxed);
 			if (op->code == DEVQ__CODE__OK && !atomic_load(&cb->lost))
 				run_op(cb, op);
 			op->t_end = devq_now_ns();
