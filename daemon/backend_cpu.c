@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "lock.h"
 #include "devq.pb-c.h"
 
 /* A worker sleeps on its own futex word rather than a condition variable:
@@ -91,6 +92,9 @@ static void run_op(struct cpu_backend *cb, struct devq_bop *op)
 	}
 }
 
+/* The stream whose worker this thread is (NULL on other threads). */
+static _Thread_local struct cpu_stream *self_stream;
+
 /* Blocks until every op op waits on is done, as a GPU stream blocks on an
  * event.  The lock is taken only when one is not done yet. */
 static void wait_deps(struct cpu_backend *cb, struct devq_bop *op)
@@ -155,6 +159,7 @@ static void *worker(void *arg)
 	struct cpu_backend *cb = st->cb;
 	struct devq_bop *op;
 
+	self_stream = st;
 	while ((op = take_all(st))) {
 		while (op) {
 			struct devq_bop *next = op->next;
@@ -273,7 +278,11 @@ static int cpu_enqueue(struct devq_backend *b, struct devq_bop *op)
 		st->head = op;
 	st->tail = op;
 	pthread_mutex_unlock(&cb->lock);
-	atomic_store(&cb->queued, true);
+	/* A completion handing its session's next op to its own stream (the
+	 * common refill) needs no wake-up: that worker takes its FIFO as soon
+	 * as on_complete returns. */
+	if (st != self_stream)
+		atomic_store(&cb->queued, true);
 	return 0;
 }
 
@@ -333,7 +342,7 @@ int devq_backend_cpu_open(const struct devq_backend_config *cfg, struct devq_bac
 	snprintf(cb->b.device, sizeof(cb->b.device),
 		 "host CPU (%ld cores), %u worker streams + %u high-priority", ncpu,
 		 n - cfg->high_streams, cfg->high_streams);
-	pthread_mutex_init(&cb->lock, NULL);
+	devq_mutex_init_hot(&cb->lock);
 	pthread_cond_init(&cb->done, NULL);
 	cb->s = calloc(n, sizeof(*cb->s));
 	cb->to_wake = calloc(n, sizeof(*cb->to_wake));

@@ -10,17 +10,12 @@
 #include <string.h>
 
 #include "daemon.h"
+#include "lock.h"
 
 int devq_fair_init(struct devq_fair *f, const char *shares, char *err, size_t n)
 {
 	memset(f, 0, sizeof(*f));
-	/* Recursive: a failed enqueue completes its op at once, and that
-	 * completion comes back here for the op's slot. */
-	pthread_mutexattr_t ma;
-	pthread_mutexattr_init(&ma);
-	pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
-	pthread_mutex_init(&f->lock, &ma);
-	pthread_mutexattr_destroy(&ma);
+	devq_mutex_init_hot(&f->lock);
 	for (const char *p = shares; p && *p;) {
 		size_t len = strcspn(p, ", \t");
 		char item[128];
@@ -66,6 +61,24 @@ int devq_fair_init(struct devq_fair *f, const char *shares, char *err, size_t n)
 		f->share[f->nshares++] = (unsigned)w;
 	}
 	return 0;
+}
+
+/* Taken recursively (a failed enqueue completes its op at once, and that
+ * completion comes back here for the op's slot), but kept an adaptive
+ * mutex (lock.h), which cannot also be recursive: the depth is counted per
+ * thread.  One daemon per process. */
+static _Thread_local unsigned lock_depth;
+
+static void fair_lock(struct devq_fair *f)
+{
+	if (lock_depth++ == 0)
+		pthread_mutex_lock(&f->lock);
+}
+
+static void fair_unlock(struct devq_fair *f)
+{
+	if (--lock_depth == 0)
+		pthread_mutex_unlock(&f->lock);
 }
 
 static unsigned cap_of(struct devq_session *s)
@@ -156,12 +169,12 @@ void devq_fair_submit(struct devq_op *op)
 	struct devq_session *s = op->s;
 	struct devq_fair_lane *l = lane_of(op);
 	devq_quota_op(s, +1);
-	pthread_mutex_lock(&s->d->fair.lock);
+	fair_lock(&s->d->fair);
 	op->fhanded = false;
 	op->fnext = NULL;
 	if (!l || (!l->head && l->inside < cap_of(s) && deps_handed(op))) {
 		hand_over(op, true);
-		pthread_mutex_unlock(&s->d->fair.lock);
+		fair_unlock(&s->d->fair);
 		return;
 	}
 	if (l->tail)
@@ -172,22 +185,22 @@ void devq_fair_submit(struct devq_op *op)
 	s->fair.waiting++;
 	if (!s->fair.in_rr)
 		rr_add(s);
-	pthread_mutex_unlock(&s->d->fair.lock);
+	fair_unlock(&s->d->fair);
 }
 
 bool devq_fair_waiting(struct devq_session *s)
 {
-	pthread_mutex_lock(&s->d->fair.lock);
+	fair_lock(&s->d->fair);
 	bool r = s->fair.waiting != 0;
-	pthread_mutex_unlock(&s->d->fair.lock);
+	fair_unlock(&s->d->fair);
 	return r;
 }
 
 bool devq_fair_any_waiting(struct devq_daemon *d)
 {
-	pthread_mutex_lock(&d->fair.lock);
+	fair_lock(&d->fair);
 	bool r = d->fair.rr_head != NULL;
-	pthread_mutex_unlock(&d->fair.lock);
+	fair_unlock(&d->fair);
 	return r;
 }
 
@@ -199,7 +212,7 @@ void devq_fair_completed(struct devq_op *op)
 	struct devq_fair_lane *l = lane_of(op);
 	if (!l)
 		return;
-	pthread_mutex_lock(&s->d->fair.lock);
+	fair_lock(&s->d->fair);
 	l->inside--;
 	/* Everything of this session that may go now: the slot just freed,
 	 * and ops of other lanes that waited for one handed over here. */
@@ -210,7 +223,7 @@ void devq_fair_completed(struct devq_op *op)
 		if (!s->fair.waiting && s->fair.in_rr)
 			rr_del(s);
 	}
-	pthread_mutex_unlock(&s->d->fair.lock);
+	fair_unlock(&s->d->fair);
 	devq_sched_flush(s->d);
 }
 
@@ -218,9 +231,9 @@ void devq_fair_done(struct devq_op *op)
 {
 	struct devq_fair_lane *l = lane_of(op);
 	if (l && !op->s->d->be->enqueue_any_thread) {
-		pthread_mutex_lock(&op->s->d->fair.lock);
+		fair_lock(&op->s->d->fair);
 		l->inside--;
-		pthread_mutex_unlock(&op->s->d->fair.lock);
+		fair_unlock(&op->s->d->fair);
 	}
 	devq_quota_op(op->s, -1);
 }
@@ -253,7 +266,7 @@ void devq_fair_kick(struct devq_daemon *d)
 	/* Passes over the turn list, one op per session per pass, so that the
 	 * stream receives the sessions' ops interleaved.  A session served
 	 * moves to the back, so the next kick starts with someone else. */
-	pthread_mutex_lock(&f->lock);
+	fair_lock(f);
 	bool progress = true;
 	while (progress && f->rr_head) {
 		progress = false;
@@ -272,6 +285,6 @@ void devq_fair_kick(struct devq_daemon *d)
 				break;
 		}
 	}
-	pthread_mutex_unlock(&f->lock);
+	fair_unlock(f);
 	devq_sched_flush(d);
 }

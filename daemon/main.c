@@ -8,6 +8,7 @@
 
 #include "config.h"
 #include "daemon.h"
+#include "lock.h"
 #include "trace.h"
 
 /* getopt value of the flags that are set through the config key table. */
@@ -250,7 +251,7 @@ int main(int argc, char **argv)
 		sigs_free(&d);
 		return 1;
 	}
-	pthread_mutex_init(&d.cmpl_lock, NULL);
+	devq_mutex_init_hot(&d.cmpl_lock);
 	struct devq_backend_config bc = { .streams = d.cfg.streams,
 					  .high_streams = d.cfg.priority_streams,
 					  .on_complete = devq_on_complete,
