@@ -668,10 +668,10 @@ static int bench_zcopy(const char *sock)
 
 /* ---- load (callgrind workload) ---------------------------------------- */
 
-static int bench_load(const char *sock, uint64_t n, unsigned batch)
+static int bench_load(const char *sock, uint64_t n, unsigned batch, unsigned nq)
 {
 	struct cl c;
-	cl_open(&c, sock, 1);
+	cl_open(&c, sock, nq < 1 ? 1 : nq > 8 ? 8 : nq);
 	cl_run(&c, n, batch, false);
 	cl_close(&c);
 	return 0;
@@ -734,7 +734,7 @@ static void usage(void)
 	fprintf(stderr,
 		"usage: devq_bench [--quick] [--rounds N] [--socket PATH] "
 		"rtt|tput|fit|scale|zcopy|all\n"
-		"       devq_bench --socket PATH load N BATCH\n"
+		"       devq_bench --socket PATH load N BATCH [QUEUES]\n"
 		"       devq_bench --socket PATH pagecheck N   (run under strace -c)\n"
 		"       devq_bench --socket PATH rttload N     (N null-op round trips)\n"
 		"Starts $DEVQ_BUILD/devqd (plus $DEVQD_ARGS) unless --socket is given; writes\n"
@@ -768,7 +768,8 @@ int main(int argc, char **argv)
 			return 2;
 		}
 		return bench_load(socket_opt, strtoull(argv[i + 1], NULL, 10),
-				  (unsigned)atoi(argv[i + 2]));
+				  (unsigned)atoi(argv[i + 2]),
+				  i + 3 < argc ? (unsigned)atoi(argv[i + 3]) : 1);
 	}
 	if (!strcmp(what, "rttload")) {
 		if (!socket_opt || i + 1 >= argc) {
