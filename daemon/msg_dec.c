@@ -42,9 +42,9 @@
  *    msg_dec.h); wire types 3, 4 (groups), 6 and 7 reject the message.
  *
  * This decoder never rejects anything itself: whatever protobuf-c would
- * reject (or this file is unsure of, or an allocation failure) makes it
- * free what it built and hand the payload to protobuf-c, which then gives
- * the answer.  Error paths cost twice; the path libdevq uses costs once. */
+ * reject, and an allocation failure, make it free what it built and hand
+ * the payload to protobuf-c, which then gives the answer.  Error paths cost
+ * twice; the path libdevq uses costs once. */
 #include "msg_dec.h"
 
 #include <limits.h>
