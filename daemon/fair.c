@@ -164,6 +164,8 @@ static void hand_over(struct devq_op *op, bool from_loop)
 	devq_sched_handoff(op, from_loop);
 }
 
+static struct devq_op *take(struct devq_session *s);
+
 void devq_fair_submit(struct devq_op *op)
 {
 	struct devq_session *s = op->s;
@@ -174,6 +176,13 @@ void devq_fair_submit(struct devq_op *op)
 	op->fnext = NULL;
 	if (!l || (!l->head && l->inside < cap_of(s) && deps_handed(op))) {
 		hand_over(op, true);
+		/* A head of another lane may have waited for this op only
+		 * (its slots free themselves; this would not). */
+		struct devq_op *n;
+		while (s->fair.waiting && (n = take(s)))
+			hand_over(n, true);
+		if (!s->fair.waiting && s->fair.in_rr)
+			rr_del(s);
 		fair_unlock(&s->d->fair);
 		return;
 	}
@@ -204,7 +213,20 @@ bool devq_fair_any_waiting(struct devq_daemon *d)
 	return r;
 }
 
-static struct devq_op *take(struct devq_session *s);
+/* l's oldest op, if it may go now: a free slot, every op it waits on
+ * handed over. */
+static struct devq_op *pop_ready(struct devq_session *s, struct devq_fair_lane *l)
+{
+	struct devq_op *op = l->head;
+	if (!op || l->inside >= cap_of(s) || !deps_handed(op))
+		return NULL;
+	l->head = op->fnext;
+	if (!l->head)
+		l->tail = NULL;
+	op->fnext = NULL;
+	s->fair.waiting--;
+	return op;
+}
 
 void devq_fair_completed(struct devq_op *op)
 {
@@ -214,11 +236,18 @@ void devq_fair_completed(struct devq_op *op)
 		return;
 	fair_lock(&s->d->fair);
 	l->inside--;
-	/* Everything of this session that may go now: the slot just freed,
-	 * and ops of other lanes that waited for one handed over here. */
+	/* Everything of this session that may go now: first the lane whose
+	 * slot just freed; then, only if that handed something over, heads of
+	 * other lanes that waited for it (a head that waits for a slot gets
+	 * it from its own lane's completions). */
 	if (s->fair.waiting) {
 		struct devq_op *n;
-		while ((n = take(s)))
+		bool handed = false;
+		while ((n = pop_ready(s, l))) {
+			hand_over(n, false);
+			handed = true;
+		}
+		while (handed && (n = take(s)))
 			hand_over(n, false);
 		if (!s->fair.waiting && s->fair.in_rr)
 			rr_del(s);
@@ -243,19 +272,15 @@ void devq_fair_done(struct devq_op *op)
 static struct devq_op *take(struct devq_session *s)
 {
 	struct devq_fair_sess *f = &s->fair;
-	for (unsigned j = 0; j < f->nlanes; j++) {
-		unsigned i = (f->next_lane + j) % f->nlanes;
-		struct devq_fair_lane *l = &f->lanes[i];
-		struct devq_op *op = l->head;
-		if (!op || l->inside >= cap_of(s) || !deps_handed(op))
-			continue;
-		l->head = op->fnext;
-		if (!l->head)
-			l->tail = NULL;
-		op->fnext = NULL;
-		f->waiting--;
-		f->next_lane = i + 1;
-		return op;
+	unsigned n = f->nlanes, i = f->next_lane < n ? f->next_lane : 0;
+	for (unsigned j = 0; j < n; j++) {
+		struct devq_op *op = pop_ready(s, &f->lanes[i]);
+		if (++i == n)
+			i = 0;
+		if (op) {
+			f->next_lane = i;
+			return op;
+		}
 	}
 	return NULL;
 }
