@@ -159,12 +159,27 @@ static void hand_over(struct devq_op *op, bool from_loop)
 {
 	struct devq_fair_lane *l = lane_of(op);
 	if (l)
-		l->inside++;
+		atomic_fetch_add(&l->inside, 1);
 	op->fhanded = true;
 	devq_sched_handoff(op, from_loop);
 }
 
 static struct devq_op *take(struct devq_session *s);
+
+/* l's oldest op, if it may go now: a free slot, every op it waits on
+ * handed over. */
+static struct devq_op *pop_ready(struct devq_session *s, struct devq_fair_lane *l)
+{
+	struct devq_op *op = l->head;
+	if (!op || l->inside >= cap_of(s) || !deps_handed(op))
+		return NULL;
+	l->head = op->fnext;
+	if (!l->head)
+		l->tail = NULL;
+	op->fnext = NULL;
+	s->fair.waiting--;
+	return op;
+}
 
 void devq_fair_submit(struct devq_op *op)
 {
@@ -174,26 +189,36 @@ void devq_fair_submit(struct devq_op *op)
 	fair_lock(&s->d->fair);
 	op->fhanded = false;
 	op->fnext = NULL;
-	if (!l || (!l->head && l->inside < cap_of(s) && deps_handed(op))) {
+	if (!l) {
 		hand_over(op, true);
-		/* A head of another lane may have waited for this op only
-		 * (its slots free themselves; this would not). */
-		struct devq_op *n;
-		while (s->fair.waiting && (n = take(s)))
-			hand_over(n, true);
-		if (!s->fair.waiting && s->fair.in_rr)
-			rr_del(s);
 		fair_unlock(&s->d->fair);
 		return;
 	}
+	/* Queued first, then handed over at once if it may go.  The count
+	 * goes up before the lane's slots are looked at, and a completer
+	 * frees its slot before it looks at the count (both sequentially
+	 * consistent): one of the two sees the other, so a slot freed just
+	 * now is never missed by both. */
 	if (l->tail)
 		l->tail->fnext = op;
 	else
 		l->head = op;
 	l->tail = op;
 	s->fair.waiting++;
-	if (!s->fair.in_rr)
+	struct devq_op *n;
+	bool handed = false;
+	while ((n = pop_ready(s, l))) {
+		hand_over(n, true);
+		handed = true;
+	}
+	/* A head of another lane may have waited for these only (its slots
+	 * free themselves; this would not). */
+	while (handed && s->fair.waiting && (n = take(s)))
+		hand_over(n, true);
+	if (s->fair.waiting && !s->fair.in_rr)
 		rr_add(s);
+	else if (!s->fair.waiting && s->fair.in_rr)
+		rr_del(s);
 	fair_unlock(&s->d->fair);
 }
 
@@ -213,29 +238,20 @@ bool devq_fair_any_waiting(struct devq_daemon *d)
 	return r;
 }
 
-/* l's oldest op, if it may go now: a free slot, every op it waits on
- * handed over. */
-static struct devq_op *pop_ready(struct devq_session *s, struct devq_fair_lane *l)
-{
-	struct devq_op *op = l->head;
-	if (!op || l->inside >= cap_of(s) || !deps_handed(op))
-		return NULL;
-	l->head = op->fnext;
-	if (!l->head)
-		l->tail = NULL;
-	op->fnext = NULL;
-	s->fair.waiting--;
-	return op;
-}
-
 void devq_fair_completed(struct devq_op *op)
 {
 	struct devq_session *s = op->s;
 	struct devq_fair_lane *l = lane_of(op);
 	if (!l)
 		return;
+	/* A lane is refilled once half of its slots are free, not at every
+	 * completion: one lock and one burst per k/2 ops, while the stream
+	 * still has the other half to run.  (cap was set at this op's
+	 * submit, before it was handed over.) */
+	unsigned left = atomic_fetch_sub(&l->inside, 1) - 1;
+	if (left > s->fair.cap / 2 || !s->fair.waiting)
+		return;
 	fair_lock(&s->d->fair);
-	l->inside--;
 	/* Everything of this session that may go now: first the lane whose
 	 * slot just freed; then, only if that handed something over, heads of
 	 * other lanes that waited for it (a head that waits for a slot gets
@@ -259,11 +275,8 @@ void devq_fair_completed(struct devq_op *op)
 void devq_fair_done(struct devq_op *op)
 {
 	struct devq_fair_lane *l = lane_of(op);
-	if (l && !op->s->d->be->enqueue_any_thread) {
-		fair_lock(&op->s->d->fair);
-		l->inside--;
-		fair_unlock(&op->s->d->fair);
-	}
+	if (l && !op->s->d->be->enqueue_any_thread)
+		atomic_fetch_sub(&l->inside, 1);
 	devq_quota_op(op->s, -1);
 }
 

@@ -26,6 +26,7 @@
 #define DEVQ_FAIR_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -40,13 +41,16 @@ struct devq_op;
 
 struct devq_fair_lane {
 	struct devq_op *head, *tail; /* waiting, in submit order (op->fnext) */
-	unsigned inside; /* handed to the backend, completion not yet processed */
+	/* Handed to the backend and not yet reported done (CPU backend) or
+	 * not yet processed by the loop (others); changed under the lock but
+	 * also read, and with enqueue_any_thread decremented, outside it. */
+	atomic_uint inside;
 };
 
 struct devq_fair_sess {
 	struct devq_fair_lane *lanes; /* one per device stream; NULL: no cap */
 	unsigned nlanes, next_lane;
-	uint64_t waiting;
+	_Atomic uint64_t waiting; /* under the lock; read outside it too */
 	struct devq_session *rr_prev, *rr_next;
 	bool in_rr; /* in the daemon's turn list: has waiting ops */
 	unsigned cap; /* k times the user's share; 0 until first needed */
