@@ -145,8 +145,18 @@ static bool wants_wake(struct devq_cpage *cp, struct devq_cpage_slot *slot, uint
 	uint32_t ws = atomic_load_explicit(&cp->hint->wait_slot, memory_order_relaxed);
 	if (!ws)
 		return true;
-	return ws - 1 == (uint32_t)(slot - devq_cpage_slots(cp->pub)) &&
-	       point >= atomic_load_explicit(&cp->hint->wait_point, memory_order_relaxed);
+	uint64_t wp = atomic_load_explicit(&cp->hint->wait_point, memory_order_relaxed);
+	if (ws - 1 != (uint32_t)(slot - devq_cpage_slots(cp->pub)) || point < wp)
+		return false;
+	/* Once per (slot, point): the woken thread finds the point complete
+	 * (points only rise) and does not sleep for it again; another wait
+	 * announces another point.  Two completers racing here both wake,
+	 * which is harmless. */
+	uint64_t key = ((uint64_t)ws << 48) ^ wp;
+	if (atomic_load_explicit(&cp->woke, memory_order_relaxed) == key)
+		return false;
+	atomic_store_explicit(&cp->woke, key, memory_order_relaxed);
+	return true;
 }
 
 void devq_cpage_publish(struct devq_cpage *cp, struct devq_cpage_slot *slot, uint64_t point,

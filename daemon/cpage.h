@@ -19,6 +19,10 @@ struct devq_cpage {
 	size_t hint_len;
 	int efd;        /* eventfd the daemon writes; the client got a copy */
 	bool always_wake; /* FUTEX_WAKE every publication, ignoring the hints */
+	/* The (slot, point) of the hint last woken for: the sleeper needs
+	 * tens of microseconds to run and take itself off the hint, and
+	 * every publication meanwhile would wake it again for nothing. */
+	_Atomic uint64_t woke;
 };
 
 /* Makes the two memfds and the eventfd; fds_out gets the published page,
