@@ -679,13 +679,22 @@ static int bench_load(const char *sock, uint64_t n, unsigned batch, unsigned nq)
 
 /* ---- rttload (the round trip's path, for strace -c or callgrind) ------ */
 
-static int bench_rttload(const char *sock, uint64_t n)
+static int bench_rttload(const char *sock, uint64_t n, bool fill, uint64_t bytes)
 {
 	struct cl c;
 	cl_open(&c, sock, 1);
-	uint64_t t = bu_now_ns();
-	for (uint64_t i = 0; i < n; i++)
-		devq_once(&c, false);
+	struct devq_buffer *b = NULL;
+	if (fill && devq_buffer_create(c.q, bytes, DEVQ_BUFFER_SHARED, &b) < 0)
+		die("buffer", c.q);
+	struct devq_op op = { .queue = 1, .kind = DEVQ_OP_FILL, .dst = b, .size = 4,
+			      .pattern = 0xd0d0d0d0u };
+	uint64_t t = bu_now_ns(), p;
+	for (uint64_t i = 0; i < n; i++) {
+		if (!fill)
+			devq_once(&c, false);
+		else if (devq_submit(c.q, &op, 1, &p) < 0 || devq_wait(c.q, 1, p, -1, NULL) < 0)
+			die("round trip", c.q);
+	}
 	t = bu_now_ns() - t;
 	printf("rttload: %llu round trips, %.2f us each\n", (unsigned long long)n,
 	       n ? (double)t / 1e3 / (double)n : 0.0);
@@ -736,7 +745,7 @@ static void usage(void)
 		"rtt|tput|fit|scale|zcopy|all\n"
 		"       devq_bench --socket PATH load N BATCH [QUEUES]\n"
 		"       devq_bench --socket PATH pagecheck N   (run under strace -c)\n"
-		"       devq_bench --socket PATH rttload N     (N null-op round trips)\n"
+		"       devq_bench --socket PATH rttload N [fill [BYTES]]  (null-op or fill round trips)\n"
 		"Starts $DEVQ_BUILD/devqd (plus $DEVQD_ARGS) unless --socket is given; writes\n"
 		"JSON into $DEVQ_BENCH_OUT (default .).\n");
 }
@@ -776,7 +785,9 @@ int main(int argc, char **argv)
 			usage();
 			return 2;
 		}
-		return bench_rttload(socket_opt, strtoull(argv[i + 1], NULL, 10));
+		return bench_rttload(socket_opt, strtoull(argv[i + 1], NULL, 10),
+				     i + 2 < argc && !strcmp(argv[i + 2], "fill"),
+				     i + 3 < argc ? strtoull(argv[i + 3], NULL, 10) : 4096);
 	}
 	if (!strcmp(what, "pagecheck")) {
 		if (!socket_opt || i + 1 >= argc) {
