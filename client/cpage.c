@@ -7,7 +7,6 @@
 #include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -123,7 +122,7 @@ int cpc_wait(struct cpc *c, const struct devq_cpage_slot *s, uint64_t point, uin
 	 * it), up to SPIN_PROGRESS_MAX spins in all: a wait for a point a
 	 * few hundred small ops away is then not paid with a sleep and a
 	 * wake-up, while a wait on a long op sleeps after one spin. */
-	uint64_t now = mono_ns(), t0 = now, spin = spin_ns(), moved = now;
+	uint64_t now = mono_ns(), t0 = now, spin = spin_ns();
 	uint64_t spin_until = now + spin, seen = cpc_completed(s);
 	while (now < spin_until && now < deadline) {
 		uint64_t done = cpc_completed(s);
@@ -131,17 +130,12 @@ int cpc_wait(struct cpc *c, const struct devq_cpage_slot *s, uint64_t point, uin
 			c->hits++; /* found without a syscall */
 			return 0;
 		}
-		/* Once nothing has completed for 2 us the poll yields between
-		 * looks: the daemon thread that will complete the point may be
-		 * waiting for this very CPU, and a pure spin would hold it off
-		 * (seen: 30-130 us round trips where 3 us was the norm).  While
-		 * points keep completing, that thread is running elsewhere. */
-		if (now - moved > 2000)
-			sched_yield();
+		/* No sched_yield() here: yielding cost pipelined clients 10-20 %
+		 * (bench/RESULTS.md, run 10) and did not change the one slow
+		 * round trip it was tried for. */
 		now = mono_ns();
 		if (done != seen) {
 			seen = done;
-			moved = now;
 			if (now + spin <= t0 + SPIN_PROGRESS_MAX * spin)
 				spin_until = now + spin;
 		}
