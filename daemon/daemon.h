@@ -184,6 +184,11 @@ struct devq_daemon {
 	 * the lazy timer (server.c) drains them within a millisecond. */
 	unsigned cmpl_deferred; /* under cmpl_lock */
 	uv_timer_t lazy_timer;
+	/* Backend flush deferred to the end of the loop iteration (server.c):
+	 * every frame read in one iteration goes to the device streams with
+	 * one wake-up per stream. */
+	uv_prepare_t flush_prep;
+	bool flush_due;
 	struct devq_session *sessions;
 	struct devq_trace_ring *trace; /* recent op records (trace.c) */
 	struct devq_session *dirty;
@@ -270,6 +275,9 @@ void devq_sched_handoff(struct devq_op *op, bool from_loop);
 /* Tells the backend that everything handed over so far should be issued
  * (a backend may hold back a replayable run to launch it as one graph). */
 void devq_sched_flush(struct devq_daemon *d);
+/* The same, from the loop thread: done once the loop has run every
+ * callback of this iteration, before it waits for I/O again. */
+void devq_sched_flush_soon(struct devq_daemon *d);
 void devq_op_unref(struct devq_op *op);
 void devq_sched_fini(void); /* frees the recycled op records */
 /* priority: 0 normal, 1 high (the backend's high-priority streams). */

@@ -324,5 +324,5 @@ void devq_fair_kick(struct devq_daemon *d)
 		}
 	}
 	fair_unlock(f);
-	devq_sched_flush(d);
+	devq_sched_flush_soon(d);
 }

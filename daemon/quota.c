@@ -192,7 +192,9 @@ static size_t submit_some(struct devq_session *s, Devq__Op *const *ops, size_t i
 			break;
 		devq_sched_submit(s, ops[i], t);
 	}
-	devq_sched_flush(s->d); /* the batch is handed over: let it go */
+	/* The batch is handed over: let it go once this loop iteration has
+	 * read what else arrived (one wake-up per stream for all of it). */
+	devq_sched_flush_soon(s->d);
 	return i;
 }
 

@@ -382,6 +382,11 @@ void devq_sched_submit(struct devq_session *s, const Devq__Op *m, uint64_t t_rec
 	}
 }
 
+void devq_sched_flush_soon(struct devq_daemon *d)
+{
+	d->flush_due = true;
+}
+
 void devq_sched_flush(struct devq_daemon *d)
 {
 	if (d->be->ops->flush)

@@ -324,6 +324,14 @@ static void session_read(struct devq_session *s)
 			break;
 		}
 		session_frames(s, t);
+		/* What one read brought is handed over: wake the streams now,
+		 * once for all its frames.  Not after the read loop: the read
+		 * that finds the socket empty would cost a lone op 1.5 us
+		 * (round trip 4.7 against 3.2 us). */
+		if (s->d->flush_due) {
+			s->d->flush_due = false;
+			devq_sched_flush(s->d);
+		}
 	}
 }
 
@@ -438,6 +446,7 @@ static void finish_stop(struct devq_daemon *d)
 	}
 	close_handle((uv_handle_t *)&d->wake);
 	close_handle((uv_handle_t *)&d->lazy_timer);
+	close_handle((uv_handle_t *)&d->flush_prep);
 	close_handle((uv_handle_t *)&d->stop_timer);
 	/* A repeated stop signal must not kill the cleanup that follows. */
 	signal(SIGTERM, SIG_IGN);
@@ -517,6 +526,21 @@ static void on_lazy(uv_timer_t *t)
 	on_wake(&d->wake);
 	if (!d->ops_in_flight)
 		uv_timer_stop(t);
+}
+
+/* Runs once per loop iteration, before the loop waits for I/O: the
+ * backend flush that handing over ops asked for, unless a read already
+ * did it.  Waking a device stream's worker costs more than its null op on
+ * a VM (an IPI to an idle vCPU), so the frames of one read share the
+ * wake-ups (session_read), and hand-overs elsewhere in the iteration share
+ * one flush here. */
+static void on_flush_prep(uv_prepare_t *h)
+{
+	struct devq_daemon *d = h->data;
+	if (d->flush_due) {
+		d->flush_due = false;
+		devq_sched_flush(d);
+	}
 }
 
 void devq_lazy_arm(struct devq_daemon *d)
@@ -627,6 +651,9 @@ int devq_server_start(struct devq_daemon *d)
 	d->wake.data = d;
 	uv_timer_init(d->loop, &d->lazy_timer);
 	d->lazy_timer.data = d;
+	uv_prepare_init(d->loop, &d->flush_prep);
+	d->flush_prep.data = d;
+	uv_prepare_start(&d->flush_prep, on_flush_prep);
 	uv_timer_init(d->loop, &d->stop_timer);
 	d->stop_timer.data = d;
 	uv_signal_init(d->loop, &d->sig_term);
