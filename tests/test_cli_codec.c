@@ -28,6 +28,7 @@
 #include "devq.pb-c.h"
 #include "frame.h"
 #include "submit_enc.h"
+#include "test_rng.h"
 
 /* Check's assertions report every passing one to the parent process (a
  * write each); the loops below make millions of checks, so they fail
@@ -40,46 +41,12 @@
 
 /* ---- reproducible random inputs --------------------------------------- */
 
-static uint64_t rng_state, seed;
-
-static uint64_t seed_from_env(void)
-{
-	const char *e = getenv("DEVQ_TEST_SEED");
-	return e && *e ? strtoull(e, NULL, 0) : 0xc0dec2026ULL;
-}
-
-static uint64_t rnd(void) /* xorshift64* */
-{
-	rng_state ^= rng_state >> 12;
-	rng_state ^= rng_state << 25;
-	rng_state ^= rng_state >> 27;
-	return rng_state * 0x2545F4914F6CDD1DULL;
-}
+static uint64_t seed;
 
 static void reseed(uint64_t salt)
 {
-	seed = seed_from_env();
+	seed = seed_from_env(0xc0dec2026ULL);
 	rng_state = (seed ^ salt) | 1;
-}
-
-static const uint64_t edges[] = {
-	0, 1, 0x7f, 0x80, 0x3fff, 0x4000, 0x1fffff, 0x200000, INT32_MAX, (uint64_t)INT32_MAX + 1,
-	UINT32_MAX, (uint64_t)UINT32_MAX + 1, (1ULL << 56) - 1, 1ULL << 56, (1ULL << 63) - 1,
-	1ULL << 63, UINT64_MAX - 1, UINT64_MAX,
-};
-
-/* 0 a quarter of the time, an edge value, or a value of random bit length
- * so that every varint length 1..10 comes up. */
-static uint64_t rnd_u64(void)
-{
-	uint64_t k = rnd() % 8;
-	if (k < 2)
-		return 0;
-	if (k < 4)
-		return edges[rnd() % (sizeof(edges) / sizeof(edges[0]))];
-	unsigned bits = 1 + (unsigned)(rnd() % 64);
-	uint64_t v = rnd();
-	return bits == 64 ? v : v & ((1ULL << bits) - 1);
 }
 
 static char longname[400];
