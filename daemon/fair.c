@@ -230,14 +230,6 @@ bool devq_fair_waiting(struct devq_session *s)
 	return r;
 }
 
-bool devq_fair_any_waiting(struct devq_daemon *d)
-{
-	fair_lock(&d->fair);
-	bool r = d->fair.rr_head != NULL;
-	fair_unlock(&d->fair);
-	return r;
-}
-
 void devq_fair_completed(struct devq_op *op)
 {
 	struct devq_session *s = op->s;

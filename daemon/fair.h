@@ -86,9 +86,8 @@ void devq_fair_submit(struct devq_op *op);
 void devq_fair_completed(struct devq_op *op);
 /* The loop processed op's completion: its slot is free (other backends). */
 void devq_fair_done(struct devq_op *op);
-/* Whether s / any session has ops waiting for a slot. */
+/* Whether s has ops waiting for a slot. */
 bool devq_fair_waiting(struct devq_session *s);
-bool devq_fair_any_waiting(struct devq_daemon *d);
 /* Hands waiting ops to free slots, one per session per turn. */
 void devq_fair_kick(struct devq_daemon *d);
 

@@ -551,7 +551,6 @@ void devq_sched_drain(struct devq_daemon *d)
 		list = next;
 	}
 	devq_fair_kick(d); /* the slots those completions freed */
-
 	for (struct devq_session *s = d->sessions; s; s = s->next)
 		if (s->cpage) {
 			atomic_store_explicit(&s->cp_deferred, 0, memory_order_relaxed);
