@@ -38,7 +38,7 @@ ifeq ($(SAN),1)
   LDFLAGS += -fsanitize=address,undefined
 endif
 ALL_CFLAGS = -std=c11 -D_GNU_SOURCE $(WARN) -fPIC -pthread $(CFLAGS) \
-             -Iproto -Ikernels -Idaemon -Iclient -I$(BUILD)/gen \
+             -Iproto -Ikernels -Idaemon -Idaemon/base -Idaemon/device -Idaemon/device/cuda -Idaemon/core -Idaemon/server -Iclient -I$(BUILD)/gen \
              $(shell pkg-config --cflags libuv libprotobuf-c libsystemd 2>/dev/null)
 LIBS_UV   = $(shell pkg-config --libs libuv 2>/dev/null)
 LIBS_PB   = $(shell pkg-config --libs libprotobuf-c 2>/dev/null)
@@ -50,26 +50,19 @@ GEN_H = $(BUILD)/gen/devq.pb-c.h
 
 COMMON_SRC = proto/frame.c kernels/sig.c $(GEN_C)
 KERNEL_SRC = kernels/manifest.c kernels/cpu_kernels.c
-DAEMON_SRC = daemon/main.c daemon/server.c daemon/session.c daemon/sched.c \
-             daemon/validate.c daemon/buffer.c daemon/idmap.c daemon/log.c \
-             daemon/backend_cpu.c daemon/backend_select.c daemon/lost.c
-# Deployment: devqd.conf, systemd notify/watchdog, metrics.
-DAEMON_SRC += daemon/config.c daemon/notify.c daemon/testhooks.c daemon/metrics.c
+# The daemon, one list per layer (folders are layers: see ARCHITECTURE.md;
+# each calls only the ones below it, which `make check-layers` enforces).
+# The CUDA backend (daemon/device/cuda/) joins in mk/cuda.mk when built.
+DAEMON_BASE_SRC     = $(sort $(wildcard daemon/base/*.c))
+DAEMON_DEVICE_SRC   = daemon/device/select.c $(sort $(wildcard daemon/device/cpu/*.c))
+DAEMON_CORE_SRC     = $(sort $(wildcard daemon/core/*.c))
+DAEMON_REQUESTS_SRC = $(sort $(wildcard daemon/requests/*.c))
+DAEMON_SERVER_SRC   = $(sort $(wildcard daemon/server/*.c))
+DAEMON_SRC = $(DAEMON_BASE_SRC) $(DAEMON_DEVICE_SRC) $(DAEMON_CORE_SRC) \
+             $(DAEMON_REQUESTS_SRC) $(DAEMON_SERVER_SRC) daemon/cmpl_enc.c daemon/msg_dec.c
 LIB_SRC    = client/libdevq.c
 DEVCTL_SRC = client/devctl.c client/devctl_metrics.c
-# Tracing: the op recorder and devctl trace/top.
-DAEMON_SRC += daemon/trace.c
-# Tenancy: access policy, quotas and backpressure, fairness between sessions.
-DAEMON_SRC += daemon/policy.c daemon/quota.c daemon/fair.c
-# Robustness: resource counts on SIGUSR1 (checked by the soak test).
-DAEMON_SRC += daemon/stats.c
 DEVCTL_SRC += client/devctl_trace.c client/devctl_top.c
-# Performance: the shared-memory completion page, both sides.
-DAEMON_SRC += daemon/cpage.c daemon/pool.c
-# Performance: Completions frames encoded by hand (mk/cmpl_enc.mk tests it).
-DAEMON_SRC += daemon/cmpl_enc.c
-# Performance: Submit frames decoded by hand (mk/msg_dec.mk tests it).
-DAEMON_SRC += daemon/msg_dec.c
 LIB_SRC    += client/cpage.c
 # Performance: Submit encoded and Completions decoded by hand (mk/cli_codec.mk).
 LIB_SRC    += client/submit_enc.c client/cmpl_dec.c

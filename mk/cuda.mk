@@ -1,5 +1,5 @@
 # CUDA: the kernels (kernels/cuda_kernels.cu) compiled by nvcc into one
-# fatbin, embedded in devqd; the fatbin reader (daemon/fatbin.c); the launch
+# fatbin, embedded in devqd; the fatbin reader (daemon/device/cuda/fatbin.c); the launch
 # geometry (kernels/cuda_launch.c); tests/test_fatbin; and the GPU-only
 # kernel checker tests/gpu/kernel_check.
 #
@@ -47,7 +47,7 @@ CUDA_CFLAGS = -isystem $(CUDA_HOME)/include
 
 # Pure C, built in every configuration: test_fatbin exercises the parser
 # and the launch geometry even without nvcc.
-FATBIN_TEST_OBJ = $(call obj,tests/test_fatbin.c daemon/fatbin.c kernels/cuda_launch.c \
+FATBIN_TEST_OBJ = $(call obj,tests/test_fatbin.c daemon/device/cuda/fatbin.c kernels/cuda_launch.c \
                   kernels/sig.c) $(KERNEL_OBJ)
 TESTS += test_fatbin
 
@@ -57,8 +57,9 @@ CUDA_EMBED_OBJ = $(BUILD)/obj/kernels/fatbin_embed.o
 # The daemon's CUDA objects (the backend's included) join DAEMON_OBJ here,
 # before the other mk/*.mk files are read, so every program they link from
 # $(DAEMON_OBJ) (test builds of devqd included) gets the whole backend.
-CUDA_DAEMON_OBJ += $(CUDA_EMBED_OBJ) $(call obj,daemon/fatbin.c kernels/cuda_launch.c \
-                   daemon/backend_cuda.c daemon/cuda_drv.c daemon/cuda_time.c)
+CUDA_DAEMON_OBJ += $(CUDA_EMBED_OBJ) $(call obj,daemon/device/cuda/fatbin.c kernels/cuda_launch.c \
+                   daemon/device/cuda/backend_cuda.c daemon/device/cuda/cuda_drv.c daemon/device/cuda/cuda_time.c \
+                   daemon/device/cuda/graph_cache.c)
 DAEMON_OBJ += $(CUDA_DAEMON_OBJ)
 FATBIN_TEST_OBJ += $(CUDA_EMBED_OBJ)
 KERNEL_CHECK = $(BUILD)/tests/gpu/kernel_check
@@ -81,7 +82,7 @@ $(BUILD)/devqd: $(CUDA_DAEMON_OBJ)
 # The checker loads libcuda.so.1 itself (dlopen), like devqd, so it starts
 # on any machine and says what is missing; it needs <cuda.h> to compile.
 $(call obj,tests/gpu/kernel_check.c): ALL_CFLAGS += $(CUDA_CFLAGS)
-$(KERNEL_CHECK): $(call obj,tests/gpu/kernel_check.c daemon/fatbin.c kernels/cuda_launch.c daemon/cuda_drv.c \
+$(KERNEL_CHECK): $(call obj,tests/gpu/kernel_check.c daemon/device/cuda/fatbin.c kernels/cuda_launch.c daemon/device/cuda/cuda_drv.c \
                  kernels/sig.c) $(KERNEL_OBJ) $(CUDA_EMBED_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -pthread -o $@ $^ -ldl -lm

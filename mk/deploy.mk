@@ -2,7 +2,7 @@
 
 TESTS += test_deploy
 
-$(BUILD)/tests/test_deploy: $(call obj,tests/test_deploy.c) $(call obj,tests/harness.c) $(call obj,daemon/config.c daemon/log.c) $(KERNEL_OBJ) $(BUILD)/libdevq.a
+$(BUILD)/tests/test_deploy: $(call obj,tests/test_deploy.c) $(call obj,tests/harness.c) $(call obj,daemon/base/config.c daemon/base/log.c) $(KERNEL_OBJ) $(BUILD)/libdevq.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -pthread -o $@ $(filter %.o %.a,$^) $(LIBS_PB) $(LIBS_SD) $(LIBS_CK) -lm
 

@@ -5,18 +5,16 @@ HARNESS_TESTS += test_lost
 
 # The CUDA backend: its objects include <cuda.h>; the calibration
 # arithmetic is pure C and tested in every build.
+# (The backend's objects are listed once, in mk/cuda.mk's CUDA_DAEMON_OBJ.)
 ifeq ($(CUDA_ENABLED),1)
-CUDA_BACKEND_OBJ = $(call obj,daemon/backend_cuda.c daemon/cuda_drv.c daemon/cuda_time.c \
-                   daemon/graph_cache.c)
-$(call obj,daemon/backend_cuda.c daemon/cuda_drv.c daemon/backend_select.c tests/test_cuda.c): \
+$(call obj,$(wildcard daemon/device/cuda/*.c) daemon/device/select.c tests/test_cuda.c): \
 	ALL_CFLAGS += $(CUDA_CFLAGS)
-$(BUILD)/devqd: $(CUDA_BACKEND_OBJ)
-TEST_CUDA_OBJ = $(call obj,daemon/cuda_drv.c)
+TEST_CUDA_OBJ = $(call obj,daemon/device/cuda/cuda_drv.c)
 endif
 
 TESTS += test_cuda
-$(BUILD)/tests/test_cuda: $(call obj,tests/test_cuda.c tests/harness.c daemon/cuda_time.c \
-		daemon/graph_cache.c) \
+$(BUILD)/tests/test_cuda: $(call obj,tests/test_cuda.c tests/harness.c daemon/device/cuda/cuda_time.c \
+		daemon/device/cuda/graph_cache.c) \
 		$(TEST_CUDA_OBJ) $(KERNEL_OBJ) $(BUILD)/libdevq.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) $(LIBS_CK) -ldl -lm
@@ -34,7 +32,7 @@ $(BUILD)/tests/gpu/gpu_check: $(call obj,tests/gpu/gpu_check.c) $(BUILD)/libdevq
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) -lm
 $(call obj,tests/gpu/native_bench.c): ALL_CFLAGS += $(CUDA_CFLAGS)
-$(BUILD)/tests/gpu/native_bench: $(call obj,tests/gpu/native_bench.c daemon/cuda_drv.c) $(CUDA_EMBED_OBJ)
+$(BUILD)/tests/gpu/native_bench: $(call obj,tests/gpu/native_bench.c daemon/device/cuda/cuda_drv.c) $(CUDA_EMBED_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -pthread -o $@ $^ -ldl
 all: $(BUILD)/tests/gpu/gpu_check $(BUILD)/tests/gpu/native_bench

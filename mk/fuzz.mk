@@ -17,7 +17,7 @@ FUZZ_DEB_PACKAGES = clang-14 libclang-rt-14-dev
 
 # Everything devqd links but its main(): the CUDA backend too, when built
 # (duplicates in a prerequisite list are dropped from $^).
-DAEMON_LIB_OBJ = $(filter-out $(call obj,daemon/main.c),$(DAEMON_OBJ) $(CUDA_BACKEND_OBJ))
+DAEMON_LIB_OBJ = $(filter-out $(call obj,daemon/server/main.c),$(DAEMON_OBJ))
 FUZZ_LIBS = $(LIBS_UV) $(LIBS_PB) $(LIBS_SD) -ldl -lm
 
 ifeq ($(SAN),fuzz)
