@@ -38,7 +38,7 @@ ifeq ($(SAN),1)
   LDFLAGS += -fsanitize=address,undefined
 endif
 ALL_CFLAGS = -std=c11 -D_GNU_SOURCE $(WARN) -fPIC -pthread $(CFLAGS) \
-             -Iproto -Ikernels -Idaemon -Idaemon/base -Idaemon/device -Idaemon/device/cuda -Idaemon/core -Idaemon/server -Iclient -I$(BUILD)/gen \
+             -Iproto -Ikernels -Idaemon -Iclient -I$(BUILD)/gen \
              $(shell pkg-config --cflags libuv libprotobuf-c libsystemd 2>/dev/null)
 LIBS_UV   = $(shell pkg-config --libs libuv 2>/dev/null)
 LIBS_PB   = $(shell pkg-config --libs libprotobuf-c 2>/dev/null)

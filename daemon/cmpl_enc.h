@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "backend.h" /* DEVQ_BOP_MSG */
+#include "device/backend.h" /* DEVQ_BOP_MSG */
 
 /* One finished op waiting to go out (filled by sched.c, sent by server.c). */
 struct devq_cmpl {

@@ -9,7 +9,7 @@ $(BUILD)/tests/test_deploy: $(call obj,tests/test_deploy.c) $(call obj,tests/har
 # ---- install ---------------------------------------------------------
 # FHS layout under $(DESTDIR)$(PREFIX); Debian's rules pass its own
 # LIBDIR (multiarch) and UNITDIR.  The service's ExecStart= follows SBINDIR.
-DEVQ_VERSION_STR := $(shell sed -n 's/^\#define DEVQ_VERSION "\(.*\)"/\1/p' daemon/daemon.h)
+DEVQ_VERSION_STR := $(shell sed -n 's/^\#define DEVQ_VERSION "\(.*\)"/\1/p' daemon/base/version.h)
 DEVQ_SONAME_MAJOR = 0
 BINDIR      ?= $(PREFIX)/bin
 SBINDIR     ?= $(PREFIX)/sbin
@@ -22,7 +22,7 @@ SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
 INSTALL     ?= install
 MAN_PAGES   = man/devqd.8 man/devctl.1 man/devqd.conf.5 man/libdevq.3
 
-$(BUILD)/devq.pc: packaging/devq.pc.in daemon/daemon.h
+$(BUILD)/devq.pc: packaging/devq.pc.in daemon/base/version.h
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
 	    -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' -e 's|@VERSION@|$(DEVQ_VERSION_STR)|' $< > $@
 

@@ -13,13 +13,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cuda_time.h"
-#include "graph_cache.h"
+#include "device/cuda/cuda_time.h"
+#include "device/cuda/graph_cache.h"
 #include "devq.h"
 #include "harness.h"
 #include "kernels.h"
 #ifdef DEVQ_HAVE_CUDA
-#include "cuda_drv.h"
+#include "device/cuda/cuda_drv.h"
 #endif
 
 #define STUB "/usr/local/cuda/lib64/stubs/libcuda.so"

@@ -21,7 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "base/config.h"
 #include "harness.h"
 
 /* Liveness bounds only: a message that never comes fails the test after

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "cuda_launch.h"
-#include "fatbin.h"
+#include "device/cuda/fatbin.h"
 #include "kernels.h"
 #ifdef DEVQ_HAVE_CUDA
 #include "fatbin_embed.h"

@@ -29,7 +29,7 @@
 
 #include "devq.pb-c.h"
 #include "msg_dec.h"
-#include "pool.h"
+#include "base/pool.h"
 
 /* ---- reproducible random inputs --------------------------------------- */
 

@@ -3,8 +3,8 @@
  * socket path may contain '#').  Every key is a row of the table below; the
  * row says which field of struct devq_config it sets and what it accepts,
  * so the parser itself never names a setting. */
-#include "config.h"
-#include "daemon.h"
+#include "base/config.h"
+#include "base/log.h"
 
 #include <ctype.h>
 #include <errno.h>

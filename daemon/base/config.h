@@ -4,9 +4,45 @@
 #ifndef DEVQ_CONFIG_H
 #define DEVQ_CONFIG_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
-struct devq_config; /* daemon.h */
+/* Every setting of the daemon: flags and devqd.conf fill it in, the layers
+ * above read it. */
+struct devq_config {
+	const char *socket_path;
+	const char *backend; /* "cpu", "cuda" or "auto" */
+	int device;          /* GPU ordinal for the CUDA backend */
+	unsigned streams;
+	unsigned priority_streams; /* high-priority streams, besides `streams` */
+	int verbose;
+	uint64_t max_op_ns;       /* admin bound on one op's duration */
+	uint64_t max_buffer_bytes;
+	uint32_t max_frame;
+	unsigned max_queues;      /* per session */
+	uint64_t stop_grace_ns;   /* shutdown: how long in-flight work may take */
+	/* Watchdog: ops in flight and no completion for this long means the
+	 * device or a completion thread is stuck (notify.c stops pinging). */
+	uint64_t stall_ns;
+	bool test_faults;         /* expose the fault-injection kernel (tests) */
+	unsigned trace_records;   /* core/trace.c: op records kept (0: off) */
+	const char *admin_group;  /* may trace every user's sessions (NULL: root only) */
+	/* Tenancy (policy.c, quota.c, fair.c); 0 or NULL means the default,
+	 * which devq_quota_defaults fills in. */
+	const char *allow_users, *allow_groups; /* comma-separated; groups: "devq" */
+	unsigned fair_k;                        /* ops per session inside the backend */
+	const char *fair_shares;                /* "user:weight,...": k*weight each */
+	unsigned q_session_ops, q_user_ops;     /* ops in flight: backpressure */
+	unsigned q_session_buffers, q_user_buffers;
+	uint64_t q_session_pinned, q_user_pinned; /* bytes of shared buffers */
+	uint64_t q_session_device, q_user_device; /* bytes of device buffers */
+	unsigned q_user_queues, q_user_sessions;
+	unsigned q_session_fds;                 /* received fds not yet claimed */
+	uint64_t q_outbound;                    /* unsent bytes before a disconnect */
+};
+
+#define DEVQ_FAIR_K_DEFAULT 16
 
 #define DEVQ_CONFIG_DEFAULT_PATH "/etc/devqd/devqd.conf"
 

@@ -1,4 +1,4 @@
-#include "idmap.h"
+#include "base/idmap.h"
 
 #include <errno.h>
 #include <stdlib.h>

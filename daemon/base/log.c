@@ -4,6 +4,7 @@
  * (journalctl DEVQ_CLIENT_UID=1000); otherwise one readable line per event
  * on stderr, prefixed with the level. */
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,7 +16,7 @@
 
 #include <systemd/sd-journal.h>
 
-#include "daemon.h"
+#include "base/log.h"
 
 static int level = DEVQ_LOG_WARN;
 static int to_journal = -1; /* unknown until the first line */
@@ -38,7 +39,7 @@ static bool stderr_is_journal(void)
 	return (unsigned long long)st.st_dev == dev && (unsigned long long)st.st_ino == ino;
 }
 
-static void emit(int l, const struct devq_session *s, int code, int64_t queue, int64_t point,
+static void emit(int l, const struct devq_log_ctx *s, int code, int64_t queue, int64_t point,
 		 const char *msg)
 {
 	static const char *const names[] = { "error", "warning", "info", "debug" };
@@ -47,7 +48,7 @@ static void emit(int l, const struct devq_session *s, int code, int64_t queue, i
 		to_journal = stderr_is_journal();
 	if (!to_journal) {
 		if (s)
-			fprintf(stderr, "devqd: %s: session %" PRIu64 ": %s\n", names[l], s->id, msg);
+			fprintf(stderr, "devqd: %s: session %" PRIu64 ": %s\n", names[l], s->session, msg);
 		else
 			fprintf(stderr, "devqd: %s: %s\n", names[l], msg);
 		return;
@@ -58,9 +59,9 @@ static void emit(int l, const struct devq_session *s, int code, int64_t queue, i
 	snprintf(f[n++], sizeof(f[0]), "PRIORITY=%d", prio[l]);
 	snprintf(f[n++], sizeof(f[0]), "SYSLOG_IDENTIFIER=devqd");
 	if (s) {
-		snprintf(f[n++], sizeof(f[0]), "MESSAGE=session %" PRIu64 ": %s", s->id, msg);
-		snprintf(f[n++], sizeof(f[0]), "DEVQ_SESSION=%" PRIu64, s->id);
-		snprintf(f[n++], sizeof(f[0]), "DEVQ_CLIENT_PID=%d", (int)s->pid);
+		snprintf(f[n++], sizeof(f[0]), "MESSAGE=session %" PRIu64 ": %s", s->session, msg);
+		snprintf(f[n++], sizeof(f[0]), "DEVQ_SESSION=%" PRIu64, s->session);
+		snprintf(f[n++], sizeof(f[0]), "DEVQ_CLIENT_PID=%ld", s->pid);
 		snprintf(f[n++], sizeof(f[0]), "DEVQ_CLIENT_UID=%u", (unsigned)s->uid);
 	} else {
 		snprintf(f[n++], sizeof(f[0]), "MESSAGE=%s", msg);
@@ -91,7 +92,7 @@ void devq_log(int l, const char *fmt, ...)
 	emit(l, NULL, -1, -1, -1, line);
 }
 
-void devq_slog(int l, const struct devq_session *s, int code, int64_t queue, int64_t point,
+void devq_log_fields(int l, const struct devq_log_ctx *s, int code, int64_t queue, int64_t point,
 	       const char *fmt, ...)
 {
 	if (l > level)

@@ -1,5 +1,5 @@
 /* See pool.h. */
-#include "pool.h"
+#include "base/pool.h"
 
 #include <malloc.h>
 #include <stdint.h>

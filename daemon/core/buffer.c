@@ -10,7 +10,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "daemon.h"
+#include "core/buffer.h"
+
+#include "base/log.h"
+#include "core/engine.h"
+#include "core/job.h"
+#include "core/outbox.h"
+#include "core/quota.h"
+#include "core/session.h"
 
 #ifndef MFD_NOEXEC_SEAL
 #define MFD_NOEXEC_SEAL 0x0008U
@@ -23,14 +30,14 @@ static void account(struct devq_buf *b, int sign)
 	devq_quota_charge_buffer(s, bytes, !b->host, sign);
 	if (sign > 0) {
 		s->nbufs++;
-		s->d->nbufs++;
+		s->e->nbufs++;
 		s->bytes_mapped += bytes;
-		s->d->bytes_mapped += bytes;
+		s->e->bytes_mapped += bytes;
 	} else {
 		s->nbufs--;
-		s->d->nbufs--;
+		s->e->nbufs--;
 		s->bytes_mapped -= bytes;
-		s->d->bytes_mapped -= bytes;
+		s->e->bytes_mapped -= bytes;
 	}
 }
 
@@ -44,10 +51,10 @@ static int check_new(struct devq_session *s, uint64_t id, uint64_t size, char *e
 		snprintf(err, n, "buffer %llu: size 0", (unsigned long long)id);
 		return DEVQ__CODE__INVALID_ARGUMENT;
 	}
-	if (size > s->d->cfg.max_buffer_bytes) {
+	if (size > s->e->cfg.max_buffer_bytes) {
 		snprintf(err, n, "buffer %llu: size %llu exceeds the maximum %llu bytes",
 			 (unsigned long long)id, (unsigned long long)size,
-			 (unsigned long long)s->d->cfg.max_buffer_bytes);
+			 (unsigned long long)s->e->cfg.max_buffer_bytes);
 		return DEVQ__CODE__RESOURCE_EXHAUSTED;
 	}
 	return 0;
@@ -69,7 +76,7 @@ static struct devq_buf *buf_new(struct devq_session *s, uint64_t id, uint64_t si
 /* Maps (shared) for the device and enters the buffer in the session. */
 static int buf_install(struct devq_buf *b, char *err, size_t n)
 {
-	struct devq_backend *be = b->s->d->be;
+	struct devq_backend *be = b->s->e->be;
 	int r = b->host ? be->ops->map_host(be, b->host, b->map_len, b->read_only, &b->devaddr)
 			: be->ops->alloc(be, b->size, &b->devaddr);
 	if (r < 0) {
@@ -229,7 +236,7 @@ int devq_buf_import(struct devq_session *s, uint64_t id, uint64_t size, bool rea
 static void buf_free(struct devq_buf *b)
 {
 	struct devq_session *s = b->s;
-	struct devq_backend *be = s->d->be;
+	struct devq_backend *be = s->e->be;
 	idmap_del(&s->bufs, b->id);
 	if (b->host) {
 		be->ops->unmap_host(be, b->host, b->map_len);
@@ -238,9 +245,9 @@ static void buf_free(struct devq_buf *b)
 		be->ops->free(be, b->devaddr, b->size);
 	}
 	if (b->last_writer)
-		devq_op_unref(b->last_writer);
+		devq_job_unref(b->last_writer);
 	for (unsigned i = 0; i < b->nreaders; i++)
-		devq_op_unref(b->readers[i]);
+		devq_job_unref(b->readers[i]);
 	free(b->readers);
 	account(b, -1);
 	if (s->connected) {
@@ -249,7 +256,7 @@ static void buf_free(struct devq_buf *b)
 		Devq__DaemonMessage m = DEVQ__DAEMON_MESSAGE__INIT;
 		m.body_case = DEVQ__DAEMON_MESSAGE__BODY_BUFFER_RELEASED;
 		m.buffer_released = &rel;
-		devq_session_send(s, &m, NULL, 0);
+		devq_outbox_send(s, &m, NULL, 0);
 	}
 	log_debug("session %llu: buffer %llu released", (unsigned long long)s->id,
 		  (unsigned long long)b->id);

@@ -2,7 +2,7 @@
  * by default a FUTEX_WAKE is spent only when the client's hint page says a
  * thread is about to sleep; DEVQD_CPAGE_WAKE=always makes every publication
  * wake, which is the alternative the benchmarks compare against. */
-#include "cpage.h"
+#include "core/cpage.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,5 +1,5 @@
 /* Per-session cap inside the backend, turns above it; see fair.h. */
-#include "fair.h"
+#include "core/fair.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -9,8 +9,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon.h"
-#include "lock.h"
+#include "base/lock.h"
+#include "core/engine.h"
+#include "core/job.h"
+#include "core/quota.h"
+#include "core/session.h"
+#include "core/timeline.h"
+#include "devq.pb-c.h"
 
 int devq_fair_init(struct devq_fair *f, const char *shares, char *err, size_t n)
 {
@@ -84,8 +89,8 @@ static void fair_unlock(struct devq_fair *f)
 static unsigned cap_of(struct devq_session *s)
 {
 	if (!s->fair.cap) {
-		const struct devq_fair *f = &s->d->fair;
-		unsigned k = s->d->cfg.fair_k ? s->d->cfg.fair_k : DEVQ_FAIR_K_DEFAULT, w = 1;
+		const struct devq_fair *f = &s->e->fair;
+		unsigned k = s->e->cfg.fair_k ? s->e->cfg.fair_k : DEVQ_FAIR_K_DEFAULT, w = 1;
 		for (unsigned i = 0; i < f->nshares; i++)
 			if (f->share_uid[i] == s->uid)
 				w = f->share[i];
@@ -96,7 +101,7 @@ static unsigned cap_of(struct devq_session *s)
 
 static void rr_add(struct devq_session *s)
 {
-	struct devq_fair *f = &s->d->fair;
+	struct devq_fair *f = &s->e->fair;
 	s->fair.rr_next = NULL;
 	s->fair.rr_prev = f->rr_tail;
 	if (f->rr_tail)
@@ -109,7 +114,7 @@ static void rr_add(struct devq_session *s)
 
 static void rr_del(struct devq_session *s)
 {
-	struct devq_fair *f = &s->d->fair;
+	struct devq_fair *f = &s->e->fair;
 	if (s->fair.rr_prev)
 		s->fair.rr_prev->fair.rr_next = s->fair.rr_next;
 	else
@@ -124,7 +129,7 @@ static void rr_del(struct devq_session *s)
 
 int devq_fair_attach(struct devq_session *s)
 {
-	unsigned n = s->d->be->streams;
+	unsigned n = s->e->be->streams;
 	s->fair.lanes = calloc(n ? n : 1, sizeof(*s->fair.lanes));
 	if (!s->fair.lanes)
 		return -ENOMEM;
@@ -138,39 +143,71 @@ void devq_fair_fini(struct devq_session *s)
 	s->fair.lanes = NULL;
 }
 
-static struct devq_fair_lane *lane_of(const struct devq_op *op)
+static struct devq_fair_lane *lane_of(const struct devq_job *op)
 {
 	const struct devq_fair_sess *f = &op->s->fair;
 	return f->lanes && op->b.stream < f->nlanes ? &f->lanes[op->b.stream] : NULL;
 }
 
 /* Whether every op op waits on is already in the backend (or done). */
-static bool deps_handed(const struct devq_op *op)
+static bool deps_handed(const struct devq_job *op)
 {
 	for (unsigned i = 0; i < op->b.nwaits; i++)
-		if (!((const struct devq_op *)op->b.waits[i])->fhanded)
+		if (!devq_job_of(op->b.waits[i])->fhanded)
 			return false;
 	return true;
 }
 
+void devq_fair_flush(struct devq_engine *e)
+{
+	if (e->be->ops->flush)
+		e->be->ops->flush(e->be);
+}
+
+/* Stamps t_handoff and gives op to the backend.  from_loop: called on the
+ * loop thread (else from a completer). */
+static void handoff(struct devq_job *op, bool from_loop)
+{
+	struct devq_engine *d = op->s->e;
+	/* Its completion may not wake the loop.  From a completer the lazy
+	 * poll already runs: the op has been in flight since it was
+	 * submitted. */
+	if (from_loop && op->q->cslot)
+		d->ev.arm_lazy(d->ev.ud);
+	/* Stamped before the push: the device may start the op at once. */
+	op->b.t_handoff = devq_now_ns();
+	int r = d->be->ops->enqueue(d->be, &op->b);
+	op->b.enqueue_ns = devq_now_ns() - op->b.t_handoff;
+	if (r < 0) {
+		op->b.code = DEVQ__CODE__DEVICE_ERROR;
+		snprintf(op->b.msg, sizeof(op->b.msg), "enqueue failed: %s", strerror(-r));
+		op->b.t_start = op->b.t_end = devq_now_ns();
+		atomic_store(&op->b.done, 1);
+		/* Completed as the backend would have: through the callback the
+		 * engine gave it (core/sched.c), which comes back here for the
+		 * op's slot. */
+		d->be->on_complete(d->be->ud, &op->b);
+	}
+}
+
 /* Called with the lock held: a lane hands over in order, so the enqueue
  * happens under it too. */
-static void hand_over(struct devq_op *op, bool from_loop)
+static void hand_over(struct devq_job *op, bool from_loop)
 {
 	struct devq_fair_lane *l = lane_of(op);
 	if (l)
 		atomic_fetch_add(&l->inside, 1);
 	op->fhanded = true;
-	devq_sched_handoff(op, from_loop);
+	handoff(op, from_loop);
 }
 
-static struct devq_op *take(struct devq_session *s);
+static struct devq_job *take(struct devq_session *s);
 
 /* l's oldest op, if it may go now: a free slot, every op it waits on
  * handed over. */
-static struct devq_op *pop_ready(struct devq_session *s, struct devq_fair_lane *l)
+static struct devq_job *pop_ready(struct devq_session *s, struct devq_fair_lane *l)
 {
-	struct devq_op *op = l->head;
+	struct devq_job *op = l->head;
 	if (!op || l->inside >= cap_of(s) || !deps_handed(op))
 		return NULL;
 	l->head = op->fnext;
@@ -181,17 +218,17 @@ static struct devq_op *pop_ready(struct devq_session *s, struct devq_fair_lane *
 	return op;
 }
 
-void devq_fair_submit(struct devq_op *op)
+void devq_fair_submit(struct devq_job *op)
 {
 	struct devq_session *s = op->s;
 	struct devq_fair_lane *l = lane_of(op);
 	devq_quota_op(s, +1);
-	fair_lock(&s->d->fair);
+	fair_lock(&s->e->fair);
 	op->fhanded = false;
 	op->fnext = NULL;
 	if (!l) {
 		hand_over(op, true);
-		fair_unlock(&s->d->fair);
+		fair_unlock(&s->e->fair);
 		return;
 	}
 	/* Queued first, then handed over at once if it may go.  The count
@@ -205,7 +242,7 @@ void devq_fair_submit(struct devq_op *op)
 		l->head = op;
 	l->tail = op;
 	s->fair.waiting++;
-	struct devq_op *n;
+	struct devq_job *n;
 	bool handed = false;
 	while ((n = pop_ready(s, l))) {
 		hand_over(n, true);
@@ -219,18 +256,18 @@ void devq_fair_submit(struct devq_op *op)
 		rr_add(s);
 	else if (!s->fair.waiting && s->fair.in_rr)
 		rr_del(s);
-	fair_unlock(&s->d->fair);
+	fair_unlock(&s->e->fair);
 }
 
 bool devq_fair_waiting(struct devq_session *s)
 {
-	fair_lock(&s->d->fair);
+	fair_lock(&s->e->fair);
 	bool r = s->fair.waiting != 0;
-	fair_unlock(&s->d->fair);
+	fair_unlock(&s->e->fair);
 	return r;
 }
 
-void devq_fair_completed(struct devq_op *op)
+void devq_fair_completed(struct devq_job *op)
 {
 	struct devq_session *s = op->s;
 	struct devq_fair_lane *l = lane_of(op);
@@ -243,13 +280,13 @@ void devq_fair_completed(struct devq_op *op)
 	unsigned left = atomic_fetch_sub(&l->inside, 1) - 1;
 	if (left > s->fair.cap / 2 || !s->fair.waiting)
 		return;
-	fair_lock(&s->d->fair);
+	fair_lock(&s->e->fair);
 	/* Everything of this session that may go now: first the lane whose
 	 * slot just freed; then, only if that handed something over, heads of
 	 * other lanes that waited for it (a head that waits for a slot gets
 	 * it from its own lane's completions). */
 	if (s->fair.waiting) {
-		struct devq_op *n;
+		struct devq_job *n;
 		bool handed = false;
 		while ((n = pop_ready(s, l))) {
 			hand_over(n, false);
@@ -260,26 +297,26 @@ void devq_fair_completed(struct devq_op *op)
 		if (!s->fair.waiting && s->fair.in_rr)
 			rr_del(s);
 	}
-	fair_unlock(&s->d->fair);
-	devq_sched_flush(s->d);
+	fair_unlock(&s->e->fair);
+	devq_fair_flush(s->e);
 }
 
-void devq_fair_done(struct devq_op *op)
+void devq_fair_done(struct devq_job *op)
 {
 	struct devq_fair_lane *l = lane_of(op);
-	if (l && !op->s->d->be->enqueue_any_thread)
+	if (l && !op->s->e->be->enqueue_any_thread)
 		atomic_fetch_sub(&l->inside, 1);
 	devq_quota_op(op->s, -1);
 }
 
 /* Takes an op of s that may go now: the oldest of a lane with a free slot,
  * all of whose dependencies are handed over.  Lanes take turns too. */
-static struct devq_op *take(struct devq_session *s)
+static struct devq_job *take(struct devq_session *s)
 {
 	struct devq_fair_sess *f = &s->fair;
 	unsigned n = f->nlanes, i = f->next_lane < n ? f->next_lane : 0;
 	for (unsigned j = 0; j < n; j++) {
-		struct devq_op *op = pop_ready(s, &f->lanes[i]);
+		struct devq_job *op = pop_ready(s, &f->lanes[i]);
 		if (++i == n)
 			i = 0;
 		if (op) {
@@ -290,7 +327,7 @@ static struct devq_op *take(struct devq_session *s)
 	return NULL;
 }
 
-void devq_fair_kick(struct devq_daemon *d)
+void devq_fair_kick(struct devq_engine *d)
 {
 	struct devq_fair *f = &d->fair;
 	/* Passes over the turn list, one op per session per pass, so that the
@@ -303,7 +340,7 @@ void devq_fair_kick(struct devq_daemon *d)
 		struct devq_session *last = f->rr_tail;
 		for (struct devq_session *s = f->rr_head, *n; s; s = n) {
 			n = s->fair.rr_next;
-			struct devq_op *op = take(s);
+			struct devq_job *op = take(s);
 			if (op) {
 				progress = true;
 				rr_del(s);
@@ -316,5 +353,5 @@ void devq_fair_kick(struct devq_daemon *d)
 		}
 	}
 	fair_unlock(f);
-	devq_sched_flush_soon(d);
+	d->flush_due = true;
 }

@@ -35,12 +35,12 @@
 #define DEVQ_FAIR_MAX_SHARES 64
 #define DEVQ_FAIR_MAX_WEIGHT 64
 
-struct devq_daemon;
+struct devq_engine;
 struct devq_session;
-struct devq_op;
+struct devq_job;
 
 struct devq_fair_lane {
-	struct devq_op *head, *tail; /* waiting, in submit order (op->fnext) */
+	struct devq_job *head, *tail; /* waiting, in submit order (op->fnext) */
 	/* Handed to the backend and not yet reported done (CPU backend) or
 	 * not yet processed by the loop (others); changed under the lock but
 	 * also read, and with enqueue_any_thread decremented, outside it. */
@@ -78,17 +78,22 @@ void devq_fair_fini(struct devq_session *s);
 /* A validated op: to the backend now if its lane has a free slot, nothing
  * waiting ahead of it and everything it waits on handed over, else to the
  * back of its lane. */
-void devq_fair_submit(struct devq_op *op);
+void devq_fair_submit(struct devq_job *op);
 /* op completed (any thread, before the loop can see the completion):
  * with a backend that takes enqueue from any thread its slot is free now
  * and the session's ops that may go are handed over from here, so a
  * session above its cap costs no loop wake-up per refill. */
-void devq_fair_completed(struct devq_op *op);
+void devq_fair_completed(struct devq_job *op);
 /* The loop processed op's completion: its slot is free (other backends). */
-void devq_fair_done(struct devq_op *op);
+void devq_fair_done(struct devq_job *op);
 /* Whether s has ops waiting for a slot. */
 bool devq_fair_waiting(struct devq_session *s);
 /* Hands waiting ops to free slots, one per session per turn. */
-void devq_fair_kick(struct devq_daemon *d);
+void devq_fair_kick(struct devq_engine *e);
+/* Tells the backend that everything handed over so far should be issued
+ * (a backend may hold back a replayable run to launch it as one graph).
+ * The loop calls it once per iteration when e->flush_due is set, so the
+ * frames of one read share each stream's wake-up. */
+void devq_fair_flush(struct devq_engine *e);
 
 #endif

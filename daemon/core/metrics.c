@@ -1,12 +1,11 @@
 /* See metrics.h.  Fixed-size tables: no allocation on the completion path
  * and nothing to free. */
-#include "metrics.h"
+#include "core/metrics.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon.h"
 
 const char *const devq_metrics_phase_names[DEVQ_METRICS_PHASES] = { "submit", "queued", "device",
 								      "sync" };
@@ -78,104 +77,3 @@ void devq_metrics_op_done(struct devq_metrics *m, uid_t uid, int code, uint64_t 
 	observe(m, 3, device_end, observed);
 }
 
-/* Everything a Status message points at, freed in one go after packing. */
-struct scratch {
-	Devq__MetricsCodeCount codes[DEVQ_METRICS_CODES], *codep[DEVQ_METRICS_CODES];
-	Devq__MetricsUser users[DEVQ_METRICS_USERS], *userp[DEVQ_METRICS_USERS];
-	Devq__MetricsHistogram hist[DEVQ_METRICS_PHASES], *histp[DEVQ_METRICS_PHASES];
-	uint64_t le[DEVQ_METRICS_BOUNDS];
-	uint64_t counts[DEVQ_METRICS_PHASES][DEVQ_METRICS_BOUNDS + 1];
-	size_t nqueue_arrays;
-	void *queue_arrays[]; /* per session: MetricsQueue items, then pointers */
-};
-
-int devq_metrics_status(const struct devq_daemon *d, Devq__Status *st,
-			Devq__SessionStatus *const *items, size_t nitems, void **scratch)
-{
-	*scratch = NULL;
-	struct scratch *sc = calloc(1, sizeof(*sc) + nitems * sizeof(void *));
-	if (!sc)
-		return -ENOMEM;
-	*scratch = sc;
-	const struct devq_metrics *m = &d->metrics;
-	size_t n = 0;
-	for (int c = 1; c < DEVQ_METRICS_CODES; c++) {
-		if (!m->op_errors[c])
-			continue;
-		devq__metrics_code_count__init(&sc->codes[n]);
-		sc->codes[n].code = (Devq__Code)c;
-		sc->codes[n].count = m->op_errors[c];
-		sc->codep[n] = &sc->codes[n];
-		n++;
-	}
-	st->n_op_errors = n;
-	st->op_errors = sc->codep;
-	st->device_busy_ns = m->device_busy_ns;
-	for (unsigned i = 0; i < m->nusers; i++) {
-		devq__metrics_user__init(&sc->users[i]);
-		sc->users[i].uid = m->users[i].uid;
-		sc->users[i].ops_completed = m->users[i].ops_completed;
-		sc->users[i].ops_failed = m->users[i].ops_failed;
-		sc->users[i].device_busy_ns = m->users[i].device_busy_ns;
-		sc->userp[i] = &sc->users[i];
-	}
-	st->n_users = m->nusers;
-	st->users = sc->userp;
-	memcpy(sc->le, devq_metrics_bounds_ns, sizeof(sc->le));
-	for (int p = 0; p < DEVQ_METRICS_PHASES; p++) {
-		Devq__MetricsHistogram *h = &sc->hist[p];
-		devq__metrics_histogram__init(h);
-		h->phase = (char *)devq_metrics_phase_names[p];
-		h->n_le_ns = DEVQ_METRICS_BOUNDS;
-		h->le_ns = sc->le;
-		memcpy(sc->counts[p], m->hist[p], sizeof(sc->counts[p]));
-		h->n_counts = DEVQ_METRICS_BOUNDS + 1;
-		h->counts = sc->counts[p];
-		h->sum_ns = m->hist_sum[p];
-		h->count = m->hist_count[p];
-		sc->histp[p] = h;
-	}
-	st->n_phases = DEVQ_METRICS_PHASES;
-	st->phases = sc->histp;
-
-	/* Sessions, in the order the caller listed them (d->sessions). */
-	size_t i = 0;
-	for (const struct devq_session *t = d->sessions; t && i < nitems; t = t->next, i++) {
-		Devq__SessionStatus *ss = items[i];
-		ss->ops_failed = t->trace_failed;
-		size_t nq = t->queues.count;
-		if (!nq)
-			continue;
-		void *arr = calloc(nq, sizeof(Devq__MetricsQueue) + sizeof(Devq__MetricsQueue *));
-		if (!arr)
-			return -ENOMEM;
-		sc->queue_arrays[sc->nqueue_arrays++] = arr;
-		Devq__MetricsQueue *mq = arr;
-		Devq__MetricsQueue **mp = (Devq__MetricsQueue **)(mq + nq);
-		size_t k = 0;
-		for (size_t j = 0; j < t->queues.cap && k < nq; j++) {
-			const struct devq_queue *q = t->queues.slots[j].val;
-			if (!q)
-				continue;
-			devq__metrics_queue__init(&mq[k]);
-			mq[k].queue = q->id;
-			mq[k].stream = q->stream;
-			mq[k].depth = q->submitted - q->completed;
-			mp[k] = &mq[k];
-			k++;
-		}
-		ss->n_queue_depths = k;
-		ss->queue_depths = mp;
-	}
-	return 0;
-}
-
-void devq_metrics_status_free(void *scratch)
-{
-	struct scratch *sc = scratch;
-	if (!sc)
-		return;
-	for (size_t i = 0; i < sc->nqueue_arrays; i++)
-		free(sc->queue_arrays[i]);
-	free(sc);
-}

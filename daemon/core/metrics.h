@@ -38,14 +38,4 @@ void devq_metrics_op_done(struct devq_metrics *m, uid_t uid, int code, uint64_t 
 			  uint64_t handoff, uint64_t device_start, uint64_t device_end,
 			  uint64_t observed);
 
-struct devq_daemon;
-struct Devq__Status;
-struct Devq__SessionStatus;
-/* Fills st's metrics fields and, for each of the nitems sessions (listed in
- * d->sessions order), its ops_failed and queue depths.  *scratch holds what
- * they point at until devq_metrics_status_free (also after a failure). */
-int devq_metrics_status(const struct devq_daemon *d, struct Devq__Status *st,
-			struct Devq__SessionStatus *const *items, size_t nitems, void **scratch);
-void devq_metrics_status_free(void *scratch);
-
 #endif

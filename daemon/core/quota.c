@@ -1,5 +1,5 @@
 /* Quotas and backpressure; see quota.h. */
-#include "quota.h"
+#include "core/quota.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -8,11 +8,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "daemon.h"
+#include "base/config.h"
+#include "core/engine.h"
+#include "core/session.h"
+#include "frame.h"
 
-void devq_quota_defaults(struct devq_daemon *d)
+void devq_quota_defaults(struct devq_config *c)
 {
-	struct devq_config *c = &d->cfg;
 	/* Pinned host memory cannot be swapped out: by default one user may
 	 * pin at most half of the machine's memory, and device memory on the
 	 * CPU backend is host memory too. */
@@ -48,7 +50,7 @@ void devq_quota_defaults(struct devq_daemon *d)
 
 int devq_quota_attach(struct devq_session *s, char *why, size_t whylen)
 {
-	struct devq_daemon *d = s->d;
+	struct devq_engine *d = s->e;
 	struct devq_user *u = d->users;
 	while (u && u->uid != s->uid)
 		u = u->next;
@@ -56,13 +58,13 @@ int devq_quota_attach(struct devq_session *s, char *why, size_t whylen)
 		snprintf(why, whylen,
 			 "uid %u already has %u sessions, the quota (quota-user-sessions)",
 			 (unsigned)s->uid, u->sessions);
-		return -EDQUOT;
+		return DEVQ__CODE__RESOURCE_EXHAUSTED;
 	}
 	if (!u) {
 		u = calloc(1, sizeof(*u));
 		if (!u) {
 			snprintf(why, whylen, "out of memory");
-			return -ENOMEM;
+			return DEVQ__CODE__RESOURCE_EXHAUSTED;
 		}
 		u->uid = s->uid;
 		u->next = d->users;
@@ -86,7 +88,7 @@ void devq_quota_detach(struct devq_session *s)
 	s->quota.user = NULL;
 	if (u->sessions)
 		return;
-	struct devq_user **pp = &s->d->users;
+	struct devq_user **pp = &s->e->users;
 	while (*pp != u)
 		pp = &(*pp)->next;
 	*pp = u->next;
@@ -96,7 +98,7 @@ void devq_quota_detach(struct devq_session *s)
 int devq_quota_buffer(struct devq_session *s, uint64_t id, uint64_t size, bool device, char *err,
 		      size_t n)
 {
-	const struct devq_config *c = &s->d->cfg;
+	const struct devq_config *c = &s->e->cfg;
 	const struct devq_user *u = s->quota.user;
 	unsigned long long uid = (unsigned long long)id;
 	if (s->nbufs >= c->q_session_buffers) {
@@ -147,7 +149,7 @@ void devq_quota_charge_buffer(struct devq_session *s, uint64_t size, bool device
 int devq_quota_queue(struct devq_session *s, uint32_t id, char *err, size_t n)
 {
 	struct devq_user *u = s->quota.user;
-	if (u && u->queues >= s->d->cfg.q_user_queues) {
+	if (u && u->queues >= s->e->cfg.q_user_queues) {
 		snprintf(err, n, "queue %u: uid %u already has %" PRIu64 " queues, the quota "
 			 "(quota-user-queues)", id, (unsigned)u->uid, u->queues);
 		return DEVQ__CODE__RESOURCE_EXHAUSTED;
@@ -169,74 +171,17 @@ void devq_quota_op(struct devq_session *s, int sign)
 
 bool devq_quota_over_ops(const struct devq_session *s)
 {
-	const struct devq_config *c = &s->d->cfg;
+	const struct devq_config *c = &s->e->cfg;
 	return s->ops_in_flight >= c->q_session_ops ||
 	       (s->quota.user && s->quota.user->ops >= c->q_user_ops);
 }
 
 bool devq_quota_may_resume(const struct devq_session *s)
 {
-	const struct devq_config *c = &s->d->cfg;
+	const struct devq_config *c = &s->e->cfg;
 	/* Hysteresis: resuming at the first free slot would stop and start
 	 * the socket's poll once per completion. */
 	return s->ops_in_flight <= c->q_session_ops - c->q_session_ops / 4 &&
 	       !(s->quota.user && s->quota.user->ops > c->q_user_ops - c->q_user_ops / 4);
 }
 
-/* Submits ops[i..n) while the quota allows; returns where it stopped. */
-static size_t submit_some(struct devq_session *s, Devq__Op *const *ops, size_t i, size_t n,
-			  uint64_t t)
-{
-	for (; i < n && !s->close_after_flush; i++) {
-		if (devq_quota_over_ops(s))
-			break;
-		devq_sched_submit(s, ops[i], t);
-	}
-	/* The batch is handed over: let it go once this loop iteration has
-	 * read what else arrived (one wake-up per stream for all of it). */
-	devq_sched_flush_soon(s->d);
-	return i;
-}
-
-int devq_quota_submit(struct devq_session *s, const Devq__Submit *m, uint64_t t)
-{
-	size_t i = submit_some(s, m->ops, 0, m->n_ops, t);
-	if (i == m->n_ops || s->close_after_flush)
-		return 0;
-	/* Keep the rest in a copy of our own: the frame's memory (and
-	 * whatever allocator unpacked it) is gone once this returns. */
-	Devq__Submit rest = DEVQ__SUBMIT__INIT;
-	rest.ops = m->ops + i;
-	rest.n_ops = m->n_ops - i;
-	size_t len = devq__submit__get_packed_size(&rest);
-	uint8_t *buf = malloc(len ? len : 1);
-	Devq__Submit *copy = NULL;
-	if (buf) {
-		devq__submit__pack(&rest, buf);
-		copy = devq__submit__unpack(NULL, len, buf);
-		free(buf);
-	}
-	if (!copy) {
-		devq_session_error(s, DEVQ__CODE__RESOURCE_EXHAUSTED, "submit", NULL, NULL,
-				   "out of memory; the session is closed");
-		s->close_after_flush = true;
-		return -ENOMEM;
-	}
-	s->quota.held = copy;
-	s->quota.held_next = 0;
-	s->quota.held_t = t;
-	return 0;
-}
-
-bool devq_quota_resume_held(struct devq_session *s)
-{
-	Devq__Submit *h = s->quota.held;
-	if (!h)
-		return true;
-	s->quota.held_next = submit_some(s, h->ops, s->quota.held_next, h->n_ops, s->quota.held_t);
-	if (s->quota.held_next < h->n_ops && !s->close_after_flush)
-		return false;
-	devq__submit__free_unpacked(h, NULL);
-	s->quota.held = NULL;
-	return true;
-}

@@ -20,7 +20,7 @@
 
 #include "devq.pb-c.h"
 
-struct devq_daemon;
+struct devq_config;
 struct devq_session;
 
 /* Usage of one Unix user, across its sessions (live and draining). */
@@ -34,9 +34,9 @@ struct devq_user {
 struct devq_quota_sess {
 	struct devq_user *user;
 	uint64_t pinned, device; /* bytes, by kind */
-	bool throttled;          /* reading paused: over the in-flight quota */
 	/* The ops of a Submit not yet taken when the quota was reached, in a
-	 * copy of their own (the frame's memory is not kept). */
+	 * copy of their own (the frame's memory is not kept; requests/submit.c
+	 * holds and resumes them, the server stops reading meanwhile). */
 	Devq__Submit *held;
 	size_t held_next;
 	uint64_t held_t;
@@ -44,10 +44,11 @@ struct devq_quota_sess {
 
 /* Fills the quotas left at 0 in the config with the defaults (some depend
  * on the host's memory). */
-void devq_quota_defaults(struct devq_daemon *d);
+void devq_quota_defaults(struct devq_config *c);
 
-/* A new connection: charges its user for a session.  -EDQUOT with why
- * filled when the user has too many sessions; -ENOMEM. */
+/* A new connection: charges its user for a session.  0, or
+ * RESOURCE_EXHAUSTED with why filled in (too many sessions of the user, or
+ * out of memory). */
 int devq_quota_attach(struct devq_session *s, char *why, size_t whylen);
 /* The session is being freed: uncharges what it still holds and frees the
  * user's record once unused. */
@@ -70,11 +71,5 @@ void devq_quota_op(struct devq_session *s, int sign);
 bool devq_quota_over_ops(const struct devq_session *s);
 /* Whether s may be read again (below three quarters of the quota). */
 bool devq_quota_may_resume(const struct devq_session *s);
-
-/* Submits the ops of m in order until the in-flight quota is reached and
- * holds the rest (throttling the session).  Returns 0 or -ENOMEM. */
-int devq_quota_submit(struct devq_session *s, const Devq__Submit *m, uint64_t t_received);
-/* Submits held ops while the quota allows; true when none are left held. */
-bool devq_quota_resume_held(struct devq_session *s);
 
 #endif

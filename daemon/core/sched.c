@@ -4,158 +4,31 @@
  * on the last writer, a writer on the last writer and every reader since.
  * Waits are deduplicated per queue keeping the highest point, since a queue
  * completes in order.  Completions come back from backend threads through a
- * locked list and one uv_async wake-up, and are coalesced per session. */
+ * locked list and one wake-up of the loop (ev.wake), and are coalesced per
+ * session. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon.h"
-#include "trace.h"
+#include "core/sched.h"
 
-#define OP_OF(bop) ((struct devq_op *)(bop))
-
-/* Op records are recycled: one malloc/free pair less per op.  Loop
- * thread only, like every op's allocation and last unref. */
-static struct devq_pool op_pool = { .size = sizeof(struct devq_op), .keep = 8192 };
-
-void devq_sched_fini(void)
-{
-	devq_pool_fini(&op_pool);
-}
-
-static void op_free(struct devq_op *op)
-{
-	if (op->b.waits != op->winline)
-		free(op->b.waits);
-	devq_pool_put(&op_pool, op);
-}
-
-void devq_op_unref(struct devq_op *op)
-{
-	if (op && --op->refs == 0)
-		op_free(op);
-}
-
-static struct devq_op *op_ref(struct devq_op *op)
-{
-	op->refs++;
-	return op;
-}
-
-/* ---- queues ---------------------------------------------------------- */
-
-static int ring_put(struct devq_queue *q, struct devq_op *op)
-{
-	if (q->submitted - q->completed > q->ring_cap) {
-		size_t ncap = q->ring_cap ? q->ring_cap * 2 : 64;
-		struct devq_op **n = calloc(ncap, sizeof(*n));
-		if (!n)
-			return -ENOMEM;
-		for (uint64_t p = q->completed + 1; p < op->point; p++)
-			n[p & (ncap - 1)] = q->ring[p & (q->ring_cap - 1)];
-		free(q->ring);
-		q->ring = n;
-		q->ring_cap = ncap;
-	}
-	q->ring[op->point & (q->ring_cap - 1)] = op;
-	return 0;
-}
-
-static struct devq_op *ring_get(struct devq_queue *q, uint64_t point)
-{
-	if (point <= q->completed || point > q->submitted)
-		return NULL;
-	return q->ring[point & (q->ring_cap - 1)];
-}
-
-struct devq_queue *devq_queue_open(struct devq_session *s, uint32_t id, int priority, char *err,
-				   size_t n)
-{
-	struct devq_daemon *d = s->d;
-	unsigned high = d->be->high_streams, first = 0, end = d->be->streams - high;
-	if (priority != 0 && priority != 1) {
-		snprintf(err, n, "queue %u: priority %d: use 0 (normal) or 1 (high)", id, priority);
-		return NULL;
-	}
-	if (priority == 1) {
-		if (!high) {
-			snprintf(err, n, "queue %u: no high-priority streams (priority-streams = 0)",
-				 id);
-			return NULL;
-		}
-		first = end;
-		end = d->be->streams;
-	}
-	if (idmap_get(&s->queues, id)) {
-		snprintf(err, n, "queue %u is already open", id);
-		return NULL;
-	}
-	if (s->queues.count >= d->cfg.max_queues) {
-		snprintf(err, n, "queue %u: the session already has %u queues (the maximum)", id,
-			 d->cfg.max_queues);
-		return NULL;
-	}
-	struct devq_queue *q = calloc(1, sizeof(*q));
-	if (!q || idmap_put(&s->queues, id, q) < 0) {
-		free(q);
-		snprintf(err, n, "queue %u: out of memory", id);
-		return NULL;
-	}
-	q->id = id;
-	/* Least-loaded device stream, so a session's queues (and different
-	 * sessions) overlap as far as the streams allow. */
-	unsigned best = first;
-	for (unsigned i = first + 1; i < end; i++)
-		if (d->stream_load[i] < d->stream_load[best])
-			best = i;
-	q->stream = best;
-	d->stream_load[best]++;
-	q->cslot = devq_cpage_slot_open(s->cpage, id);
-	return q;
-}
-
-void devq_queue_reset(struct devq_queue *q)
-{
-	q->reset = true;
-	q->reset_at = q->submitted + 1;
-	if (q->nfails && q->fails[q->nfails - 1].to == UINT64_MAX)
-		q->fails[q->nfails - 1].to = q->reset_at;
-}
-
-void devq_queue_free(struct devq_daemon *d, struct devq_queue *q)
-{
-	d->stream_load[q->stream]--;
-	free(q->ring);
-	free(q->fails);
-	free(q);
-}
-
-static bool point_failed(const struct devq_queue *q, uint64_t p)
-{
-	for (unsigned i = 0; i < q->nfails; i++)
-		if (p >= q->fails[i].from && p < q->fails[i].to)
-			return true;
-	return false;
-}
-
-static void note_failure(struct devq_queue *q, uint64_t p)
-{
-	if (point_failed(q, p))
-		return;
-	struct devq_fail_range *n = realloc(q->fails, (q->nfails + 1) * sizeof(*n));
-	if (!n)
-		return; /* only costs precision: a later wait on p runs */
-	q->fails = n;
-	n[q->nfails].from = p;
-	n[q->nfails].to = q->reset_at > p ? q->reset_at : UINT64_MAX;
-	q->nfails++;
-}
+#include "core/buffer.h"
+#include "core/cpage.h"
+#include "core/engine.h"
+#include "core/fair.h"
+#include "core/job.h"
+#include "core/metrics.h"
+#include "core/outbox.h"
+#include "core/session.h"
+#include "core/timeline.h"
+#include "core/trace.h"
+#include "core/validate.h"
 
 /* ---- submission ------------------------------------------------------ */
 
-static void make_fail(struct devq_op *op, int code, const char *msg)
+static void make_fail(struct devq_job *op, int code, const char *msg)
 {
 	op->b.kind = DEVQ_BOP_FAIL;
 	op->b.code = code;
@@ -168,7 +41,7 @@ static void make_fail(struct devq_op *op, int code, const char *msg)
 }
 
 /* Adds target to the wait set: one entry per queue, the highest point. */
-static void add_wait(struct devq_op **set, unsigned *n, struct devq_op *target)
+static void add_wait(struct devq_job **set, unsigned *n, struct devq_job *target)
 {
 	for (unsigned i = 0; i < *n; i++) {
 		if (set[i]->q == target->q) {
@@ -180,17 +53,17 @@ static void add_wait(struct devq_op **set, unsigned *n, struct devq_op *target)
 	set[(*n)++] = target;
 }
 
-static int collect_waits(struct devq_op *op, const Devq__Op *m, bool inherit, char *err, size_t n)
+static int collect_waits(struct devq_job *op, const Devq__Op *m, bool inherit, char *err, size_t n)
 {
 	struct devq_session *s = op->s;
-	struct devq_queue *q = op->q;
+	struct devq_timeline *q = op->q;
 	size_t cap = m->n_waits + 1;
 	for (unsigned i = 0; i < op->nbufs; i++)
 		cap += 1 + op->bufs[i]->nreaders;
 	/* Small sets (the usual case) live on the stack. */
-	struct devq_op *strict_s[32], *order_s[32];
-	struct devq_op **strict = cap <= 32 ? strict_s : calloc(cap, sizeof(*strict));
-	struct devq_op **order = cap <= 32 ? order_s : calloc(cap, sizeof(*order));
+	struct devq_job *strict_s[32], *order_s[32];
+	struct devq_job **strict = cap <= 32 ? strict_s : calloc(cap, sizeof(*strict));
+	struct devq_job **order = cap <= 32 ? order_s : calloc(cap, sizeof(*order));
 	unsigned ns = 0, no = 0;
 	int code = 0;
 	if (!strict || !order) {
@@ -201,19 +74,19 @@ static int collect_waits(struct devq_op *op, const Devq__Op *m, bool inherit, ch
 
 	/* The queue's own order: inherit the previous op's failure. */
 	if (inherit && op->point > 1) {
-		if (point_failed(q, op->point - 1)) {
+		if (devq_timeline_failed(q, op->point - 1)) {
 			snprintf(err, n, "queue %u failed at an earlier point; reset it", q->id);
 			code = DEVQ__CODE__DEPENDENCY_FAILED;
 			goto out;
 		}
-		struct devq_op *prev = ring_get(q, op->point - 1);
+		struct devq_job *prev = devq_timeline_get(q, op->point - 1);
 		if (prev)
 			add_wait(strict, &ns, prev);
 	}
 
 	for (size_t i = 0; i < m->n_waits; i++) {
 		const Devq__Wait *w = m->waits[i];
-		struct devq_queue *wq = idmap_get(&s->queues, w->queue);
+		struct devq_timeline *wq = idmap_get(&s->queues, w->queue);
 		if (!wq) {
 			snprintf(err, n, "wait on queue %u: queue not open", w->queue);
 			code = DEVQ__CODE__NOT_FOUND;
@@ -231,7 +104,7 @@ static int collect_waits(struct devq_op *op, const Devq__Op *m, bool inherit, ch
 		if (w->point == 0)
 			continue;
 		if (w->point <= wq->completed) {
-			if (point_failed(wq, w->point)) {
+			if (devq_timeline_failed(wq, w->point)) {
 				snprintf(err, n, "waits on queue %u point %" PRIu64 ", which failed",
 					 w->queue, w->point);
 				code = DEVQ__CODE__DEPENDENCY_FAILED;
@@ -239,7 +112,7 @@ static int collect_waits(struct devq_op *op, const Devq__Op *m, bool inherit, ch
 			}
 			continue; /* already complete: nothing to wait for */
 		}
-		add_wait(strict, &ns, ring_get(wq, w->point));
+		add_wait(strict, &ns, devq_timeline_get(wq, w->point));
 	}
 
 	for (unsigned i = 0; i < op->nbufs; i++) {
@@ -261,14 +134,14 @@ static int collect_waits(struct devq_op *op, const Devq__Op *m, bool inherit, ch
 		goto out;
 	}
 	for (unsigned i = 0; i < ns; i++)
-		op->b.waits[op->b.nwaits++] = &op_ref(strict[i])->b;
+		op->b.waits[op->b.nwaits++] = &devq_job_ref(strict[i])->b;
 	op->b.nstrict = ns;
 	for (unsigned i = 0; i < no; i++) {
 		bool covered = false;
 		for (unsigned j = 0; j < ns; j++)
 			covered |= strict[j]->q == order[i]->q && strict[j]->point >= order[i]->point;
 		if (!covered)
-			op->b.waits[op->b.nwaits++] = &op_ref(order[i])->b;
+			op->b.waits[op->b.nwaits++] = &devq_job_ref(order[i])->b;
 	}
 out:
 	if (strict != strict_s)
@@ -279,59 +152,60 @@ out:
 }
 
 /* Records op as the newest access of each buffer it uses. */
-static int update_hazards(struct devq_op *op)
+static int update_hazards(struct devq_job *op)
 {
 	for (unsigned i = 0; i < op->nbufs; i++) {
 		struct devq_buf *b = op->bufs[i];
 		if (op->acc[i] & DEVQ_ACC_OUT) {
-			devq_op_unref(b->last_writer);
+			devq_job_unref(b->last_writer);
 			for (unsigned r = 0; r < b->nreaders; r++)
-				devq_op_unref(b->readers[r]);
+				devq_job_unref(b->readers[r]);
 			b->nreaders = 0;
-			b->last_writer = op_ref(op);
+			b->last_writer = devq_job_ref(op);
 			continue;
 		}
 		/* Completed readers impose nothing any more. */
 		unsigned k = 0;
 		for (unsigned r = 0; r < b->nreaders; r++) {
 			if (b->readers[r]->completed || b->readers[r]->q == op->q)
-				devq_op_unref(b->readers[r]);
+				devq_job_unref(b->readers[r]);
 			else
 				b->readers[k++] = b->readers[r];
 		}
 		b->nreaders = k;
 		if (b->nreaders == b->readers_cap) {
 			unsigned ncap = b->readers_cap ? b->readers_cap * 2 : 4;
-			struct devq_op **nr = realloc(b->readers, ncap * sizeof(*nr));
+			struct devq_job **nr = realloc(b->readers, ncap * sizeof(*nr));
 			if (!nr)
 				return -ENOMEM;
 			b->readers = nr;
 			b->readers_cap = ncap;
 		}
-		b->readers[b->nreaders++] = op_ref(op);
+		b->readers[b->nreaders++] = devq_job_ref(op);
 	}
 	return 0;
 }
 
 void devq_sched_submit(struct devq_session *s, const Devq__Op *m, uint64_t t_received)
 {
-	struct devq_daemon *d = s->d;
-	struct devq_queue *q = idmap_get(&s->queues, m->queue);
+	struct devq_engine *d = s->e;
+	struct devq_timeline *q = idmap_get(&s->queues, m->queue);
 	if (!q) {
-		devq_session_error(s, DEVQ__CODE__NOT_FOUND, "submit", NULL, &m->queue,
+		devq_outbox_error(s, DEVQ__CODE__NOT_FOUND, "submit", NULL, &m->queue,
 				   "submit on queue %u: queue not open", m->queue);
 		return;
 	}
-	struct devq_op *op = devq_pool_get(&op_pool);
+	struct devq_job *op = devq_job_new();
 	if (!op) {
-		devq_session_error(s, DEVQ__CODE__RESOURCE_EXHAUSTED, "submit", NULL, &m->queue,
+		devq_outbox_error(s, DEVQ__CODE__RESOURCE_EXHAUSTED, "submit", NULL, &m->queue,
 				   "out of memory; the session is closed");
 		s->close_after_flush = true;
 		return;
 	}
 	op->s = s;
 	op->q = q;
-	op->refs = 1; /* the queue's ring, until the completion is processed */
+	/* Its one reference: the queue's ring, until the completion is
+	 * processed. */
 	op->point = ++q->submitted;
 	op->t_client_submit = m->client_submit_ns;
 	op->t_received = t_received;
@@ -339,11 +213,11 @@ void devq_sched_submit(struct devq_session *s, const Devq__Op *m, uint64_t t_rec
 	op->b.cancel = &s->cancel;
 	op->b.timed = !m->no_timing;
 	op->b.replay = m->replayable;
-	if (ring_put(q, op) < 0) {
+	if (devq_timeline_put(q, op) < 0) {
 		/* Without a ring slot the point cannot be tracked: end the session. */
 		q->submitted--;
-		devq_pool_put(&op_pool, op);
-		devq_session_error(s, DEVQ__CODE__RESOURCE_EXHAUSTED, "submit", NULL, &m->queue,
+		devq_job_discard(op);
+		devq_outbox_error(s, DEVQ__CODE__RESOURCE_EXHAUSTED, "submit", NULL, &m->queue,
 				   "out of memory; the session is closed");
 		s->close_after_flush = true;
 		return;
@@ -364,7 +238,7 @@ void devq_sched_submit(struct devq_session *s, const Devq__Op *m, uint64_t t_rec
 		log_debug("session %llu queue %u point %llu rejected: %s", (unsigned long long)s->id,
 			  q->id, (unsigned long long)op->point, err);
 		for (unsigned i = 0; i < op->b.nwaits; i++)
-			devq_op_unref(OP_OF(op->b.waits[i]));
+			devq_job_unref(devq_job_of(op->b.waits[i]));
 		make_fail(op, code, err);
 	}
 	for (unsigned i = 0; i < op->nbufs; i++)
@@ -378,47 +252,16 @@ void devq_sched_submit(struct devq_session *s, const Devq__Op *m, uint64_t t_rec
 	if (s->cpage && !d->be->enqueue_any_thread && !atomic_load(&s->cp_eager) &&
 	    devq_fair_waiting(s)) {
 		atomic_store(&s->cp_eager, true);
-		uv_async_send(&d->wake);
-	}
-}
-
-void devq_sched_flush_soon(struct devq_daemon *d)
-{
-	d->flush_due = true;
-}
-
-void devq_sched_flush(struct devq_daemon *d)
-{
-	if (d->be->ops->flush)
-		d->be->ops->flush(d->be);
-}
-
-void devq_sched_handoff(struct devq_op *op, bool from_loop)
-{
-	struct devq_daemon *d = op->s->d;
-	/* Its completion may not wake the loop.  From a completer the timer
-	 * already runs: the op has been in flight since it was submitted. */
-	if (from_loop && op->q->cslot)
-		devq_lazy_arm(d);
-	/* Stamped before the push: the device may start the op at once. */
-	op->b.t_handoff = devq_now_ns();
-	int r = d->be->ops->enqueue(d->be, &op->b);
-	op->b.enqueue_ns = devq_now_ns() - op->b.t_handoff;
-	if (r < 0) {
-		op->b.code = DEVQ__CODE__DEVICE_ERROR;
-		snprintf(op->b.msg, sizeof(op->b.msg), "enqueue failed: %s", strerror(-r));
-		op->b.t_start = op->b.t_end = devq_now_ns();
-		atomic_store(&op->b.done, 1);
-		devq_on_complete(d, &op->b);
+		d->ev.wake(d->ev.ud);
 	}
 }
 
 /* ---- completion ------------------------------------------------------ */
 
-void devq_on_complete(void *ud, struct devq_bop *bop)
+void devq_sched_on_complete(void *ud, struct devq_bop *bop)
 {
-	struct devq_daemon *d = ud;
-	struct devq_op *op = OP_OF(bop);
+	struct devq_engine *d = ud;
+	struct devq_job *op = devq_job_of(bop);
 	bool lazy = false;
 	bool refills = d->be->enqueue_any_thread;
 	/* Before the loop can see this completion (and free the op or its
@@ -461,15 +304,17 @@ void devq_on_complete(void *ud, struct devq_bop *bop)
 		d->cmpl_deferred = 0;
 	pthread_mutex_unlock(&d->cmpl_lock);
 	if (wake)
-		uv_async_send(&d->wake);
+		d->ev.wake(d->ev.ud);
 }
 
-static void complete_one(struct devq_daemon *d, struct devq_op *op, uint64_t now)
+static void complete_one(struct devq_engine *d, struct devq_job *op, uint64_t now)
 {
 	struct devq_session *s = op->s;
-	struct devq_queue *q = op->q;
-	if (op->b.code == DEVQ__CODE__DEVICE_LOST && !d->device_lost)
-		devq_device_lost(d, op);
+	struct devq_timeline *q = op->q;
+	if (op->b.code == DEVQ__CODE__DEVICE_LOST && !d->device_lost) {
+		d->device_lost = true;
+		d->ev.device_lost(d->ev.ud, op);
+	}
 	op->completed = true;
 	op->t_observed = now;
 	if (op->point != q->completed + 1)
@@ -478,7 +323,7 @@ static void complete_one(struct devq_daemon *d, struct devq_op *op, uint64_t now
 	q->completed = op->point;
 	q->ring[op->point & (q->ring_cap - 1)] = NULL;
 	if (op->b.code != DEVQ__CODE__OK) {
-		note_failure(q, op->point);
+		devq_timeline_note_failure(q, op->point);
 		d->ops_failed++;
 	}
 	d->ops_completed++;
@@ -495,7 +340,7 @@ static void complete_one(struct devq_daemon *d, struct devq_op *op, uint64_t now
 	devq_trace_record(d->trace, op); /* while its waits and buffers are known */
 
 	for (unsigned i = 0; i < op->b.nwaits; i++)
-		devq_op_unref(OP_OF(op->b.waits[i]));
+		devq_job_unref(devq_job_of(op->b.waits[i]));
 	if (op->b.waits != op->winline)
 		free(op->b.waits);
 	op->b.waits = NULL;
@@ -523,7 +368,7 @@ static void complete_one(struct devq_daemon *d, struct devq_op *op, uint64_t now
 			c->t[4] = op->b.t_end;
 			c->t[5] = op->t_observed;
 			c->t[6] = op->b.enqueue_ns;
-			devq_session_mark_dirty(s);
+			devq_outbox_mark_dirty(s);
 		} else {
 			log_err("session %llu: out of memory; completion of queue %u point %llu lost",
 				(unsigned long long)s->id, q->id, (unsigned long long)op->point);
@@ -533,20 +378,22 @@ static void complete_one(struct devq_daemon *d, struct devq_op *op, uint64_t now
 	for (unsigned i = 0; i < op->nbufs; i++)
 		devq_buf_put(op->bufs[i]);
 	op->nbufs = 0;
-	devq_op_unref(op);
-	devq_session_maybe_free(s);
+	devq_job_unref(op);
+	/* Through the dirty list whether connected or not: a session whose
+	 * connection is gone is freed there once idle (core/session.h). */
+	devq_outbox_mark_dirty(s);
 }
 
-void devq_sched_drain(struct devq_daemon *d)
+void devq_sched_drain(struct devq_engine *d)
 {
 	pthread_mutex_lock(&d->cmpl_lock);
-	struct devq_op *list = d->cmpl_head;
+	struct devq_job *list = d->cmpl_head;
 	d->cmpl_head = d->cmpl_tail = NULL;
 	d->cmpl_deferred = 0;
 	pthread_mutex_unlock(&d->cmpl_lock);
 	uint64_t now = devq_now_ns();
 	while (list) {
-		struct devq_op *next = list->cnext;
+		struct devq_job *next = list->cnext;
 		complete_one(d, list, now);
 		list = next;
 	}

@@ -23,7 +23,7 @@
 #define DEVQ_TRACE_MAX_REPLY_OPS 131072u
 #define DEVQ_TRACE_WAITS 8 /* waits kept per record; more are counted */
 
-struct devq_op;
+struct devq_job;
 struct devq_session;
 struct devq_config;
 
@@ -69,13 +69,6 @@ void devq_trace_ring_free(struct devq_trace_ring *t);
 
 /* Called once per op as its completion is processed, before its waits and
  * buffers are let go. */
-void devq_trace_record(struct devq_trace_ring *t, const struct devq_op *op);
-
-/* Answers a TraceRequest (TraceReply or Error{request "trace"}). */
-void devq_trace_handle(struct devq_session *s, const Devq__TraceRequest *r);
-
-/* Whether the peer of s may see other users' sessions: root, or a member
- * (primary or supplementary group) of the configured admin group. */
-bool devq_trace_is_admin(const struct devq_session *s);
+void devq_trace_record(struct devq_trace_ring *t, const struct devq_job *op);
 
 #endif

@@ -6,7 +6,12 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "daemon.h"
+#include "core/validate.h"
+
+#include "core/buffer.h"
+#include "core/engine.h"
+#include "core/job.h"
+#include "core/session.h"
 
 static const char *case_name(Devq__Arg__ValueCase c)
 {
@@ -37,7 +42,7 @@ static Devq__Arg__ValueCase case_of(enum devq_type t)
 
 /* Records that op uses b with the given access (merged when it appears in
  * more than one argument). */
-static void use_buf(struct devq_op *op, struct devq_buf *b, unsigned access, unsigned *acc)
+static void use_buf(struct devq_job *op, struct devq_buf *b, unsigned access, unsigned *acc)
 {
 	for (unsigned i = 0; i < op->nbufs; i++) {
 		if (op->bufs[i] == b) {
@@ -89,10 +94,10 @@ static int check_range(struct devq_session *s, const char *what, const Devq__Buf
 	return 0;
 }
 
-static int validate_kernel(struct devq_session *s, const Devq__KernelOp *k, struct devq_op *op,
+static int validate_kernel(struct devq_session *s, const Devq__KernelOp *k, struct devq_job *op,
 			   unsigned *acc, char *err, size_t n)
 {
-	struct devq_daemon *d = s->d;
+	struct devq_engine *d = s->e;
 	if (k->executable >= devq_nkernels) {
 		snprintf(err, n, "executable %u not found", k->executable);
 		return DEVQ__CODE__NOT_FOUND;
@@ -189,7 +194,7 @@ static int validate_kernel(struct devq_session *s, const Devq__KernelOp *k, stru
 	return 0;
 }
 
-int devq_validate_op(struct devq_session *s, const Devq__Op *m, struct devq_op *op, char *err,
+int devq_validate_op(struct devq_session *s, const Devq__Op *m, struct devq_job *op, char *err,
 		     size_t n)
 {
 	unsigned *acc = op->acc; /* acc[i]: merged access of op->bufs[i] */

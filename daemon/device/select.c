@@ -8,9 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon.h"
+#include "device/select.h"
+#include "base/log.h"
 #ifdef DEVQ_HAVE_CUDA
-#include "backend_cuda.h"
+#include "device/cuda/backend_cuda.h"
 #endif
 
 /* Whether this host has NVIDIA GPU device nodes (/dev/nvidia0 ...). */
@@ -30,7 +31,7 @@ static int open_cpu(const struct devq_backend_config *bc, struct devq_backend **
 	return r;
 }
 
-int devq_backend_select(const struct devq_config *cfg, const struct devq_backend_config *bc,
+int devq_select_backend(const struct devq_config *cfg, const struct devq_backend_config *bc,
 			struct devq_backend **out, char *note, size_t notelen)
 {
 	if (notelen)

@@ -1,5 +1,6 @@
 /* What each client message means for its session.  Transport (bytes, fds,
- * flushing) lives in server.c; ordering and hand-off in sched.c. */
+ * flushing) lives in server/server.c; ordering and hand-off in
+ * core/sched.c. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -7,8 +8,18 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "daemon.h"
-#include "trace.h"
+#include "requests/requests.h"
+
+#include "base/log.h"
+#include "base/version.h"
+#include "core/buffer.h"
+#include "core/cpage.h"
+#include "core/engine.h"
+#include "core/outbox.h"
+#include "core/quota.h"
+#include "core/sched.h"
+#include "core/session.h"
+#include "core/timeline.h"
 
 static void reply(struct devq_session *s, Devq__DaemonMessage__BodyCase c, void *body,
 		  const int *fds, unsigned nfds)
@@ -17,21 +28,21 @@ static void reply(struct devq_session *s, Devq__DaemonMessage__BodyCase c, void 
 	m.body_case = c;
 	/* Every body member of the oneof shares one pointer slot. */
 	m.hello_reply = body;
-	devq_session_send(s, &m, fds, nfds);
+	devq_outbox_send(s, &m, fds, nfds);
 }
 
 static void on_hello(struct devq_session *s, const Devq__Hello *h)
 {
-	struct devq_daemon *d = s->d;
+	struct devq_engine *d = s->e;
 	if (s->hello_done) {
-		devq_session_error(s, DEVQ__CODE__PROTOCOL_ERROR, "hello", NULL, NULL,
+		devq_outbox_error(s, DEVQ__CODE__PROTOCOL_ERROR, "hello", NULL, NULL,
 				   "Hello sent twice");
 		return;
 	}
 	uint32_t lo = h->min_version > DEVQ_PROTO_MIN ? h->min_version : DEVQ_PROTO_MIN;
 	uint32_t hi = h->max_version < DEVQ_PROTO_MAX ? h->max_version : DEVQ_PROTO_MAX;
 	if (lo > hi || h->min_version > h->max_version) {
-		devq_session_error(s, DEVQ__CODE__FAILED_PRECONDITION, "hello", NULL, NULL,
+		devq_outbox_error(s, DEVQ__CODE__FAILED_PRECONDITION, "hello", NULL, NULL,
 				   "no common protocol version: client speaks %u..%u, daemon "
 				   "speaks %u..%u",
 				   h->min_version, h->max_version, DEVQ_PROTO_MIN, DEVQ_PROTO_MAX);
@@ -98,7 +109,7 @@ static void on_create(struct devq_session *s, const Devq__CreateBuffer *c)
 	int code = devq_buf_create(s, c->id, c->size, c->kind, &fd, err, sizeof(err));
 	if (code) {
 		struct devq_buf key = { .id = c->id };
-		devq_session_error(s, code, "create_buffer", &key, NULL, "%s", err);
+		devq_outbox_error(s, code, "create_buffer", &key, NULL, "%s", err);
 		return;
 	}
 	buffer_ready(s, c->id, fd); /* the tx owns fd from here */
@@ -109,7 +120,7 @@ static void on_import(struct devq_session *s, const Devq__ImportBuffer *im, stru
 	char err[200];
 	struct devq_buf key = { .id = im->id };
 	if (f->nfds != 1) {
-		devq_session_error(s, DEVQ__CODE__INVALID_ARGUMENT, "import_buffer", &key, NULL,
+		devq_outbox_error(s, DEVQ__CODE__INVALID_ARGUMENT, "import_buffer", &key, NULL,
 				   "import buffer %" PRIu64 ": needs exactly one fd, got %u", im->id,
 				   f->nfds);
 		return;
@@ -119,7 +130,7 @@ static void on_import(struct devq_session *s, const Devq__ImportBuffer *im, stru
 	int code = devq_buf_import(s, im->id, im->size, im->read_only, fd, err, sizeof(err));
 	close(fd); /* mapped (or refused): the daemon keeps no fd */
 	if (code) {
-		devq_session_error(s, code, "import_buffer", &key, NULL, "%s", err);
+		devq_outbox_error(s, code, "import_buffer", &key, NULL, "%s", err);
 		return;
 	}
 	buffer_ready(s, im->id, -1);
@@ -130,12 +141,12 @@ static void on_release(struct devq_session *s, const Devq__ReleaseBuffer *r)
 	struct devq_buf *b = idmap_get(&s->bufs, r->id);
 	struct devq_buf key = { .id = r->id };
 	if (!b) {
-		devq_session_error(s, DEVQ__CODE__NOT_FOUND, "release_buffer", &key, NULL,
+		devq_outbox_error(s, DEVQ__CODE__NOT_FOUND, "release_buffer", &key, NULL,
 				   "release buffer %" PRIu64 ": not found", r->id);
 		return;
 	}
 	if (b->releasing) {
-		devq_session_error(s, DEVQ__CODE__FAILED_PRECONDITION, "release_buffer", &key,
+		devq_outbox_error(s, DEVQ__CODE__FAILED_PRECONDITION, "release_buffer", &key,
 				   NULL, "release buffer %" PRIu64 ": already being released",
 				   r->id);
 		return;
@@ -146,29 +157,26 @@ static void on_release(struct devq_session *s, const Devq__ReleaseBuffer *r)
 static void on_open_queue(struct devq_session *s, const Devq__OpenQueue *o)
 {
 	char err[160];
+	struct devq_timeline *q;
 	int code = devq_quota_queue(s, o->id, err, sizeof(err));
-	if (!code && devq_queue_open(s, o->id, o->priority, err, sizeof(err))) {
+	if (!code)
+		code = devq_timeline_open(s, o->id, o->priority, &q, err, sizeof(err));
+	if (!code) {
 		devq_quota_queue_opened(s);
 		return;
 	}
-	if (!code)
-		code = idmap_get(&s->queues, o->id) || (o->priority != 0 && o->priority != 1)
-			       ? DEVQ__CODE__INVALID_ARGUMENT
-		       : o->priority == 1 && !s->d->be->high_streams
-			       ? DEVQ__CODE__FAILED_PRECONDITION
-			       : DEVQ__CODE__RESOURCE_EXHAUSTED;
-	devq_session_error(s, code, "open_queue", NULL, &o->id, "%s", err);
+	devq_outbox_error(s, code, "open_queue", NULL, &o->id, "%s", err);
 }
 
 static void on_reset_queue(struct devq_session *s, const Devq__ResetQueue *r)
 {
-	struct devq_queue *q = idmap_get(&s->queues, r->id);
+	struct devq_timeline *q = idmap_get(&s->queues, r->id);
 	if (!q) {
-		devq_session_error(s, DEVQ__CODE__NOT_FOUND, "reset_queue", NULL, &r->id,
+		devq_outbox_error(s, DEVQ__CODE__NOT_FOUND, "reset_queue", NULL, &r->id,
 				   "reset queue %u: queue not open", r->id);
 		return;
 	}
-	devq_queue_reset(q);
+	devq_timeline_reset(q);
 }
 
 static void on_list(struct devq_session *s)
@@ -177,7 +185,7 @@ static void on_list(struct devq_session *s)
 	Devq__Executable *ptrs[devq_nkernels];
 	size_t n = 0;
 	for (size_t i = 0; i < devq_nkernels; i++) {
-		if (devq_kernels[i].test_only && !s->d->cfg.test_faults)
+		if (devq_kernels[i].test_only && !s->e->cfg.test_faults)
 			continue;
 		devq__executable__init(&items[n]);
 		items[n].id = (uint32_t)i;
@@ -192,64 +200,11 @@ static void on_list(struct devq_session *s)
 	reply(s, DEVQ__DAEMON_MESSAGE__BODY_EXECUTABLES, &l, NULL, 0);
 }
 
-static void on_status(struct devq_session *s)
-{
-	struct devq_daemon *d = s->d;
-	size_t n = 0;
-	for (struct devq_session *t = d->sessions; t; t = t->next)
-		n++;
-	Devq__SessionStatus *items = calloc(n ? n : 1, sizeof(*items));
-	Devq__SessionStatus **ptrs = calloc(n ? n : 1, sizeof(*ptrs));
-	if (!items || !ptrs) {
-		free(items);
-		free(ptrs);
-		devq_session_error(s, DEVQ__CODE__RESOURCE_EXHAUSTED, "get_status", NULL, NULL,
-				   "out of memory");
-		return;
-	}
-	size_t i = 0;
-	for (struct devq_session *t = d->sessions; t; t = t->next, i++) {
-		devq__session_status__init(&items[i]);
-		items[i].id = t->id;
-		items[i].pid = (uint32_t)t->pid;
-		items[i].uid = t->uid;
-		items[i].name = t->name;
-		items[i].queues = (uint32_t)t->queues.count;
-		items[i].ops_in_flight = t->ops_in_flight;
-		items[i].buffers = t->nbufs;
-		items[i].bytes_mapped = t->bytes_mapped;
-		items[i].ops_completed = t->ops_completed;
-		ptrs[i] = &items[i];
-	}
-	Devq__Status st = DEVQ__STATUS__INIT;
-	st.backend = (char *)d->be->name;
-	st.device = d->be->device;
-	st.streams = d->be->streams - d->be->high_streams;
-	st.uptime_ns = devq_now_ns() - d->start_ns;
-	st.n_sessions = n;
-	st.sessions = ptrs;
-	st.ops_in_flight = d->ops_in_flight;
-	st.buffers = d->nbufs;
-	st.bytes_mapped = d->bytes_mapped;
-	st.sessions_total = d->sessions_total;
-	st.ops_completed = d->ops_completed;
-	st.ops_failed = d->ops_failed;
-	void *metrics;
-	if (devq_metrics_status(d, &st, ptrs, n, &metrics) < 0)
-		devq_session_error(s, DEVQ__CODE__RESOURCE_EXHAUSTED, "get_status", NULL, NULL,
-				   "out of memory");
-	else
-		reply(s, DEVQ__DAEMON_MESSAGE__BODY_STATUS, &st, NULL, 0);
-	devq_metrics_status_free(metrics);
-	free(items);
-	free(ptrs);
-}
-
-void devq_session_dispatch(struct devq_session *s, const Devq__ClientMessage *m,
+void devq_dispatch_message(struct devq_session *s, const Devq__ClientMessage *m,
 			   struct devq_frame *f, uint64_t t_received)
 {
 	if (!s->hello_done && m->body_case != DEVQ__CLIENT_MESSAGE__BODY_HELLO) {
-		devq_session_error(s, DEVQ__CODE__PROTOCOL_ERROR, "hello", NULL, NULL,
+		devq_outbox_error(s, DEVQ__CODE__PROTOCOL_ERROR, "hello", NULL, NULL,
 				   "the first message must be Hello");
 		s->close_after_flush = true;
 		return;
@@ -258,7 +213,7 @@ void devq_session_dispatch(struct devq_session *s, const Devq__ClientMessage *m,
 	 * not collected yet: collect them before answering, so whatever the
 	 * daemon reports (status, traces, errors) already includes them. */
 	if (s->cpage)
-		devq_sched_drain(s->d);
+		devq_sched_drain(s->e);
 	switch (m->body_case) {
 	case DEVQ__CLIENT_MESSAGE__BODY_HELLO:
 		on_hello(s, m->hello);
@@ -280,78 +235,24 @@ void devq_session_dispatch(struct devq_session *s, const Devq__ClientMessage *m,
 		break;
 	case DEVQ__CLIENT_MESSAGE__BODY_SUBMIT:
 		if (m->submit->n_ops == 0)
-			devq_session_error(s, DEVQ__CODE__INVALID_ARGUMENT, "submit", NULL, NULL,
+			devq_outbox_error(s, DEVQ__CODE__INVALID_ARGUMENT, "submit", NULL, NULL,
 					   "submit with no ops");
-		/* In order, up to the in-flight quota; the rest is held (quota.c). */
-		devq_quota_submit(s, m->submit, t_received);
+		/* In order, up to the in-flight quota; the rest is held (held.c). */
+		devq_held_submit(s, m->submit, t_received);
 		break;
 	case DEVQ__CLIENT_MESSAGE__BODY_LIST_EXECUTABLES:
 		on_list(s);
 		break;
 	case DEVQ__CLIENT_MESSAGE__BODY_GET_STATUS:
-		on_status(s);
+		devq_status_handle(s);
 		break;
 	case DEVQ__CLIENT_MESSAGE__BODY_TRACE_REQUEST:
-		devq_trace_handle(s, m->trace_request);
+		devq_tracereq_handle(s, m->trace_request);
 		break;
 	default:
-		devq_session_error(s, DEVQ__CODE__PROTOCOL_ERROR, "unknown", NULL, NULL,
+		devq_outbox_error(s, DEVQ__CODE__PROTOCOL_ERROR, "unknown", NULL, NULL,
 				   "unknown message (no known body in ClientMessage)");
 		break;
 	}
 }
 
-/* The connection is gone: cancel what has not started, release every
- * buffer (each waits for its last consumer), free the rest once idle. */
-void devq_session_teardown(struct devq_session *s)
-{
-	atomic_store(&s->cancel, true);
-	size_t n = 0;
-	struct devq_buf **list = malloc((s->bufs.count ? s->bufs.count : 1) * sizeof(*list));
-	if (!list) {
-		/* Cannot snapshot: release one at a time from the map. */
-		for (size_t i = 0; i < s->bufs.cap;) {
-			struct devq_buf *b = s->bufs.slots[i].val;
-			if (b && !b->releasing) {
-				devq_buf_release(b);
-				i = 0; /* the map may have shifted */
-				continue;
-			}
-			i++;
-		}
-		return;
-	}
-	for (size_t i = 0; i < s->bufs.cap; i++)
-		if (s->bufs.slots[i].val)
-			list[n++] = s->bufs.slots[i].val;
-	for (size_t i = 0; i < n; i++)
-		if (!list[i]->releasing)
-			devq_buf_release(list[i]);
-	free(list);
-}
-
-void devq_session_free(struct devq_session *s)
-{
-	struct devq_daemon *d = s->d;
-	if (s->prev)
-		s->prev->next = s->next;
-	else
-		d->sessions = s->next;
-	if (s->next)
-		s->next->prev = s->prev;
-	devq_quota_detach(s); /* before the queues go: it counts them */
-	devq_fair_fini(s);
-	if (s->has_pidfd)
-		close(s->pidfd);
-	for (size_t i = 0; i < s->queues.cap; i++)
-		if (s->queues.slots[i].val)
-			devq_queue_free(d, s->queues.slots[i].val);
-	idmap_fini(&s->queues);
-	idmap_fini(&s->bufs);
-	devq_rx_fini(&s->rx);
-	devq_tx_fini(&s->tx);
-	free(s->cmpl);
-	devq_cpage_free(s->cpage);
-	log_info("session %llu: freed", (unsigned long long)s->id);
-	free(s);
-}

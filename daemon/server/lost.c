@@ -10,7 +10,12 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "daemon.h"
+#include "server/server.h"
+
+#include "base/log.h"
+#include "core/job.h"
+#include "core/outbox.h"
+#include "core/session.h"
 
 #define LOST_MSG 480
 
@@ -20,15 +25,14 @@ static void describe(const struct devq_session *s, char *buf, size_t n)
 		 (int)s->pid, (unsigned)s->uid, s->name);
 }
 
-void devq_device_lost(struct devq_daemon *d, const struct devq_op *op)
+void devq_lost_notify(struct devq_daemon *d, const struct devq_job *op)
 {
 	char who[LOST_MSG] = "", one[128];
 	unsigned busy = 0;
 	const struct devq_session *culprit = NULL;
 	size_t len = 0;
 
-	d->device_lost = true;
-	for (struct devq_session *s = d->sessions; s; s = s->next) {
+	for (struct devq_session *s = d->e.sessions; s; s = s->next) {
 		if (!s->ops_in_flight)
 			continue;
 		busy++;
@@ -51,16 +55,15 @@ void devq_device_lost(struct devq_daemon *d, const struct devq_op *op)
 	log_err("device lost: %s; %s; stopping with status %d for a restart", op->b.msg, cause,
 		DEVQ_EXIT_DEVICE_LOST);
 
-	for (struct devq_session *s = d->sessions; s; s = s->next) {
+	for (struct devq_session *s = d->e.sessions; s; s = s->next) {
 		if (!s->connected || !s->hello_done)
 			continue;
 		const char *role = s == culprit && busy == 1 ? "your work faulted the device"
 			: s->ops_in_flight ? "your work in flight fails"
 					   : "you had no work on the device";
-		devq_session_error(s, DEVQ__CODE__DEVICE_LOST, "device", NULL, NULL,
+		devq_outbox_error(s, DEVQ__CODE__DEVICE_LOST, "device", NULL, NULL,
 				   "%s: %.120s; %s. devqd restarts: reconnect and re-import "
 				   "shared buffers (device buffers are gone)",
 				   role, op->b.msg, cause);
 	}
-	devq_server_stop(d, "device lost", DEVQ_EXIT_DEVICE_LOST);
 }

@@ -6,10 +6,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
-#include "daemon.h"
-#include "lock.h"
-#include "trace.h"
+#include "base/config.h"
+#include "base/log.h"
+#include "frame.h"
+#include "base/version.h"
+#include "server/server.h"
+#include "base/lock.h"
+#include "core/trace.h"
 
 /* getopt value of the flags that are set through the config key table. */
 #define DEVQ_OPT_BY_KEY 0x300
@@ -81,27 +84,6 @@ static int parse_u64(const char *opt, const char *s, uint64_t min, uint64_t max,
 	return 0;
 }
 
-static void sigs_free(struct devq_daemon *d)
-{
-	free(d->sigs);
-	free(d->stream_load);
-}
-
-static int load_manifest(struct devq_daemon *d)
-{
-	d->sigs = calloc(devq_nkernels, sizeof(*d->sigs));
-	if (!d->sigs)
-		return -ENOMEM;
-	for (size_t i = 0; i < devq_nkernels; i++) {
-		char err[160];
-		if (devq_sig_parse(devq_kernels[i].signature, &d->sigs[i], err, sizeof(err)) < 0) {
-			log_err("manifest: %s: %s", devq_kernels[i].name, err);
-			return -EINVAL;
-		}
-	}
-	return 0;
-}
-
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -141,27 +123,28 @@ int main(int argc, char **argv)
 		{ 0 },
 	};
 	struct devq_daemon d = { 0 };
-	d.cfg.socket_path = "/run/devqd/devqd.sock";
-	d.cfg.backend = "auto";
-	d.cfg.streams = 4;
-	d.cfg.priority_streams = 1;
-	d.cfg.max_op_ns = 10ull * 1000 * 1000 * 1000;
-	d.cfg.max_buffer_bytes = 4096ull << 20;
-	d.cfg.max_frame = DEVQ_FRAME_MAX_DEFAULT;
-	d.cfg.max_queues = 64;
-	d.cfg.stall_ns = 60ull * 1000 * 1000 * 1000;
-	d.cfg.trace_records = DEVQ_TRACE_DEFAULT_RECORDS;
+	struct devq_config cfg = { 0 };
+	cfg.socket_path = "/run/devqd/devqd.sock";
+	cfg.backend = "auto";
+	cfg.streams = 4;
+	cfg.priority_streams = 1;
+	cfg.max_op_ns = 10ull * 1000 * 1000 * 1000;
+	cfg.max_buffer_bytes = 4096ull << 20;
+	cfg.max_frame = DEVQ_FRAME_MAX_DEFAULT;
+	cfg.max_queues = 64;
+	cfg.stall_ns = 60ull * 1000 * 1000 * 1000;
+	cfg.trace_records = DEVQ_TRACE_DEFAULT_RECORDS;
 	d.listen_fd = -1;
 	int verbose = 0, c;
 	uint64_t v;
 	/* The file first, so that every flag below overrides it. */
-	if (devq_config_load_argv(&d.cfg, argc, argv) < 0)
+	if (devq_config_load_argv(&cfg, argc, argv) < 0)
 		return 2;
 	int li = 0;
 	while ((c = getopt_long(argc, argv, "s:b:n:d:c:vhV", opts, &li)) != -1) {
 		switch (c) {
 		case 's':
-			d.cfg.socket_path = optarg;
+			cfg.socket_path = optarg;
 			break;
 		case 'b':
 			if (strcmp(optarg, "cpu") && strcmp(optarg, "auto") &&
@@ -171,54 +154,54 @@ int main(int argc, char **argv)
 					optarg);
 				return 2;
 			}
-			d.cfg.backend = optarg;
+			cfg.backend = optarg;
 			break;
 		case 'd':
 			if (parse_u64("--device", optarg, 0, 1023, &v))
 				return 2;
-			d.cfg.device = (int)v;
+			cfg.device = (int)v;
 			break;
 		case 4:
-			d.cfg.test_faults = true;
+			cfg.test_faults = true;
 			break;
 		case 'n':
 			if (parse_u64("--streams", optarg, 1, 256, &v))
 				return 2;
-			d.cfg.streams = (unsigned)v;
+			cfg.streams = (unsigned)v;
 			break;
 		case 1:
 			if (parse_u64("--max-op-ms", optarg, 1, 24ull * 3600 * 1000, &v))
 				return 2;
-			d.cfg.max_op_ns = v * 1000000;
+			cfg.max_op_ns = v * 1000000;
 			break;
 		case 2:
 			if (parse_u64("--max-buffer-mb", optarg, 1, 1ull << 30, &v))
 				return 2;
-			d.cfg.max_buffer_bytes = v << 20;
+			cfg.max_buffer_bytes = v << 20;
 			break;
 		case 3:
 			if (parse_u64("--max-queues", optarg, 1, 1u << 16, &v))
 				return 2;
-			d.cfg.max_queues = (unsigned)v;
+			cfg.max_queues = (unsigned)v;
 			break;
 		case 'c': /* loaded above */
 			break;
 		case 5:
 			if (parse_u64("--stall-timeout-ms", optarg, 1000, 24ull * 3600 * 1000, &v))
 				return 2;
-			d.cfg.stall_ns = v * 1000000;
+			cfg.stall_ns = v * 1000000;
 			break;
 		case 70:
 			if (parse_u64("--trace-records", optarg, 0, DEVQ_TRACE_MAX_RECORDS, &v))
 				return 2;
-			d.cfg.trace_records = (unsigned)v;
+			cfg.trace_records = (unsigned)v;
 			break;
 		case 71:
-			d.cfg.admin_group = optarg;
+			cfg.admin_group = optarg;
 			break;
 		case DEVQ_OPT_BY_KEY: {
 			char err[256];
-			if (devq_config_set(&d.cfg, opts[li].name, optarg, err, sizeof(err)) < 0) {
+			if (devq_config_set(&cfg, opts[li].name, optarg, err, sizeof(err)) < 0) {
 				fprintf(stderr, "devqd: --%s\n", err);
 				return 2;
 			}
@@ -243,46 +226,25 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	devq_log_set_level(DEVQ_LOG_WARN + d.cfg.verbose + verbose);
-	d.cfg.stop_grace_ns = d.cfg.max_op_ns + 2ull * 1000 * 1000 * 1000;
+	devq_log_set_level(DEVQ_LOG_WARN + cfg.verbose + verbose);
+	cfg.stop_grace_ns = cfg.max_op_ns + 2ull * 1000 * 1000 * 1000;
 	signal(SIGPIPE, SIG_IGN);
 
-	if (load_manifest(&d) < 0) {
-		sigs_free(&d);
-		return 1;
-	}
-	devq_mutex_init_hot(&d.cmpl_lock);
-	struct devq_backend_config bc = { .streams = d.cfg.streams,
-					  .high_streams = d.cfg.priority_streams,
-					  .on_complete = devq_on_complete,
-					  .ud = &d };
-	int r = devq_backend_select(&d.cfg, &bc, &d.be, d.backend_note, sizeof(d.backend_note));
-	if (r < 0) {
-		sigs_free(&d);
-		return 1;
-	}
-	d.stream_load = calloc(d.be->streams, sizeof(*d.stream_load));
+	struct devq_engine_events ev = devq_server_events(&d);
+	int r = devq_engine_init(&d.e, &cfg, &ev, NULL);
+	if (r < 0)
+		return r == -EINVAL ? 2 : 1;
 	uv_loop_t loop;
-	if (!d.stream_load || uv_loop_init(&loop) < 0) {
+	if (uv_loop_init(&loop) < 0) {
 		log_err("out of memory");
-		d.be->ops->destroy(d.be);
-		sigs_free(&d);
-		return 1;
-	}
-	if (devq_trace_ring_new(&d.cfg, d.be->streams, &d.trace) < 0) {
-		uv_loop_close(&loop);
-		d.be->ops->destroy(d.be);
-		sigs_free(&d);
+		devq_engine_fini(&d.e);
 		return 1;
 	}
 	d.loop = &loop;
-	d.start_ns = devq_now_ns();
 	int code = devq_server_run(&d);
-	uv_loop_close(&loop);
-	d.be->ops->destroy(d.be);
-	devq_trace_ring_free(d.trace);
-	pthread_mutex_destroy(&d.cmpl_lock);
-	sigs_free(&d);
+	if (uv_loop_close(&loop) < 0)
+		log_err("loop: handles still open at exit");
+	devq_engine_fini(&d.e);
 	log_info("stopped");
 	devq_config_fini();
 	return code;

@@ -6,7 +6,7 @@
  * op is bounded by the maximum op duration, so a healthy device never goes
  * that long without one).  When none does, the pings stop and systemd
  * restarts the daemon (WatchdogSec= in devqd.service). */
-#include "notify.h"
+#include "server/notify.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -16,9 +16,13 @@
 
 #include <systemd/sd-daemon.h>
 
-#include "config.h"
-#include "daemon.h"
-#include "testhooks.h"
+#include "base/config.h"
+#include "server/server.h"
+
+#include "base/log.h"
+#include "base/pool.h"
+#include "core/session.h"
+#include "server/testhooks.h"
 
 #define STATUS_PERIOD_MS 1000
 
@@ -44,15 +48,15 @@ static bool have_manager(void)
 static void format_status(const struct devq_daemon *d, char *out, size_t len)
 {
 	unsigned sessions = 0;
-	for (const struct devq_session *s = d->sessions; s; s = s->next)
+	for (const struct devq_session *s = d->e.sessions; s; s = s->next)
 		sessions += s->connected;
 	int n = snprintf(out, len,
 			 "%ssessions %u, ops in flight %llu, pinned %.1f MiB; backend %s (%s)",
 			 d->stopping ? "stopping: " : "", sessions,
-			 (unsigned long long)d->ops_in_flight,
-			 (double)d->bytes_mapped / (1024.0 * 1024.0), d->be->name, d->be->device);
-	if (n > 0 && (size_t)n < len && d->backend_note[0])
-		n += snprintf(out + n, len - (size_t)n, "; %s", d->backend_note);
+			 (unsigned long long)d->e.ops_in_flight,
+			 (double)d->e.bytes_mapped / (1024.0 * 1024.0), d->e.be->name, d->e.be->device);
+	if (n > 0 && (size_t)n < len && d->e.backend_note[0])
+		n += snprintf(out + n, len - (size_t)n, "; %s", d->e.backend_note);
 	if (n > 0 && (size_t)n < len && d->notify && d->notify->reload_error[0])
 		snprintf(out + n, len - (size_t)n, "; reload failed: %s", d->notify->reload_error);
 }
@@ -63,7 +67,7 @@ static void send_status(struct devq_notify *n, bool force)
 	format_status(n->d, st, sizeof(st));
 	if (n->stalled)
 		snprintf(st, sizeof(st), "device stuck: %llu ops in flight, none completed for %llu s",
-			 (unsigned long long)n->d->ops_in_flight,
+			 (unsigned long long)n->d->e.ops_in_flight,
 			 (unsigned long long)((devq_now_ns() - n->progress_at) / 1000000000ull));
 	if (!force && !strcmp(st, n->last_status))
 		return;
@@ -81,8 +85,8 @@ static bool device_alive(struct devq_notify *n)
 {
 	struct devq_daemon *d = n->d;
 	uint64_t now = devq_now_ns();
-	if (d->ops_in_flight == 0 || d->ops_completed != n->last_progress) {
-		n->last_progress = d->ops_completed;
+	if (d->e.ops_in_flight == 0 || d->e.ops_completed != n->last_progress) {
+		n->last_progress = d->e.ops_completed;
 		n->progress_at = now;
 		if (n->stalled)
 			log_warn("device moving again; watchdog pings resume");
@@ -90,15 +94,15 @@ static bool device_alive(struct devq_notify *n)
 		return true;
 	}
 	/* Never shorter than one op may legitimately run. */
-	uint64_t limit = d->cfg.stall_ns;
-	if (limit < d->cfg.max_op_ns + 1000000000ull)
-		limit = d->cfg.max_op_ns + 1000000000ull;
+	uint64_t limit = d->e.cfg.stall_ns;
+	if (limit < d->e.cfg.max_op_ns + 1000000000ull)
+		limit = d->e.cfg.max_op_ns + 1000000000ull;
 	if (now - n->progress_at <= limit)
 		return true;
 	if (!n->stalled)
 		log_err("device stuck: %llu ops in flight and none completed for %llu ms; "
 			"stopping watchdog pings",
-			(unsigned long long)d->ops_in_flight,
+			(unsigned long long)d->e.ops_in_flight,
 			(unsigned long long)((now - n->progress_at) / 1000000));
 	n->stalled = true;
 	return false;
@@ -123,15 +127,15 @@ static void on_hup(uv_signal_t *h, int signum)
 	sd_notifyf(0, "RELOADING=1\nMONOTONIC_USEC=%llu\nSTATUS=reloading the configuration",
 		   (unsigned long long)(devq_now_ns() / 1000));
 	char err[sizeof(n->reload_error)];
-	int r = devq_config_reload(&d->cfg, err, sizeof(err));
+	int r = devq_config_reload(&d->e.cfg, err, sizeof(err));
 	if (r < 0) {
 		log_err("reload: %s; the running configuration stays", err);
 		memcpy(n->reload_error, err, sizeof(err));
 	} else {
 		n->reload_error[0] = '\0';
 		/* Derived as main.c derives it at start. */
-		d->cfg.stop_grace_ns = d->cfg.max_op_ns + 2ull * 1000 * 1000 * 1000;
-		devq_log_set_level(DEVQ_LOG_WARN + d->cfg.verbose + devq_config_verbose_flags());
+		d->e.cfg.stop_grace_ns = d->e.cfg.max_op_ns + 2ull * 1000 * 1000 * 1000;
+		devq_log_set_level(DEVQ_LOG_WARN + d->e.cfg.verbose + devq_config_verbose_flags());
 		log_info("reload: done");
 	}
 	char st[sizeof(n->last_status)];

@@ -1,5 +1,5 @@
 /* Peer identity and the access policy; see policy.h. */
-#include "policy.h"
+#include "server/policy.h"
 
 #include <errno.h>
 #include <grp.h>
@@ -10,7 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "daemon.h"
+#include "base/log.h"
 
 /* Debian 12's headers predate it; kernels since 6.5 answer it. */
 #ifndef SO_PEERPIDFD

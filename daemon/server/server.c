@@ -15,168 +15,120 @@
 
 #include <systemd/sd-daemon.h>
 
-#include "daemon.h"
+#include "server/server.h"
+
+#include "base/log.h"
+#include "base/pool.h"
+#include "core/cpage.h"
+#include "core/outbox.h"
+#include "core/quota.h"
+#include "core/sched.h"
+#include "core/session.h"
+#include "core/trace.h"
 #include "msg_dec.h"
-#include "stats.h"
-#include "notify.h"
+#include "requests/requests.h"
+#include "server/notify.h"
+#include "server/stats.h"
+
+#ifndef SO_PEERGROUPS
+#define SO_PEERGROUPS 59 /* Linux 4.13; older libc headers lack the name */
+#endif
 
 #define READS_PER_WAKE 16 /* bounded work per client per wake-up: fairness */
+
+/* A client connection: the transport half of a session (core/session.h). */
+struct conn {
+	struct devq_session *s;
+	struct devq_daemon *d;
+	int fd;
+	int pidfd; /* SO_PEERPIDFD, or -1 */
+	uv_poll_t poll;
+	int poll_events;
+	struct devq_rx rx;
+	bool throttled; /* reading paused: over the in-flight quota (held.c) */
+};
+
+#define CONN(s) ((struct conn *)(s)->conn)
+#define DAEMON(e) ((struct devq_daemon *)(e)) /* the engine is its first member */
 
 static void session_close(struct devq_session *s);
 static void session_flush(struct devq_session *s);
 static void conn_cb(uv_poll_t *h, int status, int events);
 
-void devq_session_mark_dirty(struct devq_session *s)
-{
-	if (s->dirty || !s->connected)
-		return;
-	s->dirty = true;
-	s->dirty_next = s->d->dirty;
-	s->d->dirty = s;
-}
-
 static void flush_dirty(struct devq_daemon *d)
 {
-	while (d->dirty) {
-		struct devq_session *s = d->dirty;
-		d->dirty = s->dirty_next;
+	while (d->e.dirty) {
+		struct devq_session *s = d->e.dirty;
+		d->e.dirty = s->dirty_next;
 		s->dirty = false;
 		session_flush(s);
 		devq_session_maybe_free(s);
 	}
 }
 
-/* Pending completions go out as one frame, ahead of anything sent after
- * them, so a client sees an op complete before the release it enables.
- * Encoded by hand straight into the send queue (cmpl_enc.c): the same bytes
- * protobuf-c would write, at a fraction of the instructions, and no
- * temporary Completion/Timing structs to allocate. */
-static void push_completions(struct devq_session *s)
-{
-	size_t n = s->ncmpl;
-	if (!n)
-		return;
-	s->ncmpl = 0;
-	size_t plen = devq_cmpl_enc_size(s->cmpl, n);
-	uint8_t *p;
-	int r = devq_tx_reserve(&s->tx, DEVQ_FRAME_DAEMON, plen, &p);
-	if (r < 0) {
-		log_err("session %llu: %s; %zu completions lost", (unsigned long long)s->id,
-			strerror(-r), n);
-		return;
-	}
-	devq_cmpl_enc(p, plen, s->cmpl, n);
-}
-
-void devq_session_send(struct devq_session *s, const Devq__DaemonMessage *m, const int *fds,
-		       unsigned nfds)
-{
-	if (!s->connected) {
-		for (unsigned i = 0; i < nfds; i++)
-			close(fds[i]);
-		return;
-	}
-	push_completions(s);
-	if (devq_tx_push(&s->tx, DEVQ_FRAME_DAEMON, &m->base, fds, nfds) < 0) {
-		log_err("session %llu: out of memory queueing a reply; closing",
-			(unsigned long long)s->id);
-		s->close_after_flush = true;
-	}
-	devq_session_mark_dirty(s);
-}
-
-void devq_session_error(struct devq_session *s, Devq__Code code, const char *request,
-			const struct devq_buf *b, const uint32_t *queue, const char *fmt, ...)
-{
-	char msg[640]; /* device_lost notices name several sessions */
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	devq_slog(DEVQ_LOG_INFO, s, code, queue ? (int64_t)*queue : -1, -1, "%s: %s", request, msg);
-	Devq__Error e = DEVQ__ERROR__INIT;
-	e.code = code;
-	e.message = msg;
-	e.request = (char *)request;
-	if (b) {
-		e.has_buffer = true;
-		e.buffer = b->id;
-	}
-	if (queue) {
-		e.has_queue = true;
-		e.queue = *queue;
-	}
-	Devq__DaemonMessage m = DEVQ__DAEMON_MESSAGE__INIT;
-	m.body_case = DEVQ__DAEMON_MESSAGE__BODY_ERROR;
-	m.error = &e;
-	devq_session_send(s, &m, NULL, 0);
-}
-
 static void on_conn_closed(uv_handle_t *h)
 {
-	struct devq_session *s = h->data;
-	close(s->fd);
-	s->fd = -1;
-	devq_session_maybe_free(s);
-}
-
-void devq_session_maybe_free(struct devq_session *s)
-{
-	if (s->connected || s->fd >= 0 || s->dirty || s->ops_in_flight || s->nbufs)
-		return;
-	devq_session_free(s);
+	struct conn *c = h->data;
+	struct devq_session *s = c->s;
+	if (close(c->fd) < 0)
+		log_err("session %llu: close: %s", (unsigned long long)s->id, strerror(errno));
+	if (c->pidfd >= 0 && close(c->pidfd) < 0)
+		log_err("session %llu: close pidfd: %s", (unsigned long long)s->id, strerror(errno));
+	devq_rx_fini(&c->rx);
+	free(c);
+	s->conn = NULL;
+	devq_session_unhold(s);
 }
 
 static void session_close(struct devq_session *s)
 {
 	if (!s->connected)
 		return;
+	struct conn *c = CONN(s);
 	devq_slog(DEVQ_LOG_INFO, s, -1, -1, -1, "disconnected (%llu ops in flight, %u buffers)",
 		  (unsigned long long)s->ops_in_flight, s->nbufs);
-	s->connected = false;
-	s->ncmpl = 0;
-	if (s->quota.throttled) {
-		s->quota.throttled = false;
-		s->d->nthrottled--;
+	if (c->throttled) {
+		c->throttled = false;
+		c->d->nthrottled--;
 	}
-	devq_rx_fini(&s->rx); /* fds received and not claimed: closed now */
-	uv_poll_stop(&s->poll);
-	uv_close((uv_handle_t *)&s->poll, on_conn_closed);
-	devq_tx_fini(&s->tx);
-	devq_session_teardown(s);
+	devq_rx_fini(&c->rx); /* fds received and not claimed: closed now */
+	uv_poll_stop(&c->poll);
+	uv_close((uv_handle_t *)&c->poll, on_conn_closed);
+	devq_session_disconnect(s);
 }
 
 static void set_events(struct devq_session *s, int events)
 {
+	struct conn *c = CONN(s);
 	/* Stopping: no new requests, only the last replies go out.
 	 * Throttled: backpressure until completions free room (quota.h). */
-	if (s->d->stopping || s->quota.throttled)
+	if (c->d->stopping || c->throttled)
 		events &= ~UV_READABLE;
-	if (!s->connected || events == s->poll_events)
+	if (!s->connected || events == c->poll_events)
 		return;
-	s->poll_events = events;
+	c->poll_events = events;
 	if (events)
-		uv_poll_start(&s->poll, events, conn_cb);
+		uv_poll_start(&c->poll, events, conn_cb);
 	else
-		uv_poll_stop(&s->poll);
+		uv_poll_stop(&c->poll);
 }
 
 static void session_flush(struct devq_session *s)
 {
 	if (!s->connected)
 		return;
-	push_completions(s);
+	devq_outbox_push_completions(s);
 	size_t queued = s->tx.bytes;
-	int r = devq_tx_flush(&s->tx, s->fd);
+	int r = devq_tx_flush(&s->tx, CONN(s)->fd);
 	/* The page tells the client when there is something to read. */
 	devq_cpage_note_tx(s->cpage, queued - s->tx.bytes);
-	if (r == -EAGAIN && s->tx.bytes > s->d->cfg.q_outbound) {
+	if (r == -EAGAIN && s->tx.bytes > s->e->cfg.q_outbound) {
 		/* A client that does not read its replies would make us hold
 		 * them forever: its work still completes, then is freed. */
 		log_warn("session %llu: %zu bytes unsent, above the quota of %llu "
 			 "(quota-outbound-kb): the client does not read; disconnecting",
 			 (unsigned long long)s->id, s->tx.bytes,
-			 (unsigned long long)s->d->cfg.q_outbound);
+			 (unsigned long long)s->e->cfg.q_outbound);
 		session_close(s);
 		return;
 	}
@@ -205,7 +157,7 @@ static void protocol_close(struct devq_session *s, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	devq_session_error(s, DEVQ__CODE__PROTOCOL_ERROR, "frame", NULL, NULL, "%s", msg);
+	devq_outbox_error(s, DEVQ__CODE__PROTOCOL_ERROR, "frame", NULL, NULL, "%s", msg);
 	s->close_after_flush = true;
 }
 
@@ -231,7 +183,7 @@ static void handle_frame(struct devq_session *s, struct devq_frame *f, uint64_t 
 		devq_frame_close_fds(f);
 		return;
 	}
-	devq_session_dispatch(s, m, f, t);
+	devq_dispatch_message(s, m, f, t);
 	devq_arena_reset(&frame_arena);
 	devq_frame_close_fds(f); /* whatever the message did not claim */
 }
@@ -241,15 +193,16 @@ static void handle_frame(struct devq_session *s, struct devq_frame *f, uint64_t 
  * requests (status, buffers) are served until a Submit is held. */
 static bool throttle_if_over(struct devq_session *s)
 {
-	if (s->quota.throttled)
+	struct conn *c = CONN(s);
+	if (c->throttled)
 		return true;
 	if (!s->quota.held)
 		return false;
-	s->quota.throttled = true;
-	s->d->nthrottled++;
+	c->throttled = true;
+	c->d->nthrottled++;
 	log_debug("session %llu: not read until ops complete: %llu in flight",
 		  (unsigned long long)s->id, (unsigned long long)s->ops_in_flight);
-	set_events(s, s->poll_events);
+	set_events(s, c->poll_events);
 	return true;
 }
 
@@ -259,11 +212,11 @@ static void session_frames(struct devq_session *s, uint64_t t)
 	struct devq_frame f;
 	int r = 0;
 	while (s->connected && !s->close_after_flush && !throttle_if_over(s) &&
-	       (r = devq_rx_next(&s->rx, &f)) == 1)
+	       (r = devq_rx_next(&CONN(s)->rx, &f)) == 1)
 		handle_frame(s, &f, t);
 	if (r == -EMSGSIZE)
 		protocol_close(s, "frame exceeds the maximum payload of %u bytes",
-			       s->d->cfg.max_frame);
+			       s->e->cfg.max_frame);
 	else if (r < 0)
 		protocol_close(s, "fds do not match the frames that declare them");
 }
@@ -272,38 +225,40 @@ static void resume_throttled(struct devq_daemon *d)
 {
 	if (!d->nthrottled || d->stopping)
 		return;
-	for (struct devq_session *s = d->sessions; s; s = s->next) {
-		if (!s->quota.throttled || !devq_quota_may_resume(s))
+	for (struct devq_session *s = d->e.sessions; s; s = s->next) {
+		if (!s->connected || !CONN(s)->throttled || !devq_quota_may_resume(s))
 			continue;
-		s->quota.throttled = false;
+		CONN(s)->throttled = false;
 		d->nthrottled--;
-		if (!devq_quota_resume_held(s)) {
+		if (!devq_held_resume(s)) {
 			throttle_if_over(s);
 			continue;
 		}
 		session_frames(s, devq_now_ns());
-		devq_session_mark_dirty(s); /* its flush restarts reading */
+		devq_outbox_mark_dirty(s); /* its flush restarts reading */
 	}
 }
 
 static void session_read(struct devq_session *s)
 {
+	struct conn *c = CONN(s);
+	struct devq_daemon *d = c->d;
 	for (int i = 0; i < READS_PER_WAKE && s->connected && !s->close_after_flush &&
-			!s->quota.throttled;
+			!c->throttled;
 	     i++) {
-		ssize_t n = devq_rx_recv(&s->rx, s->fd, MSG_DONTWAIT);
+		ssize_t n = devq_rx_recv(&c->rx, c->fd, MSG_DONTWAIT);
 		uint64_t t = devq_now_ns();
 		if (n == -EAGAIN)
 			break;
 		if (n == 0) {
-			if (s->rx.len)
+			if (c->rx.len)
 				log_info("session %llu: EOF inside a frame", (unsigned long long)s->id);
 			session_close(s);
 			return;
 		}
 		if (n == -EMSGSIZE) {
 			protocol_close(s, "frame exceeds the maximum payload of %u bytes",
-				       s->d->cfg.max_frame);
+				       d->e.cfg.max_frame);
 			break;
 		}
 		if (n == -EPROTO) {
@@ -316,11 +271,11 @@ static void session_read(struct devq_session *s)
 			session_close(s);
 			return;
 		}
-		if (s->rx.fd_count > s->d->cfg.q_session_fds) {
+		if (c->rx.fd_count > d->e.cfg.q_session_fds) {
 			protocol_close(s,
 				       "%zu received fds wait for their frames, above the quota of "
 				       "%u (quota-session-fds)",
-				       s->rx.fd_count, s->d->cfg.q_session_fds);
+				       c->rx.fd_count, d->e.cfg.q_session_fds);
 			break;
 		}
 		session_frames(s, t);
@@ -328,31 +283,33 @@ static void session_read(struct devq_session *s)
 		 * once for all its frames.  Not after the read loop: the read
 		 * that finds the socket empty would cost a lone op 1.5 us
 		 * (round trip 4.7 against 3.2 us). */
-		if (s->d->flush_due) {
-			s->d->flush_due = false;
-			devq_sched_flush(s->d);
+		if (d->e.flush_due) {
+			d->e.flush_due = false;
+			devq_fair_flush(&d->e);
 		}
 	}
 }
 
 static void conn_cb(uv_poll_t *h, int status, int events)
 {
-	struct devq_session *s = h->data;
-	struct devq_daemon *d = s->d;
+	struct conn *c = h->data;
+	struct devq_session *s = c->s;
+	struct devq_daemon *d = c->d;
 	if (status < 0) {
 		session_close(s);
 	} else {
 		if ((events & UV_READABLE) && !d->stopping)
 			session_read(s);
 		if (s->connected)
-			devq_session_mark_dirty(s);
+			devq_outbox_mark_dirty(s);
 	}
 	flush_dirty(d);
 }
 
 /* Access policy and per-user session quota, at connect: a refused peer
  * gets an Error saying why, and the connection closes once it is sent. */
-static void admit(struct devq_session *s, const struct devq_peer *peer, int peer_err)
+static void admit(struct devq_daemon *d, struct devq_session *s, const struct devq_peer *peer,
+		  int peer_err)
 {
 	char why[400];
 	int code = 0;
@@ -360,20 +317,39 @@ static void admit(struct devq_session *s, const struct devq_peer *peer, int peer
 		snprintf(why, sizeof(why), "cannot read the peer's credentials: %s",
 			 strerror(-peer_err));
 		code = DEVQ__CODE__PERMISSION_DENIED;
-	} else if (!devq_policy_admits(&s->d->policy, peer, why, sizeof(why))) {
+	} else if (!devq_policy_admits(&d->policy, peer, why, sizeof(why))) {
 		code = DEVQ__CODE__PERMISSION_DENIED;
-	} else if (devq_quota_attach(s, why, sizeof(why)) < 0) {
-		code = DEVQ__CODE__RESOURCE_EXHAUSTED;
-	} else if (devq_fair_attach(s) < 0) {
-		snprintf(why, sizeof(why), "out of memory");
-		code = DEVQ__CODE__RESOURCE_EXHAUSTED;
+	} else {
+		code = devq_session_admit(s, why, sizeof(why));
 	}
 	if (!code)
 		return;
 	log_warn("session %llu: refused: %s", (unsigned long long)s->id, why);
-	devq_session_error(s, code, "hello", NULL, NULL, "%s", why);
+	devq_outbox_error(s, code, "hello", NULL, NULL, "%s", why);
 	s->close_after_flush = true;
 	session_flush(s);
+}
+
+/* Whether the peer may see other users' sessions: root, or a member
+ * (primary or supplementary group, as the kernel saw them at connect) of
+ * the configured admin group. */
+static bool is_admin(const struct devq_daemon *d, int fd, uid_t uid, gid_t gid)
+{
+	const struct devq_trace_ring *t = d->e.trace;
+	if (uid == 0)
+		return true;
+	if (!t || !t->admin_group_set)
+		return false;
+	if (gid == t->admin_gid)
+		return true;
+	gid_t groups[256];
+	socklen_t len = sizeof(groups);
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups, &len) < 0)
+		return false;
+	for (size_t i = 0; i < len / sizeof(gid_t); i++)
+		if (groups[i] == t->admin_gid)
+			return true;
+	return false;
 }
 
 static void on_accept(uv_poll_t *h, int status, int events)
@@ -391,40 +367,33 @@ static void on_accept(uv_poll_t *h, int status, int events)
 		}
 		struct devq_peer peer;
 		int pr = devq_peer_read(fd, &peer);
-		struct devq_session *s = calloc(1, sizeof(*s));
+		struct conn *c = calloc(1, sizeof(*c));
+		struct devq_session *s = c ? devq_session_new(&d->e, peer.pid, peer.uid, peer.gid)
+					   : NULL;
 		if (!s) {
 			log_err("accept: out of memory");
-			if (peer.pidfd >= 0)
-				close(peer.pidfd);
-			close(fd);
+			free(c);
+			if (peer.pidfd >= 0 && close(peer.pidfd) < 0)
+				log_err("accept: close: %s", strerror(errno));
+			if (close(fd) < 0)
+				log_err("accept: close: %s", strerror(errno));
 			continue;
 		}
-		s->d = d;
-		s->id = ++d->next_session_id;
-		s->fd = fd;
-		s->pid = peer.pid;
-		s->uid = peer.uid;
-		s->gid = peer.gid;
-		s->pidfd = peer.pidfd;
-		s->has_pidfd = peer.pidfd >= 0;
-		s->connected = true;
-		atomic_init(&s->cancel, false);
-		atomic_init(&s->cp_eager, false);
-		devq_rx_init(&s->rx, d->cfg.max_frame);
-		devq_tx_init(&s->tx);
-		uv_poll_init(d->loop, &s->poll, fd);
-		s->poll.data = s;
-		s->next = d->sessions;
-		if (s->next)
-			s->next->prev = s;
-		d->sessions = s;
-		d->sessions_total++;
-		s->poll_events = UV_READABLE;
-		uv_poll_start(&s->poll, UV_READABLE, conn_cb);
+		c->s = s;
+		c->d = d;
+		c->fd = fd;
+		c->pidfd = peer.pidfd;
+		s->conn = c;
+		s->admin = is_admin(d, fd, peer.uid, peer.gid);
+		devq_rx_init(&c->rx, d->e.cfg.max_frame);
+		uv_poll_init(d->loop, &c->poll, fd);
+		c->poll.data = c;
+		c->poll_events = UV_READABLE;
+		uv_poll_start(&c->poll, UV_READABLE, conn_cb);
 		log_info("session %llu: connected (pid %d, uid %u, gid %u%s)",
 			 (unsigned long long)s->id, (int)s->pid, (unsigned)s->uid,
-			 (unsigned)s->gid, s->has_pidfd ? ", pidfd" : "");
-		admit(s, &peer, pr);
+			 (unsigned)s->gid, c->pidfd >= 0 ? ", pidfd" : "");
+		admit(d, s, &peer, pr);
 	}
 }
 
@@ -439,7 +408,7 @@ static void close_handle(uv_handle_t *h)
 static void finish_stop(struct devq_daemon *d)
 {
 	uv_timer_stop(&d->stop_timer);
-	for (struct devq_session *s = d->sessions, *n; s; s = n) {
+	for (struct devq_session *s = d->e.sessions, *n; s; s = n) {
 		n = s->next;
 		session_flush(s); /* best effort: the last completions */
 		session_close(s);
@@ -460,15 +429,15 @@ static void finish_stop(struct devq_daemon *d)
 static void on_stop_tick(uv_timer_t *t)
 {
 	struct devq_daemon *d = t->data;
-	if (d->ops_in_flight == 0) {
+	if (d->e.ops_in_flight == 0) {
 		finish_stop(d);
 		return;
 	}
-	if (devq_now_ns() - d->stop_started > d->cfg.stop_grace_ns) {
+	if (devq_now_ns() - d->stop_started > d->e.cfg.stop_grace_ns) {
 		/* The backend still runs ops on our memory: freeing it is not
 		 * safe, so leave without cleanup and say so. */
 		log_err("stop: %llu ops still running after the grace period; exiting",
-			(unsigned long long)d->ops_in_flight);
+			(unsigned long long)d->e.ops_in_flight);
 		fflush(NULL);
 		_exit(1);
 	}
@@ -481,19 +450,21 @@ static void begin_stop(struct devq_daemon *d, const char *why)
 	d->stopping = true;
 	d->stop_started = devq_now_ns();
 	log_info("stopping (%s): %llu ops in flight, %llu sessions", why,
-		 (unsigned long long)d->ops_in_flight, (unsigned long long)d->sessions_total);
+		 (unsigned long long)d->e.ops_in_flight, (unsigned long long)d->e.sessions_total);
 	uv_poll_stop(&d->listen_poll);
 	close_handle((uv_handle_t *)&d->listen_poll);
-	close(d->listen_fd);
+	if (close(d->listen_fd) < 0)
+		log_err("stop: close of the listening socket: %s", strerror(errno));
 	d->listen_fd = -1;
 	/* A socket systemd owns stays: it queues clients for the next start. */
-	if (d->cfg.socket_path && !d->socket_inherited)
-		unlink(d->cfg.socket_path);
+	if (d->e.cfg.socket_path && !d->socket_inherited)
+		unlink(d->e.cfg.socket_path);
 	devq_notify_stopping(d);
 	/* Ops that have not started are cancelled; running ones finish. */
-	for (struct devq_session *s = d->sessions; s; s = s->next) {
+	for (struct devq_session *s = d->e.sessions; s; s = s->next) {
 		atomic_store(&s->cancel, true);
-		set_events(s, s->poll_events);
+		if (s->connected)
+			set_events(s, CONN(s)->poll_events);
 	}
 	uv_timer_start(&d->stop_timer, on_stop_tick, 0, 5);
 }
@@ -513,7 +484,7 @@ static void on_signal(uv_signal_t *h, int signum)
 static void on_wake(uv_async_t *a)
 {
 	struct devq_daemon *d = a->data;
-	devq_sched_drain(d);
+	devq_sched_drain(&d->e);
 	resume_throttled(d);
 	flush_dirty(d);
 }
@@ -524,7 +495,7 @@ static void on_lazy(uv_timer_t *t)
 {
 	struct devq_daemon *d = t->data;
 	on_wake(&d->wake);
-	if (!d->ops_in_flight)
+	if (!d->e.ops_in_flight)
 		uv_timer_stop(t);
 }
 
@@ -537,16 +508,37 @@ static void on_lazy(uv_timer_t *t)
 static void on_flush_prep(uv_prepare_t *h)
 {
 	struct devq_daemon *d = h->data;
-	if (d->flush_due) {
-		d->flush_due = false;
-		devq_sched_flush(d);
+	if (d->e.flush_due) {
+		d->e.flush_due = false;
+		devq_fair_flush(&d->e);
 	}
 }
 
-void devq_lazy_arm(struct devq_daemon *d)
+/* ---- the engine's events ---------------------------------------------- */
+
+static void ev_wake(void *ud)
 {
+	uv_async_send(&DAEMON(ud)->wake);
+}
+
+static void ev_arm_lazy(void *ud)
+{
+	struct devq_daemon *d = DAEMON(ud);
 	if (!uv_is_active((uv_handle_t *)&d->lazy_timer) && !d->stopping)
 		uv_timer_start(&d->lazy_timer, on_lazy, 1, 1);
+}
+
+static void ev_device_lost(void *ud, const struct devq_job *job)
+{
+	devq_lost_notify(DAEMON(ud), job);
+	devq_server_stop(DAEMON(ud), "device lost", DEVQ_EXIT_DEVICE_LOST);
+}
+
+struct devq_engine_events devq_server_events(struct devq_daemon *d)
+{
+	return (struct devq_engine_events){
+		.wake = ev_wake, .arm_lazy = ev_arm_lazy, .device_lost = ev_device_lost, .ud = d
+	};
 }
 
 /* ---- listening socket ------------------------------------------------ */
@@ -619,15 +611,10 @@ static int inherited_socket(void)
 int devq_server_start(struct devq_daemon *d)
 {
 	char perr[256];
-	devq_quota_defaults(d);
-	if (devq_policy_init(&d->policy, d->cfg.allow_users,
-			     d->cfg.allow_groups ? d->cfg.allow_groups : "devq", !d->cfg.allow_groups,
+	if (devq_policy_init(&d->policy, d->e.cfg.allow_users,
+			     d->e.cfg.allow_groups ? d->e.cfg.allow_groups : "devq", !d->e.cfg.allow_groups,
 			     perr, sizeof(perr)) < 0) {
 		log_err("access policy: %s", perr);
-		return 2;
-	}
-	if (devq_fair_init(&d->fair, d->cfg.fair_shares, perr, sizeof(perr)) < 0) {
-		log_err("%s", perr);
 		return 2;
 	}
 	int fd = inherited_socket();
@@ -637,9 +624,9 @@ int devq_server_start(struct devq_daemon *d)
 		d->socket_inherited = true;
 		log_info("using the listening socket passed by systemd");
 	} else {
-		fd = listen_on(d->cfg.socket_path);
+		fd = listen_on(d->e.cfg.socket_path);
 		if (fd < 0) {
-			log_err("cannot listen on %s: %s", d->cfg.socket_path, strerror(-fd));
+			log_err("cannot listen on %s: %s", d->e.cfg.socket_path, strerror(-fd));
 			return 1;
 		}
 	}
@@ -663,8 +650,8 @@ int devq_server_start(struct devq_daemon *d)
 	uv_signal_start(&d->sig_int, on_signal, SIGINT);
 	devq_stats_start(d);
 	log_info("listening on %s (backend %s: %s)",
-		 d->socket_inherited ? "the socket-activated fd" : d->cfg.socket_path, d->be->name,
-		 d->be->device);
+		 d->socket_inherited ? "the socket-activated fd" : d->e.cfg.socket_path, d->e.be->name,
+		 d->e.be->device);
 	/* Ready only now: the backend is up and the socket is being served. */
 	if (devq_notify_ready(d) < 0) {
 		log_err("out of memory");
@@ -679,7 +666,17 @@ int devq_server_run(struct devq_daemon *d)
 	if (r)
 		return r;
 	uv_run(d->loop, UV_RUN_DEFAULT);
-	devq_arena_fini(&frame_arena);
-	devq_sched_fini();
+	devq_server_fini(d);
 	return d->exit_code;
+}
+
+int devq_server_session_fd(const struct devq_session *s)
+{
+	return s->conn ? ((const struct conn *)s->conn)->fd : -1;
+}
+
+void devq_server_fini(struct devq_daemon *d)
+{
+	(void)d;
+	devq_arena_fini(&frame_arena);
 }

@@ -1,12 +1,16 @@
 /* Resource counts on SIGUSR1; see stats.h. */
-#include "stats.h"
+#include "server/stats.h"
 
 #include <dirent.h>
 #include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 
-#include "daemon.h"
+#include "server/server.h"
+
+#include "base/log.h"
+#include "base/pool.h"
+#include "core/session.h"
 
 static uv_signal_t usr1;
 static bool started;
@@ -29,15 +33,15 @@ static void on_usr1(uv_signal_t *h, int signum)
 	struct devq_daemon *d = h->data;
 	(void)signum;
 	size_t sessions = 0;
-	for (struct devq_session *s = d->sessions; s; s = s->next)
+	for (struct devq_session *s = d->e.sessions; s; s = s->next)
 		sessions++;
 	struct mallinfo2 mi = mallinfo2();
 	/* Asked for explicitly, so not subject to the log level. */
 	fprintf(stderr,
 		"devqd: stats: sessions=%zu ops_in_flight=%llu buffers=%u bytes_mapped=%llu "
 		"fds=%d heap_in_use=%zu heap_cached=%zu\n",
-		sessions, (unsigned long long)d->ops_in_flight, d->nbufs,
-		(unsigned long long)d->bytes_mapped, count_fds(), mi.uordblks + mi.hblkhd,
+		sessions, (unsigned long long)d->e.ops_in_flight, d->e.nbufs,
+		(unsigned long long)d->e.bytes_mapped, count_fds(), mi.uordblks + mi.hblkhd,
 		devq_pool_cached_bytes());
 }
 

@@ -4,7 +4,7 @@
  * logs resource counts).  Each hook announces itself on
  * $NOTIFY_SOCKET first, so a test knows the fault is in place before it
  * watches the watchdog pings stop. */
-#include "testhooks.h"
+#include "server/testhooks.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -14,7 +14,11 @@
 
 #include <systemd/sd-daemon.h>
 
-#include "daemon.h"
+#include "server/server.h"
+
+#include "base/log.h"
+#include "base/pool.h"
+#include "core/session.h"
 
 struct devq_testhooks {
 	uv_signal_t loop_sig, cmpl_sig;
@@ -59,15 +63,15 @@ static void complete_hook(void *ud, struct devq_bop *bop)
 
 int devq_testhooks_install(struct devq_daemon *d)
 {
-	if (!d->cfg.test_faults)
+	if (!d->e.cfg.test_faults)
 		return 0;
 	struct devq_testhooks *t = calloc(1, sizeof(*t));
 	if (!t)
 		return -ENOMEM;
 	hooks = t;
 	/* No op has been submitted yet, so no device thread reads this. */
-	real_complete = d->be->on_complete;
-	d->be->on_complete = complete_hook;
+	real_complete = d->e.be->on_complete;
+	d->e.be->on_complete = complete_hook;
 	uv_signal_init(d->loop, &t->loop_sig);
 	uv_signal_init(d->loop, &t->cmpl_sig);
 	t->loop_sig.data = t->cmpl_sig.data = t;
@@ -92,7 +96,7 @@ void devq_testhooks_close(struct devq_daemon *d)
 		return;
 	hooks = NULL;
 	/* Stopping with nothing in flight: no device thread reads this now. */
-	d->be->on_complete = real_complete;
+	d->e.be->on_complete = real_complete;
 	uv_close((uv_handle_t *)&t->loop_sig, on_closed);
 	uv_close((uv_handle_t *)&t->cmpl_sig, on_closed);
 }

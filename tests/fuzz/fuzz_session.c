@@ -35,9 +35,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "daemon.h"
+#include "core/session.h"
+#include "core/trace.h"
 #include "fuzz_session.h"
-#include "trace.h"
+#include "server/server.h"
 
 #define FLOOD_FDS DEVQ_FDS_PER_MSG
 #define DRAIN_LIMIT_NS (60ull * 1000 * 1000 * 1000) /* far beyond any sane input */
@@ -75,9 +76,9 @@ static void die(const char *fmt, ...)
 	abort();
 }
 
-/* What main.c does (keep the two in step), with limits small enough that
- * an input runs in milliseconds: 1 ms ops, 1 MiB buffers, 8 queues a
- * session.  devq_server_start fills in the quota defaults and the policy. */
+/* The daemon as main.c makes it (the same devq_engine_init and
+ * devq_server_start), with limits small enough that an input runs in
+ * milliseconds: 1 ms ops, 1 MiB buffers, 8 queues a session. */
 static void setup(void)
 {
 	const char *v = getenv("DEVQ_FUZZ_VERBOSE");
@@ -89,48 +90,34 @@ static void setup(void)
 	snprintf(sockpath, sizeof(sockpath), "%s/devqd.sock", dir);
 	atexit(cleanup_socket);
 
-	D.cfg.socket_path = sockpath;
-	D.cfg.backend = "cpu";
-	D.cfg.streams = 2;
-	D.cfg.priority_streams = 1;
-	D.cfg.max_op_ns = 1000 * 1000;
-	D.cfg.max_buffer_bytes = 1 << 20;
-	D.cfg.max_frame = DEVQ_FRAME_MAX_DEFAULT;
-	D.cfg.max_queues = 8;
-	D.cfg.stop_grace_ns = 2ull * 1000 * 1000 * 1000;
-	D.cfg.stall_ns = 60ull * 1000 * 1000 * 1000;
-	D.cfg.trace_records = DEVQ_TRACE_DEFAULT_RECORDS;
+	struct devq_config cfg = { 0 };
+	cfg.socket_path = sockpath;
+	cfg.backend = "cpu";
+	cfg.streams = 2;
+	cfg.priority_streams = 1;
+	cfg.max_op_ns = 1000 * 1000;
+	cfg.max_buffer_bytes = 1 << 20;
+	cfg.max_frame = DEVQ_FRAME_MAX_DEFAULT;
+	cfg.max_queues = 8;
+	cfg.stop_grace_ns = 2ull * 1000 * 1000 * 1000;
+	cfg.stall_ns = 60ull * 1000 * 1000 * 1000;
+	cfg.trace_records = DEVQ_TRACE_DEFAULT_RECORDS;
 	/* Quotas an input of a few kB can reach, so backpressure (held ops,
 	 * resuming), the per-session cap in the backend and the quota errors
 	 * are fuzzed too; the ok-* seeds stay within them. */
-	D.cfg.fair_k = 2;
-	D.cfg.q_session_ops = 8;
-	D.cfg.q_session_buffers = 6;
-	D.cfg.q_session_pinned = 256 << 10;
-	D.cfg.q_session_device = 256 << 10;
-	D.cfg.q_session_fds = 16;
+	cfg.fair_k = 2;
+	cfg.q_session_ops = 8;
+	cfg.q_session_buffers = 6;
+	cfg.q_session_pinned = 256 << 10;
+	cfg.q_session_device = 256 << 10;
+	cfg.q_session_fds = 16;
 	D.listen_fd = -1;
-	D.sigs = calloc(devq_nkernels, sizeof(*D.sigs));
-	if (!D.sigs)
+	struct devq_engine_events ev = devq_server_events(&D);
+	if (devq_engine_init(&D.e, &cfg, &ev, NULL) < 0)
+		die("devq_engine_init failed");
+	if (uv_loop_init(&L) < 0)
 		die("out of memory");
-	for (size_t i = 0; i < devq_nkernels; i++) {
-		char err[160];
-		if (devq_sig_parse(devq_kernels[i].signature, &D.sigs[i], err, sizeof(err)) < 0)
-			die("manifest: %s: %s", devq_kernels[i].name, err);
-	}
-	pthread_mutex_init(&D.cmpl_lock, NULL);
-	struct devq_backend_config bc = { .streams = D.cfg.streams,
-					  .high_streams = D.cfg.priority_streams,
-					  .on_complete = devq_on_complete, .ud = &D };
-	if (devq_backend_select(&D.cfg, &bc, &D.be, D.backend_note, sizeof(D.backend_note)) < 0)
-		die("no backend");
-	D.stream_load = calloc(D.be->streams, sizeof(*D.stream_load));
-	if (!D.stream_load || uv_loop_init(&L) < 0)
-		die("out of memory");
-	if (devq_trace_ring_new(&D.cfg, D.be->streams, &D.trace) < 0)
-		die("trace ring: out of memory");
 	D.loop = &L;
-	D.start_ns = devq_now_ns();
 	if (devq_server_start(&D) != 0)
 		die("devq_server_start failed");
 	uv_timer_init(&L, &tick);
@@ -303,17 +290,18 @@ static uint64_t sessions_before;
 
 static bool accepted(void)
 {
-	return D.sessions_total == sessions_before + NCONN;
+	return D.e.sessions_total == sessions_before + NCONN;
 }
 
 /* The daemon has read all we sent, or will read no more. */
 static bool consumed(void)
 {
-	for (struct devq_session *s = D.sessions; s; s = s->next) {
+	for (struct devq_session *s = D.e.sessions; s; s = s->next) {
 		int n = 0;
-		if (!s->connected || s->close_after_flush || s->fd < 0)
+		int fd = devq_server_session_fd(s);
+		if (!s->connected || s->close_after_flush || fd < 0)
 			continue;
-		if (ioctl(s->fd, FIONREAD, &n) < 0 || n > 0)
+		if (ioctl(fd, FIONREAD, &n) < 0 || n > 0)
 			return false;
 	}
 	return true;
@@ -321,9 +309,9 @@ static bool consumed(void)
 
 static bool idle(void)
 {
-	if (D.ops_in_flight)
+	if (D.e.ops_in_flight)
 		return false;
-	for (struct devq_session *s = D.sessions; s; s = s->next)
+	for (struct devq_session *s = D.e.sessions; s; s = s->next)
 		if (s->connected && s->tx.bytes)
 			return false;
 	return true;
@@ -331,7 +319,7 @@ static bool idle(void)
 
 static bool freed(void)
 {
-	return D.sessions == NULL && D.ops_in_flight == 0;
+	return D.e.sessions == NULL && D.e.ops_in_flight == 0;
 }
 
 static bool send_record(struct client *c, const uint8_t *p, size_t len, unsigned nfds,
@@ -399,7 +387,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		setup();
 	memset(&fuzz_stats, 0, sizeof(fuzz_stats));
 	int fds_before = fd_count();
-	sessions_before = D.sessions_total;
+	sessions_before = D.e.sessions_total;
 
 	/* Two connections of the same user: records go to the first unless
 	 * they say otherwise, so the second may never speak at all. */
@@ -446,7 +434,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	if (!pump(freed, DRAIN_LIMIT_NS, true))
 		die("sessions not freed after hang-up (%llu ops in flight, %u buffers)",
-		    (unsigned long long)D.ops_in_flight, D.nbufs);
+		    (unsigned long long)D.e.ops_in_flight, D.e.nbufs);
 	for (int i = 0; i < NCONN; i++)
 		uv_close((uv_handle_t *)&c[i].poll, NULL);
 	uv_run(&L, UV_RUN_NOWAIT);
@@ -455,15 +443,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		devq_rx_fini(&c[i].rx);
 	}
 
-	if (D.sessions_total != sessions_before + NCONN)
+	if (D.e.sessions_total != sessions_before + NCONN)
 		die("expected %d sessions, the daemon counted %llu", NCONN,
-		    (unsigned long long)(D.sessions_total - sessions_before));
-	if (D.nbufs || D.bytes_mapped)
-		die("after hang-up: %u buffers, %llu bytes still mapped", D.nbufs,
-		    (unsigned long long)D.bytes_mapped);
-	for (unsigned i = 0; i < D.be->streams; i++)
-		if (D.stream_load[i])
-			die("stream %u still has %u queues bound", i, D.stream_load[i]);
+		    (unsigned long long)(D.e.sessions_total - sessions_before));
+	if (D.e.nbufs || D.e.bytes_mapped)
+		die("after hang-up: %u buffers, %llu bytes still mapped", D.e.nbufs,
+		    (unsigned long long)D.e.bytes_mapped);
+	for (unsigned i = 0; i < D.e.be->streams; i++)
+		if (D.e.stream_load[i])
+			die("stream %u still has %u queues bound", i, D.e.stream_load[i]);
 	int fds_after = fd_count();
 	if (fds_after != fds_before)
 		die("fd leak: %d fds before the connections, %d after", fds_before, fds_after);

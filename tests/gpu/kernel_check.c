@@ -26,9 +26,9 @@
 #include <string.h>
 
 #include "cpu_kernels.h"
-#include "cuda_drv.h"
+#include "device/cuda/cuda_drv.h"
 #include "cuda_launch.h"
-#include "fatbin.h"
+#include "device/cuda/fatbin.h"
 #include "fatbin_embed.h"
 #include "kernels.h"
 

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "cuda_drv.h"
+#include "device/cuda/cuda_drv.h"
 #include "cuda_launch.h"
 #include "fatbin_embed.h"
 

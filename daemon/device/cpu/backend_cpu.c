@@ -14,8 +14,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "backend.h"
-#include "lock.h"
+#include "device/backend.h"
+#include "base/lock.h"
 #include "devq.pb-c.h"
 
 /* A worker sleeps on its own futex word rather than a condition variable:

@@ -36,15 +36,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
-#include "backend_cuda.h"
-#include "cuda_drv.h"
+#include "device/backend.h"
+#include "device/cuda/backend_cuda.h"
+#include "device/cuda/cuda_drv.h"
 #include "cuda_launch.h"
-#include "cuda_time.h"
+#include "device/cuda/cuda_time.h"
 #include "devq.pb-c.h"
-#include "fatbin.h"
+#include "device/cuda/fatbin.h"
 #include "fatbin_embed.h"
-#include "graph_cache.h"
+#include "device/cuda/graph_cache.h"
 
 enum { POOL_SYNC, POOL_TIMED_END, POOL_TIMED_START, NPOOLS };
 

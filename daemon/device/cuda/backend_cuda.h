@@ -4,7 +4,7 @@
 
 #include <stddef.h>
 
-#include "backend.h"
+#include "device/backend.h"
 
 /* Opens GPU `device` through the driver library lib (NULL: libcuda.so.1),
  * using its primary context.  On failure returns a negative errno with a

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cuda_drv.h"
+#include "device/cuda/cuda_drv.h"
 
 typedef CUresult (*gpa_fn)(const char *symbol, void **pfn, int cuda_version, cuuint64_t flags,
 			   CUdriverProcAddressQueryResult *status);

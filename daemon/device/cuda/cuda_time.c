@@ -1,7 +1,7 @@
 /* Calibration arithmetic for CUDA event times: see cuda_time.h. */
 #include <math.h>
 
-#include "cuda_time.h"
+#include "device/cuda/cuda_time.h"
 
 void devq_cal_update(struct devq_cal *c, const struct devq_cal *prev, uint64_t t0, uint64_t t1,
 		     double device_ms)

@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "fatbin.h"
+#include "device/cuda/fatbin.h"
 
 #define HDR_SIZE 16u
 #define IMG_HDR_MIN 64u

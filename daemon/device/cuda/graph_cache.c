@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "graph_cache.h"
+#include "device/cuda/graph_cache.h"
 
 static bool same_op(const struct devq_graph_op *a, const struct devq_graph_op *b)
 {

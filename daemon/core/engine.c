@@ -1,0 +1,90 @@
+/* The engine's lifetime; see engine.h. */
+#include "core/engine.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/lock.h"
+#include "base/log.h"
+#include "core/job.h"
+#include "core/quota.h"
+#include "core/sched.h"
+#include "core/trace.h"
+#include "device/select.h"
+
+static void free_parts(struct devq_engine *e)
+{
+	free(e->sigs);
+	free(e->stream_load);
+	e->sigs = NULL;
+	e->stream_load = NULL;
+}
+
+static int load_manifest(struct devq_engine *e)
+{
+	e->sigs = calloc(devq_nkernels, sizeof(*e->sigs));
+	if (!e->sigs)
+		return -ENOMEM;
+	for (size_t i = 0; i < devq_nkernels; i++) {
+		char err[160];
+		if (devq_sig_parse(devq_kernels[i].signature, &e->sigs[i], err, sizeof(err)) < 0) {
+			log_err("manifest: %s: %s", devq_kernels[i].name, err);
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
+int devq_engine_init(struct devq_engine *e, const struct devq_config *cfg,
+		     const struct devq_engine_events *ev, devq_backend_open_fn open)
+{
+	memset(e, 0, sizeof(*e));
+	e->cfg = *cfg;
+	e->ev = *ev;
+	devq_quota_defaults(&e->cfg);
+	char err[256];
+	if (devq_fair_init(&e->fair, e->cfg.fair_shares, err, sizeof(err)) < 0) {
+		log_err("%s", err);
+		return -EINVAL;
+	}
+	int r = load_manifest(e);
+	if (r < 0) {
+		if (r == -ENOMEM)
+			log_err("out of memory");
+		free_parts(e);
+		return r == -EINVAL ? -EIO : r; /* a broken manifest is not a setting */
+	}
+	devq_mutex_init_hot(&e->cmpl_lock);
+	struct devq_backend_config bc = { .streams = e->cfg.streams,
+					  .high_streams = e->cfg.priority_streams,
+					  .on_complete = devq_sched_on_complete,
+					  .ud = e };
+	r = open ? open(&bc, &e->be)
+		 : devq_select_backend(&e->cfg, &bc, &e->be, e->backend_note,
+				       sizeof(e->backend_note));
+	if (r < 0) {
+		pthread_mutex_destroy(&e->cmpl_lock);
+		free_parts(e);
+		return r;
+	}
+	e->stream_load = calloc(e->be->streams, sizeof(*e->stream_load));
+	if (!e->stream_load || devq_trace_ring_new(&e->cfg, e->be->streams, &e->trace) < 0) {
+		log_err("out of memory");
+		e->be->ops->destroy(e->be);
+		pthread_mutex_destroy(&e->cmpl_lock);
+		free_parts(e);
+		return -ENOMEM;
+	}
+	e->start_ns = devq_now_ns();
+	return 0;
+}
+
+void devq_engine_fini(struct devq_engine *e)
+{
+	e->be->ops->destroy(e->be);
+	devq_trace_ring_free(e->trace);
+	pthread_mutex_destroy(&e->cmpl_lock);
+	free_parts(e);
+	devq_job_fini();
+}

@@ -1,0 +1,100 @@
+/* The engine: the core of devqd without its transport.  It owns the
+ * configuration, the backend, the sessions and their queues, buffers and
+ * ops, fairness, quotas, the trace ring and the counters; it knows no
+ * sockets and no event loop (no <uv.h> in daemon/core/), so it links and is
+ * unit-tested alone against a fake backend (tests/core/).
+ *
+ * The error convention of the whole daemon, followed by every function
+ * that can fail:
+ *     0    success;
+ *   > 0    a client-visible Devq__Code, with the message written to the
+ *          caller's err buffer (the caller sends it as an Error or a failed
+ *          completion);
+ *   < 0    an internal -errno (out of memory, a failed syscall), for the
+ *          log; the client sees at most a generic message.
+ *
+ * The engine tells the layer above (the server) what it must act on only
+ * through struct devq_engine_events, each member labelled with the thread
+ * it is called from (PipeWire's spa_node_callbacks style); everything else
+ * flows down as calls. */
+#ifndef DEVQ_ENGINE_H
+#define DEVQ_ENGINE_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/config.h"
+#include "core/fair.h"
+#include "core/metrics.h"
+#include "device/backend.h"
+#include "kernels.h"
+
+struct devq_engine;
+struct devq_session;
+struct devq_job;
+struct devq_trace_ring;
+struct devq_user;
+
+struct devq_engine_events {
+	/* Any thread (backend completers included): completions are queued
+	 * for the loop; it must call devq_sched_drain soon. */
+	void (*wake)(void *ud);
+	/* Loop thread: completions may now be published in a completion page
+	 * without a wake; the loop must still drain within about a
+	 * millisecond while ops are in flight. */
+	void (*arm_lazy)(void *ud);
+	/* Loop thread, once: job reported DEVICE_LOST (a sticky fault).  The
+	 * layer above tells the sessions and stops the daemon. */
+	void (*device_lost)(void *ud, const struct devq_job *job);
+	void *ud;
+};
+
+struct devq_engine {
+	struct devq_config cfg;
+	struct devq_engine_events ev;
+	struct devq_backend *be;
+	struct devq_sig *sigs; /* parsed manifest, indexed like devq_kernels */
+	unsigned *stream_load; /* queues mapped onto each device stream */
+	pthread_mutex_t cmpl_lock;
+	struct devq_job *cmpl_head, *cmpl_tail; /* from backend threads */
+	/* Completions published in a page whose loop wake-up was deferred:
+	 * the lazy poll (ev.arm_lazy) drains them within a millisecond. */
+	unsigned cmpl_deferred; /* under cmpl_lock */
+	/* Ops were handed to the backend since its last flush: the loop
+	 * flushes once at the end of its iteration (devq_fair_flush). */
+	bool flush_due;
+	struct devq_session *sessions;
+	struct devq_session *dirty; /* outboxes to flush (core/outbox.c) */
+	struct devq_trace_ring *trace; /* recent op records (trace.c) */
+	uint64_t next_session_id;
+	struct devq_metrics metrics; /* metrics.c: for devctl metrics */
+	uint64_t start_ns;
+	/* totals */
+	uint64_t ops_in_flight, ops_completed, ops_failed, sessions_total, bytes_mapped;
+	unsigned nbufs;
+	/* Why the backend in use was chosen, when that deserves an operator's
+	 * attention (e.g. CPU fallback on a host with /dev/nvidia*); "" if not. */
+	char backend_note[256];
+	bool device_lost;
+	struct devq_fair fair;   /* fair.c: sessions waiting for backend slots */
+	struct devq_user *users; /* quota.c: usage per Unix user */
+};
+
+typedef int (*devq_backend_open_fn)(const struct devq_backend_config *bc,
+				    struct devq_backend **out);
+
+/* Copies cfg and fills in the defaults of its unset limits, parses the
+ * manifest and the fair shares, starts the backend (the one cfg names, or
+ * what open makes when not NULL: tests bring a fake one) and allocates the
+ * trace ring.  The one initialisation of devqd and of every in-process
+ * driver (tests/fuzz, tests/core).  0; -EINVAL for a setting that is
+ * wrong (logged); another -errno when the backend or memory failed
+ * (logged).  On failure nothing is left to free. */
+int devq_engine_init(struct devq_engine *e, const struct devq_config *cfg,
+		     const struct devq_engine_events *ev, devq_backend_open_fn open);
+/* After every session is gone: stops the backend, frees the rest. */
+void devq_engine_fini(struct devq_engine *e);
+
+#endif

@@ -1,0 +1,36 @@
+/* Job records; see job.h.  Recycled: one malloc/free pair less per op.
+ * Loop thread only, like every job's allocation and last unref. */
+#include "core/job.h"
+
+#include <stdlib.h>
+
+#include "base/pool.h"
+
+static struct devq_pool job_pool = { .size = sizeof(struct devq_job), .keep = 8192 };
+
+struct devq_job *devq_job_new(void)
+{
+	struct devq_job *j = devq_pool_get(&job_pool);
+	if (j)
+		j->refs = 1;
+	return j;
+}
+
+void devq_job_discard(struct devq_job *j)
+{
+	devq_pool_put(&job_pool, j);
+}
+
+void devq_job_unref(struct devq_job *j)
+{
+	if (!j || --j->refs)
+		return;
+	if (j->b.waits != j->winline)
+		free(j->b.waits);
+	devq_pool_put(&job_pool, j);
+}
+
+void devq_job_fini(void)
+{
+	devq_pool_fini(&job_pool);
+}

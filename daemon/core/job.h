@@ -1,0 +1,59 @@
+/* A job: the daemon's record of one submitted op, from its submit to the
+ * loop's processing of its completion.  The backend sees only its first
+ * member (struct devq_bop); devq_job_of is the one way back.  Records are
+ * recycled through a pool.  Loop thread, except what backend.h lets the
+ * backend and its completers touch. */
+#ifndef DEVQ_JOB_H
+#define DEVQ_JOB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "device/backend.h"
+#include "kernels.h"
+
+struct devq_session;
+struct devq_timeline;
+struct devq_buf;
+
+struct devq_job {
+	struct devq_bop b; /* first: the backend's view */
+	struct devq_session *s;
+	struct devq_timeline *q;
+	uint64_t point;
+	unsigned refs;
+	bool completed;
+	struct devq_buf *bufs[DEVQ_MAX_PARAMS]; /* referenced, each once */
+	unsigned acc[DEVQ_MAX_PARAMS];          /* access of bufs[i] */
+	unsigned nbufs;
+	uint64_t t_client_submit, t_received, t_observed;
+	struct devq_job *cnext; /* completion list link (backend threads -> loop) */
+	struct devq_bop *winline[4]; /* b.waits when it has at most 4 entries */
+	struct devq_job *fnext; /* fair.c: waiting for a backend slot */
+	bool fhanded;           /* fair.c: given to the backend */
+};
+
+/* The job a backend op belongs to: every devq_bop the daemon hands to a
+ * backend is the first member of a job. */
+static inline struct devq_job *devq_job_of(struct devq_bop *b)
+{
+	_Static_assert(offsetof(struct devq_job, b) == 0, "devq_bop must be a job's first member");
+	return (struct devq_job *)b;
+}
+
+/* A zeroed record with one reference, or NULL when out of memory. */
+struct devq_job *devq_job_new(void);
+static inline struct devq_job *devq_job_ref(struct devq_job *j)
+{
+	j->refs++;
+	return j;
+}
+/* Drops a reference (NULL is ignored); the last one frees the record. */
+void devq_job_unref(struct devq_job *j);
+/* Gives back a record that never got further than devq_job_new. */
+void devq_job_discard(struct devq_job *j);
+/* Frees the recycled records (at exit). */
+void devq_job_fini(void);
+
+#endif

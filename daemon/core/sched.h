@@ -1,0 +1,27 @@
+/* Ordering, hand-off and completion of ops; see sched.c's opening comment.
+ * Loop thread, except devq_sched_on_complete. */
+#ifndef DEVQ_SCHED_H
+#define DEVQ_SCHED_H
+
+#include <stdint.h>
+
+#include "devq.pb-c.h"
+
+struct devq_engine;
+struct devq_session;
+struct devq_bop;
+
+/* Submits one op of s: assigns its point, validates it, collects its waits
+ * and hazards and gives it to fairness (core/fair.h).  Never fails to the
+ * caller: a rejected op completes as failed at its point, in order; a queue
+ * that is not open is an Error; out of memory closes the session
+ * (close_after_flush). */
+void devq_sched_submit(struct devq_session *s, const Devq__Op *m, uint64_t t_received);
+/* Processes the completions the backend reported since the last drain:
+ * records, releases, counters; refills the backend (fairness). */
+void devq_sched_drain(struct devq_engine *e);
+/* The backend's completion callback (backend.h), ud being the engine:
+ * any thread. */
+void devq_sched_on_complete(void *ud, struct devq_bop *bop);
+
+#endif

@@ -1,0 +1,81 @@
+/* A client session as the core sees it: its buffers, queues, counters,
+ * completion page, fairness and quota state, and its outbox (core/outbox.h).
+ * The transport (socket, poll, receive buffer, throttling) is the server's
+ * and hangs off `conn`; while the server holds the session (`held`) it is
+ * not freed.  Loop thread, except the atomics, which completers read. */
+#ifndef DEVQ_SESSION_H
+#define DEVQ_SESSION_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "base/idmap.h"
+#include "base/log.h"
+#include "cmpl_enc.h" /* struct devq_cmpl */
+#include "core/fair.h"
+#include "core/quota.h"
+#include "frame.h"
+
+struct devq_engine;
+struct devq_cpage;
+
+struct devq_session {
+	struct devq_engine *e;
+	struct devq_session *prev, *next;
+	uint64_t id;
+	pid_t pid;
+	uid_t uid;
+	gid_t gid;
+	bool admin; /* root or in the admin group: may see every user's work */
+	char name[64];
+	void *conn;      /* the server's transport state */
+	bool held;       /* the transport still refers to the session */
+	bool connected;  /* replies can be delivered */
+	bool hello_done;
+	bool close_after_flush;
+	atomic_bool cancel;
+	struct devq_tx tx; /* the outbox: frames not yet written */
+	struct idmap bufs;   /* id -> struct devq_buf */
+	struct idmap queues; /* id -> struct devq_timeline */
+	uint64_t ops_in_flight, ops_completed, bytes_mapped;
+	unsigned nbufs;
+	uint64_t trace_failed; /* ops that completed with an error (trace.c) */
+	/* Completions gathered during one drain, sent as one frame. */
+	struct devq_cmpl *cmpl;
+	size_t ncmpl, cmpl_cap;
+	struct devq_session *dirty_next;
+	bool dirty;
+	struct devq_cpage *cpage; /* completion page (cpage.c), NULL: none */
+	atomic_bool cp_eager; /* ops wait for backend slots: completions wake the loop */
+	atomic_uint cp_deferred; /* completions since the loop last drained (eager) */
+	struct devq_fair_sess fair;   /* fair.c */
+	struct devq_quota_sess quota; /* quota.c */
+};
+
+/* A session event in the log, with the session's journal fields. */
+#define devq_slog(level, s, code, queue, point, ...)                                    \
+	devq_log_fields((level),                                                        \
+			&(struct devq_log_ctx){ (s)->id, (long)(s)->pid, (unsigned)(s)->uid }, \
+			(code), (queue), (point), __VA_ARGS__)
+
+/* A new session of the given peer, held by the transport and connected:
+ * NULL when out of memory.  Admission (quota, fairness lanes) is
+ * devq_session_admit's. */
+struct devq_session *devq_session_new(struct devq_engine *e, pid_t pid, uid_t uid, gid_t gid);
+/* Per-user session quota and fairness lanes: 0, or a Devq__Code with why
+ * filled in (the client is refused). */
+int devq_session_admit(struct devq_session *s, char *why, size_t whylen);
+/* The connection is gone: replies can no longer be delivered; what has
+ * not started is cancelled; every buffer is released (each waits for its
+ * last consumer). */
+void devq_session_disconnect(struct devq_session *s);
+/* The transport let go of s (after disconnect): s is freed once idle. */
+void devq_session_unhold(struct devq_session *s);
+/* Frees s if nothing refers to it any more: not held, not on the dirty
+ * list, no op in flight, no buffer.  Called after the dirty list is
+ * processed; true when s was freed. */
+bool devq_session_maybe_free(struct devq_session *s);
+
+#endif

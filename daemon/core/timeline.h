@@ -1,0 +1,55 @@
+/* A session queue: an in-order timeline whose k-th op completes point k.
+ * Holds the ops in flight (a ring indexed by point), the device stream the
+ * queue is bound to, and which points failed (ranges closed by a reset).
+ * Named timeline in the daemon so as not to share names with libdevq's
+ * queue calls.  Loop thread. */
+#ifndef DEVQ_TIMELINE_H
+#define DEVQ_TIMELINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct devq_engine;
+struct devq_session;
+struct devq_job;
+struct devq_cpage_slot;
+
+struct devq_fail_range {
+	uint64_t from, to; /* failed points [from, to); to == UINT64_MAX: open */
+};
+
+struct devq_timeline {
+	uint32_t id;
+	unsigned stream;
+	uint64_t submitted; /* points handed out */
+	uint64_t completed; /* highest point whose completion the loop has seen */
+	/* Ops in flight, ring indexed by point % ring_cap, points
+	 * (completed, submitted]. */
+	struct devq_job **ring;
+	size_t ring_cap;
+	bool reset;        /* the next op does not inherit earlier failure */
+	uint64_t reset_at; /* first point submitted after the last reset */
+	struct devq_fail_range *fails;
+	unsigned nfails;
+	struct devq_cpage_slot *cslot; /* completion page slot, NULL: none */
+};
+
+/* Opens queue id of s (priority 0 normal, 1 high) on the least-loaded
+ * device stream of its class.  0 and *out set, or a Devq__Code with err
+ * filled in (the error convention, core/engine.h). */
+int devq_timeline_open(struct devq_session *s, uint32_t id, int priority,
+		       struct devq_timeline **out, char *err, size_t errlen);
+/* ResetQueue: the next op submitted does not inherit earlier failure. */
+void devq_timeline_reset(struct devq_timeline *q);
+void devq_timeline_free(struct devq_engine *e, struct devq_timeline *q);
+/* Records j (its point already assigned) as in flight: 0 or -ENOMEM. */
+int devq_timeline_put(struct devq_timeline *q, struct devq_job *j);
+/* The job in flight at point, or NULL when it is not in flight. */
+struct devq_job *devq_timeline_get(const struct devq_timeline *q, uint64_t point);
+/* Whether point p failed and no reset since covers it. */
+bool devq_timeline_failed(const struct devq_timeline *q, uint64_t p);
+/* The loop saw point p fail. */
+void devq_timeline_note_failure(struct devq_timeline *q, uint64_t p);
+
+#endif

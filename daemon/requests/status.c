@@ -1,0 +1,174 @@
+/* Status requests: the daemon's state and counters, and each session's
+ * (devctl status, top and metrics). */
+#include "requests/requests.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/engine.h"
+#include "core/metrics.h"
+#include "core/outbox.h"
+#include "core/session.h"
+#include "core/timeline.h"
+
+/* Everything a Status message points at, freed in one go after packing. */
+struct scratch {
+	Devq__MetricsCodeCount codes[DEVQ_METRICS_CODES], *codep[DEVQ_METRICS_CODES];
+	Devq__MetricsUser users[DEVQ_METRICS_USERS], *userp[DEVQ_METRICS_USERS];
+	Devq__MetricsHistogram hist[DEVQ_METRICS_PHASES], *histp[DEVQ_METRICS_PHASES];
+	uint64_t le[DEVQ_METRICS_BOUNDS];
+	uint64_t counts[DEVQ_METRICS_PHASES][DEVQ_METRICS_BOUNDS + 1];
+	size_t nqueue_arrays;
+	void *queue_arrays[]; /* per session: MetricsQueue items, then pointers */
+};
+
+static int metrics_status(const struct devq_engine *d, Devq__Status *st,
+			Devq__SessionStatus *const *items, size_t nitems, void **scratch)
+{
+	*scratch = NULL;
+	struct scratch *sc = calloc(1, sizeof(*sc) + nitems * sizeof(void *));
+	if (!sc)
+		return -ENOMEM;
+	*scratch = sc;
+	const struct devq_metrics *m = &d->metrics;
+	size_t n = 0;
+	for (int c = 1; c < DEVQ_METRICS_CODES; c++) {
+		if (!m->op_errors[c])
+			continue;
+		devq__metrics_code_count__init(&sc->codes[n]);
+		sc->codes[n].code = (Devq__Code)c;
+		sc->codes[n].count = m->op_errors[c];
+		sc->codep[n] = &sc->codes[n];
+		n++;
+	}
+	st->n_op_errors = n;
+	st->op_errors = sc->codep;
+	st->device_busy_ns = m->device_busy_ns;
+	for (unsigned i = 0; i < m->nusers; i++) {
+		devq__metrics_user__init(&sc->users[i]);
+		sc->users[i].uid = m->users[i].uid;
+		sc->users[i].ops_completed = m->users[i].ops_completed;
+		sc->users[i].ops_failed = m->users[i].ops_failed;
+		sc->users[i].device_busy_ns = m->users[i].device_busy_ns;
+		sc->userp[i] = &sc->users[i];
+	}
+	st->n_users = m->nusers;
+	st->users = sc->userp;
+	memcpy(sc->le, devq_metrics_bounds_ns, sizeof(sc->le));
+	for (int p = 0; p < DEVQ_METRICS_PHASES; p++) {
+		Devq__MetricsHistogram *h = &sc->hist[p];
+		devq__metrics_histogram__init(h);
+		h->phase = (char *)devq_metrics_phase_names[p];
+		h->n_le_ns = DEVQ_METRICS_BOUNDS;
+		h->le_ns = sc->le;
+		memcpy(sc->counts[p], m->hist[p], sizeof(sc->counts[p]));
+		h->n_counts = DEVQ_METRICS_BOUNDS + 1;
+		h->counts = sc->counts[p];
+		h->sum_ns = m->hist_sum[p];
+		h->count = m->hist_count[p];
+		sc->histp[p] = h;
+	}
+	st->n_phases = DEVQ_METRICS_PHASES;
+	st->phases = sc->histp;
+
+	/* Sessions, in the order the caller listed them (d->sessions). */
+	size_t i = 0;
+	for (const struct devq_session *t = d->sessions; t && i < nitems; t = t->next, i++) {
+		Devq__SessionStatus *ss = items[i];
+		ss->ops_failed = t->trace_failed;
+		size_t nq = t->queues.count;
+		if (!nq)
+			continue;
+		void *arr = calloc(nq, sizeof(Devq__MetricsQueue) + sizeof(Devq__MetricsQueue *));
+		if (!arr)
+			return -ENOMEM;
+		sc->queue_arrays[sc->nqueue_arrays++] = arr;
+		Devq__MetricsQueue *mq = arr;
+		Devq__MetricsQueue **mp = (Devq__MetricsQueue **)(mq + nq);
+		size_t k = 0;
+		for (size_t j = 0; j < t->queues.cap && k < nq; j++) {
+			const struct devq_timeline *q = t->queues.slots[j].val;
+			if (!q)
+				continue;
+			devq__metrics_queue__init(&mq[k]);
+			mq[k].queue = q->id;
+			mq[k].stream = q->stream;
+			mq[k].depth = q->submitted - q->completed;
+			mp[k] = &mq[k];
+			k++;
+		}
+		ss->n_queue_depths = k;
+		ss->queue_depths = mp;
+	}
+	return 0;
+}
+
+static void metrics_status_free(void *scratch)
+{
+	struct scratch *sc = scratch;
+	if (!sc)
+		return;
+	for (size_t i = 0; i < sc->nqueue_arrays; i++)
+		free(sc->queue_arrays[i]);
+	free(sc);
+}
+
+void devq_status_handle(struct devq_session *s)
+{
+	struct devq_engine *d = s->e;
+	size_t n = 0;
+	for (struct devq_session *t = d->sessions; t; t = t->next)
+		n++;
+	Devq__SessionStatus *items = calloc(n ? n : 1, sizeof(*items));
+	Devq__SessionStatus **ptrs = calloc(n ? n : 1, sizeof(*ptrs));
+	if (!items || !ptrs) {
+		free(items);
+		free(ptrs);
+		devq_outbox_error(s, DEVQ__CODE__RESOURCE_EXHAUSTED, "get_status", NULL, NULL,
+				   "out of memory");
+		return;
+	}
+	size_t i = 0;
+	for (struct devq_session *t = d->sessions; t; t = t->next, i++) {
+		devq__session_status__init(&items[i]);
+		items[i].id = t->id;
+		items[i].pid = (uint32_t)t->pid;
+		items[i].uid = t->uid;
+		items[i].name = t->name;
+		items[i].queues = (uint32_t)t->queues.count;
+		items[i].ops_in_flight = t->ops_in_flight;
+		items[i].buffers = t->nbufs;
+		items[i].bytes_mapped = t->bytes_mapped;
+		items[i].ops_completed = t->ops_completed;
+		ptrs[i] = &items[i];
+	}
+	Devq__Status st = DEVQ__STATUS__INIT;
+	st.backend = (char *)d->be->name;
+	st.device = d->be->device;
+	st.streams = d->be->streams - d->be->high_streams;
+	st.uptime_ns = devq_now_ns() - d->start_ns;
+	st.n_sessions = n;
+	st.sessions = ptrs;
+	st.ops_in_flight = d->ops_in_flight;
+	st.buffers = d->nbufs;
+	st.bytes_mapped = d->bytes_mapped;
+	st.sessions_total = d->sessions_total;
+	st.ops_completed = d->ops_completed;
+	st.ops_failed = d->ops_failed;
+	void *metrics;
+	if (metrics_status(d, &st, ptrs, n, &metrics) < 0)
+		devq_outbox_error(s, DEVQ__CODE__RESOURCE_EXHAUSTED, "get_status", NULL, NULL,
+				   "out of memory");
+	else
+	{
+		Devq__DaemonMessage m = DEVQ__DAEMON_MESSAGE__INIT;
+		m.body_case = DEVQ__DAEMON_MESSAGE__BODY_STATUS;
+		m.status = &st;
+		devq_outbox_send(s, &m, NULL, 0);
+	}
+	metrics_status_free(metrics);
+	free(items);
+	free(ptrs);
+}
+

@@ -1,0 +1,71 @@
+/* The server: devqd's libuv loop around the engine (core/engine.h) — the
+ * listening socket, one connection per client session (fd, uv_poll,
+ * receive buffer, throttling), the wake-up from backend threads, signals,
+ * systemd notification and shutdown.  Loop thread. */
+#ifndef DEVQ_SERVER_H
+#define DEVQ_SERVER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "core/engine.h"
+#include "server/policy.h"
+
+/* Exit status after the device was lost (EX_UNAVAILABLE): the service
+ * manager restarts devqd on a fresh device context. */
+#define DEVQ_EXIT_DEVICE_LOST 69
+
+struct devq_notify;
+
+struct devq_daemon {
+	struct devq_engine e; /* first: the engine's events get it back */
+	uv_loop_t *loop;
+	int listen_fd;
+	bool socket_inherited; /* from systemd: not ours to unlink */
+	uv_poll_t listen_poll;
+	uv_async_t wake;
+	uv_signal_t sig_term, sig_int;
+	uv_timer_t stop_timer;
+	bool stopping;
+	uint64_t stop_started;
+	int exit_code;
+	/* Completions published in a completion page do not wake the loop:
+	 * this timer drains them within a millisecond (ev.arm_lazy). */
+	uv_timer_t lazy_timer;
+	/* Backend flush deferred to the end of the loop iteration: every
+	 * frame read in one iteration goes to the device streams with one
+	 * wake-up per stream. */
+	uv_prepare_t flush_prep;
+	struct devq_notify *notify; /* notify.c: READY/STATUS/WATCHDOG state */
+	struct devq_policy policy;  /* policy.c: who may connect */
+	unsigned nthrottled;        /* sessions not read: over their in-flight quota */
+};
+
+/* The engine's events as this server answers them, for devq_engine_init
+ * of d->e. */
+struct devq_engine_events devq_server_events(struct devq_daemon *d);
+
+/* Listens and sets up the loop's handles without running it: 0, or the
+ * exit status to give up with.  Split from run so that an in-process driver
+ * (tests/fuzz) can step the real loop with uv_run(UV_RUN_NOWAIT/ONCE). */
+int devq_server_start(struct devq_daemon *d);
+/* start, then run the loop until stopped: the exit status. */
+int devq_server_run(struct devq_daemon *d);
+/* Stops as SIGTERM does, then exits with exit_code. */
+void devq_server_stop(struct devq_daemon *d, const char *why, int exit_code);
+/* Frees what start set up that outlives the loop (after uv_run returns). */
+void devq_server_fini(struct devq_daemon *d);
+
+/* The connection's socket of s, -1 once it is closed: for in-process
+ * drivers (tests/fuzz) that look at what the daemon has not read yet. */
+int devq_server_session_fd(const struct devq_session *s);
+
+/* lost.c: the device took a sticky fault (job is the first op reporting
+ * it): logs it and tells every session, naming the sessions that had work
+ * on the device.  The server then stops with DEVQ_EXIT_DEVICE_LOST once the
+ * ops in flight have failed. */
+void devq_lost_notify(struct devq_daemon *d, const struct devq_job *job);
+
+#endif

@@ -1,0 +1,26 @@
+# The daemon as layers (ARCHITECTURE.md): a static library of everything but
+# main() that devqd, the fuzz driver and the tests link; the core's unit
+# tests, which need no socket and no libuv; and the check that includes and
+# calls only go down (tools/check_layers.py).
+
+# base, device and core: what the engine needs, no transport.
+DAEMON_CORE_OBJ = $(call obj,$(DAEMON_BASE_SRC) $(DAEMON_DEVICE_SRC) $(DAEMON_CORE_SRC) \
+                  daemon/cmpl_enc.c) $(CUDA_DAEMON_OBJ)
+$(BUILD)/libdevqd-core.a: $(DAEMON_CORE_OBJ)
+	rm -f $@
+	ar rcs $@ $^
+
+# Unit tests of the core against a fake backend (tests/core/).
+TESTS += test_core
+$(BUILD)/tests/test_core: $(call obj,tests/core/test_core.c) $(BUILD)/libdevqd-core.a \
+		$(KERNEL_OBJ) $(COMMON_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) $(LIBS_SD) $(LIBS_CK) -ldl -lm
+
+# Fails on an include or a call that runs up a layer, a cycle among the
+# daemon's files, or a transport in daemon/core/.  Reads the objects of
+# devqd, so it runs after they are built.
+.PHONY: check-layers
+check-layers: $(BUILD)/devqd
+	@python3 tools/check_layers.py $(BUILD)/obj
+# (joins `check` once the codecs have their home in proto/codec)

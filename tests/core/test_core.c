@@ -1,0 +1,534 @@
+/* Unit tests of the daemon's core (daemon/core/) without a transport: no
+ * socket, no libuv.  The engine runs with a fake backend that records what it
+ * is handed and completes ops only when a test says so, so ordering, waits,
+ * failure ranges, fairness and quotas are checked exactly, one step at a
+ * time.  Sessions are made as the server makes them (devq_session_new,
+ * devq_session_admit) and fed Ops as the request layer would. */
+#include <check.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/buffer.h"
+#include "core/engine.h"
+#include "core/job.h"
+#include "core/outbox.h"
+#include "core/quota.h"
+#include "core/sched.h"
+#include "core/session.h"
+#include "core/timeline.h"
+#include "devq.pb-c.h"
+
+/* ---- the fake backend ------------------------------------------------ */
+
+#define FAKE_MAX 256
+
+struct fake {
+	struct devq_backend be;
+	struct devq_bop *ops[FAKE_MAX]; /* enqueued, in order, not completed */
+	unsigned n;
+	unsigned enqueued, flushes;
+};
+
+static int fake_map_host(struct devq_backend *b, void *addr, size_t len, bool ro, uint64_t *dev)
+{
+	(void)b, (void)len, (void)ro;
+	*dev = (uint64_t)(uintptr_t)addr;
+	return 0;
+}
+
+static void fake_unmap_host(struct devq_backend *b, void *addr, size_t len)
+{
+	(void)b, (void)addr, (void)len;
+}
+
+static int fake_alloc(struct devq_backend *b, size_t len, uint64_t *dev)
+{
+	(void)b;
+	void *p = malloc(len);
+	*dev = (uint64_t)(uintptr_t)p;
+	return p ? 0 : -ENOMEM;
+}
+
+static void fake_free(struct devq_backend *b, uint64_t dev, size_t len)
+{
+	(void)b, (void)len;
+	free((void *)(uintptr_t)dev);
+}
+
+static bool fake_has_kernel(struct devq_backend *b, const struct devq_kernel *k)
+{
+	(void)b, (void)k;
+	return true;
+}
+
+static int fake_enqueue(struct devq_backend *b, struct devq_bop *op)
+{
+	struct fake *f = (struct fake *)b;
+	ck_assert_uint_lt(f->n, FAKE_MAX);
+	f->ops[f->n++] = op;
+	f->enqueued++;
+	return 0;
+}
+
+static void fake_flush(struct devq_backend *b)
+{
+	((struct fake *)b)->flushes++;
+}
+
+static void fake_destroy(struct devq_backend *b)
+{
+	ck_assert_uint_eq(((struct fake *)b)->n, 0); /* nothing left running */
+	free(b);
+}
+
+static const struct devq_backend_ops fake_ops = {
+	.destroy = fake_destroy,
+	.map_host = fake_map_host,
+	.unmap_host = fake_unmap_host,
+	.alloc = fake_alloc,
+	.free = fake_free,
+	.has_kernel = fake_has_kernel,
+	.enqueue = fake_enqueue,
+	.flush = fake_flush,
+};
+
+static struct fake *FK;
+
+static int fake_open(const struct devq_backend_config *bc, struct devq_backend **out)
+{
+	struct fake *f = calloc(1, sizeof(*f));
+	if (!f)
+		return -ENOMEM;
+	f->be.ops = &fake_ops;
+	f->be.name = "fake";
+	f->be.streams = bc->streams + bc->high_streams;
+	f->be.high_streams = bc->high_streams;
+	f->be.on_complete = bc->on_complete;
+	f->be.ud = bc->ud;
+	FK = f;
+	*out = &f->be;
+	return 0;
+}
+
+/* ---- the engine ------------------------------------------------------ */
+
+static struct devq_engine E;
+static unsigned wakes, lost;
+
+static void ev_wake(void *ud)
+{
+	(void)ud;
+	wakes++;
+}
+
+static void ev_arm_lazy(void *ud)
+{
+	(void)ud;
+}
+
+static void ev_device_lost(void *ud, const struct devq_job *j)
+{
+	(void)ud, (void)j;
+	lost++;
+}
+
+static void engine_up(struct devq_config cfg)
+{
+	cfg.backend = "cpu";
+	if (!cfg.streams)
+		cfg.streams = 4;
+	cfg.max_op_ns = 1000000000ull;
+	cfg.max_buffer_bytes = 1 << 20;
+	cfg.max_queues = 8;
+	struct devq_engine_events ev = { .wake = ev_wake, .arm_lazy = ev_arm_lazy,
+					 .device_lost = ev_device_lost };
+	wakes = lost = 0;
+	ck_assert_int_eq(devq_engine_init(&E, &cfg, &ev, fake_open), 0);
+}
+
+/* What the server does after each loop iteration: outboxes are written
+ * (here: dropped) and sessions with nothing left freed. */
+static void flush_dirty(void)
+{
+	while (E.dirty) {
+		struct devq_session *s = E.dirty;
+		E.dirty = s->dirty_next;
+		s->dirty = false;
+		devq_outbox_push_completions(s);
+		devq_session_maybe_free(s);
+	}
+}
+
+static struct devq_session *session(uid_t uid)
+{
+	struct devq_session *s = devq_session_new(&E, 1234, uid, uid);
+	ck_assert_ptr_nonnull(s);
+	char why[200];
+	ck_assert_int_eq(devq_session_admit(s, why, sizeof(why)), 0);
+	return s;
+}
+
+static void session_end(struct devq_session *s)
+{
+	devq_session_disconnect(s);
+	flush_dirty();
+	devq_session_unhold(s);
+}
+
+static void engine_down(void)
+{
+	flush_dirty();
+	while (E.sessions)
+		session_end(E.sessions);
+	ck_assert_uint_eq(E.ops_in_flight, 0);
+	devq_engine_fini(&E);
+}
+
+static void queue(struct devq_session *s, uint32_t id, int prio)
+{
+	struct devq_timeline *q;
+	char err[160];
+	ck_assert_int_eq(devq_timeline_open(s, id, prio, &q, err, sizeof(err)), 0);
+}
+
+static void buffer(struct devq_session *s, uint64_t id, uint64_t size)
+{
+	int fd = -1;
+	char err[200];
+	int r = devq_buf_create(s, id, size, DEVQ__BUFFER_KIND__SHARED, &fd, err, sizeof(err));
+	ck_assert_msg(r == 0, "create: %s", err);
+	ck_assert_int_eq(close(fd), 0);
+}
+
+/* ---- ops, built as a decoded Submit would be --------------------------- */
+
+struct opmsg {
+	Devq__Op op;
+	Devq__Wait w[4], *wp[4];
+	Devq__FillOp fill;
+	Devq__CopyOp copy;
+	Devq__BufferArg a, b;
+};
+
+/* Submits an op on queue q: writer (fill of buffer w) when w, reader (copy
+ * from r into scratch buffer 99) when r, with explicit waits (queue,
+ * point) pairs. */
+static void submit(struct devq_session *s, uint32_t q, uint64_t w, uint64_t r, unsigned nwaits,
+		   const uint32_t *wq, const uint64_t *wpoint)
+{
+	struct opmsg m;
+	devq__op__init(&m.op);
+	m.op.queue = q;
+	for (unsigned i = 0; i < nwaits; i++) {
+		devq__wait__init(&m.w[i]);
+		m.w[i].queue = wq[i];
+		m.w[i].point = wpoint[i];
+		m.wp[i] = &m.w[i];
+	}
+	m.op.n_waits = nwaits;
+	m.op.waits = m.wp;
+	devq__buffer_arg__init(&m.a);
+	devq__buffer_arg__init(&m.b);
+	if (w) {
+		devq__fill_op__init(&m.fill);
+		m.a.id = w;
+		m.fill.dst = &m.a;
+		m.fill.size = 16;
+		m.fill.pattern = 7;
+		m.op.body_case = DEVQ__OP__BODY_FILL;
+		m.op.fill = &m.fill;
+	} else {
+		devq__copy_op__init(&m.copy);
+		m.a.id = r;
+		m.b.id = 99;
+		m.copy.src = &m.a;
+		m.copy.dst = &m.b;
+		m.copy.size = 16;
+		m.op.body_case = DEVQ__OP__BODY_COPY;
+		m.op.copy = &m.copy;
+	}
+	devq_sched_submit(s, &m.op, 1);
+}
+
+/* The job handed to the backend as its i-th op since the start. */
+static struct devq_job *handed(unsigned i)
+{
+	ck_assert_uint_lt(i, FK->n);
+	return devq_job_of(FK->ops[i]);
+}
+
+/* Whether job j waits on (queue, point). */
+static bool waits_on(const struct devq_job *j, uint32_t q, uint64_t point)
+{
+	for (unsigned i = 0; i < j->b.nwaits; i++) {
+		const struct devq_job *w = devq_job_of(j->b.waits[i]);
+		if (w->q->id == q && w->point == point)
+			return true;
+	}
+	return false;
+}
+
+/* Completes the backend's k-th outstanding op with code, as a backend
+ * thread would, and lets the loop process it. */
+static void complete(unsigned k, int code)
+{
+	ck_assert_uint_lt(k, FK->n);
+	struct devq_bop *b = FK->ops[k];
+	memmove(&FK->ops[k], &FK->ops[k + 1], (FK->n - k - 1) * sizeof(FK->ops[0]));
+	FK->n--;
+	b->code = code;
+	if (code)
+		snprintf(b->msg, sizeof(b->msg), "failed on purpose");
+	b->t_start = b->t_handoff + 1;
+	b->t_end = b->t_start + 1;
+	E.be->on_complete(E.be->ud, b);
+	devq_sched_drain(&E);
+	flush_dirty();
+}
+
+static void complete_all(void)
+{
+	while (FK->n)
+		complete(0, 0);
+}
+
+static struct devq_timeline *tl(struct devq_session *s, uint32_t id)
+{
+	struct devq_timeline *q = idmap_get(&s->queues, id);
+	ck_assert_ptr_nonnull(q);
+	return q;
+}
+
+/* ---- hazards and waits ------------------------------------------------- */
+
+START_TEST(test_reader_after_writer)
+{
+	engine_up((struct devq_config){ 0 });
+	struct devq_session *s = session(1000);
+	queue(s, 1, 0);
+	queue(s, 2, 0);
+	buffer(s, 5, 64);
+	buffer(s, 99, 64);
+	submit(s, 1, 5, 0, 0, NULL, NULL); /* writer of 5 on q1 */
+	submit(s, 2, 0, 5, 0, NULL, NULL); /* reader of 5 on q2 */
+	ck_assert_uint_eq(FK->n, 2);
+	ck_assert(waits_on(handed(1), 1, 1));
+	/* An ordering wait: the writer's failure does not fail the reader. */
+	ck_assert_uint_eq(handed(1)->b.nstrict, 0);
+	complete_all();
+	engine_down();
+}
+END_TEST
+
+START_TEST(test_writer_after_readers)
+{
+	engine_up((struct devq_config){ 0 });
+	struct devq_session *s = session(1000);
+	queue(s, 1, 0);
+	queue(s, 2, 0);
+	queue(s, 3, 0);
+	buffer(s, 5, 64);
+	buffer(s, 99, 64);
+	submit(s, 1, 0, 5, 0, NULL, NULL); /* reader (1,1) */
+	submit(s, 2, 0, 5, 0, NULL, NULL); /* reader (2,1) */
+	/* Copies into 99 write it: (2,1) waits on (1,1) for 99 alone. */
+	submit(s, 3, 5, 0, 0, NULL, NULL); /* writer of 5 */
+	ck_assert_uint_eq(FK->n, 3);
+	struct devq_job *w = handed(2);
+	ck_assert(waits_on(w, 1, 1));
+	ck_assert(waits_on(w, 2, 1));
+	/* Completed readers impose nothing on a later writer. */
+	complete_all();
+	submit(s, 1, 5, 0, 0, NULL, NULL);
+	ck_assert_uint_eq(handed(0)->b.nwaits, 0);
+	complete_all();
+	engine_down();
+}
+END_TEST
+
+START_TEST(test_explicit_waits_across_queues)
+{
+	engine_up((struct devq_config){ 0 });
+	struct devq_session *s = session(1000);
+	queue(s, 1, 0);
+	queue(s, 2, 0);
+	buffer(s, 5, 64);
+	buffer(s, 6, 64);
+	submit(s, 1, 5, 0, 0, NULL, NULL);
+	submit(s, 1, 5, 0, 0, NULL, NULL);
+	uint32_t wq[] = { 1, 1 };
+	uint64_t wp[] = { 1, 2 };
+	submit(s, 2, 6, 0, 2, wq, wp); /* unrelated buffer, explicit waits */
+	struct devq_job *j = handed(2);
+	/* Deduplicated per queue, keeping the highest point; strict. */
+	ck_assert_uint_eq(j->b.nwaits, 1);
+	ck_assert_uint_eq(j->b.nstrict, 1);
+	ck_assert(waits_on(j, 1, 2));
+	/* A wait beyond what was submitted is refused at its point. */
+	uint64_t far[] = { 9 };
+	submit(s, 2, 6, 0, 1, wq, far);
+	struct devq_job *bad = handed(3);
+	ck_assert_int_eq(bad->b.kind, DEVQ_BOP_FAIL);
+	ck_assert_int_eq(bad->b.code, DEVQ__CODE__INVALID_ARGUMENT);
+	complete_all();
+	/* Waits on points already complete cost nothing. */
+	ck_assert_uint_eq(tl(s, 2)->completed, 2);
+	submit(s, 2, 6, 0, 2, wq, wp);
+	ck_assert_uint_eq(handed(0)->b.nwaits, 0);
+	ck_assert_int_eq(handed(0)->b.code, 0);
+	complete_all();
+	engine_down();
+}
+END_TEST
+
+/* ---- failure ranges ---------------------------------------------------- */
+
+START_TEST(test_sticky_failure_and_reset)
+{
+	engine_up((struct devq_config){ 0 });
+	struct devq_session *s = session(1000);
+	queue(s, 1, 0);
+	queue(s, 2, 0);
+	buffer(s, 5, 64);
+	buffer(s, 6, 64);
+	submit(s, 1, 5, 0, 0, NULL, NULL); /* (1,1) will fail */
+	complete(0, DEVQ__CODE__DEVICE_ERROR);
+	ck_assert(devq_timeline_failed(tl(s, 1), 1));
+	/* The queue stays failed: the next op fails without running. */
+	submit(s, 1, 5, 0, 0, NULL, NULL); /* (1,2) */
+	ck_assert_int_eq(handed(0)->b.kind, DEVQ_BOP_FAIL);
+	ck_assert_int_eq(handed(0)->b.code, DEVQ__CODE__DEPENDENCY_FAILED);
+	complete_all();
+	/* A wait from another queue on the failed point fails too. */
+	uint32_t wq[] = { 1 };
+	uint64_t wp[] = { 1 };
+	submit(s, 2, 6, 0, 1, wq, wp);
+	ck_assert_int_eq(handed(0)->b.code, DEVQ__CODE__DEPENDENCY_FAILED);
+	complete_all();
+	/* Reset: the next op runs, and a wait on it succeeds. */
+	devq_timeline_reset(tl(s, 1));
+	submit(s, 1, 5, 0, 0, NULL, NULL); /* (1,3) */
+	ck_assert_int_ne(handed(0)->b.kind, DEVQ_BOP_FAIL);
+	ck_assert_int_eq(handed(0)->b.code, 0);
+	complete_all();
+	ck_assert(!devq_timeline_failed(tl(s, 1), 3));
+	ck_assert(devq_timeline_failed(tl(s, 1), 2));
+	wp[0] = 3;
+	submit(s, 2, 6, 0, 1, wq, wp);
+	ck_assert_int_eq(handed(0)->b.code, 0);
+	complete_all();
+	engine_down();
+}
+END_TEST
+
+/* ---- fairness -------------------------------------------------------- */
+
+START_TEST(test_fairness_cap)
+{
+	engine_up((struct devq_config){ .fair_k = 2, .streams = 1 });
+	struct devq_session *a = session(1000), *b = session(1001);
+	queue(a, 1, 0);
+	queue(b, 1, 0);
+	buffer(a, 5, 64);
+	buffer(b, 5, 64);
+	for (int i = 0; i < 6; i++)
+		submit(a, 1, 5, 0, 0, NULL, NULL);
+	/* At most k ops of a session inside the backend per stream. */
+	ck_assert_uint_eq(FK->n, 2);
+	submit(b, 1, 5, 0, 0, NULL, NULL);
+	/* Another session's op goes in at once, behind at most k of a's. */
+	ck_assert_uint_eq(FK->n, 3);
+	ck_assert_ptr_eq(handed(2)->s, b);
+	/* Each completion of a's frees a slot for a's next op. */
+	complete(0, 0);
+	ck_assert_uint_eq(FK->n, 3);
+	unsigned na = 0;
+	for (unsigned i = 0; i < FK->n; i++)
+		na += handed(i)->s == a;
+	ck_assert_uint_eq(na, 2);
+	complete_all();
+	ck_assert_uint_eq(a->ops_in_flight, 0);
+	ck_assert_uint_eq(FK->enqueued, 7);
+	engine_down();
+}
+END_TEST
+
+/* ---- quotas ---------------------------------------------------------- */
+
+START_TEST(test_quota_refusals)
+{
+	engine_up((struct devq_config){ .q_session_buffers = 2, .q_user_sessions = 1,
+					.q_session_ops = 3 });
+	struct devq_session *s = session(1000);
+	buffer(s, 1, 64);
+	buffer(s, 2, 64);
+	int fd = -1;
+	char err[200];
+	/* Exactly at the limit: refused, the existing ones untouched. */
+	ck_assert_int_eq(devq_buf_create(s, 3, 64, DEVQ__BUFFER_KIND__SHARED, &fd, err, sizeof(err)),
+			 DEVQ__CODE__RESOURCE_EXHAUSTED);
+	ck_assert_ptr_nonnull(strstr(err, "quota-session-buffers"));
+	ck_assert_int_eq(fd, -1);
+	ck_assert_uint_eq(s->nbufs, 2);
+	/* A second session of the same user: over quota-user-sessions. */
+	struct devq_session *t = devq_session_new(&E, 1, 1000, 1000);
+	ck_assert_int_eq(devq_session_admit(t, err, sizeof(err)), DEVQ__CODE__RESOURCE_EXHAUSTED);
+	ck_assert_ptr_nonnull(strstr(err, "quota-user-sessions"));
+	session_end(t);
+	/* Another user is not affected. */
+	struct devq_session *u = session(1001);
+	(void)u;
+	/* In-flight quota: reached at exactly q_session_ops. */
+	queue(s, 1, 0);
+	for (int i = 0; i < 3; i++) {
+		ck_assert(!devq_quota_over_ops(s));
+		submit(s, 1, 1, 0, 0, NULL, NULL);
+	}
+	ck_assert(devq_quota_over_ops(s));
+	complete_all();
+	ck_assert(!devq_quota_over_ops(s));
+	engine_down();
+}
+END_TEST
+
+START_TEST(test_session_freed_after_last_op)
+{
+	engine_up((struct devq_config){ 0 });
+	struct devq_session *s = session(1000);
+	queue(s, 1, 0);
+	buffer(s, 5, 64);
+	submit(s, 1, 5, 0, 0, NULL, NULL);
+	devq_session_disconnect(s);
+	flush_dirty();
+	devq_session_unhold(s);
+	/* Its op is still on the device: the session stays until it ends. */
+	ck_assert_ptr_eq(E.sessions, s);
+	ck_assert(atomic_load(&s->cancel));
+	complete_all();
+	ck_assert_ptr_null(E.sessions);
+	ck_assert_uint_eq(E.nbufs, 0);
+	engine_down();
+}
+END_TEST
+
+int main(void)
+{
+	Suite *su = suite_create("core");
+	TCase *tc = tcase_create("core");
+	tcase_add_test(tc, test_reader_after_writer);
+	tcase_add_test(tc, test_writer_after_readers);
+	tcase_add_test(tc, test_explicit_waits_across_queues);
+	tcase_add_test(tc, test_sticky_failure_and_reset);
+	tcase_add_test(tc, test_fairness_cap);
+	tcase_add_test(tc, test_quota_refusals);
+	tcase_add_test(tc, test_session_freed_after_last_op);
+	suite_add_tcase(su, tc);
+	SRunner *sr = srunner_create(su);
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
