@@ -29,41 +29,41 @@
 START_TEST(test_cal_basic)
 {
 	struct devq_cal c;
-	devq_cal_update(&c, NULL, 1000000, 1004000, 0);
+	devq_cuda_time_update(&c, NULL, 1000000, 1004000, 0);
 	ck_assert(c.valid);
 	ck_assert_uint_eq(c.host_ns, 1002000);
 	ck_assert_uint_eq(c.half_ns, 2000);
 	ck_assert(c.rate == 1.0);
-	ck_assert_uint_eq(devq_cal_map(&c, 1.5f), 1002000 + 1500000);
-	ck_assert_uint_eq(devq_cal_map(&c, -0.5f), 1002000 - 500000);
-	ck_assert_uint_eq(devq_cal_map(&c, -5.0f), 0); /* before the epoch */
+	ck_assert_uint_eq(devq_cuda_time_map(&c, 1.5f), 1002000 + 1500000);
+	ck_assert_uint_eq(devq_cuda_time_map(&c, -0.5f), 1002000 - 500000);
+	ck_assert_uint_eq(devq_cuda_time_map(&c, -5.0f), 0); /* before the epoch */
 	/* The bound: half bracket + timer resolution + float + rate terms. */
-	uint64_t e = devq_cal_error_ns(&c, 0.0f);
+	uint64_t e = devq_cuda_time_error_ns(&c, 0.0f);
 	ck_assert_uint_eq(e, 2000 + DEVQ_CAL_RESOLUTION_NS);
-	ck_assert_uint_gt(devq_cal_error_ns(&c, 1000.0f), e + 1000000000.0 * DEVQ_CAL_RATE_ERR);
-	ck_assert(!devq_cal_stale(&c, 1002000 + DEVQ_CAL_PERIOD_NS - 1));
-	ck_assert(devq_cal_stale(&c, 1002000 + DEVQ_CAL_PERIOD_NS));
+	ck_assert_uint_gt(devq_cuda_time_error_ns(&c, 1000.0f), e + 1000000000.0 * DEVQ_CAL_RATE_ERR);
+	ck_assert(!devq_cuda_time_stale(&c, 1002000 + DEVQ_CAL_PERIOD_NS - 1));
+	ck_assert(devq_cuda_time_stale(&c, 1002000 + DEVQ_CAL_PERIOD_NS));
 	struct devq_cal none = { 0 };
-	ck_assert(devq_cal_stale(&none, 5));
-	ck_assert_uint_eq(devq_cal_map(&none, 1.0f), 0);
+	ck_assert(devq_cuda_time_stale(&none, 5));
+	ck_assert_uint_eq(devq_cuda_time_map(&none, 1.0f), 0);
 }
 END_TEST
 
 START_TEST(test_cal_rate)
 {
 	struct devq_cal a, b, c;
-	devq_cal_update(&a, NULL, 10000000000ull, 10000002000ull, 0);
+	devq_cuda_time_update(&a, NULL, 10000000000ull, 10000002000ull, 0);
 	/* One host second later the device timer says 999.9 ms: it runs
 	 * 100 ppm slow, and the mapping stretches device time to match. */
-	devq_cal_update(&b, &a, 11000000000ull, 11000002000ull, 999.9);
+	devq_cuda_time_update(&b, &a, 11000000000ull, 11000002000ull, 999.9);
 	ck_assert(fabs(b.rate - 1e9 / 999.9e6) < 1e-9);
-	uint64_t t = devq_cal_map(&b, 500.0f);
+	uint64_t t = devq_cuda_time_map(&b, 500.0f);
 	ck_assert(llabs((long long)(t - (b.host_ns + 500050005))) < 100);
 	/* A "rate" 1% off is bracket noise over a short span: kept as before. */
-	devq_cal_update(&c, &b, 11001000000ull, 11001002000ull, 1.01 * 1.0);
+	devq_cuda_time_update(&c, &b, 11001000000ull, 11001002000ull, 1.01 * 1.0);
 	ck_assert(c.rate == b.rate);
 	/* Reversed bracket reads are put in order. */
-	devq_cal_update(&c, NULL, 500, 100, 0);
+	devq_cuda_time_update(&c, NULL, 500, 100, 0);
 	ck_assert_uint_eq(c.host_ns, 300);
 }
 END_TEST
@@ -94,7 +94,7 @@ START_TEST(test_cal_error_bound)
 		dev_at = stamp_host;
 		cal_dev = dev;
 		double dms = prev.valid ? (cal_dev - prev_dev) / 1e6 : 0;
-		devq_cal_update(&cal, &prev, t0, t1, (float)dms);
+		devq_cuda_time_update(&cal, &prev, t0, t1, (float)dms);
 		for (int i = 0; i < 200; i++) {
 			seed = devq_mix64(seed);
 			double ev_host = stamp_host + (double)(seed % 1000000000ull);
@@ -102,14 +102,14 @@ START_TEST(test_cal_error_bound)
 			double ev_dev = floor((cal_dev + (ev_host - stamp_host) * (1.0 + drift)) /
 					      500.0) * 500.0;
 			float ms = (float)((ev_dev - cal_dev) / 1e6);
-			uint64_t mapped = devq_cal_map(&cal, ms);
+			uint64_t mapped = devq_cuda_time_map(&cal, ms);
 			double err = fabs((double)mapped - ev_host);
 			if (err > worst)
 				worst = err;
 			if (sec > 0) /* the first second has no rate yet */
-				ck_assert_msg(err <= (double)devq_cal_error_ns(&cal, ms),
+				ck_assert_msg(err <= (double)devq_cuda_time_error_ns(&cal, ms),
 					      "second %d: error %.0f ns > bound %llu ns", sec, err,
-					      (unsigned long long)devq_cal_error_ns(&cal, ms));
+					      (unsigned long long)devq_cuda_time_error_ns(&cal, ms));
 		}
 		host += 1e9;
 	}
@@ -147,31 +147,31 @@ START_TEST(test_graph_cache_exact_match)
 	struct devq_graph_op a[64], b[64];
 	run_of(a, 64, 0x7f0000000000ull);
 	void *ev;
-	ck_assert_ptr_null(devq_graph_find(&c, a, 64));
-	ck_assert_int_eq(devq_graph_insert(&c, a, 64, (void *)0x1, &ev), 0);
+	ck_assert_ptr_null(devq_graph_cache_find(&c, a, 64));
+	ck_assert_int_eq(devq_graph_cache_insert(&c, a, 64, (void *)0x1, &ev), 0);
 	ck_assert_ptr_null(ev);
 	memcpy(b, a, sizeof(a));
-	ck_assert_ptr_eq(devq_graph_find(&c, b, 64), (void *)0x1);
+	ck_assert_ptr_eq(devq_graph_cache_find(&c, b, 64), (void *)0x1);
 	/* Any difference is another run: one argument (another buffer), the
 	 * launch shape, the kernel, the length. */
 	b[63].args[2] += 64;
-	ck_assert_ptr_null(devq_graph_find(&c, b, 64));
+	ck_assert_ptr_null(devq_graph_cache_find(&c, b, 64));
 	memcpy(b, a, sizeof(a));
 	b[10].grid = 8;
-	ck_assert_ptr_null(devq_graph_find(&c, b, 64));
+	ck_assert_ptr_null(devq_graph_cache_find(&c, b, 64));
 	memcpy(b, a, sizeof(a));
 	b[0].kernel = 7;
-	ck_assert_ptr_null(devq_graph_find(&c, b, 64));
-	ck_assert_ptr_null(devq_graph_find(&c, a, 63));
+	ck_assert_ptr_null(devq_graph_cache_find(&c, b, 64));
+	ck_assert_ptr_null(devq_graph_cache_find(&c, a, 63));
 	/* Arguments past nargs are not part of the run. */
 	memcpy(b, a, sizeof(a));
 	b[5].args[6] = 12345;
-	ck_assert_ptr_eq(devq_graph_find(&c, b, 64), (void *)0x1);
+	ck_assert_ptr_eq(devq_graph_cache_find(&c, b, 64), (void *)0x1);
 	ck_assert_uint_eq(c.hits, 2);
 	destroyed = 0;
 	devq_graph_cache_clear(&c, count_destroy, NULL);
 	ck_assert_int_eq(destroyed, 1);
-	ck_assert_ptr_null(devq_graph_find(&c, a, 64));
+	ck_assert_ptr_null(devq_graph_cache_find(&c, a, 64));
 }
 END_TEST
 
@@ -182,19 +182,19 @@ START_TEST(test_graph_cache_lru)
 	void *ev;
 	for (uintptr_t i = 1; i <= DEVQ_GRAPH_CACHE_SIZE; i++) {
 		run_of(ops, 8, i << 32);
-		ck_assert_int_eq(devq_graph_insert(&c, ops, 8, (void *)i, &ev), 0);
+		ck_assert_int_eq(devq_graph_cache_insert(&c, ops, 8, (void *)i, &ev), 0);
 		ck_assert_ptr_null(ev);
 	}
 	/* Use run 1 again: run 2 is now the least recently used. */
 	run_of(ops, 8, 1ull << 32);
-	ck_assert_ptr_eq(devq_graph_find(&c, ops, 8), (void *)1);
+	ck_assert_ptr_eq(devq_graph_cache_find(&c, ops, 8), (void *)1);
 	run_of(ops, 8, 99ull << 32);
-	ck_assert_int_eq(devq_graph_insert(&c, ops, 8, (void *)99, &ev), 0);
+	ck_assert_int_eq(devq_graph_cache_insert(&c, ops, 8, (void *)99, &ev), 0);
 	ck_assert_ptr_eq(ev, (void *)2);
 	run_of(ops, 8, 2ull << 32);
-	ck_assert_ptr_null(devq_graph_find(&c, ops, 8));
+	ck_assert_ptr_null(devq_graph_cache_find(&c, ops, 8));
 	run_of(ops, 8, 1ull << 32);
-	ck_assert_ptr_eq(devq_graph_find(&c, ops, 8), (void *)1);
+	ck_assert_ptr_eq(devq_graph_cache_find(&c, ops, 8), (void *)1);
 	destroyed = 0;
 	devq_graph_cache_clear(&c, count_destroy, NULL);
 	ck_assert_int_eq(destroyed, DEVQ_GRAPH_CACHE_SIZE);
@@ -232,13 +232,13 @@ END_TEST
 
 START_TEST(test_error_names)
 {
-	ck_assert_str_eq(devq_cuda_error_name(CUDA_ERROR_ILLEGAL_ADDRESS),
+	ck_assert_str_eq(devq_cuda_drv_error_name(CUDA_ERROR_ILLEGAL_ADDRESS),
 			 "CUDA_ERROR_ILLEGAL_ADDRESS");
-	ck_assert_str_eq(devq_cuda_error_name(CUDA_ERROR_STUB_LIBRARY), "CUDA_ERROR_STUB_LIBRARY");
-	ck_assert(devq_cuda_error_is_sticky(CUDA_ERROR_ILLEGAL_ADDRESS));
-	ck_assert(devq_cuda_error_is_sticky(CUDA_ERROR_LAUNCH_FAILED));
-	ck_assert(!devq_cuda_error_is_sticky(CUDA_ERROR_OUT_OF_MEMORY));
-	ck_assert(!devq_cuda_error_is_sticky(CUDA_ERROR_INVALID_VALUE));
+	ck_assert_str_eq(devq_cuda_drv_error_name(CUDA_ERROR_STUB_LIBRARY), "CUDA_ERROR_STUB_LIBRARY");
+	ck_assert(devq_cuda_drv_error_is_sticky(CUDA_ERROR_ILLEGAL_ADDRESS));
+	ck_assert(devq_cuda_drv_error_is_sticky(CUDA_ERROR_LAUNCH_FAILED));
+	ck_assert(!devq_cuda_drv_error_is_sticky(CUDA_ERROR_OUT_OF_MEMORY));
+	ck_assert(!devq_cuda_drv_error_is_sticky(CUDA_ERROR_INVALID_VALUE));
 }
 END_TEST
 #endif

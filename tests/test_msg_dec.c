@@ -1448,7 +1448,7 @@ START_TEST(arena_path)
 	reseed(7);
 	what = "arena";
 	struct devq_arena arena;
-	devq_arena_init(&arena);
+	devq_pool_arena_init(&arena);
 	struct wb msg = { 0 };
 	for (unsigned long i = 0; i < 1000; i++) {
 		bool unknowns;
@@ -1493,9 +1493,9 @@ START_TEST(arena_path)
 				      "seed %#" PRIx64 " #%lu: re-packs differently", seed, i);
 		free(re);
 		devq__client_message__free_unpacked(ref, NULL);
-		devq_arena_reset(&arena);
+		devq_pool_arena_reset(&arena);
 	}
-	devq_arena_fini(&arena);
+	devq_pool_arena_fini(&arena);
 	free(msg.p);
 }
 END_TEST

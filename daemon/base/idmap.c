@@ -11,7 +11,7 @@ static size_t slot_of(const struct idmap *m, uint64_t key)
 	return (size_t)key & (m->cap - 1);
 }
 
-void *idmap_get(const struct idmap *m, uint64_t key)
+void *devq_idmap_get(const struct idmap *m, uint64_t key)
 {
 	if (!m->cap)
 		return NULL;
@@ -45,9 +45,9 @@ static int grow(struct idmap *m)
 	return 0;
 }
 
-int idmap_put(struct idmap *m, uint64_t key, void *val)
+int devq_idmap_put(struct idmap *m, uint64_t key, void *val)
 {
-	if (idmap_get(m, key))
+	if (devq_idmap_get(m, key))
 		return -EEXIST;
 	/* Keep the load under 1/2 so probes stay short. */
 	if ((m->count + 1) * 2 > m->cap) {
@@ -64,7 +64,7 @@ int idmap_put(struct idmap *m, uint64_t key, void *val)
 	return 0;
 }
 
-void *idmap_del(struct idmap *m, uint64_t key)
+void *devq_idmap_del(struct idmap *m, uint64_t key)
 {
 	if (!m->cap)
 		return NULL;
@@ -89,7 +89,7 @@ void *idmap_del(struct idmap *m, uint64_t key)
 	return v;
 }
 
-void idmap_fini(struct idmap *m)
+void devq_idmap_fini(struct idmap *m)
 {
 	free(m->slots);
 	m->slots = NULL;

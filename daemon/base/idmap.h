@@ -16,11 +16,11 @@ struct idmap {
 	size_t cap, count; /* cap is 0 or a power of two */
 };
 
-void *idmap_get(const struct idmap *m, uint64_t key);
+void *devq_idmap_get(const struct idmap *m, uint64_t key);
 /* -EEXIST when the key is present, -ENOMEM. */
-int idmap_put(struct idmap *m, uint64_t key, void *val);
-void *idmap_del(struct idmap *m, uint64_t key);
-void idmap_fini(struct idmap *m);
+int devq_idmap_put(struct idmap *m, uint64_t key, void *val);
+void *devq_idmap_del(struct idmap *m, uint64_t key);
+void devq_idmap_fini(struct idmap *m);
 
 /* Iteration: for (size_t i = 0; i < m->cap; i++) if (m->slots[i].val) ... */
 

@@ -53,7 +53,7 @@ static void arena_free(void *ud, void *p)
 	(void)p; /* released with the whole arena */
 }
 
-void devq_arena_init(struct devq_arena *a)
+void devq_pool_arena_init(struct devq_arena *a)
 {
 	memset(a, 0, sizeof(*a));
 	a->pa.alloc = arena_alloc;
@@ -61,7 +61,7 @@ void devq_arena_init(struct devq_arena *a)
 	a->pa.allocator_data = a;
 }
 
-void devq_arena_reset(struct devq_arena *a)
+void devq_pool_arena_reset(struct devq_arena *a)
 {
 	while (a->big) {
 		struct devq_arena_big *b = a->big;
@@ -86,9 +86,9 @@ void devq_arena_reset(struct devq_arena *a)
 	a->want = 0;
 }
 
-void devq_arena_fini(struct devq_arena *a)
+void devq_pool_arena_fini(struct devq_arena *a)
 {
-	devq_arena_reset(a);
+	devq_pool_arena_reset(a);
 	cached -= chunk_bytes(a->buf);
 	free(a->buf);
 	a->buf = NULL;

@@ -19,11 +19,11 @@ struct devq_arena {
 	struct devq_arena_big *big; /* what did not fit, freed at reset */
 };
 
-void devq_arena_init(struct devq_arena *a);
+void devq_pool_arena_init(struct devq_arena *a);
 /* Everything allocated since the last reset is gone; the buffer grows to
  * the last frame's need (bounded) so the next frame fits in it. */
-void devq_arena_reset(struct devq_arena *a);
-void devq_arena_fini(struct devq_arena *a);
+void devq_pool_arena_reset(struct devq_arena *a);
+void devq_pool_arena_fini(struct devq_arena *a);
 
 /* Free list of records of one size; keeps at most `keep` of them. */
 struct devq_pool {

@@ -43,7 +43,7 @@ static void account(struct devq_buf *b, int sign)
 
 static int check_new(struct devq_session *s, uint64_t id, uint64_t size, char *err, size_t n)
 {
-	if (idmap_get(&s->bufs, id)) {
+	if (devq_idmap_get(&s->bufs, id)) {
 		snprintf(err, n, "buffer id %llu is already in use", (unsigned long long)id);
 		return DEVQ__CODE__INVALID_ARGUMENT;
 	}
@@ -84,7 +84,7 @@ static int buf_install(struct devq_buf *b, char *err, size_t n)
 			 b->host ? "pinning" : "device allocation", strerror(-r));
 		return DEVQ__CODE__RESOURCE_EXHAUSTED;
 	}
-	r = idmap_put(&b->s->bufs, b->id, b);
+	r = devq_idmap_put(&b->s->bufs, b->id, b);
 	if (r < 0) {
 		if (b->host)
 			be->ops->unmap_host(be, b->host, b->map_len);
@@ -97,7 +97,7 @@ static int buf_install(struct devq_buf *b, char *err, size_t n)
 	return 0;
 }
 
-int devq_buf_create(struct devq_session *s, uint64_t id, uint64_t size, Devq__BufferKind kind,
+int devq_buffer_create(struct devq_session *s, uint64_t id, uint64_t size, Devq__BufferKind kind,
 		    int *fd_out, char *err, size_t errlen)
 {
 	int code = check_new(s, id, size, err, errlen);
@@ -173,7 +173,7 @@ static int is_memfd(int fd)
 	return strncmp(target, "/memfd:", 7) == 0;
 }
 
-int devq_buf_import(struct devq_session *s, uint64_t id, uint64_t size, bool read_only, int fd,
+int devq_buffer_import(struct devq_session *s, uint64_t id, uint64_t size, bool read_only, int fd,
 		    char *err, size_t errlen)
 {
 	int code = check_new(s, id, size, err, errlen);
@@ -237,7 +237,7 @@ static void buf_free(struct devq_buf *b)
 {
 	struct devq_session *s = b->s;
 	struct devq_backend *be = s->e->be;
-	idmap_del(&s->bufs, b->id);
+	devq_idmap_del(&s->bufs, b->id);
 	if (b->host) {
 		be->ops->unmap_host(be, b->host, b->map_len);
 		munmap(b->host, b->map_len);
@@ -264,14 +264,14 @@ static void buf_free(struct devq_buf *b)
 	/* The caller decides when the session may go: it may still use it. */
 }
 
-void devq_buf_release(struct devq_buf *b)
+void devq_buffer_release(struct devq_buf *b)
 {
 	b->releasing = true;
 	if (b->inflight == 0)
 		buf_free(b);
 }
 
-void devq_buf_put(struct devq_buf *b)
+void devq_buffer_put(struct devq_buf *b)
 {
 	if (--b->inflight == 0 && b->releasing)
 		buf_free(b);

@@ -32,13 +32,13 @@ struct devq_buf {
 
 /* CreateBuffer: 0 with *fd_out (shared buffers: the memfd for the client,
  * -1 for device buffers), or a Devq__Code with err filled in. */
-int devq_buf_create(struct devq_session *s, uint64_t id, uint64_t size, Devq__BufferKind kind,
+int devq_buffer_create(struct devq_session *s, uint64_t id, uint64_t size, Devq__BufferKind kind,
 		    int *fd_out, char *err, size_t errlen);
 /* ImportBuffer of fd (not taken: the caller closes it): 0, or a
  * Devq__Code with err filled in. */
-int devq_buf_import(struct devq_session *s, uint64_t id, uint64_t size, bool read_only, int fd,
+int devq_buffer_import(struct devq_session *s, uint64_t id, uint64_t size, bool read_only, int fd,
 		    char *err, size_t errlen);
-void devq_buf_release(struct devq_buf *b); /* frees now or once idle */
-void devq_buf_put(struct devq_buf *b);     /* an op stopped using it */
+void devq_buffer_release(struct devq_buf *b); /* frees now or once idle */
+void devq_buffer_put(struct devq_buf *b);     /* an op stopped using it */
 
 #endif

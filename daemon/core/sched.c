@@ -86,7 +86,7 @@ static int collect_waits(struct devq_job *op, const Devq__Op *m, bool inherit, c
 
 	for (size_t i = 0; i < m->n_waits; i++) {
 		const Devq__Wait *w = m->waits[i];
-		struct devq_timeline *wq = idmap_get(&s->queues, w->queue);
+		struct devq_timeline *wq = devq_idmap_get(&s->queues, w->queue);
 		if (!wq) {
 			snprintf(err, n, "wait on queue %u: queue not open", w->queue);
 			code = DEVQ__CODE__NOT_FOUND;
@@ -189,7 +189,7 @@ static int update_hazards(struct devq_job *op)
 void devq_sched_submit(struct devq_session *s, const Devq__Op *m, uint64_t t_received)
 {
 	struct devq_engine *d = s->e;
-	struct devq_timeline *q = idmap_get(&s->queues, m->queue);
+	struct devq_timeline *q = devq_idmap_get(&s->queues, m->queue);
 	if (!q) {
 		devq_outbox_error(s, DEVQ__CODE__NOT_FOUND, "submit", NULL, &m->queue,
 				   "submit on queue %u: queue not open", m->queue);
@@ -376,7 +376,7 @@ static void complete_one(struct devq_engine *d, struct devq_job *op, uint64_t no
 	}
 	/* Completion first, then the releases it makes possible. */
 	for (unsigned i = 0; i < op->nbufs; i++)
-		devq_buf_put(op->bufs[i]);
+		devq_buffer_put(op->bufs[i]);
 	op->nbufs = 0;
 	devq_job_unref(op);
 	/* Through the dirty list whether connected or not: a session whose

@@ -63,7 +63,7 @@ void devq_session_disconnect(struct devq_session *s)
 		for (size_t i = 0; i < s->bufs.cap;) {
 			struct devq_buf *b = s->bufs.slots[i].val;
 			if (b && !b->releasing) {
-				devq_buf_release(b);
+				devq_buffer_release(b);
 				i = 0; /* the map may have shifted */
 				continue;
 			}
@@ -76,7 +76,7 @@ void devq_session_disconnect(struct devq_session *s)
 			list[n++] = s->bufs.slots[i].val;
 	for (size_t i = 0; i < n; i++)
 		if (!list[i]->releasing)
-			devq_buf_release(list[i]);
+			devq_buffer_release(list[i]);
 	free(list);
 }
 
@@ -94,8 +94,8 @@ static void session_free(struct devq_session *s)
 	for (size_t i = 0; i < s->queues.cap; i++)
 		if (s->queues.slots[i].val)
 			devq_timeline_free(e, s->queues.slots[i].val);
-	idmap_fini(&s->queues);
-	idmap_fini(&s->bufs);
+	devq_idmap_fini(&s->queues);
+	devq_idmap_fini(&s->bufs);
 	devq_tx_fini(&s->tx);
 	free(s->cmpl);
 	devq_cpage_free(s->cpage);

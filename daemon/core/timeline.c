@@ -29,7 +29,7 @@ int devq_timeline_open(struct devq_session *s, uint32_t id, int priority,
 		first = end;
 		end = e->be->streams;
 	}
-	if (idmap_get(&s->queues, id)) {
+	if (devq_idmap_get(&s->queues, id)) {
 		snprintf(err, n, "queue %u is already open", id);
 		return DEVQ__CODE__INVALID_ARGUMENT;
 	}
@@ -39,7 +39,7 @@ int devq_timeline_open(struct devq_session *s, uint32_t id, int priority,
 		return DEVQ__CODE__RESOURCE_EXHAUSTED;
 	}
 	struct devq_timeline *q = calloc(1, sizeof(*q));
-	if (!q || idmap_put(&s->queues, id, q) < 0) {
+	if (!q || devq_idmap_put(&s->queues, id, q) < 0) {
 		free(q);
 		snprintf(err, n, "queue %u: out of memory", id);
 		return DEVQ__CODE__RESOURCE_EXHAUSTED;

@@ -64,7 +64,7 @@ static int check_range(struct devq_session *s, const char *what, const Devq__Buf
 		snprintf(err, n, "%s: no buffer given", what);
 		return DEVQ__CODE__INVALID_ARGUMENT;
 	}
-	struct devq_buf *b = idmap_get(&s->bufs, ba->id);
+	struct devq_buf *b = devq_idmap_get(&s->bufs, ba->id);
 	if (!b) {
 		snprintf(err, n, "%s: buffer %" PRIu64 " not found", what, ba->id);
 		return DEVQ__CODE__NOT_FOUND;

@@ -93,7 +93,7 @@ static void on_hello(struct devq_session *s, const Devq__Hello *h)
 
 static void buffer_ready(struct devq_session *s, uint64_t id, int fd)
 {
-	struct devq_buf *b = idmap_get(&s->bufs, id);
+	struct devq_buf *b = devq_idmap_get(&s->bufs, id);
 	Devq__BufferReady r = DEVQ__BUFFER_READY__INIT;
 	r.id = id;
 	r.size = b->size;
@@ -106,7 +106,7 @@ static void on_create(struct devq_session *s, const Devq__CreateBuffer *c)
 {
 	char err[200];
 	int fd = -1;
-	int code = devq_buf_create(s, c->id, c->size, c->kind, &fd, err, sizeof(err));
+	int code = devq_buffer_create(s, c->id, c->size, c->kind, &fd, err, sizeof(err));
 	if (code) {
 		struct devq_buf key = { .id = c->id };
 		devq_outbox_error(s, code, "create_buffer", &key, NULL, "%s", err);
@@ -127,7 +127,7 @@ static void on_import(struct devq_session *s, const Devq__ImportBuffer *im, stru
 	}
 	int fd = f->fds[0];
 	f->fds[0] = -1;
-	int code = devq_buf_import(s, im->id, im->size, im->read_only, fd, err, sizeof(err));
+	int code = devq_buffer_import(s, im->id, im->size, im->read_only, fd, err, sizeof(err));
 	close(fd); /* mapped (or refused): the daemon keeps no fd */
 	if (code) {
 		devq_outbox_error(s, code, "import_buffer", &key, NULL, "%s", err);
@@ -138,7 +138,7 @@ static void on_import(struct devq_session *s, const Devq__ImportBuffer *im, stru
 
 static void on_release(struct devq_session *s, const Devq__ReleaseBuffer *r)
 {
-	struct devq_buf *b = idmap_get(&s->bufs, r->id);
+	struct devq_buf *b = devq_idmap_get(&s->bufs, r->id);
 	struct devq_buf key = { .id = r->id };
 	if (!b) {
 		devq_outbox_error(s, DEVQ__CODE__NOT_FOUND, "release_buffer", &key, NULL,
@@ -151,7 +151,7 @@ static void on_release(struct devq_session *s, const Devq__ReleaseBuffer *r)
 				   r->id);
 		return;
 	}
-	devq_buf_release(b);
+	devq_buffer_release(b);
 }
 
 static void on_open_queue(struct devq_session *s, const Devq__OpenQueue *o)
@@ -170,7 +170,7 @@ static void on_open_queue(struct devq_session *s, const Devq__OpenQueue *o)
 
 static void on_reset_queue(struct devq_session *s, const Devq__ResetQueue *r)
 {
-	struct devq_timeline *q = idmap_get(&s->queues, r->id);
+	struct devq_timeline *q = devq_idmap_get(&s->queues, r->id);
 	if (!q) {
 		devq_outbox_error(s, DEVQ__CODE__NOT_FOUND, "reset_queue", NULL, &r->id,
 				   "reset queue %u: queue not open", r->id);

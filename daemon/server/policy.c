@@ -131,7 +131,7 @@ int devq_policy_init(struct devq_policy *p, const char *users, const char *group
 	return r < 0 ? -EINVAL : 0;
 }
 
-int devq_peer_read(int fd, struct devq_peer *peer)
+int devq_policy_peer_read(int fd, struct devq_peer *peer)
 {
 	memset(peer, 0, sizeof(*peer));
 	peer->pidfd = -1;

@@ -45,7 +45,7 @@ int devq_policy_init(struct devq_policy *p, const char *users, const char *group
 
 /* Reads the peer's credentials from a connected Unix socket.  pidfd is
  * -1 where SO_PEERPIDFD is unavailable; the caller owns it otherwise. */
-int devq_peer_read(int fd, struct devq_peer *peer);
+int devq_policy_peer_read(int fd, struct devq_peer *peer);
 
 /* true when the peer may use the daemon; otherwise why is filled with a
  * message for the client ("uid 65534 (nobody) is not allowed ..."). */

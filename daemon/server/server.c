@@ -175,16 +175,16 @@ static void handle_frame(struct devq_session *s, struct devq_frame *f, uint64_t 
 	 * protobuf-c): nothing of the message outlives the dispatch (a held
 	 * Submit is copied by quota.c). */
 	if (!frame_arena.pa.alloc)
-		devq_arena_init(&frame_arena);
+		devq_pool_arena_init(&frame_arena);
 	Devq__ClientMessage *m = devq_msg_dec(&frame_arena.pa, f->len, f->payload);
 	if (!m) {
-		devq_arena_reset(&frame_arena);
+		devq_pool_arena_reset(&frame_arena);
 		protocol_close(s, "malformed ClientMessage");
 		devq_frame_close_fds(f);
 		return;
 	}
 	devq_dispatch_message(s, m, f, t);
-	devq_arena_reset(&frame_arena);
+	devq_pool_arena_reset(&frame_arena);
 	devq_frame_close_fds(f); /* whatever the message did not claim */
 }
 
@@ -366,7 +366,7 @@ static void on_accept(uv_poll_t *h, int status, int events)
 			return;
 		}
 		struct devq_peer peer;
-		int pr = devq_peer_read(fd, &peer);
+		int pr = devq_policy_peer_read(fd, &peer);
 		struct conn *c = calloc(1, sizeof(*c));
 		struct devq_session *s = c ? devq_session_new(&d->e, peer.pid, peer.uid, peer.gid)
 					   : NULL;
@@ -678,5 +678,5 @@ int devq_server_session_fd(const struct devq_session *s)
 void devq_server_fini(struct devq_daemon *d)
 {
 	(void)d;
-	devq_arena_fini(&frame_arena);
+	devq_pool_arena_fini(&frame_arena);
 }

@@ -198,7 +198,7 @@ static void buffer(struct devq_session *s, uint64_t id, uint64_t size)
 {
 	int fd = -1;
 	char err[200];
-	int r = devq_buf_create(s, id, size, DEVQ__BUFFER_KIND__SHARED, &fd, err, sizeof(err));
+	int r = devq_buffer_create(s, id, size, DEVQ__BUFFER_KIND__SHARED, &fd, err, sizeof(err));
 	ck_assert_msg(r == 0, "create: %s", err);
 	ck_assert_int_eq(close(fd), 0);
 }
@@ -297,7 +297,7 @@ static void complete_all(void)
 
 static struct devq_timeline *tl(struct devq_session *s, uint32_t id)
 {
-	struct devq_timeline *q = idmap_get(&s->queues, id);
+	struct devq_timeline *q = devq_idmap_get(&s->queues, id);
 	ck_assert_ptr_nonnull(q);
 	return q;
 }
@@ -468,7 +468,7 @@ START_TEST(test_quota_refusals)
 	int fd = -1;
 	char err[200];
 	/* Exactly at the limit: refused, the existing ones untouched. */
-	ck_assert_int_eq(devq_buf_create(s, 3, 64, DEVQ__BUFFER_KIND__SHARED, &fd, err, sizeof(err)),
+	ck_assert_int_eq(devq_buffer_create(s, 3, 64, DEVQ__BUFFER_KIND__SHARED, &fd, err, sizeof(err)),
 			 DEVQ__CODE__RESOURCE_EXHAUSTED);
 	ck_assert_ptr_nonnull(strstr(err, "quota-session-buffers"));
 	ck_assert_int_eq(fd, -1);

@@ -41,7 +41,7 @@ static struct devq_cuda_drv cu;
 
 static const char *err_name(CUresult r)
 {
-	return devq_cuda_error_name(r);
+	return devq_cuda_drv_error_name(r);
 }
 
 static int load_driver(void)

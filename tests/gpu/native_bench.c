@@ -39,7 +39,7 @@ static int cmp(const void *a, const void *b)
 		CUresult r_ = (call);                                                 \
 		if (r_ != CUDA_SUCCESS) {                                             \
 			printf("FAIL native_bench: %s: %s\n", #call,                  \
-			       devq_cuda_error_name(r_));                             \
+			       devq_cuda_drv_error_name(r_));                             \
 			return 2;                                                     \
 		}                                                                     \
 	} while (0)

@@ -124,12 +124,12 @@ static uint64_t now_ns(void)
  * the backend is lost). */
 static bool check_sticky(struct cuda_backend *cb, CUresult r, const char *call)
 {
-	if (!devq_cuda_error_is_sticky(r))
+	if (!devq_cuda_drv_error_is_sticky(r))
 		return false;
 	if (!cb->lost) {
 		cb->lost = true;
 		snprintf(cb->lost_msg, sizeof(cb->lost_msg), "%s (%s): the device context is lost",
-			 devq_cuda_error_name(r), call);
+			 devq_cuda_drv_error_name(r), call);
 	}
 	return true;
 }
@@ -213,7 +213,7 @@ static CUresult calibrate(struct cuda_backend *cb)
 	if (prev.valid &&
 	    cb->drv.cuEventElapsedTime(&ms, cb->cal_ev[cb->cal_cur], cb->cal_ev[next]) != CUDA_SUCCESS)
 		ms = 0;
-	devq_cal_update(&cb->cal, &prev, t0, t1, ms);
+	devq_cuda_time_update(&cb->cal, &prev, t0, t1, ms);
 	cb->cal_cur = next;
 	return CUDA_SUCCESS;
 }
@@ -222,7 +222,7 @@ static CUresult calibrate(struct cuda_backend *cb)
 static void map_times(struct cuda_backend *cb, struct devq_bop *op, struct cu_op *co)
 {
 	pthread_mutex_lock(&cb->cal_lock);
-	if (devq_cal_stale(&cb->cal, now_ns()))
+	if (devq_cuda_time_stale(&cb->cal, now_ns()))
 		calibrate(cb);
 	float ms_s = 0, ms_e = 0;
 	CUevent cal = cb->cal_ev[cb->cal_cur];
@@ -230,8 +230,8 @@ static void map_times(struct cuda_backend *cb, struct devq_bop *op, struct cu_op
 		  cb->drv.cuEventElapsedTime(&ms_s, cal, co->start) == CUDA_SUCCESS &&
 		  cb->drv.cuEventElapsedTime(&ms_e, cal, co->end) == CUDA_SUCCESS;
 	if (ok) {
-		op->t_start = devq_cal_map(&cb->cal, ms_s);
-		op->t_end = devq_cal_map(&cb->cal, ms_e);
+		op->t_start = devq_cuda_time_map(&cb->cal, ms_s);
+		op->t_end = devq_cuda_time_map(&cb->cal, ms_e);
 	}
 	pthread_mutex_unlock(&cb->cal_lock);
 	if (!ok)
@@ -278,7 +278,7 @@ static void *waiter(void *arg)
 			if (!check_sticky(cb, r, "cuEventSynchronize") && op->code == DEVQ__CODE__OK) {
 				op->code = DEVQ__CODE__DEVICE_ERROR;
 				snprintf(op->msg, sizeof(op->msg), "waiting for the op: %s",
-					 devq_cuda_error_name(r));
+					 devq_cuda_drv_error_name(r));
 			}
 		}
 		if (cb->lost)
@@ -407,7 +407,7 @@ static void lose(struct cuda_backend *cb, CUresult r, const char *call)
 	if (!check_sticky(cb, r, call) && !cb->lost) {
 		cb->lost = true;
 		snprintf(cb->lost_msg, sizeof(cb->lost_msg),
-			 "%s (%s): the device can no longer order work", devq_cuda_error_name(r),
+			 "%s (%s): the device can no longer order work", devq_cuda_drv_error_name(r),
 			 call);
 	}
 }
@@ -501,7 +501,7 @@ static void issue_one(struct cuda_backend *cb, struct devq_bop *op)
 				goto queue;
 			/* The op failed; the stream did not. */
 			op->code = DEVQ__CODE__DEVICE_ERROR;
-			snprintf(op->msg, sizeof(op->msg), "%s: %s", call, devq_cuda_error_name(r));
+			snprintf(op->msg, sizeof(op->msg), "%s: %s", call, devq_cuda_drv_error_name(r));
 		}
 	}
 	/* Recorded even when nothing ran: dependents order through it. */
@@ -576,13 +576,13 @@ static void issue_pending(struct cuda_backend *cb)
 	}
 	CUgraphExec exec = NULL;
 	if (ok) {
-		exec = devq_graph_find(&cb->graphs, cb->gops, n);
+		exec = devq_graph_cache_find(&cb->graphs, cb->gops, n);
 		if (!exec) {
 			cb->pend_head = run; /* capture() walks the run */
 			exec = capture(cb, st->stream);
 			cb->pend_head = NULL;
 			void *evicted = NULL;
-			if (exec && devq_graph_insert(&cb->graphs, cb->gops, n, exec, &evicted) < 0) {
+			if (exec && devq_graph_cache_insert(&cb->graphs, cb->gops, n, exec, &evicted) < 0) {
 				cb->drv.cuGraphExecDestroy(exec);
 				exec = NULL;
 			}
@@ -834,7 +834,7 @@ static const struct devq_backend_ops cuda_ops = {
 		CUresult r_ = (call);                                                     \
 		if (r_ != CUDA_SUCCESS)                                                   \
 			FAIL(r_ == CUDA_ERROR_OUT_OF_MEMORY ? -ENOMEM : -EIO, "%s: %s", what, \
-			     devq_cuda_error_name(r_));                                   \
+			     devq_cuda_drv_error_name(r_));                                   \
 	} while (0)
 
 /* The module must hold code this device runs: SASS for its major version
@@ -882,7 +882,7 @@ int devq_backend_cuda_open(const struct devq_backend_config *cfg, const char *li
 	if (cr == CUDA_ERROR_NO_DEVICE)
 		FAIL(-ENODEV, "no CUDA device (cuInit: CUDA_ERROR_NO_DEVICE)");
 	if (cr != CUDA_SUCCESS)
-		FAIL(-ENODEV, "cuInit: %s", devq_cuda_error_name(cr));
+		FAIL(-ENODEV, "cuInit: %s", devq_cuda_drv_error_name(cr));
 	int count = 0;
 	CU(cb->drv.cuDeviceGetCount(&count), "cuDeviceGetCount");
 	if (device < 0 || device >= count)

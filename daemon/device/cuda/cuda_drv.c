@@ -10,7 +10,7 @@
 typedef CUresult (*gpa_fn)(const char *symbol, void **pfn, int cuda_version, cuuint64_t flags,
 			   CUdriverProcAddressQueryResult *status);
 
-const char *devq_cuda_error_name(CUresult r)
+const char *devq_cuda_drv_error_name(CUresult r)
 {
 	switch (r) {
 #define N(x) case x: return #x;
@@ -62,7 +62,7 @@ const char *devq_cuda_error_name(CUresult r)
 
 /* The errors after which the CUDA documentation says the context, and the
  * process, cannot continue. */
-int devq_cuda_error_is_sticky(CUresult r)
+int devq_cuda_drv_error_is_sticky(CUresult r)
 {
 	switch (r) {
 	case CUDA_ERROR_ILLEGAL_ADDRESS:
@@ -111,7 +111,7 @@ static int resolve(gpa_fn gpa, const char *name, void **out, char *err, size_t e
 			 "the NVIDIA driver has no %s for CUDA %d.%d (%s): driver %d or newer "
 			 "is needed",
 			 name, CUDA_VERSION / 1000, CUDA_VERSION % 1000 / 10,
-			 r != CUDA_SUCCESS ? devq_cuda_error_name(r)
+			 r != CUDA_SUCCESS ? devq_cuda_drv_error_name(r)
 			 : st == CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT ? "version not sufficient"
 									     : "symbol not found",
 			 DEVQ_CUDA_MIN_DRIVER_BRANCH);
@@ -161,7 +161,7 @@ int devq_cuda_drv_open(struct devq_cuda_drv *drv, const char *lib, char *err, si
 		return r < 0 ? r : -ENODEV;
 	}
 	if (cr != CUDA_SUCCESS) {
-		snprintf(err, errlen, "cuDriverGetVersion: %s", devq_cuda_error_name(cr));
+		snprintf(err, errlen, "cuDriverGetVersion: %s", devq_cuda_drv_error_name(cr));
 		devq_cuda_drv_close(drv);
 		return cr == CUDA_ERROR_STUB_LIBRARY ? -ENODEV : -EIO;
 	}

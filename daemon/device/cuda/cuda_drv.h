@@ -79,9 +79,9 @@ void devq_cuda_drv_close(struct devq_cuda_drv *drv);
 
 /* "CUDA_ERROR_ILLEGAL_ADDRESS" and the like.  Our own table: the stub
  * library and old drivers do not all answer cuGetErrorName. */
-const char *devq_cuda_error_name(CUresult r);
+const char *devq_cuda_drv_error_name(CUresult r);
 /* Whether r leaves the context unusable (the process must restart). */
-int devq_cuda_error_is_sticky(CUresult r);
+int devq_cuda_drv_error_is_sticky(CUresult r);
 
 /* The oldest driver branch that runs code built with this CUDA version. */
 #define DEVQ_CUDA_MIN_DRIVER_BRANCH 580

@@ -3,7 +3,7 @@
 
 #include "device/cuda/cuda_time.h"
 
-void devq_cal_update(struct devq_cal *c, const struct devq_cal *prev, uint64_t t0, uint64_t t1,
+void devq_cuda_time_update(struct devq_cal *c, const struct devq_cal *prev, uint64_t t0, uint64_t t1,
 		     double device_ms)
 {
 	if (t1 < t0) {
@@ -32,7 +32,7 @@ void devq_cal_update(struct devq_cal *c, const struct devq_cal *prev, uint64_t t
 	*c = n;
 }
 
-uint64_t devq_cal_map(const struct devq_cal *c, float elapsed_ms)
+uint64_t devq_cuda_time_map(const struct devq_cal *c, float elapsed_ms)
 {
 	if (!c->valid)
 		return 0;
@@ -45,7 +45,7 @@ uint64_t devq_cal_map(const struct devq_cal *c, float elapsed_ms)
 	return (uint64_t)llround(t);
 }
 
-uint64_t devq_cal_error_ns(const struct devq_cal *c, float elapsed_ms)
+uint64_t devq_cuda_time_error_ns(const struct devq_cal *c, float elapsed_ms)
 {
 	double e = fabs((double)elapsed_ms) * 1e6;
 	double bound = (double)c->half_ns + DEVQ_CAL_RESOLUTION_NS + e * 0x1p-24 +
@@ -53,7 +53,7 @@ uint64_t devq_cal_error_ns(const struct devq_cal *c, float elapsed_ms)
 	return (uint64_t)ceil(bound);
 }
 
-bool devq_cal_stale(const struct devq_cal *c, uint64_t now_ns)
+bool devq_cuda_time_stale(const struct devq_cal *c, uint64_t now_ns)
 {
 	return !c->valid || now_ns < c->host_ns || now_ns - c->host_ns >= DEVQ_CAL_PERIOD_NS;
 }

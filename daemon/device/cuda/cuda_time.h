@@ -15,7 +15,7 @@
  * device delta), so a steady drift between the GPU timer and the host
  * clock (NTP slews CLOCK_MONOTONIC by up to 500 ppm) cancels; the backend
  * recalibrates every second, so E stays near 1 s and the rate term is the
- * change of slew within a second.  devq_cal_error_ns computes the bound
+ * change of slew within a second.  devq_cuda_time_error_ns computes the bound
  * with DEVQ_CAL_RATE_ERR for that residual. */
 #ifndef DEVQ_CUDA_TIME_H
 #define DEVQ_CUDA_TIME_H
@@ -38,18 +38,18 @@ struct devq_cal {
 /* A new calibration from a bracket [t0, t1].  prev (may be invalid or
  * NULL) and device_ms, the device time from prev's event to this one, give
  * the rate; pass device_ms <= 0 when unknown. */
-void devq_cal_update(struct devq_cal *c, const struct devq_cal *prev, uint64_t t0, uint64_t t1,
+void devq_cuda_time_update(struct devq_cal *c, const struct devq_cal *prev, uint64_t t0, uint64_t t1,
 		     double device_ms);
 
 /* Host time of an event elapsed_ms after (negative: before) the
  * calibration event; 0 when the calibration is invalid or the result would
  * fall before the epoch. */
-uint64_t devq_cal_map(const struct devq_cal *c, float elapsed_ms);
+uint64_t devq_cuda_time_map(const struct devq_cal *c, float elapsed_ms);
 
 /* The bound above for a time mapped at elapsed_ms. */
-uint64_t devq_cal_error_ns(const struct devq_cal *c, float elapsed_ms);
+uint64_t devq_cuda_time_error_ns(const struct devq_cal *c, float elapsed_ms);
 
 /* Whether it is time to recalibrate. */
-bool devq_cal_stale(const struct devq_cal *c, uint64_t now_ns);
+bool devq_cuda_time_stale(const struct devq_cal *c, uint64_t now_ns);
 
 #endif

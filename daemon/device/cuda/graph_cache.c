@@ -11,7 +11,7 @@ static bool same_op(const struct devq_graph_op *a, const struct devq_graph_op *b
 	       a->nargs == b->nargs && !memcmp(a->args, b->args, a->nargs * sizeof(a->args[0]));
 }
 
-uint64_t devq_graph_hash(const struct devq_graph_op *ops, unsigned n)
+uint64_t devq_graph_cache_hash(const struct devq_graph_op *ops, unsigned n)
 {
 	uint64_t h = devq_mix64(n);
 	for (unsigned i = 0; i < n; i++) {
@@ -40,9 +40,9 @@ static struct devq_graph_entry *lookup(struct devq_graph_cache *c, const struct 
 	return NULL;
 }
 
-void *devq_graph_find(struct devq_graph_cache *c, const struct devq_graph_op *ops, unsigned n)
+void *devq_graph_cache_find(struct devq_graph_cache *c, const struct devq_graph_op *ops, unsigned n)
 {
-	struct devq_graph_entry *e = lookup(c, ops, n, devq_graph_hash(ops, n));
+	struct devq_graph_entry *e = lookup(c, ops, n, devq_graph_cache_hash(ops, n));
 	if (!e) {
 		c->misses++;
 		return NULL;
@@ -53,7 +53,7 @@ void *devq_graph_find(struct devq_graph_cache *c, const struct devq_graph_op *op
 	return e->graph;
 }
 
-int devq_graph_insert(struct devq_graph_cache *c, const struct devq_graph_op *ops, unsigned n,
+int devq_graph_cache_insert(struct devq_graph_cache *c, const struct devq_graph_op *ops, unsigned n,
 		      void *graph, void **evicted)
 {
 	*evicted = NULL;
@@ -74,7 +74,7 @@ int devq_graph_insert(struct devq_graph_cache *c, const struct devq_graph_op *op
 		*evicted = slot->graph;
 		free(slot->ops);
 	}
-	*slot = (struct devq_graph_entry){ .hash = devq_graph_hash(ops, n), .n = n, .ops = copy,
+	*slot = (struct devq_graph_entry){ .hash = devq_graph_cache_hash(ops, n), .n = n, .ops = copy,
 					   .graph = graph, .used = ++c->tick };
 	return 0;
 }

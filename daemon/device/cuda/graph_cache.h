@@ -38,14 +38,14 @@ struct devq_graph_cache {
 	uint64_t hits, misses;
 };
 
-uint64_t devq_graph_hash(const struct devq_graph_op *ops, unsigned n);
+uint64_t devq_graph_cache_hash(const struct devq_graph_op *ops, unsigned n);
 /* The graph recorded for exactly this run, or NULL. */
-void *devq_graph_find(struct devq_graph_cache *c, const struct devq_graph_op *ops, unsigned n);
+void *devq_graph_cache_find(struct devq_graph_cache *c, const struct devq_graph_op *ops, unsigned n);
 /* Remembers graph for this run.  When the cache is full the least recently
  * used entry makes room: its graph is returned in *evicted for the caller
  * to destroy (else NULL).  -ENOMEM when the run cannot be copied (graph is
  * then not kept: the caller destroys it). */
-int devq_graph_insert(struct devq_graph_cache *c, const struct devq_graph_op *ops, unsigned n,
+int devq_graph_cache_insert(struct devq_graph_cache *c, const struct devq_graph_op *ops, unsigned n,
 		      void *graph, void **evicted);
 /* Empties the cache, handing every graph to destroy. */
 void devq_graph_cache_clear(struct devq_graph_cache *c, void (*destroy)(void *graph, void *ud),
