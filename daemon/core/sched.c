@@ -186,22 +186,18 @@ static int update_hazards(struct devq_job *op)
 	return 0;
 }
 
-void devq_sched_submit(struct devq_session *s, const Devq__Op *m, uint64_t t_received)
+int devq_sched_submit(struct devq_session *s, const Devq__Op *m, uint64_t t_received, char *err,
+		      size_t errlen)
 {
 	struct devq_engine *d = s->e;
 	struct devq_timeline *q = devq_idmap_get(&s->queues, m->queue);
 	if (!q) {
-		devq_outbox_error(s, DEVQ__CODE__NOT_FOUND, "submit", NULL, &m->queue,
-				   "submit on queue %u: queue not open", m->queue);
-		return;
+		snprintf(err, errlen, "submit on queue %u: queue not open", m->queue);
+		return DEVQ__CODE__NOT_FOUND;
 	}
 	struct devq_job *op = devq_job_new();
-	if (!op) {
-		devq_outbox_error(s, DEVQ__CODE__RESOURCE_EXHAUSTED, "submit", NULL, &m->queue,
-				   "out of memory; the session is closed");
-		s->close_after_flush = true;
-		return;
-	}
+	if (!op)
+		return -ENOMEM;
 	op->s = s;
 	op->q = q;
 	/* Its one reference: the queue's ring, until the completion is
@@ -217,29 +213,26 @@ void devq_sched_submit(struct devq_session *s, const Devq__Op *m, uint64_t t_rec
 		/* Without a ring slot the point cannot be tracked: end the session. */
 		q->submitted--;
 		devq_job_discard(op);
-		devq_outbox_error(s, DEVQ__CODE__RESOURCE_EXHAUSTED, "submit", NULL, &m->queue,
-				   "out of memory; the session is closed");
-		s->close_after_flush = true;
-		return;
+		return -ENOMEM;
 	}
 
 	/* A reset covers exactly the next op, whatever becomes of it. */
 	bool inherit = !q->reset;
 	q->reset = false;
-	char err[DEVQ_BOP_MSG];
-	int code = devq_validate_op(s, m, op, err, sizeof(err));
+	char why[DEVQ_BOP_MSG]; /* the failed completion's message */
+	int code = devq_validate_op(s, m, op, why, sizeof(why));
 	if (!code)
-		code = collect_waits(op, m, inherit, err, sizeof(err));
+		code = collect_waits(op, m, inherit, why, sizeof(why));
 	if (!code && update_hazards(op) < 0) {
 		code = DEVQ__CODE__RESOURCE_EXHAUSTED;
-		snprintf(err, sizeof(err), "out of memory");
+		snprintf(why, sizeof(why), "out of memory");
 	}
 	if (code) {
 		log_debug("session %llu queue %u point %llu rejected: %s", (unsigned long long)s->id,
-			  q->id, (unsigned long long)op->point, err);
+			  q->id, (unsigned long long)op->point, why);
 		for (unsigned i = 0; i < op->b.nwaits; i++)
 			devq_job_unref(devq_job_of(op->b.waits[i]));
-		make_fail(op, code, err);
+		make_fail(op, code, why);
 	}
 	for (unsigned i = 0; i < op->nbufs; i++)
 		op->bufs[i]->inflight++;
@@ -254,6 +247,7 @@ void devq_sched_submit(struct devq_session *s, const Devq__Op *m, uint64_t t_rec
 		atomic_store(&s->cp_eager, true);
 		d->ev.wake(d->ev.ud);
 	}
+	return 0;
 }
 
 /* ---- completion ------------------------------------------------------ */

@@ -3,6 +3,7 @@
 #ifndef DEVQ_SCHED_H
 #define DEVQ_SCHED_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "devq.pb-c.h"
@@ -12,11 +13,12 @@ struct devq_session;
 struct devq_bop;
 
 /* Submits one op of s: assigns its point, validates it, collects its waits
- * and hazards and gives it to fairness (core/fair.h).  Never fails to the
- * caller: a rejected op completes as failed at its point, in order; a queue
- * that is not open is an Error; out of memory closes the session
- * (close_after_flush). */
-void devq_sched_submit(struct devq_session *s, const Devq__Op *m, uint64_t t_received);
+ * and hazards and gives it to fairness (core/fair.h).  0 once the op has
+ * its point (an op that fails validation completes as failed there, in
+ * order); NOT_FOUND with err filled in for a queue that is not open (no
+ * point taken); -ENOMEM when the point could not be tracked. */
+int devq_sched_submit(struct devq_session *s, const Devq__Op *m, uint64_t t_received, char *err,
+		      size_t errlen);
 /* Processes the completions the backend reported since the last drain:
  * records, releases, counters; refills the backend (fairness). */
 void devq_sched_drain(struct devq_engine *e);

@@ -211,8 +211,11 @@ void devq_dispatch_message(struct devq_session *s, const Devq__ClientMessage *m,
 	}
 	/* The client may have seen completions in its page that the loop has
 	 * not collected yet: collect them before answering, so whatever the
-	 * daemon reports (status, traces, errors) already includes them. */
-	if (s->cpage)
+	 * daemon reports (status, traces, errors) already includes them.  A
+	 * status or trace request drains whoever asks: another client may have
+	 * seen its page and told this one (the trace test's two clients do). */
+	if (s->cpage || m->body_case == DEVQ__CLIENT_MESSAGE__BODY_GET_STATUS ||
+	    m->body_case == DEVQ__CLIENT_MESSAGE__BODY_TRACE_REQUEST)
 		devq_sched_drain(s->e);
 	switch (m->body_case) {
 	case DEVQ__CLIENT_MESSAGE__BODY_HELLO:

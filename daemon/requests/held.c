@@ -19,7 +19,16 @@ static size_t submit_some(struct devq_session *s, Devq__Op *const *ops, size_t i
 	for (; i < n && !s->close_after_flush; i++) {
 		if (devq_quota_over_ops(s))
 			break;
-		devq_sched_submit(s, ops[i], t);
+		char err[160];
+		int r = devq_sched_submit(s, ops[i], t, err, sizeof(err));
+		if (r > 0) {
+			devq_outbox_error(s, r, "submit", NULL, &ops[i]->queue, "%s", err);
+		} else if (r < 0) {
+			/* Points can no longer be tracked: end the session. */
+			devq_outbox_error(s, DEVQ__CODE__RESOURCE_EXHAUSTED, "submit", NULL,
+					  &ops[i]->queue, "out of memory; the session is closed");
+			s->close_after_flush = true;
+		}
 	}
 	/* The batch is handed over: let it go once this loop iteration has
 	 * read what else arrived (one wake-up per stream for all of it). */

@@ -250,7 +250,8 @@ static void submit(struct devq_session *s, uint32_t q, uint64_t w, uint64_t r, u
 		m.op.body_case = DEVQ__OP__BODY_COPY;
 		m.op.copy = &m.copy;
 	}
-	devq_sched_submit(s, &m.op, 1);
+	char err[160];
+	ck_assert_int_eq(devq_sched_submit(s, &m.op, 1, err, sizeof(err)), 0);
 }
 
 /* The job handed to the backend as its i-th op since the start. */
@@ -458,6 +459,22 @@ END_TEST
 
 /* ---- quotas ---------------------------------------------------------- */
 
+START_TEST(test_submit_on_closed_queue)
+{
+	engine_up((struct devq_config){ 0 });
+	struct devq_session *s = session(1000);
+	Devq__Op op = DEVQ__OP__INIT;
+	op.queue = 7;
+	char err[160];
+	/* The error convention: a client-visible code and its message, and no
+	 * point taken. */
+	ck_assert_int_eq(devq_sched_submit(s, &op, 1, err, sizeof(err)), DEVQ__CODE__NOT_FOUND);
+	ck_assert_ptr_nonnull(strstr(err, "queue 7"));
+	ck_assert_uint_eq(s->ops_in_flight, 0);
+	engine_down();
+}
+END_TEST
+
 START_TEST(test_quota_refusals)
 {
 	engine_up((struct devq_config){ .q_session_buffers = 2, .q_user_sessions = 1,
@@ -523,6 +540,7 @@ int main(void)
 	tcase_add_test(tc, test_explicit_waits_across_queues);
 	tcase_add_test(tc, test_sticky_failure_and_reset);
 	tcase_add_test(tc, test_fairness_cap);
+	tcase_add_test(tc, test_submit_on_closed_queue);
 	tcase_add_test(tc, test_quota_refusals);
 	tcase_add_test(tc, test_session_freed_after_last_op);
 	suite_add_tcase(su, tc);
