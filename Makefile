@@ -67,12 +67,12 @@ DEVCTL_SRC += client/devctl_trace.c client/devctl_top.c
 # Performance: the shared-memory completion page, both sides.
 DAEMON_SRC += daemon/cpage.c daemon/pool.c
 # Performance: Completions frames encoded by hand (mk/cmpl_enc.mk tests it).
-DAEMON_SRC += daemon/cmpl_enc.c
+DAEMON_SRC += proto/codec/cmpl_enc.c
 # Performance: Submit frames decoded by hand (mk/msg_dec.mk tests it).
-DAEMON_SRC += daemon/msg_dec.c
+DAEMON_SRC += proto/codec/msg_dec.c
 LIB_SRC    += client/cpage.c
 # Performance: Submit encoded and Completions decoded by hand (mk/cli_codec.mk).
-LIB_SRC    += client/submit_enc.c client/cmpl_dec.c
+LIB_SRC    += proto/codec/submit_enc.c proto/codec/cmpl_dec.c
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(patsubst $(BUILD)/%,%,$(1)))
 

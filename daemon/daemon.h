@@ -13,7 +13,7 @@
 #include <uv.h>
 
 #include "backend.h"
-#include "cmpl_enc.h" /* struct devq_cmpl */
+#include "codec/cmpl_enc.h" /* struct devq_cmpl */
 #include "cpage.h"
 #include "pool.h"
 #include "devq.pb-c.h"

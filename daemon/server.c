@@ -16,7 +16,7 @@
 #include <systemd/sd-daemon.h>
 
 #include "daemon.h"
-#include "msg_dec.h"
+#include "codec/msg_dec.h"
 #include "stats.h"
 #include "notify.h"
 
