@@ -56,14 +56,14 @@ DAEMON_SRC = daemon/main.c daemon/server.c daemon/session.c daemon/sched.c \
 # Deployment: devqd.conf, systemd notify/watchdog, metrics.
 DAEMON_SRC += daemon/config.c daemon/notify.c daemon/testhooks.c daemon/metrics.c
 LIB_SRC    = client/libdevq.c
-DEVCTL_SRC = client/devctl.c client/devctl_metrics.c
+DEVCTL_SRC = client/devctl/devctl.c client/devctl/metrics.c client/devctl/util.c
 # Tracing: the op recorder and devctl trace/top.
 DAEMON_SRC += daemon/trace.c
 # Tenancy: access policy, quotas and backpressure, fairness between sessions.
 DAEMON_SRC += daemon/policy.c daemon/quota.c daemon/fair.c
 # Robustness: resource counts on SIGUSR1 (checked by the soak test).
 DAEMON_SRC += daemon/stats.c
-DEVCTL_SRC += client/devctl_trace.c client/devctl_top.c
+DEVCTL_SRC += client/devctl/trace.c client/devctl/top.c
 # Performance: the shared-memory completion page, both sides.
 DAEMON_SRC += daemon/cpage.c daemon/pool.c
 # Performance: Completions frames encoded by hand (mk/cmpl_enc.mk tests it).
