@@ -73,7 +73,7 @@ struct devq {
 	/* The completion page of this connection (NULL: none), and the byte
 	 * count received when the connection began, to compare with the
 	 * daemon's published tx_bytes. */
-	struct cpc *cp;
+	struct devq_cpc *cp;
 	uint64_t conn_rx_base;
 };
 
@@ -310,12 +310,12 @@ static int pump(devq *q, int timeout_ms)
 	/* Blocked on the socket: the daemon's loop should not sit on
 	 * completion records (see devq_cpage_client_reading). */
 	if (q->cp && timeout_ms != 0)
-		cpc_set_reading(q->cp, true);
+		devq_cpc_set_reading(q->cp, true);
 	do
 		r = poll(&p, 1, timeout_ms);
 	while (r < 0 && errno == EINTR);
 	if (q->cp && timeout_ms != 0)
-		cpc_set_reading(q->cp, false);
+		devq_cpc_set_reading(q->cp, false);
 	if (r < 0)
 		return -errno;
 	if (r == 0)
@@ -522,7 +522,8 @@ static int hello(devq *q)
 	const Devq__CompletionPage *pg = hr->completion_page;
 	if (pg && q->reply_nfds == 3) {
 		/* Without the page everything still works through the socket. */
-		if (cpc_open(pg->layout, pg->size, pg->slots, pg->hint_size, q->reply_fds, &q->cp) < 0)
+		if (devq_cpc_open(pg->layout, pg->size, pg->slots, pg->hint_size, q->reply_fds,
+				  &q->cp) < 0)
 			q->cp = NULL;
 	} else {
 		for (unsigned i = 0; i < q->reply_nfds; i++)
@@ -576,7 +577,7 @@ void devq_disconnect(devq *q)
 	free(q->errs.items);
 	free(q->queues);
 	free(q->execs);
-	cpc_free(q->cp);
+	devq_cpc_free(q->cp);
 	free(q);
 }
 
@@ -839,7 +840,7 @@ static void drain_records(devq *q)
 	if (!q->cp)
 		return;
 	for (int i = 0; i < 64; i++) {
-		uint64_t got = q->io.bytes_received - q->conn_rx_base, tx = cpc_tx_bytes(q->cp);
+		uint64_t got = q->io.bytes_received - q->conn_rx_base, tx = devq_cpc_tx_bytes(q->cp);
 		if (tx <= got || tx - got < 16384 || pump(q, 0) < 0)
 			break;
 	}
@@ -945,9 +946,9 @@ int devq_wait(devq *q, uint32_t queue, uint64_t point, int timeout_ms,
 		if (r < 0)
 			return r;
 		if (!cq->slot)
-			cq->slot = cpc_slot(q->cp, queue);
+			cq->slot = devq_cpc_slot(q->cp, queue);
 		if (cq->slot) {
-			if (cpc_completed(cq->slot) >= point) {
+			if (devq_cpc_completed(cq->slot) >= point) {
 				q->cp->hits++;
 				return 0;
 			}
@@ -957,7 +958,7 @@ int devq_wait(devq *q, uint32_t queue, uint64_t point, int timeout_ms,
 			for (;;) {
 				drain_records(q);
 				uint64_t slice = now_ns() + 50 * 1000 * 1000;
-				r = cpc_wait(q->cp, cq->slot, point, slice < deadline ? slice : deadline);
+				r = devq_cpc_wait(q->cp, cq->slot, point, slice < deadline ? slice : deadline);
 				if (r != -ETIMEDOUT || slice >= deadline)
 					break;
 			}
@@ -995,8 +996,8 @@ uint64_t devq_completed(const devq *q, uint32_t queue)
 	if (!cq)
 		return 0;
 	if (q->cp && !cq->slot)
-		cq->slot = cpc_slot(q->cp, queue);
-	uint64_t v = cq->slot ? cpc_completed(cq->slot) : 0;
+		cq->slot = devq_cpc_slot(q->cp, queue);
+	uint64_t v = cq->slot ? devq_cpc_completed(cq->slot) : 0;
 	return v > cq->completed ? v : cq->completed;
 }
 
@@ -1019,8 +1020,8 @@ int devq_point_state(devq *q, uint32_t queue, uint64_t point)
 	if (!cq)
 		return fail(q, -ENOENT, "queue %u is not open", queue);
 	if (q->cp && !cq->slot)
-		cq->slot = cpc_slot(q->cp, queue);
-	if (cq->slot && cpc_completed(cq->slot) >= point) {
+		cq->slot = devq_cpc_slot(q->cp, queue);
+	if (cq->slot && devq_cpc_completed(cq->slot) >= point) {
 		/* failed is stored before completed: loaded after it, it covers
 		 * every point up to the completed value just read. */
 		uint64_t f = atomic_load_explicit(&cq->slot->failed, memory_order_acquire);
@@ -1166,7 +1167,7 @@ void devq_status_free(struct devq_status *s)
 
 static void reset_connection(devq *q)
 {
-	cpc_free(q->cp); /* the new session gets its own page */
+	devq_cpc_free(q->cp); /* the new session gets its own page */
 	q->cp = NULL;
 	for (size_t i = 0; i < q->nqueues; i++)
 		q->queues[i].slot = NULL;
