@@ -115,9 +115,7 @@ struct devq_buffer {
 	bool read_only;
 	bool released; /* the daemon sent BufferReleased */
 	bool lost;     /* a device buffer that did not survive devq_reconnect */
-	struct devq_buffer *next; /* private */
-	int fd;                   /* private: the memfd, kept for devq_reconnect */
-	bool releasing;           /* private: release asked */
+	/* libdevq keeps fields of its own beside the handles it makes. */
 };
 
 /* The daemon creates a sealed memfd (or device memory); round trip. */

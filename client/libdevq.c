@@ -28,6 +28,18 @@ struct ring {
 	size_t elem, head, count, cap;
 };
 
+/* A buffer handle libdevq made: the public fields (struct devq_buffer,
+ * devq.h) and what only libdevq uses.  The public fields keep the offsets
+ * they had when these were in devq.h, and libdevq never writes these
+ * through a handle it did not make (buffer_find), so moving them out broke
+ * no ABI. */
+struct buffer {
+	struct devq_buffer pub;
+	struct buffer *next; /* q->bufs */
+	int fd;              /* the memfd, kept for devq_reconnect; -1: none */
+	bool releasing;      /* release asked */
+};
+
 struct cq {
 	uint32_t id;
 	int priority;
@@ -60,7 +72,7 @@ struct devq {
 
 	struct cq *queues;
 	size_t nqueues;
-	struct devq_buffer *bufs;
+	struct buffer *bufs;
 	uint64_t next_buf_id;
 	struct devq_exec *execs;
 	size_t nexecs;
@@ -264,9 +276,9 @@ static void on_message(devq *q, Devq__DaemonMessage *m, struct devq_frame *f, ui
 		on_completions(q, m->completions, t);
 		break;
 	case DEVQ__DAEMON_MESSAGE__BODY_BUFFER_RELEASED:
-		for (struct devq_buffer *b = q->bufs; b; b = b->next)
-			if (b->id == m->buffer_released->id)
-				b->released = true;
+		for (struct buffer *x = q->bufs; x; x = x->next)
+			if (x->pub.id == m->buffer_released->id)
+				x->pub.released = true;
 		break;
 	case DEVQ__DAEMON_MESSAGE__BODY_ERROR:
 		if (q->want_request && !q->reply && m->error->request &&
@@ -549,13 +561,13 @@ int devq_connect(const char *path, const char *name, devq **out)
 	return devq_connect_versions(path, name, DEVQ_PROTOCOL_MIN, DEVQ_PROTOCOL_MAX, out);
 }
 
-static void buffer_free(struct devq_buffer *b)
+static void buffer_free(struct buffer *x)
 {
-	if (b->map)
-		munmap(b->map, b->size);
-	if (b->fd >= 0)
-		close(b->fd);
-	free(b);
+	if (x->pub.map)
+		munmap(x->pub.map, x->pub.size);
+	if (x->fd >= 0)
+		close(x->fd);
+	free(x);
 }
 
 void devq_disconnect(devq *q)
@@ -569,9 +581,9 @@ void devq_disconnect(devq *q)
 	devq_rx_fini(&q->rx);
 	devq_tx_fini(&q->tx);
 	while (q->bufs) {
-		struct devq_buffer *b = q->bufs;
-		q->bufs = b->next;
-		buffer_free(b);
+		struct buffer *x = q->bufs;
+		q->bufs = x->next;
+		buffer_free(x);
 	}
 	free(q->cmpl.items);
 	free(q->errs.items);
@@ -598,26 +610,38 @@ int devq_fd(const devq *q)
 
 /* ---- buffers --------------------------------------------------------- */
 
-static int buffer_new(devq *q, uint64_t size, enum devq_buffer_kind kind, struct devq_buffer **out)
+/* The handle's own record, or NULL for one libdevq did not make: a caller
+ * may build a struct devq_buffer to name an id (only the id is sent), so b
+ * is never assumed to be the start of a struct buffer. */
+static struct buffer *buffer_find(devq *q, const struct devq_buffer *b)
 {
-	struct devq_buffer *b = calloc(1, sizeof(*b));
-	if (!b)
+	for (struct buffer *x = q->bufs; x; x = x->next)
+		if (&x->pub == b)
+			return x;
+	return NULL;
+}
+
+static int buffer_new(devq *q, uint64_t size, enum devq_buffer_kind kind, struct buffer **out)
+{
+	struct buffer *x = calloc(1, sizeof(*x));
+	if (!x)
 		return fail(q, -ENOMEM, "out of memory");
-	b->id = q->next_buf_id++;
-	b->size = size;
-	b->kind = kind;
-	b->fd = -1;
-	*out = b;
+	x->pub.id = q->next_buf_id++;
+	x->pub.size = size;
+	x->pub.kind = kind;
+	x->fd = -1;
+	*out = x;
 	return 0;
 }
 
 int devq_buffer_create(devq *q, uint64_t size, enum devq_buffer_kind kind,
 		       struct devq_buffer **out)
 {
-	struct devq_buffer *b = NULL;
-	int r = buffer_new(q, size, kind, &b);
+	struct buffer *x = NULL;
+	int r = buffer_new(q, size, kind, &x);
 	if (r < 0)
 		return r;
+	struct devq_buffer *b = &x->pub;
 	Devq__CreateBuffer c = DEVQ__CREATE_BUFFER__INIT;
 	c.id = b->id;
 	c.size = size;
@@ -628,23 +652,23 @@ int devq_buffer_create(devq *q, uint64_t size, enum devq_buffer_kind kind,
 	Devq__DaemonMessage *rep;
 	r = request(q, &m, NULL, 0, "create_buffer", DEVQ__DAEMON_MESSAGE__BODY_BUFFER_READY, &rep);
 	if (r < 0) {
-		free(b);
+		free(x);
 		return r;
 	}
 	int fd = q->reply_fd;
 	devq__daemon_message__free_unpacked(rep, NULL);
 	if (kind == DEVQ_BUFFER_SHARED) {
 		if (fd < 0) {
-			free(b);
+			free(x);
 			return fail(q, -EPROTO, "devqd sent no memfd for shared buffer");
 		}
 		b->map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-		b->fd = fd;
+		x->fd = fd;
 		if (b->map == MAP_FAILED) {
 			int e = errno;
 			b->map = NULL;
-			b->next = q->bufs; /* still the daemon's: release it properly */
-			q->bufs = b;
+			x->next = q->bufs; /* still the daemon's: release it properly */
+			q->bufs = x;
 			devq_buffer_release(q, b);
 			return fail(q, -e, "mmap of buffer %llu: %s", (unsigned long long)b->id,
 				    strerror(e));
@@ -652,8 +676,8 @@ int devq_buffer_create(devq *q, uint64_t size, enum devq_buffer_kind kind,
 	} else if (fd >= 0) {
 		close(fd);
 	}
-	b->next = q->bufs;
-	q->bufs = b;
+	x->next = q->bufs;
+	q->bufs = x;
 	*out = b;
 	return 0;
 }
@@ -661,14 +685,15 @@ int devq_buffer_create(devq *q, uint64_t size, enum devq_buffer_kind kind,
 int devq_buffer_import(devq *q, int memfd, uint64_t size, unsigned flags,
 		       struct devq_buffer **out)
 {
-	struct devq_buffer *b = NULL;
-	int r = buffer_new(q, size, DEVQ_BUFFER_SHARED, &b);
+	struct buffer *x = NULL;
+	int r = buffer_new(q, size, DEVQ_BUFFER_SHARED, &x);
 	if (r < 0)
 		return r;
+	struct devq_buffer *b = &x->pub;
 	b->read_only = flags & DEVQ_IMPORT_READ_ONLY;
 	int fd = fcntl(memfd, F_DUPFD_CLOEXEC, 0); /* the frame owns and closes its copy */
 	if (fd < 0) {
-		free(b);
+		free(x);
 		return fail(q, -errno, "dup: %s", strerror(errno));
 	}
 	Devq__ImportBuffer im = DEVQ__IMPORT_BUFFER__INIT;
@@ -681,16 +706,16 @@ int devq_buffer_import(devq *q, int memfd, uint64_t size, unsigned flags,
 	Devq__DaemonMessage *rep;
 	r = request(q, &m, &fd, 1, "import_buffer", DEVQ__DAEMON_MESSAGE__BODY_BUFFER_READY, &rep);
 	if (r < 0) {
-		free(b);
+		free(x);
 		return r;
 	}
 	devq__daemon_message__free_unpacked(rep, NULL);
 	void *p = mmap(NULL, size, b->read_only ? PROT_READ : PROT_READ | PROT_WRITE, MAP_SHARED,
 		       memfd, 0);
 	b->map = p == MAP_FAILED ? NULL : p;
-	b->fd = fcntl(memfd, F_DUPFD_CLOEXEC, 0); /* -1 only costs devq_reconnect */
-	b->next = q->bufs;
-	q->bufs = b;
+	x->fd = fcntl(memfd, F_DUPFD_CLOEXEC, 0); /* -1 only costs devq_reconnect */
+	x->next = q->bufs;
+	q->bufs = x;
 	*out = b;
 	return 0;
 }
@@ -699,7 +724,9 @@ int devq_buffer_release(devq *q, struct devq_buffer *b)
 {
 	Devq__ReleaseBuffer rel = DEVQ__RELEASE_BUFFER__INIT;
 	rel.id = b->id;
-	b->releasing = true;
+	struct buffer *x = buffer_find(q, b);
+	if (x)
+		x->releasing = true;
 	Devq__ClientMessage m = DEVQ__CLIENT_MESSAGE__INIT;
 	m.body_case = DEVQ__CLIENT_MESSAGE__BODY_RELEASE_BUFFER;
 	m.release_buffer = &rel;
@@ -730,13 +757,14 @@ int devq_buffer_wait_released(devq *q, struct devq_buffer *b, int timeout_ms)
 					      (unsigned long long)b->id)
 				       : r;
 	}
-	for (struct devq_buffer **pp = &q->bufs; *pp; pp = &(*pp)->next) {
-		if (*pp == b) {
-			*pp = b->next;
+	for (struct buffer **pp = &q->bufs; *pp; pp = &(*pp)->next) {
+		if (&(*pp)->pub == b) {
+			struct buffer *x = *pp;
+			*pp = x->next;
+			buffer_free(x);
 			break;
 		}
 	}
-	buffer_free(b);
 	return 0;
 }
 
@@ -1181,9 +1209,10 @@ static void reset_connection(devq *q)
 	q->broken = false;
 }
 
-static int reimport(devq *q, struct devq_buffer *b)
+static int reimport(devq *q, struct buffer *x)
 {
-	int fd = fcntl(b->fd, F_DUPFD_CLOEXEC, 0); /* the frame owns its copy */
+	const struct devq_buffer *b = &x->pub;
+	int fd = fcntl(x->fd, F_DUPFD_CLOEXEC, 0); /* the frame owns its copy */
 	if (fd < 0)
 		return fail(q, -errno, "dup: %s", strerror(errno));
 	Devq__ImportBuffer im = DEVQ__IMPORT_BUFFER__INIT;
@@ -1229,19 +1258,20 @@ int devq_reconnect(devq *q, int timeout_ms)
 	free(q->execs); /* ids may differ in the new daemon: look them up again */
 	q->execs = NULL;
 	q->nexecs = 0;
-	for (struct devq_buffer *b = q->bufs; b; b = b->next) {
+	for (struct buffer *x = q->bufs; x; x = x->next) {
+		struct devq_buffer *b = &x->pub;
 		if (b->released || b->lost)
 			continue;
-		if (b->releasing) {
+		if (x->releasing) {
 			/* No daemon holds it any more: the release is done. */
 			b->released = true;
 			continue;
 		}
-		if (b->kind == DEVQ_BUFFER_DEVICE || b->fd < 0) {
+		if (b->kind == DEVQ_BUFFER_DEVICE || x->fd < 0) {
 			b->lost = true;
 			continue;
 		}
-		r = reimport(q, b);
+		r = reimport(q, x);
 		if (r < 0)
 			return r;
 	}
