@@ -59,13 +59,13 @@ DAEMON_CORE_SRC     = $(sort $(wildcard daemon/core/*.c))
 DAEMON_REQUESTS_SRC = $(sort $(wildcard daemon/requests/*.c))
 DAEMON_SERVER_SRC   = $(sort $(wildcard daemon/server/*.c))
 DAEMON_SRC = $(DAEMON_BASE_SRC) $(DAEMON_DEVICE_SRC) $(DAEMON_CORE_SRC) \
-             $(DAEMON_REQUESTS_SRC) $(DAEMON_SERVER_SRC) daemon/cmpl_enc.c daemon/msg_dec.c
+             $(DAEMON_REQUESTS_SRC) $(DAEMON_SERVER_SRC) proto/codec/cmpl_enc.c proto/codec/msg_dec.c
 LIB_SRC    = client/libdevq.c
-DEVCTL_SRC = client/devctl.c client/devctl_metrics.c
-DEVCTL_SRC += client/devctl_trace.c client/devctl_top.c
+DEVCTL_SRC = client/devctl/devctl.c client/devctl/metrics.c client/devctl/util.c \
+             client/devctl/trace.c client/devctl/top.c
 LIB_SRC    += client/cpage.c
 # Performance: Submit encoded and Completions decoded by hand (mk/cli_codec.mk).
-LIB_SRC    += client/submit_enc.c client/cmpl_dec.c
+LIB_SRC    += proto/codec/submit_enc.c proto/codec/cmpl_dec.c
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(patsubst $(BUILD)/%,%,$(1)))
 

@@ -20,7 +20,7 @@ static uint64_t mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-void cpc_free(struct cpc *c)
+void devq_cpc_free(struct devq_cpc *c)
 {
 	if (!c)
 		return;
@@ -33,11 +33,11 @@ void cpc_free(struct cpc *c)
 	free(c);
 }
 
-int cpc_open(uint32_t layout, uint32_t size, uint32_t slots, uint32_t hint_size,
-	     const int fds[3], struct cpc **out)
+int devq_cpc_open(uint32_t layout, uint32_t size, uint32_t slots, uint32_t hint_size,
+		  const int fds[3], struct devq_cpc **out)
 {
 	int r = 0;
-	struct cpc *c = calloc(1, sizeof(*c));
+	struct devq_cpc *c = calloc(1, sizeof(*c));
 	if (!c) {
 		r = -ENOMEM;
 		goto out;
@@ -73,14 +73,14 @@ out:
 	close(fds[1]);
 	if (r < 0) {
 		close(fds[2]);
-		cpc_free(c);
+		devq_cpc_free(c);
 		return r;
 	}
 	*out = c;
 	return 0;
 }
 
-const struct devq_cpage_slot *cpc_slot(const struct cpc *c, uint32_t queue)
+const struct devq_cpage_slot *devq_cpc_slot(const struct devq_cpc *c, uint32_t queue)
 {
 	uint32_t used = __atomic_load_n(&c->pub->used, __ATOMIC_ACQUIRE);
 	if (used > c->pub->nslots)
@@ -113,7 +113,8 @@ static uint64_t spin_ns(void)
 	return (uint64_t)v;
 }
 
-int cpc_wait(struct cpc *c, const struct devq_cpage_slot *s, uint64_t point, uint64_t deadline)
+int devq_cpc_wait(struct devq_cpc *c, const struct devq_cpage_slot *s, uint64_t point,
+		  uint64_t deadline)
 {
 	_Atomic uint32_t *seq = (_Atomic uint32_t *)&c->pub->seq;
 	/* A short spin first: on a VM, waking a thread whose vCPU went idle
@@ -123,9 +124,9 @@ int cpc_wait(struct cpc *c, const struct devq_cpage_slot *s, uint64_t point, uin
 	 * few hundred small ops away is then not paid with a sleep and a
 	 * wake-up, while a wait on a long op sleeps after one spin. */
 	uint64_t now = mono_ns(), t0 = now, spin = spin_ns();
-	uint64_t spin_until = now + spin, seen = cpc_completed(s);
+	uint64_t spin_until = now + spin, seen = devq_cpc_completed(s);
 	while (now < spin_until && now < deadline) {
-		uint64_t done = cpc_completed(s);
+		uint64_t done = devq_cpc_completed(s);
 		if (done >= point) {
 			c->hits++; /* found without a syscall */
 			return 0;
@@ -141,7 +142,7 @@ int cpc_wait(struct cpc *c, const struct devq_cpage_slot *s, uint64_t point, uin
 		}
 	}
 	for (;;) {
-		if (cpc_completed(s) >= point)
+		if (devq_cpc_completed(s) >= point)
 			return 0;
 		atomic_store_explicit(&c->hint->wait_slot,
 				      (uint32_t)(s - devq_cpage_slots((struct devq_cpage_hdr *)c->pub)) + 1,

@@ -9,7 +9,7 @@
 
 #include "cpage_layout.h"
 
-struct cpc {
+struct devq_cpc {
 	const struct devq_cpage_hdr *pub;
 	size_t pub_len;
 	struct devq_cpage_hints *hint;
@@ -23,29 +23,30 @@ struct cpc {
  * page, eventfd), checking sizes and the header.  Takes the fds: the memfds
  * are closed once mapped, the eventfd kept.  Negative errno on failure with
  * every fd closed. */
-int cpc_open(uint32_t layout, uint32_t size, uint32_t slots, uint32_t hint_size,
-	     const int fds[3], struct cpc **out);
-void cpc_free(struct cpc *c); /* accepts NULL */
+int devq_cpc_open(uint32_t layout, uint32_t size, uint32_t slots, uint32_t hint_size,
+		  const int fds[3], struct devq_cpc **out);
+void devq_cpc_free(struct devq_cpc *c); /* accepts NULL */
 
 /* The slot of queue id, or NULL when the daemon has none (yet). */
-const struct devq_cpage_slot *cpc_slot(const struct cpc *c, uint32_t queue);
+const struct devq_cpage_slot *devq_cpc_slot(const struct devq_cpc *c, uint32_t queue);
 
-static inline uint64_t cpc_completed(const struct devq_cpage_slot *s)
+static inline uint64_t devq_cpc_completed(const struct devq_cpage_slot *s)
 {
 	return atomic_load_explicit(&s->completed, memory_order_acquire);
 }
 
 /* Sleeps until the slot's completed value reaches point or deadline
  * (CLOCK_MONOTONIC ns, UINT64_MAX: none) passes: 0 or -ETIMEDOUT. */
-int cpc_wait(struct cpc *c, const struct devq_cpage_slot *s, uint64_t point, uint64_t deadline);
+int devq_cpc_wait(struct devq_cpc *c, const struct devq_cpage_slot *s, uint64_t point,
+		  uint64_t deadline);
 
 /* Bytes the daemon has written to the socket so far. */
-static inline uint64_t cpc_tx_bytes(const struct cpc *c)
+static inline uint64_t devq_cpc_tx_bytes(const struct devq_cpc *c)
 {
 	return atomic_load_explicit(&c->pub->tx_bytes, memory_order_acquire);
 }
 
-static inline void cpc_set_reading(struct cpc *c, bool on)
+static inline void devq_cpc_set_reading(struct devq_cpc *c, bool on)
 {
 	atomic_store_explicit(&c->hint->reading, on, memory_order_seq_cst);
 }

@@ -24,6 +24,17 @@
 extern "C" {
 #endif
 
+/* What libdevq exports: it is built with -fvisibility=hidden, so only the
+ * functions declared here with DEVQ_EXPORT are in libdevq.so's dynamic
+ * symbol table (make check's test_exports holds it to exactly them). */
+#ifndef DEVQ_EXPORT
+#if defined(__GNUC__) || defined(__clang__)
+#define DEVQ_EXPORT __attribute__((visibility("default")))
+#else
+#define DEVQ_EXPORT
+#endif
+#endif
+
 #define DEVQ_PROTOCOL_MIN 1
 #define DEVQ_PROTOCOL_MAX 1
 #define DEVQ_DEFAULT_SOCKET "/run/devqd/devqd.sock"
@@ -45,7 +56,7 @@ enum devq_code {
 };
 
 /* "ok", "invalid_argument", ... ("unknown" for anything else). */
-const char *devq_code_name(int code);
+DEVQ_EXPORT const char *devq_code_name(int code);
 
 typedef struct devq devq;
 
@@ -64,10 +75,10 @@ struct devq_info {
  * version we do (devq_last_error names both ranges); *out is set even on
  * failure when a handle was made, so the message can be read: free it with
  * devq_disconnect. */
-int devq_connect(const char *path, const char *client_name, devq **out);
+DEVQ_EXPORT int devq_connect(const char *path, const char *client_name, devq **out);
 /* The same, claiming the protocol versions [min, max] (for tests). */
-int devq_connect_versions(const char *path, const char *client_name, uint32_t min,
-			  uint32_t max, devq **out);
+DEVQ_EXPORT int devq_connect_versions(const char *path, const char *client_name, uint32_t min,
+				      uint32_t max, devq **out);
 /* Carries a session over a daemon restart (after a device_lost error, or
  * when the connection broke): connects again to the same socket, retrying
  * for up to timeout_ms while the new daemon starts, says hello, re-imports
@@ -78,14 +89,14 @@ int devq_connect_versions(const char *path, const char *client_name, uint32_t mi
  * context: they come back with lost set, and ops naming them fail.
  * Completions and errors already received stay readable.  Keeping shared
  * buffers re-importable costs one fd per buffer in this process. */
-int devq_reconnect(devq *q, int timeout_ms);
+DEVQ_EXPORT int devq_reconnect(devq *q, int timeout_ms);
 /* Closes the connection and frees every handle obtained from it.  The daemon
  * finishes (or cancels) the session's ops and frees its buffers after. */
-void devq_disconnect(devq *q);
+DEVQ_EXPORT void devq_disconnect(devq *q);
 
-const struct devq_info *devq_get_info(const devq *q);
-const char *devq_last_error(const devq *q);
-int devq_fd(const devq *q); /* the socket, readable when messages wait */
+DEVQ_EXPORT const struct devq_info *devq_get_info(const devq *q);
+DEVQ_EXPORT const char *devq_last_error(const devq *q);
+DEVQ_EXPORT int devq_fd(const devq *q); /* the socket, readable when messages wait */
 
 /* ---- buffers --------------------------------------------------------- */
 
@@ -104,23 +115,21 @@ struct devq_buffer {
 	bool read_only;
 	bool released; /* the daemon sent BufferReleased */
 	bool lost;     /* a device buffer that did not survive devq_reconnect */
-	struct devq_buffer *next; /* private */
-	int fd;                   /* private: the memfd, kept for devq_reconnect */
-	bool releasing;           /* private: release asked */
+	/* libdevq keeps fields of its own beside the handles it makes. */
 };
 
 /* The daemon creates a sealed memfd (or device memory); round trip. */
-int devq_buffer_create(devq *q, uint64_t size, enum devq_buffer_kind kind,
-		       struct devq_buffer **out);
+DEVQ_EXPORT int devq_buffer_create(devq *q, uint64_t size, enum devq_buffer_kind kind,
+				   struct devq_buffer **out);
 /* Hands over a memfd sealed with F_SEAL_SHRINK holding at least size bytes;
  * the caller keeps its fd.  Round trip. */
-int devq_buffer_import(devq *q, int memfd, uint64_t size, unsigned flags,
-		       struct devq_buffer **out);
+DEVQ_EXPORT int devq_buffer_import(devq *q, int memfd, uint64_t size, unsigned flags,
+				   struct devq_buffer **out);
 /* Asks for release; the daemon keeps the buffer until every op using it has
  * completed.  The handle and mapping stay valid until
  * devq_buffer_wait_released() returns 0, which also frees them. */
-int devq_buffer_release(devq *q, struct devq_buffer *b);
-int devq_buffer_wait_released(devq *q, struct devq_buffer *b, int timeout_ms);
+DEVQ_EXPORT int devq_buffer_release(devq *q, struct devq_buffer *b);
+DEVQ_EXPORT int devq_buffer_wait_released(devq *q, struct devq_buffer *b, int timeout_ms);
 
 /* ---- executables and queues ------------------------------------------ */
 
@@ -131,20 +140,20 @@ struct devq_exec {
 };
 
 /* The daemon's executables (fetched once, round trip). */
-int devq_exec_list(devq *q, const struct devq_exec **list, size_t *n);
-int devq_exec_lookup(devq *q, const char *name, const struct devq_exec **out);
+DEVQ_EXPORT int devq_exec_list(devq *q, const struct devq_exec **list, size_t *n);
+DEVQ_EXPORT int devq_exec_lookup(devq *q, const char *name, const struct devq_exec **out);
 
 /* Opens queue id (no reply: errors arrive asynchronously). */
-int devq_queue_open(devq *q, uint32_t id);
+DEVQ_EXPORT int devq_queue_open(devq *q, uint32_t id);
 /* The same with a priority: 0 normal, 1 high.  A high-priority queue runs
  * on the daemon's high-priority streams (CUDA stream priorities: the device
  * starts its work first, without preempting a running kernel; on the CPU
  * backend a worker of its own).  Errors come asynchronously, like
  * devq_queue_open's: invalid_argument for another value,
  * failed_precondition when the daemon has no such streams. */
-int devq_queue_open_priority(devq *q, uint32_t id, int priority);
+DEVQ_EXPORT int devq_queue_open_priority(devq *q, uint32_t id, int priority);
 /* Later ops on the queue no longer inherit an earlier failure. */
-int devq_queue_reset(devq *q, uint32_t id);
+DEVQ_EXPORT int devq_queue_reset(devq *q, uint32_t id);
 
 /* ---- ops ------------------------------------------------------------- */
 
@@ -204,13 +213,14 @@ struct devq_op {
 
 /* Sends ops as one batch and returns at once; points[i] (may be NULL) gets
  * op i's point.  Validation failures come back as failed completions. */
-int devq_submit(devq *q, const struct devq_op *ops, size_t n, uint64_t *points);
+DEVQ_EXPORT int devq_submit(devq *q, const struct devq_op *ops, size_t n, uint64_t *points);
 
 /* The same, marking the batch replayable: the client will submit these ops
  * (same queues, arguments) again and again, and a backend may capture the
  * batch once and replay it (CUDA graphs).  Semantics are those of
  * devq_submit. */
-int devq_submit_replayable(devq *q, const struct devq_op *ops, size_t n, uint64_t *points);
+DEVQ_EXPORT int devq_submit_replayable(devq *q, const struct devq_op *ops, size_t n,
+				       uint64_t *points);
 
 /* ---- completions ----------------------------------------------------- */
 
@@ -237,19 +247,19 @@ struct devq_completion {
 	struct devq_timing t;
 };
 
-void devq_timing_phases(const struct devq_timing *t, struct devq_phases *p);
+DEVQ_EXPORT void devq_timing_phases(const struct devq_timing *t, struct devq_phases *p);
 
 /* Next completion in arrival order; timeout_ms < 0 waits forever.
  * -ETIMEDOUT when none came in time. */
-int devq_next_completion(devq *q, struct devq_completion *out, int timeout_ms);
+DEVQ_EXPORT int devq_next_completion(devq *q, struct devq_completion *out, int timeout_ms);
 /* Blocks until point (queue, point) completed; out (may be NULL) gets its
  * completion, which devq_next_completion will then not return. */
-int devq_wait(devq *q, uint32_t queue, uint64_t point, int timeout_ms,
-	      struct devq_completion *out);
+DEVQ_EXPORT int devq_wait(devq *q, uint32_t queue, uint64_t point, int timeout_ms,
+			  struct devq_completion *out);
 /* Highest completed point of queue seen so far (no syscall). */
-uint64_t devq_completed(const devq *q, uint32_t queue);
+DEVQ_EXPORT uint64_t devq_completed(const devq *q, uint32_t queue);
 /* Reads whatever has arrived, without blocking. */
-int devq_poll(devq *q);
+DEVQ_EXPORT int devq_poll(devq *q);
 
 /* Asynchronous errors not tied to a completion (an unknown queue, a failed
  * release...), oldest first.  Returns 1 with *out filled, 0 when none. */
@@ -261,7 +271,7 @@ struct devq_error {
 	uint64_t buffer;
 	uint32_t queue;
 };
-int devq_next_error(devq *q, struct devq_error *out);
+DEVQ_EXPORT int devq_next_error(devq *q, struct devq_error *out);
 
 /* ---- submission performance ------------------------------------------ */
 
@@ -271,9 +281,9 @@ int devq_next_error(devq *q, struct devq_error *out);
  * request, devq_wait, devq_next_completion, devq_poll, devq_disconnect.  A
  * client that polls devq_fd() itself must call devq_flush first.  0 (the
  * default) writes each submit at once. */
-int devq_set_coalescing(devq *q, size_t max_bytes);
+DEVQ_EXPORT int devq_set_coalescing(devq *q, size_t max_bytes);
 /* Writes every queued frame; blocks until the kernel took them. */
-int devq_flush(devq *q);
+DEVQ_EXPORT int devq_flush(devq *q);
 
 /* Counters of this handle's socket traffic, for benchmarks. */
 struct devq_io_stats {
@@ -284,7 +294,7 @@ struct devq_io_stats {
 	uint64_t page_hits;      /* devq_wait answered by the completion page, no syscall */
 	uint64_t futex_waits;    /* sleeps on the completion page */
 };
-void devq_get_io_stats(const devq *q, struct devq_io_stats *out);
+DEVQ_EXPORT void devq_get_io_stats(const devq *q, struct devq_io_stats *out);
 
 /* ---- completion page ------------------------------------------------- */
 
@@ -296,19 +306,19 @@ void devq_get_io_stats(const devq *q, struct devq_io_stats *out);
  * that time whenever the queue completes another point, for at most 40
  * times it in all, and then sleeps on a futex.
  * Completion records (status, timing) still come on the socket. */
-bool devq_has_completion_page(const devq *q);
+DEVQ_EXPORT bool devq_has_completion_page(const devq *q);
 /* State of a point as far as known without any syscall. */
 enum devq_point_state {
 	DEVQ_POINT_PENDING = 0,    /* not complete (as far as the page or records say) */
 	DEVQ_POINT_OK = 1,         /* complete and succeeded (page) */
 	DEVQ_POINT_SEE_RECORD = 2, /* complete; it may have failed: its completion record says */
 };
-int devq_point_state(devq *q, uint32_t queue, uint64_t point);
+DEVQ_EXPORT int devq_point_state(devq *q, uint32_t queue, uint64_t point);
 /* An eventfd that becomes readable whenever the daemon publishes a
  * completion, for clients with their own event loop: poll it, read its
  * 8-byte counter to clear it, then check points with devq_completed.
  * -EOPNOTSUPP without a page.  The fd belongs to the handle. */
-int devq_completion_fd(devq *q);
+DEVQ_EXPORT int devq_completion_fd(devq *q);
 
 /* ---- status ---------------------------------------------------------- */
 
@@ -364,8 +374,8 @@ struct devq_status {
 };
 
 /* Round trip; free with devq_status_free. */
-int devq_get_status(devq *q, struct devq_status **out);
-void devq_status_free(struct devq_status *s);
+DEVQ_EXPORT int devq_get_status(devq *q, struct devq_status **out);
+DEVQ_EXPORT void devq_status_free(struct devq_status *s);
 
 /* ---- tracing ---------------------------------------------------------- */
 
@@ -441,8 +451,9 @@ struct devq_trace {
 };
 
 /* Round trip; free with devq_trace_free. */
-int devq_trace_get(devq *q, const struct devq_trace_query *query, struct devq_trace **out);
-void devq_trace_free(struct devq_trace *t);
+DEVQ_EXPORT int devq_trace_get(devq *q, const struct devq_trace_query *query,
+			       struct devq_trace **out);
+DEVQ_EXPORT void devq_trace_free(struct devq_trace *t);
 
 #ifdef __cplusplus
 }

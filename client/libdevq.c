@@ -16,16 +16,28 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cmpl_dec.h"
+#include "codec/cmpl_dec.h"
+#include "codec/submit_enc.h"
 #include "cpage_client.h"
 #include "devq.pb-c.h"
 #include "frame.h"
-#include "submit_enc.h"
 
 /* A growable FIFO of fixed-size items. */
 struct ring {
 	unsigned char *items;
 	size_t elem, head, count, cap;
+};
+
+/* A buffer handle libdevq made: the public fields (struct devq_buffer,
+ * devq.h) and what only libdevq uses.  The public fields keep the offsets
+ * they had when these were in devq.h, and libdevq never writes these
+ * through a handle it did not make (buffer_find), so moving them out broke
+ * no ABI. */
+struct buffer {
+	struct devq_buffer pub;
+	struct buffer *next; /* q->bufs */
+	int fd;              /* the memfd, kept for devq_reconnect; -1: none */
+	bool releasing;      /* release asked */
 };
 
 struct cq {
@@ -60,7 +72,7 @@ struct devq {
 
 	struct cq *queues;
 	size_t nqueues;
-	struct devq_buffer *bufs;
+	struct buffer *bufs;
 	uint64_t next_buf_id;
 	struct devq_exec *execs;
 	size_t nexecs;
@@ -73,7 +85,7 @@ struct devq {
 	/* The completion page of this connection (NULL: none), and the byte
 	 * count received when the connection began, to compare with the
 	 * daemon's published tx_bytes. */
-	struct cpc *cp;
+	struct devq_cpc *cp;
 	uint64_t conn_rx_base;
 };
 
@@ -209,7 +221,7 @@ static void on_completions(devq *q, const Devq__Completions *cs, uint64_t t_recv
 	}
 }
 
-/* The Completions frame without protobuf-c (client/cmpl_dec.c): items go
+/* The Completions frame without protobuf-c (proto/codec/cmpl_dec.c): items go
  * straight into the completion FIFO.  1: not such a frame, decode it with
  * protobuf-c; 0: taken; -EPROTO: malformed, and nothing of it is kept, as
  * when protobuf-c rejects a frame. */
@@ -264,9 +276,9 @@ static void on_message(devq *q, Devq__DaemonMessage *m, struct devq_frame *f, ui
 		on_completions(q, m->completions, t);
 		break;
 	case DEVQ__DAEMON_MESSAGE__BODY_BUFFER_RELEASED:
-		for (struct devq_buffer *b = q->bufs; b; b = b->next)
-			if (b->id == m->buffer_released->id)
-				b->released = true;
+		for (struct buffer *x = q->bufs; x; x = x->next)
+			if (x->pub.id == m->buffer_released->id)
+				x->pub.released = true;
 		break;
 	case DEVQ__DAEMON_MESSAGE__BODY_ERROR:
 		if (q->want_request && !q->reply && m->error->request &&
@@ -310,12 +322,12 @@ static int pump(devq *q, int timeout_ms)
 	/* Blocked on the socket: the daemon's loop should not sit on
 	 * completion records (see devq_cpage_client_reading). */
 	if (q->cp && timeout_ms != 0)
-		cpc_set_reading(q->cp, true);
+		devq_cpc_set_reading(q->cp, true);
 	do
 		r = poll(&p, 1, timeout_ms);
 	while (r < 0 && errno == EINTR);
 	if (q->cp && timeout_ms != 0)
-		cpc_set_reading(q->cp, false);
+		devq_cpc_set_reading(q->cp, false);
 	if (r < 0)
 		return -errno;
 	if (r == 0)
@@ -522,7 +534,8 @@ static int hello(devq *q)
 	const Devq__CompletionPage *pg = hr->completion_page;
 	if (pg && q->reply_nfds == 3) {
 		/* Without the page everything still works through the socket. */
-		if (cpc_open(pg->layout, pg->size, pg->slots, pg->hint_size, q->reply_fds, &q->cp) < 0)
+		if (devq_cpc_open(pg->layout, pg->size, pg->slots, pg->hint_size, q->reply_fds,
+				  &q->cp) < 0)
 			q->cp = NULL;
 	} else {
 		for (unsigned i = 0; i < q->reply_nfds; i++)
@@ -548,13 +561,13 @@ int devq_connect(const char *path, const char *name, devq **out)
 	return devq_connect_versions(path, name, DEVQ_PROTOCOL_MIN, DEVQ_PROTOCOL_MAX, out);
 }
 
-static void buffer_free(struct devq_buffer *b)
+static void buffer_free(struct buffer *x)
 {
-	if (b->map)
-		munmap(b->map, b->size);
-	if (b->fd >= 0)
-		close(b->fd);
-	free(b);
+	if (x->pub.map)
+		munmap(x->pub.map, x->pub.size);
+	if (x->fd >= 0)
+		close(x->fd);
+	free(x);
 }
 
 void devq_disconnect(devq *q)
@@ -568,15 +581,15 @@ void devq_disconnect(devq *q)
 	devq_rx_fini(&q->rx);
 	devq_tx_fini(&q->tx);
 	while (q->bufs) {
-		struct devq_buffer *b = q->bufs;
-		q->bufs = b->next;
-		buffer_free(b);
+		struct buffer *x = q->bufs;
+		q->bufs = x->next;
+		buffer_free(x);
 	}
 	free(q->cmpl.items);
 	free(q->errs.items);
 	free(q->queues);
 	free(q->execs);
-	cpc_free(q->cp);
+	devq_cpc_free(q->cp);
 	free(q);
 }
 
@@ -597,26 +610,38 @@ int devq_fd(const devq *q)
 
 /* ---- buffers --------------------------------------------------------- */
 
-static int buffer_new(devq *q, uint64_t size, enum devq_buffer_kind kind, struct devq_buffer **out)
+/* The handle's own record, or NULL for one libdevq did not make: a caller
+ * may build a struct devq_buffer to name an id (only the id is sent), so b
+ * is never assumed to be the start of a struct buffer. */
+static struct buffer *buffer_find(devq *q, const struct devq_buffer *b)
 {
-	struct devq_buffer *b = calloc(1, sizeof(*b));
-	if (!b)
+	for (struct buffer *x = q->bufs; x; x = x->next)
+		if (&x->pub == b)
+			return x;
+	return NULL;
+}
+
+static int buffer_new(devq *q, uint64_t size, enum devq_buffer_kind kind, struct buffer **out)
+{
+	struct buffer *x = calloc(1, sizeof(*x));
+	if (!x)
 		return fail(q, -ENOMEM, "out of memory");
-	b->id = q->next_buf_id++;
-	b->size = size;
-	b->kind = kind;
-	b->fd = -1;
-	*out = b;
+	x->pub.id = q->next_buf_id++;
+	x->pub.size = size;
+	x->pub.kind = kind;
+	x->fd = -1;
+	*out = x;
 	return 0;
 }
 
 int devq_buffer_create(devq *q, uint64_t size, enum devq_buffer_kind kind,
 		       struct devq_buffer **out)
 {
-	struct devq_buffer *b = NULL;
-	int r = buffer_new(q, size, kind, &b);
+	struct buffer *x = NULL;
+	int r = buffer_new(q, size, kind, &x);
 	if (r < 0)
 		return r;
+	struct devq_buffer *b = &x->pub;
 	Devq__CreateBuffer c = DEVQ__CREATE_BUFFER__INIT;
 	c.id = b->id;
 	c.size = size;
@@ -627,23 +652,23 @@ int devq_buffer_create(devq *q, uint64_t size, enum devq_buffer_kind kind,
 	Devq__DaemonMessage *rep;
 	r = request(q, &m, NULL, 0, "create_buffer", DEVQ__DAEMON_MESSAGE__BODY_BUFFER_READY, &rep);
 	if (r < 0) {
-		free(b);
+		free(x);
 		return r;
 	}
 	int fd = q->reply_fd;
 	devq__daemon_message__free_unpacked(rep, NULL);
 	if (kind == DEVQ_BUFFER_SHARED) {
 		if (fd < 0) {
-			free(b);
+			free(x);
 			return fail(q, -EPROTO, "devqd sent no memfd for shared buffer");
 		}
 		b->map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-		b->fd = fd;
+		x->fd = fd;
 		if (b->map == MAP_FAILED) {
 			int e = errno;
 			b->map = NULL;
-			b->next = q->bufs; /* still the daemon's: release it properly */
-			q->bufs = b;
+			x->next = q->bufs; /* still the daemon's: release it properly */
+			q->bufs = x;
 			devq_buffer_release(q, b);
 			return fail(q, -e, "mmap of buffer %llu: %s", (unsigned long long)b->id,
 				    strerror(e));
@@ -651,8 +676,8 @@ int devq_buffer_create(devq *q, uint64_t size, enum devq_buffer_kind kind,
 	} else if (fd >= 0) {
 		close(fd);
 	}
-	b->next = q->bufs;
-	q->bufs = b;
+	x->next = q->bufs;
+	q->bufs = x;
 	*out = b;
 	return 0;
 }
@@ -660,14 +685,15 @@ int devq_buffer_create(devq *q, uint64_t size, enum devq_buffer_kind kind,
 int devq_buffer_import(devq *q, int memfd, uint64_t size, unsigned flags,
 		       struct devq_buffer **out)
 {
-	struct devq_buffer *b = NULL;
-	int r = buffer_new(q, size, DEVQ_BUFFER_SHARED, &b);
+	struct buffer *x = NULL;
+	int r = buffer_new(q, size, DEVQ_BUFFER_SHARED, &x);
 	if (r < 0)
 		return r;
+	struct devq_buffer *b = &x->pub;
 	b->read_only = flags & DEVQ_IMPORT_READ_ONLY;
 	int fd = fcntl(memfd, F_DUPFD_CLOEXEC, 0); /* the frame owns and closes its copy */
 	if (fd < 0) {
-		free(b);
+		free(x);
 		return fail(q, -errno, "dup: %s", strerror(errno));
 	}
 	Devq__ImportBuffer im = DEVQ__IMPORT_BUFFER__INIT;
@@ -680,16 +706,16 @@ int devq_buffer_import(devq *q, int memfd, uint64_t size, unsigned flags,
 	Devq__DaemonMessage *rep;
 	r = request(q, &m, &fd, 1, "import_buffer", DEVQ__DAEMON_MESSAGE__BODY_BUFFER_READY, &rep);
 	if (r < 0) {
-		free(b);
+		free(x);
 		return r;
 	}
 	devq__daemon_message__free_unpacked(rep, NULL);
 	void *p = mmap(NULL, size, b->read_only ? PROT_READ : PROT_READ | PROT_WRITE, MAP_SHARED,
 		       memfd, 0);
 	b->map = p == MAP_FAILED ? NULL : p;
-	b->fd = fcntl(memfd, F_DUPFD_CLOEXEC, 0); /* -1 only costs devq_reconnect */
-	b->next = q->bufs;
-	q->bufs = b;
+	x->fd = fcntl(memfd, F_DUPFD_CLOEXEC, 0); /* -1 only costs devq_reconnect */
+	x->next = q->bufs;
+	q->bufs = x;
 	*out = b;
 	return 0;
 }
@@ -698,7 +724,9 @@ int devq_buffer_release(devq *q, struct devq_buffer *b)
 {
 	Devq__ReleaseBuffer rel = DEVQ__RELEASE_BUFFER__INIT;
 	rel.id = b->id;
-	b->releasing = true;
+	struct buffer *x = buffer_find(q, b);
+	if (x)
+		x->releasing = true;
 	Devq__ClientMessage m = DEVQ__CLIENT_MESSAGE__INIT;
 	m.body_case = DEVQ__CLIENT_MESSAGE__BODY_RELEASE_BUFFER;
 	m.release_buffer = &rel;
@@ -729,13 +757,14 @@ int devq_buffer_wait_released(devq *q, struct devq_buffer *b, int timeout_ms)
 					      (unsigned long long)b->id)
 				       : r;
 	}
-	for (struct devq_buffer **pp = &q->bufs; *pp; pp = &(*pp)->next) {
-		if (*pp == b) {
-			*pp = b->next;
+	for (struct buffer **pp = &q->bufs; *pp; pp = &(*pp)->next) {
+		if (&(*pp)->pub == b) {
+			struct buffer *x = *pp;
+			*pp = x->next;
+			buffer_free(x);
 			break;
 		}
 	}
-	buffer_free(b);
 	return 0;
 }
 
@@ -839,7 +868,7 @@ static void drain_records(devq *q)
 	if (!q->cp)
 		return;
 	for (int i = 0; i < 64; i++) {
-		uint64_t got = q->io.bytes_received - q->conn_rx_base, tx = cpc_tx_bytes(q->cp);
+		uint64_t got = q->io.bytes_received - q->conn_rx_base, tx = devq_cpc_tx_bytes(q->cp);
 		if (tx <= got || tx - got < 16384 || pump(q, 0) < 0)
 			break;
 	}
@@ -858,7 +887,7 @@ int devq_submit_replayable(devq *q, const struct devq_op *ops, size_t n, uint64_
 	return submit(q, ops, n, points, true);
 }
 
-/* Encodes the batch by hand (client/submit_enc.c) straight into the send
+/* Encodes the batch by hand (proto/codec/submit_enc.c) straight into the send
  * queue, which keeps its buffer from one frame to the next: no allocation
  * per call. */
 static int submit(devq *q, const struct devq_op *ops, size_t n, uint64_t *points,
@@ -945,9 +974,9 @@ int devq_wait(devq *q, uint32_t queue, uint64_t point, int timeout_ms,
 		if (r < 0)
 			return r;
 		if (!cq->slot)
-			cq->slot = cpc_slot(q->cp, queue);
+			cq->slot = devq_cpc_slot(q->cp, queue);
 		if (cq->slot) {
-			if (cpc_completed(cq->slot) >= point) {
+			if (devq_cpc_completed(cq->slot) >= point) {
 				q->cp->hits++;
 				return 0;
 			}
@@ -957,7 +986,7 @@ int devq_wait(devq *q, uint32_t queue, uint64_t point, int timeout_ms,
 			for (;;) {
 				drain_records(q);
 				uint64_t slice = now_ns() + 50 * 1000 * 1000;
-				r = cpc_wait(q->cp, cq->slot, point, slice < deadline ? slice : deadline);
+				r = devq_cpc_wait(q->cp, cq->slot, point, slice < deadline ? slice : deadline);
 				if (r != -ETIMEDOUT || slice >= deadline)
 					break;
 			}
@@ -995,8 +1024,8 @@ uint64_t devq_completed(const devq *q, uint32_t queue)
 	if (!cq)
 		return 0;
 	if (q->cp && !cq->slot)
-		cq->slot = cpc_slot(q->cp, queue);
-	uint64_t v = cq->slot ? cpc_completed(cq->slot) : 0;
+		cq->slot = devq_cpc_slot(q->cp, queue);
+	uint64_t v = cq->slot ? devq_cpc_completed(cq->slot) : 0;
 	return v > cq->completed ? v : cq->completed;
 }
 
@@ -1019,8 +1048,8 @@ int devq_point_state(devq *q, uint32_t queue, uint64_t point)
 	if (!cq)
 		return fail(q, -ENOENT, "queue %u is not open", queue);
 	if (q->cp && !cq->slot)
-		cq->slot = cpc_slot(q->cp, queue);
-	if (cq->slot && cpc_completed(cq->slot) >= point) {
+		cq->slot = devq_cpc_slot(q->cp, queue);
+	if (cq->slot && devq_cpc_completed(cq->slot) >= point) {
 		/* failed is stored before completed: loaded after it, it covers
 		 * every point up to the completed value just read. */
 		uint64_t f = atomic_load_explicit(&cq->slot->failed, memory_order_acquire);
@@ -1166,7 +1195,7 @@ void devq_status_free(struct devq_status *s)
 
 static void reset_connection(devq *q)
 {
-	cpc_free(q->cp); /* the new session gets its own page */
+	devq_cpc_free(q->cp); /* the new session gets its own page */
 	q->cp = NULL;
 	for (size_t i = 0; i < q->nqueues; i++)
 		q->queues[i].slot = NULL;
@@ -1180,9 +1209,10 @@ static void reset_connection(devq *q)
 	q->broken = false;
 }
 
-static int reimport(devq *q, struct devq_buffer *b)
+static int reimport(devq *q, struct buffer *x)
 {
-	int fd = fcntl(b->fd, F_DUPFD_CLOEXEC, 0); /* the frame owns its copy */
+	const struct devq_buffer *b = &x->pub;
+	int fd = fcntl(x->fd, F_DUPFD_CLOEXEC, 0); /* the frame owns its copy */
 	if (fd < 0)
 		return fail(q, -errno, "dup: %s", strerror(errno));
 	Devq__ImportBuffer im = DEVQ__IMPORT_BUFFER__INIT;
@@ -1228,19 +1258,20 @@ int devq_reconnect(devq *q, int timeout_ms)
 	free(q->execs); /* ids may differ in the new daemon: look them up again */
 	q->execs = NULL;
 	q->nexecs = 0;
-	for (struct devq_buffer *b = q->bufs; b; b = b->next) {
+	for (struct buffer *x = q->bufs; x; x = x->next) {
+		struct devq_buffer *b = &x->pub;
 		if (b->released || b->lost)
 			continue;
-		if (b->releasing) {
+		if (x->releasing) {
 			/* No daemon holds it any more: the release is done. */
 			b->released = true;
 			continue;
 		}
-		if (b->kind == DEVQ_BUFFER_DEVICE || b->fd < 0) {
+		if (b->kind == DEVQ_BUFFER_DEVICE || x->fd < 0) {
 			b->lost = true;
 			continue;
 		}
-		r = reimport(q, b);
+		r = reimport(q, x);
 		if (r < 0)
 			return r;
 	}

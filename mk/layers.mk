@@ -5,7 +5,7 @@
 
 # base, device and core: what the engine needs, no transport.
 DAEMON_CORE_OBJ = $(call obj,$(DAEMON_BASE_SRC) $(DAEMON_DEVICE_SRC) $(DAEMON_CORE_SRC) \
-                  daemon/cmpl_enc.c) $(CUDA_DAEMON_OBJ)
+                  proto/codec/cmpl_enc.c) $(CUDA_DAEMON_OBJ)
 $(BUILD)/libdevqd-core.a: $(DAEMON_CORE_OBJ)
 	rm -f $@
 	ar rcs $@ $^
@@ -23,4 +23,4 @@ $(BUILD)/tests/test_core: $(call obj,tests/core/test_core.c) $(BUILD)/libdevqd-c
 .PHONY: check-layers
 check-layers: $(BUILD)/devqd
 	@python3 tools/check_layers.py $(BUILD)/obj
-# (joins `check` once the codecs have their home in proto/codec)
+check: check-layers

@@ -74,7 +74,7 @@ int devq_tx_push(struct devq_tx *tx, uint16_t type, const ProtobufCMessage *msg,
 		 const int *fds, unsigned nfds);
 /* Queues a frame of plen payload bytes (no fds) and points *payload at
  * them, for a caller that encodes the payload itself in place (the daemon's
- * completions, daemon/cmpl_enc.c).  The caller must fill all plen bytes
+ * completions, proto/codec/cmpl_enc.c).  The caller must fill all plen bytes
  * before the next flush.  0, -EINVAL (plen too large) or -ENOMEM. */
 int devq_tx_reserve(struct devq_tx *tx, uint16_t type, size_t plen, uint8_t **payload);
 /* The same for a sender of many small frames (libdevq's submits): the frame

@@ -1,4 +1,4 @@
-/* Unit tests of daemon/cmpl_enc.c, the hand-written encoder of
+/* Unit tests of proto/codec/cmpl_enc.c, the hand-written encoder of
  * DaemonMessage{completions}.  Clients decode that frame with protobuf-c, so
  * protobuf-c is the reference twice over: every encoding must unpack with
  * devq__daemon_message__unpack into exactly the records encoded, and must
@@ -16,7 +16,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "cmpl_enc.h"
+#include "codec/cmpl_enc.h"
 #include "devq.pb-c.h"
 #include "frame.h"
 #include "test_rng.h"

@@ -1,4 +1,4 @@
-/* Unit tests of daemon/msg_dec.c, the hand-written decoder of
+/* Unit tests of proto/codec/msg_dec.c, the hand-written decoder of
  * ClientMessage{submit}.  protobuf-c's unpacker decoded every client frame
  * before it and still decodes the ones it declines, so it is the
  * reference: for every payload, devq_msg_dec must accept exactly what
@@ -27,8 +27,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "codec/msg_dec.h"
 #include "devq.pb-c.h"
-#include "msg_dec.h"
 #include "base/pool.h"
 
 /* ---- reproducible random inputs --------------------------------------- */

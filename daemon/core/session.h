@@ -13,7 +13,7 @@
 
 #include "base/idmap.h"
 #include "base/log.h"
-#include "cmpl_enc.h" /* struct devq_cmpl */
+#include "codec/cmpl_enc.h" /* struct devq_cmpl */
 #include "core/fair.h"
 #include "core/quota.h"
 #include "frame.h"

@@ -11,7 +11,7 @@
  * releases (last consumer's device span -> the release).  Timestamps are
  * CLOCK_MONOTONIC in microseconds with nanosecond decimals, so they compare
  * exactly with the timing a client gets in its completions. */
-#include "devctl_trace.h"
+#include "devctl/trace.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -21,6 +21,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "devctl/util.h"
 #include "devq.h"
 
 #define TID_BUFFERS 999
@@ -123,21 +124,6 @@ static int stream_tid(uint32_t stream)
 
 /* ---- JSON ------------------------------------------------------------ */
 
-static void json_str(FILE *f, const char *s)
-{
-	fputc('"', f);
-	for (; *s; s++) {
-		unsigned char ch = (unsigned char)*s;
-		if (ch == '"' || ch == '\\')
-			fprintf(f, "\\%c", ch);
-		else if (ch < 0x20 || ch >= 0x7f)
-			fprintf(f, "\\u%04x", ch);
-		else
-			fputc(ch, f);
-	}
-	fputc('"', f);
-}
-
 /* Microseconds with exact nanosecond decimals. */
 static void json_us(FILE *f, const char *key, uint64_t ns)
 {
@@ -161,7 +147,7 @@ static void ev_meta(struct ev *e, uint64_t pid, int tid, const char *what, const
 {
 	ev_begin(e, "M", pid, tid, 0);
 	fprintf(e->f, ",\"name\":\"%s\",\"args\":{\"name\":", what);
-	json_str(e->f, name);
+	devctl_json_str_ascii(e->f, name);
 	fprintf(e->f, "}}");
 }
 
@@ -224,9 +210,9 @@ static void write_json(const struct trace_ctx *c, FILE *f)
 	struct ev e = { .f = f, .first = true };
 	fprintf(f, "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"producer\":\"devctl trace\","
 		   "\"backend\":");
-	json_str(f, t->backend);
+	devctl_json_str_ascii(f, t->backend);
 	fprintf(f, ",\"device\":");
-	json_str(f, t->device);
+	devctl_json_str_ascii(f, t->device);
 	fprintf(f, ",\"streams\":%u,\"ops\":%zu,\"truncated\":%s,\"clock\":\"CLOCK_MONOTONIC\"},"
 		   "\"traceEvents\":[",
 		t->streams, t->nops, t->truncated ? "true" : "false");
@@ -283,7 +269,7 @@ static void write_json(const struct trace_ctx *c, FILE *f)
 					  ? o->t.device_end - o->t.device_start
 					  : 0);
 		fprintf(f, ",\"cat\":\"device\",\"name\":");
-		json_str(f, name);
+		devctl_json_str_ascii(f, name);
 		op_args(f, o);
 		fprintf(f, "}");
 		/* The host-side phases on the queue's track. */
@@ -299,7 +285,7 @@ static void write_json(const struct trace_ctx *c, FILE *f)
 			}
 			ev_begin(&e, k ? "e" : "b", o->session, qt, k ? o->t.observed : o->t.client_submit);
 			fprintf(f, ",\"cat\":\"queue\",\"name\":");
-			json_str(f, label);
+			devctl_json_str_ascii(f, label);
 			fprintf(f, ",\"id\":\"%" PRIu64 ".%u.%" PRIu64 "\"", o->session, o->queue, o->point);
 			if (!k)
 				op_args(f, o);
@@ -334,7 +320,7 @@ static void write_json(const struct trace_ctx *c, FILE *f)
 			snprintf(rn, sizeof(rn), "BufferReleased %" PRIu64, o->buffers[k].id);
 			ev_begin(&e, "X", o->session, TID_BUFFERS, o->t.observed);
 			fprintf(f, ",\"dur\":0,\"cat\":\"buffer\",\"name\":");
-			json_str(f, rn);
+			devctl_json_str_ascii(f, rn);
 			fprintf(f, ",\"args\":{\"buffer\":%" PRIu64 ",\"last_queue\":%u,"
 				   "\"last_point\":%" PRIu64 "}}",
 				o->buffers[k].id, o->queue, o->point);

@@ -45,7 +45,7 @@
  * reject, and an allocation failure, make it free what it built and hand
  * the payload to protobuf-c, which then gives the answer.  Error paths cost
  * twice; the path libdevq uses costs once. */
-#include "msg_dec.h"
+#include "codec/msg_dec.h"
 
 #include <limits.h>
 #include <stdbool.h>

@@ -8,8 +8,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "devctl_metrics.h"
-#include "devctl_trace.h"
+#include "devctl/metrics.h"
+#include "devctl/trace.h"
+#include "devctl/util.h"
 #include "devq.h"
 #include "kernels.h"
 
@@ -53,21 +54,6 @@ static void usage(FILE *f)
 	devctl_trace_usage(f);
 }
 
-static void json_str(FILE *f, const char *s)
-{
-	fputc('"', f);
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-		if (c == '"' || c == '\\')
-			fprintf(f, "\\%c", c);
-		else if (c < 0x20)
-			fprintf(f, "\\u%04x", c);
-		else
-			fputc(c, f);
-	}
-	fputc('"', f);
-}
-
 static int connect_or_die(const char *sock, devq **q)
 {
 	int r = devq_connect(sock, "devctl", q);
@@ -109,9 +95,9 @@ static int cmd_list(const char *sock, int argc, char **argv)
 	for (size_t i = 0; i < n; i++) {
 		if (json) {
 			printf("%s{\"id\":%u,\"name\":", i ? "," : "", l[i].id);
-			json_str(stdout, l[i].name);
+			devctl_json_str(stdout, l[i].name);
 			printf(",\"signature\":");
-			json_str(stdout, l[i].signature);
+			devctl_json_str(stdout, l[i].signature);
 			printf("}");
 		} else {
 			printf("%s(%s)\n", l[i].name, l[i].signature);
@@ -151,9 +137,9 @@ static int cmd_status(const char *sock, int argc, char **argv)
 		others += s->sessions[i].id != self;
 	if (json) {
 		printf("{\"backend\":");
-		json_str(stdout, s->backend);
+		devctl_json_str(stdout, s->backend);
 		printf(",\"device\":");
-		json_str(stdout, s->device);
+		devctl_json_str(stdout, s->device);
 		printf(",\"streams\":%u,\"uptime_ns\":%" PRIu64 ",\"ops_in_flight\":%" PRIu64
 		       ",\"buffers\":%u,\"bytes_mapped\":%" PRIu64 ",\"sessions_total\":%" PRIu64
 		       ",\"ops_completed\":%" PRIu64 ",\"ops_failed\":%" PRIu64 ",\"sessions\":[",
@@ -166,7 +152,7 @@ static int cmd_status(const char *sock, int argc, char **argv)
 				continue;
 			printf("%s{\"id\":%" PRIu64 ",\"pid\":%u,\"uid\":%u,\"name\":", k++ ? "," : "",
 			       x->id, x->pid, x->uid);
-			json_str(stdout, x->name);
+			devctl_json_str(stdout, x->name);
 			printf(",\"queues\":%u,\"ops_in_flight\":%" PRIu64 ",\"buffers\":%u,"
 			       "\"bytes_mapped\":%" PRIu64 ",\"ops_completed\":%" PRIu64,
 			       x->queues, x->ops_in_flight, x->buffers, x->bytes_mapped,
@@ -481,16 +467,6 @@ static void print_value(const struct seg *s, unsigned p)
 	printf("\n");
 }
 
-static void fmt_ns(char *buf, size_t n, uint64_t ns)
-{
-	if (ns < 10000)
-		snprintf(buf, n, "%" PRIu64 " ns", ns);
-	else if (ns < 10000000)
-		snprintf(buf, n, "%.1f us", (double)ns / 1e3);
-	else
-		snprintf(buf, n, "%.3f ms", (double)ns / 1e6);
-}
-
 static void print_completion(const struct submit_ctx *c, const struct devq_completion *x,
 			     const char *exec_name)
 {
@@ -498,7 +474,7 @@ static void print_completion(const struct submit_ctx *c, const struct devq_compl
 	devq_timing_phases(&x->t, &ph);
 	if (c->json) {
 		printf("{\"status\":\"%s\",\"error\":", devq_code_name(x->code));
-		json_str(stdout, x->code ? x->message : "");
+		devctl_json_str(stdout, x->code ? x->message : "");
 		printf(",\"point\":[%u,%" PRIu64 "],\"timing\":{\"submit_ns\":%" PRIu64
 		       ",\"queued_ns\":%" PRIu64 ",\"device_ns\":%" PRIu64 ",\"sync_ns\":%" PRIu64
 		       ",\"total_ns\":%" PRIu64 "}}\n",
@@ -511,11 +487,11 @@ static void print_completion(const struct submit_ctx *c, const struct devq_compl
 		return;
 	}
 	char a[24], b[24], d[24], e[24], t[24];
-	fmt_ns(a, sizeof(a), ph.submit);
-	fmt_ns(b, sizeof(b), ph.queued);
-	fmt_ns(d, sizeof(d), ph.device);
-	fmt_ns(e, sizeof(e), ph.sync);
-	fmt_ns(t, sizeof(t), ph.total);
+	devctl_fmt_ns(a, sizeof(a), ph.submit, 3);
+	devctl_fmt_ns(b, sizeof(b), ph.queued, 3);
+	devctl_fmt_ns(d, sizeof(d), ph.device, 3);
+	devctl_fmt_ns(e, sizeof(e), ph.sync, 3);
+	devctl_fmt_ns(t, sizeof(t), ph.total, 3);
 	printf("%s queue %u point %" PRIu64 ": ok  submit %s  queued %s  device %s  sync %s  "
 	       "total %s\n",
 	       exec_name, x->queue, x->point, a, b, d, e, t);

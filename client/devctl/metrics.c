@@ -2,7 +2,7 @@
  * exposition format 0.0.4, so node_exporter's textfile collector or any
  * scraper can take it.  Counters are the daemon's since it started; the
  * sessions' own counters start at their connect. */
-#include "devctl_metrics.h"
+#include "devctl/metrics.h"
 
 #include <inttypes.h>
 #include <string.h>

@@ -3,7 +3,7 @@
  * give rates and busy time, the ops completed in between give the phase
  * percentiles.  Plain ANSI escapes only, so it works over ssh in any
  * terminal; without a terminal (or with --once) frames are plain text. */
-#include "devctl_trace.h"
+#include "devctl/trace.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "devctl/util.h"
 #include "devq.h"
 
 static volatile sig_atomic_t top_stop;
@@ -38,16 +39,6 @@ static int cmp_u64(const void *a, const void *b)
 {
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
 	return x < y ? -1 : x > y;
-}
-
-static void fmt_ns(char *buf, size_t n, uint64_t ns)
-{
-	if (ns < 10000)
-		snprintf(buf, n, "%" PRIu64 " ns", ns);
-	else if (ns < 10000000)
-		snprintf(buf, n, "%.1f us", (double)ns / 1e3);
-	else
-		snprintf(buf, n, "%.2f ms", (double)ns / 1e6);
 }
 
 static const struct devq_trace_session *prev_session(const struct devq_trace *t, uint64_t id)
@@ -135,8 +126,8 @@ static void draw(struct top *tp)
 				v[n++] = phase(&b->ops[i], p);
 		if (n) {
 			qsort(v, n, sizeof(*v), cmp_u64);
-			fmt_ns(p50, sizeof(p50), v[(n - 1) * 50 / 100]);
-			fmt_ns(p99, sizeof(p99), v[(n - 1) * 99 / 100]);
+			devctl_fmt_ns(p50, sizeof(p50), v[(n - 1) * 50 / 100], 2);
+			devctl_fmt_ns(p99, sizeof(p99), v[(n - 1) * 99 / 100], 2);
 		}
 		fprintf(f, "%-8s %12s %12s", names[p], p50, p99);
 		line_end(tp);

@@ -22,7 +22,7 @@
  *
  * A length prefix precedes every submessage and a varint's width depends on
  * its value, so the bytes cannot be written front to back without knowing
- * each length first.  As in daemon/cmpl_enc.c: one sizing pass gives the
+ * each length first.  As in cmpl_enc.c: one sizing pass gives the
  * frame's exact size (the send buffer needs it) and the outer Submit
  * length; while writing, every other submessage gets one length byte that
  * is filled in after its body, and a body of 128 bytes or more (a kernel
@@ -30,7 +30,7 @@
  * make room for a wider prefix.  The sizing pass counted those wider
  * prefixes, so the move never runs past the buffer.  BufferArg (at most 22
  * bytes), Wait (17), CopyOp (59) and FillOp (41) always fit one byte. */
-#include "submit_enc.h"
+#include "codec/submit_enc.h"
 
 #include <string.h>
 
@@ -44,7 +44,7 @@ static const uint8_t tag_no_timing[2] = { (30 << 3 & 0x7f) | 0x80, (30 << 3) >> 
 static const uint8_t tag_replayable[2] = { (60 << 3 & 0x7f) | 0x80, (60 << 3) >> 7 };
 
 /* Bytes of v as a varint: ceil(bits / 7), at least one (see
- * daemon/cmpl_enc.c; test_cli_codec checks it against protobuf-c). */
+ * cmpl_enc.c; test_cli_codec checks it against protobuf-c). */
 static inline size_t vsize(uint64_t v)
 {
 	unsigned bits = 64u - (unsigned)__builtin_clzll(v | 1);
@@ -281,7 +281,7 @@ static uint8_t *put_body(uint8_t *p, const struct devq_op *o)
 }
 
 /* Width of the outer length prefix, from the total size: the k with
- * 1 + k + body == size and vsize(body) == k (see daemon/cmpl_enc.c). */
+ * 1 + k + body == size and vsize(body) == k (see cmpl_enc.c). */
 static size_t outer_prefix(size_t size)
 {
 	for (size_t k = 1; k < 10; k++)

@@ -24,7 +24,7 @@
  * Sizing each record again while writing (a count-leading-zeros per
  * field) was about a third of the encoder's instructions in callgrind;
  * filling the length bytes in afterwards avoids it. */
-#include "cmpl_enc.h"
+#include "codec/cmpl_enc.h"
 
 #include <string.h>
 

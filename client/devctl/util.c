@@ -1,0 +1,41 @@
+/* Shared by devctl's subcommands (devctl.c, trace.c, top.c), which had a
+ * copy each. */
+#include "devctl/util.h"
+
+#include <inttypes.h>
+#include <stdbool.h>
+
+static void json_str(FILE *f, const char *s, bool ascii)
+{
+	fputc('"', f);
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		if (c == '"' || c == '\\')
+			fprintf(f, "\\%c", c);
+		else if (c < 0x20 || (ascii && c >= 0x7f))
+			fprintf(f, "\\u%04x", c);
+		else
+			fputc(c, f);
+	}
+	fputc('"', f);
+}
+
+void devctl_json_str(FILE *f, const char *s)
+{
+	json_str(f, s, false);
+}
+
+void devctl_json_str_ascii(FILE *f, const char *s)
+{
+	json_str(f, s, true);
+}
+
+void devctl_fmt_ns(char *buf, size_t n, uint64_t ns, int ms_decimals)
+{
+	if (ns < 10000)
+		snprintf(buf, n, "%" PRIu64 " ns", ns);
+	else if (ns < 10000000)
+		snprintf(buf, n, "%.1f us", (double)ns / 1e3);
+	else
+		snprintf(buf, n, "%.*f ms", ms_decimals, (double)ns / 1e6);
+}

@@ -1,0 +1,25 @@
+/* What several devctl subcommands print the same way: JSON strings and
+ * durations for people. */
+#ifndef DEVCTL_UTIL_H
+#define DEVCTL_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* s as a JSON string literal: '"' and '\\' escaped with a backslash,
+ * control characters (below 0x20) as \u00XX, every other byte as it is, so
+ * UTF-8 passes through (devctl list/status --json). */
+void devctl_json_str(FILE *f, const char *s);
+/* The same, but bytes 0x7f and above are written as \u00XX of their own
+ * value too: the output is 7-bit and valid JSON whatever s holds (a client
+ * name need not be UTF-8), at the price of non-ASCII text reading as
+ * Latin-1 (devctl trace's files, which viewers must always load). */
+void devctl_json_str_ascii(FILE *f, const char *s);
+
+/* ns for people, into buf of n bytes: "N ns" below 10 us, "N.N us" below
+ * 10 ms, else milliseconds with ms_decimals decimals (devctl submit prints
+ * 3, devctl top 2 to fit its columns). */
+void devctl_fmt_ns(char *buf, size_t n, uint64_t ns, int ms_decimals);
+
+#endif
