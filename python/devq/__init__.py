@@ -106,7 +106,7 @@ __all__ = [
     "__version__",
 ]
 
-_lib, LIBRARY = L.load()
+_dll, LIBRARY = L.load()
 
 CODES = L.CODE_NAMES
 """The protocol's code names, indexed by code value."""
@@ -561,17 +561,17 @@ class Connection:
         if name is None:
             name = os.path.basename(sys.argv[0] if sys.argv and sys.argv[0] else "") or "python"
         path = os.fsencode(socket) if socket is not None else None
-        r = _lib.devq_connect(path, name.encode()[:63], ctypes.byref(h))
+        r = _dll.devq_connect(path, name.encode()[:63], ctypes.byref(h))
         if r < 0:
-            msg = _lib.devq_last_error(h).decode(errors="replace") if h.value else ""
+            msg = _dll.devq_last_error(h).decode(errors="replace") if h.value else ""
             if h.value:
-                _lib.devq_disconnect(h)
+                _dll.devq_disconnect(h)
             where = socket or os.environ.get("DEVQ_SOCKET") or DEFAULT_SOCKET
             err = _lib_error(r, msg or "%s: %s" % (where, os.strerror(-r)), connecting=True)
             raise err
         self._h = h
         self._finalizer = weakref.finalize(self, Connection._finalize, self._state, h)
-        inf = _lib.devq_get_info(h).contents
+        inf = _dll.devq_get_info(h).contents
         self.info = DaemonInfo(
             inf.version, inf.daemon_version.decode(), inf.backend.decode(),
             inf.device.decode(errors="replace"), inf.streams, inf.max_frame,
@@ -594,7 +594,7 @@ class Connection:
     @staticmethod
     def _finalize(state, h):
         state.closed = True
-        _lib.devq_disconnect(h)
+        _dll.devq_disconnect(h)
 
     def __repr__(self):
         if self._h is None:
@@ -626,7 +626,7 @@ class Connection:
             self._release_dead()
 
     def _last_error(self):
-        return _lib.devq_last_error(self._h).decode(errors="replace")
+        return _dll.devq_last_error(self._h).decode(errors="replace")
 
     def _raise(self, r):
         """Raises the error of libdevq's return value r; a broken connection
@@ -650,7 +650,7 @@ class Connection:
         while pending:
             ptr = pending.popleft()
             self._regions.pop(ptr.contents.id, None)
-            r = _lib.devq_buffer_release(self._h, ptr)
+            r = _dll.devq_buffer_release(self._h, ptr)
             if r < 0:
                 self._raise(r)
             self._releasing.append(ptr)
@@ -659,7 +659,7 @@ class Connection:
         keep = []
         for ptr in self._releasing:
             if ptr.contents.released:
-                _lib.devq_buffer_wait_released(self._h, ptr, 0)  # frees it
+                _dll.devq_buffer_wait_released(self._h, ptr, 0)  # frees it
                 self._nbuf -= 1
             else:
                 keep.append(ptr)
@@ -674,7 +674,7 @@ class Connection:
 
     def _drain(self):
         n = 0
-        nc = _lib.devq_next_completion
+        nc = _dll.devq_next_completion
         h, ref = self._h, self._cmpl_ref
         while True:
             r = nc(h, ref, 0)
@@ -698,7 +698,7 @@ class Connection:
                         queue=op.queue, point=op.point)
         self._check()
         deadline = None if timeout is None else time.monotonic() + timeout
-        nc = _lib.devq_next_completion
+        nc = _dll.devq_next_completion
         h, ref = self._h, self._cmpl_ref
         while not op._done:
             if deadline is None:
@@ -714,7 +714,12 @@ class Connection:
                     raise TimeoutError("devq: op (%d, %d) did not complete within %gs"
                                        % (op.queue, op.point, timeout))
             else:
-                self._raise(r)
+                try:
+                    self._raise(r)
+                except Error:
+                    if op._done:  # failed with the connection: result() says so
+                        return
+                    raise
         if self._releasing:
             self._reap_released()
 
@@ -732,7 +737,7 @@ class Connection:
             op._afuts = []
         op._afuts.append(fut)
         if self._reader_loop is None:
-            loop.add_reader(_lib.devq_fd(self._h), self._on_readable)
+            loop.add_reader(_dll.devq_fd(self._h), self._on_readable)
             self._reader_loop = loop
         self._reader_users += 1
         try:
@@ -747,7 +752,7 @@ class Connection:
     def _reader_stop(self):
         loop, self._reader_loop = self._reader_loop, None
         if loop is not None and self._h is not None and not loop.is_closed():
-            loop.remove_reader(_lib.devq_fd(self._h))
+            loop.remove_reader(_dll.devq_fd(self._h))
 
     def _on_readable(self):
         try:
@@ -762,7 +767,7 @@ class Connection:
         messages) arrive; then call poll().  For event loops:
         loop.add_reader(c.fileno(), c.poll).  (`await op` does this itself.)"""
         self._check()
-        return _lib.devq_fd(self._h)
+        return _dll.devq_fd(self._h)
 
     def poll(self):
         """Reads what has arrived without blocking, completes the ops whose
@@ -815,7 +820,7 @@ class Connection:
     def _load_execs(self):
         lst = ctypes.POINTER(L.Exec)()
         n = ctypes.c_size_t()
-        r = _lib.devq_exec_list(self._h, ctypes.byref(lst), ctypes.byref(n))
+        r = _dll.devq_exec_list(self._h, ctypes.byref(lst), ctypes.byref(n))
         if r < 0:
             self._raise(r)
         execs = {}
@@ -846,7 +851,7 @@ class Connection:
             fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW)
             m = _Mapping(fd, size)
             out = ctypes.POINTER(L.Buffer)()
-            r = _lib.devq_buffer_import(self._h, fd, size, 0, ctypes.byref(out))
+            r = _dll.devq_buffer_import(self._h, fd, size, 0, ctypes.byref(out))
         finally:
             os.close(fd)
         if r < 0:
@@ -901,7 +906,7 @@ class Connection:
             count *= s
         size = max(count * dtype.itemsize, 1)
         out = ctypes.POINTER(L.Buffer)()
-        r = _lib.devq_buffer_create(self._h, size, L.BUFFER_DEVICE, ctypes.byref(out))
+        r = _dll.devq_buffer_create(self._h, size, L.BUFFER_DEVICE, ctypes.byref(out))
         if r < 0:
             self._raise(r)
         self._nbuf += 1
@@ -944,7 +949,7 @@ class Connection:
             raise ValueError("devq: queue id %d out of range (0 .. 2**32-1)" % queue)
         if queue in self._queues:
             return
-        r = _lib.devq_queue_open_priority(self._h, queue, operator.index(priority))
+        r = _dll.devq_queue_open_priority(self._h, queue, operator.index(priority))
         if r < 0:
             self._raise(r)
         self._queues[queue] = 0
@@ -952,7 +957,7 @@ class Connection:
     def reset_queue(self, queue):
         """Clears a queue's sticky failure: later ops no longer inherit it."""
         self._check()
-        r = _lib.devq_queue_reset(self._h, operator.index(queue))
+        r = _dll.devq_queue_reset(self._h, operator.index(queue))
         if r < 0:
             self._raise(r)
 
@@ -1077,7 +1082,7 @@ class Connection:
             self._batch.append((op_struct, keep, op))
             op._sent = False
             return op
-        r = _lib.devq_submit(self._h, ctypes.byref(op_struct), 1, None)
+        r = _dll.devq_submit(self._h, ctypes.byref(op_struct), 1, None)
         if r < 0:
             self._raise(r)
         self._queues[queue] = point
@@ -1199,7 +1204,7 @@ class Connection:
                 ops = (L.Op * len(pending))()
                 for i, (s, _, _) in enumerate(pending):
                     ops[i] = s
-                r = _lib.devq_submit(self._h, ops, len(pending), None)
+                r = _dll.devq_submit(self._h, ops, len(pending), None)
                 if r < 0:
                     self._queues.update(counts)
                     self._raise(r)
@@ -1214,7 +1219,7 @@ class Connection:
         user may see, with this connection's as .session."""
         self._check()
         p = ctypes.POINTER(L.Status)()
-        r = _lib.devq_get_status(self._h, ctypes.byref(p))
+        r = _dll.devq_get_status(self._h, ctypes.byref(p))
         if r < 0:
             self._raise(r)
         try:
@@ -1237,7 +1242,7 @@ class Connection:
                           s.ops_completed, s.ops_failed, s.buffers, s.device_busy_ns, errs,
                           sessions, mine)
         finally:
-            _lib.devq_status_free(p)
+            _dll.devq_status_free(p)
 
     def errors(self):
         """Asynchronous errors not tied to an op (a failed queue open, a
@@ -1246,7 +1251,7 @@ class Connection:
         self._drain()
         out = []
         e = L.Error()
-        while _lib.devq_next_error(self._h, ctypes.byref(e)) == 1:
+        while _dll.devq_next_error(self._h, ctypes.byref(e)) == 1:
             out.append(Error(CODES[e.code] if 0 <= e.code < len(CODES) else "unknown",
                              e.message.decode(errors="replace"),
                              request=e.request.decode(errors="replace"),
