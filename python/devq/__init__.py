@@ -503,7 +503,7 @@ class _Exec:
     its argument array (names and types set once)."""
 
     __slots__ = ("name", "signature", "params", "ptr", "args", "args_type",
-                 "extents", "scalar_set", "where")
+                 "names", "bufs", "scalars", "where")
 
     def __init__(self, ptr, name, signature):
         self.ptr = ptr
@@ -525,10 +525,16 @@ class _Exec:
                 self.args[i].type = L.ARG_BUFFER
             elif p.type in _SCALARS:
                 self.args[i].type = _SCALARS[p.type][0]
-        self.extents = {}
-        for p in self.params:
-            if p.extent_param:
-                self.extents.setdefault(p.extent_param, []).append(p)
+        self.names = frozenset(p.name for p in self.params)
+        # (index, param, its value union in args, ...): the union objects
+        # share args' memory, so binding writes straight into it.
+        self.bufs = [(i, p, self.args[i].v) for i, p in enumerate(self.params)
+                     if p.is_buffer]
+        self.scalars = []
+        for i, p in enumerate(self.params):
+            if not p.is_buffer:
+                _, member, kind, lo, hi = _SCALARS.get(p.type, (None, None, None, None, None))
+                self.scalars.append((i, p, self.args[i].v, member, kind, lo, hi))
 
 
 _COMPLETION = L.Completion
@@ -986,18 +992,15 @@ class Connection:
         if ex.params is None:
             raise ValueError("devq: cannot parse the signature of %s" % ex.where)
         where = ex.where
-        byname = {p.name: p for p in ex.params}
+        names = ex.names
         for k in params:
-            if k not in byname:
+            if k not in names:
                 raise TypeError("%s() got an unexpected argument %r; signature: %s"
                                 % (ex.name, k, where))
-        args = ex.args
         refs = []
-        counts = {}  # extent name -> {param: elements available}
-        values = {}
-        for i, p in enumerate(ex.params):
-            if not p.is_buffer:
-                continue
+        counts = None  # extent name -> {param: elements available}
+        values = None
+        for i, p, slot in ex.bufs:
             if p.name not in params:
                 raise TypeError("%s() missing array argument %r (%s); signature: %s"
                                 % (ex.name, p.name, p.describe(), where))
@@ -1013,20 +1016,19 @@ class Connection:
             if offset % size:
                 raise ValueError("%s: argument %r: offset %d in its buffer is not a multiple "
                                  "of %d bytes" % (where, p.name, offset, size))
+            if values is None:
+                values, counts = {}, {}
             values[p.name] = nbytes
             if p.extent_param:
                 counts.setdefault(p.extent_param, {})[p.name] = nbytes // size
-            a = args[i]
-            a.v.buf.buf = buf.ptr
-            a.v.buf.offset = offset
+            slot.buf.buf = buf.ptr
+            slot.buf.offset = offset
             refs.append(buf)
         scal = {}
-        for i, p in enumerate(ex.params):
-            if p.is_buffer:
-                continue
+        for i, p, slot, member, kind, lo, hi in ex.scalars:
             if p.name in params:
                 v = params[p.name]
-            elif p.name in counts:
+            elif counts and p.name in counts:
                 c = counts[p.name]
                 ns = set(c.values())
                 if len(ns) != 1:
@@ -1038,28 +1040,30 @@ class Connection:
             else:
                 raise TypeError("%s() missing argument %r (%s); signature: %s"
                                 % (ex.name, p.name, p.type, where))
-            if p.type not in _SCALARS:
+            if member is None:
                 raise TypeError("%s: argument %r: %s scalars cannot be passed"
                                 % (where, p.name, p.type))
-            _, member, kind, lo, hi = _SCALARS[p.type]
-            if isinstance(v, bool) or not isinstance(v, numbers.Real):
+            t = type(v)
+            if kind == "int" and t is int:
+                pass
+            elif kind == "float" and (t is float or t is int):
+                v = float(v)
+            elif isinstance(v, bool) or not isinstance(v, numbers.Real):
                 raise TypeError("%s: argument %r (%s) needs a number, got %s"
-                                % (where, p.name, p.type, type(v).__name__))
-            if kind == "int":
+                                % (where, p.name, p.type, t.__name__))
+            elif kind == "int":
                 if not isinstance(v, numbers.Integral):
                     raise TypeError("%s: argument %r (%s) needs an integer, got %r"
                                     % (where, p.name, p.type, v))
                 v = int(v)
-                if not lo <= v <= hi:
-                    raise ValueError("%s: argument %r (%s) = %d out of range"
-                                     % (where, p.name, p.type, v))
             else:
                 v = float(v)
-            setattr(args[i].v, member, v)
+            if kind == "int" and not lo <= v <= hi:
+                raise ValueError("%s: argument %r (%s) = %d out of range"
+                                 % (where, p.name, p.type, v))
+            setattr(slot, member, v)
             scal[p.name] = v
-        for p in ex.params:
-            if not p.is_buffer:
-                continue
+        for i, p, slot in ex.bufs:
             n = scal[p.extent_param] if p.extent_param else p.extent_lit
             need = n * p.dtype.itemsize
             if need > values[p.name]:
