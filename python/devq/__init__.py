@@ -592,7 +592,9 @@ class Connection:
         self._cmpl_ref = ctypes.byref(self._cmpl)
         self._op1 = L.Op()
         self._op1_ref = ctypes.byref(self._op1)
-        self._batch = None
+        self._batch = None  # in a batch: [(what its ops' pointers need, Op)]
+        self._bops = (L.Op * 64)()  # the batch's ops, as devq_submit takes them
+        self._bn = 0
         self._broken = None
         self._reader_loop = None
         self._reader_users = 0
@@ -703,10 +705,16 @@ class Connection:
             raise Error("cancelled", "the connection was closed before the op completed",
                         queue=op.queue, point=op.point)
         self._check()
+        self._wait_until(lambda: op._done, timeout,
+                         lambda: "op (%d, %d)" % (op.queue, op.point))
+
+    def _wait_until(self, done, timeout, what):
+        """Takes completions (blocking) until done() is true; TimeoutError
+        after timeout seconds (None: no limit)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         nc = _dll.devq_next_completion
         h, ref = self._h, self._cmpl_ref
-        while not op._done:
+        while not done():
             if deadline is None:
                 ms = -1
             else:
@@ -717,14 +725,14 @@ class Connection:
                 self._dispatch()
             elif r == -_errno.ETIMEDOUT:
                 if deadline is not None and time.monotonic() >= deadline:
-                    raise TimeoutError("devq: op (%d, %d) did not complete within %gs"
-                                       % (op.queue, op.point, timeout))
+                    raise TimeoutError("devq: %s did not complete within %gs"
+                                       % (what(), timeout))
             else:
                 try:
                     self._raise(r)
                 except Error:
-                    if op._done:  # failed with the connection: result() says so
-                        return
+                    if done():  # failed with the connection: result() says so
+                        break
                     raise
         if self._releasing:
             self._reap_released()
@@ -785,11 +793,9 @@ class Connection:
         """Waits until every op submitted on this connection has completed
         (failed ones included); TimeoutError after timeout seconds."""
         self._check()
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while self._inflight:
-            op = next(iter(self._inflight.values()))
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            self._wait_op(op, left)
+        inflight = self._inflight
+        self._wait_until(lambda: not inflight, timeout,
+                         lambda: "%d ops" % len(inflight))
 
     def close(self, wait=True):
         """Waits for the ops in flight (unless wait is False), then
@@ -1082,8 +1088,14 @@ class Connection:
         point = self._queues[queue] + 1
         op = Op(self, queue, point, executable, tuple(refs) if refs else None)
         if self._batch is not None:
+            n = self._bn
+            if op_struct._b_base_ is not self._bops:  # copy() and fill() build theirs
+                if n == len(self._bops):
+                    self._grow_batch()
+                self._bops[n] = op_struct
+            self._bn = n + 1
             self._queues[queue] = point
-            self._batch.append((op_struct, keep, op))
+            self._batch.append((keep, op))
             op._sent = False
             return op
         r = _dll.devq_submit(self._h, ctypes.byref(op_struct), 1, None)
@@ -1119,7 +1131,9 @@ class Connection:
         self._queue_of(queue)
         if self._batch is not None:
             args = ex.args_type.from_buffer_copy(ex.args)
-            op = L.Op()
+            if self._bn == len(self._bops):
+                self._grow_batch()
+            op = self._bops[self._bn]  # written in place: a view of the array
         else:
             args = ex.args
             op = self._op1
@@ -1202,19 +1216,23 @@ class Connection:
             ok = True
         finally:
             pending, self._batch = self._batch, None
+            n, self._bn = self._bn, 0
             if not ok or not pending:
                 self._queues.update(counts)
             else:
-                ops = (L.Op * len(pending))()
-                for i, (s, _, _) in enumerate(pending):
-                    ops[i] = s
-                r = _dll.devq_submit(self._h, ops, len(pending), None)
+                r = _dll.devq_submit(self._h, self._bops, n, None)
                 if r < 0:
                     self._queues.update(counts)
                     self._raise(r)
-                for _, _, op in pending:
+                inflight = self._inflight
+                for _, op in pending:
                     op._sent = True
-                    self._inflight[(op.queue, op.point)] = op
+                    inflight[(op.queue, op.point)] = op
+
+    def _grow_batch(self):
+        new = (L.Op * (2 * len(self._bops)))()
+        ctypes.memmove(new, self._bops, ctypes.sizeof(self._bops))
+        self._bops = new
 
     # status and errors ---------------------------------------------------
 
