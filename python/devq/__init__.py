@@ -1223,7 +1223,13 @@ class Connection:
                 r = _dll.devq_submit(self._h, self._bops, n, None)
                 if r < 0:
                     self._queues.update(counts)
-                    self._raise(r)
+                    try:
+                        self._raise(r)
+                    except Error as e:  # the batch's ops never went out
+                        for _, op in pending:
+                            op._fail(Error(e.code, e.message, queue=op.queue,
+                                           point=op.point, errno=e.errno))
+                        raise
                 inflight = self._inflight
                 for _, op in pending:
                     op._sent = True
