@@ -565,7 +565,9 @@ class Connection:
         self._state = _State()
         h = ctypes.c_void_p()
         if name is None:
-            name = os.path.basename(sys.argv[0] if sys.argv and sys.argv[0] else "") or "python"
+            arg0 = sys.argv[0] if sys.argv and sys.argv[0] else ""
+            name = os.path.basename(arg0) if not arg0.startswith("-") else ""
+            name = name or "python"
         path = os.fsencode(socket) if socket is not None else None
         r = _dll.devq_connect(path, name.encode()[:63], ctypes.byref(h))
         if r < 0:
