@@ -90,6 +90,7 @@ help:
 	@echo "make deps       apt-get install what the build needs: $(DEB_PACKAGES)"
 	@echo "make install    install under DESTDIR/PREFIX (default /usr/local): binaries, library, units, man pages"
 	@echo "make deb        Debian packages in BUILD/deb/ (make deb-check: lintian, and dpkg -i as root)"
+	@echo "make python     the Python package devq in BUILD/python (PYTHONPATH=BUILD/python)"
 
 deps:
 	@if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \

@@ -27,7 +27,7 @@ run() { # batch n -> prints total Ir
 		i=$((i + 1)); [ $i -gt 600 ] && { echo "callgrind: devqd did not start" >&2; kill $pid; exit 1; }
 		sleep 0.05
 	done
-	"$BUILD/bench/devq_bench" --socket "$sock" load "$2" "$1"
+	"$BUILD/bench/devq_bench" --socket "$sock" load "$2" "$1" >/dev/null
 	kill -TERM $pid
 	wait $pid || true
 	rm -f "$sock"

@@ -672,14 +672,20 @@ static int bench_load(const char *sock, uint64_t n, unsigned batch, unsigned nq)
 {
 	struct cl c;
 	cl_open(&c, sock, nq < 1 ? 1 : nq > 8 ? 8 : nq);
-	cl_run(&c, n, batch, false);
+	uint64_t t = cl_run(&c, n, batch, false);
+	/* bench/py_bench.py reads this line. */
+	printf("load: %llu null ops in batches of %u, %.2f us each, %.0f ops/s\n",
+	       (unsigned long long)n, batch, n ? (double)t / 1e3 / (double)n : 0.0,
+	       t ? (double)n * 1e9 / (double)t : 0.0);
 	cl_close(&c);
 	return 0;
 }
 
 /* ---- rttload (the round trip's path, for strace -c or callgrind) ------ */
 
-static int bench_rttload(const char *sock, uint64_t n, bool fill, uint64_t bytes)
+/* record: wait for each op's completion record (status and timing, as a
+ * binding that reports them must), not only for its point. */
+static int bench_rttload(const char *sock, uint64_t n, bool fill, uint64_t bytes, bool record)
 {
 	struct cl c;
 	cl_open(&c, sock, 1);
@@ -691,7 +697,7 @@ static int bench_rttload(const char *sock, uint64_t n, bool fill, uint64_t bytes
 	uint64_t t = bu_now_ns(), p;
 	for (uint64_t i = 0; i < n; i++) {
 		if (!fill)
-			devq_once(&c, false);
+			devq_once(&c, record);
 		else if (devq_submit(c.q, &op, 1, &p) < 0 || devq_wait(c.q, 1, p, -1, NULL) < 0)
 			die("round trip", c.q);
 	}
@@ -745,7 +751,8 @@ static void usage(void)
 		"rtt|tput|fit|scale|zcopy|all\n"
 		"       devq_bench --socket PATH load N BATCH [QUEUES]\n"
 		"       devq_bench --socket PATH pagecheck N   (run under strace -c)\n"
-		"       devq_bench --socket PATH rttload N [fill [BYTES]]  (null-op or fill round trips)\n"
+		"       devq_bench --socket PATH rttload N [fill [BYTES] | record]  (null-op or fill round\n"
+		"                  trips; record: wait for the completion record, not the point)\n"
 		"Starts $DEVQ_BUILD/devqd (plus $DEVQD_ARGS) unless --socket is given; writes\n"
 		"JSON into $DEVQ_BENCH_OUT (default .).\n");
 }
@@ -787,7 +794,8 @@ int main(int argc, char **argv)
 		}
 		return bench_rttload(socket_opt, strtoull(argv[i + 1], NULL, 10),
 				     i + 2 < argc && !strcmp(argv[i + 2], "fill"),
-				     i + 3 < argc ? strtoull(argv[i + 3], NULL, 10) : 4096);
+				     i + 3 < argc ? strtoull(argv[i + 3], NULL, 10) : 4096,
+				     i + 2 < argc && !strcmp(argv[i + 2], "record"));
 	}
 	if (!strcmp(what, "pagecheck")) {
 		if (!socket_opt || i + 1 >= argc) {

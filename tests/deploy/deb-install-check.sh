@@ -11,7 +11,7 @@ had_user=0; getent passwd devq >/dev/null && had_user=1
 tmp=$(mktemp -d /tmp/devq-deb-XXXXXX)
 cleanup() {
 	[ -n "${pid:-}" ] && kill "$pid" 2>/dev/null || true
-	dpkg --purge devqd devctl libdevq-dev libdevq0 >/dev/null 2>&1 || true
+	dpkg --purge python3-devq devqd devctl libdevq-dev libdevq0 >/dev/null 2>&1 || true
 	# The user and group are created by the package, not removed by it
 	# (Debian keeps system users); drop them if this script made them.
 	if [ "$had_user" = 0 ] && getent passwd devq >/dev/null; then
@@ -22,14 +22,16 @@ cleanup() {
 }
 trap cleanup EXIT
 
-dpkg -i "$dir"/devqd_*.deb "$dir"/devctl_*.deb "$dir"/libdevq0_*.deb "$dir"/libdevq-dev_*.deb
+# python3-devq needs python3-numpy (make deps installs it; dpkg -i resolves nothing).
+dpkg -i "$dir"/devqd_*.deb "$dir"/devctl_*.deb "$dir"/libdevq0_*.deb "$dir"/libdevq-dev_*.deb \
+	"$dir"/python3-devq_*.deb
 ma=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
 for f in /usr/sbin/devqd /usr/bin/devctl /lib/systemd/system/devqd.service \
 	 /lib/systemd/system/devqd.socket /usr/lib/sysusers.d/devqd.conf /etc/devqd/devqd.conf \
 	 /usr/lib/$ma/libdevq.so.0.1.0 /usr/lib/$ma/libdevq.so.0 /usr/lib/$ma/libdevq.so \
 	 /usr/include/devq.h /usr/lib/$ma/pkgconfig/devq.pc /usr/share/man/man8/devqd.8.gz \
 	 /usr/share/man/man1/devctl.1.gz /usr/share/man/man5/devqd.conf.5.gz \
-	 /usr/share/man/man3/libdevq.3.gz; do
+	 /usr/share/man/man3/libdevq.3.gz /usr/lib/python3/dist-packages/devq/__init__.py; do
 	[ -e "$f" ] || fail "$f not installed"
 done
 getent passwd devq >/dev/null || fail "postinst did not create user devq"
@@ -49,9 +51,21 @@ here=$(cd "$(dirname "$0")" && pwd)
 cc -std=c11 "$here/hello_devq.c" $(pkg-config --cflags --libs devq) -o "$tmp/hello" ||
 	fail "building against libdevq-dev"
 DEVQ_SOCKET="$tmp/s.sock" "$tmp/hello" | grep -q '^ok ' || fail "hello against the installed library"
+# The installed Python package, with Debian's interpreter (not whatever
+# python3 comes first on PATH), from a directory without a build tree.
+(cd / && /usr/bin/python3 -c "import devq") || fail "python3 -c 'import devq'"
+(cd / && DEVQ_SOCKET="$tmp/s.sock" /usr/bin/python3 -c '
+import numpy as np, devq
+with devq.connect() as c:
+    x = c.array(np.arange(1024, dtype=np.float32))
+    y = c.zeros((1024,), np.float32)
+    c.submit("saxpy_f32", a=2.0, x=x, y=y).result(timeout=30)
+    assert np.array_equal(y, 2 * np.arange(1024, dtype=np.float32))
+    assert devq.LIBRARY == "libdevq.so.0", devq.LIBRARY
+') || fail "python3-devq against the installed daemon"
 kill "$pid"; wait "$pid" || fail "devqd did not stop cleanly: $(cat "$tmp/log")"
 pid=
 
-dpkg --purge devqd devctl libdevq-dev libdevq0
-[ ! -e /usr/sbin/devqd ] && [ ! -e /etc/devqd/devqd.conf ] || fail "purge left files behind"
+dpkg --purge python3-devq devqd devctl libdevq-dev libdevq0
+[ ! -e /usr/sbin/devqd ] && [ ! -e /usr/lib/python3/dist-packages/devq ] && [ ! -e /etc/devqd/devqd.conf ] || fail "purge left files behind"
 echo "deb-install-check: ok"

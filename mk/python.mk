@@ -1,0 +1,52 @@
+# Python: the `devq` package (python/devq/, pure Python over libdevq.so.0
+# with ctypes), built into $(BUILD)/python/ by `make python` and importable
+# with PYTHONPATH=$(BUILD)/python; its pytest suite (python/tests/) runs in
+# `make check` as the program test_python.  Debian's interpreter, because
+# that is where python3-numpy and python3-pytest live and what python3-devq
+# targets (a python3 earlier on PATH, e.g. pyenv's, may lack them).
+
+PYTHON ?= /usr/bin/python3
+DEB_PACKAGES += python3-numpy python3-pytest
+
+PY_PKG_SRC = $(wildcard python/devq/*.py)
+PY_PKG_OUT = $(patsubst python/devq/%,$(BUILD)/python/devq/%,$(PY_PKG_SRC)) \
+             $(BUILD)/python/devq/_version.py
+
+.PHONY: python install-python
+python: $(PY_PKG_OUT) $(BUILD)/libdevq.so.0
+
+# The SONAME's link, as an installed library has it: what the package loads
+# from a build tree (python/devq/_lib.py looks beside build/python/).
+$(BUILD)/libdevq.so.0: $(BUILD)/libdevq.so
+	ln -sf libdevq.so $@
+
+$(BUILD)/python/devq/%.py: python/devq/%.py
+	@mkdir -p $(dir $@)
+	cp $< $@
+
+$(BUILD)/python/devq/_version.py: daemon/base/version.h
+	@mkdir -p $(dir $@)
+	echo '__version__ = "$(DEVQ_VERSION_STR)"' > $@
+
+# The suite as a test program of `make check`: python/tests/run.sh runs
+# pytest, which prints a Check-style summary line the check target adds up.
+TESTS += test_python
+$(BUILD)/tests/test_python: python/tests/run.sh $(PY_PKG_OUT) $(BUILD)/libdevq.so.0 $(BUILD)/devqd
+	@mkdir -p $(dir $@)
+	printf '#!/bin/sh\nPYTHON=%s exec sh python/tests/run.sh "$$@"\n' '$(PYTHON)' > $@
+	chmod +x $@
+
+# Installed where Debian's python3 looks (/usr/lib/python3/dist-packages
+# for PREFIX=/usr, /usr/local/lib/python3.X/dist-packages otherwise).
+PYTHON_VER  = $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)
+PYTHONDIR  ?= $(if $(filter /usr,$(PREFIX)),/usr/lib/python3/dist-packages,$(PREFIX)/lib/python$(PYTHON_VER)/dist-packages)
+
+install: install-python
+install-python: python
+	$(INSTALL) -d $(DESTDIR)$(PYTHONDIR)/devq
+	$(INSTALL) -m 0644 $(PY_PKG_OUT) $(DESTDIR)$(PYTHONDIR)/devq/
+
+# The binding against the C client, in one run (bench/py_bench.py).
+.PHONY: bench-python
+bench-python: bench-build python
+	DEVQ_BUILD=$(BUILD) PYTHONPATH=$(BUILD)/python $(PYTHON) bench/py_bench.py $(PY_BENCH_ARGS)
