@@ -1,5 +1,5 @@
 # Tracing: devctl trace / devctl top and the daemon's op recorder
-# (daemon/trace.c, client/devctl/trace.c, client/devctl/top.c are listed in
+# (daemon/core/trace.c, client/devctl/trace.c, client/devctl/top.c are listed in
 # the Makefile's source lists).
 
 # Debian packages the tests below need (make deps installs them).

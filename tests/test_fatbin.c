@@ -1,4 +1,4 @@
-/* Tests of the fatbin reader (daemon/fatbin.c), the image choice per compute
+/* Tests of the fatbin reader (daemon/device/cuda/fatbin.c), the image choice per compute
  * capability, the CUDA launch geometry (kernels/cuda_launch.c) and, in a
  * build with CUDA, the fatbin nvcc made and devqd carries: these machines
  * have no cuobjdump, so the container's own image headers show what it

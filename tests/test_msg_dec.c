@@ -1441,7 +1441,7 @@ START_TEST(allocation_failures)
 }
 END_TEST
 
-/* The daemon's way: decoded into the frame arena (daemon/pool.c), used,
+/* The daemon's way: decoded into the frame arena (daemon/base/pool.c), used,
  * re-packed as quota.c re-packs a held Submit, and dropped at reset. */
 START_TEST(arena_path)
 {

@@ -173,7 +173,7 @@ static void handle_frame(struct devq_session *s, struct devq_frame *f, uint64_t 
 	}
 	/* Decoded into the frame arena (a Submit by msg_dec.c, the rest by
 	 * protobuf-c): nothing of the message outlives the dispatch (a held
-	 * Submit is copied by quota.c). */
+	 * Submit is copied by requests/held.c). */
 	if (!frame_arena.pa.alloc)
 		devq_pool_arena_init(&frame_arena);
 	Devq__ClientMessage *m = devq_msg_dec(&frame_arena.pa, f->len, f->payload);

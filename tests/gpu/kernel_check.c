@@ -35,7 +35,7 @@
 #define EXIT_NODEV 2
 #define EXIT_USAGE 64
 
-/* ---- the driver, resolved at run time (daemon/cuda_drv.c, as devqd) ---- */
+/* ---- the driver, resolved at run time (daemon/device/cuda/cuda_drv.c, as devqd) ---- */
 
 static struct devq_cuda_drv cu;
 

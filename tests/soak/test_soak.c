@@ -16,7 +16,7 @@
  * fds, declared or not).  At the end every surviving client must have every
  * completion exactly once and correct, and the daemon must be back to its
  * baseline: the same number of fds, no buffer or byte mapped, no op in
- * flight, and a heap (SIGUSR1 stats line, see daemon/stats.h; less what
+ * flight, and a heap (SIGUSR1 stats line, see daemon/server/stats.h; less what
  * the daemon's pools keep for reuse) within HEAP_MARGIN of the baseline (glibc's tcache off in the daemon, so the
  * count is exact).  Under sanitizers or valgrind the heap check
  * is skipped (their allocators replace glibc's; they check leaks at exit). */
