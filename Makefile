@@ -110,8 +110,10 @@ $(BUILD)/obj/%.o: %.c $(GEN_H)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
 
-$(BUILD)/devqd: $(DAEMON_OBJ) $(KERNEL_OBJ) $(COMMON_OBJ)
-	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_UV) $(LIBS_PB) $(LIBS_SD) -lm
+# devqd is main() and the daemon library (mk/layers.mk), which the fuzz
+# driver links too.
+$(BUILD)/devqd: $(call obj,daemon/server/main.c) $(BUILD)/libdevqd.a $(KERNEL_OBJ) $(COMMON_OBJ)
+	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_UV) $(LIBS_PB) $(LIBS_SD) -ldl -lm
 
 $(BUILD)/libdevq.a: $(LIB_OBJ) $(COMMON_OBJ)
 	rm -f $@

@@ -76,8 +76,6 @@ $(CUDA_EMBED_OBJ): kernels/fatbin_embed.S $(CUDA_FATBIN)
 	@mkdir -p $(dir $@)
 	$(CC) $(filter-out -fPIC,$(ALL_CFLAGS)) -DDEVQ_FATBIN_PATH='"$(CUDA_FATBIN)"' -c $< -o $@
 
-# Prerequisites only: the devqd rule, read before this file, links $^.
-$(BUILD)/devqd: $(CUDA_DAEMON_OBJ)
 
 # The checker loads libcuda.so.1 itself (dlopen), like devqd, so it starts
 # on any machine and says what is missing; it needs <cuda.h> to compile.

@@ -15,9 +15,7 @@ FUZZ_BUILD   ?= build-fuzz
 FUZZ_CC      ?= clang-14
 FUZZ_DEB_PACKAGES = clang-14 libclang-rt-14-dev
 
-# Everything devqd links but its main(): the CUDA backend too, when built
-# (duplicates in a prerequisite list are dropped from $^).
-DAEMON_LIB_OBJ = $(filter-out $(call obj,daemon/server/main.c),$(DAEMON_OBJ))
+# The daemon library (mk/layers.mk): everything devqd links but its main().
 FUZZ_LIBS = $(LIBS_UV) $(LIBS_PB) $(LIBS_SD) -ldl -lm
 
 ifeq ($(SAN),fuzz)
@@ -29,11 +27,11 @@ endif
 TESTS += test_fuzz_replay
 
 $(BUILD)/tests/test_fuzz_replay: $(call obj,tests/fuzz/test_fuzz_replay.c) \
-		$(call obj,tests/fuzz/fuzz_session.c) $(DAEMON_LIB_OBJ) $(KERNEL_OBJ) $(COMMON_OBJ)
+		$(call obj,tests/fuzz/fuzz_session.c) $(BUILD)/libdevqd.a $(KERNEL_OBJ) $(COMMON_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(FUZZ_LIBS) $(LIBS_CK)
 
-$(BUILD)/fuzz/fuzz_session: $(call obj,tests/fuzz/fuzz_session.c) $(DAEMON_LIB_OBJ) \
+$(BUILD)/fuzz/fuzz_session: $(call obj,tests/fuzz/fuzz_session.c) $(BUILD)/libdevqd.a \
 		$(KERNEL_OBJ) $(COMMON_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -fsanitize=fuzzer -pthread -o $@ $^ $(FUZZ_LIBS)

@@ -3,6 +3,12 @@
 # tests, which need no socket and no libuv; and the check that includes and
 # calls only go down (tools/check_layers.py).
 
+# Everything devqd links but its main(): the CUDA backend too, when built.
+DAEMON_LIB_OBJ = $(filter-out $(call obj,daemon/server/main.c),$(DAEMON_OBJ))
+$(BUILD)/libdevqd.a: $(DAEMON_LIB_OBJ)
+	rm -f $@
+	ar rcs $@ $^
+
 # base, device and core: what the engine needs, no transport.
 DAEMON_CORE_OBJ = $(call obj,$(DAEMON_BASE_SRC) $(DAEMON_DEVICE_SRC) $(DAEMON_CORE_SRC) \
                   proto/codec/cmpl_enc.c) $(CUDA_DAEMON_OBJ)
