@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # devq build.  `make` builds the daemon, the client library and devctl;
 # `make check` runs the whole test suite; `make demo` shows it working;
 # `make deps` installs the Debian packages the build needs.

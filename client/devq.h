@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libdevq: the client library of devq.
  *
  * A client connects to devqd, hands it shared-memory buffers, opens queues

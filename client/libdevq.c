@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libdevq: see devq.h.  Blocking socket; every read goes through pump(),
  * which sorts daemon messages into the completion FIFO, the error FIFO, the
  * buffer list, or the one synchronous reply a caller is waiting for. */

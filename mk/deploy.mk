@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Deployment: systemd integration tests, install, Debian packages, lint.
 
 TESTS += test_deploy

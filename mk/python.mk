@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Python: the `devq` package (python/devq/, pure Python over libdevq.so.0
 # with ctypes), built into $(BUILD)/python/ by `make python` and importable
 # with PYTHONPATH=$(BUILD)/python; its pytest suite (python/tests/) runs in

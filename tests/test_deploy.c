@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Deployment: devqd under systemd's own tools and protocols.  The notify
  * tests own the $NOTIFY_SOCKET datagram socket, as systemd would; the
  * activation test runs devqd under systemd-socket-activate; the config

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* devctl: the command-line client of devqd. */
 #include <errno.h>
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The daemon's version, as devqd -V and the Hello reply give it. */
 #ifndef DEVQ_VERSION_H
 #define DEVQ_VERSION_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What each client message means for its session.  Transport (bytes, fds,
  * flushing) lives in server/server.c; ordering and hand-off in
  * core/sched.c. */

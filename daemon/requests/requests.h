@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Requests: what each client message means for its session.  Called by the
  * server with one decoded frame at a time; answers go to the session's
  * outbox (core/outbox.h).  Loop thread. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* devqd: argument parsing, backend selection, and the loop's lifetime. */
 #include <errno.h>
 #include <getopt.h>

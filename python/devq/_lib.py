@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """ctypes declarations of client/devq.h and the loading of libdevq.so.0.
 
 Every structure here mirrors devq.h field for field; tests/test_layout.py

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Installs the packages `make deb` built with dpkg -i, checks that devqd,
 # devctl, the units, the user and the library are in place and work, then
 # purges them.  Needs root; meant for CI containers and throwaway hosts.
