@@ -25,9 +25,9 @@ $(BUILD)/python/devq/%.py: python/devq/%.py
 	@mkdir -p $(dir $@)
 	cp $< $@
 
-$(BUILD)/python/devq/_version.py: daemon/base/version.h
+$(BUILD)/python/devq/_version.py: VERSION
 	@mkdir -p $(dir $@)
-	echo '__version__ = "$(DEVQ_VERSION_STR)"' > $@
+	echo '__version__ = "$(DEVQ_VERSION)"' > $@
 
 # The suite as a test program of `make check`: python/tests/run.sh runs
 # pytest, which prints a Check-style summary line the check target adds up.

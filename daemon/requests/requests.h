@@ -11,9 +11,6 @@
 #include "devq.pb-c.h"
 #include "frame.h"
 
-#define DEVQ_PROTO_MIN 1
-#define DEVQ_PROTO_MAX 1
-
 struct devq_session;
 
 /* dispatch.c: one ClientMessage; fds of f that it does not claim stay in

@@ -59,6 +59,8 @@ class Info(ctypes.Structure):
         ("max_fds", c_u32),
         ("max_op_ns", c_u64),
         ("session", c_u64),
+        ("daemon_min_version", c_u32),
+        ("daemon_max_version", c_u32),
     ]
 
 
