@@ -6,9 +6,10 @@
 # lists the files that do not and fails if there are any.  Run from the top
 # of the tree (make check runs it through tests/test_release).
 #
-# Which files: those git tracks (so a new file counts as soon as it is
-# added), or, outside git (an unpacked `make dist` tarball), every file but
-# build*/ and .git.  Of those, the kinds below by name, plus any file that
+# Which files: those git tracks or would track (untracked files that
+# .gitignore does not exclude, so a new file counts before it is even
+# committed), or, outside git (an unpacked `make dist` tarball), every file
+# but build*/ and .git.  Of those, the kinds below by name, plus any file that
 # starts with "#!".  Left out: generated code (it lives in build/), the
 # fuzz corpus and crashers (data), Markdown, and the files whose format has
 # no comments (LICENSE, VERSION, debian/changelog, debian/copyright — which
@@ -18,7 +19,7 @@ cd "${1:-.}"
 
 if git rev-parse --is-inside-work-tree >/dev/null 2>&1 &&
 	[ "$(git rev-parse --show-toplevel)" = "$(pwd -P)" ]; then
-	git ls-files
+	git ls-files --cached --others --exclude-standard
 else
 	find . \( -name 'build*' -o -name .git \) -prune -o -type f -print | sed 's|^\./||'
 fi | sort | {
