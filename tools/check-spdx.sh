@@ -9,11 +9,12 @@
 # Which files: those git tracks or would track (untracked files that
 # .gitignore does not exclude, so a new file counts before it is even
 # committed), or, outside git (an unpacked `make dist` tarball), every file
-# but build*/ and .git.  Of those, the kinds below by name, plus any file that
-# starts with "#!".  Left out: generated code (it lives in build/), the
-# fuzz corpus and crashers (data), Markdown, and the files whose format has
-# no comments (LICENSE, VERSION, debian/changelog, debian/copyright — which
-# states the licence itself — and debian/source/format).
+# but build*/ and .git.  Of those, the kinds below by name (Markdown and
+# READMEs too), plus any file that starts with "#!".  Left out: generated
+# code (it lives in build/), the fuzz corpus and crashers (data), and the
+# files whose format has no comments (LICENSE, VERSION, debian/changelog,
+# debian/copyright — which states the licence itself — and
+# debian/source/format).
 set -eu
 cd "${1:-.}"
 
@@ -28,12 +29,14 @@ fi | sort | {
 	while IFS= read -r f; do
 		[ -f "$f" ] || continue # deleted in the working tree
 		case "$f" in
+		tests/fuzz/regress/README) ;;
 		tests/fuzz/corpus/* | tests/fuzz/regress/*) continue ;;
-		*.md | LICENSE | VERSION | .gitignore | .gitattributes) continue ;;
+		LICENSE | VERSION) continue ;;
 		*/debian/changelog | */debian/copyright | */debian/source/format) continue ;;
 		*.c | *.h | *.cu | *.cuh | *.S | *.s | *.proto | *.def | *.py | *.pyx | *.pxd | \
 			*.sh | *.mk | Makefile | */Makefile | *.in | *.service | *.socket | *.timer | \
-			*.sysusers | *.supp | *.conf | *.toml | *.cfg | \
+			*.sysusers | *.supp | *.conf | *.toml | *.cfg | *.md | README | */README | \
+			.gitignore | */.gitignore | .gitattributes | \
 			man/*.[1-9] | */man/*.[1-9] | .ci/* | */debian/rules | */debian/control | \
 			*/debian/*.install | */debian/*.docs | */debian/*.dirs | */debian/*.links | \
 			*/debian/*.manpages | */debian/*.postinst | */debian/*.preinst | \
