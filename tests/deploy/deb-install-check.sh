@@ -28,16 +28,18 @@ dpkg -i "$dir"/devqd_*.deb "$dir"/devctl_*.deb "$dir"/libdevq0_*.deb "$dir"/libd
 	"$dir"/python3-devq_*.deb
 ma=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
 # One version everywhere: the packages', the tree's VERSION file (the
-# packages were built from it), the binaries' and pkg-config's.
+# packages were built from it), the binaries', pkg-config's and Python's.
 ver=$(dpkg-query -W -f '${Version}' libdevq0 | cut -d- -f1)
 top=$(cd "$(dirname "$0")/../.." && pwd)
 [ "$ver" = "$(cat "$top/VERSION")" ] || fail "package version $ver is not VERSION's $(cat "$top/VERSION")"
-for p in devqd devctl libdevq-dev; do
+for p in devqd devctl libdevq-dev python3-devq; do
 	[ "$(dpkg-query -W -f '${Version}' $p | cut -d- -f1)" = "$ver" ] || fail "$p: version differs from libdevq0's $ver"
 done
 [ "$(/usr/sbin/devqd --version | cut -d' ' -f1-2)" = "devqd $ver" ] || fail "devqd --version: $(/usr/sbin/devqd --version)"
 [ "$(/usr/bin/devctl --socket "$tmp/none" --version | head -n1 | cut -d' ' -f1-2)" = "devctl $ver" ] ||
 	fail "devctl --version: $(/usr/bin/devctl --socket "$tmp/none" --version)"
+[ "$(cd / && /usr/bin/python3 -c 'import devq; print(devq.__version__)')" = "$ver" ] ||
+	fail "python3 -c 'import devq; print(devq.__version__)' is not $ver"
 for f in /usr/sbin/devqd /usr/bin/devctl /lib/systemd/system/devqd.service \
 	 /lib/systemd/system/devqd.socket /usr/lib/sysusers.d/devqd.conf /etc/devqd/devqd.conf \
 	 /usr/lib/$ma/libdevq.so.$ver /usr/lib/$ma/libdevq.so.0 /usr/lib/$ma/libdevq.so \
