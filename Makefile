@@ -1,8 +1,21 @@
+# SPDX-License-Identifier: Apache-2.0
 # devq build.  `make` builds the daemon, the client library and devctl;
 # `make check` runs the whole test suite; `make demo` shows it working;
 # `make deps` installs the Debian packages the build needs.
 
 BUILD   ?= build
+
+# The one version of devq: the VERSION file (a tarball from `make dist`
+# carries it too).  devqd, devctl, libdevq's devq_version(), devq.pc, the
+# man pages' headers, the Python package's __version__ and the protocol's
+# daemon version all take it from here; CHANGELOG.md, packaging/debian/changelog and a release tag vX.Y.Z
+# on HEAD must say the same (tools/check-version.sh, part of make check).
+# libdevq's soname major is DEVQ_SONAME_MAJOR: libdevq(3) says what bumps it.
+DEVQ_VERSION := $(shell cat VERSION 2>/dev/null)
+ifeq ($(DEVQ_VERSION),)
+  $(error VERSION is missing: run make from the top of the devq tree)
+endif
+DEVQ_SONAME_MAJOR = 0
 CC      ?= cc
 PREFIX  ?= /usr/local
 SAN     ?=
@@ -16,7 +29,7 @@ PKG_libsystemd     = libsystemd-dev
 PKG_check          = check
 MODULES = libuv libprotobuf-c libsystemd check
 
-NODEPS_GOALS = deps clean help demo
+NODEPS_GOALS = deps clean help demo dist
 ifeq ($(filter-out $(NODEPS_GOALS),$(or $(MAKECMDGOALS),all)),)
 else ifneq ($(DEVQ_SKIP_DEPCHECK),1)
   ifeq ($(shell command -v pkg-config),)
@@ -37,7 +50,7 @@ ifeq ($(SAN),1)
   CFLAGS  += -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
   LDFLAGS += -fsanitize=address,undefined
 endif
-ALL_CFLAGS = -std=c11 -D_GNU_SOURCE $(WARN) -fPIC -pthread $(CFLAGS) \
+ALL_CFLAGS = -std=c11 -D_GNU_SOURCE -DDEVQ_VERSION='"$(DEVQ_VERSION)"' $(WARN) -fPIC -pthread $(CFLAGS) \
              -Iproto -Ikernels -Idaemon -Iclient -I$(BUILD)/gen \
              $(shell pkg-config --cflags libuv libprotobuf-c libsystemd 2>/dev/null)
 LIBS_UV   = $(shell pkg-config --libs libuv 2>/dev/null)
@@ -91,6 +104,8 @@ help:
 	@echo "make install    install under DESTDIR/PREFIX (default /usr/local): binaries, library, units, man pages"
 	@echo "make deb        Debian packages in BUILD/deb/ (make deb-check: lintian, and dpkg -i as root)"
 	@echo "make python     the Python package devq in BUILD/python (PYTHONPATH=BUILD/python)"
+	@echo "make dist       BUILD/devq-VERSION.tar.gz, the source of HEAD, reproducible"
+	@echo "make distcheck  make dist twice (same bytes), then make check (and make deb) in it, unpacked"
 
 deps:
 	@if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
@@ -102,11 +117,12 @@ $(GEN_C) $(GEN_H): proto/devq.proto
 	protoc-c --proto_path=proto --c_out=$(BUILD)/gen proto/devq.proto
 
 # Generated code is not ours to lint: no -Werror on it.
-$(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c $(GEN_H)
+$(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c $(GEN_H) VERSION
 	@mkdir -p $(dir $@)
 	$(CC) $(filter-out -Werror,$(ALL_CFLAGS)) -MMD -MP -c $< -o $@
 
-$(BUILD)/obj/%.o: %.c $(GEN_H)
+# Every object depends on VERSION, which sets DEVQ_VERSION.
+$(BUILD)/obj/%.o: %.c $(GEN_H) VERSION
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
 
@@ -120,7 +136,7 @@ $(BUILD)/libdevq.a: $(LIB_OBJ) $(COMMON_OBJ)
 	ar rcs $@ $^
 
 $(BUILD)/libdevq.so: $(LIB_OBJ) $(COMMON_OBJ)
-	$(CC) $(LDFLAGS) -shared -Wl,-soname,libdevq.so.0 -pthread -o $@ $^ $(LIBS_PB)
+	$(CC) $(LDFLAGS) -shared -Wl,-soname,libdevq.so.$(DEVQ_SONAME_MAJOR) -pthread -o $@ $^ $(LIBS_PB)
 
 $(BUILD)/devctl: $(DEVCTL_OBJ) $(BUILD)/libdevq.a
 	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) -lm

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* See bench_util.h. */
 #include "bench_util.h"
 

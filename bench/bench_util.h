@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Shared pieces of the devq benchmarks: a private devqd, clocks, order
  * statistics, least squares and a minimal JSON writer.  Nothing here asserts
  * speed: the programs print what they measured and write it as JSON. */

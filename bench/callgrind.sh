@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Instructions per null op on the daemon's side, with valgrind's callgrind:
 # stable where wall-clock numbers are not.  Runs devqd under callgrind twice
 # per batch size, with N1 and N2 null ops, and divides the difference of the

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Two builds side by side: rtt, tput and fit (medians of ROUNDS interleaved
 # rounds each), alternating A and B, the whole sequence twice, so that a
 # minute of machine noise hits both.  Tables go to OUT/{a,b}{1,2}.txt, JSON

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* devq benchmarks.  Each subcommand starts its own devqd (or uses --socket),
  * prints a table and writes $DEVQ_BENCH_OUT/<name>.json:
  *

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """The Python binding's cost per op, against the C client in the same run.
 
 Against one devqd (started here unless --socket is given), interleaved

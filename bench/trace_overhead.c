@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What the op recorder costs: ops/s through a real devqd with recording off
  * (--trace-records 0), on but idle (nobody tracing), and on while a tracer
  * pulls every new op ten times a second (heavier than devctl top, which

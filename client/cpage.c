@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* See cpage_client.h.  The waiting protocol pairs with devq_cpage_publish()
  * in the daemon: announce the sleep in the hint page, re-check, then sleep
  * on the published sequence word, so a publication between the check and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libdevq's side of the completion page (layout: proto/cpage_layout.h).
  * Private to libdevq. */
 #ifndef DEVQ_CPAGE_CLIENT_H

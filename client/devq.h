@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libdevq: the client library of devq.
  *
  * A client connects to devqd, hands it shared-memory buffers, opens queues
@@ -58,6 +59,21 @@ enum devq_code {
 /* "ok", "invalid_argument", ... ("unknown" for anything else). */
 DEVQ_EXPORT const char *devq_code_name(int code);
 
+/* This library's version, "MAJOR.MINOR.PATCH": the devq release it was built
+ * from (devqd --version, devctl --version and `pkg-config --modversion devq`
+ * say the same).  The daemon's is in devq_get_info()->daemon_version.
+ *
+ * The soname (libdevq.so.0) changes its major number only when a program
+ * built against an older devq.h could break: a function removed or its
+ * signature or meaning changed, a struct the caller allocates or fills
+ * (devq_op, devq_arg, devq_completion, devq_timing, devq_phases, devq_error,
+ * and devq_buffer, which a caller may build to name an id) or that comes in
+ * an array (devq_exec, the sessions and users of devq_status) changed in
+ * size or layout, a constant renumbered.  Added functions, added enum values
+ * and fields appended to a struct the library allocates alone and hands out
+ * by pointer (devq_info, devq_status) keep it.  See libdevq(3), VERSIONS. */
+DEVQ_EXPORT const char *devq_version(void);
+
 typedef struct devq devq;
 
 struct devq_info {
@@ -68,6 +84,9 @@ struct devq_info {
 	uint32_t streams, max_frame, max_fds;
 	uint64_t max_op_ns;
 	uint64_t session;
+	/* The protocol versions the daemon speaks (0 from an older daemon
+	 * that does not say). */
+	uint32_t daemon_min_version, daemon_max_version;
 };
 
 /* Connects and says hello.  path NULL: $DEVQ_SOCKET, else

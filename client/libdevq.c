@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libdevq: see devq.h.  Blocking socket; every read goes through pump(),
  * which sorts daemon messages into the completion FIFO, the error FIFO, the
  * buffer list, or the one synchronous reply a caller is waiting for. */
@@ -104,6 +105,15 @@ static int fail(devq *q, int r, const char *fmt, ...)
 	vsnprintf(q->err, sizeof(q->err), fmt, ap);
 	va_end(ap);
 	return r;
+}
+
+#ifndef DEVQ_VERSION
+#error "DEVQ_VERSION is defined by the Makefile from the VERSION file"
+#endif
+
+const char *devq_version(void)
+{
+	return DEVQ_VERSION;
 }
 
 const char *devq_code_name(int code)
@@ -552,6 +562,8 @@ static int hello(devq *q)
 	q->info.max_fds = hr->max_fds;
 	q->info.max_op_ns = hr->max_op_ns;
 	q->info.session = hr->session;
+	q->info.daemon_min_version = hr->min_version;
+	q->info.daemon_max_version = hr->max_version;
 	devq__daemon_message__free_unpacked(rep, NULL);
 	return 0;
 }

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* CPU implementations of the manifest kernels.  Arguments follow the manifest
  * order; buffers arrive as host pointers already offset and bounds-checked by
  * the daemon against devq_sig_extent_bytes. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Private: prototypes of the CPU kernels, generated from the manifest so a
  * missing implementation is a link error rather than a silent gap. */
 #ifndef DEVQ_CPU_KERNELS_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* CUDA implementations of the manifest kernels (kernels/manifest.def), with
  * exactly the semantics of kernels/cpu_kernels.c: the same bits for every
  * kernel except reduce_sum_f32, whose error stays far inside the

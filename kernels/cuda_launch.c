@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Launch geometry for the CUDA kernels (see cuda_launch.h). */
 #include <errno.h>
 #include <string.h>

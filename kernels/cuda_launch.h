@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Launch geometry for the CUDA kernels in kernels/cuda_kernels.cu.  Pure C,
  * no CUDA headers, so the backend and the tests can share it.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The CUDA kernels' fatbin, built by nvcc into $(BUILD)/kernels/, carried
  * inside devqd so the daemon never depends on a file at run time.  The
  * build passes the path as DEVQ_FATBIN_PATH (a quoted string).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The fatbin carried inside the binary (kernels/fatbin_embed.S); linked
  * only into builds with CUDA. */
 #ifndef DEVQ_FATBIN_EMBED_H

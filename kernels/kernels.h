@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* devq kernels: the manifest (names + typed signatures), the signature parser and
  * the CPU implementations.  The manifest (kernels/manifest.def) is the single
  * source of names and signatures for every backend and for clients. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The kernel table, expanded from manifest.def so names, signatures and CPU
  * entry points cannot drift apart. */
 #include <string.h>

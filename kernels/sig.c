@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Kernel signature parsing and the small type helpers shared by every backend.
  * Grammar (whitespace tolerant, comma separated):
  *   param  := name ':' type                     scalar, passed by value

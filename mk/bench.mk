@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Benchmarks (bench/).  `make bench` runs the whole suite against a devqd it
 # starts itself and writes tables to stdout and JSON under $(BENCH_OUT);
 # `make bench-quick` runs the same in well under a minute or two.  Extra

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Performance: libdevq's hand-written Submit encoder and Completions decoder
 # (proto/codec/submit_enc.c, proto/codec/cmpl_dec.c, in LIB_SRC) and the
 # send queue they write into (devq_tx_append), checked against protobuf-c.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Performance: the hand-written Completions encoder (proto/codec/cmpl_enc.c,
 # in DAEMON_SRC) checked against protobuf-c, which decodes it on the client
 # side and was its encoder before.  A unit test: no daemon, only the

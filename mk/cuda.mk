@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # CUDA: the kernels (kernels/cuda_kernels.cu) compiled by nvcc into one
 # fatbin, embedded in devqd; the fatbin reader (daemon/device/cuda/fatbin.c); the launch
 # geometry (kernels/cuda_launch.c); tests/test_fatbin; and the GPU-only

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Deployment: systemd integration tests, install, Debian packages, lint.
 
 TESTS += test_deploy
@@ -9,8 +10,6 @@ $(BUILD)/tests/test_deploy: $(call obj,tests/test_deploy.c) $(call obj,tests/har
 # ---- install ---------------------------------------------------------
 # FHS layout under $(DESTDIR)$(PREFIX); Debian's rules pass its own
 # LIBDIR (multiarch) and UNITDIR.  The service's ExecStart= follows SBINDIR.
-DEVQ_VERSION_STR := $(shell sed -n 's/^\#define DEVQ_VERSION "\(.*\)"/\1/p' daemon/base/version.h)
-DEVQ_SONAME_MAJOR = 0
 BINDIR      ?= $(PREFIX)/bin
 SBINDIR     ?= $(PREFIX)/sbin
 LIBDIR      ?= $(PREFIX)/lib
@@ -20,11 +19,19 @@ SYSCONFDIR  ?= /etc
 UNITDIR     ?= $(PREFIX)/lib/systemd/system
 SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
 INSTALL     ?= install
-MAN_PAGES   = man/devqd.8 man/devctl.1 man/devqd.conf.5 man/libdevq.3
+# The man pages' headers say "devq @VERSION@" in man/; the build writes
+# them with the version into $(BUILD)/man/, which install and lint use.
+MAN_SRC     = man/devqd.8 man/devctl.1 man/devqd.conf.5 man/libdevq.3
+MAN_PAGES   = $(addprefix $(BUILD)/,$(MAN_SRC))
 
-$(BUILD)/devq.pc: packaging/devq.pc.in daemon/base/version.h
+all: $(MAN_PAGES)
+$(BUILD)/man/%: man/% VERSION
+	@mkdir -p $(dir $@)
+	sed 's/@VERSION@/$(DEVQ_VERSION)/g' $< > $@
+
+$(BUILD)/devq.pc: packaging/devq.pc.in VERSION
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
-	    -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' -e 's|@VERSION@|$(DEVQ_VERSION_STR)|' $< > $@
+	    -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' -e 's|@VERSION@|$(DEVQ_VERSION)|' $< > $@
 
 # The .pc file depends on PREFIX and LIBDIR: rebuild it on every install.
 .PHONY: install install-pc deb lint lint-deb deb-check promtool
@@ -39,8 +46,8 @@ install: all install-pc
 	  $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8
 	$(INSTALL) -m 0755 $(BUILD)/devqd $(DESTDIR)$(SBINDIR)/devqd
 	$(INSTALL) -m 0755 $(BUILD)/devctl $(DESTDIR)$(BINDIR)/devctl
-	$(INSTALL) -m 0644 $(BUILD)/libdevq.so $(DESTDIR)$(LIBDIR)/libdevq.so.$(DEVQ_VERSION_STR)
-	ln -sf libdevq.so.$(DEVQ_VERSION_STR) $(DESTDIR)$(LIBDIR)/libdevq.so.$(DEVQ_SONAME_MAJOR)
+	$(INSTALL) -m 0644 $(BUILD)/libdevq.so $(DESTDIR)$(LIBDIR)/libdevq.so.$(DEVQ_VERSION)
+	ln -sf libdevq.so.$(DEVQ_VERSION) $(DESTDIR)$(LIBDIR)/libdevq.so.$(DEVQ_SONAME_MAJOR)
 	ln -sf libdevq.so.$(DEVQ_SONAME_MAJOR) $(DESTDIR)$(LIBDIR)/libdevq.so
 	$(INSTALL) -m 0644 $(BUILD)/libdevq.a $(DESTDIR)$(LIBDIR)/libdevq.a
 	$(INSTALL) -m 0644 $(BUILD)/devq.pc $(DESTDIR)$(LIBDIR)/pkgconfig/devq.pc
@@ -51,10 +58,10 @@ install: all install-pc
 	$(INSTALL) -m 0644 systemd/devqd.socket $(DESTDIR)$(UNITDIR)/
 	$(INSTALL) -m 0644 systemd/devq.sysusers $(DESTDIR)$(SYSUSERSDIR)/devq.conf
 	$(INSTALL) -m 0644 packaging/devqd.conf $(DESTDIR)$(SYSCONFDIR)/devqd/devqd.conf
-	$(INSTALL) -m 0644 man/devctl.1 $(DESTDIR)$(MANDIR)/man1/
-	$(INSTALL) -m 0644 man/libdevq.3 $(DESTDIR)$(MANDIR)/man3/
-	$(INSTALL) -m 0644 man/devqd.conf.5 $(DESTDIR)$(MANDIR)/man5/
-	$(INSTALL) -m 0644 man/devqd.8 $(DESTDIR)$(MANDIR)/man8/
+	$(INSTALL) -m 0644 $(BUILD)/man/devctl.1 $(DESTDIR)$(MANDIR)/man1/
+	$(INSTALL) -m 0644 $(BUILD)/man/libdevq.3 $(DESTDIR)$(MANDIR)/man3/
+	$(INSTALL) -m 0644 $(BUILD)/man/devqd.conf.5 $(DESTDIR)$(MANDIR)/man5/
+	$(INSTALL) -m 0644 $(BUILD)/man/devqd.8 $(DESTDIR)$(MANDIR)/man8/
 
 # promtool (from Debian's prometheus package, unpacked, not installed) for
 # test_deploy's metrics check: $(BUILD)/promtool/usr/bin/promtool.
@@ -72,7 +79,7 @@ $(BUILD)/promtool/usr/bin/promtool:
 # build*/) with dpkg-buildpackage, into
 # $(BUILD)/deb/.  DEB_BUILD_PROFILES=pkg.devq.nocuda leaves CUDA out.
 DEB_DIR = $(BUILD)/deb
-DEB_SRC = $(DEB_DIR)/devq-$(DEVQ_VERSION_STR)
+DEB_SRC = $(DEB_DIR)/devq-$(DEVQ_VERSION)
 deb:
 	@command -v dpkg-buildpackage >/dev/null && command -v dh >/dev/null || \
 	  { echo "make deb needs dpkg-dev and debhelper: apt-get install dpkg-dev debhelper"; exit 1; }
@@ -87,10 +94,14 @@ deb:
 	cp systemd/devq.sysusers $(DEB_SRC)/debian/devqd.sysusers
 	cd $(DEB_SRC) && dpkg-buildpackage -us -uc -b
 	@ls -l $(DEB_DIR)/*.deb
+	@# The packages' version comes from debian/changelog, which
+	@# tools/check-version.sh holds to VERSION; this catches a stale one.
+	@for d in $(DEB_DIR)/*.deb; do v=$$(dpkg-deb -f $$d Version); \
+	  case $$v in $(DEVQ_VERSION)-*) ;; *) echo "$$d: version $$v, but VERSION says $(DEVQ_VERSION)"; exit 1 ;; esac; done
 
 # lintian on what `make deb` built: errors fail, warnings are listed.
 lint-deb:
-	lintian --fail-on error --info $(DEB_DIR)/devq_$(DEVQ_VERSION_STR)-*_*.changes
+	lintian --fail-on error --info $(DEB_DIR)/devq_$(DEVQ_VERSION)-*_*.changes
 
 # Everything deployment-related that `make check` does not already cover:
 # the packages, lintian, and (as root) installing them here and purging.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Device loss and reconnection (tests/test_lost.c), and the CUDA backend's
 # daemon side (the kernels and the fatbin are built by mk/cuda.mk).
 TESTS += test_lost

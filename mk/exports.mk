@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # libdevq exports what client/devq.h declares with DEVQ_EXPORT and nothing
 # else: its objects, those it shares with devqd and the tests included
 # (COMMON_OBJ: framing, signatures, the generated protobuf-c code), are

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Fuzzing: a libFuzzer target driving devqd's real connection path in
 # process (tests/fuzz/fuzz_session.c), its seed corpus, and the replay of the
 # corpus and of every kept crasher in `make check` (test_fuzz_replay).

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # The daemon as layers (ARCHITECTURE.md): a static library of everything but
 # main() that devqd, the fuzz driver and the tests link; the core's unit
 # tests, which need no socket and no libuv; and the check that includes and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Performance: the hand-written decoder of ClientMessage{submit}
 # (proto/codec/msg_dec.c, in DAEMON_SRC) checked against protobuf-c's
 # unpacker, which decoded every client frame before it and still decodes

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Python: the `devq` package (python/devq/, pure Python over libdevq.so.0
 # with ctypes), built into $(BUILD)/python/ by `make python` and importable
 # with PYTHONPATH=$(BUILD)/python; its pytest suite (python/tests/) runs in
@@ -24,9 +25,9 @@ $(BUILD)/python/devq/%.py: python/devq/%.py
 	@mkdir -p $(dir $@)
 	cp $< $@
 
-$(BUILD)/python/devq/_version.py: daemon/base/version.h
+$(BUILD)/python/devq/_version.py: VERSION
 	@mkdir -p $(dir $@)
-	echo '__version__ = "$(DEVQ_VERSION_STR)"' > $@
+	echo '__version__ = "$(DEVQ_VERSION)"' > $@
 
 # The suite as a test program of `make check`: python/tests/run.sh runs
 # pytest, which prints a Check-style summary line the check target adds up.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Soak: N clients doing verified dependent work against one devqd while a
 # chaos loop kills clients, opens idle connections, sends garbage and floods
 # fds; at the end nothing is lost or duplicated and the daemon is back to its

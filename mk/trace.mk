@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Tracing: devctl trace / devctl top and the daemon's op recorder
 # (daemon/core/trace.c, client/devctl/trace.c, client/devctl/top.c are listed in
 # the Makefile's source lists).

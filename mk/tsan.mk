@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Race detection: `make check-tsan` builds the daemon, libdevq and every test
 # with ThreadSanitizer in build-tsan/ and runs the whole suite; a race in any
 # devqd (reported at exit, status 66) fails the test that started it.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The completion page: memory layout shared by devqd and libdevq.
  *
  * Two memfds per session, made by the daemon at Hello:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* devq framing; see frame.h.  Header: u32 payload length, u16 type, u16 fd
  * count, little endian. */
 #include "frame.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* devq framing: length-prefixed frames with SCM_RIGHTS fds on a Unix stream
  * socket.  Shared by the daemon and libdevq; handles only bytes and fds,
  * never message semantics. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Test harness: a real devqd on a private socket, per test. */
 #ifndef DEVQ_TEST_HARNESS_H
 #define DEVQ_TEST_HARNESS_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Integration tests: a real devqd (CPU backend) fed hostile or mistaken
  * input, both raw bytes on the socket and wrong requests through libdevq.
  * What is checked each time: the daemon answers with the documented code and

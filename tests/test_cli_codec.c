@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests of libdevq's hand-written codecs: proto/codec/submit_enc.c (the
  * Submit frame) and proto/codec/cmpl_dec.c (the Completions frame), and of
  * devq_tx_append (proto/frame.c), the send queue they write into.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests of proto/codec/cmpl_enc.c, the hand-written encoder of
  * DaemonMessage{completions}.  Clients decode that frame with protobuf-c, so
  * protobuf-c is the reference twice over: every encoding must unpack with

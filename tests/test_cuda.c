@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The CUDA backend's logic that needs no GPU: loading the driver (none,
  * the toolkit's stub, a library that is not a driver), backend choice and
  * its messages in a real devqd, and the arithmetic that maps device event

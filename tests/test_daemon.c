@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Integration tests: a real devqd (CPU backend) driven by real client
  * processes through libdevq. */
 #include <check.h>

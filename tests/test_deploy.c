@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Deployment: devqd under systemd's own tools and protocols.  The notify
  * tests own the $NOTIFY_SOCKET datagram socket, as systemd would; the
  * activation test runs devqd under systemd-socket-activate; the config
@@ -950,7 +951,7 @@ START_TEST(test_install_tree_pkgconfig_client)
 
 	/* FHS places. */
 	static const char *const files[] = {
-		"/usr/sbin/devqd", "/usr/bin/devctl", "/usr/lib/libdevq.so.0.1.0",
+		"/usr/sbin/devqd", "/usr/bin/devctl", "/usr/lib/libdevq.so." DEVQ_VERSION,
 		"/usr/lib/libdevq.a", "/usr/include/devq.h", "/usr/lib/pkgconfig/devq.pc",
 		"/usr/lib/systemd/system/devqd.service", "/usr/lib/systemd/system/devqd.socket",
 		"/usr/lib/sysusers.d/devq.conf", "/etc/devqd/devqd.conf",
@@ -967,7 +968,7 @@ START_TEST(test_install_tree_pkgconfig_client)
 	ck_assert_int_gt(n, 0);
 	link[n] = '\0';
 	ck_assert_str_eq(link, "libdevq.so.0");
-	rc = sh(out, sizeof(out), "readelf -d %s/usr/lib/libdevq.so.0.1.0 | grep SONAME", root);
+	rc = sh(out, sizeof(out), "readelf -d %s/usr/lib/libdevq.so." DEVQ_VERSION " | grep SONAME", root);
 	ck_assert_msg(rc == 0 && strstr(out, "[libdevq.so.0]"), "SONAME: %s", out);
 
 	/* A client built from that tree with pkg-config... */

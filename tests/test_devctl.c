@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* devctl end to end: the command forms external checks drive, against a
  * real devqd. */
 #include <check.h>

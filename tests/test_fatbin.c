@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Tests of the fatbin reader (daemon/device/cuda/fatbin.c), the image choice per compute
  * capability, the CUDA launch geometry (kernels/cuda_launch.c) and, in a
  * build with CUDA, the fatbin nvcc made and devqd carries: these machines

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests of proto/frame.c over socketpair(AF_UNIX, SOCK_STREAM): framing,
  * fd accounting across recvmsg boundaries, hostile headers, and partial
  * writes.  Raw frames are built here byte by byte from the documented header

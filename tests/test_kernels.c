@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests for the kernel manifest, the signature parser and the CPU kernels.
  * References are computed here independently of kernels/, on random data. */
 #include <check.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Device loss, driven on the CPU backend by the test-only fault kernel: every
  * op in flight fails with device_lost, every session is told who had work on
  * the device, devqd exits 69, and a client carries on against a restarted

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests of proto/codec/msg_dec.c, the hand-written decoder of
  * ClientMessage{submit}.  protobuf-c's unpacker decoded every client frame
  * before it and still decodes the ones it declines, so it is the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The completion page and the submission fast paths, against a real devqd:
  * what the page promises (sealed, points and failure state right, futex and
  * eventfd wake-ups, no socket traffic to check a completed point), that a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Queue priorities: a queue opened with priority 1 runs on the daemon's
  * high-priority streams, so its op does not wait behind a flood of normal
  * work (on the CPU backend those streams are workers of their own; on CUDA,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Reproducible random inputs for the codec tests (Completions encoder, libdevq
  * codecs): xorshift64*, seeded from $DEVQ_TEST_SEED when set so that a
  * failure names a seed that reproduces it, and 64-bit values biased to 0

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Tenancy: who may connect, what status says about them, fairness between
  * sessions, quotas, backpressure, slow readers and fd bounds, each against a
  * real devqd (CPU backend) and real client processes. */

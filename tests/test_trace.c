@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* devctl trace and the daemon's op recorder, against a real devqd:
  * the JSON and SVG files checked by tests/trace/check_trace.py against the
  * completions the clients received, who may trace whom, --last / since /

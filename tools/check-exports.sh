@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # libdevq's ABI is exactly what client/devq.h declares: fails when the
 # shared library's dynamic symbol table defines a symbol the header does not
 # declare (an internal function or the generated protobuf-c code leaking

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # make demo: start devqd (CPU backend) on a private socket, drive it with
 # devctl, stop it.  Every number printed is measured, nothing is canned.
 set -eu

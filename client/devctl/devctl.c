@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* devctl: the command-line client of devqd. */
 #include <errno.h>
 #include <fcntl.h>
@@ -22,7 +23,11 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"Usage: devctl [--socket PATH] COMMAND [ARG]...\n"
+		"       devctl [--socket PATH] --version\n"
 		"Talk to devqd (socket: --socket, else $DEVQ_SOCKET, else %s).\n"
+		"--version prints devctl's version and, when devqd can be reached, the\n"
+		"daemon's version and the protocol versions it speaks (exit status 0 either\n"
+		"way).\n"
 		"\n"
 		"Commands:\n"
 		"  submit EXEC [NAME=VALUE]... [OPTION]... [:: EXEC ...]...\n"
@@ -769,9 +774,41 @@ out_free:
 	return rc;
 }
 
+#ifndef DEVQ_VERSION
+#error "DEVQ_VERSION is defined by the Makefile from the VERSION file"
+#endif
+
+/* devctl --version: its own version, then the daemon's when it answers.  An
+ * unreachable daemon is reported, not an error: the version was printed. */
+static int cmd_version(const char *sock)
+{
+	printf("devctl %s (protocol %u..%u)\n", DEVQ_VERSION, DEVQ_PROTOCOL_MIN, DEVQ_PROTOCOL_MAX);
+	const char *path = sock;
+	if (!path || !*path)
+		path = getenv("DEVQ_SOCKET");
+	if (!path || !*path)
+		path = DEVQ_DEFAULT_SOCKET;
+	devq *q = NULL;
+	int r = devq_connect(path, "devctl", &q);
+	if (r < 0) {
+		printf("daemon: not reachable (%s)\n", q ? devq_last_error(q) : strerror(-r));
+	} else {
+		const struct devq_info *in = devq_get_info(q);
+		if (in->daemon_min_version)
+			printf("daemon: devqd %s at %s (protocol %u..%u, using %u)\n", in->daemon_version,
+			       path, in->daemon_min_version, in->daemon_max_version, in->version);
+		else
+			printf("daemon: devqd %s at %s (protocol %u)\n", in->daemon_version, path,
+			       in->version);
+	}
+	devq_disconnect(q);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *sock = NULL;
+	bool version = false;
 	int i = 1;
 	for (; i < argc; i++) {
 		if (!strcmp(argv[i], "--socket") || !strcmp(argv[i], "-s")) {
@@ -785,10 +822,14 @@ int main(int argc, char **argv)
 		} else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
 			usage(stdout);
 			return 0;
+		} else if (!strcmp(argv[i], "-V") || !strcmp(argv[i], "--version")) {
+			version = true;
 		} else {
 			break;
 		}
 	}
+	if (version)
+		return cmd_version(sock);
 	if (i >= argc) {
 		usage(stderr);
 		return 2;

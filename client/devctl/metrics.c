@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* devctl metrics: one GetStatus round trip printed in the Prometheus text
  * exposition format 0.0.4, so node_exporter's textfile collector or any
  * scraper can take it.  Counters are the daemon's since it started; the

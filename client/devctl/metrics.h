@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* devctl metrics: the daemon's counters in Prometheus text format, and the
  * same numbers for devctl status --json. */
 #ifndef DEVCTL_METRICS_H

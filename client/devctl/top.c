@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* devctl top: a live view of devqd, one frame per interval.  Each frame
  * compares two samples of the daemon's recorder (devq_trace_get): counters
  * give rates and busy time, the ops completed in between give the phase

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* devctl trace: devqd's recent ops as a Chrome trace-event JSON file (for
  * ui.perfetto.dev and chrome://tracing) and as a standalone SVG timeline.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* devctl subcommands built on devqd's op recorder (devq_trace_get). */
 #ifndef DEVCTL_TRACE_H
 #define DEVCTL_TRACE_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Shared by devctl's subcommands (devctl.c, trace.c, top.c), which had a
  * copy each. */
 #include "devctl/util.h"

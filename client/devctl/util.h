@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What several devctl subcommands print the same way: JSON strings and
  * durations for people. */
 #ifndef DEVCTL_UTIL_H

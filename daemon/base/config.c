@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* devqd.conf parser.  The format is deliberately small: "key = value" lines,
  * '#' or ';' starting a comment line, no sections, no inline comments (a
  * socket path may contain '#').  Every key is a row of the table below; the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* devqd.conf: the admin's configuration file.  One table maps each key to a
  * field of struct devq_config; adding a setting is one row in config.c
  * (plus its flag in main.c and its entry in man/devqd.conf.5). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* idmap: u64 key -> pointer, open addressing with linear probing and
  * backward-shift deletion.  Used for client-chosen ids inside a session. */
 #ifndef DEVQ_IDMAP_H

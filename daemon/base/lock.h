@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Mutexes of the op path (backend FIFOs, fair slots, the completion list):
  * each is held for a few hundred instructions by the loop and by every
  * completer at up to millions of ops per second.  An adaptive mutex spins

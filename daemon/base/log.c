@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Logging.  Under systemd (stderr is the journal stream named by
  * $JOURNAL_STREAM) each line goes to the journal with its priority and, for
  * session events, structured fields an operator can filter on

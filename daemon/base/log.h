@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Logging, to stderr or, under systemd, to the journal with structured
  * fields.  Knows no devq types: a session event passes its identity as a
  * struct devq_log_ctx (core/session.h's devq_slog fills one in).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* See pool.h. */
 #include "base/pool.h"
 

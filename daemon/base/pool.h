@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Allocation for the daemon's hot path: a bump arena that protobuf-c unpacks
  * one frame into (a dozen mallocs per op become pointer bumps, freed all at
  * once), and a free list of fixed-size records (op records).  Loop thread

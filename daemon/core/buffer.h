@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Buffers: memfds created or imported safely, device memory, and the
  * deferred release that keeps a buffer mapped until its last consumer has
  * completed (then BufferReleased goes to the client).  Loop thread. */

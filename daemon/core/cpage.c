@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* See cpage.h.  The wake-up rule is chosen by measurement (bench/RESULTS.md):
  * by default a FUTEX_WAKE is spent only when the client's hint page says a
  * thread is about to sleep; DEVQD_CPAGE_WAKE=always makes every publication

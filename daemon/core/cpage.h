@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The per-session completion page (daemon side).  Made at Hello when the
  * client asks; the device-side completer publishes each op's completion in
  * it and wakes the client itself, so a client learns of a completion with

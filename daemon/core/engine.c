@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The engine's lifetime; see engine.h. */
 #include "core/engine.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The engine: the core of devqd without its transport.  It owns the
  * configuration, the backend, the sessions and their queues, buffers and
  * ops, fairness, quotas, the trace ring and the counters; it knows no

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Per-session cap inside the backend, turns above it; see fair.h. */
 #include "core/fair.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Fairness between sessions.  Work handed to a device stream cannot be
  * reordered, so a session that floods the device would make everyone else's
  * op wait behind all of its work.  Each session may have at most fair_k ops

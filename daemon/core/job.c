@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Job records; see job.h.  Recycled: one malloc/free pair less per op.
  * Loop thread only, like every job's allocation and last unref. */
 #include "core/job.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A job: the daemon's record of one submitted op, from its submit to the
  * loop's processing of its completion.  The backend sees only its first
  * member (struct devq_bop); devq_job_of is the one way back.  Records are

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* See metrics.h.  Fixed-size tables: no allocation on the completion path
  * and nothing to free. */
 #include "core/metrics.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Counters for `devctl metrics` and `devctl status --json`: failed ops by
  * code, device busy time, per-user counts and phase histograms.  Updated on
  * the loop thread as each completion is observed; sent in Status. */

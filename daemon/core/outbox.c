@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Session outboxes; see outbox.h.  The server writes them to the socket:
  * this file only queues frames, in the order the client must see them. */
 #include "core/outbox.h"

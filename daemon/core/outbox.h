@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A session's outbox: replies, errors and completion records queued for the
  * client, and the engine's list of sessions with something to send (the
  * server writes them out).  Loop thread. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Quotas and backpressure; see quota.h. */
 #include "core/quota.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Quotas: what one session and one Unix user may hold in the daemon.
  *
  * Per session and per user: buffers, pinned (shared, mapped) bytes, device

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Ordering and hand-off.  Each session queue is an in-order timeline; an op
  * waits (strictly: failure propagates) on the previous op of its queue and on
  * explicit points, and (ordering only) on the buffer hazards it has: a reader

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Ordering, hand-off and completion of ops; see sched.c's opening comment.
  * Loop thread, except devq_sched_on_complete. */
 #ifndef DEVQ_SCHED_H

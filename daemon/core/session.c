@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Session lifetime; see session.h.  A session outlives its connection
  * while ops or buffers of it are in flight: it is freed once the transport
  * let go, its outbox is off the dirty list, and nothing refers to it. */

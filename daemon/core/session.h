@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A client session as the core sees it: its buffers, queues, counters,
  * completion page, fairness and quota state, and its outbox (core/outbox.h).
  * The transport (socket, poll, receive buffer, throttling) is the server's

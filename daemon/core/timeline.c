@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Session queues as timelines; see timeline.h. */
 #include "core/timeline.h"
 

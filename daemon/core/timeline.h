@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A session queue: an in-order timeline whose k-th op completes point k.
  * Holds the ops in flight (a ring indexed by point), the device stream the
  * queue is bound to, and which points failed (ranges closed by a reset).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The op recorder: see trace.h.  Everything here runs on the loop thread. */
 #include "core/trace.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The op recorder behind `devctl trace` and `devctl top`: a fixed ring of
  * the most recent completed ops (who, where, what they waited on, which
  * buffers, raw timestamps, status) plus per-stream device-busy counters.

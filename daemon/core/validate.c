@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Validation of one submitted op against the session's handles and the
  * executable's signature.  Only checks and fills the op's arguments: nothing
  * here orders or runs anything.  Every failure names the argument. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Checks one submitted op against its executable's signature and the
  * session's buffers; loop thread. */
 #ifndef DEVQ_VALIDATE_H

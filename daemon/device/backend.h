@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The device backend interface.  Everything above it (sessions, validation,
  * ordering, timing) is common to every backend; a backend only moves memory
  * and runs ops on device streams, in order per stream, honouring waits.

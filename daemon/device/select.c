@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Backend choice: "auto" prefers a working GPU and falls back to the CPU
  * backend, saying why; an explicit choice that can't be honoured fails.
  * A fallback on a host that has NVIDIA device nodes is a warning (and a

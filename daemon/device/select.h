@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Which backend serves: the one cfg->backend names ("auto" tries the GPU
  * first and falls back to the CPU backend, saying why). */
 #ifndef DEVQ_SELECT_H

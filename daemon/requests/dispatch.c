@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What each client message means for its session.  Transport (bytes, fds,
  * flushing) lives in server/server.c; ordering and hand-off in
  * core/sched.c. */
@@ -61,6 +62,8 @@ static void on_hello(struct devq_session *s, const Devq__Hello *h)
 	Devq__HelloReply r = DEVQ__HELLO_REPLY__INIT;
 	r.version = hi;
 	r.daemon_version = (char *)DEVQ_VERSION;
+	r.min_version = DEVQ_PROTO_MIN;
+	r.max_version = DEVQ_PROTO_MAX;
 	r.backend = (char *)d->be->name;
 	r.device = d->be->device;
 	r.streams = d->be->streams - d->be->high_streams;

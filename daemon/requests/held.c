@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Held submits: backpressure on a client over its in-flight quota (see
  * core/quota.h).  The ops of a Submit beyond the quota are kept, in order,
  * in a copy of their own, and submitted as completions free room. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Requests: what each client message means for its session.  Called by the
  * server with one decoded frame at a time; answers go to the session's
  * outbox (core/outbox.h).  Loop thread. */
@@ -9,9 +10,6 @@
 
 #include "devq.pb-c.h"
 #include "frame.h"
-
-#define DEVQ_PROTO_MIN 1
-#define DEVQ_PROTO_MAX 1
 
 struct devq_session;
 

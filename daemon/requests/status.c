@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Status requests: the daemon's state and counters, and each session's
  * (devctl status, top and metrics). */
 #include "requests/requests.h"

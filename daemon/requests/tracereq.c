@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Trace requests: a TraceReply built from the op recorder's ring
  * (core/trace.h), filtered to what the asking user may see. */
 #include "requests/requests.h"

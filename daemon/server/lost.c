@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Device loss.  After a sticky fault (CUDA: illegal address, launch failure)
  * the context is poisoned and every stream reports the same error; the CUDA
  * documentation says the process must be restarted.  So devqd reports the

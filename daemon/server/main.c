@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* devqd: argument parsing, backend selection, and the loop's lifetime. */
 #include <errno.h>
 #include <getopt.h>
@@ -60,7 +61,7 @@ static void usage(FILE *f)
 		"      --quota-outbound-kb KB  unsent replies before a disconnect\n"
 		"  -v, --verbose           more logging (repeat for debug)\n"
 		"  -h, --help              this text\n"
-		"  -V, --version           print the version\n"
+		"  -V, --version           print the version and the protocol versions spoken\n"
 		"\n"
 		"Runs in the foreground and logs to stderr.  SIGTERM or SIGINT stops it: no new\n"
 		"connections, ops not yet started are cancelled, running ones finish (bounded by\n"
@@ -214,7 +215,7 @@ int main(int argc, char **argv)
 			usage(stdout);
 			return 0;
 		case 'V':
-			printf("devqd %s\n", DEVQ_VERSION);
+			printf("devqd %s (protocol %u..%u)\n", DEVQ_VERSION, DEVQ_PROTO_MIN, DEVQ_PROTO_MAX);
 			return 0;
 		default:
 			usage(stderr);

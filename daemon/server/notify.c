@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* sd_notify for devqd, and SIGHUP's reload that it announces.  Both
  * timers run on the loop thread, so a wedged
  * loop stops the watchdog pings by itself.  A wedged device or completion

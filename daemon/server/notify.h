@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Talking to the service manager (sd_notify): readiness, a live STATUS=
  * line, watchdog pings and shutdown.  Without $NOTIFY_SOCKET every call is
  * a no-op apart from the stall check's log line. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Peer identity and the access policy; see policy.h. */
 #include "server/policy.h"
 

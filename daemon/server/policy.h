@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Who is on the other end of a connection, and whether they may use devqd.
  *
  * Identity comes from the kernel (SO_PEERCRED, SO_PEERGROUPS, SO_PEERPIDFD),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* devqd's loop: the listening socket, one uv_poll per connection (libuv's
  * own pipes cannot carry memfds, so recvmsg/sendmsg are ours), the wake-up
  * from backend threads, and shutdown. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The server: devqd's libuv loop around the engine (core/engine.h) — the
  * listening socket, one connection per client session (fd, uv_poll,
  * receive buffer, throttling), the wake-up from backend threads, signals,

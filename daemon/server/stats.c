@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Resource counts on SIGUSR1; see stats.h. */
 #include "server/stats.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* SIGUSR1: the daemon writes one line of resource counts to stderr (the
  * journal under systemd), whatever the log level:
  *

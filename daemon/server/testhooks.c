@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Fault hooks for the watchdog tests, armed only by --test-fault-injection:
  * SIGRTMIN+1 wedges the loop thread; SIGRTMIN+2 makes every later
  * completion block the device thread that reports it (SIGUSR1 is taken: it

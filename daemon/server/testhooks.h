@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Test-only fault hooks (see testhooks.c); inert without
  * --test-fault-injection. */
 #ifndef DEVQ_TESTHOOKS_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Hand-written protobuf decoding of DaemonMessage{completions} (see
  * cmpl_dec.h for why).  The wire format, from proto/devq.proto:
  *

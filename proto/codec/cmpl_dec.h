@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A hand-written decoder for the frame libdevq receives per batch of
  * completed ops: a DaemonMessage whose body is Completions
  * (proto/devq.proto).  protobuf-c's unpacker allocates the message, an

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Hand-written protobuf encoding of DaemonMessage{completions} (see
  * cmpl_enc.h for why).  The wire format, from proto/devq.proto:
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A hand-written encoder for the one frame the daemon sends per op: a
  * DaemonMessage whose body is Completions (proto/devq.proto).  protobuf-c's
  * generic packer walks field descriptors and sizes every submessage once for

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Hand-written decoding of ClientMessage{submit} (see msg_dec.h for why).
  * The wire format, from proto/devq.proto:
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A hand-written decoder for the one client frame that arrives per batch of
  * ops: a ClientMessage whose body is a Submit (proto/devq.proto).
  * protobuf-c's generic unpacker scans every message twice (once to count

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A hand-written encoder for the frame libdevq sends per devq_submit: a
  * ClientMessage whose body is Submit (proto/devq.proto).  Building the
  * protobuf-c structs took seven allocations per call, and protobuf-c's

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """devq: share one GPU between processes, from Python.
 
 A binding of libdevq (the C client library of the devq daemon, devqd):

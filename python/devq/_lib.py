@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """ctypes declarations of client/devq.h and the loading of libdevq.so.0.
 
 Every structure here mirrors devq.h field for field; tests/test_layout.py
@@ -58,6 +59,8 @@ class Info(ctypes.Structure):
         ("max_fds", c_u32),
         ("max_op_ns", c_u64),
         ("session", c_u64),
+        ("daemon_min_version", c_u32),
+        ("daemon_max_version", c_u32),
     ]
 
 

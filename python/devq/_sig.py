@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The signature language of kernels/sig.c, parsed in Python.
 
     param  := name ':' type                       scalar, passed by value

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Fixtures of the binding's tests: a devqd of the build under test on a
 private socket (as tests/harness.c starts them), and the summary line that
 `make check` adds up."""

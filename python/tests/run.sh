@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # The Python binding's pytest suite, as one test program of `make check`
 # (mk/python.mk writes $(BUILD)/tests/test_python to call this from the
 # repository root).  Uses $DEVQ_BUILD's package, library and devqd; pytest

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The rest of the surface: batches, queues and waits, info and status,
 the signature parser, the ctypes layouts against devq.h, help(devq)."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Waiting in asyncio: `await op`, gather, wait_for, failures, and a loop
 that watches c.fileno() itself."""
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The issue's contract, verbatim, against a daemon the test starts."""
 
 import numpy as np

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Every error path: arguments refused before anything is sent (with the
 signature), failures the daemon reports (devq.Error with .code), codes,
 timeouts, closed and unreachable connections, asynchronous errors."""

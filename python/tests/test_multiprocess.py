@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Several Python processes share one daemon at once; each verifies its
 own results, and the daemon saw every session."""
 

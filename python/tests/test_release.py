@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Buffer lifetime: a buffer is released when its arrays (every view) and
 every op using it are done, not before; arrays outlive the connection; no
 fds or daemon buffers leak; device buffers, copies and fills."""

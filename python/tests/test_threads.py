@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """One connection per thread, enforced: another thread's call raises
 devq.ThreadError instead of touching the handle; arrays dropped on other
 threads are released by the owner; threads with their own connections

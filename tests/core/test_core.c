@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests of the daemon's core (daemon/core/) without a transport: no
  * socket, no libuv.  The engine runs with a fake backend that records what it
  * is handed and completes ops only when a test says so, so ordering, waits,

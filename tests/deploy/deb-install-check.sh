@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
 # Installs the packages `make deb` built with dpkg -i, checks that devqd,
 # devctl, the units, the user and the library are in place and work, then
 # purges them.  Needs root; meant for CI containers and throwaway hosts.
@@ -26,9 +27,22 @@ trap cleanup EXIT
 dpkg -i "$dir"/devqd_*.deb "$dir"/devctl_*.deb "$dir"/libdevq0_*.deb "$dir"/libdevq-dev_*.deb \
 	"$dir"/python3-devq_*.deb
 ma=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
+# One version everywhere: the packages', the tree's VERSION file (the
+# packages were built from it), the binaries', pkg-config's and Python's.
+ver=$(dpkg-query -W -f '${Version}' libdevq0 | cut -d- -f1)
+top=$(cd "$(dirname "$0")/../.." && pwd)
+[ "$ver" = "$(cat "$top/VERSION")" ] || fail "package version $ver is not VERSION's $(cat "$top/VERSION")"
+for p in devqd devctl libdevq-dev python3-devq; do
+	[ "$(dpkg-query -W -f '${Version}' $p | cut -d- -f1)" = "$ver" ] || fail "$p: version differs from libdevq0's $ver"
+done
+[ "$(/usr/sbin/devqd --version | cut -d' ' -f1-2)" = "devqd $ver" ] || fail "devqd --version: $(/usr/sbin/devqd --version)"
+[ "$(/usr/bin/devctl --socket "$tmp/none" --version | head -n1 | cut -d' ' -f1-2)" = "devctl $ver" ] ||
+	fail "devctl --version: $(/usr/bin/devctl --socket "$tmp/none" --version)"
+[ "$(cd / && /usr/bin/python3 -c 'import devq; print(devq.__version__)')" = "$ver" ] ||
+	fail "python3 -c 'import devq; print(devq.__version__)' is not $ver"
 for f in /usr/sbin/devqd /usr/bin/devctl /lib/systemd/system/devqd.service \
 	 /lib/systemd/system/devqd.socket /usr/lib/sysusers.d/devqd.conf /etc/devqd/devqd.conf \
-	 /usr/lib/$ma/libdevq.so.0.1.0 /usr/lib/$ma/libdevq.so.0 /usr/lib/$ma/libdevq.so \
+	 /usr/lib/$ma/libdevq.so.$ver /usr/lib/$ma/libdevq.so.0 /usr/lib/$ma/libdevq.so \
 	 /usr/include/devq.h /usr/lib/$ma/pkgconfig/devq.pc /usr/share/man/man8/devqd.8.gz \
 	 /usr/share/man/man1/devctl.1.gz /usr/share/man/man5/devqd.conf.5.gz \
 	 /usr/share/man/man3/libdevq.3.gz /usr/lib/python3/dist-packages/devq/__init__.py; do

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A client built the way a user builds one: against an installed libdevq,
  * with `pkg-config --cflags --libs devq`.  Checksums 4096 bytes of a known
  * pattern on the daemon named by $DEVQ_SOCKET and prints the result. */

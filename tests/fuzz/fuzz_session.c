@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libFuzzer target: two client connections of a real in-process devqd.
  *
  * The daemon is the real one (server.c's accept, frame reader, decoder,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The in-process devqd driver shared by the libFuzzer target and the replay
  * test (see fuzz_session.c for the input format). */
 #ifndef DEVQ_FUZZ_SESSION_H

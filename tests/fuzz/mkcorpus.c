@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Writes the seed corpus of the fuzz target into a directory: each file is
  * one connection's worth of real, protobuf-encoded ClientMessage frames,
  * wrapped in the target's records (see fuzz_session.c) with the fake fds an

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Replays the fuzz target's seed corpus (tests/fuzz/corpus) and every kept
  * crasher (tests/fuzz/regress) through the same in-process devqd driver the
  * libFuzzer target uses, one input per forked test, so `make check` guards

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gpu_check: drives a devqd running on a GPU through libdevq and checks
  * the core contract on real streams.  Run by tests/gpu/run.sh.
  *

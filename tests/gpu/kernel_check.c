@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* kernel_check: runs every kernel of the fatbin devqd carries on a real GPU
  * and compares the results with the CPU implementations (kernels/
  * cpu_kernels.c), on random data, several sizes and offsets, and both the

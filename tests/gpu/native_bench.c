@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* native_bench: the baseline for devqd's round trip on a GPU.  In one
  * process, straight on the driver API with the primary context's default
  * scheduling (as devqd): launch the null kernel (spin with ns = 0), record

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # tests/gpu/run.sh: proves devqd on a real NVIDIA GPU in a few minutes.
 #
 # How it is run

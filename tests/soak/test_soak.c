@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Soak: one real devqd, N client processes doing verified dependent work,
  * and chaos from the test process, for SOAK_SECONDS (default 25; `make soak
  * SOAK_SECONDS=600` for the long run).

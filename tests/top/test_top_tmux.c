@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* devctl top in a real terminal: tmux runs it against a real devqd while a
  * client keeps the device busy; the test reads the screen with
  * capture-pane, presses q, and checks that top exits cleanly.  tmux is a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* CPU backend: one worker thread per device stream, each running its FIFO in
  * order.  Enqueue only links the op, flush wakes the workers that sleep with
  * work; the worker stamps start and end around the C implementation.  A cross-stream wait blocks the worker on

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* CUDA backend: the driver API behind backend.h.
  *
  * Streams.  One CUDA stream per device stream (non-blocking, so nothing

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The CUDA backend (backend_cuda.c), built when the toolkit is found. */
 #ifndef DEVQ_BACKEND_CUDA_H
 #define DEVQ_BACKEND_CUDA_H

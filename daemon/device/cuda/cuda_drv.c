@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Run-time loading of the CUDA driver: see cuda_drv.h. */
 #include <dlfcn.h>
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The CUDA driver, loaded at run time.  devqd links no libcuda: it dlopens
  * libcuda.so.1 and resolves every entry point through cuGetProcAddress_v2
  * for the CUDA version this file was compiled against, so the typedefs in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Calibration arithmetic for CUDA event times: see cuda_time.h. */
 #include <math.h>
 

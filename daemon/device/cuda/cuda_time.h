@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Device timestamps on the host clock.  CUDA events give device times only
  * relative to each other (cuEventElapsedTime, float milliseconds), so the
  * backend records a calibration event while reading CLOCK_MONOTONIC just

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Fatbin container parsing and image selection (see fatbin.h). */
 #include <errno.h>
 #include <stdarg.h>

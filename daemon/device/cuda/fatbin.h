@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Reading nvcc's fatbin container and choosing the image a device runs.
  * Pure C: the CUDA backend uses it to check, before accepting executables,
  * that the module has code for the selected device, and the tests use it to

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The replayable-batch cache: see graph_cache.h. */
 #include <errno.h>
 #include <stdlib.h>

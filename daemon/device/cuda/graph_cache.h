@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Replayable batches: which launched sequence a CUDA graph stands for.
  * A run of replayable kernel ops that a client submits again and again is
  * captured once as a CUDA graph and replayed; this cache finds the graph of
