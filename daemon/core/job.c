@@ -22,10 +22,9 @@ void devq_job_discard(struct devq_job *j)
 	devq_pool_put(&job_pool, j);
 }
 
-void devq_job_unref(struct devq_job *j)
+/* The last reference went (devq_job_unref). */
+void devq_job_free(struct devq_job *j)
 {
-	if (!j || --j->refs)
-		return;
 	if (j->b.waits != j->winline)
 		free(j->b.waits);
 	devq_pool_put(&job_pool, j);

@@ -50,8 +50,14 @@ static inline struct devq_job *devq_job_ref(struct devq_job *j)
 	j->refs++;
 	return j;
 }
-/* Drops a reference (NULL is ignored); the last one frees the record. */
-void devq_job_unref(struct devq_job *j);
+void devq_job_free(struct devq_job *j);
+/* Drops a reference (NULL is ignored); the last one frees the record.
+ * Inline: several per op (its queue, each wait, each hazard). */
+static inline void devq_job_unref(struct devq_job *j)
+{
+	if (j && --j->refs == 0)
+		devq_job_free(j);
+}
 /* Gives back a record that never got further than devq_job_new. */
 void devq_job_discard(struct devq_job *j);
 /* Frees the recycled records (at exit). */

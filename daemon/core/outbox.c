@@ -13,15 +13,6 @@
 #include "core/engine.h"
 #include "core/session.h"
 
-void devq_outbox_mark_dirty(struct devq_session *s)
-{
-	if (s->dirty)
-		return;
-	s->dirty = true;
-	s->dirty_next = s->e->dirty;
-	s->e->dirty = s;
-}
-
 /* Pending completions go out as one frame, ahead of anything sent after
  * them, so a client sees an op complete before the release it enables.
  * Encoded by hand straight into the send queue (cmpl_enc.c): the same bytes

@@ -7,6 +7,8 @@
 
 #include <stdint.h>
 
+#include "core/engine.h"
+#include "core/session.h"
 #include "devq.pb-c.h"
 
 struct devq_session;
@@ -21,8 +23,16 @@ void devq_outbox_error(struct devq_session *s, Devq__Code code, const char *requ
 		       const struct devq_buf *b, const uint32_t *queue, const char *fmt, ...)
 	__attribute__((format(printf, 6, 7)));
 /* Puts s on the engine's dirty list: its outbox is to be flushed, and (once
- * disconnected) whether it can be freed checked. */
-void devq_outbox_mark_dirty(struct devq_session *s);
+ * disconnected) whether it can be freed checked.  Inline: once per
+ * completion. */
+static inline void devq_outbox_mark_dirty(struct devq_session *s)
+{
+	if (s->dirty)
+		return;
+	s->dirty = true;
+	s->dirty_next = s->e->dirty;
+	s->e->dirty = s;
+}
 /* Encodes the completion records gathered since the last call into one
  * Completions frame: 0, or -ENOMEM (the records are lost, and logged). */
 int devq_outbox_push_completions(struct devq_session *s);

@@ -210,7 +210,7 @@ int devq_sched_submit(struct devq_session *s, const Devq__Op *m, uint64_t t_rece
 	op->b.cancel = &s->cancel;
 	op->b.timed = !m->no_timing;
 	op->b.replay = m->replayable;
-	if (devq_timeline_put(q, op) < 0) {
+	if (devq_timeline_put(q, op, op->point) < 0) {
 		/* Without a ring slot the point cannot be tracked: end the session. */
 		q->submitted--;
 		devq_job_discard(op);

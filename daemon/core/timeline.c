@@ -75,28 +75,18 @@ void devq_timeline_free(struct devq_engine *e, struct devq_timeline *q)
 	free(q);
 }
 
-int devq_timeline_put(struct devq_timeline *q, struct devq_job *op)
+int devq_timeline_grow(struct devq_timeline *q, uint64_t point)
 {
-	if (q->submitted - q->completed > q->ring_cap) {
-		size_t ncap = q->ring_cap ? q->ring_cap * 2 : 64;
-		struct devq_job **n = calloc(ncap, sizeof(*n));
-		if (!n)
-			return -ENOMEM;
-		for (uint64_t p = q->completed + 1; p < op->point; p++)
-			n[p & (ncap - 1)] = q->ring[p & (q->ring_cap - 1)];
-		free(q->ring);
-		q->ring = n;
-		q->ring_cap = ncap;
-	}
-	q->ring[op->point & (q->ring_cap - 1)] = op;
+	size_t ncap = q->ring_cap ? q->ring_cap * 2 : 64;
+	struct devq_job **n = calloc(ncap, sizeof(*n));
+	if (!n)
+		return -ENOMEM;
+	for (uint64_t p = q->completed + 1; p < point; p++)
+		n[p & (ncap - 1)] = q->ring[p & (q->ring_cap - 1)];
+	free(q->ring);
+	q->ring = n;
+	q->ring_cap = ncap;
 	return 0;
-}
-
-struct devq_job *devq_timeline_get(const struct devq_timeline *q, uint64_t point)
-{
-	if (point <= q->completed || point > q->submitted)
-		return NULL;
-	return q->ring[point & (q->ring_cap - 1)];
 }
 
 bool devq_timeline_failed(const struct devq_timeline *q, uint64_t p)

@@ -7,6 +7,7 @@
 #ifndef DEVQ_TIMELINE_H
 #define DEVQ_TIMELINE_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -44,10 +45,25 @@ int devq_timeline_open(struct devq_session *s, uint32_t id, int priority,
 /* ResetQueue: the next op submitted does not inherit earlier failure. */
 void devq_timeline_reset(struct devq_timeline *q);
 void devq_timeline_free(struct devq_engine *e, struct devq_timeline *q);
-/* Records j (its point already assigned) as in flight: 0 or -ENOMEM. */
-int devq_timeline_put(struct devq_timeline *q, struct devq_job *j);
-/* The job in flight at point, or NULL when it is not in flight. */
-struct devq_job *devq_timeline_get(const struct devq_timeline *q, uint64_t point);
+/* Doubles the ring of q (devq_timeline_put): 0 or -ENOMEM. */
+int devq_timeline_grow(struct devq_timeline *q, uint64_t point);
+/* Records j (its point already assigned) as in flight: 0 or -ENOMEM.
+ * Inline: once per op, and the ring rarely grows. */
+static inline int devq_timeline_put(struct devq_timeline *q, struct devq_job *j, uint64_t point)
+{
+	if (q->submitted - q->completed > q->ring_cap && devq_timeline_grow(q, point) < 0)
+		return -ENOMEM;
+	q->ring[point & (q->ring_cap - 1)] = j;
+	return 0;
+}
+/* The job in flight at point, or NULL when it is not in flight.  Inline:
+ * it runs for every wait of every op. */
+static inline struct devq_job *devq_timeline_get(const struct devq_timeline *q, uint64_t point)
+{
+	if (point <= q->completed || point > q->submitted)
+		return NULL;
+	return q->ring[point & (q->ring_cap - 1)];
+}
 /* Whether point p failed and no reset since covers it. */
 bool devq_timeline_failed(const struct devq_timeline *q, uint64_t p);
 /* The loop saw point p fail. */
