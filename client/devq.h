@@ -143,7 +143,16 @@ struct devq_exec {
 DEVQ_EXPORT int devq_exec_list(devq *q, const struct devq_exec **list, size_t *n);
 DEVQ_EXPORT int devq_exec_lookup(devq *q, const char *name, const struct devq_exec **out);
 
-/* Opens queue id (no reply: errors arrive asynchronously). */
+/* Opens queue id (no reply: errors arrive asynchronously).  No queue is
+ * open until the client opens it: devq_submit on another fails at once with
+ * -ENOENT.  When the daemon refuses the open (resource_exhausted at its
+ * per-session limit, failed_precondition for a priority it has no streams
+ * for, ...), the refusal arrives as a devq_next_error with request
+ * "open_queue", and every op submitted on the queue, before or after it is
+ * read, completes as failed at its point, in order, with the refusal's code
+ * and reason: devq_wait and devq_next_completion return those failed
+ * completions instead of waiting.  Opening a refused id again is allowed;
+ * its points then restart at 1, as after devq_reconnect. */
 DEVQ_EXPORT int devq_queue_open(devq *q, uint32_t id);
 /* The same with a priority: 0 normal, 1 high.  A high-priority queue runs
  * on the daemon's high-priority streams (CUDA stream priorities: the device
@@ -212,7 +221,10 @@ struct devq_op {
 };
 
 /* Sends ops as one batch and returns at once; points[i] (may be NULL) gets
- * op i's point.  Validation failures come back as failed completions. */
+ * op i's point.  Validation failures come back as failed completions, and so
+ * do ops on a queue whose open the daemon refused (devq_queue_open).  An op
+ * naming a queue this handle never opened fails the whole call with -ENOENT,
+ * nothing sent. */
 DEVQ_EXPORT int devq_submit(devq *q, const struct devq_op *ops, size_t n, uint64_t *points);
 
 /* The same, marking the batch replayable: the client will submit these ops

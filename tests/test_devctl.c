@@ -205,6 +205,55 @@ START_TEST(test_status_after)
 }
 END_TEST
 
+/* Item 1 of issue 17: a queue the daemon refuses to open must not leave
+ * devctl waiting.  Each runs a daemon of its own, configured to refuse. */
+static double run_timed(char *out, size_t n, int *rc, const char *args)
+{
+	char cmd[4096];
+	snprintf(cmd, sizeof(cmd), "timeout 5 %s --socket %s %s 2>&1", harness_bin("devctl"),
+		 D.sock, args);
+	uint64_t t0 = harness_now_ns();
+	FILE *p = popen(cmd, "r");
+	ck_assert_ptr_nonnull(p);
+	size_t got = fread(out, 1, n - 1, p);
+	out[got] = '\0';
+	int st = pclose(p);
+	*rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+	return (double)(harness_now_ns() - t0) / 1e9;
+}
+
+START_TEST(test_refused_priority_queue_fails_fast)
+{
+	harness_start(&D, (const char *const[]){ "--priority-streams", "0", NULL });
+	char out[4096];
+	int rc;
+	double s = run_timed(out, sizeof(out), &rc,
+			     "submit spin ns=1000 --priority high");
+	ck_assert_msg(rc == 1, "rc %d: %s", rc, out);
+	ck_assert_msg(s < (harness_slow() ? 4.0 : 1.0), "took %.2f s", s);
+	ck_assert_msg(strstr(out, "spin queue 0 point 1: failed_precondition") != NULL, "%s", out);
+	ck_assert_int_eq(harness_stop(&D), 0);
+	D.pid = 0;
+}
+END_TEST
+
+START_TEST(test_refused_max_queues_fails_fast)
+{
+	harness_start(&D, (const char *const[]){ "--max-queues", "1", NULL });
+	char out[4096];
+	int rc;
+	double s = run_timed(out, sizeof(out), &rc,
+			     "submit spin ns=1000 --queue 0 :: spin ns=1000 --queue 1 --json");
+	ck_assert_msg(rc == 1, "rc %d: %s", rc, out);
+	ck_assert_msg(s < (harness_slow() ? 4.0 : 1.0), "took %.2f s", s);
+	ck_assert_msg(strstr(out, "\"status\":\"ok\"") != NULL, "%s", out);
+	ck_assert_msg(strstr(out, "\"status\":\"resource_exhausted\"") != NULL, "%s", out);
+	ck_assert_msg(strstr(out, "\"point\":[1,1]") != NULL, "%s", out);
+	ck_assert_int_eq(harness_stop(&D), 0);
+	D.pid = 0;
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("devctl");
@@ -219,6 +268,11 @@ static Suite *suite(void)
 	tcase_add_test(t, test_failures_exit_status);
 	tcase_add_test(t, test_status_after);
 	suite_add_tcase(s, t);
+	TCase *own = tcase_create("own_daemon");
+	tcase_set_timeout(own, harness_slow() ? 300 : 60);
+	tcase_add_test(own, test_refused_priority_queue_fails_fast);
+	tcase_add_test(own, test_refused_max_queues_fails_fast);
+	suite_add_tcase(s, own);
 	return s;
 }
 
