@@ -254,6 +254,87 @@ START_TEST(test_refused_max_queues_fails_fast)
 }
 END_TEST
 
+/* ---- issue 17: truthful output, exit codes ---------------------------- */
+
+/* Item 3: each line names the executable of its own op, with ops sharing
+ * a queue. */
+START_TEST(test_labels_per_op)
+{
+	char out[4096];
+	int rc = devctl(out, sizeof(out), "submit spin ns=1000 :: fill_u32 value=3 dst=size:16 "
+					  ":: spin ns=1000 --repeat 2");
+	ck_assert_msg(rc == 0, "rc %d: %s", rc, out);
+	ck_assert_msg(strstr(out, "spin queue 0 point 1: ok"), "%s", out);
+	ck_assert_msg(strstr(out, "fill_u32 queue 0 point 2: ok"), "%s", out);
+	ck_assert_msg(strstr(out, "spin queue 0 point 3: ok"), "%s", out);
+	ck_assert_msg(strstr(out, "spin queue 0 point 4: ok"), "%s", out);
+	/* --json names it too, with the results of small output buffers. */
+	rc = devctl(out, sizeof(out), "submit spin ns=1000 :: checksum data=size:64 --json");
+	ck_assert_msg(rc == 0, "rc %d: %s", rc, out);
+	ck_assert_msg(strstr(out, "{\"exec\":\"spin\",\"status\":\"ok\""), "%s", out);
+	ck_assert_msg(strstr(out, "{\"exec\":\"checksum\",\"status\":\"ok\""), "%s", out);
+	ck_assert_msg(strstr(out, "\"results\":{\"out\":["), "%s", out);
+}
+END_TEST
+
+/* Item 4: a failed op writes no --out file and shows no buffer values; an
+ * --out that cannot be written is refused before anything runs. */
+START_TEST(test_failed_op_writes_nothing)
+{
+	char out[4096], path[256];
+	snprintf(path, sizeof(path), "%s/y.bin", D.dir);
+	int rc = devctl(out, sizeof(out),
+			"submit saxpy_f32 a=2 x=size:400 y=size:100 --out y=%s 2>/dev/null", path);
+	ck_assert_msg(rc == 1, "rc %d: %s", rc, out);
+	ck_assert_msg(access(path, F_OK) != 0, "%s was written", path);
+	ck_assert_msg(strstr(out, "y =") == NULL, "values shown: %s", out);
+
+	uint64_t t0 = harness_now_ns();
+	rc = devctl(out, sizeof(out),
+		    "submit spin_buf ns=900000000 buf=size:64 --out buf=%s/no/such/dir/f 2>&1", D.dir);
+	ck_assert_msg(rc == 4, "rc %d: %s", rc, out);
+	ck_assert_msg(harness_now_ns() - t0 < 800000000ull, "the op ran first");
+	ck_assert_msg(strstr(out, "cannot write"), "%s", out);
+	rc = devctl(out, sizeof(out), "submit spin_buf ns=1000 buf=size:64 --out buf=%s 2>&1", D.dir);
+	ck_assert_msg(rc == 4, "a directory: rc %d: %s", rc, out);
+}
+END_TEST
+
+/* Item 6: exit codes as devctl(1) says: a buffer the daemon refuses is 1
+ * (the request failed), an output file that cannot be written 4. */
+START_TEST(test_exit_codes)
+{
+	char out[4096];
+	int rc = devctl(out, sizeof(out), "submit checksum data=size:1099511627776 2>&1");
+	ck_assert_msg(rc == 1, "rc %d: %s", rc, out);
+	rc = devctl(out, sizeof(out), "trace --last 5 -o %s/no/such/dir/t.json 2>&1", D.dir);
+	ck_assert_msg(rc == 4, "rc %d: %s", rc, out);
+	/* A buffer that is not a whole number of its elements: usage. */
+	rc = devctl(out, sizeof(out), "submit fill_u32 value=3 dst=size:17 2>&1");
+	ck_assert_msg(rc == 2, "rc %d: %s", rc, out);
+	ck_assert_msg(strstr(out, "17 bytes"), "%s", out);
+}
+END_TEST
+
+/* Item 8: data=@- reads standard input (a pipe), --out NAME=- writes the
+ * buffer to standard output alone. */
+START_TEST(test_stdin_stdout)
+{
+	char out[4096];
+	int rc = devctl(out, sizeof(out), "submit checksum data=@- < /dev/null 2>&1");
+	ck_assert_msg(rc == 2 && strstr(out, "empty"), "rc %d: %s", rc, out);
+	char cmd[1024];
+	snprintf(cmd, sizeof(cmd), "printf 'abcdefgh' | %s --socket %s submit copy src=@- "
+		 "dst=size:8 --out dst=- 2>/dev/null", harness_bin("devctl"), D.sock);
+	FILE *p = popen(cmd, "r");
+	ck_assert_ptr_nonnull(p);
+	size_t got = fread(out, 1, sizeof(out) - 1, p);
+	out[got] = '\0';
+	ck_assert_int_eq(WEXITSTATUS(pclose(p)), 0);
+	ck_assert_str_eq(out, "abcdefgh");
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("devctl");
@@ -267,6 +348,10 @@ static Suite *suite(void)
 	tcase_add_test(t, test_dependent_pair_two_queues);
 	tcase_add_test(t, test_failures_exit_status);
 	tcase_add_test(t, test_status_after);
+	tcase_add_test(t, test_labels_per_op);
+	tcase_add_test(t, test_failed_op_writes_nothing);
+	tcase_add_test(t, test_exit_codes);
+	tcase_add_test(t, test_stdin_stdout);
 	suite_add_tcase(s, t);
 	TCase *own = tcase_create("own_daemon");
 	tcase_set_timeout(own, harness_slow() ? 300 : 60);

@@ -28,7 +28,7 @@ static void usage(FILE *f)
 		"  submit EXEC [NAME=VALUE]... [OPTION]... [:: EXEC ...]...\n"
 		"      Run executable EXEC and wait for its completion(s).  Arguments:\n"
 		"        NAME=VALUE        a scalar (decimal, 0x hex, or a float for f32/f64)\n"
-		"        NAME=@FILE        a shared buffer holding FILE's bytes\n"
+		"        NAME=@FILE        a shared buffer holding FILE's bytes (@-: stdin)\n"
 		"        NAME=size:BYTES   a zero-filled shared buffer of BYTES bytes\n"
 		"        NAME=%%OTHER       the buffer made for argument OTHER earlier in this\n"
 		"                          command (after ::)\n"
@@ -40,12 +40,15 @@ static void usage(FILE *f)
 		"                          high (the daemon's high-priority streams)\n"
 		"        --repeat N        submit the op N times (default 1)\n"
 		"        --wait Q:K        wait for point K of queue Q first (repeatable)\n"
-		"        --out NAME=FILE   after completion, write buffer NAME to FILE\n"
-		"        --json            one JSON object per completed op\n"
+		"        --out NAME=FILE   after completion, write buffer NAME to FILE (-:\n"
+		"                          stdout); not when an op failed\n"
+		"        --json            one JSON object per completed op, with its exec\n"
+		"                          and the results of small output buffers\n"
 		"      '::' starts another op in the same session, so ops can share buffers and\n"
 		"      wait on each other; conflicting buffer accesses are ordered anyway.\n"
-		"      Exit status: 0 when every op succeeded, 1 when one failed, 2 on usage\n"
-		"      errors, 3 when devqd cannot be reached or refused the request.\n"
+		"      Exit status: 0 when every op succeeded, 1 when one failed or devqd\n"
+		"      refused an input, 2 on usage errors, 3 when devqd cannot be reached,\n"
+		"      4 when an output file (--out, trace -o/--svg) cannot be written.\n"
 		"  list [--json]       executables and their signatures\n"
 		"  status [--json]     sessions, queues, ops in flight, buffers and totals\n"
 		"  help                this text\n",
@@ -211,6 +214,8 @@ struct seg {
 	size_t nwaits;
 	struct devq_arg args[DEVQ_MAX_PARAMS];
 	struct devq_buffer *bufs[DEVQ_MAX_PARAMS];
+	uint64_t first_point; /* of its first op on its queue; the rest follow */
+	bool failed;          /* one of its ops failed */
 };
 
 struct submit_ctx {
@@ -224,7 +229,22 @@ struct submit_ctx {
 	} outs[64];
 	size_t nouts;
 	bool json;
+	FILE *rep; /* the report: stdout, or stderr when --out sends a buffer there */
 };
+
+/* Exit status of a failed libdevq call: 3 when devqd could not be reached
+ * or the connection broke, 1 when the daemon refused what was asked (a
+ * buffer over its limits, ...), as an op that fails. */
+static int rc_of(int r)
+{
+	switch (r) {
+	case -ECONNRESET: case -ECONNREFUSED: case -EPIPE: case -ENOTCONN: case -EPROTO:
+	case -ETIMEDOUT: case -EPROTONOSUPPORT: case -ENOMEM:
+		return 3;
+	default:
+		return 1;
+	}
+}
 
 static int parse_uint(const char *s, uint64_t max, uint64_t *out)
 {
@@ -270,8 +290,10 @@ static int make_buffer(struct submit_ctx *c, const char *param, const char *val,
 	}
 	uint64_t size;
 	int fd = -1;
+	char *data = NULL; /* what a pipe or stdin held */
 	if (val[0] == '@') {
-		fd = open(val + 1, O_RDONLY | O_CLOEXEC);
+		bool std = !strcmp(val + 1, "-");
+		fd = std ? dup(0) : open(val + 1, O_RDONLY | O_CLOEXEC);
 		struct stat st;
 		if (fd < 0 || fstat(fd, &st) < 0) {
 			fprintf(stderr, "%s: argument '%s': cannot read %s: %s\n", prog, param,
@@ -280,10 +302,53 @@ static int make_buffer(struct submit_ctx *c, const char *param, const char *val,
 				close(fd);
 			return 2;
 		}
-		size = (uint64_t)st.st_size;
-		if (size == 0) {
-			fprintf(stderr, "%s: argument '%s': %s is empty\n", prog, param, val + 1);
+		if (S_ISDIR(st.st_mode)) {
+			fprintf(stderr, "%s: argument '%s': cannot read %s: %s\n", prog, param,
+				val + 1, strerror(EISDIR));
 			close(fd);
+			return 2;
+		}
+		size = (uint64_t)st.st_size;
+		if (!S_ISREG(st.st_mode)) {
+			/* A pipe, a terminal, /dev/stdin: its size is what it holds
+			 * until end of file. */
+			size_t cap = 0, got = 0;
+			for (;;) {
+				if (got == cap) {
+					char *n = realloc(data, cap = cap ? cap * 2 : 65536);
+					if (!n) {
+						fprintf(stderr, "%s: out of memory\n", prog);
+						free(data);
+						close(fd);
+						return 3;
+					}
+					data = n;
+				}
+				ssize_t k = read(fd, data + got, cap - got);
+				if (k < 0 && errno == EINTR)
+					continue;
+				if (k < 0) {
+					fprintf(stderr, "%s: argument '%s': reading %s failed: %s\n",
+						prog, param, std ? "standard input" : val + 1,
+						strerror(errno));
+					free(data);
+					close(fd);
+					return 2;
+				}
+				if (k == 0)
+					break;
+				got += (size_t)k;
+			}
+			close(fd);
+			fd = -1;
+			size = got;
+		}
+		if (size == 0) {
+			free(data);
+			fprintf(stderr, "%s: argument '%s': %s is empty\n", prog, param,
+				!strcmp(val + 1, "-") ? "standard input" : val + 1);
+			if (fd >= 0)
+				close(fd);
 			return 2;
 		}
 	} else if (!strncmp(val, "size:", 5)) {
@@ -299,19 +364,25 @@ static int make_buffer(struct submit_ctx *c, const char *param, const char *val,
 		return 2;
 	}
 	struct devq_buffer *b;
-	if (devq_buffer_create(c->q, size, DEVQ_BUFFER_SHARED, &b) < 0) {
+	int cr = devq_buffer_create(c->q, size, DEVQ_BUFFER_SHARED, &b);
+	if (cr < 0) {
 		fprintf(stderr, "%s: argument '%s': %s\n", prog, param, devq_last_error(c->q));
 		if (fd >= 0)
 			close(fd);
-		return 3;
+		free(data);
+		return rc_of(cr);
+	}
+	if (data) {
+		memcpy(b->map, data, size);
+		free(data);
 	}
 	if (fd >= 0) {
 		uint64_t got = 0;
 		while (got < size) {
 			ssize_t n = read(fd, (char *)b->map + got, size - got);
 			if (n <= 0) {
-				fprintf(stderr, "%s: argument '%s': reading %s failed\n", prog, param,
-					val + 1);
+				fprintf(stderr, "%s: argument '%s': reading %s failed: %s\n", prog,
+					param, val + 1, n < 0 ? strerror(errno) : "shorter than its size");
 				close(fd);
 				return 2;
 			}
@@ -336,6 +407,14 @@ static int build_args(struct submit_ctx *c, struct seg *s)
 			continue;
 		if ((r = make_buffer(c, pp->name, s->vals[p], &s->bufs[p])))
 			return r;
+		size_t es = devq_type_size(pp->type);
+		if (es > 1 && s->bufs[p]->size % es) {
+			fprintf(stderr,
+				"%s: argument '%s': %" PRIu64 " bytes is not a whole number of %s "
+				"elements (%zu bytes each)\n",
+				prog, pp->name, s->bufs[p]->size, devq_type_name(pp->type), es);
+			return 2;
+		}
 	}
 	union devq_kval kv[DEVQ_MAX_PARAMS] = { 0 };
 	for (unsigned p = 0; p < sig->nparams; p++) {
@@ -446,44 +525,76 @@ static int build_args(struct submit_ctx *c, struct seg *s)
 	return 0;
 }
 
-static void print_value(const struct seg *s, unsigned p)
+/* The values of an op's small output buffers (checksum's out, reduce's
+ * sum): "  NAME = V ..." lines, or with json ,"results":{"NAME":[V,...]}. */
+static void print_values(FILE *f, const struct seg *s, bool json)
 {
-	const struct devq_param *pp = &s->sig.p[p];
-	const struct devq_buffer *b = s->bufs[p];
-	if (!b || !b->map || b->size > 64 || !(pp->access & DEVQ_ACC_OUT))
-		return;
-	size_t es = devq_type_size(pp->type), n = b->size / es;
-	printf("  %s =", pp->name);
-	for (size_t i = 0; i < n && i < 8; i++) {
-		const char *m = (const char *)b->map + i * es;
-		switch (pp->type) {
-		case DEVQ_T_U64: printf(" %" PRIu64 " (0x%016" PRIx64 ")", *(const uint64_t *)m, *(const uint64_t *)m); break;
-		case DEVQ_T_U32: printf(" %" PRIu32, *(const uint32_t *)m); break;
-		case DEVQ_T_F32: printf(" %.9g", (double)*(const float *)m); break;
-		case DEVQ_T_F64: printf(" %.17g", *(const double *)m); break;
-		default: printf(" 0x%02x", *(const unsigned char *)m); break;
+	bool any = false;
+	for (unsigned p = 0; p < s->sig.nparams; p++) {
+		const struct devq_param *pp = &s->sig.p[p];
+		const struct devq_buffer *b = s->bufs[p];
+		if (!b || !b->map || b->size > 64 || !(pp->access & DEVQ_ACC_OUT))
+			continue;
+		size_t es = devq_type_size(pp->type), n = b->size / es, shown = n < 8 ? n : 8;
+		if (json) {
+			fprintf(f, "%s\"%s\":[", any ? "," : ",\"results\":{", pp->name);
+			shown = n;
+		} else {
+			fprintf(f, "  %s =", pp->name);
 		}
+		any = true;
+		for (size_t i = 0; i < shown; i++) {
+			const char *m = (const char *)b->map + i * es;
+			const char *sep = json && i ? "," : json ? "" : " ";
+			switch (pp->type) {
+			case DEVQ_T_U64:
+				if (json)
+					fprintf(f, "%s%" PRIu64, sep, *(const uint64_t *)m);
+				else
+					fprintf(f, " %" PRIu64 " (0x%016" PRIx64 ")", *(const uint64_t *)m,
+						*(const uint64_t *)m);
+				break;
+			case DEVQ_T_U32: fprintf(f, "%s%" PRIu32, sep, *(const uint32_t *)m); break;
+			case DEVQ_T_F32: fprintf(f, "%s%.9g", sep, (double)*(const float *)m); break;
+			case DEVQ_T_F64: fprintf(f, "%s%.17g", sep, *(const double *)m); break;
+			default:
+				fprintf(f, json ? "%s%u" : "%s0x%02x", sep, *(const unsigned char *)m);
+				break;
+			}
+		}
+		if (json)
+			fputc(']', f);
+		else
+			fprintf(f, "%s\n", shown < n ? " ..." : "");
 	}
-	printf("\n");
+	if (json && any)
+		fputc('}', f);
 }
 
 static void print_completion(const struct submit_ctx *c, const struct devq_completion *x,
-			     const char *exec_name)
+			     const struct seg *s)
 {
+	const char *exec_name = s ? s->exec_name : "op";
+	FILE *f = c->rep;
 	struct devq_phases ph;
 	devq_timing_phases(&x->t, &ph);
 	if (c->json) {
-		printf("{\"status\":\"%s\",\"error\":", devq_code_name(x->code));
-		devctl_json_str(stdout, x->code ? x->message : "");
-		printf(",\"point\":[%u,%" PRIu64 "],\"timing\":{\"submit_ns\":%" PRIu64
-		       ",\"queued_ns\":%" PRIu64 ",\"device_ns\":%" PRIu64 ",\"sync_ns\":%" PRIu64
-		       ",\"total_ns\":%" PRIu64 "}}\n",
-		       x->queue, x->point, ph.submit, ph.queued, ph.device, ph.sync, ph.total);
+		fprintf(f, "{\"exec\":");
+		devctl_json_str(f, exec_name);
+		fprintf(f, ",\"status\":\"%s\",\"error\":", devq_code_name(x->code));
+		devctl_json_str(f, x->code ? x->message : "");
+		fprintf(f, ",\"point\":[%u,%" PRIu64 "],\"timing\":{\"submit_ns\":%" PRIu64
+			",\"queued_ns\":%" PRIu64 ",\"device_ns\":%" PRIu64 ",\"sync_ns\":%" PRIu64
+			",\"total_ns\":%" PRIu64 "}",
+			x->queue, x->point, ph.submit, ph.queued, ph.device, ph.sync, ph.total);
+		if (s && !x->code)
+			print_values(f, s, true);
+		fprintf(f, "}\n");
 		return;
 	}
 	if (x->code) {
-		printf("%s queue %u point %" PRIu64 ": %s: %s\n", exec_name, x->queue, x->point,
-		       devq_code_name(x->code), x->message);
+		fprintf(f, "%s queue %u point %" PRIu64 ": %s: %s\n", exec_name, x->queue, x->point,
+			devq_code_name(x->code), x->message);
 		return;
 	}
 	char a[24], b[24], d[24], e[24], t[24];
@@ -492,9 +603,21 @@ static void print_completion(const struct submit_ctx *c, const struct devq_compl
 	devctl_fmt_ns(d, sizeof(d), ph.device, 3);
 	devctl_fmt_ns(e, sizeof(e), ph.sync, 3);
 	devctl_fmt_ns(t, sizeof(t), ph.total, 3);
-	printf("%s queue %u point %" PRIu64 ": ok  submit %s  queued %s  device %s  sync %s  "
-	       "total %s\n",
-	       exec_name, x->queue, x->point, a, b, d, e, t);
+	fprintf(f, "%s queue %u point %" PRIu64 ": ok  submit %s  queued %s  device %s  sync %s  "
+		"total %s\n",
+		exec_name, x->queue, x->point, a, b, d, e, t);
+}
+
+/* The segment whose ops completed point (queue, point). */
+static struct seg *seg_of(struct submit_ctx *c, uint32_t queue, uint64_t point)
+{
+	for (size_t i = 0; i < c->nsegs; i++) {
+		struct seg *s = &c->segs[i];
+		if (s->queue == queue && point >= s->first_point &&
+		    point - s->first_point < s->repeat)
+			return s;
+	}
+	return NULL;
 }
 
 static int parse_segments(struct submit_ctx *c, int argc, char **argv)
@@ -634,14 +757,47 @@ static int bind_names(struct seg *s)
 	return 0;
 }
 
+/* "-" is standard output. */
 static int write_file(const char *path, const void *data, size_t n)
 {
-	FILE *f = fopen(path, "wb");
+	bool std = !strcmp(path, "-");
+	FILE *f = std ? stdout : fopen(path, "wb");
 	if (!f)
 		return -errno;
 	size_t w = fwrite(data, 1, n, f);
-	int r = fclose(f);
+	int r = std ? fflush(f) : fclose(f);
 	return w == n && r == 0 ? 0 : -EIO;
+}
+
+/* Whether path can be written, asked before any op runs: an existing file
+ * that is not a directory and is writable, or a new one in a writable
+ * directory.  0 or -errno; creates nothing. */
+static int check_writable(const char *path)
+{
+	struct stat st;
+	if (!strcmp(path, "-"))
+		return 0;
+	if (stat(path, &st) == 0) {
+		if (S_ISDIR(st.st_mode))
+			return -EISDIR;
+		return access(path, W_OK) < 0 ? -errno : 0;
+	}
+	if (errno != ENOENT)
+		return -errno;
+	char dir[4096];
+	snprintf(dir, sizeof(dir), "%s", path);
+	char *slash = strrchr(dir, '/');
+	if (!slash)
+		snprintf(dir, sizeof(dir), ".");
+	else if (slash == dir)
+		dir[1] = '\0';
+	else
+		*slash = '\0';
+	if (stat(dir, &st) < 0)
+		return -errno;
+	if (!S_ISDIR(st.st_mode))
+		return -ENOTDIR;
+	return access(dir, W_OK | X_OK) < 0 ? -errno : 0;
 }
 
 static int cmd_submit(const char *sock, int argc, char **argv)
@@ -654,6 +810,18 @@ static int cmd_submit(const char *sock, int argc, char **argv)
 	int rc = parse_segments(c, argc, argv);
 	if (rc)
 		goto out_free;
+	c->rep = stdout;
+	for (size_t i = 0; i < c->nouts; i++) {
+		int w = check_writable(c->outs[i].file);
+		if (w < 0) {
+			fprintf(stderr, "%s: --out %s: cannot write %s: %s\n", prog, c->outs[i].name,
+				c->outs[i].file, strerror(-w));
+			rc = 4;
+			goto out_free;
+		}
+		if (!strcmp(c->outs[i].file, "-"))
+			c->rep = stderr; /* stdout carries the buffer's bytes alone */
+	}
 	if ((rc = connect_or_die(sock, &c->q)))
 		goto out_free;
 	uint32_t opened[MAX_SEGS];
@@ -698,19 +866,24 @@ static int cmd_submit(const char *sock, int argc, char **argv)
 	size_t total = 0;
 	for (size_t i = 0; i < c->nsegs; i++) {
 		struct seg *s = &c->segs[i];
+		s->first_point = 0;
 		struct devq_op op = { .queue = s->queue, .kind = DEVQ_OP_KERNEL, .exec = s->exec,
 				      .args = s->args, .nargs = s->sig.nparams,
 				      .waits = s->waits, .nwaits = s->nwaits };
 		for (uint64_t k = 0; k < s->repeat;) {
 			struct devq_op batch[256];
 			size_t n = 0;
+			uint64_t pts[256];
 			for (; n < 256 && k < s->repeat; n++, k++)
 				batch[n] = op;
-			if (devq_submit(c->q, batch, n, NULL) < 0) {
+			int sr = devq_submit(c->q, batch, n, pts);
+			if (sr < 0) {
 				fprintf(stderr, "%s: %s\n", prog, devq_last_error(c->q));
-				rc = 3;
+				rc = rc_of(sr) == 3 ? 3 : 1;
 				goto out;
 			}
+			if (!s->first_point)
+				s->first_point = pts[0];
 			total += n;
 		}
 	}
@@ -722,32 +895,41 @@ static int cmd_submit(const char *sock, int argc, char **argv)
 			rc = 3;
 			goto out;
 		}
-		const char *name = "op";
-		for (size_t i = 0; i < c->nsegs; i++)
-			if (c->segs[i].queue == x.queue)
-				name = c->segs[i].exec_name;
-		print_completion(c, &x, name);
-		failed |= x.code != DEVQ_OK;
+		struct seg *s = seg_of(c, x.queue, x.point);
+		print_completion(c, &x, s);
+		if (x.code != DEVQ_OK) {
+			failed = true;
+			if (s)
+				s->failed = true;
+		}
 	}
+	fflush(c->rep);
 	struct devq_error e;
 	while (devq_next_error(c->q, &e) == 1) {
 		fprintf(stderr, "%s: %s: %s: %s\n", prog, e.request, devq_code_name(e.code), e.message);
 		failed = true;
 	}
+	/* A failed op's buffers hold nothing worth showing or keeping. */
 	if (!c->json)
 		for (size_t i = 0; i < c->nsegs; i++)
-			for (unsigned p = 0; p < c->segs[i].sig.nparams; p++)
-				print_value(&c->segs[i], p);
+			if (!c->segs[i].failed)
+				print_values(c->rep, &c->segs[i], false);
+	bool unwritten = false;
 	for (size_t i = 0; i < c->nouts; i++) {
+		if (failed) {
+			fprintf(stderr, "%s: --out %s: %s not written: an op failed\n", prog,
+				c->outs[i].name, c->outs[i].file);
+			continue;
+		}
 		struct named_buf *n = find_named(c, c->outs[i].name);
 		int r = write_file(c->outs[i].file, n->b->map, n->b->size);
 		if (r < 0) {
 			fprintf(stderr, "%s: --out %s: cannot write %s: %s\n", prog, c->outs[i].name,
 				c->outs[i].file, strerror(-r));
-			failed = true;
+			unwritten = true;
 		}
 	}
-	rc = failed ? 1 : 0;
+	rc = failed ? 1 : unwritten ? 4 : 0;
 	/* Give the buffers back and see each released: nothing left behind. */
 	for (size_t i = 0; i < c->nnb; i++) {
 		struct devq_buffer *b = c->nb[i].b;

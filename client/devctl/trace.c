@@ -596,7 +596,7 @@ static int write_out(const struct trace_ctx *c, const char *path, bool svg)
 	FILE *f = strcmp(path, "-") ? fopen(path, "w") : stdout;
 	if (!f) {
 		fprintf(stderr, "devctl trace: cannot write %s: %s\n", path, strerror(errno));
-		return 1;
+		return 4;
 	}
 	if (svg)
 		write_svg(c, f);
@@ -609,7 +609,7 @@ static int write_out(const struct trace_ctx *c, const char *path, bool svg)
 		bad |= fflush(f) != 0;
 	if (bad) {
 		fprintf(stderr, "devctl trace: writing %s failed\n", path);
-		return 1;
+		return 4;
 	}
 	return 0;
 }
@@ -706,9 +706,9 @@ int devctl_trace_main(const char *sock, int argc, char **argv)
 			c.t->capacity);
 	rc = 0;
 	if (json_path)
-		rc |= write_out(&c, json_path, false);
-	if (svg_path)
-		rc |= write_out(&c, svg_path, true);
+		rc = write_out(&c, json_path, false);
+	if (svg_path && write_out(&c, svg_path, true))
+		rc = 4;
 	if (!rc && strcmp(json_path ? json_path : "", "-") && strcmp(svg_path ? svg_path : "", "-"))
 		fprintf(stderr, "devctl trace: %zu ops from %zu sessions\n", c.t->nops,
 			c.t->nsessions);
