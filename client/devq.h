@@ -193,6 +193,21 @@ struct devq_arg {
 	} v;
 };
 
+/* Arguments without spelling out the union (C; compound literals):
+ *   struct devq_arg args[] = { DEVQ_U64("n", 1024), DEVQ_F32("a", 2.0f),
+ *                              DEVQ_BUF("x", x, 0), DEVQ_BUF("y", y, 0) };
+ * name: the signature's parameter; BUF's offset is in bytes. */
+#ifndef __cplusplus
+#define DEVQ_U64(name, x) ((struct devq_arg){ (name), DEVQ_ARG_U64, { .u64 = (x) } })
+#define DEVQ_U32(name, x) ((struct devq_arg){ (name), DEVQ_ARG_U32, { .u32 = (x) } })
+#define DEVQ_I64(name, x) ((struct devq_arg){ (name), DEVQ_ARG_I64, { .i64 = (x) } })
+#define DEVQ_I32(name, x) ((struct devq_arg){ (name), DEVQ_ARG_I32, { .i32 = (x) } })
+#define DEVQ_F32(name, x) ((struct devq_arg){ (name), DEVQ_ARG_F32, { .f32 = (x) } })
+#define DEVQ_F64(name, x) ((struct devq_arg){ (name), DEVQ_ARG_F64, { .f64 = (x) } })
+#define DEVQ_BUF(name, b, off)                                                             \
+	((struct devq_arg){ (name), DEVQ_ARG_BUFFER, { .buf = { (b), (off) } } })
+#endif
+
 struct devq_wait {
 	uint32_t queue;
 	uint64_t point;
