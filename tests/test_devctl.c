@@ -335,6 +335,36 @@ START_TEST(test_stdin_stdout)
 }
 END_TEST
 
+/* Item 8 (and 5's errors): help per command, hints, did-you-mean, errors as
+ * JSON with --json, argv left as given, Ctrl-C said and acted on. */
+START_TEST(test_help_hints_interrupt)
+{
+	char out[8192];
+	ck_assert_int_eq(devctl(out, sizeof(out), "submit --help"), 0);
+	ck_assert_ptr_nonnull(strstr(out, "submit EXEC"));
+	ck_assert_int_eq(devctl(out, sizeof(out), "top --help"), 0);
+	ck_assert_ptr_nonnull(strstr(out, "top [--once]"));
+	int rc = devctl(out, sizeof(out), "submit sax a=2 2>&1");
+	ck_assert_msg(rc == 2 && strstr(out, "did you mean saxpy_f32?"), "rc %d: %s", rc, out);
+	rc = devctl(out, sizeof(out), "submit spin nss=1 --json 2>&1 >/dev/null");
+	ck_assert_msg(rc == 2 && !strncmp(out, "{\"error\":\"spin has no argument 'nss'", 35),
+		      "rc %d: %s", rc, out);
+	char cmd[1024];
+	snprintf(cmd, sizeof(cmd), "%s --socket %s/nothing list 2>&1", harness_bin("devctl"), D.dir);
+	FILE *p = popen(cmd, "r");
+	size_t got = fread(out, 1, sizeof(out) - 1, p);
+	out[got] = '\0';
+	ck_assert_int_eq(WEXITSTATUS(pclose(p)), 3);
+	ck_assert_msg(strstr(out, "is devqd running?"), "%s", out);
+	rc = devctl(out, sizeof(out),
+		    "submit spin ns=900000000 2>&1 & p=$!; sleep 0.3; tr '\\0' ' ' < /proc/$p/cmdline; "
+		    "echo; kill -INT $p; wait $p; echo rc=$?");
+	ck_assert_msg(strstr(out, "ns=900000000"), "argv edited: %s", out);
+	ck_assert_msg(strstr(out, "interrupted with 1 of 1 ops not complete"), "%s", out);
+	ck_assert_msg(strstr(out, "rc=130"), "%s", out);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("devctl");
@@ -352,6 +382,7 @@ static Suite *suite(void)
 	tcase_add_test(t, test_failed_op_writes_nothing);
 	tcase_add_test(t, test_exit_codes);
 	tcase_add_test(t, test_stdin_stdout);
+	tcase_add_test(t, test_help_hints_interrupt);
 	suite_add_tcase(s, t);
 	TCase *own = tcase_create("own_daemon");
 	tcase_set_timeout(own, harness_slow() ? 300 : 60);

@@ -2,6 +2,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,13 +20,39 @@
 
 static const char *prog = "devctl";
 
-static void usage(FILE *f)
+/* With --json, errors go to stderr as {"error":"..."} objects. */
+static bool json_errors;
+
+static void errf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void errf(const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	size_t n = strlen(msg);
+	if (n && msg[n - 1] == '\n')
+		msg[--n] = '\0';
+	if (!json_errors) {
+		fprintf(stderr, "%s\n", msg);
+		return;
+	}
+	/* The message without the "devctl: " every line starts with. */
+	const char *m = msg;
+	if (!strncmp(m, "devctl", 6)) {
+		const char *c = strstr(m, ": ");
+		if (c)
+			m = c + 2;
+	}
+	fputs("{\"error\":", stderr);
+	devctl_json_str(stderr, m);
+	fputs("}\n", stderr);
+}
+
+static void submit_usage(FILE *f)
 {
 	fprintf(f,
-		"Usage: devctl [--socket PATH] COMMAND [ARG]...\n"
-		"Talk to devqd (socket: --socket, else $DEVQ_SOCKET, else %s).\n"
-		"\n"
-		"Commands:\n"
 		"  submit EXEC [NAME=VALUE]... [OPTION]... [:: EXEC ...]...\n"
 		"      Run executable EXEC and wait for its completion(s).  Arguments:\n"
 		"        NAME=VALUE        a scalar (decimal, 0x hex, or a float for f32/f64)\n"
@@ -49,10 +77,29 @@ static void usage(FILE *f)
 		"      Exit status: 0 when every op succeeded, 1 when one failed or devqd\n"
 		"      refused an input, 2 on usage errors, 3 when devqd cannot be reached,\n"
 		"      4 when an output file (--out, trace -o/--svg) cannot be written.\n"
-		"  list [--json]       executables and their signatures\n"
-		"  status [--json]     sessions, queues, ops in flight, buffers and totals\n"
-		"  help                this text\n",
+		"      With --json, errors are {\"error\":\"...\"} objects on stderr.\n"
+		"      Ctrl-C while waiting disconnects: devqd cancels the ops not yet\n"
+		"      started (a running one finishes); devctl exits 130.\n");
+}
+
+static void list_status_usage(FILE *f)
+{
+	fprintf(f, "  list [--json]       executables and their signatures\n"
+		   "  status [--json]     sessions, queues, ops in flight, buffers and totals\n");
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: devctl [--socket PATH] COMMAND [ARG]...\n"
+		"Talk to devqd (socket: --socket, else $DEVQ_SOCKET, else %s).\n"
+		"COMMAND --help describes one command.\n"
+		"\n"
+		"Commands:\n",
 		DEVQ_DEFAULT_SOCKET);
+	submit_usage(f);
+	list_status_usage(f);
+	fprintf(f, "  help                this text\n");
 	devctl_metrics_usage(f);
 	devctl_trace_usage(f);
 }
@@ -61,7 +108,7 @@ static int connect_or_die(const char *sock, devq **q)
 {
 	int r = devq_connect(sock, "devctl", q);
 	if (r < 0) {
-		fprintf(stderr, "%s: %s\n", prog, *q ? devq_last_error(*q) : strerror(-r));
+		errf("%s: %s%s", prog, *q ? devq_last_error(*q) : strerror(-r), devctl_conn_hint(r));
 		devq_disconnect(*q);
 		*q = NULL;
 		return 3;
@@ -78,7 +125,7 @@ static int cmd_list(const char *sock, int argc, char **argv)
 		if (!strcmp(argv[i], "--json")) {
 			json = true;
 		} else {
-			fprintf(stderr, "%s list: unknown argument '%s'\n", prog, argv[i]);
+			errf("%s list: unknown argument '%s'\n", prog, argv[i]);
 			return 2;
 		}
 	}
@@ -89,7 +136,7 @@ static int cmd_list(const char *sock, int argc, char **argv)
 	const struct devq_exec *l;
 	size_t n;
 	if (devq_exec_list(q, &l, &n) < 0) {
-		fprintf(stderr, "%s: %s\n", prog, devq_last_error(q));
+		errf("%s: %s\n", prog, devq_last_error(q));
 		devq_disconnect(q);
 		return 3;
 	}
@@ -119,7 +166,7 @@ static int cmd_status(const char *sock, int argc, char **argv)
 		if (!strcmp(argv[i], "--json")) {
 			json = true;
 		} else {
-			fprintf(stderr, "%s status: unknown argument '%s'\n", prog, argv[i]);
+			errf("%s status: unknown argument '%s'\n", prog, argv[i]);
 			return 2;
 		}
 	}
@@ -129,7 +176,7 @@ static int cmd_status(const char *sock, int argc, char **argv)
 		return r;
 	struct devq_status *s;
 	if (devq_get_status(q, &s) < 0) {
-		fprintf(stderr, "%s: %s\n", prog, devq_last_error(q));
+		errf("%s: %s\n", prog, devq_last_error(q));
 		devq_disconnect(q);
 		return 3;
 	}
@@ -281,7 +328,7 @@ static int make_buffer(struct submit_ctx *c, const char *param, const char *val,
 	if (val[0] == '%') {
 		struct named_buf *n = find_named(c, val + 1);
 		if (!n) {
-			fprintf(stderr, "%s: argument '%s': no earlier buffer argument named '%s'\n",
+			errf("%s: argument '%s': no earlier buffer argument named '%s'\n",
 				prog, param, val + 1);
 			return 2;
 		}
@@ -296,14 +343,14 @@ static int make_buffer(struct submit_ctx *c, const char *param, const char *val,
 		fd = std ? dup(0) : open(val + 1, O_RDONLY | O_CLOEXEC);
 		struct stat st;
 		if (fd < 0 || fstat(fd, &st) < 0) {
-			fprintf(stderr, "%s: argument '%s': cannot read %s: %s\n", prog, param,
+			errf("%s: argument '%s': cannot read %s: %s\n", prog, param,
 				val + 1, strerror(errno));
 			if (fd >= 0)
 				close(fd);
 			return 2;
 		}
 		if (S_ISDIR(st.st_mode)) {
-			fprintf(stderr, "%s: argument '%s': cannot read %s: %s\n", prog, param,
+			errf("%s: argument '%s': cannot read %s: %s\n", prog, param,
 				val + 1, strerror(EISDIR));
 			close(fd);
 			return 2;
@@ -317,7 +364,7 @@ static int make_buffer(struct submit_ctx *c, const char *param, const char *val,
 				if (got == cap) {
 					char *n = realloc(data, cap = cap ? cap * 2 : 65536);
 					if (!n) {
-						fprintf(stderr, "%s: out of memory\n", prog);
+						errf("%s: out of memory\n", prog);
 						free(data);
 						close(fd);
 						return 3;
@@ -328,7 +375,7 @@ static int make_buffer(struct submit_ctx *c, const char *param, const char *val,
 				if (k < 0 && errno == EINTR)
 					continue;
 				if (k < 0) {
-					fprintf(stderr, "%s: argument '%s': reading %s failed: %s\n",
+					errf("%s: argument '%s': reading %s failed: %s\n",
 						prog, param, std ? "standard input" : val + 1,
 						strerror(errno));
 					free(data);
@@ -345,7 +392,7 @@ static int make_buffer(struct submit_ctx *c, const char *param, const char *val,
 		}
 		if (size == 0) {
 			free(data);
-			fprintf(stderr, "%s: argument '%s': %s is empty\n", prog, param,
+			errf("%s: argument '%s': %s is empty\n", prog, param,
 				!strcmp(val + 1, "-") ? "standard input" : val + 1);
 			if (fd >= 0)
 				close(fd);
@@ -353,7 +400,7 @@ static int make_buffer(struct submit_ctx *c, const char *param, const char *val,
 		}
 	} else if (!strncmp(val, "size:", 5)) {
 		if (parse_uint(val + 5, UINT64_MAX, &size) < 0 || size == 0) {
-			fprintf(stderr, "%s: argument '%s': '%s' is not a positive byte count\n", prog,
+			errf("%s: argument '%s': '%s' is not a positive byte count\n", prog,
 				param, val + 5);
 			return 2;
 		}
@@ -366,7 +413,7 @@ static int make_buffer(struct submit_ctx *c, const char *param, const char *val,
 	struct devq_buffer *b;
 	int cr = devq_buffer_create(c->q, size, DEVQ_BUFFER_SHARED, &b);
 	if (cr < 0) {
-		fprintf(stderr, "%s: argument '%s': %s\n", prog, param, devq_last_error(c->q));
+		errf("%s: argument '%s': %s\n", prog, param, devq_last_error(c->q));
 		if (fd >= 0)
 			close(fd);
 		free(data);
@@ -381,7 +428,7 @@ static int make_buffer(struct submit_ctx *c, const char *param, const char *val,
 		while (got < size) {
 			ssize_t n = read(fd, (char *)b->map + got, size - got);
 			if (n <= 0) {
-				fprintf(stderr, "%s: argument '%s': reading %s failed: %s\n", prog,
+				errf("%s: argument '%s': reading %s failed: %s\n", prog,
 					param, val + 1, n < 0 ? strerror(errno) : "shorter than its size");
 				close(fd);
 				return 2;
@@ -436,7 +483,7 @@ static int build_args(struct submit_ctx *c, struct seg *s)
 				}
 			}
 			if (!v) {
-				fprintf(stderr, "%s: %s: argument '%s' (%s) missing\n", prog,
+				errf("%s: %s: argument '%s' (%s) missing\n", prog,
 					s->exec_name, pp->name, devq_type_name(pp->type));
 				return 2;
 			}
@@ -448,7 +495,7 @@ static int build_args(struct submit_ctx *c, struct seg *s)
 		case DEVQ_T_U64:
 		case DEVQ_T_U32:
 			if (parse_uint(v, pp->type == DEVQ_T_U32 ? UINT32_MAX : UINT64_MAX, &u) < 0) {
-				fprintf(stderr, "%s: argument '%s': '%s' is not a %s\n", prog, pp->name,
+				errf("%s: argument '%s': '%s' is not a %s\n", prog, pp->name,
 					v, devq_type_name(pp->type));
 				return 2;
 			}
@@ -465,7 +512,7 @@ static int build_args(struct submit_ctx *c, struct seg *s)
 			long long x = strtoll(v, &end, 0);
 			if (errno || !*v || *end ||
 			    (pp->type == DEVQ_T_I32 && (x < INT32_MIN || x > INT32_MAX))) {
-				fprintf(stderr, "%s: argument '%s': '%s' is not a %s\n", prog, pp->name,
+				errf("%s: argument '%s': '%s' is not a %s\n", prog, pp->name,
 					v, devq_type_name(pp->type));
 				return 2;
 			}
@@ -481,7 +528,7 @@ static int build_args(struct submit_ctx *c, struct seg *s)
 			errno = 0;
 			double x = strtod(v, &end);
 			if (errno || !*v || *end) {
-				fprintf(stderr, "%s: argument '%s': '%s' is not a number\n", prog,
+				errf("%s: argument '%s': '%s' is not a number\n", prog,
 					pp->name, v);
 				return 2;
 			}
@@ -493,7 +540,7 @@ static int build_args(struct submit_ctx *c, struct seg *s)
 			break;
 		}
 		default:
-			fprintf(stderr, "%s: argument '%s': unsupported scalar type\n", prog, pp->name);
+			errf("%s: argument '%s': unsupported scalar type\n", prog, pp->name);
 			return 2;
 		}
 	}
@@ -627,11 +674,11 @@ static int parse_segments(struct submit_ctx *c, int argc, char **argv)
 		const char *a = argv[i];
 		if (!s) {
 			if (c->nsegs == MAX_SEGS) {
-				fprintf(stderr, "%s submit: at most %d ops\n", prog, MAX_SEGS);
+				errf("%s submit: at most %d ops\n", prog, MAX_SEGS);
 				return 2;
 			}
 			if (a[0] == '-' || strchr(a, '=')) {
-				fprintf(stderr, "%s submit: expected an executable name, got '%s'\n",
+				errf("%s submit: expected an executable name, got '%s'\n",
 					prog, a);
 				return 2;
 			}
@@ -651,7 +698,7 @@ static int parse_segments(struct submit_ctx *c, int argc, char **argv)
 		if (!strcmp(a, "--queue") || !strcmp(a, "--repeat") || !strcmp(a, "--wait") ||
 		    !strcmp(a, "--out") || !strcmp(a, "--priority")) {
 			if (i + 1 >= argc) {
-				fprintf(stderr, "%s submit: %s needs a value\n", prog, a);
+				errf("%s submit: %s needs a value\n", prog, a);
 				return 2;
 			}
 			const char *v = argv[++i];
@@ -666,14 +713,14 @@ static int parse_segments(struct submit_ctx *c, int argc, char **argv)
 				s->priority = !strcmp(v, "high");
 			} else if (!strcmp(a, "--queue")) {
 				if (parse_uint(v, UINT32_MAX, &x) < 0) {
-					fprintf(stderr, "%s submit: --queue: '%s' is not a queue id\n",
+					errf("%s submit: --queue: '%s' is not a queue id\n",
 						prog, v);
 					return 2;
 				}
 				s->queue = (uint32_t)x;
 			} else if (!strcmp(a, "--repeat")) {
 				if (parse_uint(v, 1000000, &x) < 0 || x == 0) {
-					fprintf(stderr, "%s submit: --repeat: '%s' is not in 1..1000000\n",
+					errf("%s submit: --repeat: '%s' is not in 1..1000000\n",
 						prog, v);
 					return 2;
 				}
@@ -682,20 +729,20 @@ static int parse_segments(struct submit_ctx *c, int argc, char **argv)
 				char *colon = strchr(v, ':');
 				uint64_t qq, kk;
 				if (!colon || s->nwaits == 16) {
-					fprintf(stderr, "%s submit: --wait: expected QUEUE:POINT, got '%s'\n",
+					errf("%s submit: --wait: expected QUEUE:POINT, got '%s'\n",
 						prog, v);
 					return 2;
 				}
 				*colon = '\0';
 				if (parse_uint(v, UINT32_MAX, &qq) < 0 || parse_uint(colon + 1, UINT64_MAX, &kk) < 0) {
-					fprintf(stderr, "%s submit: --wait: expected QUEUE:POINT\n", prog);
+					errf("%s submit: --wait: expected QUEUE:POINT\n", prog);
 					return 2;
 				}
 				s->waits[s->nwaits++] = (struct devq_wait){ (uint32_t)qq, kk };
 			} else {
 				char *eq = strchr(v, '=');
 				if (!eq || eq == v || !eq[1] || c->nouts == 64) {
-					fprintf(stderr, "%s submit: --out: expected NAME=FILE, got '%s'\n",
+					errf("%s submit: --out: expected NAME=FILE, got '%s'\n",
 						prog, v);
 					return 2;
 				}
@@ -706,12 +753,12 @@ static int parse_segments(struct submit_ctx *c, int argc, char **argv)
 			continue;
 		}
 		if (a[0] == '-') {
-			fprintf(stderr, "%s submit: unknown option '%s'\n", prog, a);
+			errf("%s submit: unknown option '%s'\n", prog, a);
 			return 2;
 		}
 		const char *eq = strchr(a, '=');
 		if (!eq || eq == a) {
-			fprintf(stderr, "%s submit: expected NAME=VALUE, got '%s'\n", prog, a);
+			errf("%s submit: expected NAME=VALUE, got '%s'\n", prog, a);
 			return 2;
 		}
 		/* Resolved against the signature once it is known. */
@@ -721,13 +768,13 @@ static int parse_segments(struct submit_ctx *c, int argc, char **argv)
 				break;
 			}
 			if (p == DEVQ_MAX_PARAMS - 1) {
-				fprintf(stderr, "%s submit: too many arguments\n", prog);
+				errf("%s submit: too many arguments\n", prog);
 				return 2;
 			}
 		}
 	}
 	if (!c->nsegs) {
-		fprintf(stderr, "%s submit: no executable given (devctl list shows them)\n", prog);
+		errf("%s submit: no executable given (devctl list shows them)\n", prog);
 		return 2;
 	}
 	return 0;
@@ -744,12 +791,12 @@ static int bind_names(struct seg *s)
 		*eq = '\0';
 		int p = devq_sig_find(&s->sig, raw[i]);
 		if (p < 0) {
-			fprintf(stderr, "%s: %s has no argument '%s' (signature: %s)\n", prog,
+			errf("%s: %s has no argument '%s' (signature: %s)\n", prog,
 				s->exec_name, raw[i], s->exec->signature);
 			return 2;
 		}
 		if (s->vals[p]) {
-			fprintf(stderr, "%s: argument '%s' given twice\n", prog, raw[i]);
+			errf("%s: argument '%s' given twice\n", prog, raw[i]);
 			return 2;
 		}
 		s->vals[p] = eq + 1;
@@ -800,21 +847,81 @@ static int check_writable(const char *path)
 	return access(dir, W_OK | X_OK) < 0 ? -errno : 0;
 }
 
+/* ", did you mean NAME?" for the executable nearest to a mistyped name: one
+ * that starts with it, else the one fewest edits away (at most 3). */
+static void suggest(devq *q, const char *name, char *out, size_t n)
+{
+	const struct devq_exec *l;
+	size_t cnt;
+	if (devq_exec_list(q, &l, &cnt) < 0)
+		return;
+	const char *best = NULL;
+	size_t bestd = 4, len = strlen(name);
+	for (size_t i = 0; i < cnt; i++) {
+		if (len && !strncmp(l[i].name, name, len)) {
+			best = l[i].name;
+			break;
+		}
+		size_t m = strlen(l[i].name), d[64];
+		if (len >= 63 || m >= 63)
+			continue;
+		/* Levenshtein distance, one row. */
+		for (size_t j = 0; j <= m; j++)
+			d[j] = j;
+		for (size_t a = 1; a <= len; a++) {
+			size_t prev = d[0];
+			d[0] = a;
+			for (size_t j = 1; j <= m; j++) {
+				size_t cur = d[j];
+				size_t sub = prev + (name[a - 1] != l[i].name[j - 1]);
+				size_t best3 = d[j] + 1 < d[j - 1] + 1 ? d[j] + 1 : d[j - 1] + 1;
+				d[j] = sub < best3 ? sub : best3;
+				prev = cur;
+			}
+		}
+		if (d[m] < bestd) {
+			bestd = d[m];
+			best = l[i].name;
+		}
+	}
+	if (best)
+		snprintf(out, n, "; did you mean %s?", best);
+}
+
+static volatile sig_atomic_t interrupted;
+
+static void on_interrupt(int sig)
+{
+	(void)sig;
+	interrupted = 1;
+}
+
 static int cmd_submit(const char *sock, int argc, char **argv)
 {
 	struct submit_ctx *c = calloc(1, sizeof(*c));
 	if (!c) {
-		fprintf(stderr, "%s: out of memory\n", prog);
+		errf("%s: out of memory\n", prog);
 		return 3;
 	}
-	int rc = parse_segments(c, argc, argv);
+	/* The arguments are cut up in place: copies, so that ps still shows
+	 * the command as given. */
+	char **av = calloc((size_t)argc + 1, sizeof(*av));
+	for (int i = 0; av && i < argc; i++)
+		if (!(av[i] = strdup(argv[i])))
+			argc = i;
+	if (!av) {
+		errf("%s: out of memory", prog);
+		free(c);
+		return 3;
+	}
+	int rc = parse_segments(c, argc, av);
 	if (rc)
 		goto out_free;
 	c->rep = stdout;
 	for (size_t i = 0; i < c->nouts; i++) {
 		int w = check_writable(c->outs[i].file);
 		if (w < 0) {
-			fprintf(stderr, "%s: --out %s: cannot write %s: %s\n", prog, c->outs[i].name,
+			errf("%s: --out %s: cannot write %s: %s\n", prog, c->outs[i].name,
 				c->outs[i].file, strerror(-w));
 			rc = 4;
 			goto out_free;
@@ -830,12 +937,14 @@ static int cmd_submit(const char *sock, int argc, char **argv)
 		struct seg *s = &c->segs[i];
 		char err[200];
 		if (devq_exec_lookup(c->q, s->exec_name, &s->exec) < 0) {
-			fprintf(stderr, "%s: %s\n", prog, devq_last_error(c->q));
+			char hint[64] = "";
+			suggest(c->q, s->exec_name, hint, sizeof(hint));
+			errf("%s: %s%s\n", prog, devq_last_error(c->q), hint);
 			rc = 2;
 			goto out;
 		}
 		if (devq_sig_parse(s->exec->signature, &s->sig, err, sizeof(err)) < 0) {
-			fprintf(stderr, "%s: %s: bad signature from devqd: %s\n", prog, s->exec_name, err);
+			errf("%s: %s: bad signature from devqd: %s\n", prog, s->exec_name, err);
 			rc = 3;
 			goto out;
 		}
@@ -846,7 +955,7 @@ static int cmd_submit(const char *sock, int argc, char **argv)
 			have |= opened[k] == s->queue;
 		if (!have) {
 			if (devq_queue_open_priority(c->q, s->queue, s->priority) < 0) {
-				fprintf(stderr, "%s: %s\n", prog, devq_last_error(c->q));
+				errf("%s: %s\n", prog, devq_last_error(c->q));
 				rc = 3;
 				goto out;
 			}
@@ -855,7 +964,7 @@ static int cmd_submit(const char *sock, int argc, char **argv)
 	}
 	for (size_t i = 0; i < c->nouts; i++) {
 		if (!find_named(c, c->outs[i].name)) {
-			fprintf(stderr, "%s: --out %s: no buffer argument of that name\n", prog,
+			errf("%s: --out %s: no buffer argument of that name\n", prog,
 				c->outs[i].name);
 			rc = 2;
 			goto out;
@@ -878,7 +987,7 @@ static int cmd_submit(const char *sock, int argc, char **argv)
 				batch[n] = op;
 			int sr = devq_submit(c->q, batch, n, pts);
 			if (sr < 0) {
-				fprintf(stderr, "%s: %s\n", prog, devq_last_error(c->q));
+				errf("%s: %s\n", prog, devq_last_error(c->q));
 				rc = rc_of(sr) == 3 ? 3 : 1;
 				goto out;
 			}
@@ -888,10 +997,23 @@ static int cmd_submit(const char *sock, int argc, char **argv)
 		}
 	}
 	bool failed = false;
+	struct sigaction sa = { .sa_handler = on_interrupt }, old_int, old_term;
+	sigaction(SIGINT, &sa, &old_int);
+	sigaction(SIGTERM, &sa, &old_term);
 	for (size_t got = 0; got < total; got++) {
 		struct devq_completion x;
-		if (devq_next_completion(c->q, &x, -1) < 0) {
-			fprintf(stderr, "%s: %s\n", prog, devq_last_error(c->q));
+		int wr;
+		while ((wr = devq_next_completion(c->q, &x, 100)) == -ETIMEDOUT && !interrupted)
+			;
+		if (interrupted) {
+			errf("%s: interrupted with %zu of %zu ops not complete: disconnecting; devqd "
+			     "cancels those not started (a running one finishes)",
+			     prog, total - got, total);
+			rc = 130;
+			goto out;
+		}
+		if (wr < 0) {
+			errf("%s: %s\n", prog, devq_last_error(c->q));
 			rc = 3;
 			goto out;
 		}
@@ -904,9 +1026,11 @@ static int cmd_submit(const char *sock, int argc, char **argv)
 		}
 	}
 	fflush(c->rep);
+	sigaction(SIGINT, &old_int, NULL);
+	sigaction(SIGTERM, &old_term, NULL);
 	struct devq_error e;
 	while (devq_next_error(c->q, &e) == 1) {
-		fprintf(stderr, "%s: %s: %s: %s\n", prog, e.request, devq_code_name(e.code), e.message);
+		errf("%s: %s: %s: %s\n", prog, e.request, devq_code_name(e.code), e.message);
 		failed = true;
 	}
 	/* A failed op's buffers hold nothing worth showing or keeping. */
@@ -917,14 +1041,14 @@ static int cmd_submit(const char *sock, int argc, char **argv)
 	bool unwritten = false;
 	for (size_t i = 0; i < c->nouts; i++) {
 		if (failed) {
-			fprintf(stderr, "%s: --out %s: %s not written: an op failed\n", prog,
+			errf("%s: --out %s: %s not written: an op failed\n", prog,
 				c->outs[i].name, c->outs[i].file);
 			continue;
 		}
 		struct named_buf *n = find_named(c, c->outs[i].name);
 		int r = write_file(c->outs[i].file, n->b->map, n->b->size);
 		if (r < 0) {
-			fprintf(stderr, "%s: --out %s: cannot write %s: %s\n", prog, c->outs[i].name,
+			errf("%s: --out %s: cannot write %s: %s\n", prog, c->outs[i].name,
 				c->outs[i].file, strerror(-r));
 			unwritten = true;
 		}
@@ -939,7 +1063,7 @@ static int cmd_submit(const char *sock, int argc, char **argv)
 			if (c->nb[j].b == b)
 				c->nb[j].b = NULL;
 		if (devq_buffer_release(c->q, b) < 0 || devq_buffer_wait_released(c->q, b, 30000) < 0) {
-			fprintf(stderr, "%s: release: %s\n", prog, devq_last_error(c->q));
+			errf("%s: release: %s\n", prog, devq_last_error(c->q));
 			rc = rc ? rc : 3;
 			break;
 		}
@@ -948,6 +1072,9 @@ out:
 	devq_disconnect(c->q);
 out_free:
 	free(c);
+	for (int i = 0; i < argc; i++)
+		free(av[i]);
+	free(av);
 	return rc;
 }
 
@@ -958,7 +1085,7 @@ int main(int argc, char **argv)
 	for (; i < argc; i++) {
 		if (!strcmp(argv[i], "--socket") || !strcmp(argv[i], "-s")) {
 			if (i + 1 >= argc) {
-				fprintf(stderr, "%s: --socket needs a path\n", prog);
+				errf("%s: --socket needs a path\n", prog);
 				return 2;
 			}
 			sock = argv[++i];
@@ -976,6 +1103,24 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	const char *cmd = argv[i++];
+	for (int k = i; k < argc; k++) {
+		if (!strcmp(argv[k], "--json"))
+			json_errors = true;
+		/* COMMAND --help (not a value: submit's NAME=VALUE never is one) */
+		if (!strcmp(argv[k], "--help") || !strcmp(argv[k], "-h")) {
+			if (!strcmp(cmd, "submit"))
+				submit_usage(stdout);
+			else if (!strcmp(cmd, "list") || !strcmp(cmd, "status"))
+				list_status_usage(stdout);
+			else if (!strcmp(cmd, "metrics"))
+				devctl_metrics_usage(stdout);
+			else if (!strcmp(cmd, "trace") || !strcmp(cmd, "top"))
+				devctl_trace_usage(stdout);
+			else
+				break;
+			return 0;
+		}
+	}
 	if (!strcmp(cmd, "submit"))
 		return cmd_submit(sock, argc - i, argv + i);
 	if (!strcmp(cmd, "list"))
@@ -992,6 +1137,6 @@ int main(int argc, char **argv)
 		usage(stdout);
 		return 0;
 	}
-	fprintf(stderr, "%s: unknown command '%s' (try devctl --help)\n", prog, cmd);
+	errf("%s: unknown command '%s' (try devctl --help)\n", prog, cmd);
 	return 2;
 }

@@ -245,7 +245,8 @@ int devctl_top_main(const char *sock, int argc, char **argv)
 	tp.all = all_flag || geteuid() == 0;
 	int r = devq_connect(sock, "devctl top", &tp.q);
 	if (r < 0) {
-		fprintf(stderr, "devctl: %s\n", tp.q ? devq_last_error(tp.q) : strerror(-r));
+		fprintf(stderr, "devctl: %s%s\n", tp.q ? devq_last_error(tp.q) : strerror(-r),
+			devctl_conn_hint(r));
 		devq_disconnect(tp.q);
 		return 3;
 	}

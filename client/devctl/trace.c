@@ -671,7 +671,8 @@ int devctl_trace_main(const char *sock, int argc, char **argv)
 	devq *q = NULL;
 	int r = devq_connect(sock, "devctl trace", &q);
 	if (r < 0) {
-		fprintf(stderr, "devctl: %s\n", q ? devq_last_error(q) : strerror(-r));
+		fprintf(stderr, "devctl: %s%s\n", q ? devq_last_error(q) : strerror(-r),
+			devctl_conn_hint(r));
 		devq_disconnect(q);
 		return 3;
 	}
