@@ -96,11 +96,44 @@ static void draw(struct top *tp)
 		(double)done / dt, inflight, (double)failed / dt, dt);
 	line_end(tp);
 
-	uint64_t busy = 0;
+	/* Device time in the interval over the interval.  The daemon's
+	 * per-stream counters grow by an op's whole device time when it
+	 * completes, so an op that ran for several intervals would count
+	 * them all in the one where it ended (399 %): the part of each op
+	 * completed in this interval that lay before it is taken off again
+	 * (it belonged to earlier frames).  A stream that still has ops
+	 * of a session in view (queue depth > 0 at the end of the
+	 * interval) counts as busy from its last completion in the
+	 * interval (or the interval's start) to its end: an op running for
+	 * seconds shows 100 % meanwhile, not 0 %.  (An op handed to a
+	 * stream but waiting there on another stream counts as busy too.) */
+	uint64_t busy = 0, t_a = a->now_ns, t_b = b->now_ns;
 	char per[512] = "";
 	size_t pl = 0;
 	for (uint32_t i = 0; i < b->streams; i++) {
-		uint64_t d = b->stream_busy_ns[i] - a->stream_busy_ns[i];
+		uint64_t d = b->stream_busy_ns[i] - a->stream_busy_ns[i], last_end = t_a;
+		for (size_t k = 0; k < b->nops; k++) {
+			const struct devq_trace_op *o = &b->ops[k];
+			if (o->stream != i || o->t.device_end <= o->t.device_start)
+				continue;
+			if (o->t.device_end > last_end)
+				last_end = o->t.device_end < t_b ? o->t.device_end : t_b;
+			if (o->t.device_start >= t_a)
+				continue;
+			uint64_t before = (o->t.device_end < t_a ? o->t.device_end : t_a) -
+					  o->t.device_start;
+			d = d > before ? d - before : 0;
+		}
+		uint64_t depth = 0;
+		for (size_t k = 0; k < b->nsessions; k++)
+			for (size_t j = 0; j < b->sessions[k].nqueues; j++)
+				if (b->sessions[k].queues[j].stream == i)
+					depth += b->sessions[k].queues[j].submitted -
+						 b->sessions[k].queues[j].completed;
+		if (depth)
+			d += t_b - last_end;
+		if (d > t_b - t_a)
+			d = t_b - t_a;
 		busy += d;
 		if (pl < sizeof(per) - 32)
 			pl += (size_t)snprintf(per + pl, sizeof(per) - pl, "  s%u %3.0f%%", i,
