@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <termios.h>
 #include <time.h>
 #include <unistd.h>
@@ -33,7 +34,58 @@ struct top {
 	uint64_t self;
 	struct devq_trace *prev, *cur;
 	FILE *out;
+	char err[400]; /* why sampling failed, said once the screen is restored */
 };
+
+/* Writes a frame drawn into text to stdout, fitted to the terminal: each
+ * line cut to its width (escape sequences take no room) and no more lines
+ * than it has rows, the last kept for the "(q quits)" hint, so nothing
+ * wraps or scrolls the header away. */
+static void emit_fitted(const char *text, size_t len)
+{
+	struct winsize ws;
+	unsigned cols = 80, rows = 24;
+	if (ioctl(1, TIOCGWINSZ, &ws) == 0 && ws.ws_col && ws.ws_row) {
+		cols = ws.ws_col;
+		rows = ws.ws_row;
+	}
+	const char *hint = strstr(text, "\x1b[J");
+	size_t body = hint ? (size_t)(hint - text) : len;
+	unsigned row = 0;
+	size_t i = 0;
+	while (i < body && row + 1 < rows) {
+		unsigned vis = 0;
+		bool cut = false;
+		for (; i < body && text[i] != '\n'; i++) {
+			if (text[i] == '\x1b') {
+				/* CSI: ESC [ params final-byte */
+				size_t j = i + 1;
+				if (j < body && text[j] == '[')
+					for (j++; j < body && !(text[j] >= 0x40 && text[j] <= 0x7e); j++)
+						;
+				fwrite(text + i, 1, j + 1 - i, stdout);
+				i = j;
+				continue;
+			}
+			if (vis + 1 >= cols) {
+				cut = true;
+				continue;
+			}
+			fputc(text[i], stdout);
+			vis++;
+		}
+		if (cut)
+			fputs("\x1b[0m\x1b[K", stdout);
+		if (i < body) {
+			fputc('\n', stdout);
+			i++;
+		}
+		row++;
+	}
+	if (hint)
+		fwrite(hint, 1, len - (size_t)(hint - text), stdout);
+	fflush(stdout);
+}
 
 static int cmp_u64(const void *a, const void *b)
 {
@@ -219,7 +271,8 @@ static int sample(struct top *tp)
 		r = devq_trace_get(tp->q, &qy, &tp->cur);
 	}
 	if (r < 0)
-		fprintf(stderr, "devctl top: %s\n", devq_last_error(tp->q));
+		snprintf(tp->err, sizeof(tp->err), "devctl top: %s%s", devq_last_error(tp->q),
+			 r == -ECONNRESET || r == -EPIPE ? " (devqd went away)" : "");
 	return r;
 }
 
@@ -328,7 +381,21 @@ int devctl_top_main(const char *sock, int argc, char **argv)
 			rc = 3;
 			break;
 		}
-		draw(&tp);
+		if (tp.tty) {
+			/* Drawn into memory, then fitted to the terminal. */
+			char *text = NULL;
+			size_t len = 0;
+			tp.out = open_memstream(&text, &len);
+			if (tp.out) {
+				draw(&tp);
+				fclose(tp.out);
+				emit_fitted(text, len);
+			}
+			free(text);
+			tp.out = stdout;
+		} else {
+			draw(&tp);
+		}
 		devq_trace_free(tp.prev);
 		tp.prev = tp.cur;
 		tp.cur = NULL;
@@ -341,6 +408,10 @@ out:
 	if (tp.tty)
 		fputs("\x1b[?25h\x1b[?1049l", stdout);
 	fflush(stdout);
+	/* After the screen is back, or the alternate screen would take the
+	 * reason with it. */
+	if (tp.err[0])
+		fprintf(stderr, "%s\n", tp.err);
 	if (keys)
 		tcsetattr(0, TCSANOW, &saved);
 	devq_trace_free(tp.prev);
