@@ -202,6 +202,8 @@ START_TEST(test_status_after)
 	json_str_eq(out, "backend", "cpu");
 	ck_assert_int_eq(devctl(out, sizeof(out), "status"), 0);
 	ck_assert_ptr_nonnull(strstr(out, "ops in flight:  0"));
+	/* The same stream count as top and trace: the high-priority one too. */
+	ck_assert_msg(strstr(out, " streams + 1 high-priority\n"), "%s", out);
 }
 END_TEST
 
@@ -365,6 +367,19 @@ START_TEST(test_help_hints_interrupt)
 }
 END_TEST
 
+/* Item 8: messages a person can read: a bad --last names its range as a
+ * count, a buffer preview cut at 8 values says so. */
+START_TEST(test_small_messages)
+{
+	char out[4096];
+	int rc = devctl(out, sizeof(out), "trace --last abc -o - 2>&1");
+	ck_assert_msg(rc == 2 && strstr(out, "'abc' is not a number in 0..4194304"), "rc %d: %s",
+		      rc, out);
+	rc = devctl(out, sizeof(out), "submit fill_u32 value=3 dst=size:40");
+	ck_assert_msg(rc == 0 && strstr(out, "dst = 3 3 3 3 3 3 3 3 ...\n"), "rc %d: %s", rc, out);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("devctl");
@@ -383,6 +398,7 @@ static Suite *suite(void)
 	tcase_add_test(t, test_exit_codes);
 	tcase_add_test(t, test_stdin_stdout);
 	tcase_add_test(t, test_help_hints_interrupt);
+	tcase_add_test(t, test_small_messages);
 	suite_add_tcase(s, t);
 	TCase *own = tcase_create("own_daemon");
 	tcase_set_timeout(own, harness_slow() ? 300 : 60);

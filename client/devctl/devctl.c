@@ -180,6 +180,16 @@ static int cmd_status(const char *sock, int argc, char **argv)
 		devq_disconnect(q);
 		return 3;
 	}
+	/* Status counts normal streams; top, trace and the SVG count the
+	 * high-priority ones too: the trace's total gives their number. */
+	uint32_t high = 0;
+	struct devq_trace *tr;
+	struct devq_trace_query tq = { .no_ops = true };
+	if (devq_trace_get(q, &tq, &tr) == 0) {
+		if (tr->streams > s->streams)
+			high = tr->streams - s->streams;
+		devq_trace_free(tr);
+	}
 	uint64_t self = devq_get_info(q)->session;
 	/* This connection is itself a session; leave it out of the picture. */
 	size_t others = 0;
@@ -190,10 +200,10 @@ static int cmd_status(const char *sock, int argc, char **argv)
 		devctl_json_str(stdout, s->backend);
 		printf(",\"device\":");
 		devctl_json_str(stdout, s->device);
-		printf(",\"streams\":%u,\"uptime_ns\":%" PRIu64 ",\"ops_in_flight\":%" PRIu64
+		printf(",\"streams\":%u,\"priority_streams\":%u,\"uptime_ns\":%" PRIu64 ",\"ops_in_flight\":%" PRIu64
 		       ",\"buffers\":%u,\"bytes_mapped\":%" PRIu64 ",\"sessions_total\":%" PRIu64
 		       ",\"ops_completed\":%" PRIu64 ",\"ops_failed\":%" PRIu64 ",\"sessions\":[",
-		       s->streams, s->uptime_ns, s->ops_in_flight, s->buffers, s->bytes_mapped,
+		       s->streams, high, s->uptime_ns, s->ops_in_flight, s->buffers, s->bytes_mapped,
 		       s->sessions_total, s->ops_completed, s->ops_failed);
 		size_t k = 0;
 		for (size_t i = 0; i < s->nsessions; i++) {
@@ -214,7 +224,8 @@ static int cmd_status(const char *sock, int argc, char **argv)
 		devctl_metrics_json(stdout, s);
 		printf("}\n");
 	} else {
-		printf("backend:        %s (%s), %u streams\n", s->backend, s->device, s->streams);
+		printf("backend:        %s (%s), %u streams + %u high-priority\n", s->backend,
+		       s->device, s->streams, high);
 		printf("uptime:         %.1f s\n", (double)s->uptime_ns / 1e9);
 		printf("sessions:       %zu now, %" PRIu64 " since start\n", others,
 		       s->sessions_total);

@@ -620,7 +620,7 @@ static int parse_num(const char *opt, const char *v, double max, double *out)
 	errno = 0;
 	double x = strtod(v, &end);
 	if (errno || end == v || *end || !(x >= 0) || x > max) {
-		fprintf(stderr, "devctl trace: %s: '%s' is not a number in 0..%g\n", opt, v, max);
+		fprintf(stderr, "devctl trace: %s: '%s' is not a number in 0..%.0f\n", opt, v, max);
 		return 2;
 	}
 	*out = x;
