@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "devctl/metrics.h"
@@ -77,7 +78,8 @@ static void submit_usage(FILE *f)
 		"      Exit status: 0 when every op succeeded, 1 when one failed or devqd\n"
 		"      refused an input, 2 on usage errors, 3 when devqd cannot be reached,\n"
 		"      4 when an output file (--out, trace -o/--svg) cannot be written.\n"
-		"      With --json, errors are {\"error\":\"...\"} objects on stderr.\n"
+		"      With --json, errors are {\"error\":\"...\"} objects on stderr; without\n"
+		"      it, a wait over a second shows a progress line when stderr is a tty.\n"
 		"      Ctrl-C while waiting disconnects: devqd cancels the ops not yet\n"
 		"      started (a running one finishes); devctl exits 130.\n");
 }
@@ -899,6 +901,35 @@ static void suggest(devq *q, const char *name, char *out, size_t n)
 		snprintf(out, n, "; did you mean %s?", best);
 }
 
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* The progress line of a submit that waits (on a terminal, stderr): ops
+ * complete and time elapsed, against the time the ops ask for when every
+ * op says it (an ns argument: spin, spin_buf). */
+static void show_progress(const struct submit_ctx *c, size_t got, size_t total, uint64_t el)
+{
+	double expect = 0;
+	for (size_t i = 0; i < c->nsegs; i++) {
+		const struct seg *s = &c->segs[i];
+		int p = devq_sig_find(&s->sig, "ns");
+		if (p < 0 || s->args[p].type != DEVQ_ARG_U64) {
+			expect = 0;
+			break;
+		}
+		expect += (double)s->args[p].v.u64 * (double)s->repeat / 1e9;
+	}
+	fprintf(stderr, "\r\x1b[K%s: waiting: %zu of %zu ops complete, %.1f s", prog, got, total,
+		(double)el / 1e9);
+	if (expect > 0)
+		fprintf(stderr, " of about %.1f s", expect);
+	fflush(stderr);
+}
+
 static volatile sig_atomic_t interrupted;
 
 static void on_interrupt(int sig)
@@ -1011,11 +1042,22 @@ static int cmd_submit(const char *sock, int argc, char **argv)
 	struct sigaction sa = { .sa_handler = on_interrupt }, old_int, old_term;
 	sigaction(SIGINT, &sa, &old_int);
 	sigaction(SIGTERM, &sa, &old_term);
+	uint64_t t_wait = mono_ns();
+	bool progress = !c->json && isatty(2), shown = false;
 	for (size_t got = 0; got < total; got++) {
 		struct devq_completion x;
 		int wr;
-		while ((wr = devq_next_completion(c->q, &x, 100)) == -ETIMEDOUT && !interrupted)
-			;
+		while ((wr = devq_next_completion(c->q, &x, 100)) == -ETIMEDOUT && !interrupted) {
+			uint64_t el = mono_ns() - t_wait;
+			if (progress && el > 1000000000ull) {
+				show_progress(c, got, total, el);
+				shown = true;
+			}
+		}
+		if (shown) {
+			fputs("\r\x1b[K", stderr);
+			shown = false;
+		}
 		if (interrupted) {
 			errf("%s: interrupted with %zu of %zu ops not complete: disconnecting; devqd "
 			     "cancels those not started (a running one finishes)",

@@ -216,6 +216,55 @@ START_TEST(top_fits_80x24_and_says_why_it_stopped)
 }
 END_TEST
 
+/* Issue 17: a submit that waits longer than a second shows a progress line
+ * on a terminal (against the time the op asks for), cleared when the op
+ * completes; nothing when stderr is not a terminal. */
+START_TEST(submit_progress_on_a_terminal)
+{
+	if (system("command -v tmux >/dev/null 2>&1") != 0) {
+		fprintf(stderr, "SKIP: tmux is not installed (apt-get install tmux)\n");
+		return;
+	}
+	struct daemon_proc d;
+	harness_start(&d, NULL);
+	snprintf(tmux_sock, sizeof(tmux_sock), "devq-prog-%d", (int)getpid());
+	char cmd[600];
+	snprintf(cmd, sizeof(cmd), "new-session -d -s sub -x 100 -y 10 \"%s --socket %s submit "
+				   "spin ns=2500000000; sleep 60\"",
+		 harness_bin("devctl"), d.sock);
+	ck_assert_int_eq(tmux(NULL, 0, "%s", cmd), 0);
+	static char screen[16384];
+	bool waiting = false, done = false;
+	for (int i = 0; i < 100 && !waiting; i++) {
+		usleep(100000);
+		tmux(screen, sizeof(screen), "capture-pane -p -t sub");
+		waiting = strstr(screen, "waiting: 0 of 1 ops complete") != NULL;
+	}
+	ck_assert_msg(waiting, "no progress line:\n%s", screen);
+	ck_assert_msg(strstr(screen, "of about 2.5 s"), "no expected time:\n%s", screen);
+	for (int i = 0; i < 100 && !done; i++) {
+		usleep(100000);
+		tmux(screen, sizeof(screen), "capture-pane -p -t sub");
+		done = strstr(screen, "spin queue 0 point 1: ok") != NULL;
+	}
+	tmux(NULL, 0, "kill-server");
+	ck_assert_msg(done && !strstr(screen, "waiting"), "not cleared:\n%s", screen);
+	char out[256];
+	snprintf(out, sizeof(out), "%s/err.txt", d.dir);
+	snprintf(cmd, sizeof(cmd), "%s --socket %s submit spin ns=1500000000 >/dev/null 2>%s",
+		 harness_bin("devctl"), d.sock, out);
+	ck_assert_int_eq(system(cmd), 0);
+	FILE *f = fopen(out, "r");
+	ck_assert_ptr_nonnull(f);
+	char buf[512];
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	buf[n] = '\0';
+	fclose(f);
+	ck_assert_msg(n == 0, "not a terminal, yet: %s", buf);
+	ck_assert_int_eq(harness_stop(&d), 0);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("top");
@@ -223,6 +272,7 @@ int main(void)
 	tcase_set_timeout(tc, 180);
 	tcase_add_test(tc, top_in_tmux_shows_load_and_quits_on_q);
 	tcase_add_test(tc, top_fits_80x24_and_says_why_it_stopped);
+	tcase_add_test(tc, submit_progress_on_a_terminal);
 	suite_add_tcase(s, tc);
 	return harness_main(s);
 }
