@@ -92,10 +92,10 @@ TESTS = test_kernels test_frame test_daemon test_devctl test_badinput
 TEST_BIN = $(addprefix $(BUILD)/tests/,$(TESTS))
 
 .PHONY: all deps check check-asan check-valgrind demo clean help install
-all: $(BUILD)/devqd $(BUILD)/devctl $(BUILD)/libdevq.so $(BUILD)/libdevq.a
+all: $(BUILD)/devqd $(BUILD)/devctl $(BUILD)/libdevq.so $(BUILD)/libdevq.so.0 $(BUILD)/libdevq.a
 
 help:
-	@echo "make            build build/devqd, build/devctl, build/libdevq.{so,a}"
+	@echo "make            build build/devqd, build/devctl, build/libdevq.{so,so.0,a}"
 	@echo "make check      build and run the whole test suite"
 	@echo "make check-asan the test suite built with ASan+UBSan (in build-asan/)"
 	@echo "make check-valgrind  the test suite with every daemon under valgrind"
@@ -137,6 +137,12 @@ $(BUILD)/libdevq.a: $(LIB_OBJ) $(COMMON_OBJ)
 
 $(BUILD)/libdevq.so: $(LIB_OBJ) $(COMMON_OBJ)
 	$(CC) $(LDFLAGS) -shared -Wl,-soname,libdevq.so.$(DEVQ_SONAME_MAJOR) -pthread -o $@ $^ $(LIBS_PB)
+
+# The SONAME's link, as an installed library has it: a program linked with
+# -Lbuild -ldevq runs with LD_LIBRARY_PATH=build (and the Python package
+# loads it from a build tree).
+$(BUILD)/libdevq.so.0: $(BUILD)/libdevq.so
+	ln -sf libdevq.so $@
 
 $(BUILD)/devctl: $(DEVCTL_OBJ) $(BUILD)/libdevq.a
 	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) -lm

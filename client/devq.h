@@ -162,7 +162,16 @@ struct devq_exec {
 DEVQ_EXPORT int devq_exec_list(devq *q, const struct devq_exec **list, size_t *n);
 DEVQ_EXPORT int devq_exec_lookup(devq *q, const char *name, const struct devq_exec **out);
 
-/* Opens queue id (no reply: errors arrive asynchronously). */
+/* Opens queue id (no reply: errors arrive asynchronously).  No queue is
+ * open until the client opens it: devq_submit on another fails at once with
+ * -ENOENT.  When the daemon refuses the open (resource_exhausted at its
+ * per-session limit, failed_precondition for a priority it has no streams
+ * for, ...), the refusal arrives as a devq_next_error with request
+ * "open_queue", and every op submitted on the queue, before or after it is
+ * read, completes as failed at its point, in order, with the refusal's code
+ * and reason: devq_wait and devq_next_completion return those failed
+ * completions instead of waiting.  Opening a refused id again is allowed;
+ * its points then restart at 1, as after devq_reconnect. */
 DEVQ_EXPORT int devq_queue_open(devq *q, uint32_t id);
 /* The same with a priority: 0 normal, 1 high.  A high-priority queue runs
  * on the daemon's high-priority streams (CUDA stream priorities: the device
@@ -203,6 +212,21 @@ struct devq_arg {
 	} v;
 };
 
+/* Arguments without spelling out the union (C; compound literals):
+ *   struct devq_arg args[] = { DEVQ_U64("n", 1024), DEVQ_F32("a", 2.0f),
+ *                              DEVQ_BUF("x", x, 0), DEVQ_BUF("y", y, 0) };
+ * name: the signature's parameter; BUF's offset is in bytes. */
+#ifndef __cplusplus
+#define DEVQ_U64(name, x) ((struct devq_arg){ (name), DEVQ_ARG_U64, { .u64 = (x) } })
+#define DEVQ_U32(name, x) ((struct devq_arg){ (name), DEVQ_ARG_U32, { .u32 = (x) } })
+#define DEVQ_I64(name, x) ((struct devq_arg){ (name), DEVQ_ARG_I64, { .i64 = (x) } })
+#define DEVQ_I32(name, x) ((struct devq_arg){ (name), DEVQ_ARG_I32, { .i32 = (x) } })
+#define DEVQ_F32(name, x) ((struct devq_arg){ (name), DEVQ_ARG_F32, { .f32 = (x) } })
+#define DEVQ_F64(name, x) ((struct devq_arg){ (name), DEVQ_ARG_F64, { .f64 = (x) } })
+#define DEVQ_BUF(name, b, off)                                                             \
+	((struct devq_arg){ (name), DEVQ_ARG_BUFFER, { .buf = { (b), (off) } } })
+#endif
+
 struct devq_wait {
 	uint32_t queue;
 	uint64_t point;
@@ -231,7 +255,10 @@ struct devq_op {
 };
 
 /* Sends ops as one batch and returns at once; points[i] (may be NULL) gets
- * op i's point.  Validation failures come back as failed completions. */
+ * op i's point.  Validation failures come back as failed completions, and so
+ * do ops on a queue whose open the daemon refused (devq_queue_open).  An op
+ * naming a queue this handle never opened fails the whole call with -ENOENT,
+ * nothing sent. */
 DEVQ_EXPORT int devq_submit(devq *q, const struct devq_op *ops, size_t n, uint64_t *points);
 
 /* The same, marking the batch replayable: the client will submit these ops

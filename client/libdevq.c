@@ -46,6 +46,14 @@ struct cq {
 	int priority;
 	uint64_t submitted, completed;
 	const struct devq_cpage_slot *slot; /* in the completion page, once found */
+	/* The daemon refused to open it (an open_queue Error): every op on it
+	 * completes here as failed with this code and message, and the
+	 * daemon's not_found Error for each op sent on it (echoes of them
+	 * still to come) is not repeated to the caller. */
+	bool refused;
+	int refused_code;
+	char refused_msg[128];
+	uint64_t echoes;
 };
 
 struct devq {
@@ -203,6 +211,54 @@ static void push_error(devq *q, const Devq__Error *e)
 	x->queue = e->queue;
 }
 
+/* A failed completion of a refused queue's next point, made here: the
+ * daemon has no timeline to complete it on (proto/README.md, "Queues"). */
+static void fail_locally(devq *q, struct cq *cq, uint64_t point)
+{
+	uint64_t t = now_ns();
+	struct devq_completion x = { .queue = cq->id, .point = point, .code = cq->refused_code };
+	snprintf(x.message, sizeof(x.message), "queue %u could not be opened: %s", cq->id,
+		 cq->refused_msg);
+	x.t = (struct devq_timing){ t, t, t, t, t, t, t, 0 };
+	if (point > cq->completed)
+		cq->completed = point;
+	struct devq_completion *slot = ring_push(&q->cmpl);
+	if (slot)
+		*slot = x;
+	else
+		fail(q, -ENOMEM, "out of memory: completion of queue %u point %llu lost", cq->id,
+		     (unsigned long long)point);
+}
+
+/* An Error about a queue: a refused open fails the queue's ops so far and
+ * from now on; the not_found answer to each op sent on a refused queue is
+ * dropped, as that op has its failed completion.  true: the error is
+ * consumed. */
+static bool on_queue_error(devq *q, const Devq__Error *e)
+{
+	if (!e->has_queue || !e->request)
+		return false;
+	struct cq *cq = find_queue(q, e->queue);
+	if (!cq)
+		return false;
+	if (!strcmp(e->request, "open_queue") && !cq->refused) {
+		cq->refused = true;
+		cq->refused_code = e->code ? (int)e->code : DEVQ_E_FAILED_PRECONDITION;
+		snprintf(cq->refused_msg, sizeof(cq->refused_msg), "%s",
+			 e->message ? e->message : devq_code_name(cq->refused_code));
+		/* Every op sent since the open was answered with not_found. */
+		cq->echoes += cq->submitted;
+		for (uint64_t p = cq->completed + 1; p <= cq->submitted; p++)
+			fail_locally(q, cq, p);
+		return false;
+	}
+	if (!strcmp(e->request, "submit") && e->code == DEVQ__CODE__NOT_FOUND && cq->echoes) {
+		cq->echoes--;
+		return true;
+	}
+	return false;
+}
+
 static void on_completions(devq *q, const Devq__Completions *cs, uint64_t t_recv)
 {
 	for (size_t i = 0; i < cs->n_items; i++) {
@@ -296,7 +352,8 @@ static void on_message(devq *q, Devq__DaemonMessage *m, struct devq_frame *f, ui
 			q->reply = m;
 			return;
 		}
-		push_error(q, m->error);
+		if (!on_queue_error(q, m->error))
+			push_error(q, m->error);
 		break;
 	default:
 		if (q->want_request && !q->reply && m->body_case == q->want_case) {
@@ -838,8 +895,27 @@ int devq_queue_open(devq *q, uint32_t id)
 
 int devq_queue_open_priority(devq *q, uint32_t id, int priority)
 {
-	if (find_queue(q, id))
+	struct cq *old = find_queue(q, id);
+	if (old && !old->refused)
 		return fail(q, -EEXIST, "queue %u is already open", id);
+	if (old) {
+		/* Trying again after a refusal: points restart at 1, as after
+		 * devq_reconnect. */
+		Devq__OpenQueue o = DEVQ__OPEN_QUEUE__INIT;
+		o.id = id;
+		o.priority = priority;
+		Devq__ClientMessage m = DEVQ__CLIENT_MESSAGE__INIT;
+		m.body_case = DEVQ__CLIENT_MESSAGE__BODY_OPEN_QUEUE;
+		m.open_queue = &o;
+		int r = send_msg(q, &m, NULL, 0);
+		if (r < 0)
+			return r;
+		old->priority = priority;
+		old->refused = false;
+		old->submitted = old->completed = 0;
+		old->slot = NULL;
+		return 0;
+	}
 	struct cq *n = realloc(q->queues, (q->nqueues + 1) * sizeof(*n));
 	if (!n)
 		return fail(q, -ENOMEM, "out of memory");
@@ -911,7 +987,10 @@ static int submit(devq *q, const struct devq_op *ops, size_t n, uint64_t *points
 	struct cq *cq = NULL;
 	for (size_t i = 0; i < n; i++) {
 		if ((!cq || cq->id != ops[i].queue) && !(cq = find_queue(q, ops[i].queue)))
-			return fail(q, -ENOENT, "submit: queue %u is not open", ops[i].queue);
+			return fail(q, -ENOENT,
+				    "submit: queue %u is not open (no queue is open by default: "
+				    "devq_queue_open opens it)",
+				    ops[i].queue);
 		if (ops[i].kind == DEVQ_OP_KERNEL && !ops[i].exec)
 			return fail(q, -EINVAL, "submit: op %zu has no executable", i);
 	}
@@ -940,6 +1019,12 @@ static int submit(devq *q, const struct devq_op *ops, size_t n, uint64_t *points
 		uint64_t pt = ++cq->submitted;
 		if (points)
 			points[i] = pt;
+		if (cq->refused) {
+			/* Sent anyway, to keep the daemon's view of the batch
+			 * whole; its not_found answer is an echo. */
+			cq->echoes++;
+			fail_locally(q, cq, pt);
+		}
 	}
 	drain_records(q);
 	return 0;
@@ -1298,6 +1383,8 @@ int devq_reconnect(devq *q, int timeout_ms)
 		if (r < 0)
 			return r;
 		q->queues[i].submitted = q->queues[i].completed = 0;
+		q->queues[i].refused = false;
+		q->queues[i].echoes = 0;
 	}
 	return devq_flush(q);
 }

@@ -16,10 +16,8 @@ PY_PKG_OUT = $(patsubst python/devq/%,$(BUILD)/python/devq/%,$(PY_PKG_SRC)) \
 .PHONY: python install-python
 python: $(PY_PKG_OUT) $(BUILD)/libdevq.so.0
 
-# The SONAME's link, as an installed library has it: what the package loads
-# from a build tree (python/devq/_lib.py looks beside build/python/).
-$(BUILD)/libdevq.so.0: $(BUILD)/libdevq.so
-	ln -sf libdevq.so $@
+# $(BUILD)/libdevq.so.0 (the Makefile's rule) is what the package loads from
+# a build tree (python/devq/_lib.py looks beside build/python/).
 
 $(BUILD)/python/devq/%.py: python/devq/%.py
 	@mkdir -p $(dir $@)

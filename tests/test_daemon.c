@@ -581,6 +581,91 @@ START_TEST(test_sigterm_in_flight)
 }
 END_TEST
 
+/* ---- issue 17 item 1: no wait outlives a refused queue --------------- */
+
+/* Ops on a queue whose open the daemon refused complete as failed, with the
+ * refusal's code and message, at their points and in order: devq_wait
+ * returns within a second, whether the ops went out before the refusal
+ * arrived or after. */
+static void refused_queue_case(const char *const *args, uint32_t qid, int priority, int code)
+{
+	harness_start(&D, args);
+	devq *q = conn(D.sock, "refused");
+	ck_assert_int_eq(devq_queue_open(q, 0), 0);
+	ck_assert_int_eq(devq_queue_open_priority(q, qid, priority), 0);
+	struct devq_arg a[] = { a_u64("ns", 1000) };
+	uint64_t ok = kernel_op(q, 0, "spin", a, 1, NULL, 0);
+	uint64_t p1 = kernel_op(q, qid, "spin", a, 1, NULL, 0);
+	uint64_t p2 = kernel_op(q, qid, "spin", a, 1, NULL, 0);
+	ck_assert_uint_eq(p1, 1);
+	ck_assert_uint_eq(p2, 2);
+	uint64_t t0 = harness_now_ns();
+	struct devq_completion c;
+	ck_assert_msg(devq_wait(q, qid, p1, 1000, &c) == 0, "%s", devq_last_error(q));
+	ck_assert_int_eq(c.code, code);
+	ck_assert_uint_eq(c.point, 1);
+	ck_assert_msg(strstr(c.message, "not open") || strstr(c.message, "open"), "%s", c.message);
+	/* Without a completion record wanted (the completion-page path). */
+	ck_assert_msg(devq_wait(q, qid, p2, 1000, NULL) == 0, "%s", devq_last_error(q));
+	ck_assert_msg(harness_now_ns() - t0 < 1000000000ull, "took %llu ns",
+		      (unsigned long long)(harness_now_ns() - t0));
+	/* Once the refusal is known, a later op fails at once. */
+	uint64_t p3 = kernel_op(q, qid, "spin", a, 1, NULL, 0);
+	ck_assert_uint_eq(devq_completed(q, qid), 3);
+	ck_assert_int_eq(devq_wait(q, qid, p3, 0, &c), 0);
+	ck_assert_int_eq(c.code, code);
+	/* An op of another queue waiting on a refused point fails too. */
+	struct devq_wait w = { qid, p3 };
+	uint64_t dep = kernel_op(q, 0, "spin", a, 1, &w, 1);
+	ck_assert_int_eq(devq_wait(q, 0, dep, 1000, &c), 0);
+	ck_assert_int_ne(c.code, DEVQ_OK);
+	wait_ok(q, 0, ok, &c);
+	/* The refusal itself is an error of open_queue; the ops' own
+	 * not_found echoes are not repeated as errors. */
+	struct devq_error e;
+	int nerr = 0;
+	while (devq_next_error(q, &e) == 1) {
+		ck_assert_str_eq(e.request, "open_queue");
+		ck_assert_int_eq(e.code, code);
+		nerr++;
+	}
+	ck_assert_int_eq(nerr, 1);
+	devq_disconnect(q);
+	ck_assert_int_eq(harness_stop(&D), 0);
+	D.pid = 0;
+}
+
+START_TEST(test_refused_queue_max_queues)
+{
+	refused_queue_case((const char *const[]){ "--max-queues", "1", NULL }, 1, 0,
+			   DEVQ_E_RESOURCE_EXHAUSTED);
+}
+END_TEST
+
+START_TEST(test_refused_queue_no_priority_streams)
+{
+	refused_queue_case((const char *const[]){ "--priority-streams", "0", NULL }, 5, 1,
+			   DEVQ_E_FAILED_PRECONDITION);
+}
+END_TEST
+
+/* Queue 0 is not opened for the client: submitting on it without
+ * devq_queue_open fails at once, with a message that says what to do. */
+START_TEST(test_unopened_queue_is_refused)
+{
+	harness_start(&D, NULL);
+	devq *q = conn(D.sock, "unopened");
+	struct devq_arg a[] = { a_u64("ns", 1000) };
+	struct devq_op op = { .queue = 0, .kind = DEVQ_OP_KERNEL, .exec = exe(q, "spin"),
+			      .args = a, .nargs = 1 };
+	ck_assert_int_eq(devq_submit(q, &op, 1, NULL), -ENOENT);
+	ck_assert_msg(strstr(devq_last_error(q), "devq_queue_open"), "%s", devq_last_error(q));
+	devq_disconnect(q);
+	ck_assert_int_eq(harness_stop(&D), 0);
+	D.pid = 0;
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("daemon");
@@ -598,6 +683,12 @@ static Suite *suite(void)
 	tcase_add_test(t, test_killed_client);
 	tcase_add_test(t, test_sigterm_in_flight);
 	suite_add_tcase(s, t);
+	TCase *own = tcase_create("own_daemon");
+	tcase_set_timeout(own, harness_slow() ? 300 : 60);
+	tcase_add_test(own, test_refused_queue_max_queues);
+	tcase_add_test(own, test_refused_queue_no_priority_streams);
+	tcase_add_test(own, test_unopened_queue_is_refused);
+	suite_add_tcase(s, own);
 	return s;
 }
 

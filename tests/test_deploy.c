@@ -957,6 +957,7 @@ START_TEST(test_install_tree_pkgconfig_client)
 		"/usr/lib/sysusers.d/devq.conf", "/etc/devqd/devqd.conf",
 		"/usr/share/man/man8/devqd.8", "/usr/share/man/man1/devctl.1",
 		"/usr/share/man/man5/devqd.conf.5", "/usr/share/man/man3/libdevq.3",
+		"/usr/share/bash-completion/completions/devctl",
 	};
 	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
 		assert_file(root, files[i], S_IFREG);

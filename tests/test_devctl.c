@@ -203,6 +203,181 @@ START_TEST(test_status_after)
 	json_str_eq(out, "backend", "cpu");
 	ck_assert_int_eq(devctl(out, sizeof(out), "status"), 0);
 	ck_assert_ptr_nonnull(strstr(out, "ops in flight:  0"));
+	/* The same stream count as top and trace: the high-priority one too. */
+	ck_assert_msg(strstr(out, " streams + 1 high-priority\n"), "%s", out);
+}
+END_TEST
+
+/* Item 1 of issue 17: a queue the daemon refuses to open must not leave
+ * devctl waiting.  Each runs a daemon of its own, configured to refuse. */
+static double run_timed(char *out, size_t n, int *rc, const char *args)
+{
+	char cmd[4096];
+	snprintf(cmd, sizeof(cmd), "timeout 5 %s --socket %s %s 2>&1", harness_bin("devctl"),
+		 D.sock, args);
+	uint64_t t0 = harness_now_ns();
+	FILE *p = popen(cmd, "r");
+	ck_assert_ptr_nonnull(p);
+	size_t got = fread(out, 1, n - 1, p);
+	out[got] = '\0';
+	int st = pclose(p);
+	*rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+	return (double)(harness_now_ns() - t0) / 1e9;
+}
+
+START_TEST(test_refused_priority_queue_fails_fast)
+{
+	harness_start(&D, (const char *const[]){ "--priority-streams", "0", NULL });
+	char out[4096];
+	int rc;
+	double s = run_timed(out, sizeof(out), &rc,
+			     "submit spin ns=1000 --priority high");
+	ck_assert_msg(rc == 1, "rc %d: %s", rc, out);
+	ck_assert_msg(s < (harness_slow() ? 4.0 : 1.0), "took %.2f s", s);
+	ck_assert_msg(strstr(out, "spin queue 0 point 1: failed_precondition") != NULL, "%s", out);
+	ck_assert_int_eq(harness_stop(&D), 0);
+	D.pid = 0;
+}
+END_TEST
+
+START_TEST(test_refused_max_queues_fails_fast)
+{
+	harness_start(&D, (const char *const[]){ "--max-queues", "1", NULL });
+	char out[4096];
+	int rc;
+	double s = run_timed(out, sizeof(out), &rc,
+			     "submit spin ns=1000 --queue 0 :: spin ns=1000 --queue 1 --json");
+	ck_assert_msg(rc == 1, "rc %d: %s", rc, out);
+	ck_assert_msg(s < (harness_slow() ? 4.0 : 1.0), "took %.2f s", s);
+	ck_assert_msg(strstr(out, "\"status\":\"ok\"") != NULL, "%s", out);
+	ck_assert_msg(strstr(out, "\"status\":\"resource_exhausted\"") != NULL, "%s", out);
+	ck_assert_msg(strstr(out, "\"point\":[1,1]") != NULL, "%s", out);
+	ck_assert_int_eq(harness_stop(&D), 0);
+	D.pid = 0;
+}
+END_TEST
+
+/* ---- issue 17: truthful output, exit codes ---------------------------- */
+
+/* Item 3: each line names the executable of its own op, with ops sharing
+ * a queue. */
+START_TEST(test_labels_per_op)
+{
+	char out[4096];
+	int rc = devctl(out, sizeof(out), "submit spin ns=1000 :: fill_u32 value=3 dst=size:16 "
+					  ":: spin ns=1000 --repeat 2");
+	ck_assert_msg(rc == 0, "rc %d: %s", rc, out);
+	ck_assert_msg(strstr(out, "spin queue 0 point 1: ok"), "%s", out);
+	ck_assert_msg(strstr(out, "fill_u32 queue 0 point 2: ok"), "%s", out);
+	ck_assert_msg(strstr(out, "spin queue 0 point 3: ok"), "%s", out);
+	ck_assert_msg(strstr(out, "spin queue 0 point 4: ok"), "%s", out);
+	/* --json names it too, with the results of small output buffers. */
+	rc = devctl(out, sizeof(out), "submit spin ns=1000 :: checksum data=size:64 --json");
+	ck_assert_msg(rc == 0, "rc %d: %s", rc, out);
+	ck_assert_msg(strstr(out, "{\"exec\":\"spin\",\"status\":\"ok\""), "%s", out);
+	ck_assert_msg(strstr(out, "{\"exec\":\"checksum\",\"status\":\"ok\""), "%s", out);
+	ck_assert_msg(strstr(out, "\"results\":{\"out\":["), "%s", out);
+}
+END_TEST
+
+/* Item 4: a failed op writes no --out file and shows no buffer values; an
+ * --out that cannot be written is refused before anything runs. */
+START_TEST(test_failed_op_writes_nothing)
+{
+	char out[4096], path[256];
+	snprintf(path, sizeof(path), "%s/y.bin", D.dir);
+	int rc = devctl(out, sizeof(out),
+			"submit saxpy_f32 a=2 x=size:400 y=size:100 --out y=%s 2>/dev/null", path);
+	ck_assert_msg(rc == 1, "rc %d: %s", rc, out);
+	ck_assert_msg(access(path, F_OK) != 0, "%s was written", path);
+	ck_assert_msg(strstr(out, "y =") == NULL, "values shown: %s", out);
+
+	uint64_t t0 = harness_now_ns();
+	rc = devctl(out, sizeof(out),
+		    "submit spin_buf ns=900000000 buf=size:64 --out buf=%s/no/such/dir/f 2>&1", D.dir);
+	ck_assert_msg(rc == 4, "rc %d: %s", rc, out);
+	ck_assert_msg(harness_now_ns() - t0 < 800000000ull, "the op ran first");
+	ck_assert_msg(strstr(out, "cannot write"), "%s", out);
+	rc = devctl(out, sizeof(out), "submit spin_buf ns=1000 buf=size:64 --out buf=%s 2>&1", D.dir);
+	ck_assert_msg(rc == 4, "a directory: rc %d: %s", rc, out);
+}
+END_TEST
+
+/* Item 6: exit codes as devctl(1) says: a buffer the daemon refuses is 1
+ * (the request failed), an output file that cannot be written 4. */
+START_TEST(test_exit_codes)
+{
+	char out[4096];
+	int rc = devctl(out, sizeof(out), "submit checksum data=size:1099511627776 2>&1");
+	ck_assert_msg(rc == 1, "rc %d: %s", rc, out);
+	rc = devctl(out, sizeof(out), "trace --last 5 -o %s/no/such/dir/t.json 2>&1", D.dir);
+	ck_assert_msg(rc == 4, "rc %d: %s", rc, out);
+	/* A buffer that is not a whole number of its elements: usage. */
+	rc = devctl(out, sizeof(out), "submit fill_u32 value=3 dst=size:17 2>&1");
+	ck_assert_msg(rc == 2, "rc %d: %s", rc, out);
+	ck_assert_msg(strstr(out, "17 bytes"), "%s", out);
+}
+END_TEST
+
+/* Item 8: data=@- reads standard input (a pipe), --out NAME=- writes the
+ * buffer to standard output alone. */
+START_TEST(test_stdin_stdout)
+{
+	char out[4096];
+	int rc = devctl(out, sizeof(out), "submit checksum data=@- < /dev/null 2>&1");
+	ck_assert_msg(rc == 2 && strstr(out, "empty"), "rc %d: %s", rc, out);
+	char cmd[1024];
+	snprintf(cmd, sizeof(cmd), "printf 'abcdefgh' | %s --socket %s submit copy src=@- "
+		 "dst=size:8 --out dst=- 2>/dev/null", harness_bin("devctl"), D.sock);
+	FILE *p = popen(cmd, "r");
+	ck_assert_ptr_nonnull(p);
+	size_t got = fread(out, 1, sizeof(out) - 1, p);
+	out[got] = '\0';
+	ck_assert_int_eq(WEXITSTATUS(pclose(p)), 0);
+	ck_assert_str_eq(out, "abcdefgh");
+}
+END_TEST
+
+/* Item 8 (and 5's errors): help per command, hints, did-you-mean, errors as
+ * JSON with --json, argv left as given, Ctrl-C said and acted on. */
+START_TEST(test_help_hints_interrupt)
+{
+	char out[8192];
+	ck_assert_int_eq(devctl(out, sizeof(out), "submit --help"), 0);
+	ck_assert_ptr_nonnull(strstr(out, "submit EXEC"));
+	ck_assert_int_eq(devctl(out, sizeof(out), "top --help"), 0);
+	ck_assert_ptr_nonnull(strstr(out, "top [--once]"));
+	int rc = devctl(out, sizeof(out), "submit sax a=2 2>&1");
+	ck_assert_msg(rc == 2 && strstr(out, "did you mean saxpy_f32?"), "rc %d: %s", rc, out);
+	rc = devctl(out, sizeof(out), "submit spin nss=1 --json 2>&1 >/dev/null");
+	ck_assert_msg(rc == 2 && !strncmp(out, "{\"error\":\"spin has no argument 'nss'", 35),
+		      "rc %d: %s", rc, out);
+	char cmd[1024];
+	snprintf(cmd, sizeof(cmd), "%s --socket %s/nothing list 2>&1", harness_bin("devctl"), D.dir);
+	FILE *p = popen(cmd, "r");
+	size_t got = fread(out, 1, sizeof(out) - 1, p);
+	out[got] = '\0';
+	ck_assert_int_eq(WEXITSTATUS(pclose(p)), 3);
+	ck_assert_msg(strstr(out, "is devqd running?"), "%s", out);
+	rc = devctl(out, sizeof(out),
+		    "submit spin ns=900000000 2>&1 & p=$!; sleep 0.3; tr '\\0' ' ' < /proc/$p/cmdline; "
+		    "echo; kill -INT $p; wait $p; echo rc=$?");
+	ck_assert_msg(strstr(out, "ns=900000000"), "argv edited: %s", out);
+	ck_assert_msg(strstr(out, "interrupted with 1 of 1 ops not complete"), "%s", out);
+	ck_assert_msg(strstr(out, "rc=130"), "%s", out);
+}
+END_TEST
+
+/* Item 8: messages a person can read: a bad --last names its range as a
+ * count, a buffer preview cut at 8 values says so. */
+START_TEST(test_small_messages)
+{
+	char out[4096];
+	int rc = devctl(out, sizeof(out), "trace --last abc -o - 2>&1");
+	ck_assert_msg(rc == 2 && strstr(out, "'abc' is not a number in 0..4194304"), "rc %d: %s",
+		      rc, out);
+	rc = devctl(out, sizeof(out), "submit fill_u32 value=3 dst=size:40");
+	ck_assert_msg(rc == 0 && strstr(out, "dst = 3 3 3 3 3 3 3 3 ...\n"), "rc %d: %s", rc, out);
 }
 END_TEST
 
@@ -219,7 +394,18 @@ static Suite *suite(void)
 	tcase_add_test(t, test_dependent_pair_two_queues);
 	tcase_add_test(t, test_failures_exit_status);
 	tcase_add_test(t, test_status_after);
+	tcase_add_test(t, test_labels_per_op);
+	tcase_add_test(t, test_failed_op_writes_nothing);
+	tcase_add_test(t, test_exit_codes);
+	tcase_add_test(t, test_stdin_stdout);
+	tcase_add_test(t, test_help_hints_interrupt);
+	tcase_add_test(t, test_small_messages);
 	suite_add_tcase(s, t);
+	TCase *own = tcase_create("own_daemon");
+	tcase_set_timeout(own, harness_slow() ? 300 : 60);
+	tcase_add_test(own, test_refused_priority_queue_fails_fast);
+	tcase_add_test(own, test_refused_max_queues_fails_fast);
+	suite_add_tcase(s, own);
 	return s;
 }
 

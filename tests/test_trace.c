@@ -636,6 +636,63 @@ END_TEST
 
 /* ---- devctl top --once ------------------------------------------------ */
 
+/* Issue 17 item 2: busy % is device time in the interval over the interval:
+ * a stream running a 1.5 s op is busy meanwhile (it showed 0 %), and the
+ * frame where the op ends counts only its part of it (it showed 250 %). */
+static int top_max_stream_busy(struct daemon_proc *d, const char *interval)
+{
+	char out[160];
+	snprintf(out, sizeof(out), "%s/top.txt", d->dir);
+	const char *argv[] = { harness_bin("devctl"), "--socket", d->sock, "top", "--once",
+			       "--interval", interval, NULL };
+	ck_assert_int_eq(run(argv, out), 0);
+	char *s = slurp(out);
+	char *line = strstr(s, "device busy");
+	ck_assert_ptr_nonnull(line);
+	char *bar = strchr(line, '|');
+	ck_assert_ptr_nonnull(bar);
+	int max = -1;
+	for (char *x = bar; *x && *x != '\n'; x++) {
+		if (*x != '%')
+			continue;
+		char *y = x;
+		while (y > bar && y[-1] >= '0' && y[-1] <= '9')
+			y--;
+		if (atoi(y) > max)
+			max = atoi(y);
+	}
+	if (getenv("TOP_DEBUG"))
+		fprintf(stderr, "%s\n", s);
+	unlink(out);
+	return max;
+}
+
+START_TEST(top_busy_is_time_in_interval)
+{
+	struct daemon_proc d;
+	harness_start(&d, NULL);
+	devq *q = conn(d.sock, "longop");
+	ck_assert_int_eq(devq_queue_open(q, 0), 0);
+	struct devq_arg a = a_u64("ns", 1500000000ull);
+	struct devq_op spin = { .queue = 0, .kind = DEVQ_OP_KERNEL, .exec = exe(q, "spin"),
+				.args = &a, .nargs = 1 };
+	uint64_t p, t0 = harness_now_ns();
+	ck_assert_int_eq(devq_submit(q, &spin, 1, &p), 0);
+	usleep(200000);
+	int running = top_max_stream_busy(&d, "0.5");
+	ck_assert_msg(running >= 90, "a stream running an op shows %d %%", running);
+	uint64_t el = (harness_now_ns() - t0) / 1000;
+	if (el < 1200000)
+		usleep((useconds_t)(1200000 - el));
+	int ending = top_max_stream_busy(&d, "0.6");
+	ck_assert_msg(ending >= 0 && ending <= 100, "the frame where it ends shows %d %%", ending);
+	struct devq_completion c;
+	ck_assert_int_eq(devq_wait(q, 0, p, 60000, &c), 0);
+	devq_disconnect(q);
+	ck_assert_int_eq(harness_stop(&d), 0);
+}
+END_TEST
+
 START_TEST(top_once_prints_documented_fields)
 {
 	struct daemon_proc d;
@@ -714,6 +771,7 @@ int main(void)
 	tcase_add_test(tc, trace_duration_window);
 	tcase_add_test(tc, trace_recorder_off);
 	tcase_add_test(tc, top_once_prints_documented_fields);
+	tcase_add_test(tc, top_busy_is_time_in_interval);
 	suite_add_tcase(s, tc);
 	return harness_main(s);
 }

@@ -3,10 +3,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "devctl/metrics.h"
@@ -19,21 +22,43 @@
 
 static const char *prog = "devctl";
 
-static void usage(FILE *f)
+/* With --json, errors go to stderr as {"error":"..."} objects. */
+static bool json_errors;
+
+static void errf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void errf(const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	size_t n = strlen(msg);
+	if (n && msg[n - 1] == '\n')
+		msg[--n] = '\0';
+	if (!json_errors) {
+		fprintf(stderr, "%s\n", msg);
+		return;
+	}
+	/* The message without the "devctl: " every line starts with. */
+	const char *m = msg;
+	if (!strncmp(m, "devctl", 6)) {
+		const char *c = strstr(m, ": ");
+		if (c)
+			m = c + 2;
+	}
+	fputs("{\"error\":", stderr);
+	devctl_json_str(stderr, m);
+	fputs("}\n", stderr);
+}
+
+static void submit_usage(FILE *f)
 {
 	fprintf(f,
-		"Usage: devctl [--socket PATH] COMMAND [ARG]...\n"
-		"       devctl [--socket PATH] --version\n"
-		"Talk to devqd (socket: --socket, else $DEVQ_SOCKET, else %s).\n"
-		"--version prints devctl's version and, when devqd can be reached, the\n"
-		"daemon's version and the protocol versions it speaks (exit status 0 either\n"
-		"way).\n"
-		"\n"
-		"Commands:\n"
 		"  submit EXEC [NAME=VALUE]... [OPTION]... [:: EXEC ...]...\n"
 		"      Run executable EXEC and wait for its completion(s).  Arguments:\n"
 		"        NAME=VALUE        a scalar (decimal, 0x hex, or a float for f32/f64)\n"
-		"        NAME=@FILE        a shared buffer holding FILE's bytes\n"
+		"        NAME=@FILE        a shared buffer holding FILE's bytes (@-: stdin)\n"
 		"        NAME=size:BYTES   a zero-filled shared buffer of BYTES bytes\n"
 		"        NAME=%%OTHER       the buffer made for argument OTHER earlier in this\n"
 		"                          command (after ::)\n"
@@ -45,16 +70,42 @@ static void usage(FILE *f)
 		"                          high (the daemon's high-priority streams)\n"
 		"        --repeat N        submit the op N times (default 1)\n"
 		"        --wait Q:K        wait for point K of queue Q first (repeatable)\n"
-		"        --out NAME=FILE   after completion, write buffer NAME to FILE\n"
-		"        --json            one JSON object per completed op\n"
+		"        --out NAME=FILE   after completion, write buffer NAME to FILE (-:\n"
+		"                          stdout); not when an op failed\n"
+		"        --json            one JSON object per completed op, with its exec\n"
+		"                          and the results of small output buffers\n"
 		"      '::' starts another op in the same session, so ops can share buffers and\n"
 		"      wait on each other; conflicting buffer accesses are ordered anyway.\n"
-		"      Exit status: 0 when every op succeeded, 1 when one failed, 2 on usage\n"
-		"      errors, 3 when devqd cannot be reached or refused the request.\n"
-		"  list [--json]       executables and their signatures\n"
-		"  status [--json]     sessions, queues, ops in flight, buffers and totals\n"
-		"  help                this text\n",
+		"      Exit status: 0 when every op succeeded, 1 when one failed or devqd\n"
+		"      refused an input, 2 on usage errors, 3 when devqd cannot be reached,\n"
+		"      4 when an output file (--out, trace -o/--svg) cannot be written.\n"
+		"      With --json, errors are {\"error\":\"...\"} objects on stderr; without\n"
+		"      it, a wait over a second shows a progress line when stderr is a tty.\n"
+		"      Ctrl-C while waiting disconnects: devqd cancels the ops not yet\n"
+		"      started (a running one finishes); devctl exits 130.\n");
+}
+
+static void list_status_usage(FILE *f)
+{
+	fprintf(f, "  list [--json]       executables and their signatures\n"
+		   "  status [--json]     sessions, queues, ops in flight, buffers and totals\n");
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: devctl [--socket PATH] COMMAND [ARG]...\n"
+		"       devctl [--socket PATH] --version\n"
+		"Talk to devqd (socket: --socket, else $DEVQ_SOCKET, else %s).\n"
+		"COMMAND --help describes one command.  --version prints devctl's version\n"
+		"and, when devqd can be reached, the daemon's version and the protocol\n"
+		"versions it speaks (exit status 0 either way).\n"
+		"\n"
+		"Commands:\n",
 		DEVQ_DEFAULT_SOCKET);
+	submit_usage(f);
+	list_status_usage(f);
+	fprintf(f, "  help                this text\n");
 	devctl_metrics_usage(f);
 	devctl_trace_usage(f);
 }
@@ -63,7 +114,7 @@ static int connect_or_die(const char *sock, devq **q)
 {
 	int r = devq_connect(sock, "devctl", q);
 	if (r < 0) {
-		fprintf(stderr, "%s: %s\n", prog, *q ? devq_last_error(*q) : strerror(-r));
+		errf("%s: %s%s", prog, *q ? devq_last_error(*q) : strerror(-r), devctl_conn_hint(r));
 		devq_disconnect(*q);
 		*q = NULL;
 		return 3;
@@ -80,7 +131,7 @@ static int cmd_list(const char *sock, int argc, char **argv)
 		if (!strcmp(argv[i], "--json")) {
 			json = true;
 		} else {
-			fprintf(stderr, "%s list: unknown argument '%s'\n", prog, argv[i]);
+			errf("%s list: unknown argument '%s'\n", prog, argv[i]);
 			return 2;
 		}
 	}
@@ -91,7 +142,7 @@ static int cmd_list(const char *sock, int argc, char **argv)
 	const struct devq_exec *l;
 	size_t n;
 	if (devq_exec_list(q, &l, &n) < 0) {
-		fprintf(stderr, "%s: %s\n", prog, devq_last_error(q));
+		errf("%s: %s\n", prog, devq_last_error(q));
 		devq_disconnect(q);
 		return 3;
 	}
@@ -121,7 +172,7 @@ static int cmd_status(const char *sock, int argc, char **argv)
 		if (!strcmp(argv[i], "--json")) {
 			json = true;
 		} else {
-			fprintf(stderr, "%s status: unknown argument '%s'\n", prog, argv[i]);
+			errf("%s status: unknown argument '%s'\n", prog, argv[i]);
 			return 2;
 		}
 	}
@@ -131,9 +182,19 @@ static int cmd_status(const char *sock, int argc, char **argv)
 		return r;
 	struct devq_status *s;
 	if (devq_get_status(q, &s) < 0) {
-		fprintf(stderr, "%s: %s\n", prog, devq_last_error(q));
+		errf("%s: %s\n", prog, devq_last_error(q));
 		devq_disconnect(q);
 		return 3;
+	}
+	/* Status counts normal streams; top, trace and the SVG count the
+	 * high-priority ones too: the trace's total gives their number. */
+	uint32_t high = 0;
+	struct devq_trace *tr;
+	struct devq_trace_query tq = { .no_ops = true };
+	if (devq_trace_get(q, &tq, &tr) == 0) {
+		if (tr->streams > s->streams)
+			high = tr->streams - s->streams;
+		devq_trace_free(tr);
 	}
 	uint64_t self = devq_get_info(q)->session;
 	/* This connection is itself a session; leave it out of the picture. */
@@ -145,10 +206,10 @@ static int cmd_status(const char *sock, int argc, char **argv)
 		devctl_json_str(stdout, s->backend);
 		printf(",\"device\":");
 		devctl_json_str(stdout, s->device);
-		printf(",\"streams\":%u,\"uptime_ns\":%" PRIu64 ",\"ops_in_flight\":%" PRIu64
+		printf(",\"streams\":%u,\"priority_streams\":%u,\"uptime_ns\":%" PRIu64 ",\"ops_in_flight\":%" PRIu64
 		       ",\"buffers\":%u,\"bytes_mapped\":%" PRIu64 ",\"sessions_total\":%" PRIu64
 		       ",\"ops_completed\":%" PRIu64 ",\"ops_failed\":%" PRIu64 ",\"sessions\":[",
-		       s->streams, s->uptime_ns, s->ops_in_flight, s->buffers, s->bytes_mapped,
+		       s->streams, high, s->uptime_ns, s->ops_in_flight, s->buffers, s->bytes_mapped,
 		       s->sessions_total, s->ops_completed, s->ops_failed);
 		size_t k = 0;
 		for (size_t i = 0; i < s->nsessions; i++) {
@@ -169,7 +230,8 @@ static int cmd_status(const char *sock, int argc, char **argv)
 		devctl_metrics_json(stdout, s);
 		printf("}\n");
 	} else {
-		printf("backend:        %s (%s), %u streams\n", s->backend, s->device, s->streams);
+		printf("backend:        %s (%s), %u streams + %u high-priority\n", s->backend,
+		       s->device, s->streams, high);
 		printf("uptime:         %.1f s\n", (double)s->uptime_ns / 1e9);
 		printf("sessions:       %zu now, %" PRIu64 " since start\n", others,
 		       s->sessions_total);
@@ -216,6 +278,8 @@ struct seg {
 	size_t nwaits;
 	struct devq_arg args[DEVQ_MAX_PARAMS];
 	struct devq_buffer *bufs[DEVQ_MAX_PARAMS];
+	uint64_t first_point; /* of its first op on its queue; the rest follow */
+	bool failed;          /* one of its ops failed */
 };
 
 struct submit_ctx {
@@ -229,7 +293,22 @@ struct submit_ctx {
 	} outs[64];
 	size_t nouts;
 	bool json;
+	FILE *rep; /* the report: stdout, or stderr when --out sends a buffer there */
 };
+
+/* Exit status of a failed libdevq call: 3 when devqd could not be reached
+ * or the connection broke, 1 when the daemon refused what was asked (a
+ * buffer over its limits, ...), as an op that fails. */
+static int rc_of(int r)
+{
+	switch (r) {
+	case -ECONNRESET: case -ECONNREFUSED: case -EPIPE: case -ENOTCONN: case -EPROTO:
+	case -ETIMEDOUT: case -EPROTONOSUPPORT: case -ENOMEM:
+		return 3;
+	default:
+		return 1;
+	}
+}
 
 static int parse_uint(const char *s, uint64_t max, uint64_t *out)
 {
@@ -266,7 +345,7 @@ static int make_buffer(struct submit_ctx *c, const char *param, const char *val,
 	if (val[0] == '%') {
 		struct named_buf *n = find_named(c, val + 1);
 		if (!n) {
-			fprintf(stderr, "%s: argument '%s': no earlier buffer argument named '%s'\n",
+			errf("%s: argument '%s': no earlier buffer argument named '%s'\n",
 				prog, param, val + 1);
 			return 2;
 		}
@@ -275,25 +354,70 @@ static int make_buffer(struct submit_ctx *c, const char *param, const char *val,
 	}
 	uint64_t size;
 	int fd = -1;
+	char *data = NULL; /* what a pipe or stdin held */
 	if (val[0] == '@') {
-		fd = open(val + 1, O_RDONLY | O_CLOEXEC);
+		bool std = !strcmp(val + 1, "-");
+		fd = std ? dup(0) : open(val + 1, O_RDONLY | O_CLOEXEC);
 		struct stat st;
 		if (fd < 0 || fstat(fd, &st) < 0) {
-			fprintf(stderr, "%s: argument '%s': cannot read %s: %s\n", prog, param,
+			errf("%s: argument '%s': cannot read %s: %s\n", prog, param,
 				val + 1, strerror(errno));
 			if (fd >= 0)
 				close(fd);
 			return 2;
 		}
-		size = (uint64_t)st.st_size;
-		if (size == 0) {
-			fprintf(stderr, "%s: argument '%s': %s is empty\n", prog, param, val + 1);
+		if (S_ISDIR(st.st_mode)) {
+			errf("%s: argument '%s': cannot read %s: %s\n", prog, param,
+				val + 1, strerror(EISDIR));
 			close(fd);
+			return 2;
+		}
+		size = (uint64_t)st.st_size;
+		if (!S_ISREG(st.st_mode)) {
+			/* A pipe, a terminal, /dev/stdin: its size is what it holds
+			 * until end of file. */
+			size_t cap = 0, got = 0;
+			for (;;) {
+				if (got == cap) {
+					char *n = realloc(data, cap = cap ? cap * 2 : 65536);
+					if (!n) {
+						errf("%s: out of memory\n", prog);
+						free(data);
+						close(fd);
+						return 3;
+					}
+					data = n;
+				}
+				ssize_t k = read(fd, data + got, cap - got);
+				if (k < 0 && errno == EINTR)
+					continue;
+				if (k < 0) {
+					errf("%s: argument '%s': reading %s failed: %s\n",
+						prog, param, std ? "standard input" : val + 1,
+						strerror(errno));
+					free(data);
+					close(fd);
+					return 2;
+				}
+				if (k == 0)
+					break;
+				got += (size_t)k;
+			}
+			close(fd);
+			fd = -1;
+			size = got;
+		}
+		if (size == 0) {
+			free(data);
+			errf("%s: argument '%s': %s is empty\n", prog, param,
+				!strcmp(val + 1, "-") ? "standard input" : val + 1);
+			if (fd >= 0)
+				close(fd);
 			return 2;
 		}
 	} else if (!strncmp(val, "size:", 5)) {
 		if (parse_uint(val + 5, UINT64_MAX, &size) < 0 || size == 0) {
-			fprintf(stderr, "%s: argument '%s': '%s' is not a positive byte count\n", prog,
+			errf("%s: argument '%s': '%s' is not a positive byte count\n", prog,
 				param, val + 5);
 			return 2;
 		}
@@ -304,19 +428,25 @@ static int make_buffer(struct submit_ctx *c, const char *param, const char *val,
 		return 2;
 	}
 	struct devq_buffer *b;
-	if (devq_buffer_create(c->q, size, DEVQ_BUFFER_SHARED, &b) < 0) {
-		fprintf(stderr, "%s: argument '%s': %s\n", prog, param, devq_last_error(c->q));
+	int cr = devq_buffer_create(c->q, size, DEVQ_BUFFER_SHARED, &b);
+	if (cr < 0) {
+		errf("%s: argument '%s': %s\n", prog, param, devq_last_error(c->q));
 		if (fd >= 0)
 			close(fd);
-		return 3;
+		free(data);
+		return rc_of(cr);
+	}
+	if (data) {
+		memcpy(b->map, data, size);
+		free(data);
 	}
 	if (fd >= 0) {
 		uint64_t got = 0;
 		while (got < size) {
 			ssize_t n = read(fd, (char *)b->map + got, size - got);
 			if (n <= 0) {
-				fprintf(stderr, "%s: argument '%s': reading %s failed\n", prog, param,
-					val + 1);
+				errf("%s: argument '%s': reading %s failed: %s\n", prog,
+					param, val + 1, n < 0 ? strerror(errno) : "shorter than its size");
 				close(fd);
 				return 2;
 			}
@@ -341,6 +471,14 @@ static int build_args(struct submit_ctx *c, struct seg *s)
 			continue;
 		if ((r = make_buffer(c, pp->name, s->vals[p], &s->bufs[p])))
 			return r;
+		size_t es = devq_type_size(pp->type);
+		if (es > 1 && s->bufs[p]->size % es) {
+			fprintf(stderr,
+				"%s: argument '%s': %" PRIu64 " bytes is not a whole number of %s "
+				"elements (%zu bytes each)\n",
+				prog, pp->name, s->bufs[p]->size, devq_type_name(pp->type), es);
+			return 2;
+		}
 	}
 	union devq_kval kv[DEVQ_MAX_PARAMS] = { 0 };
 	for (unsigned p = 0; p < sig->nparams; p++) {
@@ -362,7 +500,7 @@ static int build_args(struct submit_ctx *c, struct seg *s)
 				}
 			}
 			if (!v) {
-				fprintf(stderr, "%s: %s: argument '%s' (%s) missing\n", prog,
+				errf("%s: %s: argument '%s' (%s) missing\n", prog,
 					s->exec_name, pp->name, devq_type_name(pp->type));
 				return 2;
 			}
@@ -374,7 +512,7 @@ static int build_args(struct submit_ctx *c, struct seg *s)
 		case DEVQ_T_U64:
 		case DEVQ_T_U32:
 			if (parse_uint(v, pp->type == DEVQ_T_U32 ? UINT32_MAX : UINT64_MAX, &u) < 0) {
-				fprintf(stderr, "%s: argument '%s': '%s' is not a %s\n", prog, pp->name,
+				errf("%s: argument '%s': '%s' is not a %s\n", prog, pp->name,
 					v, devq_type_name(pp->type));
 				return 2;
 			}
@@ -391,7 +529,7 @@ static int build_args(struct submit_ctx *c, struct seg *s)
 			long long x = strtoll(v, &end, 0);
 			if (errno || !*v || *end ||
 			    (pp->type == DEVQ_T_I32 && (x < INT32_MIN || x > INT32_MAX))) {
-				fprintf(stderr, "%s: argument '%s': '%s' is not a %s\n", prog, pp->name,
+				errf("%s: argument '%s': '%s' is not a %s\n", prog, pp->name,
 					v, devq_type_name(pp->type));
 				return 2;
 			}
@@ -407,7 +545,7 @@ static int build_args(struct submit_ctx *c, struct seg *s)
 			errno = 0;
 			double x = strtod(v, &end);
 			if (errno || !*v || *end) {
-				fprintf(stderr, "%s: argument '%s': '%s' is not a number\n", prog,
+				errf("%s: argument '%s': '%s' is not a number\n", prog,
 					pp->name, v);
 				return 2;
 			}
@@ -419,7 +557,7 @@ static int build_args(struct submit_ctx *c, struct seg *s)
 			break;
 		}
 		default:
-			fprintf(stderr, "%s: argument '%s': unsupported scalar type\n", prog, pp->name);
+			errf("%s: argument '%s': unsupported scalar type\n", prog, pp->name);
 			return 2;
 		}
 	}
@@ -451,44 +589,76 @@ static int build_args(struct submit_ctx *c, struct seg *s)
 	return 0;
 }
 
-static void print_value(const struct seg *s, unsigned p)
+/* The values of an op's small output buffers (checksum's out, reduce's
+ * sum): "  NAME = V ..." lines, or with json ,"results":{"NAME":[V,...]}. */
+static void print_values(FILE *f, const struct seg *s, bool json)
 {
-	const struct devq_param *pp = &s->sig.p[p];
-	const struct devq_buffer *b = s->bufs[p];
-	if (!b || !b->map || b->size > 64 || !(pp->access & DEVQ_ACC_OUT))
-		return;
-	size_t es = devq_type_size(pp->type), n = b->size / es;
-	printf("  %s =", pp->name);
-	for (size_t i = 0; i < n && i < 8; i++) {
-		const char *m = (const char *)b->map + i * es;
-		switch (pp->type) {
-		case DEVQ_T_U64: printf(" %" PRIu64 " (0x%016" PRIx64 ")", *(const uint64_t *)m, *(const uint64_t *)m); break;
-		case DEVQ_T_U32: printf(" %" PRIu32, *(const uint32_t *)m); break;
-		case DEVQ_T_F32: printf(" %.9g", (double)*(const float *)m); break;
-		case DEVQ_T_F64: printf(" %.17g", *(const double *)m); break;
-		default: printf(" 0x%02x", *(const unsigned char *)m); break;
+	bool any = false;
+	for (unsigned p = 0; p < s->sig.nparams; p++) {
+		const struct devq_param *pp = &s->sig.p[p];
+		const struct devq_buffer *b = s->bufs[p];
+		if (!b || !b->map || b->size > 64 || !(pp->access & DEVQ_ACC_OUT))
+			continue;
+		size_t es = devq_type_size(pp->type), n = b->size / es, shown = n < 8 ? n : 8;
+		if (json) {
+			fprintf(f, "%s\"%s\":[", any ? "," : ",\"results\":{", pp->name);
+			shown = n;
+		} else {
+			fprintf(f, "  %s =", pp->name);
 		}
+		any = true;
+		for (size_t i = 0; i < shown; i++) {
+			const char *m = (const char *)b->map + i * es;
+			const char *sep = json && i ? "," : json ? "" : " ";
+			switch (pp->type) {
+			case DEVQ_T_U64:
+				if (json)
+					fprintf(f, "%s%" PRIu64, sep, *(const uint64_t *)m);
+				else
+					fprintf(f, " %" PRIu64 " (0x%016" PRIx64 ")", *(const uint64_t *)m,
+						*(const uint64_t *)m);
+				break;
+			case DEVQ_T_U32: fprintf(f, "%s%" PRIu32, sep, *(const uint32_t *)m); break;
+			case DEVQ_T_F32: fprintf(f, "%s%.9g", sep, (double)*(const float *)m); break;
+			case DEVQ_T_F64: fprintf(f, "%s%.17g", sep, *(const double *)m); break;
+			default:
+				fprintf(f, json ? "%s%u" : "%s0x%02x", sep, *(const unsigned char *)m);
+				break;
+			}
+		}
+		if (json)
+			fputc(']', f);
+		else
+			fprintf(f, "%s\n", shown < n ? " ..." : "");
 	}
-	printf("\n");
+	if (json && any)
+		fputc('}', f);
 }
 
 static void print_completion(const struct submit_ctx *c, const struct devq_completion *x,
-			     const char *exec_name)
+			     const struct seg *s)
 {
+	const char *exec_name = s ? s->exec_name : "op";
+	FILE *f = c->rep;
 	struct devq_phases ph;
 	devq_timing_phases(&x->t, &ph);
 	if (c->json) {
-		printf("{\"status\":\"%s\",\"error\":", devq_code_name(x->code));
-		devctl_json_str(stdout, x->code ? x->message : "");
-		printf(",\"point\":[%u,%" PRIu64 "],\"timing\":{\"submit_ns\":%" PRIu64
-		       ",\"queued_ns\":%" PRIu64 ",\"device_ns\":%" PRIu64 ",\"sync_ns\":%" PRIu64
-		       ",\"total_ns\":%" PRIu64 "}}\n",
-		       x->queue, x->point, ph.submit, ph.queued, ph.device, ph.sync, ph.total);
+		fprintf(f, "{\"exec\":");
+		devctl_json_str(f, exec_name);
+		fprintf(f, ",\"status\":\"%s\",\"error\":", devq_code_name(x->code));
+		devctl_json_str(f, x->code ? x->message : "");
+		fprintf(f, ",\"point\":[%u,%" PRIu64 "],\"timing\":{\"submit_ns\":%" PRIu64
+			",\"queued_ns\":%" PRIu64 ",\"device_ns\":%" PRIu64 ",\"sync_ns\":%" PRIu64
+			",\"total_ns\":%" PRIu64 "}",
+			x->queue, x->point, ph.submit, ph.queued, ph.device, ph.sync, ph.total);
+		if (s && !x->code)
+			print_values(f, s, true);
+		fprintf(f, "}\n");
 		return;
 	}
 	if (x->code) {
-		printf("%s queue %u point %" PRIu64 ": %s: %s\n", exec_name, x->queue, x->point,
-		       devq_code_name(x->code), x->message);
+		fprintf(f, "%s queue %u point %" PRIu64 ": %s: %s\n", exec_name, x->queue, x->point,
+			devq_code_name(x->code), x->message);
 		return;
 	}
 	char a[24], b[24], d[24], e[24], t[24];
@@ -497,9 +667,21 @@ static void print_completion(const struct submit_ctx *c, const struct devq_compl
 	devctl_fmt_ns(d, sizeof(d), ph.device, 3);
 	devctl_fmt_ns(e, sizeof(e), ph.sync, 3);
 	devctl_fmt_ns(t, sizeof(t), ph.total, 3);
-	printf("%s queue %u point %" PRIu64 ": ok  submit %s  queued %s  device %s  sync %s  "
-	       "total %s\n",
-	       exec_name, x->queue, x->point, a, b, d, e, t);
+	fprintf(f, "%s queue %u point %" PRIu64 ": ok  submit %s  queued %s  device %s  sync %s  "
+		"total %s\n",
+		exec_name, x->queue, x->point, a, b, d, e, t);
+}
+
+/* The segment whose ops completed point (queue, point). */
+static struct seg *seg_of(struct submit_ctx *c, uint32_t queue, uint64_t point)
+{
+	for (size_t i = 0; i < c->nsegs; i++) {
+		struct seg *s = &c->segs[i];
+		if (s->queue == queue && point >= s->first_point &&
+		    point - s->first_point < s->repeat)
+			return s;
+	}
+	return NULL;
 }
 
 static int parse_segments(struct submit_ctx *c, int argc, char **argv)
@@ -509,11 +691,11 @@ static int parse_segments(struct submit_ctx *c, int argc, char **argv)
 		const char *a = argv[i];
 		if (!s) {
 			if (c->nsegs == MAX_SEGS) {
-				fprintf(stderr, "%s submit: at most %d ops\n", prog, MAX_SEGS);
+				errf("%s submit: at most %d ops\n", prog, MAX_SEGS);
 				return 2;
 			}
 			if (a[0] == '-' || strchr(a, '=')) {
-				fprintf(stderr, "%s submit: expected an executable name, got '%s'\n",
+				errf("%s submit: expected an executable name, got '%s'\n",
 					prog, a);
 				return 2;
 			}
@@ -533,7 +715,7 @@ static int parse_segments(struct submit_ctx *c, int argc, char **argv)
 		if (!strcmp(a, "--queue") || !strcmp(a, "--repeat") || !strcmp(a, "--wait") ||
 		    !strcmp(a, "--out") || !strcmp(a, "--priority")) {
 			if (i + 1 >= argc) {
-				fprintf(stderr, "%s submit: %s needs a value\n", prog, a);
+				errf("%s submit: %s needs a value\n", prog, a);
 				return 2;
 			}
 			const char *v = argv[++i];
@@ -548,14 +730,14 @@ static int parse_segments(struct submit_ctx *c, int argc, char **argv)
 				s->priority = !strcmp(v, "high");
 			} else if (!strcmp(a, "--queue")) {
 				if (parse_uint(v, UINT32_MAX, &x) < 0) {
-					fprintf(stderr, "%s submit: --queue: '%s' is not a queue id\n",
+					errf("%s submit: --queue: '%s' is not a queue id\n",
 						prog, v);
 					return 2;
 				}
 				s->queue = (uint32_t)x;
 			} else if (!strcmp(a, "--repeat")) {
 				if (parse_uint(v, 1000000, &x) < 0 || x == 0) {
-					fprintf(stderr, "%s submit: --repeat: '%s' is not in 1..1000000\n",
+					errf("%s submit: --repeat: '%s' is not in 1..1000000\n",
 						prog, v);
 					return 2;
 				}
@@ -564,20 +746,20 @@ static int parse_segments(struct submit_ctx *c, int argc, char **argv)
 				char *colon = strchr(v, ':');
 				uint64_t qq, kk;
 				if (!colon || s->nwaits == 16) {
-					fprintf(stderr, "%s submit: --wait: expected QUEUE:POINT, got '%s'\n",
+					errf("%s submit: --wait: expected QUEUE:POINT, got '%s'\n",
 						prog, v);
 					return 2;
 				}
 				*colon = '\0';
 				if (parse_uint(v, UINT32_MAX, &qq) < 0 || parse_uint(colon + 1, UINT64_MAX, &kk) < 0) {
-					fprintf(stderr, "%s submit: --wait: expected QUEUE:POINT\n", prog);
+					errf("%s submit: --wait: expected QUEUE:POINT\n", prog);
 					return 2;
 				}
 				s->waits[s->nwaits++] = (struct devq_wait){ (uint32_t)qq, kk };
 			} else {
 				char *eq = strchr(v, '=');
 				if (!eq || eq == v || !eq[1] || c->nouts == 64) {
-					fprintf(stderr, "%s submit: --out: expected NAME=FILE, got '%s'\n",
+					errf("%s submit: --out: expected NAME=FILE, got '%s'\n",
 						prog, v);
 					return 2;
 				}
@@ -588,12 +770,12 @@ static int parse_segments(struct submit_ctx *c, int argc, char **argv)
 			continue;
 		}
 		if (a[0] == '-') {
-			fprintf(stderr, "%s submit: unknown option '%s'\n", prog, a);
+			errf("%s submit: unknown option '%s'\n", prog, a);
 			return 2;
 		}
 		const char *eq = strchr(a, '=');
 		if (!eq || eq == a) {
-			fprintf(stderr, "%s submit: expected NAME=VALUE, got '%s'\n", prog, a);
+			errf("%s submit: expected NAME=VALUE, got '%s'\n", prog, a);
 			return 2;
 		}
 		/* Resolved against the signature once it is known. */
@@ -603,13 +785,13 @@ static int parse_segments(struct submit_ctx *c, int argc, char **argv)
 				break;
 			}
 			if (p == DEVQ_MAX_PARAMS - 1) {
-				fprintf(stderr, "%s submit: too many arguments\n", prog);
+				errf("%s submit: too many arguments\n", prog);
 				return 2;
 			}
 		}
 	}
 	if (!c->nsegs) {
-		fprintf(stderr, "%s submit: no executable given (devctl list shows them)\n", prog);
+		errf("%s submit: no executable given (devctl list shows them)\n", prog);
 		return 2;
 	}
 	return 0;
@@ -626,12 +808,12 @@ static int bind_names(struct seg *s)
 		*eq = '\0';
 		int p = devq_sig_find(&s->sig, raw[i]);
 		if (p < 0) {
-			fprintf(stderr, "%s: %s has no argument '%s' (signature: %s)\n", prog,
+			errf("%s: %s has no argument '%s' (signature: %s)\n", prog,
 				s->exec_name, raw[i], s->exec->signature);
 			return 2;
 		}
 		if (s->vals[p]) {
-			fprintf(stderr, "%s: argument '%s' given twice\n", prog, raw[i]);
+			errf("%s: argument '%s' given twice\n", prog, raw[i]);
 			return 2;
 		}
 		s->vals[p] = eq + 1;
@@ -639,26 +821,160 @@ static int bind_names(struct seg *s)
 	return 0;
 }
 
+/* "-" is standard output. */
 static int write_file(const char *path, const void *data, size_t n)
 {
-	FILE *f = fopen(path, "wb");
+	bool std = !strcmp(path, "-");
+	FILE *f = std ? stdout : fopen(path, "wb");
 	if (!f)
 		return -errno;
 	size_t w = fwrite(data, 1, n, f);
-	int r = fclose(f);
+	int r = std ? fflush(f) : fclose(f);
 	return w == n && r == 0 ? 0 : -EIO;
+}
+
+/* Whether path can be written, asked before any op runs: an existing file
+ * that is not a directory and is writable, or a new one in a writable
+ * directory.  0 or -errno; creates nothing. */
+static int check_writable(const char *path)
+{
+	struct stat st;
+	if (!strcmp(path, "-"))
+		return 0;
+	if (stat(path, &st) == 0) {
+		if (S_ISDIR(st.st_mode))
+			return -EISDIR;
+		return access(path, W_OK) < 0 ? -errno : 0;
+	}
+	if (errno != ENOENT)
+		return -errno;
+	char dir[4096];
+	snprintf(dir, sizeof(dir), "%s", path);
+	char *slash = strrchr(dir, '/');
+	if (!slash)
+		snprintf(dir, sizeof(dir), ".");
+	else if (slash == dir)
+		dir[1] = '\0';
+	else
+		*slash = '\0';
+	if (stat(dir, &st) < 0)
+		return -errno;
+	if (!S_ISDIR(st.st_mode))
+		return -ENOTDIR;
+	return access(dir, W_OK | X_OK) < 0 ? -errno : 0;
+}
+
+/* ", did you mean NAME?" for the executable nearest to a mistyped name: one
+ * that starts with it, else the one fewest edits away (at most 3). */
+static void suggest(devq *q, const char *name, char *out, size_t n)
+{
+	const struct devq_exec *l;
+	size_t cnt;
+	if (devq_exec_list(q, &l, &cnt) < 0)
+		return;
+	const char *best = NULL;
+	size_t bestd = 4, len = strlen(name);
+	for (size_t i = 0; i < cnt; i++) {
+		if (len && !strncmp(l[i].name, name, len)) {
+			best = l[i].name;
+			break;
+		}
+		size_t m = strlen(l[i].name), d[64];
+		if (len >= 63 || m >= 63)
+			continue;
+		/* Levenshtein distance, one row. */
+		for (size_t j = 0; j <= m; j++)
+			d[j] = j;
+		for (size_t a = 1; a <= len; a++) {
+			size_t prev = d[0];
+			d[0] = a;
+			for (size_t j = 1; j <= m; j++) {
+				size_t cur = d[j];
+				size_t sub = prev + (name[a - 1] != l[i].name[j - 1]);
+				size_t best3 = d[j] + 1 < d[j - 1] + 1 ? d[j] + 1 : d[j - 1] + 1;
+				d[j] = sub < best3 ? sub : best3;
+				prev = cur;
+			}
+		}
+		if (d[m] < bestd) {
+			bestd = d[m];
+			best = l[i].name;
+		}
+	}
+	if (best)
+		snprintf(out, n, "; did you mean %s?", best);
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* The progress line of a submit that waits (on a terminal, stderr): ops
+ * complete and time elapsed, against the time the ops ask for when every
+ * op says it (an ns argument: spin, spin_buf). */
+static void show_progress(const struct submit_ctx *c, size_t got, size_t total, uint64_t el)
+{
+	double expect = 0;
+	for (size_t i = 0; i < c->nsegs; i++) {
+		const struct seg *s = &c->segs[i];
+		int p = devq_sig_find(&s->sig, "ns");
+		if (p < 0 || s->args[p].type != DEVQ_ARG_U64) {
+			expect = 0;
+			break;
+		}
+		expect += (double)s->args[p].v.u64 * (double)s->repeat / 1e9;
+	}
+	fprintf(stderr, "\r\x1b[K%s: waiting: %zu of %zu ops complete, %.1f s", prog, got, total,
+		(double)el / 1e9);
+	if (expect > 0)
+		fprintf(stderr, " of about %.1f s", expect);
+	fflush(stderr);
+}
+
+static volatile sig_atomic_t interrupted;
+
+static void on_interrupt(int sig)
+{
+	(void)sig;
+	interrupted = 1;
 }
 
 static int cmd_submit(const char *sock, int argc, char **argv)
 {
 	struct submit_ctx *c = calloc(1, sizeof(*c));
 	if (!c) {
-		fprintf(stderr, "%s: out of memory\n", prog);
+		errf("%s: out of memory\n", prog);
 		return 3;
 	}
-	int rc = parse_segments(c, argc, argv);
+	/* The arguments are cut up in place: copies, so that ps still shows
+	 * the command as given. */
+	char **av = calloc((size_t)argc + 1, sizeof(*av));
+	for (int i = 0; av && i < argc; i++)
+		if (!(av[i] = strdup(argv[i])))
+			argc = i;
+	if (!av) {
+		errf("%s: out of memory", prog);
+		free(c);
+		return 3;
+	}
+	int rc = parse_segments(c, argc, av);
 	if (rc)
 		goto out_free;
+	c->rep = stdout;
+	for (size_t i = 0; i < c->nouts; i++) {
+		int w = check_writable(c->outs[i].file);
+		if (w < 0) {
+			errf("%s: --out %s: cannot write %s: %s\n", prog, c->outs[i].name,
+				c->outs[i].file, strerror(-w));
+			rc = 4;
+			goto out_free;
+		}
+		if (!strcmp(c->outs[i].file, "-"))
+			c->rep = stderr; /* stdout carries the buffer's bytes alone */
+	}
 	if ((rc = connect_or_die(sock, &c->q)))
 		goto out_free;
 	uint32_t opened[MAX_SEGS];
@@ -667,12 +983,14 @@ static int cmd_submit(const char *sock, int argc, char **argv)
 		struct seg *s = &c->segs[i];
 		char err[200];
 		if (devq_exec_lookup(c->q, s->exec_name, &s->exec) < 0) {
-			fprintf(stderr, "%s: %s\n", prog, devq_last_error(c->q));
+			char hint[64] = "";
+			suggest(c->q, s->exec_name, hint, sizeof(hint));
+			errf("%s: %s%s\n", prog, devq_last_error(c->q), hint);
 			rc = 2;
 			goto out;
 		}
 		if (devq_sig_parse(s->exec->signature, &s->sig, err, sizeof(err)) < 0) {
-			fprintf(stderr, "%s: %s: bad signature from devqd: %s\n", prog, s->exec_name, err);
+			errf("%s: %s: bad signature from devqd: %s\n", prog, s->exec_name, err);
 			rc = 3;
 			goto out;
 		}
@@ -683,7 +1001,7 @@ static int cmd_submit(const char *sock, int argc, char **argv)
 			have |= opened[k] == s->queue;
 		if (!have) {
 			if (devq_queue_open_priority(c->q, s->queue, s->priority) < 0) {
-				fprintf(stderr, "%s: %s\n", prog, devq_last_error(c->q));
+				errf("%s: %s\n", prog, devq_last_error(c->q));
 				rc = 3;
 				goto out;
 			}
@@ -692,7 +1010,7 @@ static int cmd_submit(const char *sock, int argc, char **argv)
 	}
 	for (size_t i = 0; i < c->nouts; i++) {
 		if (!find_named(c, c->outs[i].name)) {
-			fprintf(stderr, "%s: --out %s: no buffer argument of that name\n", prog,
+			errf("%s: --out %s: no buffer argument of that name\n", prog,
 				c->outs[i].name);
 			rc = 2;
 			goto out;
@@ -703,56 +1021,96 @@ static int cmd_submit(const char *sock, int argc, char **argv)
 	size_t total = 0;
 	for (size_t i = 0; i < c->nsegs; i++) {
 		struct seg *s = &c->segs[i];
+		s->first_point = 0;
 		struct devq_op op = { .queue = s->queue, .kind = DEVQ_OP_KERNEL, .exec = s->exec,
 				      .args = s->args, .nargs = s->sig.nparams,
 				      .waits = s->waits, .nwaits = s->nwaits };
 		for (uint64_t k = 0; k < s->repeat;) {
 			struct devq_op batch[256];
 			size_t n = 0;
+			uint64_t pts[256];
 			for (; n < 256 && k < s->repeat; n++, k++)
 				batch[n] = op;
-			if (devq_submit(c->q, batch, n, NULL) < 0) {
-				fprintf(stderr, "%s: %s\n", prog, devq_last_error(c->q));
-				rc = 3;
+			int sr = devq_submit(c->q, batch, n, pts);
+			if (sr < 0) {
+				errf("%s: %s\n", prog, devq_last_error(c->q));
+				rc = rc_of(sr) == 3 ? 3 : 1;
 				goto out;
 			}
+			if (!s->first_point)
+				s->first_point = pts[0];
 			total += n;
 		}
 	}
 	bool failed = false;
+	struct sigaction sa = { .sa_handler = on_interrupt }, old_int, old_term;
+	sigaction(SIGINT, &sa, &old_int);
+	sigaction(SIGTERM, &sa, &old_term);
+	uint64_t t_wait = mono_ns();
+	bool progress = !c->json && isatty(2), shown = false;
 	for (size_t got = 0; got < total; got++) {
 		struct devq_completion x;
-		if (devq_next_completion(c->q, &x, -1) < 0) {
-			fprintf(stderr, "%s: %s\n", prog, devq_last_error(c->q));
+		int wr;
+		while ((wr = devq_next_completion(c->q, &x, 100)) == -ETIMEDOUT && !interrupted) {
+			uint64_t el = mono_ns() - t_wait;
+			if (progress && el > 1000000000ull) {
+				show_progress(c, got, total, el);
+				shown = true;
+			}
+		}
+		if (shown) {
+			fputs("\r\x1b[K", stderr);
+			shown = false;
+		}
+		if (interrupted) {
+			errf("%s: interrupted with %zu of %zu ops not complete: disconnecting; devqd "
+			     "cancels those not started (a running one finishes)",
+			     prog, total - got, total);
+			rc = 130;
+			goto out;
+		}
+		if (wr < 0) {
+			errf("%s: %s\n", prog, devq_last_error(c->q));
 			rc = 3;
 			goto out;
 		}
-		const char *name = "op";
-		for (size_t i = 0; i < c->nsegs; i++)
-			if (c->segs[i].queue == x.queue)
-				name = c->segs[i].exec_name;
-		print_completion(c, &x, name);
-		failed |= x.code != DEVQ_OK;
+		struct seg *s = seg_of(c, x.queue, x.point);
+		print_completion(c, &x, s);
+		if (x.code != DEVQ_OK) {
+			failed = true;
+			if (s)
+				s->failed = true;
+		}
 	}
+	fflush(c->rep);
+	sigaction(SIGINT, &old_int, NULL);
+	sigaction(SIGTERM, &old_term, NULL);
 	struct devq_error e;
 	while (devq_next_error(c->q, &e) == 1) {
-		fprintf(stderr, "%s: %s: %s: %s\n", prog, e.request, devq_code_name(e.code), e.message);
+		errf("%s: %s: %s: %s\n", prog, e.request, devq_code_name(e.code), e.message);
 		failed = true;
 	}
+	/* A failed op's buffers hold nothing worth showing or keeping. */
 	if (!c->json)
 		for (size_t i = 0; i < c->nsegs; i++)
-			for (unsigned p = 0; p < c->segs[i].sig.nparams; p++)
-				print_value(&c->segs[i], p);
+			if (!c->segs[i].failed)
+				print_values(c->rep, &c->segs[i], false);
+	bool unwritten = false;
 	for (size_t i = 0; i < c->nouts; i++) {
+		if (failed) {
+			errf("%s: --out %s: %s not written: an op failed\n", prog,
+				c->outs[i].name, c->outs[i].file);
+			continue;
+		}
 		struct named_buf *n = find_named(c, c->outs[i].name);
 		int r = write_file(c->outs[i].file, n->b->map, n->b->size);
 		if (r < 0) {
-			fprintf(stderr, "%s: --out %s: cannot write %s: %s\n", prog, c->outs[i].name,
+			errf("%s: --out %s: cannot write %s: %s\n", prog, c->outs[i].name,
 				c->outs[i].file, strerror(-r));
-			failed = true;
+			unwritten = true;
 		}
 	}
-	rc = failed ? 1 : 0;
+	rc = failed ? 1 : unwritten ? 4 : 0;
 	/* Give the buffers back and see each released: nothing left behind. */
 	for (size_t i = 0; i < c->nnb; i++) {
 		struct devq_buffer *b = c->nb[i].b;
@@ -762,7 +1120,7 @@ static int cmd_submit(const char *sock, int argc, char **argv)
 			if (c->nb[j].b == b)
 				c->nb[j].b = NULL;
 		if (devq_buffer_release(c->q, b) < 0 || devq_buffer_wait_released(c->q, b, 30000) < 0) {
-			fprintf(stderr, "%s: release: %s\n", prog, devq_last_error(c->q));
+			errf("%s: release: %s\n", prog, devq_last_error(c->q));
 			rc = rc ? rc : 3;
 			break;
 		}
@@ -771,6 +1129,9 @@ out:
 	devq_disconnect(c->q);
 out_free:
 	free(c);
+	for (int i = 0; i < argc; i++)
+		free(av[i]);
+	free(av);
 	return rc;
 }
 
@@ -813,7 +1174,7 @@ int main(int argc, char **argv)
 	for (; i < argc; i++) {
 		if (!strcmp(argv[i], "--socket") || !strcmp(argv[i], "-s")) {
 			if (i + 1 >= argc) {
-				fprintf(stderr, "%s: --socket needs a path\n", prog);
+				errf("%s: --socket needs a path\n", prog);
 				return 2;
 			}
 			sock = argv[++i];
@@ -835,6 +1196,24 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	const char *cmd = argv[i++];
+	for (int k = i; k < argc; k++) {
+		if (!strcmp(argv[k], "--json"))
+			json_errors = true;
+		/* COMMAND --help (not a value: submit's NAME=VALUE never is one) */
+		if (!strcmp(argv[k], "--help") || !strcmp(argv[k], "-h")) {
+			if (!strcmp(cmd, "submit"))
+				submit_usage(stdout);
+			else if (!strcmp(cmd, "list") || !strcmp(cmd, "status"))
+				list_status_usage(stdout);
+			else if (!strcmp(cmd, "metrics"))
+				devctl_metrics_usage(stdout);
+			else if (!strcmp(cmd, "trace") || !strcmp(cmd, "top"))
+				devctl_trace_usage(stdout);
+			else
+				break;
+			return 0;
+		}
+	}
 	if (!strcmp(cmd, "submit"))
 		return cmd_submit(sock, argc - i, argv + i);
 	if (!strcmp(cmd, "list"))
@@ -851,6 +1230,6 @@ int main(int argc, char **argv)
 		usage(stdout);
 		return 0;
 	}
-	fprintf(stderr, "%s: unknown command '%s' (try devctl --help)\n", prog, cmd);
+	errf("%s: unknown command '%s' (try devctl --help)\n", prog, cmd);
 	return 2;
 }

@@ -8,6 +8,8 @@
 #include <inttypes.h>
 #include <string.h>
 
+#include "devctl/util.h"
+
 static void label_value(FILE *f, const char *s)
 {
 	for (; *s; s++) {
@@ -176,8 +178,10 @@ int devctl_metrics(const char *sock, int argc, char **argv)
 		return 2;
 	}
 	devq *q = NULL;
-	if (devq_connect(sock, "devctl-metrics", &q) < 0) {
-		fprintf(stderr, "devctl: %s\n", q ? devq_last_error(q) : "cannot connect");
+	int r = devq_connect(sock, "devctl-metrics", &q);
+	if (r < 0) {
+		fprintf(stderr, "devctl: %s%s\n", q ? devq_last_error(q) : "cannot connect",
+			devctl_conn_hint(r));
 		devq_disconnect(q);
 		return 3;
 	}

@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <termios.h>
 #include <time.h>
 #include <unistd.h>
@@ -34,7 +35,58 @@ struct top {
 	uint64_t self;
 	struct devq_trace *prev, *cur;
 	FILE *out;
+	char err[400]; /* why sampling failed, said once the screen is restored */
 };
+
+/* Writes a frame drawn into text to stdout, fitted to the terminal: each
+ * line cut to its width (escape sequences take no room) and no more lines
+ * than it has rows, the last kept for the "(q quits)" hint, so nothing
+ * wraps or scrolls the header away. */
+static void emit_fitted(const char *text, size_t len)
+{
+	struct winsize ws;
+	unsigned cols = 80, rows = 24;
+	if (ioctl(1, TIOCGWINSZ, &ws) == 0 && ws.ws_col && ws.ws_row) {
+		cols = ws.ws_col;
+		rows = ws.ws_row;
+	}
+	const char *hint = strstr(text, "\x1b[J");
+	size_t body = hint ? (size_t)(hint - text) : len;
+	unsigned row = 0;
+	size_t i = 0;
+	while (i < body && row + 1 < rows) {
+		unsigned vis = 0;
+		bool cut = false;
+		for (; i < body && text[i] != '\n'; i++) {
+			if (text[i] == '\x1b') {
+				/* CSI: ESC [ params final-byte */
+				size_t j = i + 1;
+				if (j < body && text[j] == '[')
+					for (j++; j < body && !(text[j] >= 0x40 && text[j] <= 0x7e); j++)
+						;
+				fwrite(text + i, 1, j + 1 - i, stdout);
+				i = j;
+				continue;
+			}
+			if (vis + 1 >= cols) {
+				cut = true;
+				continue;
+			}
+			fputc(text[i], stdout);
+			vis++;
+		}
+		if (cut)
+			fputs("\x1b[0m\x1b[K", stdout);
+		if (i < body) {
+			fputc('\n', stdout);
+			i++;
+		}
+		row++;
+	}
+	if (hint)
+		fwrite(hint, 1, len - (size_t)(hint - text), stdout);
+	fflush(stdout);
+}
 
 static int cmp_u64(const void *a, const void *b)
 {
@@ -97,11 +149,44 @@ static void draw(struct top *tp)
 		(double)done / dt, inflight, (double)failed / dt, dt);
 	line_end(tp);
 
-	uint64_t busy = 0;
+	/* Device time in the interval over the interval.  The daemon's
+	 * per-stream counters grow by an op's whole device time when it
+	 * completes, so an op that ran for several intervals would count
+	 * them all in the one where it ended (399 %): the part of each op
+	 * completed in this interval that lay before it is taken off again
+	 * (it belonged to earlier frames).  A stream that still has ops
+	 * of a session in view (queue depth > 0 at the end of the
+	 * interval) counts as busy from its last completion in the
+	 * interval (or the interval's start) to its end: an op running for
+	 * seconds shows 100 % meanwhile, not 0 %.  (An op handed to a
+	 * stream but waiting there on another stream counts as busy too.) */
+	uint64_t busy = 0, t_a = a->now_ns, t_b = b->now_ns;
 	char per[512] = "";
 	size_t pl = 0;
 	for (uint32_t i = 0; i < b->streams; i++) {
-		uint64_t d = b->stream_busy_ns[i] - a->stream_busy_ns[i];
+		uint64_t d = b->stream_busy_ns[i] - a->stream_busy_ns[i], last_end = t_a;
+		for (size_t k = 0; k < b->nops; k++) {
+			const struct devq_trace_op *o = &b->ops[k];
+			if (o->stream != i || o->t.device_end <= o->t.device_start)
+				continue;
+			if (o->t.device_end > last_end)
+				last_end = o->t.device_end < t_b ? o->t.device_end : t_b;
+			if (o->t.device_start >= t_a)
+				continue;
+			uint64_t before = (o->t.device_end < t_a ? o->t.device_end : t_a) -
+					  o->t.device_start;
+			d = d > before ? d - before : 0;
+		}
+		uint64_t depth = 0;
+		for (size_t k = 0; k < b->nsessions; k++)
+			for (size_t j = 0; j < b->sessions[k].nqueues; j++)
+				if (b->sessions[k].queues[j].stream == i)
+					depth += b->sessions[k].queues[j].submitted -
+						 b->sessions[k].queues[j].completed;
+		if (depth)
+			d += t_b - last_end;
+		if (d > t_b - t_a)
+			d = t_b - t_a;
 		busy += d;
 		if (pl < sizeof(per) - 32)
 			pl += (size_t)snprintf(per + pl, sizeof(per) - pl, "  s%u %3.0f%%", i,
@@ -187,7 +272,8 @@ static int sample(struct top *tp)
 		r = devq_trace_get(tp->q, &qy, &tp->cur);
 	}
 	if (r < 0)
-		fprintf(stderr, "devctl top: %s\n", devq_last_error(tp->q));
+		snprintf(tp->err, sizeof(tp->err), "devctl top: %s%s", devq_last_error(tp->q),
+			 r == -ECONNRESET || r == -EPIPE ? " (devqd went away)" : "");
 	return r;
 }
 
@@ -246,7 +332,8 @@ int devctl_top_main(const char *sock, int argc, char **argv)
 	tp.all = all_flag || geteuid() == 0;
 	int r = devq_connect(sock, "devctl top", &tp.q);
 	if (r < 0) {
-		fprintf(stderr, "devctl: %s\n", tp.q ? devq_last_error(tp.q) : strerror(-r));
+		fprintf(stderr, "devctl: %s%s\n", tp.q ? devq_last_error(tp.q) : strerror(-r),
+			devctl_conn_hint(r));
 		devq_disconnect(tp.q);
 		return 3;
 	}
@@ -295,7 +382,21 @@ int devctl_top_main(const char *sock, int argc, char **argv)
 			rc = 3;
 			break;
 		}
-		draw(&tp);
+		if (tp.tty) {
+			/* Drawn into memory, then fitted to the terminal. */
+			char *text = NULL;
+			size_t len = 0;
+			tp.out = open_memstream(&text, &len);
+			if (tp.out) {
+				draw(&tp);
+				fclose(tp.out);
+				emit_fitted(text, len);
+			}
+			free(text);
+			tp.out = stdout;
+		} else {
+			draw(&tp);
+		}
 		devq_trace_free(tp.prev);
 		tp.prev = tp.cur;
 		tp.cur = NULL;
@@ -308,6 +409,10 @@ out:
 	if (tp.tty)
 		fputs("\x1b[?25h\x1b[?1049l", stdout);
 	fflush(stdout);
+	/* After the screen is back, or the alternate screen would take the
+	 * reason with it. */
+	if (tp.err[0])
+		fprintf(stderr, "%s\n", tp.err);
 	if (keys)
 		tcsetattr(0, TCSANOW, &saved);
 	devq_trace_free(tp.prev);

@@ -597,7 +597,7 @@ static int write_out(const struct trace_ctx *c, const char *path, bool svg)
 	FILE *f = strcmp(path, "-") ? fopen(path, "w") : stdout;
 	if (!f) {
 		fprintf(stderr, "devctl trace: cannot write %s: %s\n", path, strerror(errno));
-		return 1;
+		return 4;
 	}
 	if (svg)
 		write_svg(c, f);
@@ -610,7 +610,7 @@ static int write_out(const struct trace_ctx *c, const char *path, bool svg)
 		bad |= fflush(f) != 0;
 	if (bad) {
 		fprintf(stderr, "devctl trace: writing %s failed\n", path);
-		return 1;
+		return 4;
 	}
 	return 0;
 }
@@ -621,7 +621,7 @@ static int parse_num(const char *opt, const char *v, double max, double *out)
 	errno = 0;
 	double x = strtod(v, &end);
 	if (errno || end == v || *end || !(x >= 0) || x > max) {
-		fprintf(stderr, "devctl trace: %s: '%s' is not a number in 0..%g\n", opt, v, max);
+		fprintf(stderr, "devctl trace: %s: '%s' is not a number in 0..%.0f\n", opt, v, max);
 		return 2;
 	}
 	*out = x;
@@ -672,7 +672,8 @@ int devctl_trace_main(const char *sock, int argc, char **argv)
 	devq *q = NULL;
 	int r = devq_connect(sock, "devctl trace", &q);
 	if (r < 0) {
-		fprintf(stderr, "devctl: %s\n", q ? devq_last_error(q) : strerror(-r));
+		fprintf(stderr, "devctl: %s%s\n", q ? devq_last_error(q) : strerror(-r),
+			devctl_conn_hint(r));
 		devq_disconnect(q);
 		return 3;
 	}
@@ -707,9 +708,9 @@ int devctl_trace_main(const char *sock, int argc, char **argv)
 			c.t->capacity);
 	rc = 0;
 	if (json_path)
-		rc |= write_out(&c, json_path, false);
-	if (svg_path)
-		rc |= write_out(&c, svg_path, true);
+		rc = write_out(&c, json_path, false);
+	if (svg_path && write_out(&c, svg_path, true))
+		rc = 4;
 	if (!rc && strcmp(json_path ? json_path : "", "-") && strcmp(svg_path ? svg_path : "", "-"))
 		fprintf(stderr, "devctl trace: %zu ops from %zu sessions\n", c.t->nops,
 			c.t->nsessions);

@@ -3,6 +3,7 @@
  * copy each. */
 #include "devctl/util.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdbool.h>
 
@@ -39,4 +40,21 @@ void devctl_fmt_ns(char *buf, size_t n, uint64_t ns, int ms_decimals)
 		snprintf(buf, n, "%.1f us", (double)ns / 1e3);
 	else
 		snprintf(buf, n, "%.*f ms", ms_decimals, (double)ns / 1e6);
+}
+
+const char *devctl_conn_hint(int r)
+{
+	switch (r) {
+	case -ENOENT:
+		return " (is devqd running? start it, or point DEVQ_SOCKET or --socket at its "
+		       "socket)";
+	case -ECONNREFUSED:
+		return " (nothing listens there: a stale socket of a devqd that is gone; start "
+		       "devqd)";
+	case -EACCES:
+		return " (no permission on the socket: devqd's --socket-group, or run as its "
+		       "user)";
+	default:
+		return "";
+	}
 }

@@ -23,4 +23,8 @@ void devctl_json_str_ascii(FILE *f, const char *s);
  * 3, devctl top 2 to fit its columns). */
 void devctl_fmt_ns(char *buf, size_t n, uint64_t ns, int ms_decimals);
 
+/* A hint after a failed devq_connect's message, by its result: how to
+ * start devqd or name its socket ("" when there is none to give). */
+const char *devctl_conn_hint(int r);
+
 #endif

@@ -131,12 +131,149 @@ START_TEST(top_in_tmux_shows_load_and_quits_on_q)
 }
 END_TEST
 
+/* A client with more queues than an 80x24 terminal has rows, each holding
+ * long spins, until killed. */
+static void many_queues(const char *sock)
+{
+	devq *q = NULL;
+	if (devq_connect(sock, "tmux-many", &q) < 0)
+		_exit(10);
+	const struct devq_exec *spin;
+	if (devq_exec_lookup(q, "spin", &spin) < 0)
+		_exit(11);
+	struct devq_arg a = DEVQ_U64("ns", 2000000000ull);
+	for (uint32_t i = 0; i < 40; i++) {
+		struct devq_op op = { .queue = i, .kind = DEVQ_OP_KERNEL, .exec = spin, .args = &a,
+				      .nargs = 1 };
+		if (devq_queue_open(q, i) < 0 || devq_submit(q, &op, 1, NULL) < 0)
+			_exit(12);
+	}
+	devq_flush(q);
+	for (;;)
+		pause();
+}
+
+/* Issue 17 item 8: in 80x24 the header stays on top and no line wraps; when
+ * devqd goes away top says so where it can still be read, and exits 3. */
+START_TEST(top_fits_80x24_and_says_why_it_stopped)
+{
+	if (system("command -v tmux >/dev/null 2>&1") != 0) {
+		fprintf(stderr, "SKIP: tmux is not installed (apt-get install tmux)\n");
+		return;
+	}
+	struct daemon_proc d;
+	harness_start(&d, NULL);
+	snprintf(tmux_sock, sizeof(tmux_sock), "devq-top80-%d", (int)getpid());
+	pid_t lp = fork();
+	ck_assert_int_ge(lp, 0);
+	if (lp == 0)
+		many_queues(d.sock);
+	char status[160], cmd[600];
+	snprintf(status, sizeof(status), "%s/top.status", d.dir);
+	snprintf(cmd, sizeof(cmd), "new-session -d -s top -x 80 -y 24 \"%s --socket %s top; "
+				   "echo \\$? > %s; sleep 60\"",
+		 harness_bin("devctl"), d.sock, status);
+	ck_assert_int_eq(tmux(NULL, 0, "%s", cmd), 0);
+	static char screen[16384];
+	bool shown = false;
+	for (int i = 0; i < 600 && !shown; i++) {
+		usleep(100000);
+		tmux(screen, sizeof(screen), "capture-pane -p -t top");
+		shown = strstr(screen, "tmux-many") && strstr(screen, "q quits");
+	}
+	ck_assert_msg(shown, "top never showed the client; screen:\n%s", screen);
+	ck_assert_msg(!strncmp(screen, "devq top", 8), "the header is not on top:\n%s", screen);
+	const char *l2 = strchr(screen, '\n');
+	ck_assert_msg(l2 && !strncmp(l2 + 1, "ops/s", 5), "the first line wrapped:\n%s", screen);
+	int lines = 0;
+	for (const char *x = screen; *x;) {
+		const char *e = strchr(x, '\n');
+		size_t n = e ? (size_t)(e - x) : strlen(x);
+		ck_assert_msg(n < 80, "a line of %zu columns:\n%s", n, screen);
+		lines++;
+		x = e ? e + 1 : x + n;
+	}
+	ck_assert_msg(lines <= 24, "%d lines", lines);
+
+	kill(d.pid, SIGKILL);
+	harness_wait(&d);
+	FILE *f = NULL;
+	for (int i = 0; i < 100 && !f; i++) {
+		usleep(100000);
+		f = fopen(status, "r");
+	}
+	usleep(200000);
+	tmux(screen, sizeof(screen), "capture-pane -p -t top");
+	tmux(NULL, 0, "kill-server");
+	kill(lp, SIGKILL);
+	waitpid(lp, NULL, 0);
+	ck_assert_msg(f != NULL, "top did not exit when devqd went away:\n%s", screen);
+	int code = -1;
+	ck_assert_int_eq(fscanf(f, "%d", &code), 1);
+	fclose(f);
+	ck_assert_int_eq(code, 3);
+	ck_assert_msg(strstr(screen, "devctl top: ") && strstr(screen, "devqd went away"),
+		      "no reason left on the screen:\n%s", screen);
+}
+END_TEST
+
+/* Issue 17: a submit that waits longer than a second shows a progress line
+ * on a terminal (against the time the op asks for), cleared when the op
+ * completes; nothing when stderr is not a terminal. */
+START_TEST(submit_progress_on_a_terminal)
+{
+	if (system("command -v tmux >/dev/null 2>&1") != 0) {
+		fprintf(stderr, "SKIP: tmux is not installed (apt-get install tmux)\n");
+		return;
+	}
+	struct daemon_proc d;
+	harness_start(&d, NULL);
+	snprintf(tmux_sock, sizeof(tmux_sock), "devq-prog-%d", (int)getpid());
+	char cmd[600];
+	snprintf(cmd, sizeof(cmd), "new-session -d -s sub -x 100 -y 10 \"%s --socket %s submit "
+				   "spin ns=2500000000; sleep 60\"",
+		 harness_bin("devctl"), d.sock);
+	ck_assert_int_eq(tmux(NULL, 0, "%s", cmd), 0);
+	static char screen[16384];
+	bool waiting = false, done = false;
+	for (int i = 0; i < 100 && !waiting; i++) {
+		usleep(100000);
+		tmux(screen, sizeof(screen), "capture-pane -p -t sub");
+		waiting = strstr(screen, "waiting: 0 of 1 ops complete") != NULL;
+	}
+	ck_assert_msg(waiting, "no progress line:\n%s", screen);
+	ck_assert_msg(strstr(screen, "of about 2.5 s"), "no expected time:\n%s", screen);
+	for (int i = 0; i < 100 && !done; i++) {
+		usleep(100000);
+		tmux(screen, sizeof(screen), "capture-pane -p -t sub");
+		done = strstr(screen, "spin queue 0 point 1: ok") != NULL;
+	}
+	tmux(NULL, 0, "kill-server");
+	ck_assert_msg(done && !strstr(screen, "waiting"), "not cleared:\n%s", screen);
+	char out[256];
+	snprintf(out, sizeof(out), "%s/err.txt", d.dir);
+	snprintf(cmd, sizeof(cmd), "%s --socket %s submit spin ns=1500000000 >/dev/null 2>%s",
+		 harness_bin("devctl"), d.sock, out);
+	ck_assert_int_eq(system(cmd), 0);
+	FILE *f = fopen(out, "r");
+	ck_assert_ptr_nonnull(f);
+	char buf[512];
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	buf[n] = '\0';
+	fclose(f);
+	ck_assert_msg(n == 0, "not a terminal, yet: %s", buf);
+	ck_assert_int_eq(harness_stop(&d), 0);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("top");
 	TCase *tc = tcase_create("top");
 	tcase_set_timeout(tc, 180);
 	tcase_add_test(tc, top_in_tmux_shows_load_and_quits_on_q);
+	tcase_add_test(tc, top_fits_80x24_and_says_why_it_stopped);
+	tcase_add_test(tc, submit_progress_on_a_terminal);
 	suite_add_tcase(s, tc);
 	return harness_main(s);
 }

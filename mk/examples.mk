@@ -1,0 +1,22 @@
+# SPDX-License-Identifier: Apache-2.0
+# examples/: complete client programs, as a user would write them.  Built
+# against build/libdevq.so with nothing but -Iclient -Lbuild -ldevq, and
+# run by `make check` (tests/example.sh, as the program test_example)
+# against a devqd of its own, dynamically (LD_LIBRARY_PATH=build, through
+# the libdevq.so.0 link) and linked statically with what
+# `pkg-config --static --libs devq` says.
+EXAMPLE_SRC = $(sort $(wildcard examples/*.c))
+EXAMPLES    = $(patsubst examples/%.c,$(BUILD)/examples/%,$(EXAMPLE_SRC))
+
+.PHONY: examples
+examples: $(EXAMPLES)
+
+$(BUILD)/examples/%: examples/%.c client/devq.h $(BUILD)/libdevq.so.0
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 $(WARN) $(CFLAGS) -Iclient -o $@ $< -L$(BUILD) -ldevq
+
+TESTS += test_example
+$(BUILD)/tests/test_example: tests/example.sh $(EXAMPLES) $(BUILD)/devqd $(BUILD)/libdevq.a packaging/devq.pc.in
+	@mkdir -p $(dir $@)
+	printf '#!/bin/sh\nexec sh tests/example.sh "$$@"\n' > $@
+	chmod +x $@
