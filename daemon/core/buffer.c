@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include "core/buffer.h"
@@ -22,6 +23,19 @@
 #ifndef MFD_NOEXEC_SEAL
 #define MFD_NOEXEC_SEAL 0x0008U
 #endif
+/* linux/magic.h: the file systems a memfd lives on. */
+#define DEVQ_TMPFS_MAGIC 0x01021994
+#define DEVQ_HUGETLBFS_MAGIC 0x958458f6
+
+/* Unmaps a buffer's host mapping, logging a failure: one that fails (a
+ * length the kernel rounded differently) would leak the pages silently. */
+static void host_unmap(struct devq_buf *b)
+{
+	if (munmap(b->host, b->map_len) < 0)
+		log_err("buffer %llu: munmap of %zu bytes failed: %s (mapping leaked)",
+			(unsigned long long)b->id, b->map_len, strerror(errno));
+	/* b->host stays: account() tells shared from device buffers by it. */
+}
 
 static void account(struct devq_buf *b, int sign)
 {
@@ -139,7 +153,7 @@ int devq_buffer_create(struct devq_session *s, uint64_t id, uint64_t size, Devq_
 	code = buf_install(b, err, errlen);
 	if (code) {
 		if (b->host)
-			munmap(b->host, b->map_len);
+			host_unmap(b);
 		if (fd >= 0)
 			close(fd);
 		free(b);
@@ -149,7 +163,7 @@ int devq_buffer_create(struct devq_session *s, uint64_t id, uint64_t size, Devq_
 	return 0;
 fail:
 	if (b && b->host)
-		munmap(b->host, b->map_len);
+		host_unmap(b);
 	if (fd >= 0)
 		close(fd);
 	free(b);
@@ -186,6 +200,22 @@ int devq_buffer_import(struct devq_session *s, uint64_t id, uint64_t size, bool 
 	if (seals < 0 || !is_memfd(fd)) {
 		snprintf(err, errlen, "import buffer %llu: the fd is not a memfd", uid);
 		return DEVQ__CODE__INVALID_ARGUMENT;
+	}
+	/* Only memfds on tmpfs (memfd_create without MFD_HUGETLB).  A hugetlb
+	 * memfd's pages can vanish under a read: the client punches a hole and
+	 * holds every free huge page, and the daemon's next read dies of
+	 * SIGBUS; its mapping is also rounded up to the huge page size. */
+	struct statfs sf;
+	if (fstatfs(fd, &sf) < 0) {
+		snprintf(err, errlen, "import buffer %llu: fstatfs: %s", uid, strerror(errno));
+		return DEVQ__CODE__INVALID_ARGUMENT;
+	}
+	if (sf.f_type != DEVQ_TMPFS_MAGIC) {
+		snprintf(err, errlen,
+			 "import buffer %llu: %s memfds are not accepted (their pages can vanish "
+			 "under the daemon's reads); use memfd_create without MFD_HUGETLB",
+			 uid, sf.f_type == DEVQ_HUGETLBFS_MAGIC ? "hugetlb" : "non-tmpfs");
+		return DEVQ__CODE__FAILED_PRECONDITION;
 	}
 	if (!(seals & F_SEAL_SHRINK)) {
 		snprintf(err, errlen,
@@ -227,7 +257,7 @@ int devq_buffer_import(struct devq_session *s, uint64_t id, uint64_t size, bool 
 	}
 	code = buf_install(b, err, errlen);
 	if (code) {
-		munmap(b->host, b->map_len);
+		host_unmap(b);
 		free(b);
 	}
 	return code;
@@ -240,7 +270,7 @@ static void buf_free(struct devq_buf *b)
 	devq_idmap_del(&s->bufs, b->id);
 	if (b->host) {
 		be->ops->unmap_host(be, b->host, b->map_len);
-		munmap(b->host, b->map_len);
+		host_unmap(b);
 	} else {
 		be->ops->free(be, b->devaddr, b->size);
 	}

@@ -6,9 +6,11 @@
  * devq_session_admit) and fed Ops as the request layer would. */
 #include <check.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "core/buffer.h"
@@ -535,6 +537,45 @@ START_TEST(test_failure_ranges_past_bound)
 }
 END_TEST
 
+/* ---- memfds the daemon cannot read safely ----------------------------- */
+
+/* A hugetlb memfd is refused at import with a clear error: a client can
+ * punch a hole in it and hold every free huge page, and the daemon's next
+ * read would die of SIGBUS; its mapping is also rounded to the huge page,
+ * so a munmap of the declared size fails and leaks the pages.  Skipped
+ * where the kernel has no MFD_HUGETLB; with vm.nr_hugepages = 0 the import
+ * used to fail in mmap (RESOURCE_EXHAUSTED), with huge pages it succeeded. */
+START_TEST(test_import_refuses_hugetlb_memfd)
+{
+	int fd = memfd_create("devq-test-huge", MFD_HUGETLB | MFD_ALLOW_SEALING | MFD_CLOEXEC);
+	if (fd < 0) {
+		printf("test_import_refuses_hugetlb_memfd: skipped, no MFD_HUGETLB: %s\n",
+		       strerror(errno));
+		return;
+	}
+	ck_assert_int_eq(ftruncate(fd, 2 << 20), 0);
+	ck_assert_int_eq(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW), 0);
+	engine_up((struct devq_config){ 0 });
+	struct devq_session *s = session(1000);
+	char err[200] = "";
+	int r = devq_buffer_import(s, 1, 4096, true, fd, err, sizeof(err));
+	ck_assert_msg(r == DEVQ__CODE__FAILED_PRECONDITION, "import: %d %s", r, err);
+	ck_assert_ptr_nonnull(strstr(err, "hugetlb"));
+	ck_assert_uint_eq(s->nbufs, 0);
+	ck_assert_uint_eq(E.bytes_mapped, 0);
+	/* An ordinary memfd, sealed alike, is accepted. */
+	int ok = memfd_create("devq-test", MFD_ALLOW_SEALING | MFD_CLOEXEC);
+	ck_assert_int_ge(ok, 0);
+	ck_assert_int_eq(ftruncate(ok, 4096), 0);
+	ck_assert_int_eq(fcntl(ok, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW), 0);
+	r = devq_buffer_import(s, 2, 4096, true, ok, err, sizeof(err));
+	ck_assert_msg(r == 0, "import: %s", err);
+	close(ok);
+	close(fd);
+	engine_down();
+}
+END_TEST
+
 /* ---- fairness -------------------------------------------------------- */
 
 START_TEST(test_fairness_cap)
@@ -652,6 +693,7 @@ int main(void)
 	tcase_add_test(tc, test_failure_range_ends_at_its_own_reset);
 	tcase_add_test(tc, test_failure_ranges_at_bound);
 	tcase_add_test(tc, test_failure_ranges_past_bound);
+	tcase_add_test(tc, test_import_refuses_hugetlb_memfd);
 	tcase_add_test(tc, test_fairness_cap);
 	tcase_add_test(tc, test_submit_on_closed_queue);
 	tcase_add_test(tc, test_quota_refusals);
