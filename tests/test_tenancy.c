@@ -209,6 +209,80 @@ START_TEST(status_shows_uid_and_pid)
 }
 END_TEST
 
+/* A non-admin uid sees its own sessions and per-uid counters only; the
+ * aggregates (ops, busy time) stay.  Root, running work beside it, is
+ * invisible to it (issue 14 #7: uid 65534 used to see root's pid, name,
+ * buffers and ops). */
+START_TEST(status_hides_other_users)
+{
+	if (!can_switch_uid("status_hides_other_users"))
+		return;
+	struct daemon_proc d;
+	const char *args[] = { "--allow-users", "65534", NULL };
+	start(&d, args);
+	open_socket_to_all(&d);
+	devq *root = conn(d.sock, "root-secret-name");
+	ck_assert_int_eq(devq_queue_open(root, 0), 0);
+	uint64_t p = spin_op(root, 0, 1000000);
+	struct devq_completion c;
+	ck_assert_int_eq(devq_wait(root, 0, p, 30000, &c), 0);
+	int out[2];
+	ck_assert_int_eq(pipe(out), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		become_nobody();
+		devq *q = NULL;
+		if (devq_connect(d.sock, "nobody-client", &q) != 0)
+			_exit(1);
+		if (devq_queue_open(q, 0) != 0)
+			_exit(2);
+		struct devq_arg a = a_u64("ns", 1000);
+		struct devq_op op = { .queue = 0, .kind = DEVQ_OP_KERNEL, .exec = exe(q, "spin"),
+				      .args = &a, .nargs = 1 };
+		uint64_t pt;
+		struct devq_completion cc;
+		if (devq_submit(q, &op, 1, &pt) != 0 || devq_wait(q, 0, pt, 30000, &cc) != 0)
+			_exit(3);
+		struct devq_status *st;
+		if (devq_get_status(q, &st) != 0)
+			_exit(4);
+		/* sessions seen, others among them, users seen, others among them,
+		 * the aggregate of completed ops */
+		uint64_t r[5] = { st->nsessions, 0, st->nusers, 0, st->ops_completed };
+		for (size_t i = 0; i < st->nsessions; i++)
+			r[1] += st->sessions[i].uid != NOBODY;
+		for (size_t i = 0; i < st->nusers; i++)
+			r[3] += st->users[i].uid != NOBODY;
+		devq_status_free(st);
+		if (write(out[1], r, sizeof(r)) != sizeof(r))
+			_exit(5);
+		devq_disconnect(q);
+		_exit(0);
+	}
+	uint64_t r[5];
+	ck_assert_int_eq(read(out[0], r, sizeof(r)), sizeof(r));
+	int st;
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	fprintf(stderr, "uid 65534 saw %llu sessions (%llu of others), %llu users (%llu others), "
+		"%llu ops completed in all\n", (unsigned long long)r[0], (unsigned long long)r[1],
+		(unsigned long long)r[2], (unsigned long long)r[3], (unsigned long long)r[4]);
+	ck_assert_uint_eq(r[0], 1);
+	ck_assert_uint_eq(r[1], 0);
+	ck_assert_uint_eq(r[3], 0);
+	ck_assert_uint_ge(r[4], 2); /* the aggregate counts root's op too */
+	/* Root (admin) still sees both. */
+	struct devq_status *s = status_of(root);
+	ck_assert_uint_ge(s->nusers, 2);
+	devq_status_free(s);
+	close(out[0]);
+	close(out[1]);
+	devq_disconnect(root);
+	stop(&d);
+}
+END_TEST
+
 /* ---- fairness ----------------------------------------------------------- */
 
 /* The most ops of one queue that were inside the backend at once, an op
@@ -844,6 +918,7 @@ static Suite *suite(void)
 	tcase_set_timeout(t, harness_slow() ? 900 : 240);
 	tcase_add_test(t, refuses_other_uid);
 	tcase_add_test(t, status_shows_uid_and_pid);
+	tcase_add_test(t, status_hides_other_users);
 	tcase_add_test(t, buffer_quotas);
 	tcase_add_test(t, queue_and_session_quotas);
 	tcase_add_test(t, inflight_quota_backpressure);
