@@ -46,6 +46,7 @@ struct conn {
 	int poll_events;
 	struct devq_rx rx;
 	bool throttled; /* reading paused: over the in-flight quota (held.c) */
+	bool tx_full;   /* reading paused: outbox at its quota until it drains */
 };
 
 #define CONN(s) ((struct conn *)(s)->conn)
@@ -53,6 +54,7 @@ struct conn {
 
 static void session_close(struct devq_session *s);
 static void session_flush(struct devq_session *s);
+static void session_frames(struct devq_session *s, uint64_t t);
 static void conn_cb(uv_poll_t *h, int status, int events);
 
 static void flush_dirty(struct devq_daemon *d)
@@ -102,7 +104,7 @@ static void set_events(struct devq_session *s, int events)
 	struct conn *c = CONN(s);
 	/* Stopping: no new requests, only the last replies go out.
 	 * Throttled: backpressure until completions free room (quota.h). */
-	if (c->d->stopping || c->throttled)
+	if (c->d->stopping || c->throttled || c->tx_full)
 		events &= ~UV_READABLE;
 	if (!s->connected || events == c->poll_events)
 		return;
@@ -122,7 +124,7 @@ static void session_flush(struct devq_session *s)
 	int r = devq_tx_flush(&s->tx, CONN(s)->fd);
 	/* The page tells the client when there is something to read. */
 	devq_cpage_note_tx(s->cpage, queued - s->tx.bytes);
-	if (r == -EAGAIN && s->tx.bytes > s->e->cfg.q_outbound) {
+	if (r == -EAGAIN && s->tx.bytes >= s->e->cfg.q_outbound) {
 		/* A client that does not read its replies would make us hold
 		 * them forever: its work still completes, then is freed. */
 		log_warn("session %llu: %zu bytes unsent, above the quota of %llu "
@@ -144,6 +146,17 @@ static void session_flush(struct devq_session *s)
 	if (s->close_after_flush) {
 		session_close(s);
 		return;
+	}
+	if (CONN(s)->tx_full) {
+		/* Drained: answer the frames already received, then read on. */
+		CONN(s)->tx_full = false;
+		session_frames(s, devq_now_ns());
+		if (!s->connected)
+			return;
+		if (s->tx.bytes) {
+			devq_outbox_mark_dirty(s);
+			return;
+		}
 	}
 	set_events(s, UV_READABLE);
 }
@@ -206,12 +219,29 @@ static bool throttle_if_over(struct devq_session *s)
 	return true;
 }
 
-/* Handles the complete frames already received, while the quota allows. */
+/* A session whose unsent replies reached its outbound quota is not read
+ * (nor its received frames answered) until they drain: what one write of
+ * requests can make the daemon hold is the quota plus one reply. */
+static bool tx_full(struct devq_session *s)
+{
+	struct conn *c = CONN(s);
+	if (s->tx.bytes < s->e->cfg.q_outbound)
+		return false;
+	if (!c->tx_full) {
+		c->tx_full = true;
+		log_debug("session %llu: not read until %zu unsent bytes drain",
+			  (unsigned long long)s->id, s->tx.bytes);
+		set_events(s, c->poll_events);
+	}
+	return true;
+}
+
+/* Handles the complete frames already received, while the quotas allow. */
 static void session_frames(struct devq_session *s, uint64_t t)
 {
 	struct devq_frame f;
 	int r = 0;
-	while (s->connected && !s->close_after_flush && !throttle_if_over(s) &&
+	while (s->connected && !s->close_after_flush && !throttle_if_over(s) && !tx_full(s) &&
 	       (r = devq_rx_next(&CONN(s)->rx, &f)) == 1)
 		handle_frame(s, &f, t);
 	if (r == -EMSGSIZE)
@@ -244,7 +274,7 @@ static void session_read(struct devq_session *s)
 	struct conn *c = CONN(s);
 	struct devq_daemon *d = c->d;
 	for (int i = 0; i < READS_PER_WAKE && s->connected && !s->close_after_flush &&
-			!c->throttled;
+			!c->throttled && !c->tx_full;
 	     i++) {
 		ssize_t n = devq_rx_recv(&c->rx, c->fd, MSG_DONTWAIT);
 		uint64_t t = devq_now_ns();
