@@ -21,6 +21,7 @@
 #include "base/log.h"
 #include "base/pool.h"
 #include "codec/msg_dec.h"
+#include "core/buffer.h"
 #include "core/cpage.h"
 #include "core/outbox.h"
 #include "core/quota.h"
@@ -868,6 +869,7 @@ int devq_server_session_fd(const struct devq_session *s)
 
 void devq_server_fini(struct devq_daemon *d)
 {
+	devq_buffer_worker_fini(); /* the last large unmaps */
 	if (d->reserve_fd >= 0 && close(d->reserve_fd) < 0)
 		log_err("close: %s", strerror(errno));
 	d->reserve_fd = -1;
