@@ -9,7 +9,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1361,6 +1363,165 @@ START_TEST(failed_op_fails_its_queue)
 }
 END_TEST
 
+/* ---- unread replies ------------------------------------------------------ */
+
+/* A process's peak resident set (VmHWM) in KiB. */
+static long peak_rss_kb(pid_t pid)
+{
+	char path[64], line[256];
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	FILE *f = fopen(path, "r");
+	ck_assert_ptr_nonnull(f);
+	long kb = -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmHWM: %ld kB", &kb) == 1)
+			break;
+	fclose(f);
+	ck_assert_int_ge(kb, 0);
+	return kb;
+}
+
+/* Issue 14 #5: 600 TraceRequests over a full ring in one write, never read.
+ * The daemon used to answer every complete frame before checking the
+ * outbound quota (hundreds of MB queued, seconds of stall); now it stops
+ * reading a session whose outbox is over its quota until it drains, so
+ * what it holds stays near the quota (plus one reply), and another client
+ * is served meanwhile (bound: 500 ms, generous for a loaded machine). */
+START_TEST(unread_replies_stay_bounded)
+{
+	struct daemon_proc d;
+	const char *args[] = { "--quota-outbound-kb", "512", "--trace-records", "8192", NULL };
+	harness_start(&d, args);
+	devq *q = conn(d.sock, "filler");
+	open_queue(q, 0);
+	struct devq_buffer *b = mkbuf(q, 4096);
+	struct devq_op ops[512];
+	for (int i = 0; i < 512; i++)
+		ops[i] = fill_op(0, b, 0, 64, (uint32_t)i);
+	static uint64_t points[512];
+	for (int k = 0; k < 16; k++)
+		ck_assert_msg(devq_submit(q, ops, 512, points) == 0, "%s", devq_last_error(q));
+	expect_done(q, 0, points[511], DEVQ_OK, NULL, NULL);
+	long base_kb = peak_rss_kb(d.pid);
+
+	struct raw r;
+	raw_open(&r, &d);
+	raw_hello(&r);
+	Devq__TraceRequest tr = DEVQ__TRACE_REQUEST__INIT;
+	Devq__ClientMessage m = DEVQ__CLIENT_MESSAGE__INIT;
+	m.body_case = DEVQ__CLIENT_MESSAGE__BODY_TRACE_REQUEST;
+	m.trace_request = &tr;
+	size_t len = devq__client_message__get_packed_size(&m);
+	const int nreq = 600;
+	uint8_t *buf = malloc(nreq * (DEVQ_FRAME_HDR + len));
+	ck_assert_ptr_nonnull(buf);
+	for (int i = 0; i < nreq; i++) {
+		uint8_t *f = buf + i * (DEVQ_FRAME_HDR + len);
+		header(f, (uint32_t)len, DEVQ_FRAME_CLIENT, 0);
+		devq__client_message__pack(&m, f + DEVQ_FRAME_HDR);
+	}
+	raw_write(&r, buf, nreq * (DEVQ_FRAME_HDR + len));
+	free(buf);
+
+	/* Another client is served while the attacker's replies pile up. */
+	uint64_t worst = 0;
+	for (int i = 0; i < 20; i++) {
+		struct devq_op op = fill_op(0, b, 0, 64, 1);
+		uint64_t t0 = harness_now_ns();
+		uint64_t p = submit1(q, &op);
+		expect_done(q, 0, p, DEVQ_OK, NULL, NULL);
+		uint64_t dt = harness_now_ns() - t0;
+		worst = dt > worst ? dt : worst;
+	}
+	sleep_ms(200);
+	long peak_kb = peak_rss_kb(d.pid);
+	fprintf(stderr,
+		"unread replies: daemon peak RSS %ld KiB before, %ld KiB after 600 unread "
+		"TraceRequests (quota 512 KiB); another client served within %.1f ms (bound 500)\n",
+		base_kb, peak_kb, worst / 1e6);
+	ck_assert_msg(worst < 500000000ull, "served after %.1f ms", worst / 1e6);
+	/* Quota plus one reply plus slack for the allocator: 32 MiB, where
+	 * answering all 600 would take hundreds. */
+	ck_assert_msg(peak_kb - base_kb < 32 * 1024, "daemon grew by %ld KiB", peak_kb - base_kb);
+	raw_close(&r);
+	devq_disconnect(q);
+	stop_ok(&d);
+}
+END_TEST
+
+/* ---- large buffers off the loop ----------------------------------------- */
+
+struct big {
+	const char *sock;
+	uint64_t size;
+	uint64_t create_ns, release_ns;
+	int r;
+	_Atomic int done;
+};
+
+static void *big_main(void *arg)
+{
+	struct big *g = arg;
+	devq *q = NULL;
+	g->r = devq_connect(g->sock, "big", &q);
+	if (g->r == 0) {
+		struct devq_buffer *b;
+		uint64_t t0 = harness_now_ns();
+		g->r = devq_buffer_create(q, g->size, DEVQ_BUFFER_SHARED, &b);
+		g->create_ns = harness_now_ns() - t0;
+		if (g->r == 0) {
+			t0 = harness_now_ns();
+			g->r = devq_buffer_release(q, b);
+			if (g->r == 0)
+				g->r = devq_buffer_wait_released(q, b, 30000);
+			g->release_ns = harness_now_ns() - t0;
+		}
+		devq_disconnect(q);
+	}
+	atomic_store(&g->done, 1);
+	return NULL;
+}
+
+/* Issue 14 #8: creating (MAP_POPULATE) and releasing (munmap) a 2 GiB
+ * buffer ran on the loop thread and blocked every client for seconds.  Now
+ * a worker prefaults and unmaps large buffers; another client is served
+ * meanwhile within the bound (250 ms, generous for a loaded machine). */
+START_TEST(big_buffer_does_not_block)
+{
+	struct daemon_proc d;
+	const char *args[] = { "--max-buffer-mb", "4096", NULL };
+	harness_start(&d, args);
+	devq *q = conn(d.sock, "bystander");
+	open_queue(q, 0);
+	struct devq_buffer *b = mkbuf(q, 4096);
+	struct big g = { .sock = d.sock, .size = 2ull << 30 };
+	pthread_t t;
+	ck_assert_int_eq(pthread_create(&t, NULL, big_main, &g), 0);
+	uint64_t worst = 0, start = harness_now_ns();
+	unsigned n = 0;
+	/* And on for 1.5 s: the prefault and unmap go on after the replies. */
+	while (!atomic_load(&g.done) || harness_now_ns() - start < 1500000000ull) {
+		struct devq_op op = fill_op(0, b, 0, 64, n);
+		uint64_t t0 = harness_now_ns();
+		uint64_t p = submit1(q, &op);
+		expect_done(q, 0, p, DEVQ_OK, NULL, NULL);
+		uint64_t dt = harness_now_ns() - t0;
+		worst = dt > worst ? dt : worst;
+		n++;
+		usleep(1000);
+	}
+	pthread_join(t, NULL);
+	fprintf(stderr,
+		"2 GiB buffer: created in %.1f ms, released in %.1f ms; another client's %u ops "
+		"meanwhile took at most %.1f ms (bound 250)\n",
+		g.create_ns / 1e6, g.release_ns / 1e6, n, worst / 1e6);
+	ck_assert_int_eq(g.r, 0);
+	ck_assert_msg(worst < 250000000ull, "served after %.1f ms", worst / 1e6);
+	devq_disconnect(q);
+	stop_ok(&d);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("badinput");
@@ -1388,6 +1549,8 @@ static Suite *suite(void)
 	tcase_add_test(r, malformed_ops);
 	tcase_add_test(r, read_only_imports);
 	tcase_add_test(r, failed_op_fails_its_queue);
+	tcase_add_test(r, unread_replies_stay_bounded);
+	tcase_add_test(r, big_buffer_does_not_block);
 	tcase_set_timeout(r, harness_slow() ? 300 : 30);
 	suite_add_tcase(s, r);
 	return s;

@@ -4,9 +4,12 @@
  * the device, devqd exits 69, and a client carries on against a restarted
  * daemon with devq_reconnect. */
 #include <check.h>
+#include <grp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "devq.h"
@@ -178,6 +181,90 @@ START_TEST(test_lost_reconnect)
 }
 END_TEST
 
+/* A non-admin uid is told the device was lost, whether its work ran and
+ * what to do, first and whole, and nothing of the other sessions (issue
+ * 14 #7: the notice named every busy session's pid, uid and name). */
+START_TEST(test_lost_notice_hides_others)
+{
+	if (geteuid() != 0) {
+		fprintf(stderr, "SKIP: test_lost_notice_hides_others needs root to setuid\n");
+		return;
+	}
+	const char *args[] = { "--test-fault-injection", "--allow-users", "65534", NULL };
+	harness_start(&D, args);
+	ck_assert_int_eq(chmod(D.dir, 0755), 0);
+	ck_assert_int_eq(chmod(D.sock, 0666), 0);
+	int ready[2], out[2];
+	ck_assert_int_eq(pipe(ready), 0);
+	ck_assert_int_eq(pipe(out), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		if (setgroups(0, NULL) < 0 || setgid(65534) < 0 || setuid(65534) < 0)
+			_exit(90);
+		devq *q = NULL;
+		if (devq_connect(D.sock, "nobody-bystander", &q) != 0 || devq_queue_open(q, 0) != 0)
+			_exit(1);
+		struct devq_arg a = a_u64("ns", 2000000000ull);
+		struct devq_op op = { .queue = 0, .kind = DEVQ_OP_KERNEL, .exec = exe(q, "spin"),
+				      .args = &a, .nargs = 1 };
+		uint64_t p;
+		if (devq_submit(q, &op, 1, &p) != 0 || devq_flush(q) != 0)
+			_exit(2);
+		if (write(ready[1], "r", 1) != 1)
+			_exit(3);
+		struct devq_error e;
+		for (int i = 0; i < 2000; i++) {
+			if (devq_next_error(q, &e) == 1) {
+				size_t n = strlen(e.message) + 1;
+				if (write(out[1], e.message, n) != (ssize_t)n)
+					_exit(4);
+				_exit(0);
+			}
+			if (devq_poll(q) < 0 && devq_next_error(q, &e) != 1)
+				_exit(5);
+			usleep(5000);
+		}
+		_exit(6);
+	}
+	char c;
+	ck_assert_int_eq(read(ready[0], &c, 1), 1);
+	usleep(20000); /* its spin is running */
+	devq *bad = conn(D.sock, "root-secret-name");
+	ck_assert_int_eq(devq_queue_open(bad, 0), 0);
+	struct devq_arg f[] = { a_u64("ns", 1000000) };
+	uint64_t pb = submit_kernel(bad, 0, exe(bad, "fault"), f, 1);
+	assert_lost(bad, 0, pb);
+	char msg[512] = "";
+	ssize_t n = read(out[0], msg, sizeof(msg) - 1);
+	int st;
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "bystander exit %d",
+		      WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+	ck_assert_int_gt(n, 0);
+	fprintf(stderr, "uid 65534 was told (%zu bytes): %s\n", strlen(msg), msg);
+	ck_assert_msg(strstr(msg, "reconnect and re-import"), "%s", msg);
+	ck_assert_msg(strstr(msg, "your work in flight fails"), "%s", msg);
+	char pidstr[32];
+	snprintf(pidstr, sizeof(pidstr), "pid %d", (int)getpid());
+	ck_assert_msg(!strstr(msg, pidstr), "%s", msg);
+	ck_assert_msg(!strstr(msg, "root-secret-name"), "%s", msg);
+	ck_assert_msg(!strstr(msg, "uid 0"), "%s", msg);
+	ck_assert_msg(!strstr(msg, "session"), "%s", msg);
+	/* Root, an admin, is still told who had work. */
+	struct devq_error e;
+	lost_notice(bad, &e);
+	ck_assert_msg(strstr(e.message, "reconnect and re-import"), "%s", e.message);
+	ck_assert_msg(strstr(e.message, "2 sessions had work on the device"), "%s", e.message);
+	ck_assert_int_eq(harness_wait(&D), 69);
+	devq_disconnect(bad);
+	close(ready[0]);
+	close(ready[1]);
+	close(out[0]);
+	close(out[1]);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("lost");
@@ -186,6 +273,7 @@ int main(void)
 	tcase_add_test(tc, test_fault_hidden_without_flag);
 	tcase_add_test(tc, test_lost_exact_attribution);
 	tcase_add_test(tc, test_lost_reconnect);
+	tcase_add_test(tc, test_lost_notice_hides_others);
 	suite_add_tcase(s, tc);
 	return harness_main(s);
 }

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -13,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -206,6 +208,80 @@ START_TEST(status_shows_uid_and_pid)
 	close(ready[1]);
 	close(go[0]);
 	close(go[1]);
+	stop(&d);
+}
+END_TEST
+
+/* A non-admin uid sees its own sessions and per-uid counters only; the
+ * aggregates (ops, busy time) stay.  Root, running work beside it, is
+ * invisible to it (issue 14 #7: uid 65534 used to see root's pid, name,
+ * buffers and ops). */
+START_TEST(status_hides_other_users)
+{
+	if (!can_switch_uid("status_hides_other_users"))
+		return;
+	struct daemon_proc d;
+	const char *args[] = { "--allow-users", "65534", NULL };
+	start(&d, args);
+	open_socket_to_all(&d);
+	devq *root = conn(d.sock, "root-secret-name");
+	ck_assert_int_eq(devq_queue_open(root, 0), 0);
+	uint64_t p = spin_op(root, 0, 1000000);
+	struct devq_completion c;
+	ck_assert_int_eq(devq_wait(root, 0, p, 30000, &c), 0);
+	int out[2];
+	ck_assert_int_eq(pipe(out), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		become_nobody();
+		devq *q = NULL;
+		if (devq_connect(d.sock, "nobody-client", &q) != 0)
+			_exit(1);
+		if (devq_queue_open(q, 0) != 0)
+			_exit(2);
+		struct devq_arg a = a_u64("ns", 1000);
+		struct devq_op op = { .queue = 0, .kind = DEVQ_OP_KERNEL, .exec = exe(q, "spin"),
+				      .args = &a, .nargs = 1 };
+		uint64_t pt;
+		struct devq_completion cc;
+		if (devq_submit(q, &op, 1, &pt) != 0 || devq_wait(q, 0, pt, 30000, &cc) != 0)
+			_exit(3);
+		struct devq_status *st;
+		if (devq_get_status(q, &st) != 0)
+			_exit(4);
+		/* sessions seen, others among them, users seen, others among them,
+		 * the aggregate of completed ops */
+		uint64_t r[5] = { st->nsessions, 0, st->nusers, 0, st->ops_completed };
+		for (size_t i = 0; i < st->nsessions; i++)
+			r[1] += st->sessions[i].uid != NOBODY;
+		for (size_t i = 0; i < st->nusers; i++)
+			r[3] += st->users[i].uid != NOBODY;
+		devq_status_free(st);
+		if (write(out[1], r, sizeof(r)) != sizeof(r))
+			_exit(5);
+		devq_disconnect(q);
+		_exit(0);
+	}
+	uint64_t r[5];
+	ck_assert_int_eq(read(out[0], r, sizeof(r)), sizeof(r));
+	int st;
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	fprintf(stderr, "uid 65534 saw %llu sessions (%llu of others), %llu users (%llu others), "
+		"%llu ops completed in all\n", (unsigned long long)r[0], (unsigned long long)r[1],
+		(unsigned long long)r[2], (unsigned long long)r[3], (unsigned long long)r[4]);
+	ck_assert_uint_eq(r[0], 1);
+	ck_assert_uint_eq(r[1], 0);
+	ck_assert_uint_eq(r[3], 0);
+	ck_assert_uint_ge(r[4], 2); /* the aggregate counts root's op too */
+	/* Root (admin) still sees both. */
+	struct devq_status *s = status_of(root);
+	ck_assert_uint_ge(s->nusers, 2);
+	devq_status_free(s);
+	close(out[0]);
+	close(out[1]);
+	devq_disconnect(root);
 	stop(&d);
 }
 END_TEST
@@ -838,6 +914,177 @@ START_TEST(fd_quota)
 }
 END_TEST
 
+static int raw_connect(const struct daemon_proc *d)
+{
+	int sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	ck_assert_int_ge(sock, 0);
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%.100s", d->sock);
+	ck_assert_int_eq(connect(sock, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	return sock;
+}
+
+/* Issue 14 #6: fds sent with one byte of a header and nothing more used to
+ * stay in the daemon as long as the connection did.  Now they, and the
+ * connection, go after DEVQ_FDS_WAIT_NS (1 s). */
+START_TEST(fds_without_header_closed)
+{
+	struct daemon_proc d;
+	start(&d, NULL);
+	int base = settled_fds(&d);
+	int sock = raw_connect(&d);
+	int memfd = memfd_create("fdpark", MFD_CLOEXEC);
+	ck_assert_int_ge(memfd, 0);
+	static const uint8_t hdr[1] = { 0 };
+	send_with_fds(sock, hdr, 1, memfd, 100);
+	close(memfd);
+	uint64_t t0 = harness_now_ns();
+	struct pollfd pfd = { .fd = sock, .events = POLLIN };
+	char buf[4096];
+	bool closed = false;
+	while (!closed && harness_now_ns() - t0 < 5000000000ull) {
+		if (poll(&pfd, 1, 100) > 0) {
+			ssize_t n = recv(sock, buf, sizeof(buf), 0);
+			closed = n <= 0;
+		}
+	}
+	double ms = (harness_now_ns() - t0) / 1e6;
+	fprintf(stderr, "parked fds: connection closed after %.0f ms (bound 1000-3000)\n", ms);
+	ck_assert_msg(closed, "the daemon kept fds without a header for 5 s");
+	ck_assert_double_ge(ms, 900);
+	close(sock);
+	ck_assert_int_eq(settled_fds(&d), base);
+	stop(&d);
+}
+END_TEST
+
+/* The daemon's CPU time (user + system) in clock ticks. */
+static long cpu_ticks(pid_t pid)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	FILE *f = fopen(path, "r");
+	ck_assert_ptr_nonnull(f);
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	const char *p = strrchr(buf, ')');
+	ck_assert_ptr_nonnull(p);
+	unsigned long ut = 0, st = 0;
+	/* after ')': state ppid pgrp session tty tpgid flags minflt cminflt
+	 * majflt cmajflt utime stime */
+	ck_assert_int_eq(sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu",
+				&ut, &st), 2);
+	return (long)(ut + st);
+}
+
+/* Issue 14 #6: at EMFILE the daemon used to log and return with the
+ * listening socket still readable: a busy loop.  Now it pauses accepting
+ * (100 ms at a time) and recovers once fds free up.  The daemon runs with
+ * RLIMIT_NOFILE 96; the connections come from root, which has no per-user
+ * budget, so the daemon itself runs out. */
+START_TEST(emfile_does_not_spin)
+{
+	struct rlimit old, low;
+	ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &old), 0);
+	low = old;
+	low.rlim_cur = 96;
+	ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &low), 0);
+	struct daemon_proc d;
+	start(&d, NULL);
+	ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &old), 0);
+	enum { N = 120 };
+	int socks[N];
+	for (int i = 0; i < N; i++)
+		socks[i] = raw_connect(&d);
+	usleep(300000); /* the daemon reaches EMFILE */
+	long t0 = cpu_ticks(d.pid);
+	usleep(1000000);
+	long used = cpu_ticks(d.pid) - t0;
+	long hz = sysconf(_SC_CLK_TCK);
+	fprintf(stderr, "EMFILE: daemon used %.0f%% of a CPU over 1 s with %d fds (limit 96)\n",
+		100.0 * used / hz, harness_fd_count(d.pid));
+	ck_assert_msg(used * 4 < hz, "the daemon spins at EMFILE: %ld of %ld ticks", used, hz);
+	for (int i = 0; i < N; i++)
+		close(socks[i]);
+	/* Once the fds are back, a client gets in again. */
+	devq *q = NULL;
+	int r = -1;
+	for (int i = 0; i < 100 && r != 0; i++) {
+		r = devq_connect(d.sock, "after-emfile", &q);
+		if (r != 0) {
+			if (q)
+				devq_disconnect(q);
+			q = NULL;
+			usleep(50000);
+		}
+	}
+	ck_assert_msg(r == 0, "no connection after the fds came back");
+	devq_disconnect(q);
+	stop(&d);
+}
+END_TEST
+
+/* Issue 14 #6: a non-admin uid's connections, pidfds and parked fds are
+ * bounded by a quarter of the daemon's RLIMIT_NOFILE (here 256: 64), so
+ * one user cannot take every fd.  Before, only quota-user-sessions (256
+ * sessions) and quota-session-fds (512 each) bounded it. */
+START_TEST(user_fd_budget)
+{
+	if (!can_switch_uid("user_fd_budget"))
+		return;
+	struct rlimit old, low;
+	ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &old), 0);
+	low = old;
+	low.rlim_cur = 256;
+	ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &low), 0);
+	struct daemon_proc d;
+	const char *args[] = { "--allow-users", "65534", NULL };
+	start(&d, args);
+	ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &old), 0);
+	open_socket_to_all(&d);
+	int out[2];
+	ck_assert_int_eq(pipe(out), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		become_nobody();
+		/* Sessions with 8 parked fds each until the daemon refuses. */
+		int memfd = memfd_create("budget", MFD_CLOEXEC);
+		int refused_at = -1;
+		static const uint8_t hdr[1] = { 0 };
+		int socks[64];
+		for (int i = 0; i < 64 && refused_at < 0; i++) {
+			socks[i] = raw_connect(&d);
+			send_with_fds(socks[i], hdr, 1, memfd, 8);
+			struct pollfd pfd = { .fd = socks[i], .events = POLLIN };
+			/* Quick: parked fds are themselves closed after 1 s. */
+			if (poll(&pfd, 1, 50) > 0)
+				refused_at = i;
+		}
+		if (write(out[1], &refused_at, sizeof(refused_at)) != sizeof(refused_at))
+			_exit(2);
+		_exit(0);
+	}
+	int refused_at = -2;
+	ck_assert_int_eq(read(out[0], &refused_at, sizeof(refused_at)), sizeof(refused_at));
+	int st;
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	fprintf(stderr, "fd budget: uid 65534 refused at session %d (10 fds each, budget 64)\n",
+		refused_at);
+	ck_assert_int_ge(refused_at, 4);
+	ck_assert_int_le(refused_at, 8);
+	/* Root still gets in and is served. */
+	devq *q = conn(d.sock, "root-after-budget");
+	struct devq_status *s = status_of(q);
+	devq_status_free(s);
+	devq_disconnect(q);
+	close(out[0]);
+	close(out[1]);
+	stop(&d);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("tenancy");
@@ -845,11 +1092,15 @@ static Suite *suite(void)
 	tcase_set_timeout(t, harness_slow() ? 900 : 240);
 	tcase_add_test(t, refuses_other_uid);
 	tcase_add_test(t, status_shows_uid_and_pid);
+	tcase_add_test(t, status_hides_other_users);
 	tcase_add_test(t, buffer_quotas);
 	tcase_add_test(t, queue_and_session_quotas);
 	tcase_add_test(t, inflight_quota_backpressure);
 	tcase_add_test(t, slow_reader_disconnected);
 	tcase_add_test(t, fd_quota);
+	tcase_add_test(t, fds_without_header_closed);
+	tcase_add_test(t, emfile_does_not_spin);
+	tcase_add_test(t, user_fd_budget);
 	tcase_add_test(t, flood_does_not_starve);
 	tcase_add_test(t, fair_shares_weight_users);
 	tcase_add_test(t, cap_is_per_stream);

@@ -4,11 +4,13 @@
  * completed. */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include "core/buffer.h"
@@ -23,6 +25,143 @@
 #ifndef MFD_NOEXEC_SEAL
 #define MFD_NOEXEC_SEAL 0x0008U
 #endif
+/* linux/magic.h: the file systems a memfd lives on. */
+#define DEVQ_TMPFS_MAGIC 0x01021994
+#define DEVQ_HUGETLBFS_MAGIC 0x958458f6
+
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22
+#define MADV_POPULATE_WRITE 23
+#endif
+
+/* ---- the buffer worker: populate and unmap large mappings off the loop -- */
+
+struct bg_job {
+	struct bg_job *next;
+	void *addr;
+	size_t len;
+	enum { BG_POPULATE_READ, BG_POPULATE_WRITE, BG_UNMAP } what;
+	uint64_t id;
+};
+
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	pthread_t thread;
+	bool started, stop;
+	struct bg_job *head, *tail;
+} bg = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
+
+static void bg_run(const struct bg_job *j)
+{
+	if (j->what == BG_UNMAP) {
+		if (munmap(j->addr, j->len) < 0)
+			log_err("buffer %llu: munmap of %zu bytes failed: %s (mapping leaked)",
+				(unsigned long long)j->id, j->len, strerror(errno));
+		return;
+	}
+	/* Prefault, so the first ops do not pay for it; a kernel without
+	 * MADV_POPULATE_* (before 5.14) leaves it to the first touch. */
+	int advice = j->what == BG_POPULATE_WRITE ? MADV_POPULATE_WRITE : MADV_POPULATE_READ;
+	if (madvise(j->addr, j->len, advice) < 0 && errno != EINVAL)
+		log_warn("buffer %llu: prefaulting %zu bytes: %s", (unsigned long long)j->id,
+			 j->len, strerror(errno));
+}
+
+static void *bg_main(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&bg.lock);
+	for (;;) {
+		while (!bg.head && !bg.stop)
+			pthread_cond_wait(&bg.cond, &bg.lock);
+		struct bg_job *j = bg.head;
+		if (!j)
+			break; /* stop, and nothing left */
+		bg.head = j->next;
+		if (!bg.head)
+			bg.tail = NULL;
+		pthread_mutex_unlock(&bg.lock);
+		bg_run(j);
+		free(j);
+		pthread_mutex_lock(&bg.lock);
+	}
+	pthread_mutex_unlock(&bg.lock);
+	return NULL;
+}
+
+/* Hands the job to the worker; runs it here when that is impossible. */
+static void bg_submit(void *addr, size_t len, int what, uint64_t id)
+{
+	struct bg_job *j = malloc(sizeof(*j));
+	if (j) {
+		*j = (struct bg_job){ .addr = addr, .len = len, .what = what, .id = id };
+		pthread_mutex_lock(&bg.lock);
+		if (!bg.started && !bg.stop &&
+		    pthread_create(&bg.thread, NULL, bg_main, NULL) == 0)
+			bg.started = true;
+		if (bg.started) {
+			if (bg.tail)
+				bg.tail->next = j;
+			else
+				bg.head = j;
+			bg.tail = j;
+			pthread_cond_signal(&bg.cond);
+			pthread_mutex_unlock(&bg.lock);
+			return;
+		}
+		pthread_mutex_unlock(&bg.lock);
+	}
+	struct bg_job here = { .addr = addr, .len = len, .what = what, .id = id };
+	bg_run(&here);
+	free(j);
+}
+
+void devq_buffer_worker_fini(void)
+{
+	pthread_mutex_lock(&bg.lock);
+	bool started = bg.started;
+	bg.stop = true;
+	pthread_cond_signal(&bg.cond);
+	pthread_mutex_unlock(&bg.lock);
+	if (started)
+		pthread_join(bg.thread, NULL);
+	pthread_mutex_lock(&bg.lock);
+	bg.started = false; /* stop stays: anything later runs inline */
+	pthread_mutex_unlock(&bg.lock);
+}
+
+/* Maps a memfd for a buffer: small ones prefaulted here (MAP_POPULATE),
+ * large ones by the worker. */
+static void *host_map(struct devq_buf *b, int prot, int fd)
+{
+	b->bg = b->map_len >= DEVQ_BUFFER_BG_BYTES;
+	void *p = mmap(NULL, b->map_len, prot, MAP_SHARED | (b->bg ? 0 : MAP_POPULATE), fd, 0);
+	return p;
+}
+
+/* After a successful install: the worker prefaults a large mapping. */
+static void host_populate(struct devq_buf *b)
+{
+	if (b->bg)
+		bg_submit(b->host, b->map_len, b->read_only ? BG_POPULATE_READ : BG_POPULATE_WRITE,
+			  b->id);
+}
+
+/* Unmaps a buffer's host mapping, logging a failure: one that fails (a
+ * length the kernel rounded differently) would leak the pages silently.
+ * A large one goes to the worker, behind its own prefault. */
+static void host_unmap(struct devq_buf *b)
+{
+	if (b->bg) {
+		bg_submit(b->host, b->map_len, BG_UNMAP, b->id);
+		return;
+	}
+	if (munmap(b->host, b->map_len) < 0)
+		log_err("buffer %llu: munmap of %zu bytes failed: %s (mapping leaked)",
+			(unsigned long long)b->id, b->map_len, strerror(errno));
+	/* b->host stays: account() tells shared from device buffers by it. */
+}
 
 static void account(struct devq_buf *b, int sign)
 {
@@ -129,7 +268,7 @@ int devq_buffer_create(struct devq_session *s, uint64_t id, uint64_t size, Devq_
 			goto fail;
 		}
 		b->map_len = size;
-		b->host = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+		b->host = host_map(b, PROT_READ | PROT_WRITE, fd);
 		if (b->host == MAP_FAILED) {
 			b->host = NULL;
 			snprintf(err, errlen, "buffer %llu: mmap: %s", (unsigned long long)id,
@@ -140,17 +279,19 @@ int devq_buffer_create(struct devq_session *s, uint64_t id, uint64_t size, Devq_
 	code = buf_install(b, err, errlen);
 	if (code) {
 		if (b->host)
-			munmap(b->host, b->map_len);
+			host_unmap(b);
 		if (fd >= 0)
 			close(fd);
 		free(b);
 		return code;
 	}
+	if (b->host)
+		host_populate(b);
 	*fd_out = fd;
 	return 0;
 fail:
 	if (b && b->host)
-		munmap(b->host, b->map_len);
+		host_unmap(b);
 	if (fd >= 0)
 		close(fd);
 	free(b);
@@ -188,6 +329,22 @@ int devq_buffer_import(struct devq_session *s, uint64_t id, uint64_t size, bool 
 		snprintf(err, errlen, "import buffer %llu: the fd is not a memfd", uid);
 		return DEVQ__CODE__INVALID_ARGUMENT;
 	}
+	/* Only memfds on tmpfs (memfd_create without MFD_HUGETLB).  A hugetlb
+	 * memfd's pages can vanish under a read: the client punches a hole and
+	 * holds every free huge page, and the daemon's next read dies of
+	 * SIGBUS; its mapping is also rounded up to the huge page size. */
+	struct statfs sf;
+	if (fstatfs(fd, &sf) < 0) {
+		snprintf(err, errlen, "import buffer %llu: fstatfs: %s", uid, strerror(errno));
+		return DEVQ__CODE__INVALID_ARGUMENT;
+	}
+	if (sf.f_type != DEVQ_TMPFS_MAGIC) {
+		snprintf(err, errlen,
+			 "import buffer %llu: %s memfds are not accepted (their pages can vanish "
+			 "under the daemon's reads); use memfd_create without MFD_HUGETLB",
+			 uid, sf.f_type == DEVQ_HUGETLBFS_MAGIC ? "hugetlb" : "non-tmpfs");
+		return DEVQ__CODE__FAILED_PRECONDITION;
+	}
 	if (!(seals & F_SEAL_SHRINK)) {
 		snprintf(err, errlen,
 			 "import buffer %llu: memfd is not sealed with F_SEAL_SHRINK "
@@ -218,9 +375,9 @@ int devq_buffer_import(struct devq_session *s, uint64_t id, uint64_t size, bool 
 	}
 	b->read_only = read_only;
 	b->map_len = size;
-	/* MAP_POPULATE prefaults, so the memory is charged now, not mid-op. */
-	b->host = mmap(NULL, size, read_only ? PROT_READ : PROT_READ | PROT_WRITE,
-		       MAP_SHARED | MAP_POPULATE, fd, 0);
+	/* Prefaulted (MAP_POPULATE here, or by the worker when large), so the
+	 * memory is charged before the first op rather than mid-op. */
+	b->host = host_map(b, read_only ? PROT_READ : PROT_READ | PROT_WRITE, fd);
 	if (b->host == MAP_FAILED) {
 		snprintf(err, errlen, "import buffer %llu: mmap: %s", uid, strerror(errno));
 		free(b);
@@ -228,10 +385,12 @@ int devq_buffer_import(struct devq_session *s, uint64_t id, uint64_t size, bool 
 	}
 	code = buf_install(b, err, errlen);
 	if (code) {
-		munmap(b->host, b->map_len);
+		host_unmap(b);
 		free(b);
+		return code;
 	}
-	return code;
+	host_populate(b);
+	return 0;
 }
 
 static void buf_free(struct devq_buf *b)
@@ -241,7 +400,7 @@ static void buf_free(struct devq_buf *b)
 	devq_idmap_del(&s->bufs, b->id);
 	if (b->host) {
 		be->ops->unmap_host(be, b->host, b->map_len);
-		munmap(b->host, b->map_len);
+		host_unmap(b);
 	} else {
 		be->ops->free(be, b->devaddr, b->size);
 	}

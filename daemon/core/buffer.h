@@ -22,6 +22,7 @@ struct devq_buf {
 	bool releasing;  /* release asked; freed when inflight drops to 0 */
 	void *host;      /* shared: daemon mapping; NULL for device buffers */
 	size_t map_len;
+	bool bg;         /* large: populated and unmapped by the buffer worker */
 	uint64_t devaddr;
 	unsigned inflight; /* ops referencing it that have not completed */
 	/* Hazard tracking (dma_resv rule): readers wait for the last writer,
@@ -41,5 +42,13 @@ int devq_buffer_import(struct devq_session *s, uint64_t id, uint64_t size, bool 
 		    char *err, size_t errlen);
 void devq_buffer_release(struct devq_buf *b); /* frees now or once idle */
 void devq_buffer_put(struct devq_buf *b);     /* an op stopped using it */
+
+/* Shared buffers of at least this many bytes are mapped without
+ * MAP_POPULATE; one worker thread prefaults them (MADV_POPULATE_*) and
+ * later unmaps them, in order, so neither blocks the loop. */
+#define DEVQ_BUFFER_BG_BYTES (64u << 20)
+/* Waits for the worker to finish what it was given and stops it (server
+ * fini); what comes later runs on the caller's thread. */
+void devq_buffer_worker_fini(void);
 
 #endif

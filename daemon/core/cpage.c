@@ -16,6 +16,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "base/log.h"
+
 #ifndef F_SEAL_FUTURE_WRITE
 #define F_SEAL_FUTURE_WRITE 0x0010
 #endif
@@ -48,10 +50,10 @@ void devq_cpage_free(struct devq_cpage *cp)
 {
 	if (!cp)
 		return;
-	if (cp->pub)
-		munmap(cp->pub, cp->pub_len);
-	if (cp->hint)
-		munmap(cp->hint, cp->hint_len);
+	if (cp->pub && munmap(cp->pub, cp->pub_len) < 0)
+		log_err("completion page: munmap: %s", strerror(errno));
+	if (cp->hint && munmap(cp->hint, cp->hint_len) < 0)
+		log_err("completion page hint: munmap: %s", strerror(errno));
 	if (cp->efd >= 0)
 		close(cp->efd);
 	free(cp);

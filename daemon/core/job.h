@@ -25,6 +25,7 @@ struct devq_job {
 	uint64_t point;
 	unsigned refs;
 	bool completed;
+	bool reset_after; /* timeline.c: a ResetQueue came right after this point */
 	struct devq_buf *bufs[DEVQ_MAX_PARAMS]; /* referenced, each once */
 	unsigned acc[DEVQ_MAX_PARAMS];          /* access of bufs[i] */
 	unsigned nbufs;

@@ -105,6 +105,15 @@ static int collect_waits(struct devq_job *op, const Devq__Op *m, bool inherit, c
 		if (w->point == 0)
 			continue;
 		if (w->point <= wq->completed) {
+			if (devq_timeline_forgotten(wq, w->point)) {
+				snprintf(err, n,
+					 "wait on queue %u point %" PRIu64
+					 ": too old to tell whether it failed (more than %u failed"
+					 " ranges since); wait on a later point",
+					 w->queue, w->point, DEVQ_FAIL_RANGES_MAX);
+				code = DEVQ__CODE__FAILED_PRECONDITION;
+				goto out;
+			}
 			if (devq_timeline_failed(wq, w->point)) {
 				snprintf(err, n, "waits on queue %u point %" PRIu64 ", which failed",
 					 w->queue, w->point);
@@ -318,7 +327,7 @@ static void complete_one(struct devq_engine *d, struct devq_job *op, uint64_t no
 	q->completed = op->point;
 	q->ring[op->point & (q->ring_cap - 1)] = NULL;
 	if (op->b.code != DEVQ__CODE__OK) {
-		devq_timeline_note_failure(q, op->point);
+		devq_timeline_note_failure(q, op);
 		d->ops_failed++;
 	}
 	d->ops_completed++;

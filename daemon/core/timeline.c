@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/cpage.h"
 #include "core/engine.h"
@@ -63,8 +64,14 @@ void devq_timeline_reset(struct devq_timeline *q)
 {
 	q->reset = true;
 	q->reset_at = q->submitted + 1;
+	/* The reset ends the failure of the points up to submitted: a range
+	 * already open closes here; one that opens later, when one of those
+	 * points fails, finds the mark on the last of them. */
 	if (q->nfails && q->fails[q->nfails - 1].to == UINT64_MAX)
 		q->fails[q->nfails - 1].to = q->reset_at;
+	struct devq_job *last = devq_timeline_get(q, q->submitted);
+	if (last)
+		last->reset_after = true;
 }
 
 void devq_timeline_free(struct devq_engine *e, struct devq_timeline *q)
@@ -91,21 +98,68 @@ int devq_timeline_grow(struct devq_timeline *q, uint64_t point)
 
 bool devq_timeline_failed(const struct devq_timeline *q, uint64_t p)
 {
-	for (unsigned i = 0; i < q->nfails; i++)
-		if (p >= q->fails[i].from && p < q->fails[i].to)
-			return true;
-	return false;
+	/* The last range with from <= p. */
+	unsigned lo = 0, hi = q->nfails;
+	while (lo < hi) {
+		unsigned mid = lo + (hi - lo) / 2;
+		if (q->fails[mid].from <= p)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo && p < q->fails[lo - 1].to;
 }
 
-void devq_timeline_note_failure(struct devq_timeline *q, uint64_t p)
+bool devq_timeline_forgotten(const struct devq_timeline *q, uint64_t p)
 {
+	return p < q->fail_horizon;
+}
+
+void devq_timeline_note_failure(struct devq_timeline *q, const struct devq_job *op)
+{
+	uint64_t p = op->point;
 	if (devq_timeline_failed(q, p))
 		return;
-	struct devq_fail_range *n = realloc(q->fails, (q->nfails + 1) * sizeof(*n));
-	if (!n)
-		return; /* only costs precision: a later wait on p runs */
-	q->fails = n;
-	n[q->nfails].from = p;
-	n[q->nfails].to = q->reset_at > p ? q->reset_at : UINT64_MAX;
+	/* The end: the first reset after some point in [p, submitted], marked
+	 * on that point while it was in flight; none: open until a reset
+	 * closes it.  Amortised O(1): every point up to that reset fails with
+	 * p (inherited) and finds this range above. */
+	uint64_t to = UINT64_MAX;
+	for (uint64_t k = p; k <= q->submitted; k++) {
+		const struct devq_job *j = k == p ? op : devq_timeline_get(q, k);
+		if (j && j->reset_after) {
+			to = k + 1;
+			break;
+		}
+	}
+	if (q->nfails && q->fails[q->nfails - 1].to == p) { /* adjacent: merge */
+		q->fails[q->nfails - 1].to = to;
+		return;
+	}
+	if (q->nfails == DEVQ_FAIL_RANGES_MAX) {
+		/* Forget the oldest: waits below its end are refused from now. */
+		q->fail_horizon = q->fails[0].to;
+		memmove(q->fails, q->fails + 1, (q->nfails - 1) * sizeof(*q->fails));
+		q->nfails--;
+	}
+	if (q->nfails == q->fails_cap) {
+		unsigned ncap = q->fails_cap ? q->fails_cap * 2 : 4;
+		if (ncap > DEVQ_FAIL_RANGES_MAX)
+			ncap = DEVQ_FAIL_RANGES_MAX;
+		struct devq_fail_range *n = realloc(q->fails, ncap * sizeof(*n));
+		if (!n) {
+			/* Out of memory: forget rather than answer wrongly. */
+			if (!q->nfails)
+				return; /* only costs precision: a later wait on p runs */
+			q->fail_horizon = q->fails[0].to;
+			memmove(q->fails, q->fails + 1, (q->nfails - 1) * sizeof(*q->fails));
+			q->nfails--;
+		} else {
+			q->fails = n;
+			q->fails_cap = ncap;
+		}
+	}
+	q->fails[q->nfails].from = p;
+	q->fails[q->nfails].to = to;
 	q->nfails++;
 }

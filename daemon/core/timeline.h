@@ -21,6 +21,13 @@ struct devq_fail_range {
 	uint64_t from, to; /* failed points [from, to); to == UINT64_MAX: open */
 };
 
+/* At most this many failed ranges per queue (16 bytes each).  Kept sorted
+ * and disjoint (points complete in order), adjacent ones merged, looked up
+ * by binary search.  Past the bound the oldest is forgotten: a wait on a
+ * point below fail_horizon is refused (FAILED_PRECONDITION), never answered
+ * wrongly. */
+#define DEVQ_FAIL_RANGES_MAX 1024
+
 struct devq_timeline {
 	uint32_t id;
 	unsigned stream;
@@ -32,8 +39,9 @@ struct devq_timeline {
 	size_t ring_cap;
 	bool reset;        /* the next op does not inherit earlier failure */
 	uint64_t reset_at; /* first point submitted after the last reset */
-	struct devq_fail_range *fails;
-	unsigned nfails;
+	struct devq_fail_range *fails; /* sorted, disjoint; see above */
+	unsigned nfails, fails_cap;
+	uint64_t fail_horizon; /* points below it: whether they failed is forgotten */
 	struct devq_cpage_slot *cslot; /* completion page slot, NULL: none */
 };
 
@@ -64,9 +72,14 @@ static inline struct devq_job *devq_timeline_get(const struct devq_timeline *q, 
 		return NULL;
 	return q->ring[point & (q->ring_cap - 1)];
 }
-/* Whether point p failed and no reset since covers it. */
+/* Whether point p failed and no reset since covers it.  O(log nfails). */
 bool devq_timeline_failed(const struct devq_timeline *q, uint64_t p);
-/* The loop saw point p fail. */
-void devq_timeline_note_failure(struct devq_timeline *q, uint64_t p);
+/* Whether point p lies below the horizon of what the queue remembers of its
+ * failures (more than DEVQ_FAIL_RANGES_MAX ranges since). */
+bool devq_timeline_forgotten(const struct devq_timeline *q, uint64_t p);
+/* The loop saw op (its point p) fail.  Points complete in order, so p is above every
+ * point noted before; its range ends at the first ResetQueue that followed
+ * p (not the queue's latest one), or stays open until one does. */
+void devq_timeline_note_failure(struct devq_timeline *q, const struct devq_job *op);
 
 #endif

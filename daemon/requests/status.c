@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Status requests: the daemon's state and counters, and each session's
- * (devctl status, top and metrics). */
+ * (devctl status, top and metrics).  A non-admin session sees its own uid's
+ * sessions, queues and per-uid counters; the daemon-wide aggregates (ops,
+ * buffers, busy time, latency histograms) are seen by all. */
 #include "requests/requests.h"
 
 #include <errno.h>
@@ -24,14 +26,23 @@ struct scratch {
 	void *queue_arrays[]; /* per session: MetricsQueue items, then pointers */
 };
 
-static int metrics_status(const struct devq_engine *d, Devq__Status *st,
-			Devq__SessionStatus *const *items, size_t nitems, void **scratch)
+/* What a session may see of another's: its own uid's, or everything when it
+ * is an admin (root or the admin group).  Aggregates are seen by all. */
+static bool status_visible(const struct devq_session *s, uid_t uid)
+{
+	return s->admin || uid == s->uid;
+}
+
+static int metrics_status(const struct devq_session *s, Devq__Status *st,
+			  Devq__SessionStatus *const *items, struct devq_session *const *shown,
+			  size_t nitems, void **scratch)
 {
 	*scratch = NULL;
 	struct scratch *sc = calloc(1, sizeof(*sc) + nitems * sizeof(void *));
 	if (!sc)
 		return -ENOMEM;
 	*scratch = sc;
+	const struct devq_engine *d = s->e;
 	const struct devq_metrics *m = &d->metrics;
 	size_t n = 0;
 	for (int c = 1; c < DEVQ_METRICS_CODES; c++) {
@@ -46,15 +57,19 @@ static int metrics_status(const struct devq_engine *d, Devq__Status *st,
 	st->n_op_errors = n;
 	st->op_errors = sc->codep;
 	st->device_busy_ns = m->device_busy_ns;
+	size_t nu = 0;
 	for (unsigned i = 0; i < m->nusers; i++) {
-		devq__metrics_user__init(&sc->users[i]);
-		sc->users[i].uid = m->users[i].uid;
-		sc->users[i].ops_completed = m->users[i].ops_completed;
-		sc->users[i].ops_failed = m->users[i].ops_failed;
-		sc->users[i].device_busy_ns = m->users[i].device_busy_ns;
-		sc->userp[i] = &sc->users[i];
+		if (!status_visible(s, m->users[i].uid))
+			continue;
+		devq__metrics_user__init(&sc->users[nu]);
+		sc->users[nu].uid = m->users[i].uid;
+		sc->users[nu].ops_completed = m->users[i].ops_completed;
+		sc->users[nu].ops_failed = m->users[i].ops_failed;
+		sc->users[nu].device_busy_ns = m->users[i].device_busy_ns;
+		sc->userp[nu] = &sc->users[nu];
+		nu++;
 	}
-	st->n_users = m->nusers;
+	st->n_users = nu;
 	st->users = sc->userp;
 	memcpy(sc->le, devq_metrics_bounds_ns, sizeof(sc->le));
 	for (int p = 0; p < DEVQ_METRICS_PHASES; p++) {
@@ -73,9 +88,9 @@ static int metrics_status(const struct devq_engine *d, Devq__Status *st,
 	st->n_phases = DEVQ_METRICS_PHASES;
 	st->phases = sc->histp;
 
-	/* Sessions, in the order the caller listed them (d->sessions). */
-	size_t i = 0;
-	for (const struct devq_session *t = d->sessions; t && i < nitems; t = t->next, i++) {
+	/* Sessions, as the caller listed them. */
+	for (size_t i = 0; i < nitems; i++) {
+		const struct devq_session *t = shown[i];
 		Devq__SessionStatus *ss = items[i];
 		ss->ops_failed = t->trace_failed;
 		size_t nq = t->queues.count;
@@ -120,18 +135,23 @@ void devq_status_handle(struct devq_session *s)
 	struct devq_engine *d = s->e;
 	size_t n = 0;
 	for (struct devq_session *t = d->sessions; t; t = t->next)
-		n++;
+		n += status_visible(s, t->uid);
 	Devq__SessionStatus *items = calloc(n ? n : 1, sizeof(*items));
 	Devq__SessionStatus **ptrs = calloc(n ? n : 1, sizeof(*ptrs));
-	if (!items || !ptrs) {
+	struct devq_session **shown = calloc(n ? n : 1, sizeof(*shown));
+	if (!items || !ptrs || !shown) {
 		free(items);
 		free(ptrs);
+		free(shown);
 		devq_outbox_error(s, DEVQ__CODE__RESOURCE_EXHAUSTED, "get_status", NULL, NULL,
 				   "out of memory");
 		return;
 	}
 	size_t i = 0;
-	for (struct devq_session *t = d->sessions; t; t = t->next, i++) {
+	for (struct devq_session *t = d->sessions; t && i < n; t = t->next) {
+		if (!status_visible(s, t->uid))
+			continue;
+		shown[i] = t;
 		devq__session_status__init(&items[i]);
 		items[i].id = t->id;
 		items[i].pid = (uint32_t)t->pid;
@@ -143,6 +163,7 @@ void devq_status_handle(struct devq_session *s)
 		items[i].bytes_mapped = t->bytes_mapped;
 		items[i].ops_completed = t->ops_completed;
 		ptrs[i] = &items[i];
+		i++;
 	}
 	Devq__Status st = DEVQ__STATUS__INIT;
 	st.backend = (char *)d->be->name;
@@ -158,7 +179,7 @@ void devq_status_handle(struct devq_session *s)
 	st.ops_completed = d->ops_completed;
 	st.ops_failed = d->ops_failed;
 	void *metrics;
-	if (metrics_status(d, &st, ptrs, n, &metrics) < 0)
+	if (metrics_status(s, &st, ptrs, shown, n, &metrics) < 0)
 		devq_outbox_error(s, DEVQ__CODE__RESOURCE_EXHAUSTED, "get_status", NULL, NULL,
 				   "out of memory");
 	else
@@ -171,5 +192,6 @@ void devq_status_handle(struct devq_session *s)
 	metrics_status_free(metrics);
 	free(items);
 	free(ptrs);
+	free(shown);
 }
 

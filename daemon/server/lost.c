@@ -7,7 +7,8 @@
  * systemd (Restart=on-failure; the socket unit keeps the listening socket)
  * starts a fresh daemon.  Which kernel faulted is unknowable once every
  * stream reports the error, so attribution is exact only when one session
- * had work on the device. */
+ * had work on the device.  Only admins (root, the admin group) are told
+ * which other sessions had work; the log always names them. */
 #include <stdio.h>
 #include <string.h>
 
@@ -56,15 +57,28 @@ void devq_lost_notify(struct devq_daemon *d, const struct devq_job *op)
 	log_err("device lost: %s; %s; stopping with status %d for a restart", op->b.msg, cause,
 		DEVQ_EXIT_DEVICE_LOST);
 
+	/* The advice first: a client keeps only the first 255 bytes of a
+	 * message.  Who else had work (pids, uids, names) and the faulting
+	 * op's own message go only to admins and to that op's session; a
+	 * non-admin learns that the device was lost, whether its own work was
+	 * running, and what to do. */
 	for (struct devq_session *s = d->e.sessions; s; s = s->next) {
 		if (!s->connected || !s->hello_done)
 			continue;
 		const char *role = s == culprit && busy == 1 ? "your work faulted the device"
 			: s->ops_in_flight ? "your work in flight fails"
 					   : "you had no work on the device";
-		devq_outbox_error(s, DEVQ__CODE__DEVICE_LOST, "device", NULL, NULL,
-				   "%s: %.120s; %s. devqd restarts: reconnect and re-import "
-				   "shared buffers (device buffers are gone)",
-				   role, op->b.msg, cause);
+		bool own = op->s == s;
+		if (s->admin)
+			devq_outbox_error(s, DEVQ__CODE__DEVICE_LOST, "device", NULL, NULL,
+					   "device lost, devqd restarts: reconnect and re-import "
+					   "shared buffers (device buffers are gone). %s; %s; "
+					   "device error: %.120s",
+					   role, cause, op->b.msg);
+		else
+			devq_outbox_error(s, DEVQ__CODE__DEVICE_LOST, "device", NULL, NULL,
+					   "device lost, devqd restarts: reconnect and re-import "
+					   "shared buffers (device buffers are gone). %s%s%.120s",
+					   role, own ? "; device error: " : "", own ? op->b.msg : "");
 	}
 }

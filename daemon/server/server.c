@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -21,6 +22,7 @@
 #include "base/log.h"
 #include "base/pool.h"
 #include "codec/msg_dec.h"
+#include "core/buffer.h"
 #include "core/cpage.h"
 #include "core/outbox.h"
 #include "core/quota.h"
@@ -47,6 +49,8 @@ struct conn {
 	int poll_events;
 	struct devq_rx rx;
 	bool throttled; /* reading paused: over the in-flight quota (held.c) */
+	bool tx_full;   /* reading paused: outbox at its quota until it drains */
+	uint64_t fds_since; /* received fds wait for their frame since, 0: none */
 };
 
 #define CONN(s) ((struct conn *)(s)->conn)
@@ -54,6 +58,7 @@ struct conn {
 
 static void session_close(struct devq_session *s);
 static void session_flush(struct devq_session *s);
+static void session_frames(struct devq_session *s, uint64_t t);
 static void conn_cb(uv_poll_t *h, int status, int events);
 
 static void flush_dirty(struct devq_daemon *d)
@@ -103,7 +108,7 @@ static void set_events(struct devq_session *s, int events)
 	struct conn *c = CONN(s);
 	/* Stopping: no new requests, only the last replies go out.
 	 * Throttled: backpressure until completions free room (quota.h). */
-	if (c->d->stopping || c->throttled)
+	if (c->d->stopping || c->throttled || c->tx_full)
 		events &= ~UV_READABLE;
 	if (!s->connected || events == c->poll_events)
 		return;
@@ -123,7 +128,7 @@ static void session_flush(struct devq_session *s)
 	int r = devq_tx_flush(&s->tx, CONN(s)->fd);
 	/* The page tells the client when there is something to read. */
 	devq_cpage_note_tx(s->cpage, queued - s->tx.bytes);
-	if (r == -EAGAIN && s->tx.bytes > s->e->cfg.q_outbound) {
+	if (r == -EAGAIN && s->tx.bytes >= s->e->cfg.q_outbound) {
 		/* A client that does not read its replies would make us hold
 		 * them forever: its work still completes, then is freed. */
 		log_warn("session %llu: %zu bytes unsent, above the quota of %llu "
@@ -145,6 +150,17 @@ static void session_flush(struct devq_session *s)
 	if (s->close_after_flush) {
 		session_close(s);
 		return;
+	}
+	if (CONN(s)->tx_full) {
+		/* Drained: answer the frames already received, then read on. */
+		CONN(s)->tx_full = false;
+		session_frames(s, devq_now_ns());
+		if (!s->connected)
+			return;
+		if (s->tx.bytes) {
+			devq_outbox_mark_dirty(s);
+			return;
+		}
 	}
 	set_events(s, UV_READABLE);
 }
@@ -207,12 +223,29 @@ static bool throttle_if_over(struct devq_session *s)
 	return true;
 }
 
-/* Handles the complete frames already received, while the quota allows. */
+/* A session whose unsent replies reached its outbound quota is not read
+ * (nor its received frames answered) until they drain: what one write of
+ * requests can make the daemon hold is the quota plus one reply. */
+static bool tx_full(struct devq_session *s)
+{
+	struct conn *c = CONN(s);
+	if (s->tx.bytes < s->e->cfg.q_outbound)
+		return false;
+	if (!c->tx_full) {
+		c->tx_full = true;
+		log_debug("session %llu: not read until %zu unsent bytes drain",
+			  (unsigned long long)s->id, s->tx.bytes);
+		set_events(s, c->poll_events);
+	}
+	return true;
+}
+
+/* Handles the complete frames already received, while the quotas allow. */
 static void session_frames(struct devq_session *s, uint64_t t)
 {
 	struct devq_frame f;
 	int r = 0;
-	while (s->connected && !s->close_after_flush && !throttle_if_over(s) &&
+	while (s->connected && !s->close_after_flush && !throttle_if_over(s) && !tx_full(s) &&
 	       (r = devq_rx_next(&CONN(s)->rx, &f)) == 1)
 		handle_frame(s, &f, t);
 	if (r == -EMSGSIZE)
@@ -240,12 +273,85 @@ static void resume_throttled(struct devq_daemon *d)
 	}
 }
 
+/* The fds one uid's connections hold: sockets, pidfds, received fds not
+ * yet claimed by a frame. */
+static unsigned user_fds(const struct devq_daemon *d, uid_t uid)
+{
+	unsigned n = 0;
+	for (const struct devq_session *t = d->e.sessions; t; t = t->next) {
+		const struct conn *c = t->conn;
+		if (t->uid != uid || !c)
+			continue;
+		n += 1 + (c->pidfd >= 0) + (unsigned)c->rx.fd_count;
+	}
+	return n;
+}
+
+static void fds_timer_cb(uv_timer_t *t)
+{
+	struct devq_daemon *d = t->data;
+	uint64_t now = devq_now_ns();
+	bool waiting = false;
+	for (struct devq_session *s = d->e.sessions; s; s = s->next) {
+		struct conn *c = s->conn;
+		if (!s->connected || !c || !c->fds_since)
+			continue;
+		if (!c->rx.fd_count) {
+			c->fds_since = 0;
+			continue;
+		}
+		if (now - c->fds_since < DEVQ_FDS_WAIT_NS || s->close_after_flush) {
+			waiting = true;
+			continue;
+		}
+		log_info("session %llu: %zu received fds without their frame for 1 s: closing",
+			 (unsigned long long)s->id, c->rx.fd_count);
+		protocol_close(s, "%zu fds arrived without their frame's header within 1 s",
+			       c->rx.fd_count);
+		devq_rx_fini(&c->rx); /* the fds go now, whatever the client does */
+		devq_rx_init(&c->rx, d->e.cfg.max_frame);
+		c->fds_since = 0;
+		devq_outbox_mark_dirty(s);
+	}
+	if (!waiting)
+		uv_timer_stop(t);
+	flush_dirty(d);
+}
+
+/* After a read: fds that wait for their frame start the clock, and one
+ * uid's fds stay within its budget. */
+static bool check_fds(struct devq_session *s)
+{
+	struct conn *c = CONN(s);
+	struct devq_daemon *d = c->d;
+	if (!c->rx.fd_count) {
+		c->fds_since = 0;
+		return true;
+	}
+	if (!c->fds_since) {
+		c->fds_since = devq_now_ns();
+		if (!uv_is_active((uv_handle_t *)&d->fds_timer))
+			uv_timer_start(&d->fds_timer, fds_timer_cb, 250, 250);
+	}
+	if (s->admin) /* root and the admin group: no budget */
+		return true;
+	unsigned n = user_fds(d, s->uid);
+	if (n > d->user_fd_budget) {
+		protocol_close(s,
+			       "uid %u holds %u fds in devqd, above the per-user budget of %u "
+			       "(a quarter of devqd's RLIMIT_NOFILE)",
+			       (unsigned)s->uid, n, d->user_fd_budget);
+		return false;
+	}
+	return true;
+}
+
 static void session_read(struct devq_session *s)
 {
 	struct conn *c = CONN(s);
 	struct devq_daemon *d = c->d;
 	for (int i = 0; i < READS_PER_WAKE && s->connected && !s->close_after_flush &&
-			!c->throttled;
+			!c->throttled && !c->tx_full;
 	     i++) {
 		ssize_t n = devq_rx_recv(&c->rx, c->fd, MSG_DONTWAIT);
 		uint64_t t = devq_now_ns();
@@ -280,6 +386,8 @@ static void session_read(struct devq_session *s)
 			break;
 		}
 		session_frames(s, t);
+		if (s->connected && !check_fds(s))
+			break;
 		/* What one read brought is handed over: wake the streams now,
 		 * once for all its frames.  Not after the read loop: the read
 		 * that finds the socket empty would cost a lone op 1.5 us
@@ -353,6 +461,58 @@ static bool is_admin(const struct devq_daemon *d, int fd, uid_t uid, gid_t gid)
 	return false;
 }
 
+static void on_accept(uv_poll_t *h, int status, int events);
+
+static void accept_resume(uv_timer_t *t)
+{
+	struct devq_daemon *d = t->data;
+	if (d->reserve_fd < 0)
+		d->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (d->stopping)
+		return;
+	d->accept_paused = false;
+	uv_poll_start(&d->listen_poll, UV_READABLE, on_accept);
+}
+
+/* Out of fds (EMFILE, ENFILE): the listening socket stays readable, so
+ * retrying at once would spin.  The spare fd lets one pending connection
+ * in: an admin's is served (so root can look at what holds the fds), any
+ * other closed at once so its client is not left hanging.  Then accepting
+ * pauses for 100 ms.  Returns the admin's connection, or -1. */
+static int accept_exhausted(struct devq_daemon *d, int err)
+{
+	uint64_t now = devq_now_ns();
+	if (now - d->emfile_logged_ns > 10000000000ull) {
+		d->emfile_logged_ns = now;
+		log_warn("accept: %s: out of fds; accepting only admins, pausing 100 ms at a time "
+			 "(logged every 10 s)", strerror(err));
+	}
+	int fd = -1;
+	if (d->reserve_fd >= 0) {
+		close(d->reserve_fd);
+		d->reserve_fd = -1;
+		fd = accept4(d->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd >= 0) {
+			struct ucred cred;
+			socklen_t len = sizeof(cred);
+			bool admin = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 &&
+				     is_admin(d, fd, cred.uid, cred.gid);
+			if (!admin) {
+				close(fd);
+				fd = -1;
+			}
+		}
+		if (fd < 0)
+			d->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	}
+	if (!d->accept_paused) {
+		d->accept_paused = true;
+		uv_poll_stop(&d->listen_poll);
+		uv_timer_start(&d->accept_timer, accept_resume, 100, 0);
+	}
+	return fd;
+}
+
 static void on_accept(uv_poll_t *h, int status, int events)
 {
 	struct devq_daemon *d = h->data;
@@ -361,8 +521,11 @@ static void on_accept(uv_poll_t *h, int status, int events)
 		return;
 	for (;;) {
 		int fd = accept4(d->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		bool exhausted = fd < 0 && (errno == EMFILE || errno == ENFILE);
+		if (exhausted)
+			fd = accept_exhausted(d, errno);
 		if (fd < 0) {
-			if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
+			if (!exhausted && errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
 				log_warn("accept: %s", strerror(errno));
 			return;
 		}
@@ -395,6 +558,21 @@ static void on_accept(uv_poll_t *h, int status, int events)
 			 (unsigned long long)s->id, (int)s->pid, (unsigned)s->uid,
 			 (unsigned)s->gid, c->pidfd >= 0 ? ", pidfd" : "");
 		admit(d, s, &peer, pr);
+		if (!s->close_after_flush && !s->admin) {
+			unsigned n = user_fds(d, s->uid);
+			if (n > d->user_fd_budget) {
+				log_warn("session %llu: refused: uid %u holds %u fds, above its "
+					 "budget of %u", (unsigned long long)s->id,
+					 (unsigned)s->uid, n, d->user_fd_budget);
+				devq_outbox_error(s, DEVQ__CODE__RESOURCE_EXHAUSTED, "hello", NULL,
+						   NULL,
+						   "uid %u holds %u fds in devqd, above the per-user "
+						   "budget of %u (a quarter of devqd's RLIMIT_NOFILE)",
+						   (unsigned)s->uid, n, d->user_fd_budget);
+				s->close_after_flush = true;
+				session_flush(s);
+			}
+		}
 	}
 }
 
@@ -454,6 +632,8 @@ static void begin_stop(struct devq_daemon *d, const char *why)
 		 (unsigned long long)d->e.ops_in_flight, (unsigned long long)d->e.sessions_total);
 	uv_poll_stop(&d->listen_poll);
 	close_handle((uv_handle_t *)&d->listen_poll);
+	close_handle((uv_handle_t *)&d->accept_timer);
+	close_handle((uv_handle_t *)&d->fds_timer);
 	if (close(d->listen_fd) < 0)
 		log_err("stop: close of the listening socket: %s", strerror(errno));
 	d->listen_fd = -1;
@@ -632,6 +812,18 @@ int devq_server_start(struct devq_daemon *d)
 		}
 	}
 	d->listen_fd = fd;
+	struct rlimit rl;
+	rlim_t nofile = getrlimit(RLIMIT_NOFILE, &rl) == 0 ? rl.rlim_cur : 1024;
+	if (nofile == RLIM_INFINITY || nofile > (1u << 30))
+		nofile = 1u << 30;
+	d->user_fd_budget = (unsigned)(nofile / 4 > 64 ? nofile / 4 : 64);
+	d->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	uv_timer_init(d->loop, &d->accept_timer);
+	d->accept_timer.data = d;
+	uv_timer_init(d->loop, &d->fds_timer);
+	d->fds_timer.data = d;
+	log_info("fd budget: %u per user (RLIMIT_NOFILE %llu / 4)", d->user_fd_budget,
+		 (unsigned long long)nofile);
 	uv_poll_init(d->loop, &d->listen_poll, fd);
 	d->listen_poll.data = d;
 	uv_poll_start(&d->listen_poll, UV_READABLE, on_accept);
@@ -678,6 +870,9 @@ int devq_server_session_fd(const struct devq_session *s)
 
 void devq_server_fini(struct devq_daemon *d)
 {
-	(void)d;
+	devq_buffer_worker_fini(); /* the last large unmaps */
+	if (d->reserve_fd >= 0 && close(d->reserve_fd) < 0)
+		log_err("close: %s", strerror(errno));
+	d->reserve_fd = -1;
 	devq_pool_arena_fini(&frame_arena);
 }

@@ -42,7 +42,22 @@ struct devq_daemon {
 	struct devq_notify *notify; /* notify.c: READY/STATUS/WATCHDOG state */
 	struct devq_policy policy;  /* policy.c: who may connect */
 	unsigned nthrottled;        /* sessions not read: over their in-flight quota */
+	/* fd exhaustion (server.c): a spare fd kept open so that at EMFILE one
+	 * pending connection can still be accepted (an admin's is served, any
+	 * other closed at once), and accepting paused meanwhile. */
+	int reserve_fd;
+	uv_timer_t accept_timer;
+	bool accept_paused;
+	uint64_t emfile_logged_ns;
+	/* Per-user fd budget: a quarter of RLIMIT_NOFILE (at least 64) for one
+	 * uid's connections, pidfds and received fds not yet claimed. */
+	unsigned user_fd_budget;
+	/* Received fds that no complete frame has claimed yet are closed, with
+	 * their connection, after DEVQ_FDS_WAIT_NS. */
+	uv_timer_t fds_timer;
 };
+
+#define DEVQ_FDS_WAIT_NS 1000000000ull
 
 /* The engine's events as this server answers them, for devq_engine_init
  * of d->e. */

@@ -7,9 +7,11 @@
  * devq_session_admit) and fed Ops as the request layer would. */
 #include <check.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "core/buffer.h"
@@ -21,6 +23,10 @@
 #include "core/session.h"
 #include "core/timeline.h"
 #include "devq.pb-c.h"
+
+#ifndef DEVQ_FAIL_RANGES_MAX /* before the bound existed */
+#define DEVQ_FAIL_RANGES_MAX 1024
+#endif
 
 /* ---- the fake backend ------------------------------------------------ */
 
@@ -426,6 +432,151 @@ START_TEST(test_sticky_failure_and_reset)
 }
 END_TEST
 
+/* The issue-14 wrong result: fail, reset, ok, reset submitted before any
+ * completion.  The failed range of (1,1) ends at the reset in force when
+ * it failed (point 2), not at the queue's latest reset (point 3): the
+ * successful (1,2) must not read as failed. */
+START_TEST(test_failure_range_ends_at_its_own_reset)
+{
+	engine_up((struct devq_config){ 0 });
+	struct devq_session *s = session(1000);
+	queue(s, 1, 0);
+	queue(s, 2, 0);
+	buffer(s, 5, 64);
+	buffer(s, 6, 64);
+	submit(s, 1, 5, 0, 0, NULL, NULL); /* (1,1): will fail */
+	devq_timeline_reset(tl(s, 1));
+	submit(s, 1, 5, 0, 0, NULL, NULL); /* (1,2): will succeed */
+	devq_timeline_reset(tl(s, 1));
+	ck_assert_uint_eq(FK->n, 2);
+	complete(0, DEVQ__CODE__DEVICE_ERROR);
+	complete(0, 0);
+	ck_assert(devq_timeline_failed(tl(s, 1), 1));
+	ck_assert(!devq_timeline_failed(tl(s, 1), 2));
+	uint32_t wq[] = { 1 };
+	uint64_t wp[] = { 2 };
+	submit(s, 2, 6, 0, 1, wq, wp);
+	ck_assert_int_eq(handed(0)->b.code, 0);
+	complete_all();
+	/* And the next op of queue 1 (after the second reset) runs. */
+	submit(s, 1, 5, 0, 0, NULL, NULL);
+	ck_assert_int_eq(handed(0)->b.code, 0);
+	complete_all();
+	engine_down();
+}
+END_TEST
+
+/* k disjoint failed ranges on queue 1: fail (2i+1), reset, ok (2i+2). */
+static void fail_ranges(struct devq_session *s, unsigned k)
+{
+	for (unsigned i = 0; i < k; i++) {
+		submit(s, 1, 5, 0, 0, NULL, NULL);
+		complete(0, DEVQ__CODE__DEVICE_ERROR);
+		devq_timeline_reset(tl(s, 1));
+		submit(s, 1, 5, 0, 0, NULL, NULL);
+		complete(0, 0);
+	}
+}
+
+/* The code an op on queue 2 that waits on (1, p) completes with. */
+static int wait_code(struct devq_session *s, uint64_t p)
+{
+	uint32_t wq[] = { 1 };
+	uint64_t wp[] = { p };
+	submit(s, 2, 6, 0, 1, wq, wp);
+	int code = handed(0)->b.code;
+	complete_all();
+	return code;
+}
+
+/* Exactly DEVQ_FAIL_RANGES_MAX ranges: all remembered exactly. */
+START_TEST(test_failure_ranges_at_bound)
+{
+	engine_up((struct devq_config){ 0 });
+	struct devq_session *s = session(1000);
+	queue(s, 1, 0);
+	queue(s, 2, 0);
+	buffer(s, 5, 64);
+	buffer(s, 6, 64);
+	fail_ranges(s, DEVQ_FAIL_RANGES_MAX);
+	ck_assert_uint_eq(tl(s, 1)->nfails, DEVQ_FAIL_RANGES_MAX);
+	ck_assert_int_eq(wait_code(s, 1), DEVQ__CODE__DEPENDENCY_FAILED);
+	ck_assert_int_eq(wait_code(s, 2), 0);
+	ck_assert_int_eq(wait_code(s, 2 * DEVQ_FAIL_RANGES_MAX - 1), DEVQ__CODE__DEPENDENCY_FAILED);
+	ck_assert_int_eq(wait_code(s, 2 * DEVQ_FAIL_RANGES_MAX), 0);
+	engine_down();
+}
+END_TEST
+
+/* One past the bound: the list stays bounded; the oldest range is
+ * forgotten, and a wait on it is refused as too old rather than answered
+ * wrongly either way. */
+START_TEST(test_failure_ranges_past_bound)
+{
+	engine_up((struct devq_config){ 0 });
+	struct devq_session *s = session(1000);
+	queue(s, 1, 0);
+	queue(s, 2, 0);
+	buffer(s, 5, 64);
+	buffer(s, 6, 64);
+	fail_ranges(s, DEVQ_FAIL_RANGES_MAX + 1);
+	ck_assert_uint_le(tl(s, 1)->nfails, DEVQ_FAIL_RANGES_MAX);
+	ck_assert_int_eq(wait_code(s, 1), DEVQ__CODE__FAILED_PRECONDITION);
+	ck_assert_int_eq(wait_code(s, 2), 0);
+	ck_assert_int_eq(wait_code(s, 3), DEVQ__CODE__DEPENDENCY_FAILED);
+	ck_assert_int_eq(wait_code(s, 2 * DEVQ_FAIL_RANGES_MAX + 1), DEVQ__CODE__DEPENDENCY_FAILED);
+	ck_assert_int_eq(wait_code(s, 2 * DEVQ_FAIL_RANGES_MAX + 2), 0);
+	/* Adjacent failures share one range: no growth from a failing run. */
+	unsigned n = tl(s, 1)->nfails;
+	for (int i = 0; i < 10; i++) {
+		submit(s, 1, 5, 0, 0, NULL, NULL);
+		complete(0, DEVQ__CODE__DEVICE_ERROR);
+		devq_timeline_reset(tl(s, 1));
+	}
+	ck_assert_uint_le(tl(s, 1)->nfails, n + 1);
+	engine_down();
+}
+END_TEST
+
+/* ---- memfds the daemon cannot read safely ----------------------------- */
+
+/* A hugetlb memfd is refused at import with a clear error: a client can
+ * punch a hole in it and hold every free huge page, and the daemon's next
+ * read would die of SIGBUS; its mapping is also rounded to the huge page,
+ * so a munmap of the declared size fails and leaks the pages.  Skipped
+ * where the kernel has no MFD_HUGETLB; with vm.nr_hugepages = 0 the import
+ * used to fail in mmap (RESOURCE_EXHAUSTED), with huge pages it succeeded. */
+START_TEST(test_import_refuses_hugetlb_memfd)
+{
+	int fd = memfd_create("devq-test-huge", MFD_HUGETLB | MFD_ALLOW_SEALING | MFD_CLOEXEC);
+	if (fd < 0) {
+		printf("test_import_refuses_hugetlb_memfd: skipped, no MFD_HUGETLB: %s\n",
+		       strerror(errno));
+		return;
+	}
+	ck_assert_int_eq(ftruncate(fd, 2 << 20), 0);
+	ck_assert_int_eq(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW), 0);
+	engine_up((struct devq_config){ 0 });
+	struct devq_session *s = session(1000);
+	char err[200] = "";
+	int r = devq_buffer_import(s, 1, 4096, true, fd, err, sizeof(err));
+	ck_assert_msg(r == DEVQ__CODE__FAILED_PRECONDITION, "import: %d %s", r, err);
+	ck_assert_ptr_nonnull(strstr(err, "hugetlb"));
+	ck_assert_uint_eq(s->nbufs, 0);
+	ck_assert_uint_eq(E.bytes_mapped, 0);
+	/* An ordinary memfd, sealed alike, is accepted. */
+	int ok = memfd_create("devq-test", MFD_ALLOW_SEALING | MFD_CLOEXEC);
+	ck_assert_int_ge(ok, 0);
+	ck_assert_int_eq(ftruncate(ok, 4096), 0);
+	ck_assert_int_eq(fcntl(ok, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW), 0);
+	r = devq_buffer_import(s, 2, 4096, true, ok, err, sizeof(err));
+	ck_assert_msg(r == 0, "import: %s", err);
+	close(ok);
+	close(fd);
+	engine_down();
+}
+END_TEST
+
 /* ---- fairness -------------------------------------------------------- */
 
 START_TEST(test_fairness_cap)
@@ -540,6 +691,10 @@ int main(void)
 	tcase_add_test(tc, test_writer_after_readers);
 	tcase_add_test(tc, test_explicit_waits_across_queues);
 	tcase_add_test(tc, test_sticky_failure_and_reset);
+	tcase_add_test(tc, test_failure_range_ends_at_its_own_reset);
+	tcase_add_test(tc, test_failure_ranges_at_bound);
+	tcase_add_test(tc, test_failure_ranges_past_bound);
+	tcase_add_test(tc, test_import_refuses_hugetlb_memfd);
 	tcase_add_test(tc, test_fairness_cap);
 	tcase_add_test(tc, test_submit_on_closed_queue);
 	tcase_add_test(tc, test_quota_refusals);

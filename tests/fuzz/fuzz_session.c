@@ -37,9 +37,14 @@
 #include <unistd.h>
 
 #include "core/session.h"
+#include "core/timeline.h"
 #include "core/trace.h"
 #include "fuzz_session.h"
 #include "server/server.h"
+
+#ifndef DEVQ_FAIL_RANGES_MAX /* a daemon from before the bound */
+#define DEVQ_FAIL_RANGES_MAX 1024
+#endif
 
 #define FLOOD_FDS DEVQ_FDS_PER_MSG
 #define DRAIN_LIMIT_NS (60ull * 1000 * 1000 * 1000) /* far beyond any sane input */
@@ -148,11 +153,20 @@ static int fd_count(void)
 
 /* ---- the client side ------------------------------------------------- */
 
+/* Points a client was told completed OK, for the failure-range oracle. */
+#define MAX_OKS 65536
+
 struct client {
 	int fd;
 	uv_poll_t poll;
 	bool polling, eof;
 	struct devq_rx rx;
+	uint64_t session; /* from HelloReply */
+	struct ok_point {
+		uint32_t queue;
+		uint64_t point;
+	} *oks;
+	size_t noks;
 };
 
 /* Everything the daemon sends must be a well-formed DaemonMessage frame. */
@@ -187,12 +201,17 @@ static void client_read(struct client *c)
 				for (size_t i = 0; i < m->completions->n_items; i++) {
 					const Devq__Completion *x = m->completions->items[i];
 					fuzz_stats.completions++;
+					if (x->code == DEVQ__CODE__OK && c->oks && c->noks < MAX_OKS)
+						c->oks[c->noks++] =
+							(struct ok_point){ x->queue, x->point };
 					if (x->code != DEVQ__CODE__OK)
 						fuzz_stats.failed++;
 					if (x->code != DEVQ__CODE__OK &&
 					    (!x->message || !*x->message))
 						die("failed completion without a message");
 				}
+			} else if (m->body_case == DEVQ__DAEMON_MESSAGE__BODY_HELLO_REPLY) {
+				c->session = m->hello_reply->session;
 			} else if (m->body_case == DEVQ__DAEMON_MESSAGE__BODY_BUFFER_READY) {
 				if (m->buffer_ready->has_fd != (f.nfds == 1))
 					die("BufferReady has_fd %d with %u fds",
@@ -318,6 +337,38 @@ static bool idle(void)
 	return true;
 }
 
+/* Issue 14 #3 and #4: a point the client was told completed OK must not
+ * read as failed (a later wait on it would get DEPENDENCY_FAILED), and a
+ * queue's failed ranges stay sorted, disjoint and bounded. */
+static void check_failure_ranges(const struct client *c)
+{
+	const struct devq_session *s = D.e.sessions;
+	while (s && s->id != c->session)
+		s = s->next;
+	if (!s)
+		return;
+	for (size_t i = 0; i < s->queues.cap; i++) {
+		const struct devq_timeline *q = s->queues.slots[i].val;
+		if (!q)
+			continue;
+		if (q->nfails > DEVQ_FAIL_RANGES_MAX)
+			die("queue %u: %u failed ranges, above %u", q->id, q->nfails,
+			    DEVQ_FAIL_RANGES_MAX);
+		for (unsigned k = 0; k < q->nfails; k++)
+			if (q->fails[k].from >= q->fails[k].to ||
+			    (k && q->fails[k].from < q->fails[k - 1].to))
+				die("queue %u: failed ranges unsorted or overlapping at %u", q->id, k);
+	}
+	for (size_t i = 0; i < c->noks; i++) {
+		const struct devq_timeline *q = devq_idmap_get(&s->queues, c->oks[i].queue);
+		/* A queue closed and reopened since starts a new timeline. */
+		if (q && c->oks[i].point <= q->completed &&
+		    devq_timeline_failed(q, c->oks[i].point))
+			die("queue %u point %llu completed OK but is recorded as failed",
+			    c->oks[i].queue, (unsigned long long)c->oks[i].point);
+	}
+}
+
 static bool freed(void)
 {
 	return D.e.sessions == NULL && D.e.ops_in_flight == 0;
@@ -401,6 +452,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (c[i].fd < 0 || connect(c[i].fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
 			die("connect: %s", strerror(errno));
 		devq_rx_init(&c[i].rx, 64u << 20);
+		c[i].oks = malloc(MAX_OKS * sizeof(*c[i].oks));
 		uv_poll_init(&L, &c[i].poll, c[i].fd);
 		c[i].poll.data = &c[i];
 		uv_poll_start(&c[i].poll, UV_READABLE, client_cb);
@@ -431,6 +483,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		die("ops still in flight after %llu s", DRAIN_LIMIT_NS / 1000000000ull);
 	for (int i = 0; i < NCONN; i++) {
 		client_read(&c[i]);
+		check_failure_ranges(&c[i]);
 		shutdown(c[i].fd, SHUT_WR);
 	}
 	if (!pump(freed, DRAIN_LIMIT_NS, true))
@@ -442,6 +495,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	for (int i = 0; i < NCONN; i++) {
 		close(c[i].fd);
 		devq_rx_fini(&c[i].rx);
+		free(c[i].oks);
 	}
 
 	if (D.e.sessions_total != sessions_before + NCONN)

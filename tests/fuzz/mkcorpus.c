@@ -22,7 +22,7 @@
 enum { FD_GOOD = 0, FD_UNSEALED = 1, FD_WSEALED = 2, FD_PIPE = 3, FD_SMALL = 4,
        FD_DEVNULL = 5, FD_RDONLY = 6, FD_SOCKET = 7 };
 
-static uint8_t out[1 << 16];
+static uint8_t out[1 << 17];
 static size_t outlen;
 
 static void put(const void *p, size_t n)
@@ -73,10 +73,39 @@ static size_t frame(uint8_t *buf, size_t cap, const Devq__ClientMessage *m, unsi
 	return DEVQ_FRAME_HDR + plen;
 }
 
+/* Between batch_begin and batch_end, messages (without fds) are appended
+ * to one record: the daemon gets them in one write, as a pipelining client
+ * sends them, and answers them before any completion is processed. */
+static uint8_t batch[60000];
+static size_t batch_len;
+static bool batching;
+
+static void batch_begin(void)
+{
+	batching = true;
+	batch_len = 0;
+}
+
+static void batch_end(void)
+{
+	batching = false;
+	rec_raw(batch, batch_len, 0, NULL);
+}
+
 /* One message as one record; fds attached as declared. */
 static void msg_fds(const Devq__ClientMessage *m, unsigned nfds, const unsigned *kinds)
 {
 	uint8_t buf[16384];
+	if (batching && !nfds) {
+		size_t n = frame(buf, sizeof(buf), m, 0);
+		if (batch_len + n > sizeof(batch)) {
+			fprintf(stderr, "mkcorpus: batch too large\n");
+			exit(1);
+		}
+		memcpy(batch + batch_len, buf, n);
+		batch_len += n;
+		return;
+	}
 	rec_raw(buf, frame(buf, sizeof(buf), m, nfds), nfds, kinds);
 }
 
@@ -623,6 +652,46 @@ static void seed_edge(void)
 	}
 }
 
+/* Failure ranges and ResetQueue (issue 14 #3 and #4): the driver checks
+ * that no point completed OK is recorded as failed, and that a queue's
+ * failed ranges stay sorted and within DEVQ_FAIL_RANGES_MAX. */
+static void seed_reset(void)
+{
+	/* fail, reset, ok, reset in one write; then a wait on the ok point. */
+	hello();
+	create(1, 4096, 0);
+	queue_msg(1, false);
+	queue_msg(2, false);
+	batch_begin();
+	fill(1, 99, 0, 16, 1); /* no buffer 99: fails at its point */
+	submit();
+	queue_msg(1, true);
+	fill(1, 1, 0, 16, 2);
+	submit();
+	queue_msg(1, true);
+	batch_end();
+	op_wait(fill(2, 1, 0, 16, 3), 1, 2);
+	submit();
+	save("reset-fail-ok-reset");
+
+	/* Many disjoint failed ranges, each fail-reset-ok, in a few writes. */
+	hello();
+	create(1, 4096, 0);
+	queue_msg(1, false);
+	for (int r = 0; r < 4; r++) {
+		batch_begin();
+		for (int i = 0; i < 300; i++) {
+			fill(1, 99, 0, 16, 1);
+			submit();
+			queue_msg(1, true);
+			fill(1, 1, 0, 16, 2);
+			submit();
+		}
+		batch_end();
+	}
+	save("reset-many-ranges");
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
@@ -632,5 +701,6 @@ int main(int argc, char **argv)
 	outdir = argv[1];
 	seed_ok();
 	seed_edge();
+	seed_reset();
 	return 0;
 }
