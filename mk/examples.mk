@@ -18,5 +18,5 @@ $(BUILD)/examples/%: examples/%.c client/devq.h $(BUILD)/libdevq.so.0
 TESTS += test_example
 $(BUILD)/tests/test_example: tests/example.sh $(EXAMPLES) $(BUILD)/devqd $(BUILD)/libdevq.a packaging/devq.pc.in
 	@mkdir -p $(dir $@)
-	printf '#!/bin/sh\nexec sh tests/example.sh "$$@"\n' > $@
+	printf '#!/bin/sh\nexec env DEVQ_EXAMPLE_LDFLAGS="%s" sh tests/example.sh "$$@"\n' '$(LDFLAGS)' > $@
 	chmod +x $@

@@ -33,7 +33,8 @@ for src in examples/*.c; do
 		bad "$name (dynamic, LD_LIBRARY_PATH=$B): $out"
 	fi
 	flags=$(PKG_CONFIG_PATH="$tmp/lib/pkgconfig" pkg-config --cflags --static --libs devq)
-	if ! "$CC" -std=c11 -o "$tmp/$name" "$src" $flags 2>"$tmp/cc.log"; then
+	# A sanitizer build's libdevq.a needs its runtime: the build's LDFLAGS.
+	if ! "$CC" -std=c11 -o "$tmp/$name" "$src" $flags $DEVQ_EXAMPLE_LDFLAGS 2>"$tmp/cc.log"; then
 		bad "$name: static link with pkg-config --static ($flags): $(cat "$tmp/cc.log")"
 	elif readelf -d "$tmp/$name" | grep -q 'NEEDED.*libdevq'; then
 		bad "$name: the static build needs libdevq.so"
