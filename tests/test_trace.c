@@ -703,7 +703,8 @@ START_TEST(trace_svg_at_scale)
 		WHY("a default picture warned: %s\n", s);
 	FILE *f = fopen(expect, "w");
 	ck_assert_ptr_nonnull(f);
-	fprintf(f, "{\"svg_scale\":{\"legend_max\":12,\"high_streams\":[%u],\"min_width\":2,"
+	fprintf(f, "{\"svg_scale\":{\"legend_max\":12,\"legend_entries\":12,"
+		   "\"legend_groups\":1,\"high_streams\":[%u],\"min_width\":2,"
 		   "\"max_device_rects\":200,\"failed\":[{\"op\":[%" PRIu64 ",1,%" PRIu64 "],"
 		   "\"name\":\"spin\",\"code\":\"%s\"}]}}\n",
 		normal, sm, bp, devq_code_name(failed));

@@ -433,12 +433,12 @@ static int build_legend(const struct devq_trace *t, struct legend *L)
 		return 0;
 	}
 	qsort(so, used, sizeof(*so), by_ops_desc);
-	/* g groups leave LEGEND_MAX - g sessions their own entry: the most
-	 * groups by uid (up to 3) whose uids cover the rest exactly. */
+	/* g groups leave LEGEND_MAX - g sessions their own entry: the fewest
+	 * groups by uid (up to 3) whose uids cover the rest, else "others". */
 	size_t groups = 1, keep = LEGEND_MAX - 1;
 	uint32_t uids[3];
 	bool by_uid = false;
-	for (size_t g = 3; g >= 1 && !by_uid; g--) {
+	for (size_t g = 1; g <= 3 && !by_uid; g++) {
 		size_t nu = 0, k = LEGEND_MAX - g;
 		bool fits = true;
 		for (size_t i = k; i < used && fits; i++) {

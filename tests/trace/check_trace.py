@@ -12,7 +12,9 @@ EXPECT.json (written by tests/test_trace.c):
   foreign:     [session ids that must not appear]
   lanes:       number of device streams the ops used (checked in the SVG)
   svg_scale:   (issue 17 item 9) pictures that stay readable at scale:
-               {"legend_max": most legend entries, "high_streams": [streams
+               {"legend_max": most legend entries, "legend_entries": how
+               many, "legend_groups": how many of them group sessions,
+               "high_streams": [streams
                marked high priority], "failed": [{"op": [s, q, p], "name":
                executable, "code": code name}], "min_width": px,
                "max_device_rects": bound on device boxes drawn}
@@ -217,6 +219,12 @@ def check_svg_scale(root, ops, want):
     legend = [g for g in root.iter(SVG + "g") if g.get("class") == "legend"]
     if len(legend) > want.get("legend_max", 12):
         bad("SVG legend has %d entries, want at most %d" % (len(legend), want["legend_max"]))
+    if "legend_entries" in want and len(legend) != want["legend_entries"]:
+        bad("SVG legend has %d entries, want %d" % (len(legend), want["legend_entries"]))
+    groups = [t.text or "" for g in legend for t in g.iter(SVG + "text")
+              if "more sessions" in (t.text or "")]
+    if len(groups) != want.get("legend_groups", len(groups)):
+        bad("SVG legend groups %r, want %d" % (groups, want["legend_groups"]))
     fills = [r.get("fill") for g in legend for r in g.iter(SVG + "rect")]
     if len(set(fills)) != len(fills):
         bad("SVG legend colours repeat: %r" % fills)
