@@ -644,7 +644,7 @@ END_TEST
 START_TEST(trace_svg_at_scale)
 {
 	struct daemon_proc d;
-	harness_start(&d, NULL);
+	start_open_daemon(&d, NULL);
 	devq *q = conn(d.sock, "burst");
 	uint64_t sm = devq_get_info(q)->session;
 	uint32_t normal = devq_get_info(q)->streams;
@@ -661,6 +661,31 @@ START_TEST(trace_svg_at_scale)
 		ck_assert_int_eq(devq_queue_open(many[i], 1), 0);
 		spins(many[i], 1, 1);
 	}
+	/* One session of another uid: the legend groups the rest by uid. */
+	ck_assert_int_eq(chmod(d.dir, 0777), 0);
+	ck_assert_int_eq(chmod(d.sock, 0666), 0);
+	pid_t other = fork();
+	ck_assert_int_ge(other, 0);
+	if (other == 0) {
+		devq *n = NULL;
+		if (setgroups(0, NULL) < 0 || setgid(65534) < 0 || setuid(65534) < 0 ||
+		    devq_connect(d.sock, "other-uid", &n) < 0 || devq_queue_open(n, 1) < 0)
+			_exit(1);
+		const struct devq_exec *e;
+		struct devq_arg na = { .name = "ns", .type = DEVQ_ARG_U64, .v.u64 = 1000 };
+		struct devq_op op = { .queue = 1, .kind = DEVQ_OP_KERNEL, .args = &na, .nargs = 1 };
+		if (devq_exec_lookup(n, "spin", &e) < 0)
+			_exit(2);
+		op.exec = e;
+		uint64_t p;
+		if (devq_submit(n, &op, 1, &p) < 0 || devq_wait(n, 1, p, 60000, NULL) < 0)
+			_exit(3);
+		devq_disconnect(n);
+		_exit(0);
+	}
+	int ost;
+	ck_assert_int_eq(waitpid(other, &ost, 0), other);
+	ck_assert_msg(WIFEXITED(ost) && WEXITSTATUS(ost) == 0, "uid 65534 client: %d", ost);
 	/* A spin without its argument fails validation. */
 	struct devq_op bad = { .queue = 1, .kind = DEVQ_OP_KERNEL, .exec = exe(q, "spin") };
 	uint64_t bp;
@@ -684,8 +709,8 @@ START_TEST(trace_svg_at_scale)
 	snprintf(svg, sizeof(svg), "%s/scale.svg", d.dir);
 	snprintf(expect, sizeof(expect), "%s/scale-expect.json", d.dir);
 	snprintf(log, sizeof(log), "%s/scale.log", d.dir);
-	const char *tr[] = { harness_bin("devctl"), "--socket", d.sock, "trace", "-o", json,
-			     "--svg", svg, NULL };
+	const char *tr[] = { harness_bin("devctl"), "--socket", d.sock, "trace", "--all", "-o",
+			     json, "--svg", svg, NULL };
 	int rc = run(tr, log);
 	if (rc)
 		dump_file(log);
@@ -704,7 +729,7 @@ START_TEST(trace_svg_at_scale)
 	FILE *f = fopen(expect, "w");
 	ck_assert_ptr_nonnull(f);
 	fprintf(f, "{\"svg_scale\":{\"legend_max\":12,\"legend_entries\":12,"
-		   "\"legend_groups\":1,\"high_streams\":[%u],\"min_width\":2,"
+		   "\"legend_groups\":2,\"high_streams\":[%u],\"min_width\":2,"
 		   "\"max_device_rects\":200,\"failed\":[{\"op\":[%" PRIu64 ",1,%" PRIu64 "],"
 		   "\"name\":\"spin\",\"code\":\"%s\"}]}}\n",
 		normal, sm, bp, devq_code_name(failed));
@@ -725,12 +750,12 @@ START_TEST(trace_svg_at_scale)
 	if (st.st_size >= 4 << 20)
 		WHY("the default JSON is %lld bytes\n", (long long)st.st_size);
 
-	/* Every op kept (1545): a warning says the picture is large. */
-	const char *all[] = { harness_bin("devctl"), "--socket", d.sock, "trace", "--last", "0",
-			      "--svg", svg, NULL };
+	/* Every op kept (1546): a warning says the picture is large. */
+	const char *all[] = { harness_bin("devctl"), "--socket", d.sock, "trace", "--all",
+			      "--last", "0", "--svg", svg, NULL };
 	ck_assert_int_eq(run(all, log), 0);
 	s = slurp(log);
-	if (!strstr(s, "warning") || !strstr(s, "1545 ops"))
+	if (!strstr(s, "warning") || !strstr(s, "1546 ops"))
 		WHY("--last 0 gave no warning about a large picture: %s\n", s);
 #undef WHY
 	ck_assert_msg(!why[0], "%s", why);
