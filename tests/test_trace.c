@@ -634,6 +634,143 @@ START_TEST(trace_recorder_off)
 }
 END_TEST
 
+/* ---- pictures at scale (issue 17 item 9) ------------------------------- */
+
+/* A picture of many sessions, a burst of short ops, a failed op and a
+ * 100 ms op on the high-priority stream, as devctl trace draws it by
+ * default: check_trace.py's svg_scale checks the legend, palette, lanes,
+ * short ops, failed op and units; here the default window and the warning
+ * about a large output. */
+START_TEST(trace_svg_at_scale)
+{
+	struct daemon_proc d;
+	start_open_daemon(&d, NULL);
+	devq *q = conn(d.sock, "burst");
+	uint64_t sm = devq_get_info(q)->session;
+	uint32_t normal = devq_get_info(q)->streams;
+	ck_assert_int_eq(devq_queue_open(q, 1), 0);
+	/* 1500 short ops first: the default window leaves the oldest out. */
+	for (int i = 0; i < 3; i++)
+		spins(q, 1, 500);
+	/* 43 sessions of one op each. */
+	devq *many[43];
+	for (int i = 0; i < 43; i++) {
+		char name[32];
+		snprintf(name, sizeof(name), "many-%d", i);
+		many[i] = conn(d.sock, name);
+		ck_assert_int_eq(devq_queue_open(many[i], 1), 0);
+		spins(many[i], 1, 1);
+	}
+	/* One session of another uid: the legend groups the rest by uid. */
+	ck_assert_int_eq(chmod(d.dir, 0777), 0);
+	ck_assert_int_eq(chmod(d.sock, 0666), 0);
+	pid_t other = fork();
+	ck_assert_int_ge(other, 0);
+	if (other == 0) {
+		devq *n = NULL;
+		if (setgroups(0, NULL) < 0 || setgid(65534) < 0 || setuid(65534) < 0 ||
+		    devq_connect(d.sock, "other-uid", &n) < 0 || devq_queue_open(n, 1) < 0)
+			_exit(1);
+		const struct devq_exec *e;
+		struct devq_arg na = { .name = "ns", .type = DEVQ_ARG_U64, .v.u64 = 1000 };
+		struct devq_op op = { .queue = 1, .kind = DEVQ_OP_KERNEL, .args = &na, .nargs = 1 };
+		if (devq_exec_lookup(n, "spin", &e) < 0)
+			_exit(2);
+		op.exec = e;
+		uint64_t p;
+		if (devq_submit(n, &op, 1, &p) < 0 || devq_wait(n, 1, p, 60000, NULL) < 0)
+			_exit(3);
+		devq_disconnect(n);
+		_exit(0);
+	}
+	int ost;
+	ck_assert_int_eq(waitpid(other, &ost, 0), other);
+	ck_assert_msg(WIFEXITED(ost) && WEXITSTATUS(ost) == 0, "uid 65534 client: %d", ost);
+	/* A spin without its argument fails validation. */
+	struct devq_op bad = { .queue = 1, .kind = DEVQ_OP_KERNEL, .exec = exe(q, "spin") };
+	uint64_t bp;
+	struct devq_completion c;
+	ck_assert_int_eq(devq_submit(q, &bad, 1, &bp), 0);
+	ck_assert_int_eq(devq_wait(q, 1, bp, 60000, &c), 0);
+	ck_assert_int_ne(c.code, DEVQ_OK);
+	int failed = c.code;
+	/* 100 ms on the high-priority stream. */
+	ck_assert_int_eq(devq_queue_open_priority(q, 2, 1), 0);
+	struct devq_arg a = a_u64("ns", 100000000);
+	struct devq_op slow = { .queue = 2, .kind = DEVQ_OP_KERNEL, .exec = exe(q, "spin"),
+				.args = &a, .nargs = 1 };
+	uint64_t sp;
+	ck_assert_int_eq(devq_submit(q, &slow, 1, &sp), 0);
+	ck_assert_int_eq(devq_wait(q, 2, sp, 60000, &c), 0);
+	ck_assert_int_eq(c.code, DEVQ_OK);
+
+	char json[160], svg[160], expect[160], log[160];
+	snprintf(json, sizeof(json), "%s/scale.json", d.dir);
+	snprintf(svg, sizeof(svg), "%s/scale.svg", d.dir);
+	snprintf(expect, sizeof(expect), "%s/scale-expect.json", d.dir);
+	snprintf(log, sizeof(log), "%s/scale.log", d.dir);
+	const char *tr[] = { harness_bin("devctl"), "--socket", d.sock, "trace", "--all", "-o",
+			     json, "--svg", svg, NULL };
+	int rc = run(tr, log);
+	if (rc)
+		dump_file(log);
+	ck_assert_int_eq(rc, 0);
+	/* Problems are gathered, so that one run shows every one of them. */
+	char why[2048] = "";
+	size_t wn = 0;
+#define WHY(...) (wn += (size_t)snprintf(why + wn, wn < sizeof(why) ? sizeof(why) - wn : 0, \
+					 __VA_ARGS__))
+	/* The default window is the newest 1000 ops, and says so. */
+	const char *s = slurp(log);
+	if (!strstr(s, "newest 1000") || !strstr(s, "--last 0"))
+		WHY("devctl trace by default said: %s\n", s);
+	if (strstr(s, "warning"))
+		WHY("a default picture warned: %s\n", s);
+	FILE *f = fopen(expect, "w");
+	ck_assert_ptr_nonnull(f);
+	fprintf(f, "{\"svg_scale\":{\"legend_max\":12,\"legend_entries\":12,"
+		   "\"legend_groups\":2,\"high_streams\":[%u],\"min_width\":2,"
+		   "\"max_device_rects\":200,\"failed\":[{\"op\":[%" PRIu64 ",1,%" PRIu64 "],"
+		   "\"name\":\"spin\",\"code\":\"%s\"}]}}\n",
+		normal, sm, bp, devq_code_name(failed));
+	fclose(f);
+	const char *chk[] = { "python3", "tests/trace/check_trace.py", json, expect, svg, NULL };
+	rc = run(chk, log);
+	if (rc)
+		dump_file(log);
+	if (rc)
+		WHY("check_trace.py found problems (above)\n");
+	/* JSON names the failed op with its error too. */
+	char grep[400];
+	snprintf(grep, sizeof(grep), "grep -q '\"name\":\"spin (failed: ' %s", json);
+	if (system(grep) != 0)
+		WHY("the JSON does not name the failed op 'spin (failed: ...)'\n");
+	struct stat st;
+	ck_assert_int_eq(stat(json, &st), 0);
+	if (st.st_size >= 4 << 20)
+		WHY("the default JSON is %lld bytes\n", (long long)st.st_size);
+
+	/* Every op kept (1546): a warning says the picture is large. */
+	const char *all[] = { harness_bin("devctl"), "--socket", d.sock, "trace", "--all",
+			      "--last", "0", "--svg", svg, NULL };
+	ck_assert_int_eq(run(all, log), 0);
+	s = slurp(log);
+	if (!strstr(s, "warning") || !strstr(s, "1546 ops"))
+		WHY("--last 0 gave no warning about a large picture: %s\n", s);
+#undef WHY
+	ck_assert_msg(!why[0], "%s", why);
+
+	unlink(json);
+	unlink(svg);
+	unlink(expect);
+	unlink(log);
+	for (int i = 0; i < 43; i++)
+		devq_disconnect(many[i]);
+	devq_disconnect(q);
+	ck_assert_int_eq(harness_stop(&d), 0);
+}
+END_TEST
+
 /* ---- devctl top --once ------------------------------------------------ */
 
 /* Issue 17 item 2: busy % is device time in the interval over the interval:
@@ -770,6 +907,7 @@ int main(void)
 	tcase_add_test(tc, trace_since_last_and_ring_bound);
 	tcase_add_test(tc, trace_duration_window);
 	tcase_add_test(tc, trace_recorder_off);
+	tcase_add_test(tc, trace_svg_at_scale);
 	tcase_add_test(tc, top_once_prints_documented_fields);
 	tcase_add_test(tc, top_busy_is_time_in_interval);
 	suite_add_tcase(s, tc);

@@ -25,6 +25,12 @@
 #include "devctl/util.h"
 #include "devq.h"
 
+/* What devctl trace takes without --last or --duration: enough to see a
+ * pattern, few enough to read (devqd keeps up to 16384 by default, a
+ * 10 MB SVG).  More than this, or a file over WARN_BYTES, is warned about. */
+#define DEFAULT_LAST 1000
+#define WARN_BYTES (4l << 20)
+
 #define TID_BUFFERS 999
 #define TID_QUEUE0 1000
 
@@ -32,6 +38,7 @@ struct trace_ctx {
 	struct devq_trace *t;
 	const struct devq_exec *execs;
 	size_t nexecs;
+	uint32_t normal_streams; /* streams [normal_streams, t->streams) are high priority */
 };
 
 void devctl_trace_usage(FILE *f)
@@ -44,10 +51,14 @@ void devctl_trace_usage(FILE *f)
 		"      it in ui.perfetto.dev or chrome://tracing); --svg draws a standalone SVG\n"
 		"      timeline: a lane per device stream, op boxes coloured by session, phases\n"
 		"      shaded, dependency arrows, a time axis.  --duration records what\n"
-		"      completes in the next SECONDS; --last N takes the newest N ops; by\n"
-		"      default every op devqd still keeps (devqd --trace-records).  You see\n"
-		"      your own uid's sessions; --all (every user) needs root or devqd's\n"
-		"      --admin-group.  '-' as FILE is standard output.\n"
+		"      completes in the next SECONDS; --last N takes the newest N ops, 0\n"
+		"      every op devqd still keeps (devqd --trace-records); by default the\n"
+		"      newest 1000.  More than 1000 ops or a file over 4 MiB is warned\n"
+		"      about.  Sessions beyond 12 share legend entries (by uid, or others);\n"
+		"      runs of ops too short to see merge into one box; hover for details;\n"
+		"      high-priority streams are marked.  You see your own uid's sessions;\n"
+		"      --all (every user) needs root or devqd's --admin-group.  '-' as FILE\n"
+		"      is standard output.\n"
 		"  top [--once] [--interval SECONDS] [--all]\n"
 		"      A live view refreshed every interval (default 1 s); q quits.  Header:\n"
 		"      backend and device, uptime, ops/s, ops in flight, errors/s, device busy\n"
@@ -86,6 +97,18 @@ static void op_name(const struct trace_ctx *c, const struct devq_trace_op *o, ch
 		snprintf(buf, n, "fill");
 	else
 		snprintf(buf, n, "op");
+}
+
+/* The name, and for a failed op its error: "spin (failed: invalid_argument)".
+ * The trace carries the code, not the message (that went to the client). */
+static void op_label(const struct trace_ctx *c, const struct devq_trace_op *o, char *buf, size_t n)
+{
+	char name[48];
+	op_name(c, o, name, sizeof(name));
+	if (o->code)
+		snprintf(buf, n, "%s (failed: %s)", name, devq_code_name(o->code));
+	else
+		snprintf(buf, n, "%s", name);
 }
 
 static int session_index(const struct devq_trace *t, uint64_t id)
@@ -261,8 +284,8 @@ static void write_json(const struct trace_ctx *c, FILE *f)
 	uint64_t flow = 0;
 	for (size_t i = 0; i < t->nops; i++) {
 		const struct devq_trace_op *o = &t->ops[i];
-		char name[48];
-		op_name(c, o, name, sizeof(name));
+		char name[96];
+		op_label(c, o, name, sizeof(name));
 		int st = stream_tid(o->stream), qt = queue_tid(t, o);
 		/* The device span, on the stream's thread. */
 		ev_begin(&e, "X", o->session, st, o->t.device_start);
@@ -274,7 +297,7 @@ static void write_json(const struct trace_ctx *c, FILE *f)
 		op_args(f, o);
 		fprintf(f, "}");
 		/* The host-side phases on the queue's track. */
-		char label[80];
+		char label[128];
 		snprintf(label, sizeof(label), "%s q%u #%" PRIu64, name, o->queue, o->point);
 		/* The op's slice encloses its phases; its end is written last so
 		 * that equal timestamps still close the phases first. */
@@ -339,11 +362,127 @@ static void write_json(const struct trace_ctx *c, FILE *f)
 
 /* ---- SVG ------------------------------------------------------------- */
 
+/* Twelve colours told apart at a glance.  The legend never has more
+ * entries than colours (sessions beyond it are grouped), so a colour
+ * always names one entry. */
 static const char *const palette[] = {
-	"#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#b07aa1",
-	"#76b7b2", "#edc948", "#ff9da7", "#9c755f", "#bab0ac",
+	"#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#b07aa1", "#76b7b2",
+	"#edc948", "#ff9da7", "#9c755f", "#17becf", "#8c8c00", "#7f7f7f",
 };
-#define NPALETTE (sizeof(palette) / sizeof(palette[0]))
+#define LEGEND_MAX (sizeof(palette) / sizeof(palette[0]))
+/* The narrowest op box drawn, in px: a shorter op still shows. */
+#define MIN_W 2.0
+
+/* Legend entries: sessions with ops, each its own while they fit; beyond
+ * LEGEND_MAX the busiest keep theirs and the rest are grouped by uid (up to
+ * three uids) or as "others". */
+struct legend {
+	size_t n;
+	int *entry; /* [t->nsessions]: its entry, -1 for a session without ops */
+	char label[LEGEND_MAX][192];
+};
+
+struct sess_ops {
+	size_t idx, ops;
+};
+
+static int by_ops_desc(const void *a, const void *b)
+{
+	const struct sess_ops *x = a, *y = b;
+	if (x->ops != y->ops)
+		return x->ops < y->ops ? 1 : -1;
+	return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+static void session_label(char *buf, size_t n, const struct devq_trace_session *s, size_t ops)
+{
+	snprintf(buf, n, "%s (pid %u, uid %u, session %" PRIu64 "): %zu op%s",
+		 s->name[0] ? s->name : "client", s->pid, s->uid, s->id, ops, ops == 1 ? "" : "s");
+}
+
+static int build_legend(const struct devq_trace *t, struct legend *L)
+{
+	size_t ns = t->nsessions, used = 0;
+	L->n = 0;
+	L->entry = malloc((ns + 1) * sizeof(*L->entry));
+	struct sess_ops *so = calloc(ns + 1, sizeof(*so));
+	if (!L->entry || !so) {
+		free(so);
+		return -1;
+	}
+	for (size_t i = 0; i < ns; i++) {
+		so[i].idx = i;
+		L->entry[i] = -1;
+	}
+	for (size_t k = 0; k < t->nops; k++) {
+		int si = session_index(t, t->ops[k].session);
+		if (si >= 0)
+			so[si].ops++;
+	}
+	for (size_t i = 0; i < ns; i++)
+		if (so[i].ops)
+			so[used++] = so[i];
+	if (used <= LEGEND_MAX) {
+		for (size_t i = 0; i < used; i++) {
+			L->entry[so[i].idx] = (int)i;
+			session_label(L->label[i], sizeof(L->label[i]), &t->sessions[so[i].idx],
+				      so[i].ops);
+		}
+		L->n = used;
+		free(so);
+		return 0;
+	}
+	qsort(so, used, sizeof(*so), by_ops_desc);
+	/* g groups leave LEGEND_MAX - g sessions their own entry: the fewest
+	 * groups by uid (up to 3) whose uids cover the rest, else "others". */
+	size_t groups = 1, keep = LEGEND_MAX - 1;
+	uint32_t uids[3];
+	bool by_uid = false;
+	for (size_t g = 1; g <= 3 && !by_uid; g++) {
+		size_t nu = 0, k = LEGEND_MAX - g;
+		bool fits = true;
+		for (size_t i = k; i < used && fits; i++) {
+			uint32_t u = t->sessions[so[i].idx].uid;
+			size_t j = 0;
+			while (j < nu && uids[j] != u)
+				j++;
+			if (j == nu) {
+				if (nu == g)
+					fits = false;
+				else
+					uids[nu++] = u;
+			}
+		}
+		if (fits) {
+			by_uid = true;
+			groups = nu;
+			keep = LEGEND_MAX - g;
+		}
+	}
+	for (size_t i = 0; i < keep; i++) {
+		L->entry[so[i].idx] = (int)i;
+		session_label(L->label[i], sizeof(L->label[i]), &t->sessions[so[i].idx], so[i].ops);
+	}
+	for (size_t g = 0; g < groups; g++) {
+		size_t nsess = 0, nops = 0;
+		for (size_t i = keep; i < used; i++) {
+			if (by_uid && t->sessions[so[i].idx].uid != uids[g])
+				continue;
+			L->entry[so[i].idx] = (int)(keep + g);
+			nsess++;
+			nops += so[i].ops;
+		}
+		if (by_uid)
+			snprintf(L->label[keep + g], sizeof(L->label[0]),
+				 "%zu more sessions of uid %u: %zu ops", nsess, uids[g], nops);
+		else
+			snprintf(L->label[keep + g], sizeof(L->label[0]),
+				 "others: %zu more sessions of several users: %zu ops", nsess, nops);
+	}
+	L->n = keep + groups;
+	free(so);
+	return 0;
+}
 
 static void xml_str(FILE *f, const char *s)
 {
@@ -411,6 +550,11 @@ static int lane_y(const struct svg_geom *g, uint32_t stream)
 	return g->top + g->lane_of[stream < 1024 ? stream : 1023] * (LANE_H + LANE_GAP);
 }
 
+static uint64_t dt(uint64_t from, uint64_t to)
+{
+	return to > from ? to - from : 0;
+}
+
 static void svg_box(FILE *f, const struct svg_geom *g, uint64_t a, uint64_t b, int y, int h,
 		    const char *color, double opacity, const char *cls)
 {
@@ -421,7 +565,92 @@ static void svg_box(FILE *f, const struct svg_geom *g, uint64_t a, uint64_t b, i
 		cls, x0, y, w, h, color, opacity);
 }
 
-static void write_svg(const struct trace_ctx *c, FILE *f)
+/* One op: its phases shaded around the device box, a tooltip naming it. */
+static void svg_op(FILE *f, const struct trace_ctx *c, const struct svg_geom *g,
+		   const struct devq_trace_op *o, const char *col)
+{
+	int y = lane_y(g, o->stream);
+	char name[48], label[96], d[4][24];
+	op_name(c, o, name, sizeof(name));
+	op_label(c, o, label, sizeof(label));
+	devctl_fmt_dur(d[0], sizeof(d[0]), dt(o->t.client_submit, o->t.handoff));
+	devctl_fmt_dur(d[1], sizeof(d[1]), dt(o->t.handoff, o->t.device_start));
+	devctl_fmt_dur(d[2], sizeof(d[2]), dt(o->t.device_start, o->t.device_end));
+	devctl_fmt_dur(d[3], sizeof(d[3]), dt(o->t.device_end, o->t.observed));
+	fprintf(f, "<g class=\"op\" data-session=\"%" PRIu64 "\" data-queue=\"%u\" "
+		   "data-point=\"%" PRIu64 "\"><title>",
+		o->session, o->queue, o->point);
+	xml_str(f, label);
+	fprintf(f, " — session %" PRIu64 " queue %u point %" PRIu64 " on stream %u: %s; "
+		   "submit %s, queued %s, device %s, sync %s</title>\n",
+		o->session, o->queue, o->point, o->stream, devq_code_name(o->code), d[0], d[1], d[2],
+		d[3]);
+	svg_box(f, g, o->t.client_submit, o->t.handoff, y + 2, 7, col, 0.25, "submit");
+	svg_box(f, g, o->t.handoff, o->t.device_start, y + 2, 7, col, 0.55, "queued");
+	double x0 = sx(g, o->t.device_start), x1 = sx(g, o->t.device_end);
+	double w = x1 - x0 < MIN_W ? MIN_W : x1 - x0;
+	/* An outline only where it leaves colour inside, or marks a failure. */
+	const char *stroke = o->code ? "#d00000" : w >= 3 ? "#333" : "none";
+	fprintf(f, "<rect class=\"device\" x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" "
+		   "fill=\"%s\" stroke=\"%s\" stroke-width=\"%s\"/>\n",
+		x0, y + 11, w, LANE_H - 22, col, stroke, o->code ? "1.5" : "0.5");
+	if (w > 7.0 * (double)strlen(name)) {
+		fprintf(f, "<text x=\"%.2f\" y=\"%d\" fill=\"white\">", x0 + 3, y + LANE_H / 2 + 4);
+		xml_str(f, name);
+		fprintf(f, "</text>\n");
+	}
+	svg_box(f, g, o->t.device_end, o->t.observed, y + LANE_H - 9, 7, col, 0.35, "sync");
+	for (size_t k = 0; k < o->nbuffers; k++) {
+		if (!o->buffers[k].released)
+			continue;
+		double x = sx(g, o->t.observed);
+		fprintf(f, "<path class=\"release\" d=\"M%.2f,%d l-4,-7 l8,0 z\" fill=\"#222\">"
+			   "<title>buffer %" PRIu64 " released</title></path>\n",
+			x, y + LANE_H, o->buffers[k].id);
+	}
+	fprintf(f, "</g>\n");
+}
+
+/* Successive ops on a lane, each narrower than MIN_W and each starting
+ * within MIN_W of the one before, of one legend entry, none failed nor
+ * releasing a buffer: drawn as one box with one tooltip, where a box each
+ * made a smear of outlines (and megabytes). */
+struct burst {
+	bool on, mixed;
+	size_t first, last, n;
+	int entry;
+	double x1;
+	uint64_t device_ns;
+};
+
+static void svg_burst(FILE *f, const struct trace_ctx *c, const struct svg_geom *g,
+		      const struct burst *b, const char *col)
+{
+	const struct devq_trace *t = c->t;
+	const struct devq_trace_op *a = &t->ops[b->first], *z = &t->ops[b->last];
+	if (b->n == 1) {
+		svg_op(f, c, g, a, col);
+		return;
+	}
+	char name[48], dev[24], span[24];
+	op_name(c, a, name, sizeof(name));
+	devctl_fmt_dur(dev, sizeof(dev), b->device_ns);
+	devctl_fmt_dur(span, sizeof(span), dt(a->t.device_start, z->t.device_end));
+	int y = lane_y(g, a->stream);
+	double x0 = sx(g, a->t.device_start);
+	double w = b->x1 - x0 < MIN_W ? MIN_W : b->x1 - x0;
+	fprintf(f, "<g class=\"burst\" data-ops=\"%zu\" data-stream=\"%u\"><title>%zu short ops "
+		   "(%s%s) on stream %u, from session %" PRIu64 " queue %u point %" PRIu64
+		   " to session %" PRIu64 " queue %u point %" PRIu64 ": device %s in all, within %s"
+		   "</title>\n",
+		b->n, a->stream, b->n, b->mixed ? "mostly " : "", name, a->stream, a->session,
+		a->queue, a->point, z->session, z->queue, z->point, dev, span);
+	fprintf(f, "<rect class=\"device\" x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" "
+		   "fill=\"%s\" stroke=\"none\"/>\n</g>\n",
+		x0, y + 11, w, LANE_H - 22, col);
+}
+
+static int write_svg(const struct trace_ctx *c, FILE *f)
 {
 	const struct devq_trace *t = c->t;
 	struct svg_geom g = { .t0 = UINT64_MAX, .t1 = 0 };
@@ -447,15 +676,14 @@ static void write_svg(const struct trace_ctx *c, FILE *f)
 	uint64_t span = g.t1 > g.t0 ? g.t1 - g.t0 : 1;
 	g.scale = (double)(SVG_W - SVG_LEFT - SVG_RIGHT) / (double)span;
 
-	/* Sessions that have ops, in order: the legend and the colours. */
-	size_t nleg = 0;
-	for (size_t i = 0; i < t->nsessions; i++)
-		for (size_t k = 0; k < t->nops; k++)
-			if (t->ops[k].session == t->sessions[i].id) {
-				nleg++;
-				break;
-			}
-	g.top = 60 + (int)nleg * 16 + 24;
+	/* The legend: a colour per entry, in two columns beyond four. */
+	struct legend L;
+	if (build_legend(t, &L) < 0) {
+		free(L.entry);
+		return -1;
+	}
+	int cols = L.n > 4 ? 2 : 1, rows = (int)((L.n + (size_t)cols - 1) / (size_t)cols);
+	g.top = 60 + rows * 16 + 24;
 	int axis_y = g.top + nlanes * (LANE_H + LANE_GAP) + 4;
 	int height = axis_y + 50;
 
@@ -476,81 +704,76 @@ static void write_svg(const struct trace_ctx *c, FILE *f)
 	fprintf(f, " (");
 	xml_str(f, t->device);
 	fprintf(f, "), %zu ops</text>\n", t->nops);
-	fprintf(f, "<text x=\"10\" y=\"38\">Each lane is a device stream.  Box: device time; thin "
-		   "bar above: submit (light) then queued (darker); thin bar below: sync.  "
-		   "Arrows: explicit waits (black), buffer hazards (orange, dashed); ▼ buffer "
-		   "released.</text>\n");
-
-	/* Legend: a colour per session. */
-	int li = 0;
-	for (size_t i = 0; i < t->nsessions; i++) {
-		const struct devq_trace_session *s = &t->sessions[i];
-		bool used = false;
-		for (size_t k = 0; k < t->nops && !used; k++)
-			used = t->ops[k].session == s->id;
-		if (!used)
-			continue;
-		int y = 56 + li * 16;
-		fprintf(f, "<g class=\"legend\"><rect x=\"10\" y=\"%d\" width=\"12\" height=\"12\" "
-			   "fill=\"%s\"/><text x=\"28\" y=\"%d\">",
-			y, palette[i % NPALETTE], y + 10);
-		xml_str(f, s->name[0] ? s->name : "client");
-		fprintf(f, " (pid %u, uid %u, session %" PRIu64 ")</text></g>\n", s->pid, s->uid,
-			s->id);
-		li++;
+	fprintf(f, "<text x=\"10\" y=\"38\">Each lane is a device stream.  Box: device time (red "
+		   "outline: failed); thin bar above: submit (light) then queued (darker); thin bar "
+		   "below: sync.  Arrows: explicit waits (black), buffer hazards (orange, dashed); ▼ "
+		   "buffer released.  Hover for details.</text>\n");
+	for (size_t i = 0; i < L.n; i++) {
+		int x = 10 + (int)(i % (size_t)cols) * (SVG_W / 2), y = 56 + (int)(i / (size_t)cols) * 16;
+		fprintf(f, "<g class=\"legend\"><rect x=\"%d\" y=\"%d\" width=\"12\" height=\"12\" "
+			   "fill=\"%s\"/><text x=\"%d\" y=\"%d\">",
+			x, y, palette[i], x + 18, y + 10);
+		xml_str(f, L.label[i]);
+		fprintf(f, "</text></g>\n");
 	}
 
-	/* Lanes. */
+	/* Lanes; the high-priority streams marked and tinted. */
 	for (int i = 0; i < 1024; i++) {
 		if (g.lane_of[i] < 0)
 			continue;
 		int y = lane_y(&g, (uint32_t)i);
-		fprintf(f, "<g class=\"lane\" id=\"stream-%d\" data-stream=\"%d\">"
-			   "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"#f4f4f4\" "
-			   "stroke=\"#ccc\"/><text x=\"10\" y=\"%d\">stream %d</text></g>\n",
-			i, i, SVG_LEFT, y, SVG_W - SVG_LEFT - SVG_RIGHT, LANE_H, y + LANE_H / 2 + 4, i);
+		bool high = c->normal_streams && (uint32_t)i >= c->normal_streams;
+		fprintf(f, "<g class=\"lane%s\" id=\"stream-%d\" data-stream=\"%d\">"
+			   "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"%s\" "
+			   "stroke=\"#ccc\"/><text x=\"10\" y=\"%d\">stream %d</text>",
+			high ? " high" : "", i, i, SVG_LEFT, y, SVG_W - SVG_LEFT - SVG_RIGHT, LANE_H,
+			high ? "#fdf0e0" : "#f4f4f4", y + LANE_H / 2 - (high ? 2 : -4), i);
+		if (high)
+			fprintf(f, "<text x=\"10\" y=\"%d\" fill=\"#c05000\">high priority</text>",
+				y + LANE_H / 2 + 12);
+		fprintf(f, "</g>\n");
 	}
 
-	/* Ops: phases shaded around the device box. */
+	/* Ops, short ones in a burst merged per lane. */
+	struct burst *open = calloc((size_t)nlanes + 1, sizeof(*open));
 	for (size_t i = 0; i < t->nops; i++) {
 		const struct devq_trace_op *o = &t->ops[i];
 		int si = session_index(t, o->session);
-		const char *col = palette[(si < 0 ? 0 : (size_t)si) % NPALETTE];
-		int y = lane_y(&g, o->stream);
-		char name[48];
-		op_name(c, o, name, sizeof(name));
-		fprintf(f, "<g class=\"op\" data-session=\"%" PRIu64 "\" data-queue=\"%u\" "
-			   "data-point=\"%" PRIu64 "\"><title>",
-			o->session, o->queue, o->point);
-		xml_str(f, name);
-		fprintf(f, " — session %" PRIu64 " queue %u point %" PRIu64 " on stream %u: %s; "
-			   "submit %.1f µs, queued %.1f µs, device %.1f µs, sync %.1f µs</title>\n",
-			o->session, o->queue, o->point, o->stream, devq_code_name(o->code),
-			(double)(o->t.handoff - o->t.client_submit) / 1e3,
-			(double)(o->t.device_start - o->t.handoff) / 1e3,
-			(double)(o->t.device_end - o->t.device_start) / 1e3,
-			(double)(o->t.observed - o->t.device_end) / 1e3);
-		svg_box(f, &g, o->t.client_submit, o->t.handoff, y + 2, 7, col, 0.25, "submit");
-		svg_box(f, &g, o->t.handoff, o->t.device_start, y + 2, 7, col, 0.55, "queued");
+		int entry = si < 0 ? -1 : L.entry[si];
+		const char *col = entry < 0 ? "#7f7f7f" : palette[entry];
 		double x0 = sx(&g, o->t.device_start), x1 = sx(&g, o->t.device_end);
-		fprintf(f, "<rect class=\"device\" x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" "
-			   "fill=\"%s\" stroke=\"%s\" stroke-width=\"0.5\"/>\n",
-			x0, y + 11, x1 - x0 < 1 ? 1 : x1 - x0, LANE_H - 22, col,
-			o->code ? "#d00000" : "#333");
-		if (x1 - x0 > 7.0 * (double)strlen(name))
-			fprintf(f, "<text x=\"%.2f\" y=\"%d\" fill=\"white\">%s</text>\n", x0 + 3,
-				y + LANE_H / 2 + 4, name);
-		svg_box(f, &g, o->t.device_end, o->t.observed, y + LANE_H - 9, 7, col, 0.35, "sync");
-		for (size_t k = 0; k < o->nbuffers; k++) {
-			if (!o->buffers[k].released)
-				continue;
-			double x = sx(&g, o->t.observed);
-			fprintf(f, "<path class=\"release\" d=\"M%.2f,%d l-4,-7 l8,0 z\" fill=\"#222\">"
-				   "<title>buffer %" PRIu64 " released</title></path>\n",
-				x, y + LANE_H, o->buffers[k].id);
+		bool released = false;
+		for (size_t k = 0; k < o->nbuffers; k++)
+			released |= o->buffers[k].released;
+		bool narrow = x1 - x0 < MIN_W && !o->code && !released && open;
+		struct burst *b = open ? &open[g.lane_of[o->stream < 1024 ? o->stream : 1023]] : NULL;
+		if (b && b->on && narrow && b->entry == entry && x0 <= b->x1 + MIN_W) {
+			b->mixed |= o->executable != t->ops[b->last].executable;
+			b->last = i;
+			b->n++;
+			if (x1 > b->x1)
+				b->x1 = x1;
+			b->device_ns += dt(o->t.device_start, o->t.device_end);
+			continue;
 		}
-		fprintf(f, "</g>\n");
+		if (b && b->on) {
+			svg_burst(f, c, &g, b, b->entry < 0 ? "#7f7f7f" : palette[b->entry]);
+			b->on = false;
+		}
+		if (narrow) {
+			*b = (struct burst){ .on = true, .first = i, .last = i, .n = 1, .entry = entry,
+					     .x1 = x1 > x0 + MIN_W ? x1 : x0 + MIN_W,
+					     .device_ns = dt(o->t.device_start, o->t.device_end) };
+			continue;
+		}
+		svg_op(f, c, &g, o, col);
 	}
+	for (int i = 0; open && i < nlanes; i++)
+		if (open[i].on)
+			svg_burst(f, c, &g, &open[i],
+				  open[i].entry < 0 ? "#7f7f7f" : palette[open[i].entry]);
+	free(open);
+	free(L.entry);
 
 	/* Dependency arrows, producer's device end -> consumer's device start. */
 	for (size_t i = 0; i < t->nops; i++) {
@@ -588,6 +811,7 @@ static void write_svg(const struct trace_ctx *c, FILE *f)
 		   "(CLOCK_MONOTONIC %.6f s)</text></g>\n",
 		(SVG_LEFT + SVG_W - SVG_RIGHT) / 2, axis_y + 36, (double)g.t0 / 1e9);
 	fprintf(f, "</svg>\n");
+	return 0;
 }
 
 /* ---- the command ----------------------------------------------------- */
@@ -599,11 +823,20 @@ static int write_out(const struct trace_ctx *c, const char *path, bool svg)
 		fprintf(stderr, "devctl trace: cannot write %s: %s\n", path, strerror(errno));
 		return 4;
 	}
+	int bad = 0;
 	if (svg)
-		write_svg(c, f);
+		bad = write_svg(c, f) < 0;
 	else
 		write_json(c, f);
-	int bad = ferror(f);
+	bad |= ferror(f);
+	long size = ftell(f);
+	if (!bad && (c->t->nops > DEFAULT_LAST || size > WARN_BYTES)) {
+		fprintf(stderr, "devctl trace: warning: %s holds %zu ops", path, c->t->nops);
+		if (size >= 0)
+			fprintf(stderr, " in %.1f MB", (double)size / 1e6);
+		fprintf(stderr, "; a viewer may be slow and the picture crowded (--last N or "
+				"--duration SECONDS narrows it)\n");
+	}
 	if (f != stdout)
 		bad |= fclose(f) != 0;
 	else
@@ -632,7 +865,7 @@ int devctl_trace_main(const char *sock, int argc, char **argv)
 {
 	const char *json_path = NULL, *svg_path = NULL;
 	struct devq_trace_query qy = { 0 };
-	double duration = -1, last = 0;
+	double duration = -1, last = -1;
 	for (int i = 0; i < argc; i++) {
 		const char *a = argv[i];
 		bool val = !strcmp(a, "--duration") || !strcmp(a, "--last") || !strcmp(a, "-o") ||
@@ -668,7 +901,8 @@ int devctl_trace_main(const char *sock, int argc, char **argv)
 		fprintf(stderr, "devctl trace: --duration and --last exclude each other\n");
 		return 2;
 	}
-	qy.last = (uint32_t)last;
+	bool by_default = duration < 0 && last < 0;
+	qy.last = by_default ? DEFAULT_LAST : last > 0 ? (uint32_t)last : 0;
 	devq *q = NULL;
 	int r = devq_connect(sock, "devctl trace", &q);
 	if (r < 0) {
@@ -677,7 +911,7 @@ int devctl_trace_main(const char *sock, int argc, char **argv)
 		devq_disconnect(q);
 		return 3;
 	}
-	struct trace_ctx c = { 0 };
+	struct trace_ctx c = { .normal_streams = devq_get_info(q)->streams };
 	int rc = 3;
 	if (devq_exec_list(q, &c.execs, &c.nexecs) < 0)
 		goto fail;
@@ -706,6 +940,10 @@ int devctl_trace_main(const char *sock, int argc, char **argv)
 		fprintf(stderr, "devctl trace: the oldest ops asked for are missing (devqd's ring "
 				"of %u ops overflowed, or more matched than one reply carries)\n",
 			c.t->capacity);
+	if (by_default && c.t->nops >= DEFAULT_LAST)
+		fprintf(stderr, "devctl trace: the newest %d ops (by default; --last 0 takes every "
+				"op devqd keeps, up to %u)\n",
+			DEFAULT_LAST, c.t->capacity);
 	rc = 0;
 	if (json_path)
 		rc = write_out(&c, json_path, false);

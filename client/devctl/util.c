@@ -42,6 +42,23 @@ void devctl_fmt_ns(char *buf, size_t n, uint64_t ns, int ms_decimals)
 		snprintf(buf, n, "%.*f ms", ms_decimals, (double)ns / 1e6);
 }
 
+void devctl_fmt_dur(char *buf, size_t n, uint64_t ns)
+{
+	static const char *const unit[] = { "ns", "µs", "ms", "s" };
+	if (ns < 1000) {
+		snprintf(buf, n, "%" PRIu64 " ns", ns);
+		return;
+	}
+	double v = (double)ns;
+	int u = 0;
+	/* 999.95 µs would print as "1000 µs": step up before rounding does. */
+	while (u < 3 && v >= 999.5) {
+		v /= 1000;
+		u++;
+	}
+	snprintf(buf, n, "%.*f %s", v < 9.995 ? 2 : v < 99.95 ? 1 : 0, v, unit[u]);
+}
+
 const char *devctl_conn_hint(int r)
 {
 	switch (r) {

@@ -23,6 +23,12 @@ void devctl_json_str_ascii(FILE *f, const char *s);
  * 3, devctl top 2 to fit its columns). */
 void devctl_fmt_ns(char *buf, size_t n, uint64_t ns, int ms_decimals);
 
+/* A duration in the unit that fits it, into buf of n bytes: "850 ns",
+ * "4.95 µs", "100 ms", "1.50 s" (three significant digits, the number
+ * below 1000 in ns, µs and ms; UTF-8 µ).  For pictures (devctl trace's
+ * SVG), where a reader compares magnitudes at a glance. */
+void devctl_fmt_dur(char *buf, size_t n, uint64_t ns);
+
 /* A hint after a failed devq_connect's message, by its result: how to
  * start devqd or name its socket ("" when there is none to give). */
 const char *devctl_conn_hint(int r);

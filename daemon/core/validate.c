@@ -114,6 +114,10 @@ static int validate_kernel(struct devq_session *s, const Devq__KernelOp *k, stru
 			 d->be->device);
 		return DEVQ__CODE__FAILED_PRECONDITION;
 	}
+	/* Known from here on, even if its arguments fail: the op recorder
+	 * names a failed op by it (devctl trace).  A failed op's kind is
+	 * DEVQ_BOP_FAIL, so nothing runs it. */
+	op->b.kernel = kern;
 	const Devq__Arg *byparam[DEVQ_MAX_PARAMS] = { 0 };
 	for (size_t i = 0; i < k->n_args; i++) {
 		const Devq__Arg *a = k->args[i];

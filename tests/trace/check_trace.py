@@ -11,6 +11,13 @@ EXPECT.json (written by tests/test_trace.c):
   releases:    [{"session": s, "buffer": id, "after": [s, q, p]}]
   foreign:     [session ids that must not appear]
   lanes:       number of device streams the ops used (checked in the SVG)
+  svg_scale:   (issue 17 item 9) pictures that stay readable at scale:
+               {"legend_max": most legend entries, "legend_entries": how
+               many, "legend_groups": how many of them group sessions,
+               "high_streams": [streams
+               marked high priority], "failed": [{"op": [s, q, p], "name":
+               executable, "code": code name}], "min_width": px,
+               "max_device_rects": bound on device boxes drawn}
 
 Exit status 0 when everything holds; otherwise every problem is printed and
 the status is 1."""
@@ -180,15 +187,17 @@ def main():
         if root.tag != "{http://www.w3.org/2000/svg}svg":
             bad("SVG root element is %s" % root.tag)
         lanes = [g.get("data-stream") for g in root.iter("{http://www.w3.org/2000/svg}g")
-                 if g.get("class") == "lane"]
+                 if (g.get("class") or "").split()[:1] == ["lane"]]
         used = {str(e["args"]["stream"]) for e in dev.values()}
         if sorted(lanes) != sorted(used):
             bad("SVG lanes %r, streams used %r" % (sorted(lanes), sorted(used)))
         if "lanes" in exp and len(lanes) != exp["lanes"]:
             bad("SVG has %d lanes, want %d" % (len(lanes), exp["lanes"]))
-        ops = [g for g in root.iter("{http://www.w3.org/2000/svg}g") if g.get("class") == "op"]
-        if len(ops) != len(dev):
-            bad("SVG draws %d ops, the trace has %d" % (len(ops), len(dev)))
+        ops = [g for g in root.iter("{http://www.w3.org/2000/svg}g")
+               if g.get("class") in ("op", "burst")]
+        drawn = sum(int(g.get("data-ops", "1")) for g in ops)
+        if drawn != len(dev):
+            bad("SVG draws %d ops, the trace has %d" % (drawn, len(dev)))
         deps = [l for l in root.iter("{http://www.w3.org/2000/svg}line")
                 if (l.get("class") or "").startswith("dep")]
         if len(deps) < len(exp.get("deps", [])):
@@ -197,6 +206,69 @@ def main():
         texts = "".join(t.text or "" for t in root.iter("{http://www.w3.org/2000/svg}text"))
         if not any(u in texts for u in (" ns", " µs", " ms", " s")):
             bad("SVG time axis has no units")
+        if "svg_scale" in exp:
+            check_svg_scale(root, ops, exp["svg_scale"])
+
+
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+def check_svg_scale(root, ops, want):
+    import re
+    # A legend a person can read, with colours that do not repeat.
+    legend = [g for g in root.iter(SVG + "g") if g.get("class") == "legend"]
+    if len(legend) > want.get("legend_max", 12):
+        bad("SVG legend has %d entries, want at most %d" % (len(legend), want["legend_max"]))
+    if "legend_entries" in want and len(legend) != want["legend_entries"]:
+        bad("SVG legend has %d entries, want %d" % (len(legend), want["legend_entries"]))
+    groups = [t.text or "" for g in legend for t in g.iter(SVG + "text")
+              if "more sessions" in (t.text or "")]
+    if len(groups) != want.get("legend_groups", len(groups)):
+        bad("SVG legend groups %r, want %d" % (groups, want["legend_groups"]))
+    fills = [r.get("fill") for g in legend for r in g.iter(SVG + "rect")]
+    if len(set(fills)) != len(fills):
+        bad("SVG legend colours repeat: %r" % fills)
+    # The high-priority lanes are marked as such.
+    for g in root.iter(SVG + "g"):
+        if (g.get("class") or "").split()[:1] == ["lane"]:
+            text = "".join(t.text or "" for t in g.iter(SVG + "text"))
+            high = int(g.get("data-stream")) in want.get("high_streams", [])
+            if high != ("high priority" in text):
+                bad("lane of stream %s says %r (high-priority streams: %r)"
+                    % (g.get("data-stream"), text, want.get("high_streams")))
+    # Short ops are visible and say what they are on hover.
+    minw = want.get("min_width", 2)
+    rects = [r for r in root.iter(SVG + "rect") if r.get("class") == "device"]
+    thin = [r for r in rects if float(r.get("width")) < minw]
+    if thin:
+        bad("%d device boxes narrower than %g px" % (len(thin), minw))
+    dark = [r for r in rects if float(r.get("width")) < 3 and r.get("stroke") not in (None, "none")
+            and r.get("stroke") != "#d00000"]
+    if dark:
+        bad("%d boxes under 3 px have an outline (a burst of them draws as a black smear)"
+            % len(dark))
+    if len(rects) > want.get("max_device_rects", 1 << 30):
+        bad("SVG draws %d device boxes, want at most %d (short ops in a burst merged)"
+            % (len(rects), want["max_device_rects"]))
+    for g in ops:
+        if g.find(SVG + "title") is None:
+            bad("op %s.%s.%s has no <title>" % (g.get("data-session"), g.get("data-queue"),
+                                                g.get("data-point")))
+    # Failed ops named with their executable and their error.
+    for f in want.get("failed", []):
+        s, q, p = f["op"]
+        g = [g for g in ops if g.get("data-session") == str(s) and g.get("data-queue") == str(q)
+             and g.get("data-point") == str(p)]
+        title = g[0].find(SVG + "title").text if g and g[0].find(SVG + "title") is not None else ""
+        if f["name"] not in title or f["code"] not in title or "failed" not in title:
+            bad("failed op %r titled %r: want its executable %s and error %s"
+                % (f["op"], title, f["name"], f["code"]))
+    # Durations in a unit that fits: no "100000.0 µs".
+    unfit = [(v, u, t.text) for t in root.iter(SVG + "title")
+             for v, u in re.findall(r"(\d+(?:\.\d+)?) (ns|µs|ms)\b", t.text or "")
+             if float(v) >= 1000]
+    if unfit:
+        bad("%d durations not in a fitting unit, e.g. %s %s in %r" % ((len(unfit),) + unfit[-1]))
 
 
 if __name__ == "__main__":
