@@ -113,6 +113,14 @@ START_TEST(trace_two_clients_json_and_svg)
 {
 	struct daemon_proc d;
 	harness_start(&d, NULL);
+	devq *q = conn(d.sock, "client-a");
+	uint64_t sa = devq_get_info(q)->session;
+	struct devq_buffer *x = mkbuf(q, 65536), *y = mkbuf(q, 8);
+	for (uint32_t i = 1; i <= 3; i++)
+		ck_assert_int_eq(devq_queue_open(q, i), 0);
+	/* Client b starts only now: its queue takes the fourth stream.  Started
+	 * earlier, it could finish and free its stream before a's third queue
+	 * opened, which then took that stream (3 lanes, seen under load). */
 	int pfd[2];
 	ck_assert_int_eq(pipe(pfd), 0);
 	pid_t b = fork();
@@ -122,12 +130,6 @@ START_TEST(trace_two_clients_json_and_svg)
 		_exit(client_b(d.sock, "client-b", 2, pfd[1]));
 	}
 	close(pfd[1]);
-
-	devq *q = conn(d.sock, "client-a");
-	uint64_t sa = devq_get_info(q)->session;
-	struct devq_buffer *x = mkbuf(q, 65536), *y = mkbuf(q, 8);
-	for (uint32_t i = 1; i <= 3; i++)
-		ck_assert_int_eq(devq_queue_open(q, i), 0);
 	/* (1,1) writes x for 30 ms; (2,1) reads it with an explicit wait;
 	 * (3,1) overwrites it: hazard waits on the writer and the reader. */
 	struct devq_arg a1[] = { a_u64("ns", 30000000), a_u64("n", 65536), a_buf("buf", x, 0) };
