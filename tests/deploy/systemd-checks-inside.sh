@@ -1,0 +1,247 @@
+#!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
+# The checks of make check-systemd, run as root inside the booted Debian 12
+# container (tests/deploy/systemd-check.sh copies this to /tmp/devq/ with
+# the .deb packages).  Each check prints "PASS name" or "FAIL name: why";
+# the last line is "N passed, N failed"; exit status 1 when any failed.
+set -uo pipefail
+cd /tmp/devq
+SOCK=/run/devqd/devqd.sock
+CONF=/etc/devqd/devqd.conf
+passed=0 failed=0
+export DEVQ_SOCKET=$SOCK
+
+why=
+# The first reason a check gives is the one reported; a check passes when
+# it returns 0 and gave none.
+no() { [ -n "$why" ] || why="$*"; return 1; }
+check() {
+	local name=$1 t0 t1
+	shift
+	why=
+	t0=$(date +%s%N)
+	"$@"
+	if [ $? = 0 ] && [ -z "$why" ]; then
+		t1=$(date +%s%N)
+		echo "PASS $name ($(((t1 - t0) / 1000000)) ms)${note:+: $note}"
+		passed=$((passed + 1))
+	else
+		echo "FAIL $name: ${why:-failed}"
+		failed=$((failed + 1))
+		echo "--- journal of devqd (last 15 lines) ---"
+		journalctl -q -u devqd.service -u devqd.socket -n 15 --no-pager | sed 's/^/    /'
+	fi
+	note=
+}
+note=
+as() { local u=$1; shift; runuser -u "$u" -- "$@"; }
+mainpid() { systemctl show -P MainPID devqd.service; }
+# Waits up to $1 tenths of a second for a command to succeed.
+until_ok() {
+	local n=$1
+	shift
+	for _ in $(seq "$n"); do "$@" >/dev/null 2>&1 && return 0; sleep 0.1; done
+	return 1
+}
+# Probe connections in the background until the file stop exists:
+# counts in probe.ok and probe.fail (with the errors in probe.err).
+probe_start() {
+	rm -f probe.stop probe.ok probe.fail probe.err
+	(ok=0 bad=0
+	 while [ ! -e probe.stop ]; do
+		if timeout 20 devctl status >/dev/null 2>>probe.err; then ok=$((ok + 1)); else bad=$((bad + 1)); fi
+		sleep 0.02
+	 done
+	 echo $ok >probe.ok
+	 echo $bad >probe.fail) &
+	probe_pid=$!
+}
+probe_stop() {
+	touch probe.stop
+	wait "$probe_pid"
+	pok=$(cat probe.ok) pfail=$(cat probe.fail)
+}
+
+# ---- setup ----------------------------------------------------------
+dpkg -i ./devqd_*.deb ./devctl_*.deb ./libdevq0_*.deb ./python3-devq_*.deb >install.log 2>&1 ||
+	{ cat install.log; echo "0 passed, 1 failed (dpkg -i)"; exit 1; }
+useradd -m -G devq alice
+useradd -m bob
+ALICE=$(id -u alice) BOB=$(id -u bob)
+
+socket_activation() {
+	[ "$(systemctl is-active devqd.socket)" = active ] || no "devqd.socket is not active after install"
+	[ -S $SOCK ] || no "$SOCK is not a socket"
+	[ "$(systemctl is-active devqd.service)" != active ] || no "devqd.service runs before any client"
+	as alice devctl status >out 2>&1 || no "alice: devctl status failed: $(cat out)"
+	[ "$(systemctl is-active devqd.service)" = active ] || no "devqd.service not active after a client"
+}
+check socket_activation socket_activation
+
+ready_status() {
+	[ "$(systemctl show -P SubState devqd.service)" = running ] || no "not running (Type=notify READY)"
+	local st
+	st=$(systemctl show -P StatusText devqd.service)
+	case $st in *sessions*backend*) ;; *) no "StatusText '$st'" ;; esac
+	as alice devctl submit spin ns=3000000000 >spin.out 2>&1 &
+	local c=$!
+	until_ok 40 sh -c 'systemctl show -P StatusText devqd.service | grep -q "sessions 1, ops in flight 1"' ||
+		no "StatusText did not show the running op: '$(systemctl show -P StatusText devqd.service)'"
+	wait $c || no "the spin op failed: $(cat spin.out)"
+	until_ok 30 sh -c 'systemctl show -P StatusText devqd.service | grep -q "sessions 0, ops in flight 0"' ||
+		no "StatusText after the op: '$(systemctl show -P StatusText devqd.service)'"
+}
+check ready_status ready_status
+
+startup_journal() {
+	# Logged once at the default verbosity: the socket, the backend, the limits.
+	journalctl -q -b -u devqd.service -o cat >j.txt
+	grep -q 'listening on' j.txt || no "no 'listening on' line at the default level: $(head -c 300 j.txt)"
+	grep -q 'backend cpu' j.txt || no "no line naming the backend"
+	grep -q 'limits' j.txt || no "no line with the limits"
+}
+check startup_journal startup_journal
+
+access_group() {
+	as alice devctl status >out 2>&1 || no "alice (group devq) refused: $(cat out)"
+	if as bob devctl status >out 2>&1; then no "bob (not in devq) was served"; fi
+	grep -q 'group devq' out || no "bob's error gives no hint about group devq: $(cat out)"
+}
+check access_group access_group
+
+journal_fields() {
+	# A refusal by the daemon's policy: the socket opened to everyone for a moment.
+	chmod 0666 $SOCK
+	as bob devctl status >out 2>&1
+	chmod 0660 $SOCK
+	grep -q 'access denied' out || no "bob was not refused by devqd's policy: $(cat out)"
+	journalctl -q -u devqd.service DEVQ_CLIENT_UID=$BOB -o cat | grep -q refused ||
+		no "journalctl -u devqd DEVQ_CLIENT_UID=$BOB shows no refusal"
+	journalctl -q -u devqd.service DEVQ_CLIENT_UID=$ALICE -o cat | grep -q connected ||
+		no "journalctl -u devqd DEVQ_CLIENT_UID=$ALICE shows no connect line"
+	local f
+	f=$(journalctl -q -u devqd.service DEVQ_CLIENT_UID=$BOB -o export | sed -n 's/^CODE_FILE=//p' | sort -u)
+	case $f in daemon/server/*) ;; *) no "refusal's CODE_FILE is '$f', not the caller" ;; esac
+	journalctl -q -u devqd.service DEVQ_CLIENT_UID=$BOB -o export | grep -q '^DEVQ_SESSION=' ||
+		no "refusal without DEVQ_SESSION"
+	journalctl -q -u devqd.service DEVQ_CLIENT_UID=$BOB -o export | grep -q '^DEVQ_CLIENT_PID=' ||
+		no "refusal without DEVQ_CLIENT_PID"
+}
+check journal_fields journal_fields
+
+reload_config() {
+	local pid
+	pid=$(mainpid)
+	cp $CONF conf.bak
+	as alice devctl submit spin ns=2000000000 >spin.out 2>&1 &
+	local c=$!
+	sleep 0.5
+	echo 'max-queues = 8' >>$CONF
+	systemctl reload devqd.service || no "reload of a good file failed"
+	wait $c || no "the client's op failed across the reload: $(cat spin.out)"
+	echo 'no-such-key = 1' >>$CONF
+	if systemctl reload devqd.service >out 2>&1; then no "systemctl reload succeeded with a bad devqd.conf"; fi
+	cp conf.bak $CONF
+	systemctl reload devqd.service || no "reload after restoring the file failed"
+	[ "$(mainpid)" = "$pid" ] || no "MainPID changed over the reloads ($pid -> $(mainpid))"
+}
+check reload_config reload_config
+
+upgrade_keeps_serving() {
+	as alice devctl status >/dev/null 2>&1
+	local pid
+	pid=$(mainpid)
+	as alice devctl submit spin ns=3000000000 >spin.out 2>&1 &
+	local c=$!
+	probe_start
+	sleep 0.5
+	dpkg -i ./devqd_*.deb ./devctl_*.deb ./libdevq0_*.deb ./python3-devq_*.deb >up.log 2>&1 ||
+		no "dpkg -i failed: $(tail -n 5 up.log)"
+	sleep 0.5
+	probe_stop
+	wait $c || no "the client's op failed during the upgrade: $(cat spin.out)"
+	note="$pok probes served, $pfail failed"
+	[ "$pfail" = 0 ] || no "$pfail of $((pok + pfail)) probe connections failed: $(sort probe.err | uniq -c | head -n 3)"
+	[ "$(mainpid)" = "$pid" ] || no "MainPID changed ($pid -> $(mainpid))"
+	[ "$(systemctl is-active devqd.socket)" = active ] || no "devqd.socket not active after the upgrade"
+}
+check upgrade_keeps_serving upgrade_keeps_serving
+
+sigsegv_restart() {
+	as alice devctl status >/dev/null 2>&1
+	local pid t0 t1
+	pid=$(mainpid)
+	probe_start
+	sleep 0.3
+	t0=$(date +%s%N)
+	systemctl kill -s SEGV devqd.service
+	until_ok 100 sh -c "p=\$(systemctl show -P MainPID devqd.service); [ \"\$p\" != 0 ] && [ \"\$p\" != $pid ] && devctl status" ||
+		no "not serving again within 10 s of SIGSEGV"
+	t1=$(date +%s%N)
+	probe_stop
+	note="served again after $(((t1 - t0) / 1000000)) ms; $pok probes, $pfail failed"
+	[ "$pfail" = 0 ] || no "$pfail probes failed: $(sort probe.err | uniq -c | head -n 3)"
+}
+check sigsegv_restart sigsegv_restart
+
+mkdir -p /etc/systemd/system/devqd.service.d
+printf '[Service]\nExecStart=\nExecStart=/usr/sbin/devqd --test-fault-injection\n' \
+	>/etc/systemd/system/devqd.service.d/fault.conf
+systemctl daemon-reload
+systemctl restart devqd.service
+
+device_lost_restart() {
+	local t0 t1
+	as alice devctl status >/dev/null 2>&1
+	t0=$(date +%s%N)
+	as alice devctl submit fault ns=0 >out 2>&1
+	grep -qi 'lost' out || no "the fault op did not report a lost device: $(cat out)"
+	until_ok 100 as alice devctl status || no "not serving again within 10 s of device loss"
+	t1=$(date +%s%N)
+	note="served again after $(((t1 - t0) / 1000000)) ms"
+}
+check device_lost_restart device_lost_restart
+
+six_losses() {
+	local i
+	for i in 1 2 3 4 5 6; do
+		as alice timeout 20 devctl submit fault ns=0 >out 2>&1
+		grep -qi 'lost' out || no "loss $i: the fault op did not report a lost device: $(cat out)"
+	done
+	until_ok 150 as alice devctl status ||
+		no "not serving 15 s after six device losses: socket $(systemctl is-active devqd.socket), service $(systemctl is-active devqd.service)"
+	[ "$(systemctl is-active devqd.socket)" = active ] ||
+		no "devqd.socket is $(systemctl is-active devqd.socket) after six device losses"
+}
+check six_losses six_losses
+rm /etc/systemd/system/devqd.service.d/fault.conf
+systemctl daemon-reload
+systemctl reset-failed devqd.service devqd.socket 2>/dev/null
+systemctl start devqd.socket
+
+stop_long_op() {
+	as alice devctl submit spin ns=4000000000 >spin.out 2>&1 &
+	local c=$! t0 t1
+	until_ok 50 sh -c 'systemctl show -P StatusText devqd.service | grep -q "ops in flight 1"' ||
+		no "the op did not start"
+	t0=$(date +%s%N)
+	systemctl stop devqd.service || no "systemctl stop failed"
+	t1=$(date +%s%N)
+	wait $c || no "the running op did not complete: $(cat spin.out)"
+	[ "$(systemctl show -P Result devqd.service)" = success ] ||
+		no "stop result $(systemctl show -P Result devqd.service)"
+	note="stop took $(((t1 - t0) / 1000000)) ms"
+	[ $(((t1 - t0) / 1000000000)) -lt 15 ] || no "stop took $(((t1 - t0) / 1000000)) ms"
+}
+check stop_long_op stop_long_op
+
+purge() {
+	as alice devctl status >/dev/null 2>&1
+	dpkg --purge python3-devq devctl devqd libdevq0 >purge.log 2>&1 || no "purge failed: $(tail -n 5 purge.log)"
+	[ ! -e $SOCK ] || no "$SOCK left after purge"
+	[ "$(systemctl is-active devqd.socket)" != active ] || no "devqd.socket still active"
+}
+check purge purge
+
+echo "$passed passed, $failed failed"
+[ "$failed" = 0 ]
