@@ -597,7 +597,7 @@ START_TEST(test_socket_activation)
 	ck_assert_msg(c.code == DEVQ_OK, "%s", c.message);
 	ck_assert_uint_ne(*(uint64_t *)out->map, 0);
 	devq_disconnect(q);
-	ck_assert_msg(strstr(proc_log(&p), "using the listening socket passed by systemd"),
+	ck_assert_msg(strstr(proc_log(&p), "(from systemd); backend"),
 		      "devqd did not take the inherited socket:\n%s", proc_log(&p));
 	kill(p.pid, SIGTERM);
 	ck_assert_int_eq(proc_wait(&p), 0);

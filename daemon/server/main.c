@@ -227,7 +227,7 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	devq_log_set_level(DEVQ_LOG_WARN + cfg.verbose + verbose);
+	devq_log_set_level(DEVQ_LOG_NOTICE + cfg.verbose + verbose);
 	cfg.stop_grace_ns = cfg.max_op_ns + 2ull * 1000 * 1000 * 1000;
 	signal(SIGPIPE, SIG_IGN);
 
@@ -246,7 +246,7 @@ int main(int argc, char **argv)
 	if (uv_loop_close(&loop) < 0)
 		log_err("loop: handles still open at exit");
 	devq_engine_fini(&d.e);
-	log_info("stopped");
+	log_notice("stopped");
 	devq_config_fini();
 	return code;
 }

@@ -136,7 +136,7 @@ static void on_hup(uv_signal_t *h, int signum)
 		n->reload_error[0] = '\0';
 		/* Derived as main.c derives it at start. */
 		d->e.cfg.stop_grace_ns = d->e.cfg.max_op_ns + 2ull * 1000 * 1000 * 1000;
-		devq_log_set_level(DEVQ_LOG_WARN + d->e.cfg.verbose + devq_config_verbose_flags());
+		devq_log_set_level(DEVQ_LOG_NOTICE + d->e.cfg.verbose + devq_config_verbose_flags());
 		log_info("reload: done");
 	}
 	char st[sizeof(n->last_status)];
