@@ -25,11 +25,11 @@ rm -rf "$work"
 mkdir -p "$work"
 root=$work/root
 cp -a --reflink=auto "$cache" "$root"
-mkdir -p "$root/tmp/devq"
+mkdir -p "$root/opt/devq-check"
 cp "$debs"/devqd_*.deb "$debs"/devctl_*.deb "$debs"/libdevq0_*.deb "$debs"/python3-devq_*.deb \
-	"$root/tmp/devq/"
-cp "$here/systemd-checks-inside.sh" "$root/tmp/devq/checks.sh"
-chmod 0755 "$root/tmp/devq/checks.sh"
+	"$root/opt/devq-check/"
+cp "$here/systemd-checks-inside.sh" "$root/opt/devq-check/checks.sh"
+chmod 0755 "$root/opt/devq-check/checks.sh"
 
 # No machined here (--register=no) and no transient scope of our own
 # (--keep-unit: without it nspawn fails with "Failed to open system bus").
@@ -75,7 +75,7 @@ running|degraded) ;;
 *) echo "check-systemd: the container's systemd says '$state'"; tail -n 30 "$work/console.log"; exit 1 ;;
 esac
 echo "check-systemd: container booted ($state) in $(($(date +%s) - t0)) s"
-ct /tmp/devq/checks.sh
+ct /opt/devq-check/checks.sh
 rc=$?
 echo "check-systemd: $(($(date +%s) - t0)) s in all"
 exit $rc

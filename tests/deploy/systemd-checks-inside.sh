@@ -1,11 +1,11 @@
 #!/bin/bash
 # SPDX-License-Identifier: Apache-2.0
 # The checks of make check-systemd, run as root inside the booted Debian 12
-# container (tests/deploy/systemd-check.sh copies this to /tmp/devq/ with
+# container (tests/deploy/systemd-check.sh copies this to /opt/devq-check/ with
 # the .deb packages).  Each check prints "PASS name" or "FAIL name: why";
 # the last line is "N passed, N failed"; exit status 1 when any failed.
 set -uo pipefail
-cd /tmp/devq
+cd /opt/devq-check
 SOCK=/run/devqd/devqd.sock
 CONF=/etc/devqd/devqd.conf
 passed=0 failed=0
