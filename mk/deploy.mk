@@ -52,7 +52,7 @@ install: all install-pc
 	$(INSTALL) -m 0644 $(BUILD)/libdevq.a $(DESTDIR)$(LIBDIR)/libdevq.a
 	$(INSTALL) -m 0644 $(BUILD)/devq.pc $(DESTDIR)$(LIBDIR)/pkgconfig/devq.pc
 	$(INSTALL) -m 0644 client/devq.h $(DESTDIR)$(INCLUDEDIR)/devq.h
-	sed 's|^ExecStart=/usr/sbin/devqd|ExecStart=$(SBINDIR)/devqd|' systemd/devqd.service \
+	sed 's|^\(Exec[A-Za-z]*=\)/usr/sbin/devqd|\1$(SBINDIR)/devqd|' systemd/devqd.service \
 	  > $(DESTDIR)$(UNITDIR)/devqd.service
 	chmod 0644 $(DESTDIR)$(UNITDIR)/devqd.service
 	$(INSTALL) -m 0644 systemd/devqd.socket $(DESTDIR)$(UNITDIR)/
@@ -119,7 +119,7 @@ lint: all
 	$(MAKE) --no-print-directory install DESTDIR=$(abspath $(LINT_ROOT)) PREFIX=/usr >/dev/null
 	mkdir -p $(LINT_ROOT)/lib/systemd $(LINT_ROOT)/bin
 	cp -a /lib/systemd/system $(LINT_ROOT)/lib/systemd/
-	cp -p /bin/kill $(LINT_ROOT)/bin/
+	cp -p /bin/kill /bin/sh $(LINT_ROOT)/bin/
 	cd / && out=$$(MANPATH=$(abspath $(LINT_ROOT))/usr/share/man systemd-analyze verify \
 	  --root=$(abspath $(LINT_ROOT)) devqd.service devqd.socket 2>&1); \
 	  if [ -n "$$out" ]; then echo "$$out"; exit 1; fi
