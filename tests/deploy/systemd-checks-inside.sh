@@ -249,6 +249,28 @@ stop_long_op() {
 }
 check stop_long_op stop_long_op
 
+template_instances() {
+	# Two GPUs' worth of daemons (the CPU backend here), beside devqd.socket.
+	systemctl start devqd@0.socket devqd@1.socket || no "cannot start devqd@0.socket devqd@1.socket"
+	[ -S /run/devqd/gpu0.sock ] && [ -S /run/devqd/gpu1.sock ] || no "no /run/devqd/gpu{0,1}.sock"
+	local n p0 p1
+	for n in 0 1; do
+		as alice devctl --device $n status >out 2>&1 || no "devctl --device $n status: $(cat out)"
+		[ "$(systemctl is-active devqd@$n.service)" = active ] || no "devqd@$n.service not active"
+		journalctl -q -u devqd@$n.service -o cat | grep -q "listening on /run/devqd/gpu$n.sock" ||
+			no "devqd@$n.service's journal does not say it listens on gpu$n.sock"
+	done
+	p0=$(systemctl show -P MainPID devqd@0.service) p1=$(systemctl show -P MainPID devqd@1.service)
+	[ "$p0" != "$p1" ] && [ "$p0" != 0 ] || no "the instances share MainPID $p0"
+	grep -q -- '--device 1' /proc/$p1/cmdline 2>/dev/null || tr '\0' ' ' </proc/$p1/cmdline | grep -q -- '--device 1' ||
+		no "devqd@1 runs '$(tr '\0' ' ' </proc/$p1/cmdline)'"
+	as alice devctl status >out 2>&1 || no "the default instance stopped serving: $(cat out)"
+	systemctl stop devqd@0.socket devqd@0.service devqd@1.socket devqd@1.service 2>/dev/null ||
+		no "stopping the instances failed"
+	[ ! -e /run/devqd/gpu0.sock ] || no "gpu0.sock left after stop"
+}
+check template_instances template_instances
+
 purge() {
 	as alice devctl status >/dev/null 2>&1
 	dpkg --purge python3-devq devctl devqd libdevq0 >purge.log 2>&1 || no "purge failed: $(tail -n 5 purge.log)"
