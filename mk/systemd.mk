@@ -11,6 +11,9 @@ SYSTEMD_ROOT  = $(SYSTEMD_DIR)/root-bookworm
 SYSTEMD_SUITE = bookworm
 DEBIAN_MIRROR ?= http://deb.debian.org/debian
 SYSTEMD_DEB_PACKAGES = debootstrap systemd-container
+# SYSTEMD_BUILD_DEB=0 uses the packages already in $(DEB_DIR) (CI, right
+# after make deb) instead of building them again.
+SYSTEMD_BUILD_DEB ?= 1
 # What the container needs besides minbase: systemd as init, and the
 # packages' dependencies (dpkg -i installs no dependencies).
 SYSTEMD_ROOT_PACKAGES = systemd,systemd-sysv,dbus,procps,libuv1,libprotobuf-c1,libsystemd0,python3,python3-numpy
@@ -38,6 +41,6 @@ check-systemd:
 	elif [ $$(( 0x$$(sed -n 's/^CapEff:[[:space:]]*//p' /proc/self/status) >> 21 & 1 )) != 1 ]; then \
 	  echo "check-systemd: SKIPPED: no CAP_SYS_ADMIN here, systemd-nspawn cannot run"; \
 	else \
-	  $(MAKE) --no-print-directory systemd-deps deb systemd-root && \
+	  $(MAKE) --no-print-directory systemd-deps $(if $(filter 0,$(SYSTEMD_BUILD_DEB)),,deb) systemd-root && \
 	  tests/deploy/systemd-check.sh $(SYSTEMD_ROOT) $(DEB_DIR) $(SYSTEMD_DIR)/run; \
 	fi
