@@ -152,6 +152,9 @@ reload_config() {
 	echo 'max-queues = 8' >>$CONF
 	systemctl reload devqd.service || no "reload of a good file failed"
 	wait $c || no "the client's op failed across the reload: $(cat spin.out)"
+	# systemd 252 does not wait for the daemon's READY=1 after a kill -HUP.
+	until_ok 30 sh -c 'journalctl -q -u devqd.service -o cat | grep -q "reload: done;.* 8 queues per session"' ||
+		no "the journal does not show max-queues = 8 applied"
 	echo 'no-such-key = 1' >>$CONF
 	if systemctl reload devqd.service >out 2>&1; then no "systemctl reload succeeded with a bad devqd.conf"; fi
 	cp conf.bak $CONF
