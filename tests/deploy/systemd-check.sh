@@ -81,5 +81,9 @@ esac
 echo "check-systemd: container booted ($state) in $(($(date +%s) - t0)) s"
 ct /opt/devq-check/checks.sh
 rc=$?
+shutdown
+trap - EXIT
+# The copy is kept for a look when a check failed.
+if [ "$rc" = 0 ]; then rm -rf "$root"; else echo "check-systemd: the container's root is kept in $root"; fi
 echo "check-systemd: $(($(date +%s) - t0)) s in all"
 exit $rc
