@@ -241,10 +241,12 @@ systemctl reset-failed devqd.service devqd.socket 2>/dev/null
 systemctl start devqd.socket
 
 stop_long_op() {
+	as alice devctl status >/dev/null 2>&1 || no "not serving before the op"
 	as alice devctl submit spin ns=4000000000 >spin.out 2>&1 &
 	local c=$! t0 t1
 	until_ok 50 sh -c 'systemctl show -P StatusText devqd.service | grep -q "ops in flight 1"' ||
 		no "the op did not start"
+	sleep 0.5
 	t0=$(date +%s%N)
 	# (systemctl warns that the socket can still start it: expected.)
 	systemctl stop devqd.service 2>stop.err || no "systemctl stop failed: $(cat stop.err)"
@@ -253,6 +255,8 @@ stop_long_op() {
 	[ "$(systemctl show -P Result devqd.service)" = success ] ||
 		no "stop result $(systemctl show -P Result devqd.service)"
 	note="stop took $(((t1 - t0) / 1000000)) ms"
+	# The 4 s op was running: the stop waits for it, within TimeoutStopSec.
+	[ $(((t1 - t0) / 1000000)) -ge 1500 ] || no "stop took $(((t1 - t0) / 1000000)) ms: the op was not running"
 	[ $(((t1 - t0) / 1000000000)) -lt 15 ] || no "stop took $(((t1 - t0) / 1000000)) ms"
 }
 check stop_long_op stop_long_op
