@@ -571,7 +571,11 @@ static int open_socket(devq *q)
 		int e = errno;
 		close(q->fd);
 		q->fd = -1;
-		return fail(q, -e, "cannot connect to devqd at %s: %s", q->path, strerror(e));
+		/* The packaged socket is 0660 root:devq: say what grants access. */
+		return fail(q, -e, "cannot connect to devqd at %s: %s%s", q->path, strerror(e),
+			    e == EACCES ? " (access is for group devq: ask an admin for "
+					  "'usermod -aG devq USER', then log in again; see devqd(8))"
+					: "");
 	}
 	return 0;
 }

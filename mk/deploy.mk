@@ -52,10 +52,10 @@ install: all install-pc
 	$(INSTALL) -m 0644 $(BUILD)/libdevq.a $(DESTDIR)$(LIBDIR)/libdevq.a
 	$(INSTALL) -m 0644 $(BUILD)/devq.pc $(DESTDIR)$(LIBDIR)/pkgconfig/devq.pc
 	$(INSTALL) -m 0644 client/devq.h $(DESTDIR)$(INCLUDEDIR)/devq.h
-	sed 's|^ExecStart=/usr/sbin/devqd|ExecStart=$(SBINDIR)/devqd|' systemd/devqd.service \
-	  > $(DESTDIR)$(UNITDIR)/devqd.service
-	chmod 0644 $(DESTDIR)$(UNITDIR)/devqd.service
-	$(INSTALL) -m 0644 systemd/devqd.socket $(DESTDIR)$(UNITDIR)/
+	for u in devqd.service devqd@.service; do \
+	  sed 's|^\(Exec[A-Za-z]*=\)/usr/sbin/devqd|\1$(SBINDIR)/devqd|' systemd/$$u \
+	    > $(DESTDIR)$(UNITDIR)/$$u && chmod 0644 $(DESTDIR)$(UNITDIR)/$$u || exit 1; done
+	$(INSTALL) -m 0644 systemd/devqd.socket systemd/devqd@.socket $(DESTDIR)$(UNITDIR)/
 	$(INSTALL) -m 0644 systemd/devq.sysusers $(DESTDIR)$(SYSUSERSDIR)/devq.conf
 	$(INSTALL) -m 0644 packaging/devqd.conf $(DESTDIR)$(SYSCONFDIR)/devqd/devqd.conf
 	$(INSTALL) -m 0644 $(BUILD)/man/devctl.1 $(DESTDIR)$(MANDIR)/man1/
@@ -119,9 +119,10 @@ lint: all
 	$(MAKE) --no-print-directory install DESTDIR=$(abspath $(LINT_ROOT)) PREFIX=/usr >/dev/null
 	mkdir -p $(LINT_ROOT)/lib/systemd $(LINT_ROOT)/bin
 	cp -a /lib/systemd/system $(LINT_ROOT)/lib/systemd/
-	cp -p /bin/kill $(LINT_ROOT)/bin/
+	cp -p /bin/kill /bin/sh $(LINT_ROOT)/bin/
 	cd / && out=$$(MANPATH=$(abspath $(LINT_ROOT))/usr/share/man systemd-analyze verify \
-	  --root=$(abspath $(LINT_ROOT)) devqd.service devqd.socket 2>&1); \
+	  --root=$(abspath $(LINT_ROOT)) devqd.service devqd.socket devqd@0.service \
+	  devqd@0.socket 2>&1); \
 	  if [ -n "$$out" ]; then echo "$$out"; exit 1; fi
 	for m in $(MAN_PAGES); do \
 	  out=$$(LC_ALL=C.UTF-8 MANWIDTH=80 man --warnings -l $$m 2>&1 >/dev/null); \
@@ -130,5 +131,12 @@ lint: all
 	  sed -n 's/.*Overall exposure level for devqd.service: \([0-9.]*\).*/\1/p'); \
 	  echo "devqd.service exposure (systemd-analyze security --offline=true): $$score"; \
 	  awk -v s="$$score" 'BEGIN { exit !(s != "" && s <= 2.0) }'
+	@# devqd@.service is devqd.service for one GPU: nothing else may differ.
+	sed -e 's/^Description=devq device-sharing daemon$$/& for GPU %i/' \
+	    -e 's/^\(Requires\|After\|Also\)=devqd\.socket$$/\1=devqd@%i.socket/' \
+	    -e 's|^ExecStart=/usr/sbin/devqd$$|& --device %i|' systemd/devqd.service > $(LINT_ROOT)/tmpl
+	sed '/^# devqd@N.service/,/^# and the socket/d;/^# (\/run\/devqd/d' systemd/devqd@.service | \
+	  diff -u $(LINT_ROOT)/tmpl - || \
+	  { echo "systemd/devqd@.service differs from devqd.service beyond the instance"; exit 1; }
 	rm -rf $(LINT_ROOT)
 	@echo "lint: units and man pages clean"

@@ -597,7 +597,7 @@ START_TEST(test_socket_activation)
 	ck_assert_msg(c.code == DEVQ_OK, "%s", c.message);
 	ck_assert_uint_ne(*(uint64_t *)out->map, 0);
 	devq_disconnect(q);
-	ck_assert_msg(strstr(proc_log(&p), "using the listening socket passed by systemd"),
+	ck_assert_msg(strstr(proc_log(&p), "(from systemd); backend"),
 		      "devqd did not take the inherited socket:\n%s", proc_log(&p));
 	kill(p.pid, SIGTERM);
 	ck_assert_int_eq(proc_wait(&p), 0);
@@ -769,6 +769,28 @@ START_TEST(test_config_errors_name_file_and_line)
 			      forms[i], code, out2);
 		unlink(p2);
 		rmdir(d2);
+	}
+	/* --check-config: the same verdict without starting (exit 2 and the
+	 * error, or 0), and an unknown allow-groups entry is caught too. */
+	static const struct {
+		const char *text, *want;
+		int code;
+	} checks[] = {
+		{ "bogus = 1\n", ":1: unknown key 'bogus'", 2 },
+		{ "allow-groups = no-such-group-devq\n", "no group named 'no-such-group-devq'", 2 },
+		{ "max-queues = 8\nallow-users = root\n", "configuration OK", 0 },
+	};
+	for (size_t i = 0; i < sizeof(checks) / sizeof(checks[0]); i++) {
+		char d3[] = "/tmp/devq-conf-XXXXXX", p3[128], out3[1024];
+		ck_assert_ptr_nonnull(mkdtemp(d3));
+		snprintf(p3, sizeof(p3), "%s/f.conf", d3);
+		write_file(p3, checks[i].text);
+		int code = sh(out3, sizeof(out3), "%s --check-config -c %s --socket %s/none.sock",
+			      harness_bin("devqd"), p3, d3);
+		ck_assert_msg(code == checks[i].code && strstr(out3, checks[i].want),
+			      "--check-config '%s': exit %d: %s", checks[i].text, code, out3);
+		unlink(p3);
+		rmdir(d3);
 	}
 	/* An explicit file that is missing is an error too. */
 	char cmd[256], err[512];
@@ -954,6 +976,7 @@ START_TEST(test_install_tree_pkgconfig_client)
 		"/usr/sbin/devqd", "/usr/bin/devctl", "/usr/lib/libdevq.so." DEVQ_VERSION,
 		"/usr/lib/libdevq.a", "/usr/include/devq.h", "/usr/lib/pkgconfig/devq.pc",
 		"/usr/lib/systemd/system/devqd.service", "/usr/lib/systemd/system/devqd.socket",
+		"/usr/lib/systemd/system/devqd@.service", "/usr/lib/systemd/system/devqd@.socket",
 		"/usr/lib/sysusers.d/devq.conf", "/etc/devqd/devqd.conf",
 		"/usr/share/man/man8/devqd.8", "/usr/share/man/man1/devctl.1",
 		"/usr/share/man/man5/devqd.conf.5", "/usr/share/man/man3/libdevq.3",
@@ -1050,9 +1073,9 @@ START_TEST(test_install_tree_pkgconfig_client)
 	} else {
 		rc = sh(out, sizeof(out),
 			"mkdir -p %s/lib/systemd %s/bin && cp -a /lib/systemd/system %s/lib/systemd/ && "
-			"cp -p /bin/kill %s/bin/ && "
+			"cp -p /bin/kill /bin/sh %s/bin/ && "
 			"cd / && MANPATH=%s/usr/share/man systemd-analyze verify --root=%s "
-			"devqd.service devqd.socket",
+			"devqd.service devqd.socket devqd@0.service devqd@0.socket",
 			root, root, root, root, root, root);
 		ck_assert_msg(rc == 0 && !out[0], "systemd-analyze verify:\n%s", out);
 	}

@@ -94,9 +94,11 @@ static void list_status_usage(FILE *f)
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"Usage: devctl [--socket PATH] COMMAND [ARG]...\n"
-		"       devctl [--socket PATH] --version\n"
+		"Usage: devctl [--socket PATH | --device N] COMMAND [ARG]...\n"
+		"       devctl [--socket PATH | --device N] --version\n"
 		"Talk to devqd (socket: --socket, else $DEVQ_SOCKET, else %s).\n"
+		"--device N talks to the instance for GPU N, devqd@N.service, on\n"
+		"/run/devqd/gpuN.sock.\n"
 		"COMMAND --help describes one command.  --version prints devctl's version\n"
 		"and, when devqd can be reached, the daemon's version and the protocol\n"
 		"versions it speaks (exit status 0 either way).\n"
@@ -1168,6 +1170,7 @@ static int cmd_version(const char *sock)
 
 int main(int argc, char **argv)
 {
+	static char device_sock[64];
 	const char *sock = NULL;
 	bool version = false;
 	int i = 1;
@@ -1180,6 +1183,19 @@ int main(int argc, char **argv)
 			sock = argv[++i];
 		} else if (!strncmp(argv[i], "--socket=", 9)) {
 			sock = argv[i] + 9;
+		} else if (!strcmp(argv[i], "--device") || !strncmp(argv[i], "--device=", 9)) {
+			const char *n = argv[i][8] == '=' ? argv[i] + 9 : i + 1 < argc ? argv[++i] : "";
+			char *end;
+			errno = 0;
+			unsigned long v = strtoul(n, &end, 10);
+			if (!*n || *end || errno || n[0] == '-' || v > 1023) {
+				fprintf(stderr, "%s: --device: '%s' is not a GPU ordinal (0..1023)\n",
+					prog, n);
+				return 2;
+			}
+			/* devqd@N.socket's path (systemd/devqd@.socket). */
+			snprintf(device_sock, sizeof(device_sock), "/run/devqd/gpu%lu.sock", v);
+			sock = device_sock;
 		} else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
 			usage(stdout);
 			return 0;

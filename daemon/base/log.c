@@ -15,11 +15,14 @@
 #include <syslog.h>
 #include <unistd.h>
 
+/* sd_journal_sendv would add this file's own CODE_FILE/LINE/FUNC: the
+ * caller's come in a struct devq_log_src instead. */
+#define SD_JOURNAL_SUPPRESS_LOCATION
 #include <systemd/sd-journal.h>
 
 #include "base/log.h"
 
-static int level = DEVQ_LOG_WARN;
+static int level = DEVQ_LOG_NOTICE;
 static int to_journal = -1; /* unknown until the first line */
 
 void devq_log_set_level(int l)
@@ -40,11 +43,11 @@ static bool stderr_is_journal(void)
 	return (unsigned long long)st.st_dev == dev && (unsigned long long)st.st_ino == ino;
 }
 
-static void emit(int l, const struct devq_log_ctx *s, int code, int64_t queue, int64_t point,
-		 const char *msg)
+static void emit(const struct devq_log_src *src, int l, const struct devq_log_ctx *s, int code,
+		 int64_t queue, int64_t point, const char *msg)
 {
-	static const char *const names[] = { "error", "warning", "info", "debug" };
-	static const int prio[] = { LOG_ERR, LOG_WARNING, LOG_INFO, LOG_DEBUG };
+	static const char *const names[] = { "error", "warning", "notice", "info", "debug" };
+	static const int prio[] = { LOG_ERR, LOG_WARNING, LOG_NOTICE, LOG_INFO, LOG_DEBUG };
 	if (to_journal < 0)
 		to_journal = stderr_is_journal();
 	if (!to_journal) {
@@ -54,8 +57,8 @@ static void emit(int l, const struct devq_log_ctx *s, int code, int64_t queue, i
 			fprintf(stderr, "devqd: %s: %s\n", names[l], msg);
 		return;
 	}
-	char f[10][600];
-	struct iovec iov[10];
+	char f[13][1100];
+	struct iovec iov[13];
 	int n = 0;
 	snprintf(f[n++], sizeof(f[0]), "PRIORITY=%d", prio[l]);
 	snprintf(f[n++], sizeof(f[0]), "SYSLOG_IDENTIFIER=devqd");
@@ -73,6 +76,9 @@ static void emit(int l, const struct devq_log_ctx *s, int code, int64_t queue, i
 		snprintf(f[n++], sizeof(f[0]), "DEVQ_POINT=%" PRId64, point);
 	if (code >= 0)
 		snprintf(f[n++], sizeof(f[0]), "DEVQ_CODE=%d", code);
+	snprintf(f[n++], sizeof(f[0]), "CODE_FILE=%s", src->file);
+	snprintf(f[n++], sizeof(f[0]), "CODE_LINE=%d", src->line);
+	snprintf(f[n++], sizeof(f[0]), "CODE_FUNC=%s", src->func);
 	for (int i = 0; i < n; i++) {
 		iov[i].iov_base = f[i];
 		iov[i].iov_len = strlen(f[i]);
@@ -81,27 +87,27 @@ static void emit(int l, const struct devq_log_ctx *s, int code, int64_t queue, i
 		fprintf(stderr, "devqd: %s: %s\n", names[l], msg);
 }
 
-void devq_log(int l, const char *fmt, ...)
+void devq_log_at(const struct devq_log_src *src, int l, const char *fmt, ...)
 {
 	if (l > level)
 		return;
-	char line[512];
+	char line[1024];
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(line, sizeof(line), fmt, ap);
 	va_end(ap);
-	emit(l, NULL, -1, -1, -1, line);
+	emit(src, l, NULL, -1, -1, -1, line);
 }
 
-void devq_log_fields(int l, const struct devq_log_ctx *s, int code, int64_t queue, int64_t point,
-	       const char *fmt, ...)
+void devq_log_fields_at(const struct devq_log_src *src, int l, const struct devq_log_ctx *s,
+			int code, int64_t queue, int64_t point, const char *fmt, ...)
 {
 	if (l > level)
 		return;
-	char line[512];
+	char line[1024];
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(line, sizeof(line), fmt, ap);
 	va_end(ap);
-	emit(l, s, code, queue, point, line);
+	emit(src, l, s, code, queue, point, line);
 }

@@ -100,7 +100,7 @@ static void session_free(struct devq_session *s)
 	devq_tx_fini(&s->tx);
 	free(s->cmpl);
 	devq_cpage_free(s->cpage);
-	log_info("session %llu: freed", (unsigned long long)s->id);
+	devq_slog(DEVQ_LOG_DEBUG, s, -1, -1, -1, "freed");
 	free(s);
 }
 

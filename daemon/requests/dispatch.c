@@ -56,8 +56,8 @@ static void on_hello(struct devq_session *s, const Devq__Hello *h)
 		s->name[j++] = (*p >= 0x20 && *p < 0x7f) ? *p : '?';
 	s->name[j] = '\0';
 	s->hello_done = true;
-	log_info("session %llu: hello from '%s' (pid %d, uid %u), protocol %u",
-		 (unsigned long long)s->id, s->name, (int)s->pid, (unsigned)s->uid, hi);
+	devq_slog(DEVQ_LOG_INFO, s, -1, -1, -1, "hello from '%s' (pid %d, uid %u), protocol %u",
+		  s->name, (int)s->pid, (unsigned)s->uid, hi);
 
 	Devq__HelloReply r = DEVQ__HELLO_REPLY__INIT;
 	r.version = hi;

@@ -11,6 +11,7 @@
 #include "base/log.h"
 #include "frame.h"
 #include "base/version.h"
+#include "server/policy.h"
 #include "server/server.h"
 #include "base/lock.h"
 #include "core/trace.h"
@@ -59,6 +60,11 @@ static void usage(FILE *f)
 		"      --quota-user-queues N, --quota-user-sessions N\n"
 		"      --quota-session-fds N   received fds waiting for their frames\n"
 		"      --quota-outbound-kb KB  unsent replies before a disconnect\n"
+		"      --check-config      read the configuration file and the flags, check\n"
+		"                          them as a start would (the access lists too), say\n"
+		"                          what is wrong and exit: 0 when devqd would accept\n"
+		"                          them, 2 otherwise (devqd.service's ExecReload runs it\n"
+		"                          first, so that systemctl reload fails on a bad file)\n"
 		"  -v, --verbose           more logging (repeat for debug)\n"
 		"  -h, --help              this text\n"
 		"  -V, --version           print the version and the protocol versions spoken\n"
@@ -100,6 +106,7 @@ int main(int argc, char **argv)
 		{ "stall-timeout-ms", required_argument, NULL, 5 },
 		{ "trace-records", required_argument, NULL, 70 },
 		{ "admin-group", required_argument, NULL, 71 },
+		{ "check-config", no_argument, NULL, 72 },
 		/* Tenancy: each is also a devqd.conf key, set through its table. */
 		{ "allow-users", required_argument, NULL, DEVQ_OPT_BY_KEY },
 		{ "allow-groups", required_argument, NULL, DEVQ_OPT_BY_KEY },
@@ -137,6 +144,7 @@ int main(int argc, char **argv)
 	cfg.trace_records = DEVQ_TRACE_DEFAULT_RECORDS;
 	d.listen_fd = -1;
 	int verbose = 0, c;
+	bool check_config = false;
 	uint64_t v;
 	/* The file first, so that every flag below overrides it. */
 	if (devq_config_load_argv(&cfg, argc, argv) < 0)
@@ -200,6 +208,9 @@ int main(int argc, char **argv)
 		case 71:
 			cfg.admin_group = optarg;
 			break;
+		case 72:
+			check_config = true;
+			break;
 		case DEVQ_OPT_BY_KEY: {
 			char err[256];
 			if (devq_config_set(&cfg, opts[li].name, optarg, err, sizeof(err)) < 0) {
@@ -227,7 +238,21 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	devq_log_set_level(DEVQ_LOG_WARN + cfg.verbose + verbose);
+	if (check_config) {
+		/* What a start checks before it touches the device or the socket. */
+		struct devq_policy pol;
+		char perr[256];
+		if (devq_policy_init(&pol, cfg.allow_users, cfg.allow_groups ? cfg.allow_groups : "devq",
+				     !cfg.allow_groups, perr, sizeof(perr)) < 0) {
+			fprintf(stderr, "devqd: access policy: %s\n", perr);
+			devq_config_fini();
+			return 2;
+		}
+		printf("devqd: configuration OK\n");
+		devq_config_fini();
+		return 0;
+	}
+	devq_log_set_level(DEVQ_LOG_NOTICE + cfg.verbose + verbose);
 	cfg.stop_grace_ns = cfg.max_op_ns + 2ull * 1000 * 1000 * 1000;
 	signal(SIGPIPE, SIG_IGN);
 
@@ -246,7 +271,7 @@ int main(int argc, char **argv)
 	if (uv_loop_close(&loop) < 0)
 		log_err("loop: handles still open at exit");
 	devq_engine_fini(&d.e);
-	log_info("stopped");
+	log_notice("stopped");
 	devq_config_fini();
 	return code;
 }

@@ -136,8 +136,12 @@ static void on_hup(uv_signal_t *h, int signum)
 		n->reload_error[0] = '\0';
 		/* Derived as main.c derives it at start. */
 		d->e.cfg.stop_grace_ns = d->e.cfg.max_op_ns + 2ull * 1000 * 1000 * 1000;
-		devq_log_set_level(DEVQ_LOG_WARN + d->e.cfg.verbose + devq_config_verbose_flags());
-		log_info("reload: done");
+		devq_log_set_level(DEVQ_LOG_NOTICE + d->e.cfg.verbose + devq_config_verbose_flags());
+		/* At the default level: what the reload changed, for the journal. */
+		log_notice("reload: done; ops up to %llu ms, buffers up to %llu MiB, "
+			   "%u queues per session",
+			   (unsigned long long)(d->e.cfg.max_op_ns / 1000000),
+			   (unsigned long long)(d->e.cfg.max_buffer_bytes >> 20), d->e.cfg.max_queues);
 	}
 	char st[sizeof(n->last_status)];
 	format_status(d, st, sizeof(st));

@@ -433,7 +433,7 @@ static void admit(struct devq_daemon *d, struct devq_session *s, const struct de
 	}
 	if (!code)
 		return;
-	log_warn("session %llu: refused: %s", (unsigned long long)s->id, why);
+	devq_slog(DEVQ_LOG_WARN, s, code, -1, -1, "refused: %s", why);
 	devq_outbox_error(s, code, "hello", NULL, NULL, "%s", why);
 	s->close_after_flush = true;
 	session_flush(s);
@@ -554,9 +554,9 @@ static void on_accept(uv_poll_t *h, int status, int events)
 		c->poll.data = c;
 		c->poll_events = UV_READABLE;
 		uv_poll_start(&c->poll, UV_READABLE, conn_cb);
-		log_info("session %llu: connected (pid %d, uid %u, gid %u%s)",
-			 (unsigned long long)s->id, (int)s->pid, (unsigned)s->uid,
-			 (unsigned)s->gid, c->pidfd >= 0 ? ", pidfd" : "");
+		devq_slog(DEVQ_LOG_INFO, s, -1, -1, -1, "connected (pid %d, uid %u, gid %u%s)",
+			  (int)s->pid, (unsigned)s->uid, (unsigned)s->gid,
+			  c->pidfd >= 0 ? ", pidfd" : "");
 		admit(d, s, &peer, pr);
 		if (!s->close_after_flush && !s->admin) {
 			unsigned n = user_fds(d, s->uid);
@@ -628,8 +628,12 @@ static void begin_stop(struct devq_daemon *d, const char *why)
 		return;
 	d->stopping = true;
 	d->stop_started = devq_now_ns();
-	log_info("stopping (%s): %llu ops in flight, %llu sessions", why,
-		 (unsigned long long)d->e.ops_in_flight, (unsigned long long)d->e.sessions_total);
+	unsigned connected = 0;
+	for (const struct devq_session *s = d->e.sessions; s; s = s->next)
+		connected += s->connected;
+	log_notice("stopping (%s): %llu ops in flight, %u sessions connected (%llu since start)",
+		   why, (unsigned long long)d->e.ops_in_flight, connected,
+		   (unsigned long long)d->e.sessions_total);
 	uv_poll_stop(&d->listen_poll);
 	close_handle((uv_handle_t *)&d->listen_poll);
 	close_handle((uv_handle_t *)&d->accept_timer);
@@ -803,7 +807,6 @@ int devq_server_start(struct devq_daemon *d)
 		return 1;
 	if (fd >= 0) {
 		d->socket_inherited = true;
-		log_info("using the listening socket passed by systemd");
 	} else {
 		fd = listen_on(d->e.cfg.socket_path);
 		if (fd < 0) {
@@ -842,9 +845,21 @@ int devq_server_start(struct devq_daemon *d)
 	uv_signal_start(&d->sig_term, on_signal, SIGTERM);
 	uv_signal_start(&d->sig_int, on_signal, SIGINT);
 	devq_stats_start(d);
-	log_info("listening on %s (backend %s: %s)",
-		 d->socket_inherited ? "the socket-activated fd" : d->e.cfg.socket_path, d->e.be->name,
-		 d->e.be->device);
+	/* Once, at the default level: what an operator needs to know. */
+	struct sockaddr_un sa = { 0 };
+	socklen_t salen = sizeof(sa) - 1;
+	if (d->socket_inherited && getsockname(fd, (struct sockaddr *)&sa, &salen) < 0)
+		sa.sun_path[0] = '\0';
+	log_notice("listening on %s%s; backend %s (%s)%s%s",
+		   d->socket_inherited ? (sa.sun_path[0] ? sa.sun_path : "an unnamed socket")
+				       : d->e.cfg.socket_path,
+		   d->socket_inherited ? " (from systemd)" : "", d->e.be->name, d->e.be->device,
+		   d->e.backend_note[0] ? ": " : "", d->e.backend_note);
+	log_notice("limits: ops up to %llu ms, buffers up to %llu MiB, %u queues per session, "
+		   "%u streams + %u high-priority; admitted: %s",
+		   (unsigned long long)(d->e.cfg.max_op_ns / 1000000),
+		   (unsigned long long)(d->e.cfg.max_buffer_bytes >> 20), d->e.cfg.max_queues,
+		   d->e.cfg.streams, d->e.cfg.priority_streams, d->policy.describe);
 	/* Ready only now: the backend is up and the socket is being served. */
 	if (devq_notify_ready(d) < 0) {
 		log_err("out of memory");

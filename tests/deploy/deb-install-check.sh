@@ -41,7 +41,8 @@ done
 [ "$(cd / && /usr/bin/python3 -c 'import devq; print(devq.__version__)')" = "$ver" ] ||
 	fail "python3 -c 'import devq; print(devq.__version__)' is not $ver"
 for f in /usr/sbin/devqd /usr/bin/devctl /lib/systemd/system/devqd.service \
-	 /lib/systemd/system/devqd.socket /usr/lib/sysusers.d/devqd.conf /etc/devqd/devqd.conf \
+	 /lib/systemd/system/devqd.socket /lib/systemd/system/devqd@.service /lib/systemd/system/devqd@.socket \
+	 /usr/lib/sysusers.d/devqd.conf /etc/devqd/devqd.conf \
 	 /usr/lib/$ma/libdevq.so.$ver /usr/lib/$ma/libdevq.so.0 /usr/lib/$ma/libdevq.so \
 	 /usr/include/devq.h /usr/lib/$ma/pkgconfig/devq.pc /usr/share/man/man8/devqd.8.gz \
 	 /usr/share/man/man1/devctl.1.gz /usr/share/man/man5/devqd.conf.5.gz \

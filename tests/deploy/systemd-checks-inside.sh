@@ -1,0 +1,295 @@
+#!/bin/bash
+# SPDX-License-Identifier: Apache-2.0
+# The checks of make check-systemd, run as root inside the booted Debian 12
+# container (tests/deploy/systemd-check.sh copies this to /opt/devq-check/ with
+# the .deb packages).  Each check prints "PASS name" or "FAIL name: why";
+# the last line is "N passed, N failed"; exit status 1 when any failed.
+set -uo pipefail
+cd /opt/devq-check
+SOCK=/run/devqd/devqd.sock
+CONF=/etc/devqd/devqd.conf
+passed=0 failed=0
+export DEVQ_SOCKET=$SOCK
+
+why=
+# The first reason a check gives is the one reported; a check passes when
+# it returns 0 and gave none.
+no() { [ -n "$why" ] || why="$*"; return 1; }
+check() {
+	local name=$1 t0 t1
+	shift
+	why=
+	t0=$(date +%s%N)
+	"$@"
+	if [ $? = 0 ] && [ -z "$why" ]; then
+		t1=$(date +%s%N)
+		echo "PASS $name ($(((t1 - t0) / 1000000)) ms)${note:+: $note}"
+		passed=$((passed + 1))
+	else
+		echo "FAIL $name: ${why:-failed}"
+		failed=$((failed + 1))
+		echo "--- journal of devqd (last 15 lines) ---"
+		journalctl -q -u devqd.service -u devqd.socket -n 15 --no-pager | sed 's/^/    /'
+	fi
+	note=
+}
+note=
+as() { local u=$1; shift; runuser -u "$u" -- "$@"; }
+mainpid() { systemctl show -P MainPID devqd.service; }
+# Waits up to $1 tenths of a second for a command to succeed.
+until_ok() {
+	local n=$1
+	shift
+	for _ in $(seq "$n"); do "$@" >/dev/null 2>&1 && return 0; sleep 0.1; done
+	return 1
+}
+# Probe connections in the background until the file stop exists:
+# counts in probe.ok and probe.fail (with the errors in probe.err).
+probe_start() {
+	rm -f probe.stop probe.ok probe.fail probe.err
+	(ok=0 bad=0
+	 while [ ! -e probe.stop ]; do
+		if timeout 20 devctl status >/dev/null 2>>probe.err; then ok=$((ok + 1)); else bad=$((bad + 1)); fi
+		sleep 0.02
+	 done
+	 echo $ok >probe.ok
+	 echo $bad >probe.fail) &
+	probe_pid=$!
+}
+probe_stop() {
+	touch probe.stop
+	wait "$probe_pid"
+	pok=$(cat probe.ok) pfail=$(cat probe.fail)
+}
+
+# ---- setup ----------------------------------------------------------
+dpkg -i ./devqd_*.deb ./devctl_*.deb ./libdevq0_*.deb ./python3-devq_*.deb >install.log 2>&1 ||
+	{ cat install.log; echo "0 passed, 1 failed (dpkg -i)"; exit 1; }
+useradd -m -G devq alice
+useradd -m bob
+ALICE=$(id -u alice) BOB=$(id -u bob)
+
+socket_activation() {
+	[ "$(systemctl is-active devqd.socket)" = active ] || no "devqd.socket is not active after install"
+	[ -S $SOCK ] || no "$SOCK is not a socket"
+	[ "$(systemctl is-active devqd.service)" != active ] || no "devqd.service runs before any client"
+	as alice devctl status >out 2>&1 || no "alice: devctl status failed: $(cat out)"
+	[ "$(systemctl is-active devqd.service)" = active ] || no "devqd.service not active after a client"
+}
+check socket_activation socket_activation
+
+ready_status() {
+	[ "$(systemctl show -P SubState devqd.service)" = running ] || no "not running (Type=notify READY)"
+	local st
+	st=$(systemctl show -P StatusText devqd.service)
+	case $st in *sessions*backend*) ;; *) no "StatusText '$st'" ;; esac
+	as alice devctl submit spin ns=3000000000 >spin.out 2>&1 &
+	local c=$!
+	until_ok 40 sh -c 'systemctl show -P StatusText devqd.service | grep -q "sessions 1, ops in flight 1"' ||
+		no "StatusText did not show the running op: '$(systemctl show -P StatusText devqd.service)'"
+	wait $c || no "the spin op failed: $(cat spin.out)"
+	until_ok 30 sh -c 'systemctl show -P StatusText devqd.service | grep -q "sessions 0, ops in flight 0"' ||
+		no "StatusText after the op: '$(systemctl show -P StatusText devqd.service)'"
+}
+check ready_status ready_status
+
+startup_journal() {
+	# Logged once at the default verbosity: the socket, the backend, the limits.
+	journalctl -q -b -u devqd.service -o cat >j.txt
+	grep -q 'listening on' j.txt || no "no 'listening on' line at the default level: $(head -c 300 j.txt)"
+	grep -q 'backend cpu' j.txt || no "no line naming the backend"
+	grep -q 'limits' j.txt || no "no line with the limits"
+}
+check startup_journal startup_journal
+
+access_group() {
+	as alice devctl status >out 2>&1 || no "alice (group devq) refused: $(cat out)"
+	if as bob devctl status >out 2>&1; then no "bob (not in devq) was served"; fi
+	grep -q 'group devq' out || no "bob's error gives no hint about group devq: $(cat out)"
+}
+check access_group access_group
+
+journal_fields() {
+	# Per-client lines are at -v (verbose = 1, applied by a reload).
+	cp $CONF conf.orig
+	echo 'verbose = 1' >>$CONF
+	systemctl reload devqd.service || no "reload with verbose = 1 failed"
+	as alice devctl status >/dev/null 2>&1 || no "alice: devctl status failed"
+	cp conf.orig $CONF
+	systemctl reload devqd.service || no "reload back to the packaged file failed"
+	# A refusal by the daemon's policy: the socket opened to everyone for a moment.
+	chmod 0666 $SOCK
+	as bob devctl status >out 2>&1
+	chmod 0660 $SOCK
+	grep -q 'access denied' out || no "bob was not refused by devqd's policy: $(cat out)"
+	journalctl -q -u devqd.service DEVQ_CLIENT_UID=$BOB -o cat | grep -q refused ||
+		no "journalctl -u devqd DEVQ_CLIENT_UID=$BOB shows no refusal"
+	journalctl -q -u devqd.service DEVQ_CLIENT_UID=$ALICE -o cat >j.txt
+	grep -q connected j.txt || no "journalctl -u devqd DEVQ_CLIENT_UID=$ALICE shows no connect line"
+	grep -q hello j.txt || no "journalctl -u devqd DEVQ_CLIENT_UID=$ALICE shows no hello line"
+	# The caller's location, not the log helper's.
+	journalctl -q -u devqd.service DEVQ_CLIENT_UID=$BOB CODE_FILE=daemon/server/server.c \
+		CODE_FUNC=admit -o cat | grep -q refused ||
+		no "the refusal's CODE_FILE/CODE_FUNC are not server.c's admit: $(journalctl -q \
+			-u devqd.service DEVQ_CLIENT_UID=$BOB -o export | grep '^CODE_' | sort -u | tr '\n' ' ')"
+	if journalctl -q -u devqd.service CODE_FILE=daemon/base/log.c -o cat | grep -q .; then
+		no "lines with CODE_FILE=daemon/base/log.c"
+	fi
+	journalctl -q -u devqd.service DEVQ_CLIENT_UID=$BOB -o export | grep -q '^DEVQ_SESSION=' ||
+		no "refusal without DEVQ_SESSION"
+	journalctl -q -u devqd.service DEVQ_CLIENT_UID=$BOB -o export | grep -q '^DEVQ_CLIENT_PID=' ||
+		no "refusal without DEVQ_CLIENT_PID"
+}
+check journal_fields journal_fields
+
+reload_config() {
+	local pid
+	pid=$(mainpid)
+	cp $CONF conf.bak
+	as alice devctl submit spin ns=2000000000 >spin.out 2>&1 &
+	local c=$!
+	sleep 0.5
+	echo 'no-such-key = 1' >>$CONF
+	if systemctl reload devqd.service >out 2>&1; then no "systemctl reload succeeded with a bad devqd.conf"; fi
+	cp conf.bak $CONF
+	echo 'max-queues = 8' >>$CONF
+	systemctl reload devqd.service || no "reload of a good file failed"
+	wait $c || no "the client's op failed across the reload: $(cat spin.out)"
+	# systemd 252 does not wait for the daemon's READY=1 after a kill -HUP.
+	until_ok 30 sh -c 'journalctl -q -u devqd.service -o cat | grep -q "reload: done;.* 8 queues per session"' ||
+		no "the journal does not show max-queues = 8 applied"
+	cp conf.bak $CONF
+	systemctl reload devqd.service || no "reload after restoring the file failed"
+	[ "$(mainpid)" = "$pid" ] || no "MainPID changed over the reloads ($pid -> $(mainpid))"
+}
+check reload_config reload_config
+
+upgrade_keeps_serving() {
+	as alice devctl status >/dev/null 2>&1
+	local pid
+	pid=$(mainpid)
+	as alice devctl submit spin ns=3000000000 >spin.out 2>&1 &
+	local c=$!
+	probe_start
+	sleep 0.5
+	dpkg -i ./devqd_*.deb ./devctl_*.deb ./libdevq0_*.deb ./python3-devq_*.deb >up.log 2>&1 ||
+		no "dpkg -i failed: $(tail -n 5 up.log)"
+	sleep 0.5
+	probe_stop
+	wait $c || no "the client's op failed during the upgrade: $(cat spin.out)"
+	note="$pok probes served, $pfail failed"
+	[ "$pfail" = 0 ] || no "$pfail of $((pok + pfail)) probe connections failed: $(sort probe.err | uniq -c | head -n 3)"
+	[ "$(mainpid)" = "$pid" ] || no "MainPID changed ($pid -> $(mainpid))"
+	[ "$(systemctl is-active devqd.socket)" = active ] || no "devqd.socket not active after the upgrade"
+}
+check upgrade_keeps_serving upgrade_keeps_serving
+
+sigsegv_restart() {
+	as alice devctl status >/dev/null 2>&1
+	local pid t0 t1
+	pid=$(mainpid)
+	probe_start
+	sleep 0.3
+	t0=$(date +%s%N)
+	systemctl kill -s SEGV devqd.service
+	until_ok 100 sh -c "p=\$(systemctl show -P MainPID devqd.service); [ \"\$p\" != 0 ] && [ \"\$p\" != $pid ] && devctl status" ||
+		no "not serving again within 10 s of SIGSEGV"
+	t1=$(date +%s%N)
+	probe_stop
+	# A probe that was talking to the daemon as it died loses that
+	# connection; none may be refused (the socket belongs to systemd).
+	local refused
+	refused=$(grep -c -e 'Connection refused' -e 'cannot connect' probe.err)
+	note="served again after $(((t1 - t0) / 1000000)) ms; $pok probes, $pfail failed, $refused refused"
+	[ "$refused" = 0 ] || no "$refused probes refused: $(sort probe.err | uniq -c | head -n 3)"
+}
+check sigsegv_restart sigsegv_restart
+
+mkdir -p /etc/systemd/system/devqd.service.d
+printf '[Service]\nExecStart=\nExecStart=/usr/sbin/devqd --test-fault-injection\n' \
+	>/etc/systemd/system/devqd.service.d/fault.conf
+systemctl daemon-reload
+systemctl restart devqd.service
+
+device_lost_restart() {
+	local t0 t1
+	as alice devctl status >/dev/null 2>&1
+	t0=$(date +%s%N)
+	as alice devctl submit fault ns=0 >out 2>&1
+	grep -qi 'lost' out || no "the fault op did not report a lost device: $(cat out)"
+	until_ok 100 as alice devctl status || no "not serving again within 10 s of device loss"
+	t1=$(date +%s%N)
+	note="served again after $(((t1 - t0) / 1000000)) ms"
+}
+check device_lost_restart device_lost_restart
+
+six_losses() {
+	local i
+	for i in 1 2 3 4 5 6; do
+		as alice timeout 20 devctl submit fault ns=0 >out 2>&1
+		grep -qi 'lost' out || no "loss $i: the fault op did not report a lost device: $(cat out)"
+	done
+	until_ok 150 as alice devctl status ||
+		no "not serving 15 s after six device losses: socket $(systemctl is-active devqd.socket), service $(systemctl is-active devqd.service)"
+	[ "$(systemctl is-active devqd.socket)" = active ] ||
+		no "devqd.socket is $(systemctl is-active devqd.socket) after six device losses"
+}
+check six_losses six_losses
+rm /etc/systemd/system/devqd.service.d/fault.conf
+systemctl daemon-reload
+systemctl reset-failed devqd.service devqd.socket 2>/dev/null
+systemctl start devqd.socket
+
+stop_long_op() {
+	as alice devctl status >/dev/null 2>&1 || no "not serving before the op"
+	as alice devctl submit spin ns=4000000000 >spin.out 2>&1 &
+	local c=$! t0 t1
+	until_ok 50 sh -c 'systemctl show -P StatusText devqd.service | grep -q "ops in flight 1"' ||
+		no "the op did not start"
+	sleep 0.5
+	t0=$(date +%s%N)
+	# (systemctl warns that the socket can still start it: expected.)
+	systemctl stop devqd.service 2>stop.err || no "systemctl stop failed: $(cat stop.err)"
+	t1=$(date +%s%N)
+	wait $c || no "the running op did not complete: $(cat spin.out)"
+	[ "$(systemctl show -P Result devqd.service)" = success ] ||
+		no "stop result $(systemctl show -P Result devqd.service)"
+	note="stop took $(((t1 - t0) / 1000000)) ms"
+	# The 4 s op was running: the stop waits for it, within TimeoutStopSec.
+	[ $(((t1 - t0) / 1000000)) -ge 1500 ] || no "stop took $(((t1 - t0) / 1000000)) ms: the op was not running"
+	[ $(((t1 - t0) / 1000000000)) -lt 15 ] || no "stop took $(((t1 - t0) / 1000000)) ms"
+}
+check stop_long_op stop_long_op
+
+template_instances() {
+	# Two GPUs' worth of daemons (the CPU backend here), beside devqd.socket.
+	systemctl start devqd@0.socket devqd@1.socket || no "cannot start devqd@0.socket devqd@1.socket"
+	[ -S /run/devqd/gpu0.sock ] && [ -S /run/devqd/gpu1.sock ] || no "no /run/devqd/gpu{0,1}.sock"
+	local n p0 p1
+	for n in 0 1; do
+		as alice devctl --device $n status >out 2>&1 || no "devctl --device $n status: $(cat out)"
+		[ "$(systemctl is-active devqd@$n.service)" = active ] || no "devqd@$n.service not active"
+		journalctl -q -u devqd@$n.service -o cat | grep -q "listening on /run/devqd/gpu$n.sock" ||
+			no "devqd@$n.service's journal does not say it listens on gpu$n.sock"
+	done
+	p0=$(systemctl show -P MainPID devqd@0.service) p1=$(systemctl show -P MainPID devqd@1.service)
+	[ "$p0" != "$p1" ] && [ "$p0" != 0 ] || no "the instances share MainPID $p0"
+	grep -q -- '--device 1' /proc/$p1/cmdline 2>/dev/null || tr '\0' ' ' </proc/$p1/cmdline | grep -q -- '--device 1' ||
+		no "devqd@1 runs '$(tr '\0' ' ' </proc/$p1/cmdline)'"
+	as alice devctl status >out 2>&1 || no "the default instance stopped serving: $(cat out)"
+	systemctl stop devqd@0.socket devqd@0.service devqd@1.socket devqd@1.service 2>/dev/null ||
+		no "stopping the instances failed"
+	[ ! -e /run/devqd/gpu0.sock ] || no "gpu0.sock left after stop"
+}
+check template_instances template_instances
+
+purge() {
+	as alice devctl status >/dev/null 2>&1
+	dpkg --purge python3-devq devctl devqd libdevq0 >purge.log 2>&1 || no "purge failed: $(tail -n 5 purge.log)"
+	[ ! -e $SOCK ] || no "$SOCK left after purge"
+	[ "$(systemctl is-active devqd.socket)" != active ] || no "devqd.socket still active"
+}
+check purge purge
+
+echo "$passed passed, $failed failed"
+[ "$failed" = 0 ]
