@@ -93,6 +93,17 @@ ready_status() {
 }
 check ready_status ready_status
 
+python_binding() {
+	# python3-devq on a fresh Debian 12, against the packaged daemon.
+	as alice python3 -c 'import devq, numpy as np
+with devq.connect() as c:
+    x = c.array(np.arange(16, dtype=np.float32)); y = c.empty((16,), np.float32); y[:] = 1
+    c.submit("saxpy_f32", a=2.0, x=x, y=y).result(timeout=10)
+    assert np.array_equal(y, 2 * np.arange(16, dtype=np.float32) + 1)
+print(devq.__version__)' >py.out 2>&1 || no "python3 -c 'import devq' and a saxpy: $(tail -n 3 py.out)"
+}
+check python_binding python_binding
+
 startup_journal() {
 	# Logged once at the default verbosity: the socket, the backend, the limits.
 	journalctl -q -b -u devqd.service -o cat >j.txt
