@@ -897,6 +897,18 @@ int devq_queue_open(devq *q, uint32_t id)
 	return devq_queue_open_priority(q, id, 0);
 }
 
+/* Sends OpenQueue{id, priority}: 0 or the send's error. */
+static int send_open_queue(devq *q, uint32_t id, int priority)
+{
+	Devq__OpenQueue o = DEVQ__OPEN_QUEUE__INIT;
+	o.id = id;
+	o.priority = priority;
+	Devq__ClientMessage m = DEVQ__CLIENT_MESSAGE__INIT;
+	m.body_case = DEVQ__CLIENT_MESSAGE__BODY_OPEN_QUEUE;
+	m.open_queue = &o;
+	return send_msg(q, &m, NULL, 0);
+}
+
 int devq_queue_open_priority(devq *q, uint32_t id, int priority)
 {
 	struct cq *old = find_queue(q, id);
@@ -905,13 +917,7 @@ int devq_queue_open_priority(devq *q, uint32_t id, int priority)
 	if (old) {
 		/* Trying again after a refusal: points restart at 1, as after
 		 * devq_reconnect. */
-		Devq__OpenQueue o = DEVQ__OPEN_QUEUE__INIT;
-		o.id = id;
-		o.priority = priority;
-		Devq__ClientMessage m = DEVQ__CLIENT_MESSAGE__INIT;
-		m.body_case = DEVQ__CLIENT_MESSAGE__BODY_OPEN_QUEUE;
-		m.open_queue = &o;
-		int r = send_msg(q, &m, NULL, 0);
+		int r = send_open_queue(q, id, priority);
 		if (r < 0)
 			return r;
 		old->priority = priority;
@@ -924,13 +930,7 @@ int devq_queue_open_priority(devq *q, uint32_t id, int priority)
 	if (!n)
 		return fail(q, -ENOMEM, "out of memory");
 	q->queues = n;
-	Devq__OpenQueue o = DEVQ__OPEN_QUEUE__INIT;
-	o.id = id;
-	o.priority = priority;
-	Devq__ClientMessage m = DEVQ__CLIENT_MESSAGE__INIT;
-	m.body_case = DEVQ__CLIENT_MESSAGE__BODY_OPEN_QUEUE;
-	m.open_queue = &o;
-	int r = send_msg(q, &m, NULL, 0);
+	int r = send_open_queue(q, id, priority);
 	if (r < 0)
 		return r;
 	q->queues[q->nqueues++] = (struct cq){ .id = id, .priority = priority };
@@ -1377,13 +1377,7 @@ int devq_reconnect(devq *q, int timeout_ms)
 			return r;
 	}
 	for (size_t i = 0; i < q->nqueues; i++) {
-		Devq__OpenQueue o = DEVQ__OPEN_QUEUE__INIT;
-		o.id = q->queues[i].id;
-		o.priority = q->queues[i].priority;
-		Devq__ClientMessage m = DEVQ__CLIENT_MESSAGE__INIT;
-		m.body_case = DEVQ__CLIENT_MESSAGE__BODY_OPEN_QUEUE;
-		m.open_queue = &o;
-		r = send_msg(q, &m, NULL, 0);
+		r = send_open_queue(q, q->queues[i].id, q->queues[i].priority);
 		if (r < 0)
 			return r;
 		q->queues[i].submitted = q->queues[i].completed = 0;
