@@ -210,6 +210,19 @@ static void buffer(struct devq_session *s, uint64_t id, uint64_t size)
 	ck_assert_int_eq(close(fd), 0);
 }
 
+/* The common start: an engine with default settings, one session of uid
+ * 1000 with queues 1 and 2 and 64-byte buffers 5 and 6. */
+static struct devq_session *two_queues(void)
+{
+	engine_up((struct devq_config){ 0 });
+	struct devq_session *s = session(1000);
+	queue(s, 1, 0);
+	queue(s, 2, 0);
+	buffer(s, 5, 64);
+	buffer(s, 6, 64);
+	return s;
+}
+
 /* ---- ops, built as a decoded Submit would be --------------------------- */
 
 struct opmsg {
@@ -359,12 +372,7 @@ END_TEST
 
 START_TEST(test_explicit_waits_across_queues)
 {
-	engine_up((struct devq_config){ 0 });
-	struct devq_session *s = session(1000);
-	queue(s, 1, 0);
-	queue(s, 2, 0);
-	buffer(s, 5, 64);
-	buffer(s, 6, 64);
+	struct devq_session *s = two_queues();
 	submit(s, 1, 5, 0, 0, NULL, NULL);
 	submit(s, 1, 5, 0, 0, NULL, NULL);
 	uint32_t wq[] = { 1, 1 };
@@ -396,12 +404,7 @@ END_TEST
 
 START_TEST(test_sticky_failure_and_reset)
 {
-	engine_up((struct devq_config){ 0 });
-	struct devq_session *s = session(1000);
-	queue(s, 1, 0);
-	queue(s, 2, 0);
-	buffer(s, 5, 64);
-	buffer(s, 6, 64);
+	struct devq_session *s = two_queues();
 	submit(s, 1, 5, 0, 0, NULL, NULL); /* (1,1) will fail */
 	complete(0, DEVQ__CODE__DEVICE_ERROR);
 	ck_assert(devq_timeline_failed(tl(s, 1), 1));
@@ -438,12 +441,7 @@ END_TEST
  * successful (1,2) must not read as failed. */
 START_TEST(test_failure_range_ends_at_its_own_reset)
 {
-	engine_up((struct devq_config){ 0 });
-	struct devq_session *s = session(1000);
-	queue(s, 1, 0);
-	queue(s, 2, 0);
-	buffer(s, 5, 64);
-	buffer(s, 6, 64);
+	struct devq_session *s = two_queues();
 	submit(s, 1, 5, 0, 0, NULL, NULL); /* (1,1): will fail */
 	devq_timeline_reset(tl(s, 1));
 	submit(s, 1, 5, 0, 0, NULL, NULL); /* (1,2): will succeed */
@@ -492,12 +490,7 @@ static int wait_code(struct devq_session *s, uint64_t p)
 /* Exactly DEVQ_FAIL_RANGES_MAX ranges: all remembered exactly. */
 START_TEST(test_failure_ranges_at_bound)
 {
-	engine_up((struct devq_config){ 0 });
-	struct devq_session *s = session(1000);
-	queue(s, 1, 0);
-	queue(s, 2, 0);
-	buffer(s, 5, 64);
-	buffer(s, 6, 64);
+	struct devq_session *s = two_queues();
 	fail_ranges(s, DEVQ_FAIL_RANGES_MAX);
 	ck_assert_uint_eq(tl(s, 1)->nfails, DEVQ_FAIL_RANGES_MAX);
 	ck_assert_int_eq(wait_code(s, 1), DEVQ__CODE__DEPENDENCY_FAILED);
@@ -513,12 +506,7 @@ END_TEST
  * wrongly either way. */
 START_TEST(test_failure_ranges_past_bound)
 {
-	engine_up((struct devq_config){ 0 });
-	struct devq_session *s = session(1000);
-	queue(s, 1, 0);
-	queue(s, 2, 0);
-	buffer(s, 5, 64);
-	buffer(s, 6, 64);
+	struct devq_session *s = two_queues();
 	fail_ranges(s, DEVQ_FAIL_RANGES_MAX + 1);
 	ck_assert_uint_le(tl(s, 1)->nfails, DEVQ_FAIL_RANGES_MAX);
 	ck_assert_int_eq(wait_code(s, 1), DEVQ__CODE__FAILED_PRECONDITION);
