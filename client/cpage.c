@@ -195,8 +195,16 @@ bool devq_cpc_ring_arm(struct devq_cpc *c)
 	atomic_store_explicit(&c->hint->ring_head, c->ring_head, memory_order_relaxed);
 	atomic_store_explicit(&c->hint->sock_seen, 0, memory_order_relaxed);
 	atomic_store_explicit(&c->hint->ring_armed, 1, memory_order_seq_cst);
-	c->ring_on = true;
+	c->ring_on = c->ring_armed = true;
 	return true;
+}
+
+void devq_cpc_ring_disarm(struct devq_cpc *c)
+{
+	if (!c->ring_armed)
+		return;
+	atomic_store_explicit(&c->hint->ring_armed, 0, memory_order_seq_cst);
+	c->ring_armed = false;
 }
 
 int devq_cpc_wait_any(struct devq_cpc *c, uint32_t seen, uint64_t deadline)

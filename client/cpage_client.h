@@ -21,7 +21,8 @@ struct devq_cpc {
 	/* The record ring (NULL: the daemon made none); armed once at connect. */
 	const struct devq_crec *ring;
 	uint32_t ring_n;
-	bool ring_on;
+	bool ring_on;    /* a ring to take records from (armed once) */
+	bool ring_armed; /* the daemon is asked to fill it (until disarmed) */
 	uint64_t ring_head; /* entries taken (mirrors hints.ring_head) */
 	uint64_t sock_seen; /* socket records taken since arming */
 };
@@ -62,6 +63,12 @@ int devq_cpc_wait_any(struct devq_cpc *c, uint32_t seen, uint64_t deadline);
  * first submit).  false: there is no ring. */
 bool devq_cpc_ring_arm(struct devq_cpc *c);
 
+/* Asks the daemon to send every later record on the socket (a client
+ * that watches the socket in its own event loop).  Entries already in the
+ * ring stay to be taken; one the daemon was writing as this happened is
+ * followed by a wake-up on the socket. */
+void devq_cpc_ring_disarm(struct devq_cpc *c);
+
 /* Ring entries not yet taken, and the oldest of them. */
 static inline uint64_t devq_cpc_ring_ready(const struct devq_cpc *c)
 {
@@ -90,7 +97,7 @@ static inline void devq_cpc_sock_seen(struct devq_cpc *c, uint64_t n)
 /* Whether the daemon currently sends records on the socket. */
 static inline bool devq_cpc_ring_overflow(const struct devq_cpc *c)
 {
-	return c->ring_on && atomic_load_explicit(&c->pub->ring_overflow, memory_order_relaxed);
+	return c->ring_armed && atomic_load_explicit(&c->pub->ring_overflow, memory_order_relaxed);
 }
 
 /* Bytes the daemon has written to the socket so far. */

@@ -740,6 +740,10 @@ const char *devq_last_error(const devq *q)
 
 int devq_fd(const devq *q)
 {
+	/* Whoever watches the socket expects it to become readable when
+	 * completions wait: records go there from now on, not to the ring. */
+	if (q->cp)
+		devq_cpc_ring_disarm(q->cp);
 	return q->fd;
 }
 
@@ -1117,7 +1121,7 @@ void devq_timing_phases(const struct devq_timing *t, struct devq_phases *p)
 static int wait_progress(devq *q, uint64_t deadline)
 {
 	struct devq_cpc *c = q->cp;
-	if (!c || !c->ring_on)
+	if (!c || !c->ring_armed)
 		return pump(q, remaining_ms(deadline));
 	uint32_t seen = devq_cpc_seq(c);
 	if (devq_cpc_ring_ready(c))
@@ -1162,7 +1166,7 @@ int devq_wait(devq *q, uint32_t queue, uint64_t point, int timeout_ms,
 		return fail(q, -EINVAL, "wait: queue %u has only %llu ops submitted", queue,
 			    (unsigned long long)cq->submitted);
 	uint64_t deadline = deadline_of(timeout_ms);
-	bool ring = q->cp && q->cp->ring_on;
+	bool ring = q->cp && q->cp->ring_armed;
 	if ((!out || ring) && q->cp && cq->completed < point) {
 		/* The page answers without a syscall when the point is done,
 		 * and sleeps on its futex otherwise.  What it waits on must have

@@ -17,6 +17,9 @@
 #include <unistd.h>
 
 #include "base/log.h"
+#include "device/backend.h" /* DEVQ_BOP_MSG */
+
+_Static_assert(DEVQ_CREC_MSG >= DEVQ_BOP_MSG, "a ring entry holds any failure message whole");
 
 #ifndef F_SEAL_FUTURE_WRITE
 #define F_SEAL_FUTURE_WRITE 0x0010
