@@ -143,7 +143,7 @@ int devq_cpc_wait(struct devq_cpc *c, const struct devq_cpage_slot *s, uint64_t 
 		}
 		/* Records pile up while the queue completes: the caller takes
 		 * them before the ring fills and the daemon turns to the socket. */
-		if (c->ring_on && devq_cpc_ring_ready(c) >= c->ring_n / 2)
+		if (c->ring_armed && devq_cpc_ring_ready(c) >= c->ring_n / 2)
 			return -EAGAIN;
 		/* No sched_yield() here: yielding cost pipelined clients 10-20 %
 		 * (bench/RESULTS.md, run 10) and did not change the one slow
@@ -158,6 +158,8 @@ int devq_cpc_wait(struct devq_cpc *c, const struct devq_cpage_slot *s, uint64_t 
 	for (;;) {
 		if (devq_cpc_completed(s) >= point)
 			return 0;
+		if (c->ring_armed && devq_cpc_ring_ready(c) >= c->ring_n / 2)
+			return -EAGAIN;
 		atomic_store_explicit(&c->hint->wait_slot,
 				      (uint32_t)(s - devq_cpage_slots((struct devq_cpage_hdr *)c->pub)) + 1,
 				      memory_order_relaxed);
@@ -167,6 +169,12 @@ int devq_cpc_wait(struct devq_cpc *c, const struct devq_cpage_slot *s, uint64_t 
 		if (atomic_load_explicit(&s->completed, memory_order_seq_cst) >= point) {
 			atomic_fetch_sub_explicit(&c->hint->waiters, 1, memory_order_relaxed);
 			return 0;
+		}
+		/* The daemon wakes a sleeper whose ring is half full (seq_cst
+		 * here against its tail store and seq increment). */
+		if (c->ring_armed && devq_cpc_ring_ready(c) >= c->ring_n / 2) {
+			atomic_fetch_sub_explicit(&c->hint->waiters, 1, memory_order_relaxed);
+			return -EAGAIN;
 		}
 		struct timespec ts, *tsp = NULL;
 		if (deadline != UINT64_MAX) {

@@ -164,6 +164,19 @@ static bool wants_wake(struct devq_cpage *cp, struct devq_cpage_slot *slot, uint
 {
 	if (!atomic_load_explicit(&cp->hint->waiters, memory_order_seq_cst))
 		return false;
+	/* A sleeper whose ring is half full is woken to take its records
+	 * before the ring fills (then they would travel the socket): once per
+	 * value of its head. */
+	if (devq_cpage_ring_armed(cp)) {
+		uint64_t head = atomic_load_explicit(&cp->hint->ring_head, memory_order_relaxed);
+		if (cp->ring_tail - head >= cp->ring_n / 2 && cp->ring_tail - head <= cp->ring_n) {
+			uint64_t key = head | 1ull << 63;
+			if (atomic_load_explicit(&cp->woke, memory_order_relaxed) != key) {
+				atomic_store_explicit(&cp->woke, key, memory_order_relaxed);
+				return true;
+			}
+		}
+	}
 	uint32_t ws = atomic_load_explicit(&cp->hint->wait_slot, memory_order_relaxed);
 	if (!ws)
 		return true;

@@ -37,7 +37,8 @@ static void fill_first_bucket(void)
 	first_bucket_ready = true;
 }
 
-static void observe(struct devq_metrics *m, int phase, uint64_t from, uint64_t to)
+static inline __attribute__((always_inline)) void observe(struct devq_metrics *m, int phase,
+							 uint64_t from, uint64_t to)
 {
 	if (!from || !to || to < from)
 		return;
