@@ -1274,6 +1274,7 @@ int devq_point_state(devq *q, uint32_t queue, uint64_t point)
 
 int devq_poll(devq *q)
 {
+	take_ring(q); /* records in the completion ring have arrived too */
 	int r = pump(q, 0);
 	return r == -ETIMEDOUT ? 0 : r;
 }
