@@ -768,6 +768,32 @@ START_TEST(test_metrics_buckets_at_bounds)
 }
 END_TEST
 
+/* DEVQD_CRING_ENTRIES: at most 65536 entries (exactly that, and one past
+ * it, give 65536); others round down to a power of two; 0 makes no ring. */
+START_TEST(test_cring_size_setting)
+{
+	static const struct {
+		const char *env;
+		uint32_t want;
+	} cases[] = { { "65536", 65536 }, { "65537", 65536 }, { "100", 64 }, { "1", 1 },
+		      { "0", 0 } };
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		setenv("DEVQD_CRING_ENTRIES", cases[i].env, 1);
+		struct devq_cpage *cp;
+		int fds[3];
+		ck_assert_int_eq(devq_cpage_create(4, &cp, fds), 0);
+		unsetenv("DEVQD_CRING_ENTRIES");
+		for (int k = 0; k < 3; k++)
+			ck_assert_int_eq(close(fds[k]), 0);
+		ck_assert_uint_eq(cp->ring_n, cases[i].want);
+		ck_assert_uint_eq(cp->pub->ring_size, cases[i].want);
+		ck_assert(cases[i].want ? cp->ring != NULL : cp->ring == NULL);
+		ck_assert_uint_eq(cp->pub->ring_off != 0, cases[i].want != 0);
+		devq_cpage_free(cp);
+	}
+}
+END_TEST
+
 int main(void)
 {
 	Suite *su = suite_create("core");
@@ -785,6 +811,7 @@ int main(void)
 	tcase_add_test(tc, test_quota_refusals);
 	tcase_add_test(tc, test_session_freed_after_last_op);
 	tcase_add_test(tc, test_cring_at_bound_and_past);
+	tcase_add_test(tc, test_cring_size_setting);
 	tcase_add_test(tc, test_metrics_buckets_at_bounds);
 	suite_add_tcase(su, tc);
 	SRunner *sr = srunner_create(su);
