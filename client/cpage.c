@@ -68,6 +68,15 @@ int devq_cpc_open(uint32_t layout, uint32_t size, uint32_t slots, uint32_t hint_
 		r = -EPROTO;
 		goto out;
 	}
+	/* A ring that does not fit the page (or is no power of two) is not
+	 * used: records then come on the socket, as from an older daemon. */
+	uint32_t off = c->pub->ring_off, n = c->pub->ring_size;
+	if (off && n && !(n & (n - 1)) && off % 64 == 0 &&
+	    hint_size >= sizeof(struct devq_cpage_hints) &&
+	    (uint64_t)off + (uint64_t)n * sizeof(struct devq_crec) <= size) {
+		c->ring = (const struct devq_crec *)((const char *)c->pub + off);
+		c->ring_n = n;
+	}
 	c->efd = fds[2];
 out:
 	close(fds[0]);
@@ -132,6 +141,10 @@ int devq_cpc_wait(struct devq_cpc *c, const struct devq_cpage_slot *s, uint64_t 
 			c->hits++; /* found without a syscall */
 			return 0;
 		}
+		/* Records pile up while the queue completes: the caller takes
+		 * them before the ring fills and the daemon turns to the socket. */
+		if (c->ring_armed && devq_cpc_ring_ready(c) >= c->ring_n / 2)
+			return -EAGAIN;
 		/* No sched_yield() here: yielding cost pipelined clients 10-20 %
 		 * (bench/RESULTS.md, run 10) and did not change the one slow
 		 * round trip it was tried for. */
@@ -145,6 +158,8 @@ int devq_cpc_wait(struct devq_cpc *c, const struct devq_cpage_slot *s, uint64_t 
 	for (;;) {
 		if (devq_cpc_completed(s) >= point)
 			return 0;
+		if (c->ring_armed && devq_cpc_ring_ready(c) >= c->ring_n / 2)
+			return -EAGAIN;
 		atomic_store_explicit(&c->hint->wait_slot,
 				      (uint32_t)(s - devq_cpage_slots((struct devq_cpage_hdr *)c->pub)) + 1,
 				      memory_order_relaxed);
@@ -154,6 +169,12 @@ int devq_cpc_wait(struct devq_cpc *c, const struct devq_cpage_slot *s, uint64_t 
 		if (atomic_load_explicit(&s->completed, memory_order_seq_cst) >= point) {
 			atomic_fetch_sub_explicit(&c->hint->waiters, 1, memory_order_relaxed);
 			return 0;
+		}
+		/* The daemon wakes a sleeper whose ring is half full (seq_cst
+		 * here against its tail store and seq increment). */
+		if (c->ring_armed && devq_cpc_ring_ready(c) >= c->ring_n / 2) {
+			atomic_fetch_sub_explicit(&c->hint->waiters, 1, memory_order_relaxed);
+			return -EAGAIN;
 		}
 		struct timespec ts, *tsp = NULL;
 		if (deadline != UINT64_MAX) {
@@ -172,4 +193,61 @@ int devq_cpc_wait(struct devq_cpc *c, const struct devq_cpage_slot *s, uint64_t 
 		syscall(SYS_futex, seq, FUTEX_WAIT, v, tsp, NULL, 0);
 		atomic_fetch_sub_explicit(&c->hint->waiters, 1, memory_order_relaxed);
 	}
+}
+
+bool devq_cpc_ring_arm(struct devq_cpc *c)
+{
+	if (!c->ring)
+		return false;
+	c->ring_head = atomic_load_explicit(&c->pub->ring_tail, memory_order_acquire);
+	atomic_store_explicit(&c->hint->ring_head, c->ring_head, memory_order_relaxed);
+	atomic_store_explicit(&c->hint->sock_seen, 0, memory_order_relaxed);
+	atomic_store_explicit(&c->hint->ring_armed, 1, memory_order_seq_cst);
+	c->ring_on = c->ring_armed = true;
+	return true;
+}
+
+void devq_cpc_ring_disarm(struct devq_cpc *c)
+{
+	if (!c->ring_armed)
+		return;
+	atomic_store_explicit(&c->hint->ring_armed, 0, memory_order_seq_cst);
+	c->ring_armed = false;
+}
+
+int devq_cpc_wait_any(struct devq_cpc *c, uint32_t seen, uint64_t deadline)
+{
+	_Atomic uint32_t *seq = (_Atomic uint32_t *)&c->pub->seq;
+	uint64_t now = mono_ns(), spin_until = now + spin_ns();
+	while (now < spin_until && now < deadline) {
+		if (atomic_load_explicit(seq, memory_order_acquire) != seen) {
+			c->hits++;
+			return 0;
+		}
+		now = mono_ns();
+	}
+	/* wait_slot 0: woken by any publication. */
+	atomic_store_explicit(&c->hint->wait_slot, 0, memory_order_relaxed);
+	atomic_fetch_add_explicit(&c->hint->waiters, 1, memory_order_seq_cst);
+	int r = 0;
+	if (atomic_load_explicit(seq, memory_order_seq_cst) == seen) {
+		struct timespec ts, *tsp = NULL;
+		now = mono_ns();
+		if (deadline != UINT64_MAX) {
+			if (now >= deadline) {
+				r = -ETIMEDOUT;
+				goto out;
+			}
+			ts.tv_sec = (time_t)((deadline - now) / 1000000000u);
+			ts.tv_nsec = (long)((deadline - now) % 1000000000u);
+			tsp = &ts;
+		}
+		c->futex_waits++;
+		syscall(SYS_futex, seq, FUTEX_WAIT, seen, tsp, NULL, 0);
+		if (atomic_load_explicit(seq, memory_order_acquire) == seen && mono_ns() >= deadline)
+			r = -ETIMEDOUT;
+	}
+out:
+	atomic_fetch_sub_explicit(&c->hint->waiters, 1, memory_order_relaxed);
+	return r;
 }

@@ -18,6 +18,13 @@ struct devq_cpc {
 	int efd;
 	uint64_t hits;        /* points found complete without a syscall */
 	uint64_t futex_waits; /* FUTEX_WAIT calls */
+	/* The record ring (NULL: the daemon made none); armed once at connect. */
+	const struct devq_crec *ring;
+	uint32_t ring_n;
+	bool ring_on;    /* a ring to take records from (armed once) */
+	bool ring_armed; /* the daemon is asked to fill it (until disarmed) */
+	uint64_t ring_head; /* entries taken (mirrors hints.ring_head) */
+	uint64_t sock_seen; /* socket records taken since arming */
 };
 
 /* Maps the pages from the HelloReply's three fds (published page, hint
@@ -37,9 +44,61 @@ static inline uint64_t devq_cpc_completed(const struct devq_cpage_slot *s)
 }
 
 /* Sleeps until the slot's completed value reaches point or deadline
- * (CLOCK_MONOTONIC ns, UINT64_MAX: none) passes: 0 or -ETIMEDOUT. */
+ * (CLOCK_MONOTONIC ns, UINT64_MAX: none) passes: 0 or -ETIMEDOUT; -EAGAIN
+ * when the armed ring is half full (take its records, then wait again). */
 int devq_cpc_wait(struct devq_cpc *c, const struct devq_cpage_slot *s, uint64_t point,
 		  uint64_t deadline);
+
+/* The publication counter, to pass to devq_cpc_wait_any. */
+static inline uint32_t devq_cpc_seq(const struct devq_cpc *c)
+{
+	return atomic_load_explicit(&c->pub->seq, memory_order_seq_cst);
+}
+
+/* Sleeps until anything is published after the counter read seen, or
+ * deadline: 0 or -ETIMEDOUT. */
+int devq_cpc_wait_any(struct devq_cpc *c, uint32_t seen, uint64_t deadline);
+
+/* Asks the daemon to put completion records in the ring (once, before the
+ * first submit).  false: there is no ring. */
+bool devq_cpc_ring_arm(struct devq_cpc *c);
+
+/* Asks the daemon to send every later record on the socket (a client
+ * that watches the socket in its own event loop).  Entries already in the
+ * ring stay to be taken; one the daemon was writing as this happened is
+ * followed by a wake-up on the socket. */
+void devq_cpc_ring_disarm(struct devq_cpc *c);
+
+/* Ring entries not yet taken, and the oldest of them. */
+static inline uint64_t devq_cpc_ring_ready(const struct devq_cpc *c)
+{
+	if (!c->ring_on)
+		return 0;
+	return atomic_load_explicit(&c->pub->ring_tail, memory_order_acquire) - c->ring_head;
+}
+static inline const struct devq_crec *devq_cpc_ring_at(const struct devq_cpc *c, uint64_t i)
+{
+	return &c->ring[(c->ring_head + i) & (c->ring_n - 1)];
+}
+/* Gives n entries back to the daemon. */
+static inline void devq_cpc_ring_consume(struct devq_cpc *c, uint64_t n)
+{
+	c->ring_head += n;
+	atomic_store_explicit(&c->hint->ring_head, c->ring_head, memory_order_release);
+}
+/* n records were read from the socket (after every ring entry before them). */
+static inline void devq_cpc_sock_seen(struct devq_cpc *c, uint64_t n)
+{
+	if (!c->ring_on || !n)
+		return;
+	c->sock_seen += n;
+	atomic_store_explicit(&c->hint->sock_seen, c->sock_seen, memory_order_release);
+}
+/* Whether the daemon currently sends records on the socket. */
+static inline bool devq_cpc_ring_overflow(const struct devq_cpc *c)
+{
+	return c->ring_armed && atomic_load_explicit(&c->pub->ring_overflow, memory_order_relaxed);
+}
 
 /* Bytes the daemon has written to the socket so far. */
 static inline uint64_t devq_cpc_tx_bytes(const struct devq_cpc *c)

@@ -115,7 +115,11 @@ DEVQ_EXPORT void devq_disconnect(devq *q);
 
 DEVQ_EXPORT const struct devq_info *devq_get_info(const devq *q);
 DEVQ_EXPORT const char *devq_last_error(const devq *q);
-DEVQ_EXPORT int devq_fd(const devq *q); /* the socket, readable when messages wait */
+/* The socket, readable when messages wait.  Calling it also asks the
+ * daemon to send completion records there rather than into the completion
+ * ring (see below), so that a program that watches this fd in its own
+ * event loop sees it become readable when completions wait. */
+DEVQ_EXPORT int devq_fd(const devq *q);
 
 /* ---- buffers --------------------------------------------------------- */
 
@@ -351,7 +355,14 @@ DEVQ_EXPORT void devq_get_io_stats(const devq *q, struct devq_io_stats *out);
  * page for $DEVQ_SPIN_US microseconds (default 50; 0: never), restarting
  * that time whenever the queue completes another point, for at most 40
  * times it in all, and then sleeps on a futex.
- * Completion records (status, timing) still come on the socket. */
+ * Completion records (status, message, timing) come from a ring in the
+ * same shared memory (unless $DEVQ_NO_CRING=1 or the daemon has none):
+ * devq_wait(..., out) and devq_next_completion copy them from there with
+ * no syscall and no decoding.  A program that does not take its records
+ * pays a copy for each (libdevq moves them out of the ring before it fills
+ * when a submit or a wait finds it half full); if the ring fills all the
+ * same, later records come on the socket until those are read, with no
+ * record lost, repeated or reordered.  devq_fd() turns the ring off. */
 DEVQ_EXPORT bool devq_has_completion_page(const devq *q);
 /* State of a point as far as known without any syscall. */
 enum devq_point_state {

@@ -196,6 +196,49 @@ static void ring_remove(struct ring *r, size_t i)
 	r->count--;
 }
 
+/* Moves the records waiting in the completion ring into the completion
+ * FIFO, in order: a copy each, no syscall, no decoding.  Returns how many. */
+static size_t take_ring(devq *q)
+{
+	struct devq_cpc *c = q->cp;
+	uint64_t n = c ? devq_cpc_ring_ready(c) : 0;
+	if (!n)
+		return 0;
+	if (n > c->ring_n) /* only a confused daemon; take what the ring holds */
+		n = c->ring_n;
+	uint64_t t = now_ns();
+	struct cq *cq = NULL;
+	for (uint64_t i = 0; i < n; i++) {
+		const struct devq_crec *e = devq_cpc_ring_at(c, i);
+		uint32_t queue = e->queue;
+		uint64_t point = e->point;
+		if (!cq || cq->id != queue)
+			cq = find_queue(q, queue);
+		if (cq && point > cq->completed)
+			cq->completed = point;
+		struct devq_completion *x = ring_push(&q->cmpl);
+		if (!x) {
+			fail(q, -ENOMEM, "out of memory: completion of queue %u point %llu lost",
+			     queue, (unsigned long long)point);
+			continue;
+		}
+		x->queue = queue;
+		x->point = point;
+		x->code = e->code;
+		if (x->code) {
+			size_t m = strnlen(e->msg, sizeof(x->message) - 1);
+			memcpy(x->message, e->msg, m);
+			x->message[m] = '\0';
+		} else {
+			x->message[0] = '\0';
+		}
+		x->t = (struct devq_timing){ e->t[0], e->t[1], e->t[2], e->t[3], e->t[4],
+					     e->t[5], t,       e->t[6] };
+	}
+	devq_cpc_ring_consume(c, n);
+	return (size_t)n;
+}
+
 static void push_error(devq *q, const Devq__Error *e)
 {
 	struct devq_error *x = ring_push(&q->errs);
@@ -242,6 +285,7 @@ static bool on_queue_error(devq *q, const Devq__Error *e)
 	if (!cq)
 		return false;
 	if (!strcmp(e->request, "open_queue") && !cq->refused) {
+		take_ring(q); /* records that came before the refusal stay first */
 		cq->refused = true;
 		cq->refused_code = e->code ? (int)e->code : DEVQ_E_FAILED_PRECONDITION;
 		snprintf(cq->refused_msg, sizeof(cq->refused_msg), "%s",
@@ -261,6 +305,8 @@ static bool on_queue_error(devq *q, const Devq__Error *e)
 
 static void on_completions(devq *q, const Devq__Completions *cs, uint64_t t_recv)
 {
+	/* Socket records come after whatever the ring holds (cpage_layout.h). */
+	take_ring(q);
 	for (size_t i = 0; i < cs->n_items; i++) {
 		const Devq__Completion *c = cs->items[i];
 		struct devq_completion x = { .queue = c->queue, .point = c->point, .code = c->code };
@@ -285,6 +331,8 @@ static void on_completions(devq *q, const Devq__Completions *cs, uint64_t t_recv
 			fail(q, -ENOMEM, "out of memory: completion of queue %u point %llu lost",
 			     c->queue, (unsigned long long)c->point);
 	}
+	if (q->cp)
+		devq_cpc_sock_seen(q->cp, cs->n_items);
 }
 
 /* The Completions frame without protobuf-c (proto/codec/cmpl_dec.c): items go
@@ -297,7 +345,9 @@ static int take_completions(devq *q, const struct devq_frame *f, uint64_t t_recv
 	int r = devq_cmpl_dec_begin(&d, f->payload, f->len);
 	if (r)
 		return r;
-	size_t n0 = q->cmpl.count;
+	/* Socket records come after whatever the ring holds (cpage_layout.h). */
+	take_ring(q);
+	size_t n0 = q->cmpl.count, spilled = 0;
 	struct devq_completion spill;
 	for (;;) {
 		struct devq_completion *slot = ring_push(&q->cmpl);
@@ -315,6 +365,7 @@ static int take_completions(devq *q, const struct devq_frame *f, uint64_t t_recv
 				cq->completed = spill.point;
 			fail(q, -ENOMEM, "out of memory: completion of queue %u point %llu lost",
 			     spill.queue, (unsigned long long)spill.point);
+			spilled++;
 		}
 	}
 	if (r < 0) {
@@ -332,6 +383,8 @@ static int take_completions(devq *q, const struct devq_frame *f, uint64_t t_recv
 		if (cq && c->point > cq->completed)
 			cq->completed = c->point;
 	}
+	if (q->cp)
+		devq_cpc_sock_seen(q->cp, q->cmpl.count - n0 + spilled);
 	return 0;
 }
 
@@ -411,6 +464,10 @@ static int pump(devq *q, int timeout_ms)
 		return fail(q, n == 0 ? -ECONNRESET : (int)n, "connection to devqd %s",
 			    n == 0 ? "closed by the daemon" : "failed");
 	}
+	/* Every record in the ring was written before anything the daemon
+	 * sent after it (a BufferReleased it made possible, say): taken
+	 * first, the records keep the socket's order rules. */
+	take_ring(q);
 	struct devq_frame f;
 	while ((r = devq_rx_next(&q->rx, &f)) == 1) {
 		int c = f.type == DEVQ_FRAME_DAEMON ? take_completions(q, &f, t) : 1;
@@ -608,6 +665,11 @@ static int hello(devq *q)
 		if (devq_cpc_open(pg->layout, pg->size, pg->slots, pg->hint_size, q->reply_fds,
 				  &q->cp) < 0)
 			q->cp = NULL;
+		/* Completion records through the ring unless DEVQ_NO_CRING=1
+		 * (comparisons, debugging): armed before any op is sent. */
+		const char *nocr = getenv("DEVQ_NO_CRING");
+		if (q->cp && !(nocr && *nocr && strcmp(nocr, "0")))
+			devq_cpc_ring_arm(q->cp);
 	} else {
 		for (unsigned i = 0; i < q->reply_nfds; i++)
 			if (q->reply_fds[i] >= 0)
@@ -678,6 +740,10 @@ const char *devq_last_error(const devq *q)
 
 int devq_fd(const devq *q)
 {
+	/* Whoever watches the socket expects it to become readable when
+	 * completions wait: records go there from now on, not to the ring. */
+	if (q->cp)
+		devq_cpc_ring_disarm(q->cp);
 	return q->fd;
 }
 
@@ -959,6 +1025,10 @@ static void drain_records(devq *q)
 {
 	if (!q->cp)
 		return;
+	/* Records pile up in the ring of a client that only waits on points:
+	 * copied out before it fills, they never need the socket. */
+	if (devq_cpc_ring_ready(q->cp) >= q->cp->ring_n / 2)
+		take_ring(q);
 	for (int i = 0; i < 64; i++) {
 		uint64_t got = q->io.bytes_received - q->conn_rx_base, tx = devq_cpc_tx_bytes(q->cp);
 		if (tx <= got || tx - got < 16384 || pump(q, 0) < 0)
@@ -1045,11 +1115,40 @@ void devq_timing_phases(const struct devq_timing *t, struct devq_phases *p)
 	p->total = t->client_received - t->client_submit;
 }
 
+/* Waits until something may have arrived: on the socket, or (with an armed
+ * ring) in the ring, whose records never come on the socket while it has
+ * room.  0: look again; -ETIMEDOUT at the deadline; another error. */
+static int wait_progress(devq *q, uint64_t deadline)
+{
+	struct devq_cpc *c = q->cp;
+	if (!c || !c->ring_armed)
+		return pump(q, remaining_ms(deadline));
+	uint32_t seen = devq_cpc_seq(c);
+	if (devq_cpc_ring_ready(c))
+		return 0;
+	int r = pump(q, 0); /* flushes what we wait on, reads what is there */
+	if (r != -ETIMEDOUT)
+		return r;
+	if (devq_cpc_ring_ready(c))
+		return 0;
+	uint64_t now = now_ns();
+	if (now >= deadline)
+		return -ETIMEDOUT;
+	/* Slices of a millisecond: records of an overflow, errors and
+	 * releases come on the socket, and nothing wakes the page for them. */
+	uint64_t slice = now + 1000000 < deadline ? now + 1000000 : deadline;
+	if (devq_cpc_ring_overflow(c))
+		r = pump(q, remaining_ms(slice));
+	else
+		r = devq_cpc_wait_any(c, seen, slice);
+	return r == -ETIMEDOUT && slice < deadline ? 0 : r;
+}
+
 int devq_next_completion(devq *q, struct devq_completion *out, int timeout_ms)
 {
 	uint64_t deadline = deadline_of(timeout_ms);
-	while (!q->cmpl.count) {
-		int r = pump(q, remaining_ms(deadline));
+	while (!q->cmpl.count && !take_ring(q)) {
+		int r = wait_progress(q, deadline);
 		if (r < 0)
 			return r;
 	}
@@ -1067,7 +1166,8 @@ int devq_wait(devq *q, uint32_t queue, uint64_t point, int timeout_ms,
 		return fail(q, -EINVAL, "wait: queue %u has only %llu ops submitted", queue,
 			    (unsigned long long)cq->submitted);
 	uint64_t deadline = deadline_of(timeout_ms);
-	if (!out && q->cp && cq->completed < point) {
+	bool ring = q->cp && q->cp->ring_armed;
+	if ((!out || ring) && q->cp && cq->completed < point) {
 		/* The page answers without a syscall when the point is done,
 		 * and sleeps on its futex otherwise.  What it waits on must have
 		 * been sent, and the daemon must have opened the queue's slot. */
@@ -1079,26 +1179,39 @@ int devq_wait(devq *q, uint32_t queue, uint64_t point, int timeout_ms,
 		if (cq->slot) {
 			if (devq_cpc_completed(cq->slot) >= point) {
 				q->cp->hits++;
+			} else {
+				/* Sleep in slices: records keep arriving on the
+				 * socket meanwhile, and a client that never reads
+				 * them would eventually be cut off as one that does
+				 * not read. */
+				for (;;) {
+					drain_records(q);
+					uint64_t slice = now_ns() + 50 * 1000 * 1000;
+					r = devq_cpc_wait(q->cp, cq->slot, point,
+							  slice < deadline ? slice : deadline);
+					if (r == -EAGAIN) { /* the ring is half full */
+						take_ring(q);
+						continue;
+					}
+					if (r != -ETIMEDOUT || slice >= deadline)
+						break;
+				}
+				if (r == -ETIMEDOUT)
+					return fail(q, r, "queue %u point %llu not complete in time",
+						    queue, (unsigned long long)point);
+				if (r < 0)
+					return r;
+			}
+			if (!out)
 				return 0;
-			}
-			/* Sleep in slices: records keep arriving on the socket
-			 * meanwhile, and a client that never reads them would
-			 * eventually be cut off as one that does not read. */
-			for (;;) {
-				drain_records(q);
-				uint64_t slice = now_ns() + 50 * 1000 * 1000;
-				r = devq_cpc_wait(q->cp, cq->slot, point, slice < deadline ? slice : deadline);
-				if (r != -ETIMEDOUT || slice >= deadline)
-					break;
-			}
-			if (r == -ETIMEDOUT)
-				return fail(q, r, "queue %u point %llu not complete in time", queue,
-					    (unsigned long long)point);
-			return r;
+			/* The record went into the ring before the point was
+			 * published (or, in an overflow, is on its way on the
+			 * socket). */
+			take_ring(q);
 		}
 	}
-	while (cq->completed < point) {
-		int r = pump(q, remaining_ms(deadline));
+	while (cq->completed < point && !(take_ring(q) && cq->completed >= point)) {
+		int r = wait_progress(q, deadline);
 		if (r == -ETIMEDOUT)
 			return fail(q, r, "queue %u point %llu not complete in time", queue,
 				    (unsigned long long)point);
@@ -1161,6 +1274,7 @@ int devq_point_state(devq *q, uint32_t queue, uint64_t point)
 
 int devq_poll(devq *q)
 {
+	take_ring(q); /* records in the completion ring have arrived too */
 	int r = pump(q, 0);
 	return r == -ETIMEDOUT ? 0 : r;
 }
@@ -1296,6 +1410,7 @@ void devq_status_free(struct devq_status *s)
 
 static void reset_connection(devq *q)
 {
+	take_ring(q); /* records already in the ring stay readable */
 	devq_cpc_free(q->cp); /* the new session gets its own page */
 	q->cp = NULL;
 	for (size_t i = 0; i < q->nqueues; i++)

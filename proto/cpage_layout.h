@@ -20,11 +20,32 @@
  *     waiters += 1 (seq_cst), re-check completed, FUTEX_WAIT(seq, value
  *     read), waiters -= 1.
  * The futex is a shared (non-private) one: the two processes map the same
- * memfd page at different addresses. */
+ * memfd page at different addresses.
+ *
+ * The record ring (io_uring's CQ ring in spirit) follows the slots in the
+ * published page, at hdr.ring_off: hdr.ring_size entries of struct
+ * devq_crec, a power of two; 0: the daemon made none.  The client arms it
+ * once, before its first submit (hints.ring_armed = 1); from then on the
+ * completer writes every completion record of the session there:
+ *   daemon (completer, one at a time per session): if the ring has room
+ *     (ring_tail - hints.ring_head < ring_size), writes entry
+ *     ring_tail % ring_size, then ring_tail += 1 (release), all before the
+ *     point is published in the slot.  When it has no room the record
+ *     goes on the socket instead, and so does every record after it
+ *     (hdr.ring_overflow = 1) until the client says it has read all of
+ *     those (hints.sock_seen == records sent on the socket since arming):
+ *     so ring entries and socket records never need merging by number.
+ *   client: loads ring_tail (acquire), copies entries [ring_head,
+ *     ring_tail), stores ring_head (release); when a Completion arrives on
+ *     the socket, first takes what the ring holds, then the socket record,
+ *     then sock_seen += 1 (release).
+ * hints.ring_head and hints.sock_seen are untrusted like every hint: a
+ * wrong value only loses or reorders that client's own records. */
 #ifndef DEVQ_CPAGE_LAYOUT_H
 #define DEVQ_CPAGE_LAYOUT_H
 
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #define DEVQ_CPAGE_LAYOUT 1
@@ -38,7 +59,11 @@ struct devq_cpage_hdr {
 	_Atomic uint32_t seq;   /* futex word: bumped after every publication */
 	uint32_t pad0;
 	_Atomic uint64_t tx_bytes; /* bytes the daemon has written to the socket */
-	uint8_t pad1[32];
+	_Atomic uint64_t ring_tail; /* records written to the ring (release) */
+	uint32_t ring_off;  /* byte offset of the record ring; 0: none */
+	uint32_t ring_size; /* entries in it (a power of two); 0: none */
+	_Atomic uint32_t ring_overflow; /* 1: records go on the socket for now */
+	uint8_t pad1[12];
 };
 
 /* One cache line per queue, so completers of different queues do not
@@ -60,14 +85,37 @@ struct devq_cpage_hints {
 	 * devq handle has one thread at a time, hence one target. */
 	_Atomic uint32_t wait_slot;
 	_Atomic uint64_t wait_point;
+	uint8_t pad0[40];
+	/* The record ring (its own cache line: the client writes it as it
+	 * reads, the completer reads it as it writes). */
+	_Atomic uint32_t ring_armed; /* 1: put records in the ring */
+	uint32_t pad1;
+	_Atomic uint64_t ring_head;  /* entries the client has taken */
+	_Atomic uint64_t sock_seen;  /* records read from the socket since arming */
+};
+
+/* One completion record in the ring: Completion{queue, point, code,
+ * message, timing} of proto/devq.proto, fixed size. */
+#define DEVQ_CREC_MSG 184
+struct devq_crec {
+	uint64_t point;
+	uint32_t queue;
+	int32_t code;
+	uint64_t t[7]; /* Timing fields 1..7 in field order; observed: when published */
+	char msg[DEVQ_CREC_MSG]; /* NUL-terminated; "" when none */
 };
 
 _Static_assert(sizeof(struct devq_cpage_hdr) == 64, "header is one cache line");
 _Static_assert(sizeof(struct devq_cpage_slot) == 64, "slot is one cache line");
+_Static_assert(sizeof(struct devq_crec) == 256, "ring entry is four cache lines");
+_Static_assert(offsetof(struct devq_cpage_hints, ring_armed) == 64, "ring hints: 2nd line");
 
 static inline struct devq_cpage_slot *devq_cpage_slots(struct devq_cpage_hdr *h)
 {
 	return (struct devq_cpage_slot *)(h + 1);
 }
+
+/* Entries per ring unless DEVQD_CRING_ENTRIES says otherwise (0: no ring). */
+#define DEVQ_CRING_DEFAULT 1024u
 
 #endif

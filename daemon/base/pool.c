@@ -102,6 +102,7 @@ void devq_pool_init(struct devq_pool *p, size_t size, unsigned keep)
 	p->keep = keep;
 	p->nfree = 0;
 	p->free = NULL;
+	p->chunk = 0;
 }
 
 void devq_pool_fini(struct devq_pool *p)
@@ -122,7 +123,7 @@ void *devq_pool_get(struct devq_pool *p)
 		return calloc(1, p->size);
 	memcpy(&p->free, x, sizeof(void *));
 	p->nfree--;
-	cached -= chunk_bytes(x);
+	cached -= p->chunk;
 	memset(x, 0, p->size);
 	return x;
 }
@@ -138,5 +139,7 @@ void devq_pool_put(struct devq_pool *p, void *x)
 	memcpy(x, &p->free, sizeof(void *));
 	p->free = x;
 	p->nfree++;
-	cached += chunk_bytes(x);
+	if (!p->chunk)
+		p->chunk = chunk_bytes(x);
+	cached += p->chunk;
 }

@@ -29,6 +29,9 @@ void devq_pool_arena_fini(struct devq_arena *a);
 /* Free list of records of one size; keeps at most `keep` of them. */
 struct devq_pool {
 	size_t size;
+	size_t chunk; /* heap bytes of one item (malloc's usable size + its
+		       * size word): the same for every item of one size, so
+		       * measured once, not at every get and put */
 	unsigned keep, nfree;
 	void *free; /* singly linked through the first word */
 };

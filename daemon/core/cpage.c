@@ -17,6 +17,9 @@
 #include <unistd.h>
 
 #include "base/log.h"
+#include "device/backend.h" /* DEVQ_BOP_MSG */
+
+_Static_assert(DEVQ_CREC_MSG >= DEVQ_BOP_MSG, "a ring entry holds any failure message whole");
 
 #ifndef F_SEAL_FUTURE_WRITE
 #define F_SEAL_FUTURE_WRITE 0x0010
@@ -68,8 +71,18 @@ int devq_cpage_create(unsigned nslots, struct devq_cpage **out, int fds_out[3])
 	cp->efd = -1;
 	const char *w = getenv("DEVQD_CPAGE_WAKE");
 	cp->always_wake = w && !strcmp(w, "always");
-	cp->pub_len = round_page(sizeof(struct devq_cpage_hdr) +
-				 (size_t)nslots * sizeof(struct devq_cpage_slot));
+	/* DEVQD_CRING_ENTRIES: entries of the record ring, a power of two
+	 * up to 65536 (others round down); 0: no ring (the benchmarks'
+	 * comparison: every record on the socket). */
+	const char *re = getenv("DEVQD_CRING_ENTRIES");
+	unsigned long ring_n = re && *re ? strtoul(re, NULL, 10) : DEVQ_CRING_DEFAULT;
+	if (ring_n > 65536)
+		ring_n = 65536;
+	while (ring_n & (ring_n - 1))
+		ring_n &= ring_n - 1;
+	size_t slots_end = round_page(sizeof(struct devq_cpage_hdr) +
+				      (size_t)nslots * sizeof(struct devq_cpage_slot));
+	cp->pub_len = slots_end + ring_n * sizeof(struct devq_crec);
 	cp->hint_len = round_page(sizeof(struct devq_cpage_hints));
 
 	if ((r = fd_pub = make_memfd("devq-cpage", cp->pub_len)) < 0 ||
@@ -108,6 +121,12 @@ int devq_cpage_create(unsigned nslots, struct devq_cpage **out, int fds_out[3])
 	cp->pub->magic = DEVQ_CPAGE_MAGIC;
 	cp->pub->layout = DEVQ_CPAGE_LAYOUT;
 	cp->pub->nslots = nslots;
+	if (ring_n) {
+		cp->ring = (struct devq_crec *)((char *)cp->pub + slots_end);
+		cp->ring_n = (uint32_t)ring_n;
+		cp->pub->ring_off = (uint32_t)slots_end;
+		cp->pub->ring_size = (uint32_t)ring_n;
+	}
 	fds_out[0] = fd_pub;
 	fds_out[1] = fd_hint;
 	fds_out[2] = efd_client;
@@ -145,9 +164,24 @@ static bool wants_wake(struct devq_cpage *cp, struct devq_cpage_slot *slot, uint
 {
 	if (!atomic_load_explicit(&cp->hint->waiters, memory_order_seq_cst))
 		return false;
+	/* A sleeper whose ring is half full is woken to take its records
+	 * before the ring fills (then they would travel the socket): once per
+	 * value of its head. */
+	if (devq_cpage_ring_armed(cp)) {
+		uint64_t head = atomic_load_explicit(&cp->hint->ring_head, memory_order_relaxed);
+		if (cp->ring_tail - head >= cp->ring_n / 2 && cp->ring_tail - head <= cp->ring_n) {
+			uint64_t key = head | 1ull << 63;
+			if (atomic_load_explicit(&cp->woke, memory_order_relaxed) != key) {
+				atomic_store_explicit(&cp->woke, key, memory_order_relaxed);
+				return true;
+			}
+		}
+	}
 	uint32_t ws = atomic_load_explicit(&cp->hint->wait_slot, memory_order_relaxed);
 	if (!ws)
 		return true;
+	if (!slot)
+		return false;
 	uint64_t wp = atomic_load_explicit(&cp->hint->wait_point, memory_order_relaxed);
 	if (ws - 1 != (uint32_t)(slot - devq_cpage_slots(cp->pub)) || point < wp)
 		return false;
@@ -165,12 +199,12 @@ static bool wants_wake(struct devq_cpage *cp, struct devq_cpage_slot *slot, uint
 void devq_cpage_publish(struct devq_cpage *cp, struct devq_cpage_slot *slot, uint64_t point,
 			bool failed)
 {
-	if (failed && point > atomic_load_explicit(&slot->failed, memory_order_relaxed))
+	if (slot && failed && point > atomic_load_explicit(&slot->failed, memory_order_relaxed))
 		atomic_store_explicit(&slot->failed, point, memory_order_release);
 	/* A queue completes in order, so this only ever raises the value;
 	 * the check keeps an out-of-band completion (enqueue failure on the
 	 * loop thread) from lowering it. */
-	if (point > atomic_load_explicit(&slot->completed, memory_order_relaxed))
+	if (slot && point > atomic_load_explicit(&slot->completed, memory_order_relaxed))
 		atomic_store_explicit(&slot->completed, point, memory_order_seq_cst);
 	atomic_fetch_add_explicit(&cp->pub->seq, 1, memory_order_seq_cst);
 	if (cp->always_wake || wants_wake(cp, slot, point))
@@ -181,6 +215,47 @@ void devq_cpage_publish(struct devq_cpage *cp, struct devq_cpage_slot *slot, uin
 		if (write(cp->efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
 			atomic_store_explicit(&cp->hint->evfd_armed, 0, memory_order_relaxed);
 	}
+}
+
+bool devq_cpage_ring_put(struct devq_cpage *cp, uint32_t queue, uint64_t point, int code,
+			 const char *msg, const uint64_t t[7])
+{
+	if (!devq_cpage_ring_armed(cp))
+		return false;
+	struct devq_cpage_hints *h = cp->hint;
+	if (cp->overflow) {
+		/* Back to the ring only once the client has read every record
+		 * sent on the socket: everything in the ring is then newer than
+		 * what it read there, and older than what comes next. */
+		if (atomic_load_explicit(&h->sock_seen, memory_order_acquire) != cp->sock_sent)
+			goto socket;
+		cp->overflow = false;
+		atomic_store_explicit(&cp->pub->ring_overflow, 0, memory_order_relaxed);
+	}
+	/* A head past the tail (a lying client) reads as full. */
+	if (cp->ring_tail - atomic_load_explicit(&h->ring_head, memory_order_acquire) >=
+	    cp->ring_n) {
+		cp->overflow = true;
+		atomic_store_explicit(&cp->pub->ring_overflow, 1, memory_order_relaxed);
+		goto socket;
+	}
+	struct devq_crec *e = &cp->ring[cp->ring_tail & (cp->ring_n - 1)];
+	e->point = point;
+	e->queue = queue;
+	e->code = code;
+	memcpy(e->t, t, sizeof(e->t));
+	if (code) {
+		size_t n = strnlen(msg, DEVQ_CREC_MSG - 1);
+		memcpy(e->msg, msg, n);
+		e->msg[n] = '\0';
+	} else {
+		e->msg[0] = '\0';
+	}
+	atomic_store_explicit(&cp->pub->ring_tail, ++cp->ring_tail, memory_order_release);
+	return true;
+socket:
+	cp->sock_sent++;
+	return false;
 }
 
 bool devq_cpage_client_reading(const struct devq_cpage *cp)

@@ -24,6 +24,13 @@ struct devq_cpage {
 	 * tens of microseconds to run and take itself off the hint, and
 	 * every publication meanwhile would wake it again for nothing. */
 	_Atomic uint64_t woke;
+	/* The record ring (proto/cpage_layout.h); written by completers under
+	 * the engine's completion lock, so one at a time. */
+	struct devq_crec *ring; /* NULL: none */
+	uint32_t ring_n;        /* entries, a power of two */
+	uint64_t ring_tail;     /* entries written */
+	bool overflow;          /* records go on the socket until the client caught up */
+	uint64_t sock_sent;     /* records routed to the socket since the client armed */
 };
 
 /* Makes the two memfds and the eventfd; fds_out gets the published page,
@@ -39,9 +46,27 @@ struct devq_cpage_slot *devq_cpage_slot_open(struct devq_cpage *cp, uint32_t que
 
 /* Completer thread: point of the slot's queue completed (failed or not),
  * then the wake-up of the client.  One writer per slot at a time (a queue
- * lives on one device stream); several slots may publish concurrently. */
+ * lives on one device stream); several slots may publish concurrently.
+ * slot NULL: only a record went into the ring (a queue without a slot). */
 void devq_cpage_publish(struct devq_cpage *cp, struct devq_cpage_slot *slot, uint64_t point,
 			bool failed);
+
+/* Completer thread, serialised by the caller (one record of the session at
+ * a time, in the order the loop will see the completions): offers one
+ * completion record to the ring.  t: Timing fields 1..7.  true: written to
+ * the ring, before any publication of its point; false: it must go on the
+ * socket (no ring, not armed, full, or earlier records still on their way
+ * there: see proto/cpage_layout.h).  Never blocks. */
+bool devq_cpage_ring_put(struct devq_cpage *cp, uint32_t queue, uint64_t point, int code,
+			 const char *msg, const uint64_t t[7]);
+
+/* Whether the client armed the ring (a record then costs no encoding when
+ * there is room). */
+static inline bool devq_cpage_ring_armed(const struct devq_cpage *cp)
+{
+	/* Exactly 1: a hint page full of garbage does not arm it. */
+	return cp->ring && atomic_load_explicit(&cp->hint->ring_armed, memory_order_relaxed) == 1;
+}
 
 /* Whether a client thread is blocked reading the socket (an untrusted
  * hint: it only makes the daemon's loop hurry). */

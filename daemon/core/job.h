@@ -34,6 +34,7 @@ struct devq_job {
 	struct devq_bop *winline[4]; /* b.waits when it has at most 4 entries */
 	struct devq_job *fnext; /* fair.c: waiting for a backend slot */
 	bool fhanded;           /* fair.c: given to the backend */
+	bool rec_ring; /* its completion record went into the session's ring */
 };
 
 /* The job a backend op belongs to: every devq_bop the daemon hands to a

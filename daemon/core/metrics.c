@@ -4,6 +4,7 @@
 #include "core/metrics.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,23 +18,37 @@ const uint64_t devq_metrics_bounds_ns[DEVQ_METRICS_BOUNDS] = {
 	2500000,   5000000,   10000000,	  50000000,   100000000,  1000000000,  10000000000,
 };
 
-static void observe(struct devq_metrics *m, int phase, uint64_t from, uint64_t to)
+/* For each power of two 2^k, the first bucket whose bound is at least
+ * 2^k: a value v in [2^k, 2^(k+1)) belongs there or a step or two above
+ * (consecutive bounds are at most 10x apart, usually 2-2.5x).  Filled on
+ * first use (loop thread only, like every metric). */
+static uint8_t first_bucket[64];
+static bool first_bucket_ready;
+
+static void fill_first_bucket(void)
+{
+	for (unsigned k = 0; k < 64; k++) {
+		uint64_t lo = 1ull << k;
+		unsigned i = 0;
+		while (i < DEVQ_METRICS_BOUNDS && devq_metrics_bounds_ns[i] < lo)
+			i++;
+		first_bucket[k] = (uint8_t)i;
+	}
+	first_bucket_ready = true;
+}
+
+static inline __attribute__((always_inline)) void observe(struct devq_metrics *m, int phase,
+							 uint64_t from, uint64_t to)
 {
 	if (!from || !to || to < from)
 		return;
 	uint64_t v = to - from;
-	/* The first bound above v, by halving: four looks instead of up to
-	 * fourteen, at four observations per completed op. */
-	unsigned lo = 0, n = DEVQ_METRICS_BOUNDS;
-	while (n) {
-		unsigned half = n / 2;
-		if (v > devq_metrics_bounds_ns[lo + half]) {
-			lo += half + 1;
-			n -= half + 1;
-		} else {
-			n = half;
-		}
-	}
+	/* The first bound at or above v, from its power of two: a table
+	 * look-up and a step or two, where a search of the fourteen bounds
+	 * cost ~65 instructions, at four observations per completed op. */
+	unsigned lo = v ? first_bucket[63 - __builtin_clzll(v)] : 0;
+	while (lo < DEVQ_METRICS_BOUNDS && v > devq_metrics_bounds_ns[lo])
+		lo++;
 	m->hist[phase][lo]++;
 	m->hist_sum[phase] += v;
 	m->hist_count[phase]++;
@@ -64,6 +79,8 @@ void devq_metrics_op_done(struct devq_metrics *m, uid_t uid, int code, uint64_t 
 			  uint64_t handoff, uint64_t device_start, uint64_t device_end,
 			  uint64_t observed)
 {
+	if (!first_bucket_ready)
+		fill_first_bucket();
 	uint64_t busy = device_start && device_end > device_start ? device_end - device_start : 0;
 	m->device_busy_ns += busy;
 	if (code)

@@ -21,9 +21,10 @@
 int devq_outbox_push_completions(struct devq_session *s)
 {
 	size_t n = s->ncmpl;
-	if (!n)
+	if (!n && !s->cmpl_nudge)
 		return 0;
 	s->ncmpl = 0;
+	s->cmpl_nudge = false;
 	size_t plen = devq_cmpl_enc_size(s->cmpl, n);
 	uint8_t *p;
 	int r = devq_tx_reserve(&s->tx, DEVQ_FRAME_DAEMON, plen, &p);

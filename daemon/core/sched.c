@@ -279,9 +279,23 @@ void devq_sched_on_complete(void *ud, struct devq_bop *bop)
 	 * then wait for the lazy timer, unless a client thread is blocked on
 	 * the socket for it.  Published under cmpl_lock: once a client has
 	 * seen the point, a drain by the loop is sure to find the op. */
+	struct devq_cpage *cp = op->s->cpage;
+	/* The record first, in the order the loop will see completions (the
+	 * lock): the client finds it in memory once it sees the point. */
+	if (cp && devq_cpage_ring_armed(cp)) {
+		/* Observed now, by the completer: the time the record says,
+		 * and the one the loop's metrics and trace keep for it. */
+		op->t_observed = devq_now_ns();
+		uint64_t t[7] = { op->t_client_submit, op->t_received, op->b.t_handoff,
+				  op->b.t_start,       op->b.t_end,	 op->t_observed,
+				  op->b.enqueue_ns };
+		op->rec_ring =
+			devq_cpage_ring_put(cp, op->q->id, op->point, op->b.code, op->b.msg, t);
+		if (op->rec_ring && !op->q->cslot)
+			devq_cpage_publish(cp, NULL, op->point, false); /* the wake-up */
+	}
 	if (op->q->cslot) {
-		devq_cpage_publish(op->s->cpage, op->q->cslot, op->point,
-				   op->b.code != DEVQ__CODE__OK);
+		devq_cpage_publish(cp, op->q->cslot, op->point, op->b.code != DEVQ__CODE__OK);
 		lazy = !devq_cpage_client_reading(op->s->cpage);
 		/* With ops waiting for backend slots, the loop must refill the
 		 * session's lanes: it comes once half a lane's worth completed,
@@ -320,7 +334,8 @@ static void complete_one(struct devq_engine *d, struct devq_job *op, uint64_t no
 		d->ev.device_lost(d->ev.ud, op);
 	}
 	op->completed = true;
-	op->t_observed = now;
+	if (!op->rec_ring) /* else stamped by the completer, in the record */
+		op->t_observed = now;
 	if (op->point != q->completed + 1)
 		log_err("queue %u completed point %llu after %llu: stream order broken", q->id,
 			(unsigned long long)op->point, (unsigned long long)q->completed);
@@ -335,7 +350,7 @@ static void complete_one(struct devq_engine *d, struct devq_job *op, uint64_t no
 	s->ops_completed++;
 	s->ops_in_flight--;
 	devq_metrics_op_done(&d->metrics, s->uid, op->b.code, op->t_client_submit, op->b.t_handoff,
-			     op->b.t_start, op->b.t_end, now);
+			     op->b.t_start, op->b.t_end, op->t_observed);
 	if (op->b.code != DEVQ__CODE__OK)
 		devq_slog(DEVQ_LOG_DEBUG, s, op->b.code, q->id, (int64_t)op->point,
 			  "queue %u point %llu failed: %s", q->id, (unsigned long long)op->point,
@@ -350,7 +365,14 @@ static void complete_one(struct devq_engine *d, struct devq_job *op, uint64_t no
 	op->b.waits = NULL;
 	op->b.nwaits = 0;
 
-	if (s->connected) {
+	/* A record already in the session's ring is not sent again; a client
+	 * that disarmed its ring meanwhile (it watches the socket) gets a
+	 * wake-up there to take it. */
+	if (s->connected && op->rec_ring && !devq_cpage_ring_armed(s->cpage)) {
+		s->cmpl_nudge = true;
+		devq_outbox_mark_dirty(s);
+	}
+	if (s->connected && !op->rec_ring) {
 		if (s->ncmpl == s->cmpl_cap) {
 			size_t ncap = s->cmpl_cap ? s->cmpl_cap * 2 : 16;
 			struct devq_cmpl *n = realloc(s->cmpl, ncap * sizeof(*n));

@@ -46,6 +46,9 @@ struct devq_session {
 	/* Completions gathered during one drain, sent as one frame. */
 	struct devq_cmpl *cmpl;
 	size_t ncmpl, cmpl_cap;
+	/* Send a Completions frame even with no record in it: a wake-up for
+	 * a client that watches the socket and just disarmed its ring. */
+	bool cmpl_nudge;
 	struct devq_session *dirty_next;
 	bool dirty;
 	struct devq_cpage *cpage; /* completion page (cpage.c), NULL: none */

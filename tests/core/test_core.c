@@ -15,8 +15,10 @@
 #include <unistd.h>
 
 #include "core/buffer.h"
+#include "core/cpage.h"
 #include "core/engine.h"
 #include "core/job.h"
+#include "core/metrics.h"
 #include "core/outbox.h"
 #include "core/quota.h"
 #include "core/sched.h"
@@ -671,6 +673,127 @@ START_TEST(test_session_freed_after_last_op)
 }
 END_TEST
 
+/* The completion record ring at its bound: exactly ring-size records fit;
+ * the next goes to the socket, and so does every record after it until the
+ * client says it read those, even once the ring has room again; then the
+ * ring again.  A head past the tail (a lying client) reads as full. */
+START_TEST(test_cring_at_bound_and_past)
+{
+	setenv("DEVQD_CRING_ENTRIES", "8", 1);
+	struct devq_cpage *cp;
+	int fds[3];
+	ck_assert_int_eq(devq_cpage_create(4, &cp, fds), 0);
+	unsetenv("DEVQD_CRING_ENTRIES");
+	for (int i = 0; i < 3; i++)
+		ck_assert_int_eq(close(fds[i]), 0);
+	ck_assert_uint_eq(cp->ring_n, 8);
+	ck_assert_uint_eq(cp->pub->ring_size, 8);
+	ck_assert_uint_ge(cp->pub->ring_off, sizeof(struct devq_cpage_hdr));
+	ck_assert_uint_ge(cp->pub_len, cp->pub->ring_off + 8 * sizeof(struct devq_crec));
+	uint64_t t[7] = { 1, 2, 3, 4, 5, 6, 7 };
+	/* Not armed (an older client): the socket, and not counted. */
+	ck_assert(!devq_cpage_ring_put(cp, 1, 1, 0, "", t));
+	ck_assert_uint_eq(cp->sock_sent, 0);
+	atomic_store(&cp->hint->ring_armed, 0xffffffffu); /* garbage is not 1 */
+	ck_assert(!devq_cpage_ring_put(cp, 1, 1, 0, "", t));
+	atomic_store(&cp->hint->ring_armed, 1);
+	for (uint64_t p = 1; p <= 8; p++)
+		ck_assert(devq_cpage_ring_put(cp, 1, p, 0, "", t));
+	ck_assert_uint_eq(atomic_load(&cp->pub->ring_tail), 8);
+	ck_assert_uint_eq(atomic_load(&cp->pub->ring_overflow), 0);
+	/* One past. */
+	ck_assert(!devq_cpage_ring_put(cp, 1, 9, 0, "", t));
+	ck_assert_uint_eq(atomic_load(&cp->pub->ring_overflow), 1);
+	ck_assert_uint_eq(cp->sock_sent, 1);
+	/* Room again, but record 9 is still on its way: 10 follows it. */
+	atomic_store(&cp->hint->ring_head, 8);
+	ck_assert(!devq_cpage_ring_put(cp, 1, 10, 0, "", t));
+	ck_assert_uint_eq(cp->sock_sent, 2);
+	atomic_store(&cp->hint->sock_seen, 1);
+	ck_assert(!devq_cpage_ring_put(cp, 1, 11, 0, "", t));
+	atomic_store(&cp->hint->sock_seen, 3);
+	/* Caught up: a failed op's record, message whole, in the ring. */
+	char msg[DEVQ_BOP_MSG];
+	memset(msg, 'm', sizeof(msg) - 1);
+	msg[sizeof(msg) - 1] = '\0';
+	ck_assert(devq_cpage_ring_put(cp, 2, 12, 7, msg, t));
+	ck_assert_uint_eq(atomic_load(&cp->pub->ring_overflow), 0);
+	const struct devq_crec *e = &cp->ring[8 & 7];
+	ck_assert_uint_eq(e->point, 12);
+	ck_assert_uint_eq(e->queue, 2);
+	ck_assert_int_eq(e->code, 7);
+	ck_assert_str_eq(e->msg, msg);
+	ck_assert_mem_eq(e->t, t, sizeof(t));
+	ck_assert_uint_eq(atomic_load(&cp->pub->ring_tail), 9);
+	/* A head past the tail reads as full: the socket, nothing overwritten. */
+	atomic_store(&cp->hint->ring_head, 1000);
+	ck_assert(!devq_cpage_ring_put(cp, 1, 13, 0, "", t));
+	ck_assert_uint_eq(atomic_load(&cp->pub->ring_tail), 9);
+	devq_cpage_free(cp);
+}
+END_TEST
+
+/* Each phase lands in the first bucket whose bound is at least its length,
+ * at every bound, one below and one past it (the bucket search is a table
+ * look-up by power of two, checked here against the plain scan). */
+START_TEST(test_metrics_buckets_at_bounds)
+{
+	static struct devq_metrics m;
+	uint64_t vals[3 * DEVQ_METRICS_BOUNDS + 4];
+	unsigned n = 0;
+	for (unsigned i = 0; i < DEVQ_METRICS_BOUNDS; i++) {
+		vals[n++] = devq_metrics_bounds_ns[i] - 1;
+		vals[n++] = devq_metrics_bounds_ns[i];
+		vals[n++] = devq_metrics_bounds_ns[i] + 1;
+	}
+	vals[n++] = 0;
+	vals[n++] = 1;
+	vals[n++] = 1ull << 40;
+	vals[n++] = UINT64_MAX / 4;
+	for (unsigned k = 0; k < n; k++) {
+		memset(&m, 0, sizeof(m));
+		uint64_t t0 = 1000; /* a phase from 0 is left out */
+		/* submit = v; the other phases 0 long */
+		devq_metrics_op_done(&m, 0, 0, t0, t0 + vals[k], t0 + vals[k], t0 + vals[k],
+				     t0 + vals[k]);
+		unsigned want = 0;
+		while (want < DEVQ_METRICS_BOUNDS && vals[k] > devq_metrics_bounds_ns[want])
+			want++;
+		ck_assert_msg(m.hist[0][want] == 1, "%llu ns not in bucket %u",
+			      (unsigned long long)vals[k], want);
+		ck_assert_uint_eq(m.hist_count[0], 1);
+		ck_assert_uint_eq(m.hist_sum[0], vals[k]);
+		ck_assert_uint_eq(m.hist[1][0], 1);
+	}
+}
+END_TEST
+
+/* DEVQD_CRING_ENTRIES: at most 65536 entries (exactly that, and one past
+ * it, give 65536); others round down to a power of two; 0 makes no ring. */
+START_TEST(test_cring_size_setting)
+{
+	static const struct {
+		const char *env;
+		uint32_t want;
+	} cases[] = { { "65536", 65536 }, { "65537", 65536 }, { "100", 64 }, { "1", 1 },
+		      { "0", 0 } };
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		setenv("DEVQD_CRING_ENTRIES", cases[i].env, 1);
+		struct devq_cpage *cp;
+		int fds[3];
+		ck_assert_int_eq(devq_cpage_create(4, &cp, fds), 0);
+		unsetenv("DEVQD_CRING_ENTRIES");
+		for (int k = 0; k < 3; k++)
+			ck_assert_int_eq(close(fds[k]), 0);
+		ck_assert_uint_eq(cp->ring_n, cases[i].want);
+		ck_assert_uint_eq(cp->pub->ring_size, cases[i].want);
+		ck_assert(cases[i].want ? cp->ring != NULL : cp->ring == NULL);
+		ck_assert_uint_eq(cp->pub->ring_off != 0, cases[i].want != 0);
+		devq_cpage_free(cp);
+	}
+}
+END_TEST
+
 int main(void)
 {
 	Suite *su = suite_create("core");
@@ -687,6 +810,9 @@ int main(void)
 	tcase_add_test(tc, test_submit_on_closed_queue);
 	tcase_add_test(tc, test_quota_refusals);
 	tcase_add_test(tc, test_session_freed_after_last_op);
+	tcase_add_test(tc, test_cring_at_bound_and_past);
+	tcase_add_test(tc, test_cring_size_setting);
+	tcase_add_test(tc, test_metrics_buckets_at_bounds);
 	suite_add_tcase(su, tc);
 	SRunner *sr = srunner_create(su);
 	srunner_run_all(sr, CK_NORMAL);
