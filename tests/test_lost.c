@@ -181,6 +181,37 @@ START_TEST(test_lost_reconnect)
 }
 END_TEST
 
+/* A long CPU op running on another stream when the device is lost does
+ * not hold the restart: devqd exits within its grace period (1 s) instead
+ * of when the op would have ended (8 s), and every session is told first. */
+START_TEST(test_lost_does_not_wait_for_running_op)
+{
+	harness_start(&D, FAULTS);
+	devq *a = conn(D.sock, "long-op");
+	devq *b = conn(D.sock, "faulty");
+	ck_assert_int_eq(devq_queue_open(a, 0), 0);
+	ck_assert_int_eq(devq_queue_open(b, 0), 0);
+	struct devq_arg spin[] = { a_u64("ns", 8000000000ull) };
+	submit_kernel(a, 0, exe(a, "spin"), spin, 1);
+	ck_assert_int_eq(devq_flush(a), 0);
+	usleep(50000); /* a's spin is running */
+	struct devq_arg f[] = { a_u64("ns", 1000000) };
+	uint64_t pb = submit_kernel(b, 0, exe(b, "fault"), f, 1);
+	assert_lost(b, 0, pb);
+	uint64_t t0 = harness_now_ns();
+	ck_assert_int_eq(harness_wait(&D), 69);
+	double s = (double)(harness_now_ns() - t0) / 1e9;
+	fprintf(stderr, "device lost with an 8 s op running: devqd exited after %.2f s\n", s);
+	ck_assert_msg(s < (harness_slow() ? 5.0 : 3.0),
+		      "devqd took %.2f s to exit after the device was lost", s);
+	struct devq_error e;
+	lost_notice(a, &e);
+	ck_assert_msg(strstr(e.message, "your work in flight fails"), "%s", e.message);
+	devq_disconnect(a);
+	devq_disconnect(b);
+}
+END_TEST
+
 /* A non-admin uid is told the device was lost, whether its work ran and
  * what to do, first and whole, and nothing of the other sessions (issue
  * 14 #7: the notice named every busy session's pid, uid and name). */
@@ -273,6 +304,7 @@ int main(void)
 	tcase_add_test(tc, test_fault_hidden_without_flag);
 	tcase_add_test(tc, test_lost_exact_attribution);
 	tcase_add_test(tc, test_lost_reconnect);
+	tcase_add_test(tc, test_lost_does_not_wait_for_running_op);
 	tcase_add_test(tc, test_lost_notice_hides_others);
 	suite_add_tcase(s, tc);
 	return harness_main(s);

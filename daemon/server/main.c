@@ -74,7 +74,7 @@ static void usage(FILE *f)
 		"the maximum op duration), everything is freed, exit status 0.  When the device\n"
 		"is lost (a sticky GPU fault) every op in flight fails, every session is told\n"
 		"(device_lost) and devqd exits with status 69 so that its service manager\n"
-		"starts a fresh one.\n");
+		"starts a fresh one; ops still running 1 s after the loss are not waited for.\n");
 }
 
 static int parse_u64(const char *opt, const char *s, uint64_t min, uint64_t max, uint64_t *out)

@@ -612,6 +612,23 @@ static void on_stop_tick(uv_timer_t *t)
 		finish_stop(d);
 		return;
 	}
+	if (d->e.device_lost && devq_now_ns() - d->stop_started > DEVQ_LOST_GRACE_NS) {
+		/* The device is gone: an op still running (a CPU op, a kernel
+		 * the fault did not abort) cannot produce anything useful, and
+		 * waiting for it only keeps every client from the restarted
+		 * daemon.  The notices and the completions so far go out (best
+		 * effort, the sockets do not block); the backend may still use
+		 * our memory, so leave without cleanup. */
+		log_err("device lost: %llu ops still running after %llu ms; exiting with "
+			"status %d without waiting for them",
+			(unsigned long long)d->e.ops_in_flight,
+			(unsigned long long)(DEVQ_LOST_GRACE_NS / 1000000), d->exit_code);
+		for (struct devq_session *s = d->e.sessions; s; s = s->next)
+			if (s->connected)
+				session_flush(s);
+		fflush(NULL);
+		_exit(d->exit_code);
+	}
 	if (devq_now_ns() - d->stop_started > d->e.cfg.stop_grace_ns) {
 		/* The backend still runs ops on our memory: freeing it is not
 		 * safe, so leave without cleanup and say so. */

@@ -17,6 +17,11 @@
 /* Exit status after the device was lost (EX_UNAVAILABLE): the service
  * manager restarts devqd on a fresh device context. */
 #define DEVQ_EXIT_DEVICE_LOST 69
+/* After a device loss, how long the ops still in flight may take to report
+ * it before devqd exits without them (a sticky fault fails a GPU's streams
+ * at once; a CPU op, or a kernel the fault did not abort, would hold the
+ * restart for as long as it runs). */
+#define DEVQ_LOST_GRACE_NS 1000000000ull
 
 struct devq_notify;
 
