@@ -15,6 +15,7 @@
 #include "devq.h"
 #include "harness.h"
 #include "kernels.h"
+#include "server/notice.h"
 
 static struct daemon_proc D;
 static const char *const FAULTS[] = { "--test-fault-injection", NULL };
@@ -212,6 +213,77 @@ START_TEST(test_lost_does_not_wait_for_running_op)
 }
 END_TEST
 
+#define ADVICE "device lost, devqd restarts: reconnect and re-import shared buffers"
+
+/* The cut of a notice to what a client keeps, at exactly the limit and one
+ * past it, and never inside a UTF-8 character. */
+START_TEST(test_notice_fit_limit)
+{
+	char m[DEVQ_NOTICE_KEPT + 8], want[DEVQ_NOTICE_KEPT + 8];
+	memset(m, 'a', DEVQ_NOTICE_KEPT);
+	m[DEVQ_NOTICE_KEPT] = '\0';
+	ck_assert_uint_eq(devq_notice_fit(m, DEVQ_NOTICE_KEPT), DEVQ_NOTICE_KEPT);
+	ck_assert_uint_eq(strlen(m), DEVQ_NOTICE_KEPT);
+	ck_assert_int_eq(m[DEVQ_NOTICE_KEPT - 1], 'a'); /* whole: no "..." */
+
+	memset(m, 'a', DEVQ_NOTICE_KEPT + 1);
+	m[DEVQ_NOTICE_KEPT + 1] = '\0';
+	ck_assert_uint_eq(devq_notice_fit(m, DEVQ_NOTICE_KEPT), DEVQ_NOTICE_KEPT);
+	memset(want, 'a', DEVQ_NOTICE_KEPT - 3);
+	memcpy(want + DEVQ_NOTICE_KEPT - 3, "...", 4);
+	ck_assert_str_eq(m, want);
+
+	/* A two-byte character across the cut goes whole. */
+	memset(m, 'a', DEVQ_NOTICE_KEPT + 4);
+	m[DEVQ_NOTICE_KEPT - 4] = (char)0xc3;
+	m[DEVQ_NOTICE_KEPT - 3] = (char)0xa9;
+	m[DEVQ_NOTICE_KEPT + 4] = '\0';
+	ck_assert_uint_eq(devq_notice_fit(m, DEVQ_NOTICE_KEPT), DEVQ_NOTICE_KEPT - 1);
+	ck_assert_int_eq(m[DEVQ_NOTICE_KEPT - 5], 'a');
+	ck_assert_str_eq(m + DEVQ_NOTICE_KEPT - 4, "...");
+}
+END_TEST
+
+/* Many busy sessions with long names make an admin's notice longer than
+ * a client keeps: it starts with the advice and says that it was cut
+ * (before, libdevq cut it silently at 255 bytes, and a notice built with
+ * the advice last lost the advice: "... reconnect and r"). */
+START_TEST(test_lost_notice_fits)
+{
+	harness_start(&D, FAULTS);
+	enum { N = 4 };
+	devq *q[N];
+	struct devq_arg spin[] = { a_u64("ns", 300000000) };
+	for (int i = 0; i < N; i++) {
+		char name[64];
+		snprintf(name, sizeof(name), "a-session-name-long-enough-to-fill-the-notice-%d", i);
+		q[i] = conn(D.sock, name);
+		ck_assert_int_eq(devq_queue_open(q[i], 0), 0);
+		if (i < N - 1) {
+			submit_kernel(q[i], 0, exe(q[i], "spin"), spin, 1);
+			ck_assert_int_eq(devq_flush(q[i]), 0);
+		}
+	}
+	usleep(20000); /* the spins are running */
+	struct devq_arg f[] = { a_u64("ns", 1000000) };
+	uint64_t p = submit_kernel(q[N - 1], 0, exe(q[N - 1], "fault"), f, 1);
+	assert_lost(q[N - 1], 0, p);
+	for (int i = 0; i < N; i++) {
+		struct devq_error e;
+		lost_notice(q[i], &e);
+		size_t n = strlen(e.message);
+		fprintf(stderr, "notice %d (%zu bytes): %s\n", i, n, e.message);
+		ck_assert_msg(strncmp(e.message, ADVICE, strlen(ADVICE)) == 0, "%s", e.message);
+		ck_assert_uint_le(n, DEVQ_NOTICE_KEPT);
+		ck_assert_msg(n < DEVQ_NOTICE_KEPT - 3 || strcmp(e.message + n - 3, "...") == 0,
+			      "cut without saying so: %s", e.message);
+	}
+	ck_assert_int_eq(harness_wait(&D), 69);
+	for (int i = 0; i < N; i++)
+		devq_disconnect(q[i]);
+}
+END_TEST
+
 /* A non-admin uid is told the device was lost, whether its work ran and
  * what to do, first and whole, and nothing of the other sessions (issue
  * 14 #7: the notice named every busy session's pid, uid and name). */
@@ -274,7 +346,7 @@ START_TEST(test_lost_notice_hides_others)
 		      WIFEXITED(st) ? WEXITSTATUS(st) : -1);
 	ck_assert_int_gt(n, 0);
 	fprintf(stderr, "uid 65534 was told (%zu bytes): %s\n", strlen(msg), msg);
-	ck_assert_msg(strstr(msg, "reconnect and re-import"), "%s", msg);
+	ck_assert_msg(strncmp(msg, ADVICE, strlen(ADVICE)) == 0, "%s", msg);
 	ck_assert_msg(strstr(msg, "your work in flight fails"), "%s", msg);
 	char pidstr[32];
 	snprintf(pidstr, sizeof(pidstr), "pid %d", (int)getpid());
@@ -285,7 +357,7 @@ START_TEST(test_lost_notice_hides_others)
 	/* Root, an admin, is still told who had work. */
 	struct devq_error e;
 	lost_notice(bad, &e);
-	ck_assert_msg(strstr(e.message, "reconnect and re-import"), "%s", e.message);
+	ck_assert_msg(strncmp(e.message, ADVICE, strlen(ADVICE)) == 0, "%s", e.message);
 	ck_assert_msg(strstr(e.message, "2 sessions had work on the device"), "%s", e.message);
 	ck_assert_int_eq(harness_wait(&D), 69);
 	devq_disconnect(bad);
@@ -305,6 +377,8 @@ int main(void)
 	tcase_add_test(tc, test_lost_exact_attribution);
 	tcase_add_test(tc, test_lost_reconnect);
 	tcase_add_test(tc, test_lost_does_not_wait_for_running_op);
+	tcase_add_test(tc, test_notice_fit_limit);
+	tcase_add_test(tc, test_lost_notice_fits);
 	tcase_add_test(tc, test_lost_notice_hides_others);
 	suite_add_tcase(s, tc);
 	return harness_main(s);

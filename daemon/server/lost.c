@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "server/server.h"
+#include "server/notice.h"
 
 #include "base/log.h"
 #include "core/job.h"
@@ -20,6 +21,10 @@
 #include "core/session.h"
 
 #define LOST_MSG 480
+/* What every notice starts with: what the client must do. */
+#define LOST_ADVICE                                                             \
+	"device lost, devqd restarts: reconnect and re-import shared buffers " \
+	"(device buffers are gone)"
 
 static void describe(const struct devq_session *s, char *buf, size_t n)
 {
@@ -57,11 +62,12 @@ void devq_lost_notify(struct devq_daemon *d, const struct devq_job *op)
 	log_err("device lost: %s; %s; stopping with status %d for a restart", op->b.msg, cause,
 		DEVQ_EXIT_DEVICE_LOST);
 
-	/* The advice first: a client keeps only the first 255 bytes of a
-	 * message.  Who else had work (pids, uids, names) and the faulting
-	 * op's own message go only to admins and to that op's session; a
-	 * non-admin learns that the device was lost, whether its own work was
-	 * running, and what to do. */
+	/* The advice first, and the whole notice within what a client keeps
+	 * (DEVQ_NOTICE_KEPT, cut with "..." past it): who else had work (pids,
+	 * uids, names) and the faulting op's own message go only to admins and
+	 * to that op's session; a non-admin learns that the device was lost,
+	 * whether its own work was running, and what to do.  The log above
+	 * has it all. */
 	for (struct devq_session *s = d->e.sessions; s; s = s->next) {
 		if (!s->connected || !s->hello_done)
 			continue;
@@ -69,16 +75,14 @@ void devq_lost_notify(struct devq_daemon *d, const struct devq_job *op)
 			: s->ops_in_flight ? "your work in flight fails"
 					   : "you had no work on the device";
 		bool own = op->s == s;
+		char msg[sizeof(cause) + 320]; /* cut to DEVQ_NOTICE_KEPT below */
 		if (s->admin)
-			devq_outbox_error(s, DEVQ__CODE__DEVICE_LOST, "device", NULL, NULL,
-					   "device lost, devqd restarts: reconnect and re-import "
-					   "shared buffers (device buffers are gone). %s; %s; "
-					   "device error: %.120s",
-					   role, cause, op->b.msg);
+			snprintf(msg, sizeof(msg), "%s. %s; %s; device error: %.120s", LOST_ADVICE,
+				 role, cause, op->b.msg);
 		else
-			devq_outbox_error(s, DEVQ__CODE__DEVICE_LOST, "device", NULL, NULL,
-					   "device lost, devqd restarts: reconnect and re-import "
-					   "shared buffers (device buffers are gone). %s%s%.120s",
-					   role, own ? "; device error: " : "", own ? op->b.msg : "");
+			snprintf(msg, sizeof(msg), "%s. %s%s%.120s", LOST_ADVICE, role,
+				 own ? "; device error: " : "", own ? op->b.msg : "");
+		devq_notice_fit(msg, DEVQ_NOTICE_KEPT);
+		devq_outbox_error(s, DEVQ__CODE__DEVICE_LOST, "device", NULL, NULL, "%s", msg);
 	}
 }
