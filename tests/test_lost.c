@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <errno.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -16,6 +18,10 @@
 #include "harness.h"
 #include "kernels.h"
 #include "server/notice.h"
+
+/* daemon/server/culprit.h's DEVQ_CULPRIT_MAX (that header needs the
+ * daemon's config). */
+#define DEVQ_CULPRIT_MAX_TEST 256
 
 static struct daemon_proc D;
 static const char *const FAULTS[] = { "--test-fault-injection", NULL };
@@ -368,6 +374,221 @@ START_TEST(test_lost_notice_hides_others)
 }
 END_TEST
 
+/* ---- uids whose work keeps losing the device ---------------------------- */
+
+/* Runs, as uid, a client that connects and, with fault, faults the device
+ * and waits for its notice.  Returns devq_connect's result (after a
+ * fault: 0 when the notice came); msg gets the refusal or the notice. */
+static int as_uid(uid_t uid, bool fault, char *msg, size_t len)
+{
+	int out[2];
+	ck_assert_int_eq(pipe(out), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		close(out[0]);
+		if (setgroups(0, NULL) < 0 || setgid(uid) < 0 || setuid(uid) < 0)
+			_exit(90);
+		devq *q = NULL;
+		int r = devq_connect(D.sock, "tenant", &q);
+		char m[512] = "";
+		snprintf(m, sizeof(m), "%s", q ? devq_last_error(q) : "");
+		if (r == 0 && fault) {
+			struct devq_arg a = a_u64("ns", 1000000);
+			struct devq_op op = { .queue = 0, .kind = DEVQ_OP_KERNEL,
+					      .exec = exe(q, "fault"), .args = &a, .nargs = 1 };
+			uint64_t p;
+			struct devq_error e;
+			r = 1;
+			if (devq_queue_open(q, 0) == 0 && devq_submit(q, &op, 1, &p) == 0 &&
+			    devq_flush(q) == 0) {
+				for (int i = 0; i < 2000 && r; i++) {
+					if (devq_next_error(q, &e) == 1 &&
+					    e.code == DEVQ_E_DEVICE_LOST) {
+						snprintf(m, sizeof(m), "%s", e.message);
+						r = 0;
+					} else if (devq_poll(q) < 0 &&
+						   devq_next_error(q, &e) != 1) {
+						break;
+					} else {
+						usleep(5000);
+					}
+				}
+			}
+		}
+		size_t n = strlen(m) + 1;
+		if (write(out[1], &r, sizeof(r)) != sizeof(r) || write(out[1], m, n) != (ssize_t)n)
+			_exit(91);
+		if (q)
+			devq_disconnect(q);
+		_exit(0);
+	}
+	close(out[1]);
+	int r = -999;
+	ck_assert_int_eq(read(out[0], &r, sizeof(r)), sizeof(r));
+	ssize_t n = read(out[0], msg, len - 1);
+	msg[n > 0 ? n : 0] = '\0';
+	close(out[0]);
+	int st;
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "client as uid %u: exit %d",
+		      (unsigned)uid, WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+	return r;
+}
+
+static char state_dir[64];
+static char state_file[128];
+
+static void start_open(const char *const *args, bool restart)
+{
+	if (restart)
+		harness_restart(&D, args);
+	else
+		harness_start(&D, args);
+	ck_assert_int_eq(chmod(D.dir, 0755), 0);
+	ck_assert_int_eq(chmod(D.sock, 0666), 0);
+}
+
+static bool log_has(const char *what)
+{
+	FILE *f = fopen(D.log, "r");
+	ck_assert_ptr_nonnull(f);
+	char line[2048];
+	bool found = false;
+	while (!found && fgets(line, sizeof(line), f))
+		found = strstr(line, what) != NULL;
+	fclose(f);
+	return found;
+}
+
+static void state_setup(void)
+{
+	snprintf(state_dir, sizeof(state_dir), "/tmp/devq-state-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(state_dir));
+	snprintf(state_file, sizeof(state_file), "%s/lost-uids.dev0", state_dir);
+}
+
+static void state_teardown(void)
+{
+	unlink(state_file);
+	ck_assert_int_eq(rmdir(state_dir), 0);
+}
+
+/* Two device losses caused by uid 65534 (lost-refuse-after 2): after the
+ * restart that uid is refused with a message that says why and until when;
+ * another uid and root are served; the journal says it at start. */
+START_TEST(test_lost_refuses_culprit_uid)
+{
+	if (geteuid() != 0) {
+		fprintf(stderr, "SKIP: test_lost_refuses_culprit_uid needs root to setuid\n");
+		return;
+	}
+	state_setup();
+	const char *args[] = { "--test-fault-injection", "--allow-users", "65534,65533",
+			       "--state-dir", state_dir, "--lost-refuse-after", "2",
+			       "--lost-refuse-s", "600", NULL };
+	char msg[512];
+	for (int i = 0; i < 2; i++) {
+		start_open(args, i > 0);
+		ck_assert_int_eq(as_uid(65534, false, msg, sizeof(msg)), 0); /* not refused yet */
+		ck_assert_msg(as_uid(65534, true, msg, sizeof(msg)) == 0, "%s", msg);
+		fprintf(stderr, "loss %d, uid 65534 was told: %s\n", i + 1, msg);
+		ck_assert_msg(strstr(msg, "your work faulted the device"), "%s", msg);
+		if (i == 1)
+			ck_assert_msg(strstr(msg, "uid 65534 is refused for 600 s (2 device losses)"),
+				      "%s", msg);
+		else
+			ck_assert_msg(!strstr(msg, "refused"), "%s", msg);
+		ck_assert_int_eq(harness_wait(&D), 69);
+	}
+	ck_assert_msg(log_has("uid 65534 refused for 600 s: its work lost the device 2 times"),
+		      "no refusal line at the second loss");
+
+	start_open(args, true);
+	int r = as_uid(65534, false, msg, sizeof(msg));
+	fprintf(stderr, "after the restart, uid 65534: r=%d: %s\n", r, msg);
+	ck_assert_int_eq(r, -EACCES);
+	ck_assert_msg(strstr(msg, "uid 65534 is refused until") &&
+			      strstr(msg, "lost the device 2 times"),
+		      "%s", msg);
+	ck_assert_int_eq(as_uid(65533, false, msg, sizeof(msg)), 0);
+	devq *root = conn(D.sock, "admin");
+	devq_disconnect(root);
+	ck_assert_msg(log_has("uid 65534 refused until"), "no startup line naming uid 65534");
+	ck_assert_msg(log_has("refused: uid 65534 is refused until"), "no refusal line");
+	ck_assert_int_eq(harness_stop(&D), 0);
+	state_teardown();
+}
+END_TEST
+
+static void write_state(const char *text)
+{
+	FILE *f = fopen(state_file, "w");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_int_ge(fputs(text, f), 0);
+	ck_assert_int_eq(fclose(f), 0);
+}
+
+/* A state file of n uids, all refused now, uid 65534 the last. */
+static void write_full_state(unsigned n)
+{
+	FILE *f = fopen(state_file, "w");
+	ck_assert_ptr_nonnull(f);
+	fprintf(f, "devqd lost-uids 1\n");
+	long long now = (long long)time(NULL);
+	for (unsigned i = 1; i < n; i++)
+		fprintf(f, "%u 5 %lld\n", 20000 + i, now);
+	fprintf(f, "65534 5 %lld\n", now);
+	ck_assert_int_eq(fclose(f), 0);
+}
+
+/* A corrupt state file is logged and ignored, never a failed start; the
+ * file's uids are read up to DEVQ_CULPRIT_MAX, exactly, and not one past;
+ * lost-refuse-s 0 refuses nobody. */
+START_TEST(test_lost_state_file)
+{
+	if (geteuid() != 0) {
+		fprintf(stderr, "SKIP: test_lost_state_file needs root to setuid\n");
+		return;
+	}
+	state_setup();
+	const char *args[] = { "--allow-users", "65534", "--state-dir", state_dir, NULL };
+	char msg[512];
+
+	write_state("devqd lost-uids 1\n65534 5 notanumber\n");
+	start_open(args, false);
+	ck_assert_int_eq(as_uid(65534, false, msg, sizeof(msg)), 0);
+	ck_assert_msg(log_has("line 2: not 'UID LOSSES SECONDS'; ignoring the file"),
+		      "corrupt file not logged");
+	ck_assert_int_eq(harness_stop(&D), 0);
+
+	write_state("\x7f" "ELF garbage\n");
+	start_open(args, false);
+	ck_assert_int_eq(as_uid(65534, false, msg, sizeof(msg)), 0);
+	ck_assert_int_eq(harness_stop(&D), 0);
+
+	write_full_state(DEVQ_CULPRIT_MAX_TEST);
+	start_open(args, false);
+	ck_assert_int_eq(as_uid(65534, false, msg, sizeof(msg)), -EACCES);
+	ck_assert_msg(strstr(msg, "lost the device 5 times"), "%s", msg);
+	ck_assert_int_eq(harness_stop(&D), 0);
+
+	write_full_state(DEVQ_CULPRIT_MAX_TEST + 1);
+	start_open(args, false);
+	ck_assert_int_eq(as_uid(65534, false, msg, sizeof(msg)), 0);
+	ck_assert_msg(log_has("1 uids past the first 256 ignored"), "no line for the uid past the limit");
+	ck_assert_int_eq(harness_stop(&D), 0);
+
+	write_full_state(2);
+	const char *off[] = { "--allow-users", "65534", "--state-dir", state_dir,
+			      "--lost-refuse-s", "0", NULL };
+	start_open(off, false);
+	ck_assert_int_eq(as_uid(65534, false, msg, sizeof(msg)), 0);
+	ck_assert_int_eq(harness_stop(&D), 0);
+	state_teardown();
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("lost");
@@ -379,6 +600,8 @@ int main(void)
 	tcase_add_test(tc, test_lost_does_not_wait_for_running_op);
 	tcase_add_test(tc, test_notice_fit_limit);
 	tcase_add_test(tc, test_lost_notice_fits);
+	tcase_add_test(tc, test_lost_refuses_culprit_uid);
+	tcase_add_test(tc, test_lost_state_file);
 	tcase_add_test(tc, test_lost_notice_hides_others);
 	suite_add_tcase(s, tc);
 	return harness_main(s);

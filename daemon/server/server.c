@@ -13,6 +13,8 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <systemd/sd-daemon.h>
@@ -428,6 +430,9 @@ static void admit(struct devq_daemon *d, struct devq_session *s, const struct de
 		code = DEVQ__CODE__PERMISSION_DENIED;
 	} else if (!devq_policy_admits(&d->policy, peer, why, sizeof(why))) {
 		code = DEVQ__CODE__PERMISSION_DENIED;
+	} else if (!s->admin && devq_culprit_refuses(&d->culprits, peer->uid, &d->e.cfg,
+						     (int64_t)time(NULL), why, sizeof(why))) {
+		code = DEVQ__CODE__PERMISSION_DENIED;
 	} else {
 		code = devq_session_admit(s, why, sizeof(why));
 	}
@@ -819,6 +824,17 @@ int devq_server_start(struct devq_daemon *d)
 		log_err("access policy: %s", perr);
 		return 2;
 	}
+	/* Uids refused after device losses, from before a restart. */
+	const char *state_dir = d->e.cfg.state_dir;
+	char env_dir[PATH_MAX];
+	if (!state_dir && getenv("STATE_DIRECTORY")) {
+		/* systemd's StateDirectory=: the first of a ':' list. */
+		snprintf(env_dir, sizeof(env_dir), "%s", getenv("STATE_DIRECTORY"));
+		env_dir[strcspn(env_dir, ":")] = '\0';
+		state_dir = env_dir;
+	}
+	devq_culprit_load(&d->culprits, state_dir, d->e.cfg.device, &d->e.cfg,
+			  (int64_t)time(NULL));
 	int fd = inherited_socket();
 	if (fd == -EINVAL)
 		return 1;

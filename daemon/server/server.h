@@ -12,6 +12,7 @@
 #include <uv.h>
 
 #include "core/engine.h"
+#include "server/culprit.h"
 #include "server/policy.h"
 
 /* Exit status after the device was lost (EX_UNAVAILABLE): the service
@@ -46,6 +47,7 @@ struct devq_daemon {
 	uv_prepare_t flush_prep;
 	struct devq_notify *notify; /* notify.c: READY/STATUS/WATCHDOG state */
 	struct devq_policy policy;  /* policy.c: who may connect */
+	struct devq_culprits culprits; /* culprit.c: uids refused after device losses */
 	unsigned nthrottled;        /* sessions not read: over their in-flight quota */
 	/* fd exhaustion (server.c): a spare fd kept open so that at EMFILE one
 	 * pending connection can still be accepted (an admin's is served, any
