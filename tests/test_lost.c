@@ -26,6 +26,18 @@
 static struct daemon_proc D;
 static const char *const FAULTS[] = { "--test-fault-injection", NULL };
 
+static bool log_has(const char *what)
+{
+	FILE *f = fopen(D.log, "r");
+	ck_assert_ptr_nonnull(f);
+	char line[2048];
+	bool found = false;
+	while (!found && fgets(line, sizeof(line), f))
+		found = strstr(line, what) != NULL;
+	fclose(f);
+	return found;
+}
+
 static uint64_t submit_kernel(devq *q, uint32_t queue, const struct devq_exec *e,
 			      struct devq_arg *args, size_t nargs)
 {
@@ -256,8 +268,10 @@ END_TEST
  * the advice last lost the advice: "... reconnect and r"). */
 START_TEST(test_lost_notice_fits)
 {
-	harness_start(&D, FAULTS);
-	enum { N = 4 };
+	/* A stream each: every spin runs when the fault does. */
+	const char *args[] = { "--test-fault-injection", "--streams", "16", NULL };
+	harness_start(&D, args);
+	enum { N = 8 }; /* more names than the daemon's list of them holds */
 	devq *q[N];
 	struct devq_arg spin[] = { a_u64("ns", 300000000) };
 	for (int i = 0; i < N; i++) {
@@ -284,6 +298,8 @@ START_TEST(test_lost_notice_fits)
 		ck_assert_msg(n < DEVQ_NOTICE_KEPT - 3 || strcmp(e.message + n - 3, "...") == 0,
 			      "cut without saying so: %s", e.message);
 	}
+	/* Every busy session counted, past those the list could name. */
+	ck_assert_msg(log_has("8 sessions had work on the device"), "sessions miscounted");
 	ck_assert_int_eq(harness_wait(&D), 69);
 	for (int i = 0; i < N; i++)
 		devq_disconnect(q[i]);
@@ -447,18 +463,6 @@ static void start_open(const char *const *args, bool restart)
 		harness_start(&D, args);
 	ck_assert_int_eq(chmod(D.dir, 0755), 0);
 	ck_assert_int_eq(chmod(D.sock, 0666), 0);
-}
-
-static bool log_has(const char *what)
-{
-	FILE *f = fopen(D.log, "r");
-	ck_assert_ptr_nonnull(f);
-	char line[2048];
-	bool found = false;
-	while (!found && fgets(line, sizeof(line), f))
-		found = strstr(line, what) != NULL;
-	fclose(f);
-	return found;
 }
 
 static void state_setup(void)
