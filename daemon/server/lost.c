@@ -66,9 +66,10 @@ void devq_lost_notify(struct devq_daemon *d, const struct devq_job *op)
 
 	/* The loss is that uid's when only its sessions had work: counted,
 	 * and past lost-refuse-after the uid is refused for a while
-	 * (culprit.c).  Recorded before the restart this loss causes. */
+	 * (culprit.c).  Recorded before the restart this loss causes.  Root
+	 * and the admin group are not counted: they are never refused. */
 	char refusal[160] = "";
-	if (culprit && one_uid) {
+	if (culprit && one_uid && !culprit->admin) { /* admins are never refused */
 		const struct devq_config *cfg = &d->e.cfg;
 		unsigned losses = devq_culprit_record(&d->culprits, (uint32_t)culprit->uid, cfg,
 						      (int64_t)time(NULL));
