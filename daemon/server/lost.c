@@ -104,7 +104,7 @@ void devq_lost_notify(struct devq_daemon *d, const struct devq_job *op)
 			: s->ops_in_flight ? "your work in flight fails"
 					   : "you had no work on the device";
 		bool own = op->s == s;
-		char msg[sizeof(cause) + 320]; /* cut to DEVQ_NOTICE_KEPT below */
+		char msg[sizeof(cause) + sizeof(refusal) + 320]; /* cut to DEVQ_NOTICE_KEPT below */
 		const char *told = s->admin || s->uid == culprit->uid ? refusal : "";
 		if (s->admin)
 			snprintf(msg, sizeof(msg), "%s. %s%s; %s; device error: %.120s", LOST_ADVICE,

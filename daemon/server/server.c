@@ -597,6 +597,9 @@ static void finish_stop(struct devq_daemon *d)
 		session_flush(s); /* best effort: the last completions */
 		session_close(s);
 	}
+	/* A session still marked dirty is never freed when its connection
+	 * closes (a refused one, closed before any wake-up drained the list). */
+	flush_dirty(d);
 	close_handle((uv_handle_t *)&d->wake);
 	close_handle((uv_handle_t *)&d->lazy_timer);
 	close_handle((uv_handle_t *)&d->flush_prep);
