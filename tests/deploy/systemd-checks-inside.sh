@@ -304,7 +304,7 @@ culprit_refused() {
 	if as carol devctl status >out 2>&1; then no "carol was served after a restart"; fi
 	journalctl -q -u devqd.service -p notice -o cat | grep -q "uid $CAROL refused until" ||
 		no "no startup line naming uid $CAROL"
-	note="$(grep -o 'refused until [^(]*' out | head -n 1)"
+	note="$(grep -o 'refused until [^(]*UTC' out | head -n 1)"
 }
 check culprit_refused culprit_refused
 
