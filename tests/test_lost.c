@@ -593,6 +593,73 @@ START_TEST(test_lost_state_file)
 }
 END_TEST
 
+/* A loss when the record already holds DEVQ_CULPRIT_MAX uids: the one whose
+ * last loss is oldest goes, the file stays at the limit. */
+START_TEST(test_lost_record_full)
+{
+	if (geteuid() != 0) {
+		fprintf(stderr, "SKIP: test_lost_record_full needs root to setuid\n");
+		return;
+	}
+	state_setup();
+	FILE *f = fopen(state_file, "w");
+	ck_assert_ptr_nonnull(f);
+	fprintf(f, "devqd lost-uids 1\n");
+	long long now = (long long)time(NULL);
+	for (unsigned i = 1; i <= DEVQ_CULPRIT_MAX_TEST; i++)
+		fprintf(f, "%u 1 %lld\n", 20000 + i, now - (i == 7 ? 500 : 100));
+	ck_assert_int_eq(fclose(f), 0);
+	const char *args[] = { "--test-fault-injection", "--allow-users", "65534", "--state-dir",
+			       state_dir, "--lost-refuse-after", "1", NULL };
+	char msg[512];
+	start_open(args, false);
+	ck_assert_msg(as_uid(65534, true, msg, sizeof(msg)) == 0, "%s", msg);
+	ck_assert_int_eq(harness_wait(&D), 69);
+	f = fopen(state_file, "r");
+	ck_assert_ptr_nonnull(f);
+	char line[128];
+	unsigned lines = 0;
+	bool has_new = false, has_oldest = false;
+	while (fgets(line, sizeof(line), f)) {
+		lines++;
+		has_new |= strncmp(line, "65534 1 ", 8) == 0;
+		has_oldest |= strncmp(line, "20007 ", 6) == 0;
+	}
+	fclose(f);
+	ck_assert_uint_eq(lines, 1 + DEVQ_CULPRIT_MAX_TEST);
+	ck_assert(has_new);
+	ck_assert(!has_oldest);
+	start_open(args, true);
+	ck_assert_int_eq(as_uid(65534, false, msg, sizeof(msg)), -EACCES);
+	ck_assert_int_eq(harness_stop(&D), 0);
+	state_teardown();
+}
+END_TEST
+
+/* The keys' bounds, at exactly the limit and one past (devqd.conf(5)). */
+START_TEST(test_lost_refuse_bounds)
+{
+	static const struct {
+		const char *flags;
+		int code;
+	} cases[] = {
+		{ "--lost-refuse-after 1", 0 },	       { "--lost-refuse-after 0", 2 },
+		{ "--lost-refuse-after 1000", 0 },     { "--lost-refuse-after 1001", 2 },
+		{ "--lost-refuse-s 0", 0 },	       { "--lost-refuse-s 2592000", 0 },
+		{ "--lost-refuse-s 2592001", 2 },      { "--state-dir /nonexistent", 0 },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char cmd[512];
+		snprintf(cmd, sizeof(cmd), "%s --check-config -c /dev/null %s >/dev/null 2>&1",
+			 harness_bin("devqd"), cases[i].flags);
+		int st = system(cmd);
+		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == cases[i].code,
+			      "devqd --check-config %s: exit %d, want %d", cases[i].flags,
+			      WIFEXITED(st) ? WEXITSTATUS(st) : -1, cases[i].code);
+	}
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("lost");
@@ -606,6 +673,8 @@ int main(void)
 	tcase_add_test(tc, test_lost_notice_fits);
 	tcase_add_test(tc, test_lost_refuses_culprit_uid);
 	tcase_add_test(tc, test_lost_state_file);
+	tcase_add_test(tc, test_lost_refuse_bounds);
+	tcase_add_test(tc, test_lost_record_full);
 	tcase_add_test(tc, test_lost_notice_hides_others);
 	suite_add_tcase(s, tc);
 	return harness_main(s);
