@@ -3,6 +3,8 @@
 # daemon side (the kernels and the fatbin are built by mk/cuda.mk).
 TESTS += test_lost
 HARNESS_TESTS += test_lost
+# The cut of notices to what a client keeps, tested on its own there.
+$(BUILD)/tests/test_lost: $(call obj,daemon/server/notice.c)
 
 # The CUDA backend: its objects include <cuda.h>; the calibration
 # arithmetic is pure C and tested in every build.

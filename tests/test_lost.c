@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <errno.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -15,9 +17,26 @@
 #include "devq.h"
 #include "harness.h"
 #include "kernels.h"
+#include "server/notice.h"
+
+/* daemon/server/culprit.h's DEVQ_CULPRIT_MAX (that header needs the
+ * daemon's config). */
+#define DEVQ_CULPRIT_MAX_TEST 256
 
 static struct daemon_proc D;
 static const char *const FAULTS[] = { "--test-fault-injection", NULL };
+
+static bool log_has(const char *what)
+{
+	FILE *f = fopen(D.log, "r");
+	ck_assert_ptr_nonnull(f);
+	char line[2048];
+	bool found = false;
+	while (!found && fgets(line, sizeof(line), f))
+		found = strstr(line, what) != NULL;
+	fclose(f);
+	return found;
+}
 
 static uint64_t submit_kernel(devq *q, uint32_t queue, const struct devq_exec *e,
 			      struct devq_arg *args, size_t nargs)
@@ -181,6 +200,112 @@ START_TEST(test_lost_reconnect)
 }
 END_TEST
 
+/* A long CPU op running on another stream when the device is lost does
+ * not hold the restart: devqd exits within its grace period (1 s) instead
+ * of when the op would have ended (8 s), and every session is told first. */
+START_TEST(test_lost_does_not_wait_for_running_op)
+{
+	harness_start(&D, FAULTS);
+	devq *a = conn(D.sock, "long-op");
+	devq *b = conn(D.sock, "faulty");
+	ck_assert_int_eq(devq_queue_open(a, 0), 0);
+	ck_assert_int_eq(devq_queue_open(b, 0), 0);
+	struct devq_arg spin[] = { a_u64("ns", 8000000000ull) };
+	submit_kernel(a, 0, exe(a, "spin"), spin, 1);
+	ck_assert_int_eq(devq_flush(a), 0);
+	usleep(50000); /* a's spin is running */
+	struct devq_arg f[] = { a_u64("ns", 1000000) };
+	uint64_t pb = submit_kernel(b, 0, exe(b, "fault"), f, 1);
+	assert_lost(b, 0, pb);
+	uint64_t t0 = harness_now_ns();
+	ck_assert_int_eq(harness_wait(&D), 69);
+	double s = (double)(harness_now_ns() - t0) / 1e9;
+	fprintf(stderr, "device lost with an 8 s op running: devqd exited after %.2f s\n", s);
+	ck_assert_msg(s < (harness_slow() ? 5.0 : 3.0),
+		      "devqd took %.2f s to exit after the device was lost", s);
+	struct devq_error e;
+	lost_notice(a, &e);
+	ck_assert_msg(strstr(e.message, "your work in flight fails"), "%s", e.message);
+	devq_disconnect(a);
+	devq_disconnect(b);
+}
+END_TEST
+
+#define ADVICE "device lost, devqd restarts: reconnect and re-import shared buffers"
+
+/* The cut of a notice to what a client keeps, at exactly the limit and one
+ * past it, and never inside a UTF-8 character. */
+START_TEST(test_notice_fit_limit)
+{
+	char m[DEVQ_NOTICE_KEPT + 8], want[DEVQ_NOTICE_KEPT + 8];
+	memset(m, 'a', DEVQ_NOTICE_KEPT);
+	m[DEVQ_NOTICE_KEPT] = '\0';
+	ck_assert_uint_eq(devq_notice_fit(m, DEVQ_NOTICE_KEPT), DEVQ_NOTICE_KEPT);
+	ck_assert_uint_eq(strlen(m), DEVQ_NOTICE_KEPT);
+	ck_assert_int_eq(m[DEVQ_NOTICE_KEPT - 1], 'a'); /* whole: no "..." */
+
+	memset(m, 'a', DEVQ_NOTICE_KEPT + 1);
+	m[DEVQ_NOTICE_KEPT + 1] = '\0';
+	ck_assert_uint_eq(devq_notice_fit(m, DEVQ_NOTICE_KEPT), DEVQ_NOTICE_KEPT);
+	memset(want, 'a', DEVQ_NOTICE_KEPT - 3);
+	memcpy(want + DEVQ_NOTICE_KEPT - 3, "...", 4);
+	ck_assert_str_eq(m, want);
+
+	/* A two-byte character across the cut goes whole. */
+	memset(m, 'a', DEVQ_NOTICE_KEPT + 4);
+	m[DEVQ_NOTICE_KEPT - 4] = (char)0xc3;
+	m[DEVQ_NOTICE_KEPT - 3] = (char)0xa9;
+	m[DEVQ_NOTICE_KEPT + 4] = '\0';
+	ck_assert_uint_eq(devq_notice_fit(m, DEVQ_NOTICE_KEPT), DEVQ_NOTICE_KEPT - 1);
+	ck_assert_int_eq(m[DEVQ_NOTICE_KEPT - 5], 'a');
+	ck_assert_str_eq(m + DEVQ_NOTICE_KEPT - 4, "...");
+}
+END_TEST
+
+/* Many busy sessions with long names make an admin's notice longer than
+ * a client keeps: it starts with the advice and says that it was cut
+ * (before, libdevq cut it silently at 255 bytes, and a notice built with
+ * the advice last lost the advice: "... reconnect and r"). */
+START_TEST(test_lost_notice_fits)
+{
+	/* A stream each: every spin runs when the fault does. */
+	const char *args[] = { "--test-fault-injection", "--streams", "16", NULL };
+	harness_start(&D, args);
+	enum { N = 8 }; /* more names than the daemon's list of them holds */
+	devq *q[N];
+	struct devq_arg spin[] = { a_u64("ns", 300000000) };
+	for (int i = 0; i < N; i++) {
+		char name[64];
+		snprintf(name, sizeof(name), "a-session-name-long-enough-to-fill-the-notice-%d", i);
+		q[i] = conn(D.sock, name);
+		ck_assert_int_eq(devq_queue_open(q[i], 0), 0);
+		if (i < N - 1) {
+			submit_kernel(q[i], 0, exe(q[i], "spin"), spin, 1);
+			ck_assert_int_eq(devq_flush(q[i]), 0);
+		}
+	}
+	usleep(20000); /* the spins are running */
+	struct devq_arg f[] = { a_u64("ns", 1000000) };
+	uint64_t p = submit_kernel(q[N - 1], 0, exe(q[N - 1], "fault"), f, 1);
+	assert_lost(q[N - 1], 0, p);
+	for (int i = 0; i < N; i++) {
+		struct devq_error e;
+		lost_notice(q[i], &e);
+		size_t n = strlen(e.message);
+		fprintf(stderr, "notice %d (%zu bytes): %s\n", i, n, e.message);
+		ck_assert_msg(strncmp(e.message, ADVICE, strlen(ADVICE)) == 0, "%s", e.message);
+		ck_assert_uint_le(n, DEVQ_NOTICE_KEPT);
+		ck_assert_msg(n < DEVQ_NOTICE_KEPT - 3 || strcmp(e.message + n - 3, "...") == 0,
+			      "cut without saying so: %s", e.message);
+	}
+	/* Every busy session counted, past those the list could name. */
+	ck_assert_msg(log_has("8 sessions had work on the device"), "sessions miscounted");
+	ck_assert_int_eq(harness_wait(&D), 69);
+	for (int i = 0; i < N; i++)
+		devq_disconnect(q[i]);
+}
+END_TEST
+
 /* A non-admin uid is told the device was lost, whether its work ran and
  * what to do, first and whole, and nothing of the other sessions (issue
  * 14 #7: the notice named every busy session's pid, uid and name). */
@@ -243,7 +368,7 @@ START_TEST(test_lost_notice_hides_others)
 		      WIFEXITED(st) ? WEXITSTATUS(st) : -1);
 	ck_assert_int_gt(n, 0);
 	fprintf(stderr, "uid 65534 was told (%zu bytes): %s\n", strlen(msg), msg);
-	ck_assert_msg(strstr(msg, "reconnect and re-import"), "%s", msg);
+	ck_assert_msg(strncmp(msg, ADVICE, strlen(ADVICE)) == 0, "%s", msg);
 	ck_assert_msg(strstr(msg, "your work in flight fails"), "%s", msg);
 	char pidstr[32];
 	snprintf(pidstr, sizeof(pidstr), "pid %d", (int)getpid());
@@ -254,7 +379,7 @@ START_TEST(test_lost_notice_hides_others)
 	/* Root, an admin, is still told who had work. */
 	struct devq_error e;
 	lost_notice(bad, &e);
-	ck_assert_msg(strstr(e.message, "reconnect and re-import"), "%s", e.message);
+	ck_assert_msg(strncmp(e.message, ADVICE, strlen(ADVICE)) == 0, "%s", e.message);
 	ck_assert_msg(strstr(e.message, "2 sessions had work on the device"), "%s", e.message);
 	ck_assert_int_eq(harness_wait(&D), 69);
 	devq_disconnect(bad);
@@ -262,6 +387,276 @@ START_TEST(test_lost_notice_hides_others)
 	close(ready[1]);
 	close(out[0]);
 	close(out[1]);
+}
+END_TEST
+
+/* ---- uids whose work keeps losing the device ---------------------------- */
+
+/* Runs, as uid, a client that connects and, with fault, faults the device
+ * and waits for its notice.  Returns devq_connect's result (after a
+ * fault: 0 when the notice came); msg gets the refusal or the notice. */
+static int as_uid(uid_t uid, bool fault, char *msg, size_t len)
+{
+	int out[2];
+	ck_assert_int_eq(pipe(out), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		close(out[0]);
+		if (setgroups(0, NULL) < 0 || setgid(uid) < 0 || setuid(uid) < 0)
+			_exit(90);
+		devq *q = NULL;
+		int r = devq_connect(D.sock, "tenant", &q);
+		char m[512] = "";
+		snprintf(m, sizeof(m), "%s", q ? devq_last_error(q) : "");
+		if (r == 0 && fault) {
+			struct devq_arg a = a_u64("ns", 1000000);
+			struct devq_op op = { .queue = 0, .kind = DEVQ_OP_KERNEL,
+					      .exec = exe(q, "fault"), .args = &a, .nargs = 1 };
+			uint64_t p;
+			struct devq_error e;
+			r = 1;
+			if (devq_queue_open(q, 0) == 0 && devq_submit(q, &op, 1, &p) == 0 &&
+			    devq_flush(q) == 0) {
+				for (int i = 0; i < 2000 && r; i++) {
+					if (devq_next_error(q, &e) == 1 &&
+					    e.code == DEVQ_E_DEVICE_LOST) {
+						snprintf(m, sizeof(m), "%s", e.message);
+						r = 0;
+					} else if (devq_poll(q) < 0 &&
+						   devq_next_error(q, &e) != 1) {
+						break;
+					} else {
+						usleep(5000);
+					}
+				}
+			}
+		}
+		size_t n = strlen(m) + 1;
+		if (write(out[1], &r, sizeof(r)) != sizeof(r) || write(out[1], m, n) != (ssize_t)n)
+			_exit(91);
+		if (q)
+			devq_disconnect(q);
+		_exit(0);
+	}
+	close(out[1]);
+	int r = -999;
+	ck_assert_int_eq(read(out[0], &r, sizeof(r)), sizeof(r));
+	ssize_t n = read(out[0], msg, len - 1);
+	msg[n > 0 ? n : 0] = '\0';
+	close(out[0]);
+	int st;
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "client as uid %u: exit %d",
+		      (unsigned)uid, WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+	return r;
+}
+
+static char state_dir[64];
+static char state_file[128];
+
+static void start_open(const char *const *args, bool restart)
+{
+	if (restart)
+		harness_restart(&D, args);
+	else
+		harness_start(&D, args);
+	ck_assert_int_eq(chmod(D.dir, 0755), 0);
+	ck_assert_int_eq(chmod(D.sock, 0666), 0);
+}
+
+static void state_setup(void)
+{
+	snprintf(state_dir, sizeof(state_dir), "/tmp/devq-state-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(state_dir));
+	snprintf(state_file, sizeof(state_file), "%s/lost-uids.dev0", state_dir);
+}
+
+static void state_teardown(void)
+{
+	unlink(state_file);
+	ck_assert_int_eq(rmdir(state_dir), 0);
+}
+
+/* Two device losses caused by uid 65534 (lost-refuse-after 2): after the
+ * restart that uid is refused with a message that says why and until when;
+ * another uid and root are served; the journal says it at start. */
+START_TEST(test_lost_refuses_culprit_uid)
+{
+	if (geteuid() != 0) {
+		fprintf(stderr, "SKIP: test_lost_refuses_culprit_uid needs root to setuid\n");
+		return;
+	}
+	state_setup();
+	const char *args[] = { "--test-fault-injection", "--allow-users", "65534,65533",
+			       "--state-dir", state_dir, "--lost-refuse-after", "2",
+			       "--lost-refuse-s", "600", NULL };
+	char msg[512];
+	for (int i = 0; i < 2; i++) {
+		start_open(args, i > 0);
+		ck_assert_int_eq(as_uid(65534, false, msg, sizeof(msg)), 0); /* not refused yet */
+		ck_assert_msg(as_uid(65534, true, msg, sizeof(msg)) == 0, "%s", msg);
+		fprintf(stderr, "loss %d, uid 65534 was told: %s\n", i + 1, msg);
+		ck_assert_msg(strstr(msg, "your work faulted the device"), "%s", msg);
+		if (i == 1)
+			ck_assert_msg(strstr(msg, "uid 65534 is refused for 600 s (2 device losses)"),
+				      "%s", msg);
+		else
+			ck_assert_msg(!strstr(msg, "refused"), "%s", msg);
+		ck_assert_int_eq(harness_wait(&D), 69);
+	}
+	ck_assert_msg(log_has("uid 65534 refused for 600 s: its work lost the device 2 times"),
+		      "no refusal line at the second loss");
+
+	start_open(args, true);
+	int r = as_uid(65534, false, msg, sizeof(msg));
+	fprintf(stderr, "after the restart, uid 65534: r=%d: %s\n", r, msg);
+	ck_assert_int_eq(r, -EACCES);
+	ck_assert_msg(strstr(msg, "uid 65534 is refused until") &&
+			      strstr(msg, "lost the device 2 times"),
+		      "%s", msg);
+	ck_assert_int_eq(as_uid(65533, false, msg, sizeof(msg)), 0);
+	devq *root = conn(D.sock, "admin");
+	devq_disconnect(root);
+	ck_assert_msg(log_has("uid 65534 refused until"), "no startup line naming uid 65534");
+	ck_assert_msg(log_has("refused: uid 65534 is refused until"), "no refusal line");
+	ck_assert_int_eq(harness_stop(&D), 0);
+	state_teardown();
+}
+END_TEST
+
+static void write_state(const char *text)
+{
+	FILE *f = fopen(state_file, "w");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_int_ge(fputs(text, f), 0);
+	ck_assert_int_eq(fclose(f), 0);
+}
+
+/* A state file of n uids, all refused now, uid 65534 the last. */
+static void write_full_state(unsigned n)
+{
+	FILE *f = fopen(state_file, "w");
+	ck_assert_ptr_nonnull(f);
+	fprintf(f, "devqd lost-uids 1\n");
+	long long now = (long long)time(NULL);
+	for (unsigned i = 1; i < n; i++)
+		fprintf(f, "%u 5 %lld\n", 20000 + i, now);
+	fprintf(f, "65534 5 %lld\n", now);
+	ck_assert_int_eq(fclose(f), 0);
+}
+
+/* A corrupt state file is logged and ignored, never a failed start; the
+ * file's uids are read up to DEVQ_CULPRIT_MAX, exactly, and not one past;
+ * lost-refuse-s 0 refuses nobody. */
+START_TEST(test_lost_state_file)
+{
+	if (geteuid() != 0) {
+		fprintf(stderr, "SKIP: test_lost_state_file needs root to setuid\n");
+		return;
+	}
+	state_setup();
+	const char *args[] = { "--allow-users", "65534", "--state-dir", state_dir, NULL };
+	char msg[512];
+
+	write_state("devqd lost-uids 1\n65534 5 notanumber\n");
+	start_open(args, false);
+	ck_assert_int_eq(as_uid(65534, false, msg, sizeof(msg)), 0);
+	ck_assert_msg(log_has("line 2: not 'UID LOSSES SECONDS'; ignoring the file"),
+		      "corrupt file not logged");
+	ck_assert_int_eq(harness_stop(&D), 0);
+
+	write_state("\x7f" "ELF garbage\n");
+	start_open(args, false);
+	ck_assert_int_eq(as_uid(65534, false, msg, sizeof(msg)), 0);
+	ck_assert_int_eq(harness_stop(&D), 0);
+
+	write_full_state(DEVQ_CULPRIT_MAX_TEST);
+	start_open(args, false);
+	ck_assert_int_eq(as_uid(65534, false, msg, sizeof(msg)), -EACCES);
+	ck_assert_msg(strstr(msg, "lost the device 5 times"), "%s", msg);
+	ck_assert_int_eq(harness_stop(&D), 0);
+
+	write_full_state(DEVQ_CULPRIT_MAX_TEST + 1);
+	start_open(args, false);
+	ck_assert_int_eq(as_uid(65534, false, msg, sizeof(msg)), 0);
+	ck_assert_msg(log_has("1 uids past the first 256 ignored"), "no line for the uid past the limit");
+	ck_assert_int_eq(harness_stop(&D), 0);
+
+	write_full_state(2);
+	const char *off[] = { "--allow-users", "65534", "--state-dir", state_dir,
+			      "--lost-refuse-s", "0", NULL };
+	start_open(off, false);
+	ck_assert_int_eq(as_uid(65534, false, msg, sizeof(msg)), 0);
+	ck_assert_int_eq(harness_stop(&D), 0);
+	state_teardown();
+}
+END_TEST
+
+/* A loss when the record already holds DEVQ_CULPRIT_MAX uids: the one whose
+ * last loss is oldest goes, the file stays at the limit. */
+START_TEST(test_lost_record_full)
+{
+	if (geteuid() != 0) {
+		fprintf(stderr, "SKIP: test_lost_record_full needs root to setuid\n");
+		return;
+	}
+	state_setup();
+	FILE *f = fopen(state_file, "w");
+	ck_assert_ptr_nonnull(f);
+	fprintf(f, "devqd lost-uids 1\n");
+	long long now = (long long)time(NULL);
+	for (unsigned i = 1; i <= DEVQ_CULPRIT_MAX_TEST; i++)
+		fprintf(f, "%u 1 %lld\n", 20000 + i, now - (i == 7 ? 500 : 100));
+	ck_assert_int_eq(fclose(f), 0);
+	const char *args[] = { "--test-fault-injection", "--allow-users", "65534", "--state-dir",
+			       state_dir, "--lost-refuse-after", "1", NULL };
+	char msg[512];
+	start_open(args, false);
+	ck_assert_msg(as_uid(65534, true, msg, sizeof(msg)) == 0, "%s", msg);
+	ck_assert_int_eq(harness_wait(&D), 69);
+	f = fopen(state_file, "r");
+	ck_assert_ptr_nonnull(f);
+	char line[128];
+	unsigned lines = 0;
+	bool has_new = false, has_oldest = false;
+	while (fgets(line, sizeof(line), f)) {
+		lines++;
+		has_new |= strncmp(line, "65534 1 ", 8) == 0;
+		has_oldest |= strncmp(line, "20007 ", 6) == 0;
+	}
+	fclose(f);
+	ck_assert_uint_eq(lines, 1 + DEVQ_CULPRIT_MAX_TEST);
+	ck_assert(has_new);
+	ck_assert(!has_oldest);
+	start_open(args, true);
+	ck_assert_int_eq(as_uid(65534, false, msg, sizeof(msg)), -EACCES);
+	ck_assert_int_eq(harness_stop(&D), 0);
+	state_teardown();
+}
+END_TEST
+
+/* The keys' bounds, at exactly the limit and one past (devqd.conf(5)). */
+START_TEST(test_lost_refuse_bounds)
+{
+	static const struct {
+		const char *flags;
+		int code;
+	} cases[] = {
+		{ "--lost-refuse-after 1", 0 },	       { "--lost-refuse-after 0", 2 },
+		{ "--lost-refuse-after 1000", 0 },     { "--lost-refuse-after 1001", 2 },
+		{ "--lost-refuse-s 0", 0 },	       { "--lost-refuse-s 2592000", 0 },
+		{ "--lost-refuse-s 2592001", 2 },      { "--state-dir /nonexistent", 0 },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char cmd[512];
+		snprintf(cmd, sizeof(cmd), "%s --check-config -c /dev/null %s >/dev/null 2>&1",
+			 harness_bin("devqd"), cases[i].flags);
+		int st = system(cmd);
+		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == cases[i].code,
+			      "devqd --check-config %s: exit %d, want %d", cases[i].flags,
+			      WIFEXITED(st) ? WEXITSTATUS(st) : -1, cases[i].code);
+	}
 }
 END_TEST
 
@@ -273,6 +668,13 @@ int main(void)
 	tcase_add_test(tc, test_fault_hidden_without_flag);
 	tcase_add_test(tc, test_lost_exact_attribution);
 	tcase_add_test(tc, test_lost_reconnect);
+	tcase_add_test(tc, test_lost_does_not_wait_for_running_op);
+	tcase_add_test(tc, test_notice_fit_limit);
+	tcase_add_test(tc, test_lost_notice_fits);
+	tcase_add_test(tc, test_lost_refuses_culprit_uid);
+	tcase_add_test(tc, test_lost_state_file);
+	tcase_add_test(tc, test_lost_refuse_bounds);
+	tcase_add_test(tc, test_lost_record_full);
 	tcase_add_test(tc, test_lost_notice_hides_others);
 	suite_add_tcase(s, tc);
 	return harness_main(s);

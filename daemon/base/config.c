@@ -68,14 +68,20 @@ static const struct cfg_key keys[] = {
 	{ "quota-user-sessions", CFG_UINT, F(q_user_sessions), 1, 1u << 20, 0, NULL },
 	{ "quota-session-fds", CFG_UINT, F(q_session_fds), 506, 1u << 16, 0, NULL },
 	{ "quota-outbound-kb", CFG_U64, F(q_outbound), 4, 1ull << 30, 1024, NULL },
+	/* Device losses (culprit.c): refusing a uid whose work keeps losing it. */
+	{ "lost-refuse-after", CFG_UINT, F(lost_refuse_after), 1, 1000, 0, NULL },
+	{ "lost-refuse-s", CFG_U64, F(lost_refuse_s), 0, 30ull * 24 * 3600, 1, NULL },
+	{ "state-dir", CFG_STR, F(state_dir), 0, 0, 0, NULL },
 };
 
 #undef F
 
 /* Keys SIGHUP applies at once: fields the daemon reads each time it needs
  * them, never ones it derived state from at start (streams, quotas...). */
-static const char *const reloadable[] = { "max-op-ms", "max-buffer-mb", "max-queues", "verbose",
-					   "stall-timeout-ms" };
+static const char *const reloadable[] = { "max-op-ms",         "max-buffer-mb",
+					   "max-queues",        "verbose",
+					   "stall-timeout-ms",  "lost-refuse-after",
+					   "lost-refuse-s" };
 
 static bool is_reloadable(const char *key)
 {
@@ -323,6 +329,7 @@ int devq_config_load_argv(struct devq_config *cfg, int argc, char *const *argv)
 			static const char *const with_value[] = {
 				"--socket",	 "--backend",	   "--streams",	    "--device",
 				"--admin-group", "--allow-users", "--allow-groups", "--fair-shares",
+				"--state-dir",
 			};
 			for (size_t k = 0; k < sizeof(with_value) / sizeof(with_value[0]); k++)
 				if (!strcmp(a, with_value[k]))

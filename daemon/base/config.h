@@ -27,6 +27,13 @@ struct devq_config {
 	 * device or a completion thread is stuck (notify.c stops pinging). */
 	uint64_t stall_ns;
 	bool test_faults;         /* expose the fault-injection kernel (tests) */
+	/* Device losses (server/culprit.c): a uid whose work lost the device
+	 * lost_refuse_after times, each within lost_refuse_s seconds of the
+	 * last, is refused for lost_refuse_s (0: never).  state_dir keeps the
+	 * record across restarts (NULL: $STATE_DIRECTORY, or none). */
+	unsigned lost_refuse_after;
+	uint64_t lost_refuse_s;
+	const char *state_dir;
 	unsigned trace_records;   /* core/trace.c: op records kept (0: off) */
 	const char *admin_group;  /* may trace every user's sessions (NULL: root only) */
 	/* Tenancy (policy.c, quota.c, fair.c); 0 or NULL means the default,

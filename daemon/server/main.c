@@ -60,6 +60,13 @@ static void usage(FILE *f)
 		"      --quota-user-queues N, --quota-user-sessions N\n"
 		"      --quota-session-fds N   received fds waiting for their frames\n"
 		"      --quota-outbound-kb KB  unsent replies before a disconnect\n"
+		"Device losses:\n"
+		"      --lost-refuse-after N  device losses caused by one uid's work before\n"
+		"                          that uid is refused (default 3)\n"
+		"      --lost-refuse-s S   how long it is refused, and the window in which its\n"
+		"                          losses count (default 600; 0: never refuse)\n"
+		"      --state-dir DIR     where that record outlives a restart (default\n"
+		"                          $STATE_DIRECTORY, set by systemd: /var/lib/devqd)\n"
 		"      --check-config      read the configuration file and the flags, check\n"
 		"                          them as a start would (the access lists too), say\n"
 		"                          what is wrong and exit: 0 when devqd would accept\n"
@@ -74,7 +81,7 @@ static void usage(FILE *f)
 		"the maximum op duration), everything is freed, exit status 0.  When the device\n"
 		"is lost (a sticky GPU fault) every op in flight fails, every session is told\n"
 		"(device_lost) and devqd exits with status 69 so that its service manager\n"
-		"starts a fresh one.\n");
+		"starts a fresh one; ops still running 1 s after the loss are not waited for.\n");
 }
 
 static int parse_u64(const char *opt, const char *s, uint64_t min, uint64_t max, uint64_t *out)
@@ -125,6 +132,9 @@ int main(int argc, char **argv)
 		{ "quota-user-sessions", required_argument, NULL, DEVQ_OPT_BY_KEY },
 		{ "quota-session-fds", required_argument, NULL, DEVQ_OPT_BY_KEY },
 		{ "quota-outbound-kb", required_argument, NULL, DEVQ_OPT_BY_KEY },
+		{ "lost-refuse-after", required_argument, NULL, DEVQ_OPT_BY_KEY },
+		{ "lost-refuse-s", required_argument, NULL, DEVQ_OPT_BY_KEY },
+		{ "state-dir", required_argument, NULL, DEVQ_OPT_BY_KEY },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
@@ -142,6 +152,8 @@ int main(int argc, char **argv)
 	cfg.max_queues = 64;
 	cfg.stall_ns = 60ull * 1000 * 1000 * 1000;
 	cfg.trace_records = DEVQ_TRACE_DEFAULT_RECORDS;
+	cfg.lost_refuse_after = 3;
+	cfg.lost_refuse_s = 600;
 	d.listen_fd = -1;
 	int verbose = 0, c;
 	bool check_config = false;

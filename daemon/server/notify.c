@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <systemd/sd-daemon.h>
 
@@ -58,6 +59,11 @@ static void format_status(const struct devq_daemon *d, char *out, size_t len)
 			 (double)d->e.bytes_mapped / (1024.0 * 1024.0), d->e.be->name, d->e.be->device);
 	if (n > 0 && (size_t)n < len && d->e.backend_note[0])
 		n += snprintf(out + n, len - (size_t)n, "; %s", d->e.backend_note);
+	char refused[160];
+	if (n > 0 && (size_t)n < len &&
+	    devq_culprit_describe(&d->culprits, &d->e.cfg, (int64_t)time(NULL), refused,
+				  sizeof(refused)))
+		n += snprintf(out + n, len - (size_t)n, "; %s", refused);
 	if (n > 0 && (size_t)n < len && d->notify && d->notify->reload_error[0])
 		snprintf(out + n, len - (size_t)n, "; reload failed: %s", d->notify->reload_error);
 }

@@ -13,6 +13,8 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <systemd/sd-daemon.h>
@@ -428,6 +430,9 @@ static void admit(struct devq_daemon *d, struct devq_session *s, const struct de
 		code = DEVQ__CODE__PERMISSION_DENIED;
 	} else if (!devq_policy_admits(&d->policy, peer, why, sizeof(why))) {
 		code = DEVQ__CODE__PERMISSION_DENIED;
+	} else if (!s->admin && devq_culprit_refuses(&d->culprits, peer->uid, &d->e.cfg,
+						     (int64_t)time(NULL), why, sizeof(why))) {
+		code = DEVQ__CODE__PERMISSION_DENIED;
 	} else {
 		code = devq_session_admit(s, why, sizeof(why));
 	}
@@ -592,6 +597,9 @@ static void finish_stop(struct devq_daemon *d)
 		session_flush(s); /* best effort: the last completions */
 		session_close(s);
 	}
+	/* A session still marked dirty is never freed when its connection
+	 * closes (a refused one, closed before any wake-up drained the list). */
+	flush_dirty(d);
 	close_handle((uv_handle_t *)&d->wake);
 	close_handle((uv_handle_t *)&d->lazy_timer);
 	close_handle((uv_handle_t *)&d->flush_prep);
@@ -611,6 +619,23 @@ static void on_stop_tick(uv_timer_t *t)
 	if (d->e.ops_in_flight == 0) {
 		finish_stop(d);
 		return;
+	}
+	if (d->e.device_lost && devq_now_ns() - d->stop_started > DEVQ_LOST_GRACE_NS) {
+		/* The device is gone: an op still running (a CPU op, a kernel
+		 * the fault did not abort) cannot produce anything useful, and
+		 * waiting for it only keeps every client from the restarted
+		 * daemon.  The notices and the completions so far go out (best
+		 * effort, the sockets do not block); the backend may still use
+		 * our memory, so leave without cleanup. */
+		log_err("device lost: %llu ops still running after %llu ms; exiting with "
+			"status %d without waiting for them",
+			(unsigned long long)d->e.ops_in_flight,
+			(unsigned long long)(DEVQ_LOST_GRACE_NS / 1000000), d->exit_code);
+		for (struct devq_session *s = d->e.sessions; s; s = s->next)
+			if (s->connected)
+				session_flush(s);
+		fflush(NULL);
+		_exit(d->exit_code);
 	}
 	if (devq_now_ns() - d->stop_started > d->e.cfg.stop_grace_ns) {
 		/* The backend still runs ops on our memory: freeing it is not
@@ -802,6 +827,17 @@ int devq_server_start(struct devq_daemon *d)
 		log_err("access policy: %s", perr);
 		return 2;
 	}
+	/* Uids refused after device losses, from before a restart. */
+	const char *state_dir = d->e.cfg.state_dir;
+	char env_dir[PATH_MAX];
+	if (!state_dir && getenv("STATE_DIRECTORY")) {
+		/* systemd's StateDirectory=: the first of a ':' list. */
+		snprintf(env_dir, sizeof(env_dir), "%s", getenv("STATE_DIRECTORY"));
+		env_dir[strcspn(env_dir, ":")] = '\0';
+		state_dir = env_dir;
+	}
+	devq_culprit_load(&d->culprits, state_dir, d->e.cfg.device, &d->e.cfg,
+			  (int64_t)time(NULL));
 	int fd = inherited_socket();
 	if (fd == -EINVAL)
 		return 1;

@@ -12,11 +12,17 @@
 #include <uv.h>
 
 #include "core/engine.h"
+#include "server/culprit.h"
 #include "server/policy.h"
 
 /* Exit status after the device was lost (EX_UNAVAILABLE): the service
  * manager restarts devqd on a fresh device context. */
 #define DEVQ_EXIT_DEVICE_LOST 69
+/* After a device loss, how long the ops still in flight may take to report
+ * it before devqd exits without them (a sticky fault fails a GPU's streams
+ * at once; a CPU op, or a kernel the fault did not abort, would hold the
+ * restart for as long as it runs). */
+#define DEVQ_LOST_GRACE_NS 1000000000ull
 
 struct devq_notify;
 
@@ -41,6 +47,7 @@ struct devq_daemon {
 	uv_prepare_t flush_prep;
 	struct devq_notify *notify; /* notify.c: READY/STATUS/WATCHDOG state */
 	struct devq_policy policy;  /* policy.c: who may connect */
+	struct devq_culprits culprits; /* culprit.c: uids refused after device losses */
 	unsigned nthrottled;        /* sessions not read: over their in-flight quota */
 	/* fd exhaustion (server.c): a spare fd kept open so that at EMFILE one
 	 * pending connection can still be accepted (an admin's is served, any

@@ -216,11 +216,16 @@ sigsegv_restart() {
 }
 check sigsegv_restart sigsegv_restart
 
-mkdir -p /etc/systemd/system/devqd.service.d
-printf '[Service]\nExecStart=\nExecStart=/usr/sbin/devqd --test-fault-injection\n' \
-	>/etc/systemd/system/devqd.service.d/fault.conf
-systemctl daemon-reload
-systemctl restart devqd.service
+# The fault executable; no uid refused after its losses here (lost-refuse-s 0):
+# these checks are about the restarts (culprit_refused below is about that).
+fault_dropin() {
+	mkdir -p /etc/systemd/system/devqd.service.d
+	printf '[Service]\nExecStart=\nExecStart=/usr/sbin/devqd --test-fault-injection %s\n' "$*" \
+		>/etc/systemd/system/devqd.service.d/fault.conf
+	systemctl daemon-reload
+	systemctl restart devqd.service
+}
+fault_dropin --lost-refuse-s 0
 
 device_lost_restart() {
 	local t0 t1
@@ -234,6 +239,30 @@ device_lost_restart() {
 }
 check device_lost_restart device_lost_restart
 
+lost_long_op_restart() {
+	# An 8 s op running when the device is lost: devqd waits at most 1 s for
+	# it, then exits for its restart (it waited the whole 8 s).
+	local t0 t1 c ms
+	as alice devctl status >/dev/null 2>&1
+	as alice devctl submit spin ns=8000000000 >spin.out 2>&1 &
+	c=$!
+	until_ok 50 sh -c 'systemctl show -P StatusText devqd.service | grep -q "ops in flight 1"' ||
+		no "the 8 s op did not start"
+	t0=$(date +%s%N)
+	as alice devctl submit fault ns=0 >out 2>&1
+	grep -qi 'lost' out || no "the fault op did not report a lost device: $(cat out)"
+	until_ok 150 as alice devctl status || no "not serving again within 15 s of device loss"
+	t1=$(date +%s%N)
+	wait $c
+	ms=$(((t1 - t0) / 1000000))
+	note="served again after $ms ms with an 8 s op running"
+	# 1 s for the running op, RestartSec=1s, a start: well under the 8 s.
+	[ "$ms" -lt 5000 ] || no "served again only after $ms ms: the restart waited for the running op"
+	until_ok 30 sh -c "journalctl -q -u devqd.service -o cat | grep -q 'ops still running after 1000 ms'" ||
+		no "no journal line about the op left running"
+}
+check lost_long_op_restart lost_long_op_restart
+
 six_losses() {
 	local i
 	for i in 1 2 3 4 5 6; do
@@ -246,6 +275,48 @@ six_losses() {
 		no "devqd.socket is $(systemctl is-active devqd.socket) after six device losses"
 }
 check six_losses six_losses
+
+# A uid whose work keeps losing the device is refused for a while, across
+# the restarts (lost-refuse-after 2 here; the default is 3).
+fault_dropin --lost-refuse-after 2
+useradd -m -G devq carol
+CAROL=$(id -u carol)
+STATE=/var/lib/devqd/lost-uids.dev0
+culprit_refused() {
+	local i
+	for i in 1 2; do
+		as carol timeout 20 devctl submit fault ns=0 >out 2>&1
+		grep -qi 'lost' out || no "carol's loss $i: no lost device: $(cat out)"
+		until_ok 100 as alice devctl status || no "not serving again after carol's loss $i"
+	done
+	grep -q "uid $CAROL is refused for 600 s" out ||
+		no "carol was not told at the second loss: $(cat out)"
+	if as carol devctl status >out 2>&1; then no "carol was served after two losses"; fi
+	grep -q "uid $CAROL is refused until" out || no "carol's refusal does not say why: $(cat out)"
+	as alice devctl status >/dev/null 2>&1 || no "alice was refused too"
+	[ -s $STATE ] || no "no $STATE"
+	systemctl show -P StatusText devqd.service | grep -q "uids refused after device losses: $CAROL" ||
+		no "StatusText does not name uid $CAROL: '$(systemctl show -P StatusText devqd.service)'"
+	# (journald may take a moment to store a line under load.)
+	until_ok 30 sh -c "journalctl -q -u devqd.service DEVQ_CLIENT_UID=$CAROL -o cat | grep -q 'uid $CAROL refused for 600 s'" ||
+		no "journalctl DEVQ_CLIENT_UID=$CAROL has no line for the refusal"
+	# Remembered across a plain restart too, and said at start.
+	systemctl restart devqd.service
+	if as carol devctl status >out 2>&1; then no "carol was served after a restart"; fi
+	until_ok 30 sh -c "journalctl -q -u devqd.service -p notice -o cat | grep -q 'uid $CAROL refused until'" ||
+		no "no startup line naming uid $CAROL"
+	note="$(grep -o 'refused until [^(]*UTC' out | head -n 1)"
+}
+check culprit_refused culprit_refused
+
+corrupt_state_ignored() {
+	printf 'devqd lost-uids 1\n%s\n' garbage >$STATE
+	systemctl restart devqd.service || no "devqd.service did not start with a corrupt $STATE"
+	as carol devctl status >out 2>&1 || no "carol refused after the state file was corrupted: $(cat out)"
+	until_ok 30 sh -c "journalctl -q -u devqd.service -o cat | grep -q '$STATE: line 2: .*ignoring the file'" ||
+		no "the journal does not say the corrupt file was ignored"
+}
+check corrupt_state_ignored corrupt_state_ignored
 rm /etc/systemd/system/devqd.service.d/fault.conf
 systemctl daemon-reload
 systemctl reset-failed devqd.service devqd.socket 2>/dev/null
@@ -288,11 +359,29 @@ template_instances() {
 	grep -q -- '--device 1' /proc/$p1/cmdline 2>/dev/null || tr '\0' ' ' </proc/$p1/cmdline | grep -q -- '--device 1' ||
 		no "devqd@1 runs '$(tr '\0' ' ' </proc/$p1/cmdline)'"
 	as alice devctl status >out 2>&1 || no "the default instance stopped serving: $(cat out)"
-	systemctl stop devqd@0.socket devqd@0.service devqd@1.socket devqd@1.service 2>/dev/null ||
-		no "stopping the instances failed"
-	[ ! -e /run/devqd/gpu0.sock ] || no "gpu0.sock left after stop"
+	systemctl stop devqd@1.socket devqd@1.service 2>/dev/null || no "stopping devqd@1 failed"
+	[ ! -e /run/devqd/gpu1.sock ] || no "gpu1.sock left after stop"
 }
 check template_instances template_instances
+
+upgrade_keeps_instances() {
+	# devqd@0 serving, devqd@1 enabled: an upgrade leaves them as they are.
+	systemctl enable devqd@1.socket 2>/dev/null || no "cannot enable devqd@1.socket"
+	as alice devctl --device 0 status >/dev/null 2>&1 || no "devqd@0 not serving"
+	local pid c
+	pid=$(systemctl show -P MainPID devqd@0.service)
+	as alice devctl --device 0 submit spin ns=2000000000 >spin.out 2>&1 &
+	c=$!
+	sleep 0.3
+	dpkg -i ./devqd_*.deb ./devctl_*.deb ./libdevq0_*.deb ./python3-devq_*.deb >up.log 2>&1 ||
+		no "dpkg -i failed: $(tail -n 5 up.log)"
+	wait $c || no "devqd@0's op failed during the upgrade: $(cat spin.out)"
+	[ "$(systemctl show -P MainPID devqd@0.service)" = "$pid" ] ||
+		no "devqd@0's MainPID changed ($pid -> $(systemctl show -P MainPID devqd@0.service))"
+	[ "$(systemctl is-active devqd@0.socket)" = active ] || no "devqd@0.socket not active after the upgrade"
+	[ "$(systemctl is-enabled devqd@1.socket 2>/dev/null)" = enabled ] || no "devqd@1.socket no longer enabled"
+}
+check upgrade_keeps_instances upgrade_keeps_instances
 
 purge() {
 	as alice devctl status >/dev/null 2>&1
@@ -301,6 +390,20 @@ purge() {
 	[ "$(systemctl is-active devqd.socket)" != active ] || no "devqd.socket still active"
 }
 check purge purge
+
+purge_stops_instances() {
+	# The purge above ran with devqd@0 serving and devqd@1 enabled.
+	local u
+	for u in devqd@0.service devqd@0.socket; do
+		[ "$(systemctl is-active $u)" != active ] || no "$u still active after purge"
+	done
+	[ ! -e /run/devqd/gpu0.sock ] || no "/run/devqd/gpu0.sock left after purge"
+	! pgrep -x devqd >/dev/null || no "a devqd still runs after purge: $(pgrep -a -x devqd)"
+	! ls /etc/systemd/system/*.wants/devqd@* >/dev/null 2>&1 ||
+		no "links left after purge: $(ls /etc/systemd/system/*.wants/devqd@*)"
+	[ ! -e /var/lib/devqd ] || no "/var/lib/devqd left after purge: $(ls -A /var/lib/devqd)"
+}
+check purge_stops_instances purge_stops_instances
 
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]
