@@ -1,0 +1,132 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The CUDA backend against the driver simulator (tests/cudasim/): cases
+ * that only the CUDA path can get wrong.  Run by `make check-cuda-sim`
+ * (DEVQ_TEST_BACKEND=cuda); under any other backend each test passes
+ * trivially, saying so. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "devq.h"
+#include "harness.h"
+#include "kernels.h"
+
+static struct daemon_proc D;
+
+#define NEED_SIM()                                                               \
+	do {                                                                     \
+		if (!harness_cudasim()) {                                        \
+			fprintf(stderr, "%s: needs the CUDA simulator, skipped\n", \
+				__func__);                                       \
+			return;                                                  \
+		}                                                                \
+	} while (0)
+
+static struct devq_op spin_op(uint32_t queue, const struct devq_exec *e, struct devq_arg *a,
+			      const struct devq_wait *w, size_t nw)
+{
+	return (struct devq_op){ .queue = queue, .kind = DEVQ_OP_KERNEL, .exec = e, .args = a,
+				 .nargs = 1, .waits = w, .nwaits = nw };
+}
+
+/* A replayable batch whose last op fails before it runs (it waits on a
+ * rejected op) while the ops before it are held back as a graph run on the
+ * same stream: every op must complete, and the daemon must stop cleanly. */
+START_TEST(test_replayable_failed_wait_no_deadlock)
+{
+	NEED_SIM();
+	harness_start(&D, NULL);
+	devq *q = conn(D.sock, "deadlock");
+	const struct devq_exec *spin = exe(q, "spin");
+	ck_assert_int_eq(devq_queue_open(q, 0), 0);
+	ck_assert_int_eq(devq_queue_open(q, 1), 0);
+	struct devq_arg huge[] = { a_u64("ns", 1000000000000ull) };
+	struct devq_arg small[] = { a_u64("ns", 1000) };
+	struct devq_wait w = { .queue = 1, .point = 1 };
+	struct devq_op ops[] = { spin_op(1, spin, huge, NULL, 0), spin_op(0, spin, small, NULL, 0),
+				 spin_op(0, spin, small, NULL, 0), spin_op(0, spin, small, &w, 1) };
+	uint64_t p[4];
+	ck_assert_msg(devq_submit_replayable(q, ops, 4, p) == 0, "%s", devq_last_error(q));
+	struct devq_completion c;
+	ck_assert_int_eq(devq_wait(q, 1, p[0], 10000, &c), 0);
+	ck_assert_int_ne(c.code, DEVQ_OK);
+	for (int i = 1; i < 3; i++) {
+		ck_assert_msg(devq_wait(q, 0, p[i], 10000, &c) == 0, "op %d: %s", i,
+			      devq_last_error(q));
+		ck_assert_int_eq(c.code, DEVQ_OK);
+	}
+	ck_assert_msg(devq_wait(q, 0, p[3], 10000, &c) == 0, "op 3: %s", devq_last_error(q));
+	ck_assert_int_eq(c.code, DEVQ_E_DEPENDENCY_FAILED);
+	devq_disconnect(q);
+	ck_assert_int_eq(harness_stop(&D), 0);
+}
+END_TEST
+
+/* Start and stop, many times: devqd must keep the driver loaded to the end
+ * (the simulator reports an unload after cuInit) and exit 0. */
+START_TEST(test_stop_keeps_driver_loaded)
+{
+	NEED_SIM();
+	for (int i = 0; i < 3; i++) {
+		harness_start(&D, NULL);
+		devq *q = conn(D.sock, "stop");
+		ck_assert_int_eq(devq_queue_open(q, 0), 0);
+		struct devq_arg a[] = { a_u64("ns", 1000) };
+		struct devq_op op = spin_op(0, exe(q, "spin"), a, NULL, 0);
+		uint64_t p;
+		ck_assert_int_eq(devq_submit(q, &op, 1, &p), 0);
+		struct devq_completion c;
+		ck_assert_int_eq(devq_wait(q, 0, p, 10000, &c), 0);
+		devq_disconnect(q);
+		ck_assert_int_eq(harness_stop(&D), 0);
+	}
+}
+END_TEST
+
+/* Device times: a spin of 5 ms lasts at least 5 ms from device_start to
+ * device_end (within the timer's 0.5 us resolution and float rounding),
+ * however the calibration is off; and it never starts before hand-off. */
+START_TEST(test_timing_keeps_duration)
+{
+	NEED_SIM();
+	harness_start(&D, NULL);
+	devq *q = conn(D.sock, "timing");
+	ck_assert_int_eq(devq_queue_open(q, 0), 0);
+	const struct devq_exec *spin = exe(q, "spin");
+	for (int i = 0; i < 5; i++) {
+		struct devq_arg a[] = { a_u64("ns", 5000000) };
+		struct devq_op op = spin_op(0, spin, a, NULL, 0);
+		uint64_t p;
+		ck_assert_int_eq(devq_submit(q, &op, 1, &p), 0);
+		struct devq_completion c;
+		ck_assert_int_eq(devq_wait(q, 0, p, 10000, &c), 0);
+		ck_assert_int_eq(c.code, DEVQ_OK);
+		uint64_t d = c.t.device_end - c.t.device_start;
+		ck_assert_msg(d >= 5000000 - 2000, "a 5 ms spin measured %llu ns on the device",
+			      (unsigned long long)d);
+		ck_assert_uint_ge(c.t.device_start, c.t.handoff);
+		harness_check_monotonic(&c);
+	}
+	devq_disconnect(q);
+	ck_assert_int_eq(harness_stop(&D), 0);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+	Suite *s = suite_create("cudasim");
+	TCase *t = tcase_create("cuda");
+	tcase_set_timeout(t, 60);
+	tcase_add_test(t, test_replayable_failed_wait_no_deadlock);
+	tcase_add_test(t, test_stop_keeps_driver_loaded);
+	tcase_add_test(t, test_timing_keeps_duration);
+	suite_add_tcase(s, t);
+	return s;
+}
+
+int main(void)
+{
+	return harness_main(suite());
+}
