@@ -126,7 +126,10 @@ int devq_cuda_drv_open(struct devq_cuda_drv *drv, const char *lib, char *err, si
 	memset(drv, 0, sizeof(*drv));
 	if (!lib)
 		lib = "libcuda.so.1";
-	drv->lib = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+	/* Never unmapped, even by dlclose: after cuInit the driver runs
+	 * threads of its own, which would be left executing unmapped code (a
+	 * crash at exit, or a fault's exit 69 turned into a SIGSEGV). */
+	drv->lib = dlopen(lib, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
 	if (!drv->lib) {
 		snprintf(err, errlen, "no NVIDIA driver: cannot load %s (%s)", lib, dlerror());
 		return -ENOENT;
