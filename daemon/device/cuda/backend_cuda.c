@@ -248,6 +248,37 @@ static void wait_reported(struct cuda_backend *cb, struct devq_bop *op)
 			pthread_cond_wait(&cb->done, &cb->lock);
 }
 
+/* Lock held, op's waits reported.  Without timing events (or when they
+ * could not be read) the host's view bounds the device's: the op cannot
+ * have started before the hand-off, before the previous op on its stream
+ * ended or before any op it waits on ended, and it had ended by `seen`.
+ * Mapped times carry the calibration's error, so the interval they give is
+ * moved as a whole into that bracket: its length is the device's own
+ * measure (two events of one timer), and only an interval longer than the
+ * bracket itself is cut. */
+static void stamp(struct devq_bop *op, uint64_t last_end, uint64_t seen)
+{
+	uint64_t lo = op->t_handoff > last_end ? op->t_handoff : last_end;
+	for (unsigned i = 0; i < op->nwaits; i++)
+		if (op->waits[i]->t_end > lo)
+			lo = op->waits[i]->t_end;
+	if (lo > seen)
+		seen = lo; /* a producer seen late by its own stream's thread */
+	if (!op->t_start || !op->t_end) {
+		op->t_start = lo;
+		op->t_end = seen;
+		return;
+	}
+	uint64_t d = op->t_end > op->t_start ? op->t_end - op->t_start : 0;
+	if (d > seen - lo)
+		d = seen - lo;
+	uint64_t start = op->t_start < lo ? lo : op->t_start;
+	if (start > seen - d)
+		start = seen - d;
+	op->t_start = start;
+	op->t_end = start + d;
+}
+
 static void *waiter(void *arg)
 {
 	struct cu_stream *st = arg;
@@ -285,20 +316,7 @@ static void *waiter(void *arg)
 		if (cb->lost)
 			set_lost(cb, op);
 		wait_reported(cb, op);
-		/* Without timing events (or when they could not be read) the
-		 * host's view bounds the device's: it cannot have started
-		 * before the hand-off or before the previous op on the stream
-		 * ended, and it had ended by the time the event said so.  Mapped
-		 * times are clamped to the same bracket, within their error. */
-		uint64_t lo = op->t_handoff > st->last_end ? op->t_handoff : st->last_end;
-		if (!op->t_start || op->t_start < lo)
-			op->t_start = lo;
-		if (op->t_start > seen)
-			op->t_start = seen;
-		if (!op->t_end || op->t_end > seen)
-			op->t_end = seen;
-		if (op->t_end < op->t_start)
-			op->t_end = op->t_start;
+		stamp(op, st->last_end, seen);
 		st->last_end = op->t_end;
 
 		atomic_store_explicit(&op->done, 1, memory_order_release);
@@ -666,6 +684,11 @@ static int cuda_enqueue(struct devq_backend *b, struct devq_bop *op)
 			pthread_mutex_unlock(&cb->lock);
 			return 0;
 		}
+		/* Failed before it runs: it goes op by op, and must not
+		 * overtake the run held back on its stream (it waits on that
+		 * run's ops, at least through stream order: the completion
+		 * thread would wait for them forever). */
+		issue_pending(cb);
 	}
 	issue_one(cb, op);
 	pthread_mutex_unlock(&cb->lock);
