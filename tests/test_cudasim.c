@@ -114,6 +114,42 @@ START_TEST(test_timing_keeps_duration)
 }
 END_TEST
 
+/* Every sticky error the driver can answer ends the context: the op fails
+ * as device_lost naming the error, and devqd exits 69 to be restarted. */
+START_TEST(test_sticky_errors_lose_device)
+{
+	NEED_SIM();
+	static const struct {
+		int code;
+		const char *name;
+	} sticky[] = { { 226, "CUDA_ERROR_CONTAINED" },
+		       { 710, "CUDA_ERROR_ASSERT" },
+		       { 721, "CUDA_ERROR_TENSOR_MEMORY_LEAK" },
+		       { 810, "CUDA_ERROR_MPS_CLIENT_TERMINATED" },
+		       { 911, "CUDA_ERROR_EXTERNAL_DEVICE" },
+		       { 700, "CUDA_ERROR_ILLEGAL_ADDRESS" } };
+	for (size_t i = 0; i < sizeof(sticky) / sizeof(sticky[0]); i++) {
+		char f[32];
+		snprintf(f, sizeof(f), "1:%d", sticky[i].code);
+		setenv("DEVQ_CUDASIM_FAULT", f, 1);
+		harness_start(&D, NULL);
+		unsetenv("DEVQ_CUDASIM_FAULT");
+		devq *q = conn(D.sock, "sticky");
+		ck_assert_int_eq(devq_queue_open(q, 0), 0);
+		struct devq_arg a[] = { a_u64("ns", 1000) };
+		struct devq_op op = spin_op(0, exe(q, "spin"), a, NULL, 0);
+		uint64_t p;
+		ck_assert_int_eq(devq_submit(q, &op, 1, &p), 0);
+		struct devq_completion c;
+		ck_assert_int_eq(devq_wait(q, 0, p, 10000, &c), 0);
+		ck_assert_msg(c.code == DEVQ_E_DEVICE_LOST && strstr(c.message, sticky[i].name),
+			      "%s: %s: %s", sticky[i].name, devq_code_name(c.code), c.message);
+		ck_assert_int_eq(harness_wait(&D), 69);
+		devq_disconnect(q);
+	}
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("cudasim");
@@ -122,6 +158,7 @@ static Suite *suite(void)
 	tcase_add_test(t, test_replayable_failed_wait_no_deadlock);
 	tcase_add_test(t, test_stop_keeps_driver_loaded);
 	tcase_add_test(t, test_timing_keeps_duration);
+	tcase_add_test(t, test_sticky_errors_lose_device);
 	suite_add_tcase(s, t);
 	return s;
 }

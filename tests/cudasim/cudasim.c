@@ -52,7 +52,8 @@
  *  - a host function (or a stream callback) calling CUDA;
  *  - capture errors: a non-capturable call on a capturing stream, ending a
  *    capture that was not begun;
- *  - at exit, once the primary context has been released: streams, events,
+ *  - at exit, once the primary context has been released (and no sticky
+ *    fault ended it): streams, events,
  *    modules, graphs, registrations or allocations not released;
  *  - unloading the library (dlclose) after cuInit: the real driver keeps
  *    threads of its own (here: one service thread) whose code would vanish.
@@ -1319,7 +1320,9 @@ __attribute__((destructor)) static void cudasim_fini(void)
 	if (!at_exit)
 		violation("libcuda.so.1 unloaded (dlclose) after cuInit: the driver's own "
 			  "threads would run unmapped code (open it with RTLD_NODELETE)");
-	if (ever_retained && primary.retained == 0) {
+	/* After a sticky fault every call fails, destroys included: the
+	 * context goes with all it holds, which is no leak. */
+	if (ever_retained && primary.retained == 0 && sticky == CUDA_SUCCESS) {
 		unsigned n = 0;
 		for (struct CUstream_st *s = streams; s; s = s->next_all)
 			n++;

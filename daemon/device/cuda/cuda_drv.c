@@ -54,6 +54,11 @@ const char *devq_cuda_drv_error_name(CUresult r)
 	N(CUDA_ERROR_NVLINK_UNCORRECTABLE)
 	N(CUDA_ERROR_CONTEXT_IS_DESTROYED)
 	N(CUDA_ERROR_PRIMARY_CONTEXT_ACTIVE)
+	N(CUDA_ERROR_CONTAINED)
+	N(CUDA_ERROR_ASSERT)
+	N(CUDA_ERROR_TENSOR_MEMORY_LEAK)
+	N(CUDA_ERROR_MPS_CLIENT_TERMINATED)
+	N(CUDA_ERROR_EXTERNAL_DEVICE)
 	N(CUDA_ERROR_UNKNOWN)
 #undef N
 	default:
@@ -78,6 +83,15 @@ int devq_cuda_drv_error_is_sticky(CUresult r)
 	case CUDA_ERROR_NVLINK_UNCORRECTABLE:
 	case CUDA_ERROR_CONTEXT_IS_DESTROYED:
 	case CUDA_ERROR_DEINITIALIZED:
+	/* Error containment (Hopper and newer) stopped the context after an
+	 * uncorrectable error; a device-side assert; a kernel that left tensor
+	 * memory allocated; the MPS server ended the client; an external
+	 * device (e.g. a peer over NVLink) failed. */
+	case CUDA_ERROR_CONTAINED:
+	case CUDA_ERROR_ASSERT:
+	case CUDA_ERROR_TENSOR_MEMORY_LEAK:
+	case CUDA_ERROR_MPS_CLIENT_TERMINATED:
+	case CUDA_ERROR_EXTERNAL_DEVICE:
 	/* A GPU that fell off the bus answers these; nothing recovers it
 	 * short of a new process (and often a reset). */
 	case CUDA_ERROR_DEVICE_UNAVAILABLE:
