@@ -6,6 +6,7 @@
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -150,6 +151,78 @@ START_TEST(test_sticky_errors_lose_device)
 }
 END_TEST
 
+/* 16 spins of the longest allowed length queued on one stream, then a
+ * stop: what has not been issued to the device is cancelled, and the daemon
+ * exits 0 within its grace instead of running all of them. */
+START_TEST(test_stop_cancels_queued_on_device)
+{
+	NEED_SIM();
+	static const char *const args[] = { "--max-op-ms", "300", NULL };
+	harness_start(&D, args);
+	devq *q = conn(D.sock, "stopcancel");
+	ck_assert_int_eq(devq_queue_open(q, 0), 0);
+	const struct devq_exec *spin = exe(q, "spin");
+	struct devq_arg a[] = { a_u64("ns", 300000000) };
+	uint64_t last = 0;
+	for (int i = 0; i < 16; i++) {
+		struct devq_op op = spin_op(0, spin, a, NULL, 0);
+		ck_assert_int_eq(devq_submit(q, &op, 1, &last), 0);
+	}
+	ck_assert_int_eq(devq_flush(q), 0);
+	usleep(100000);
+	kill(D.pid, SIGTERM);
+	int ok = 0, cancelled = 0;
+	for (uint64_t p = 1; p <= last; p++) {
+		struct devq_completion c;
+		if (devq_wait(q, 0, p, 10000, &c) != 0)
+			break; /* the daemon gave up on its grace */
+		ok += c.code == DEVQ_OK;
+		cancelled += c.code == DEVQ_E_CANCELLED;
+	}
+	int rc = harness_wait(&D);
+	ck_assert_msg(rc == 0 && cancelled >= 12, "devqd exit %d; %d ran, %d cancelled", rc, ok,
+		      cancelled);
+	devq_disconnect(q);
+}
+END_TEST
+
+/* A client that disconnects with 16 long spins queued: the ops not issued
+ * are cancelled, so the device is free again in well under their total. */
+START_TEST(test_disconnect_cancels_queued_on_device)
+{
+	NEED_SIM();
+	harness_start(&D, NULL);
+	devq *q = conn(D.sock, "gone");
+	ck_assert_int_eq(devq_queue_open(q, 0), 0);
+	const struct devq_exec *spin = exe(q, "spin");
+	struct devq_arg a[] = { a_u64("ns", 200000000) };
+	for (int i = 0; i < 16; i++) {
+		struct devq_op op = spin_op(0, spin, a, NULL, 0);
+		ck_assert_int_eq(devq_submit(q, &op, 1, NULL), 0);
+	}
+	ck_assert_int_eq(devq_flush(q), 0);
+	usleep(100000);
+	devq *o = conn(D.sock, "observer");
+	uint64_t t0 = harness_now_ns();
+	devq_disconnect(q);
+	/* The daemon has nothing in flight once the issued ones end: two
+	 * spins (0.4 s), not sixteen (3.2 s). */
+	uint64_t inflight = 1;
+	while (inflight && harness_now_ns() - t0 < 10000000000ull) {
+		struct devq_status *st;
+		ck_assert_int_eq(devq_get_status(o, &st), 0);
+		inflight = st->ops_in_flight;
+		devq_status_free(st);
+		usleep(20000);
+	}
+	uint64_t took = harness_now_ns() - t0;
+	ck_assert_msg(took < 1500000000ull, "ops of the gone client ran for %llu ms",
+		      (unsigned long long)(took / 1000000));
+	devq_disconnect(o);
+	ck_assert_int_eq(harness_stop(&D), 0);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("cudasim");
@@ -159,6 +232,8 @@ static Suite *suite(void)
 	tcase_add_test(t, test_stop_keeps_driver_loaded);
 	tcase_add_test(t, test_timing_keeps_duration);
 	tcase_add_test(t, test_sticky_errors_lose_device);
+	tcase_add_test(t, test_stop_cancels_queued_on_device);
+	tcase_add_test(t, test_disconnect_cancels_queued_on_device);
 	suite_add_tcase(s, t);
 	return s;
 }

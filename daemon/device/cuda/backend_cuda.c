@@ -67,6 +67,8 @@ struct cu_op {
 	CUevent start, end; /* NULL: none recorded */
 	int end_pool;
 	bool work; /* something ran on the device */
+	bool issued; /* on its CUDA stream (or failed without reaching it) */
+	unsigned run_len; /* first op of a replayable run: its length */
 };
 
 struct cu_stream {
@@ -75,7 +77,12 @@ struct cu_stream {
 	pthread_t waiter;
 	bool started;
 	pthread_cond_t work;
-	struct devq_bop *head, *tail;
+	struct devq_bop *head, *tail; /* issued, in completion order */
+	/* Handed over, not yet issued: at most DEVQ_CUDA_WINDOW ops of a
+	 * stream are on the device at once, so stop and disconnect can still
+	 * cancel the rest. */
+	struct devq_bop *uhead, *utail;
+	unsigned on_device; /* issued, not yet reported */
 	uint64_t last_end; /* host time the previous op was seen complete */
 };
 
@@ -115,6 +122,14 @@ struct cuda_backend {
 	unsigned cal_cur; /* cal_ev[cal_cur] is the current calibration event */
 	struct devq_cal cal;
 };
+
+/* Ops of one stream issued to CUDA and not yet reported.  An op can only be
+ * cancelled before it is issued (nothing takes work back off a CUDA
+ * stream), so this bounds what a stop or a disconnect must wait for: one op
+ * running and one queued behind it, so the device does not idle while the
+ * completion thread wakes up and issues the next (a run of replayable ops
+ * goes as one graph launch, whatever its length). */
+#define DEVQ_CUDA_WINDOW 2
 
 static uint64_t now_ns(void)
 {
@@ -279,6 +294,8 @@ static void stamp(struct devq_bop *op, uint64_t last_end, uint64_t seen)
 	op->t_end = start + d;
 }
 
+static void pump(struct cuda_backend *cb);
+
 static void *waiter(void *arg)
 {
 	struct cu_stream *st = arg;
@@ -287,7 +304,7 @@ static void *waiter(void *arg)
 	cb->drv.cuCtxSetCurrent(cb->ctx);
 	pthread_mutex_lock(&cb->lock);
 	for (;;) {
-		while (!st->head && !cb->stop)
+		while (!st->head && !(cb->stop && !st->uhead))
 			pthread_cond_wait(&st->work, &cb->lock);
 		if (!st->head)
 			break;
@@ -324,6 +341,8 @@ static void *waiter(void *arg)
 		pthread_cond_broadcast(&cb->done);
 		if (co)
 			op_put(cb, co); /* events recycled only once published */
+		st->on_device--;
+		pump(cb);
 	}
 	pthread_mutex_unlock(&cb->lock);
 	return NULL;
@@ -498,6 +517,7 @@ static void issue_one(struct cuda_backend *cb, struct devq_bop *op)
 	struct cu_stream *st = &cb->s[op->stream];
 	struct cu_op *co = op->priv;
 	CUresult r;
+	co->issued = true;
 	if (cb->lost)
 		goto queue;
 	precheck(op);
@@ -541,13 +561,13 @@ static void graph_destroy(void *g, void *ud)
 /* Lock held: captures the pending run as a graph (kernels only, no events:
  * those stay outside so each op keeps its own).  NULL when capture fails;
  * the run is then issued op by op. */
-static CUgraphExec capture(struct cuda_backend *cb, CUstream s)
+static CUgraphExec capture(struct cuda_backend *cb, CUstream s, struct devq_bop *run)
 {
 	CUresult r = cb->drv.cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
 	if (r != CUDA_SUCCESS)
 		return NULL;
 	bool ok = true;
-	for (struct devq_bop *op = cb->pend_head; op; op = op->next) {
+	for (struct devq_bop *op = run; op; op = op->next) {
 		const char *call;
 		ok &= launch(cb, &cb->s[op->stream], op, &call) == CUDA_SUCCESS;
 	}
@@ -568,16 +588,24 @@ static CUgraphExec capture(struct cuda_backend *cb, CUstream s)
  * event (recorded after the graph), so each completes, and is waited on by
  * other streams, on its own.  Ops of a run complete when the whole graph
  * has: never earlier than they ran. */
-static void issue_pending(struct cuda_backend *cb)
+static void issue_run(struct cuda_backend *cb, struct devq_bop *run, unsigned n)
 {
-	struct devq_bop *run = cb->pend_head;
-	unsigned n = cb->npend;
-	cb->pend_head = cb->pend_tail = NULL;
-	cb->npend = 0;
-	if (!run)
-		return;
 	struct cu_stream *st = &cb->s[run->stream];
 	bool ok = !cb->lost;
+	for (struct devq_bop *op = run; op; op = op->next)
+		((struct cu_op *)op->priv)->issued = true;
+	/* An op cancelled while the run waited for its turn: op by op, so
+	 * precheck completes it as cancelled. */
+	for (struct devq_bop *op = run; op && ok; op = op->next)
+		if (op->cancel && atomic_load_explicit(op->cancel, memory_order_relaxed))
+			ok = false;
+	if (!ok && !cb->lost) {
+		for (struct devq_bop *op = run, *next; op; op = next) {
+			next = op->next;
+			issue_one(cb, op);
+		}
+		return;
+	}
 	for (struct devq_bop *op = run; op && ok; op = op->next)
 		ok = take_events(cb, op, op->timed) && apply_waits(cb, st->stream, op);
 	unsigned i = 0;
@@ -597,9 +625,7 @@ static void issue_pending(struct cuda_backend *cb)
 	if (ok) {
 		exec = devq_graph_cache_find(&cb->graphs, cb->gops, n);
 		if (!exec) {
-			cb->pend_head = run; /* capture() walks the run */
-			exec = capture(cb, st->stream);
-			cb->pend_head = NULL;
+			exec = capture(cb, st->stream, run);
 			void *evicted = NULL;
 			if (exec && devq_graph_cache_insert(&cb->graphs, cb->gops, n, exec, &evicted) < 0) {
 				cb->drv.cuGraphExecDestroy(exec);
@@ -643,11 +669,87 @@ static void issue_pending(struct cuda_backend *cb)
 	}
 }
 
+/* Lock held: appends op (with run_len ops after it, for a run) to its
+ * stream's ops not yet issued. */
+static void hand_over(struct cuda_backend *cb, struct devq_bop *op, struct devq_bop *last)
+{
+	struct cu_stream *st = &cb->s[op->stream];
+	last->next = NULL;
+	if (st->utail)
+		st->utail->next = op;
+	else
+		st->uhead = op;
+	st->utail = last;
+}
+
+/* Lock held: the held-back replayable run joins its stream's queue as one
+ * unit. */
+static void issue_pending(struct cuda_backend *cb)
+{
+	struct devq_bop *run = cb->pend_head;
+	if (!run)
+		return;
+	((struct cu_op *)run->priv)->run_len = cb->npend;
+	hand_over(cb, run, cb->pend_tail);
+	cb->pend_head = cb->pend_tail = NULL;
+	cb->npend = 0;
+}
+
+/* Lock held: whether every op of the unit at op (n ops) can go to the
+ * device: each wait on another stream must have its end event recorded
+ * (issued) or be reported.  Waits are on ops handed over earlier, so this
+ * never waits in a cycle. */
+static bool unit_ready(struct devq_bop *op, unsigned n)
+{
+	for (unsigned k = 0; k < n && op; k++, op = op->next)
+		for (unsigned i = 0; i < op->nwaits; i++) {
+			struct devq_bop *w = op->waits[i];
+			if (w->stream == op->stream ||
+			    atomic_load_explicit(&w->done, memory_order_acquire))
+				continue;
+			if (!w->priv || !((struct cu_op *)w->priv)->issued)
+				return false;
+		}
+	return true;
+}
+
+/* Lock held: issues what the windows allow, on every stream (issuing on one
+ * can unblock another's waits). */
+static void pump(struct cuda_backend *cb)
+{
+	for (bool progress = true; progress;) {
+		progress = false;
+		for (unsigned i = 0; i < cb->b.streams; i++) {
+			struct cu_stream *st = &cb->s[i];
+			while (st->uhead && st->on_device < DEVQ_CUDA_WINDOW) {
+				struct devq_bop *op = st->uhead;
+				unsigned n = ((struct cu_op *)op->priv)->run_len;
+				if (!unit_ready(op, n ? n : 1))
+					break;
+				struct devq_bop *last = op;
+				for (unsigned k = 1; k < n; k++)
+					last = last->next;
+				st->uhead = last->next;
+				if (!st->uhead)
+					st->utail = NULL;
+				last->next = NULL;
+				st->on_device += n ? n : 1;
+				if (n)
+					issue_run(cb, op, n);
+				else
+					issue_one(cb, op);
+				progress = true;
+			}
+		}
+	}
+}
+
 static void cuda_flush(struct devq_backend *b)
 {
 	struct cuda_backend *cb = (struct cuda_backend *)b;
 	pthread_mutex_lock(&cb->lock);
 	issue_pending(cb);
+	pump(cb);
 	pthread_mutex_unlock(&cb->lock);
 }
 
@@ -681,6 +783,7 @@ static int cuda_enqueue(struct devq_backend *b, struct devq_bop *op)
 			cb->pend_tail = op;
 			cb->pend_stream = op->stream;
 			cb->npend++;
+			pump(cb); /* a run ended above */
 			pthread_mutex_unlock(&cb->lock);
 			return 0;
 		}
@@ -690,7 +793,8 @@ static int cuda_enqueue(struct devq_backend *b, struct devq_bop *op)
 		 * thread would wait for them forever). */
 		issue_pending(cb);
 	}
-	issue_one(cb, op);
+	hand_over(cb, op, op);
+	pump(cb);
 	pthread_mutex_unlock(&cb->lock);
 	return 0;
 }
@@ -789,6 +893,7 @@ static void cuda_destroy(struct devq_backend *b)
 	if (cb->s) {
 		pthread_mutex_lock(&cb->lock);
 		issue_pending(cb); /* nothing the daemon handed over stays behind */
+		pump(cb);
 		cb->stop = true;
 		for (unsigned i = 0; i < b->streams; i++)
 			pthread_cond_signal(&cb->s[i].work);
@@ -981,6 +1086,7 @@ int devq_backend_cuda_open(const struct devq_backend_config *cfg, const char *li
 		FAIL(-ENOMEM, "out of memory");
 	cb->b.streams = n;
 	cb->b.high_streams = cfg->high_streams;
+	cb->b.device_depth = DEVQ_CUDA_WINDOW;
 	/* Lower numbers are higher priorities; the device picks the next
 	 * block to start from higher-priority streams first, but a running
 	 * kernel is never preempted. */
