@@ -223,6 +223,57 @@ START_TEST(test_disconnect_cancels_queued_on_device)
 }
 END_TEST
 
+static unsigned long stat_of(const char *path, const char *key)
+{
+	FILE *f = fopen(path, "r");
+	ck_assert_ptr_nonnull(f);
+	char k[64];
+	unsigned long v, r = (unsigned long)-1;
+	while (fscanf(f, "%63s %lu", k, &v) == 2)
+		if (!strcmp(k, key))
+			r = v;
+	fclose(f);
+	ck_assert_msg(r != (unsigned long)-1, "no %s in %s", key, path);
+	return r;
+}
+
+/* A replayable batch of 64 ops on one queue, with the default fair-k (16),
+ * reaches the device as one graph launch each time it is submitted, and is
+ * captured once. */
+START_TEST(test_replayable_batch_one_graph)
+{
+	NEED_SIM();
+	char stats[96];
+	snprintf(stats, sizeof(stats), "/tmp/devq-cudasim-stats-%d", (int)getpid());
+	setenv("DEVQ_CUDASIM_STATS", stats, 1);
+	harness_start(&D, NULL);
+	unsetenv("DEVQ_CUDASIM_STATS");
+	devq *q = conn(D.sock, "graph");
+	ck_assert_int_eq(devq_queue_open(q, 0), 0);
+	const struct devq_exec *spin = exe(q, "spin");
+	struct devq_arg a[] = { a_u64("ns", 20000) };
+	struct devq_op ops[64];
+	for (int i = 0; i < 64; i++)
+		ops[i] = spin_op(0, spin, a, NULL, 0);
+	for (int rep = 0; rep < 3; rep++) {
+		uint64_t p[64];
+		ck_assert_int_eq(devq_submit_replayable(q, ops, 64, p), 0);
+		for (int i = 0; i < 64; i++) {
+			struct devq_completion c;
+			ck_assert_int_eq(devq_wait(q, 0, p[i], 10000, &c), 0);
+			ck_assert_int_eq(c.code, DEVQ_OK);
+		}
+	}
+	devq_disconnect(q);
+	ck_assert_int_eq(harness_stop(&D), 0);
+	unsigned long launches = stat_of(stats, "graph_launches"), caps = stat_of(stats, "captures");
+	unlink(stats);
+	ck_assert_msg(launches == 3 && caps == 1,
+		      "3 submits of a 64-op replayable batch: %lu graph launches, %lu captures",
+		      launches, caps);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("cudasim");
@@ -234,6 +285,7 @@ static Suite *suite(void)
 	tcase_add_test(t, test_sticky_errors_lose_device);
 	tcase_add_test(t, test_stop_cancels_queued_on_device);
 	tcase_add_test(t, test_disconnect_cancels_queued_on_device);
+	tcase_add_test(t, test_replayable_batch_one_graph);
 	suite_add_tcase(s, t);
 	return s;
 }

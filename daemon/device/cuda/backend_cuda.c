@@ -131,6 +131,10 @@ struct cuda_backend {
  * goes as one graph launch, whatever its length). */
 #define DEVQ_CUDA_WINDOW 2
 
+/* Shorter replayable runs are issued op by op: a graph launch costs about
+ * as much as a few kernel launches, and a new run's capture far more. */
+#define DEVQ_CUDA_GRAPH_MIN_OPS 4
+
 static uint64_t now_ns(void)
 {
 	return devq_now_ns();
@@ -594,12 +598,14 @@ static void issue_run(struct cuda_backend *cb, struct devq_bop *run, unsigned n)
 	bool ok = !cb->lost;
 	for (struct devq_bop *op = run; op; op = op->next)
 		((struct cu_op *)op->priv)->issued = true;
-	/* An op cancelled while the run waited for its turn: op by op, so
-	 * precheck completes it as cancelled. */
-	for (struct devq_bop *op = run; op && ok; op = op->next)
+	/* A run too short to pay for a graph launch, or with an op cancelled
+	 * while the run waited for its turn: op by op (precheck completes a
+	 * cancelled op as such). */
+	bool by_op = n < DEVQ_CUDA_GRAPH_MIN_OPS;
+	for (struct devq_bop *op = run; op && !by_op; op = op->next)
 		if (op->cancel && atomic_load_explicit(op->cancel, memory_order_relaxed))
-			ok = false;
-	if (!ok && !cb->lost) {
+			by_op = true;
+	if (by_op && ok) {
 		for (struct devq_bop *op = run, *next; op; op = next) {
 			next = op->next;
 			issue_one(cb, op);
