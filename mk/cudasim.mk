@@ -56,3 +56,17 @@ else
 check-cuda-sim check-cuda-sim-asan:
 	@echo "$@: this build has no CUDA (nvcc not found, or CUDA=0)"; exit 1
 endif
+
+# tests/gpu/run.sh, the GPU proof, against the simulator: shows the script
+# and gpu_check complete and consistent without a GPU (its timings are the
+# simulator's, so the seed and graph-replay numbers mean nothing here, and
+# under load the seed check's 10% bound can fail).  Not part of CI.
+.PHONY: gpu-script-sim
+ifeq ($(CUDA_ENABLED),1)
+gpu-script-sim: all $(CUDASIM_LIB) $(BUILD)/tests/gpu/gpu_check $(BUILD)/tests/gpu/native_bench
+	@rm -f $(CUDASIM_DIR)/violations
+	LD_LIBRARY_PATH=$(abspath $(CUDASIM_DIR)) DEVQ_CUDASIM_REPORT=$(abspath $(CUDASIM_DIR))/violations \
+		sh tests/gpu/run.sh $(BUILD); rc=$$?; \
+	v=$$(cat $(CUDASIM_DIR)/violations 2>/dev/null | wc -l); echo "gpu-script-sim: $$v rule violations"; \
+	[ $$v = 0 ] && exit $$rc
+endif

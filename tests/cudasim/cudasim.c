@@ -58,8 +58,9 @@
  *  - unloading the library (dlclose) after cuInit: the real driver keeps
  *    threads of its own (here: one service thread) whose code would vanish.
  *
- * Not modelled: more than one device or context, the legacy/per-thread
- * default streams, stream priorities (recorded, not scheduled), concurrent
+ * Not modelled: more than one device or context, the legacy default
+ * stream's implicit synchronisation (it is one more stream here), the
+ * per-thread default stream, stream priorities (recorded, not scheduled), concurrent
  * kernels sharing SMs (one stream runs one command at a time, streams run
  * in parallel as threads), event-record nodes' interplay with later host
  * records (a node records and completes at once), unified memory,
@@ -448,6 +449,7 @@ static void exec_cmd(struct CUstream_st *s, struct cmd *c)
 
 static void *stream_main(void *arg)
 {
+	/* (also declared above, for the legacy stream) */
 	struct CUstream_st *s = arg;
 	pthread_mutex_lock(&G);
 	for (;;) {
@@ -514,6 +516,32 @@ static CUresult submit(struct CUstream_st *s, struct cmd *c, const char *call)
 	s->tail = c;
 	pthread_cond_signal(&s->cv);
 	return CUDA_SUCCESS;
+}
+
+/* The legacy default stream (NULL), made on first use.  Modelled as one
+ * more stream: devqd's streams are CU_STREAM_NON_BLOCKING, which do not
+ * synchronise with it, and only the test tools use it. */
+static struct CUstream_st *default_stream;
+
+static void *stream_main(void *arg);
+
+static CUstream legacy(CUstream s)
+{
+	if (s)
+		return s;
+	if (!default_stream) {
+		struct CUstream_st *d = calloc(1, sizeof(*d));
+		if (!d)
+			return NULL;
+		d->magic = MAGIC_STREAM;
+		pthread_cond_init(&d->cv, NULL);
+		if (pthread_create(&d->thread, NULL, stream_main, d)) {
+			free(d);
+			return NULL;
+		}
+		default_stream = d;
+	}
+	return default_stream;
 }
 
 /* ---- the service thread -------------------------------------------------- */
@@ -673,7 +701,7 @@ static bool all_idle(void)
 	for (struct CUstream_st *s = streams; s; s = s->next_all)
 		if (s->head)
 			return false;
-	return true;
+	return !default_stream || !default_stream->head;
 }
 
 EXPORT CUresult cuCtxSynchronize(void)
@@ -819,7 +847,7 @@ EXPORT CUresult cuEventRecord(CUevent e, CUstream s)
 {
 	ENTER("cuEventRecord", true);
 	if (!live(e, MAGIC_EVENT, "cuEventRecord", "event") ||
-	    !live(s, MAGIC_STREAM, "cuEventRecord", "stream"))
+	    !live(s = legacy(s), MAGIC_STREAM, "cuEventRecord", "stream"))
 		RET(CUDA_ERROR_INVALID_HANDLE);
 	if (e->done_gen < e->rec_gen && !s->capture)
 		violation("cuEventRecord: event %p re-recorded before its previous record completed",
@@ -837,7 +865,7 @@ EXPORT CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned flags)
 	ENTER("cuStreamWaitEvent", true);
 	(void)flags;
 	if (!live(e, MAGIC_EVENT, "cuStreamWaitEvent", "event") ||
-	    !live(s, MAGIC_STREAM, "cuStreamWaitEvent", "stream"))
+	    !live(s = legacy(s), MAGIC_STREAM, "cuStreamWaitEvent", "stream"))
 		RET(CUDA_ERROR_INVALID_HANDLE);
 	if (!e->rec_gen)
 		RET(CUDA_SUCCESS); /* never recorded: nothing to wait for */
@@ -891,7 +919,7 @@ EXPORT CUresult cuEventElapsedTime(float *ms, CUevent a, CUevent b)
 EXPORT CUresult cuLaunchHostFunc(CUstream s, CUhostFn fn, void *ud)
 {
 	ENTER("cuLaunchHostFunc", true);
-	if (!live(s, MAGIC_STREAM, "cuLaunchHostFunc", "stream"))
+	if (!live(s = legacy(s), MAGIC_STREAM, "cuLaunchHostFunc", "stream"))
 		RET(CUDA_ERROR_INVALID_HANDLE);
 	struct cmd *c = new_cmd(C_HOSTFN);
 	if (c) {
@@ -912,7 +940,7 @@ EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned 
 		violation("cuLaunchKernel: %p is not a function of a loaded module", (void *)f);
 		RET(CUDA_ERROR_INVALID_HANDLE);
 	}
-	if (!live(s, MAGIC_STREAM, "cuLaunchKernel", "stream"))
+	if (!live(s = legacy(s), MAGIC_STREAM, "cuLaunchKernel", "stream"))
 		RET(CUDA_ERROR_INVALID_HANDLE);
 	if (!gx || !gy || !gz || !bx || !by || !bz || bx * by * bz > 1024 || shmem > 48 * 1024 ||
 	    extra || !params)
@@ -936,7 +964,7 @@ EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned 
 EXPORT CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
 {
 	ENTER("cuMemcpyAsync", true);
-	if (!live(s, MAGIC_STREAM, "cuMemcpyAsync", "stream"))
+	if (!live(s = legacy(s), MAGIC_STREAM, "cuMemcpyAsync", "stream"))
 		RET(CUDA_ERROR_INVALID_HANDLE);
 	struct cmd *c = new_cmd(C_COPY);
 	if (c) {
@@ -950,7 +978,7 @@ EXPORT CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstre
 static CUresult memset_async(const char *call, enum cmd_kind k, CUdeviceptr p, uint32_t v,
 			     size_t n, CUstream s)
 {
-	if (!live(s, MAGIC_STREAM, call, "stream"))
+	if (!live(s = legacy(s), MAGIC_STREAM, call, "stream"))
 		return CUDA_ERROR_INVALID_HANDLE;
 	if (k == C_SET32 && (p & 3)) {
 		violation("%s: %#llx is not 4-byte aligned", call, (unsigned long long)p);
@@ -1030,7 +1058,7 @@ EXPORT CUresult cuMemFree(CUdeviceptr p)
 EXPORT CUresult cuMemAllocAsync(CUdeviceptr *p, size_t len, CUstream s)
 {
 	ENTER("cuMemAllocAsync", true);
-	if (!live(s, MAGIC_STREAM, "cuMemAllocAsync", "stream"))
+	if (!live(s = legacy(s), MAGIC_STREAM, "cuMemAllocAsync", "stream"))
 		RET(CUDA_ERROR_INVALID_HANDLE);
 	RET(alloc_region(len, p));
 }
@@ -1038,7 +1066,7 @@ EXPORT CUresult cuMemAllocAsync(CUdeviceptr *p, size_t len, CUstream s)
 EXPORT CUresult cuMemFreeAsync(CUdeviceptr p, CUstream s)
 {
 	ENTER("cuMemFreeAsync", true);
-	if (!live(s, MAGIC_STREAM, "cuMemFreeAsync", "stream"))
+	if (!live(s = legacy(s), MAGIC_STREAM, "cuMemFreeAsync", "stream"))
 		RET(CUDA_ERROR_INVALID_HANDLE);
 	struct region *r = device_region(p, "cuMemFreeAsync");
 	if (!r)
@@ -1133,7 +1161,7 @@ EXPORT CUresult cuStreamBeginCapture(CUstream s, CUstreamCaptureMode mode)
 {
 	ENTER("cuStreamBeginCapture", true);
 	(void)mode;
-	if (!live(s, MAGIC_STREAM, "cuStreamBeginCapture", "stream"))
+	if (!live(s = legacy(s), MAGIC_STREAM, "cuStreamBeginCapture", "stream"))
 		RET(CUDA_ERROR_INVALID_HANDLE);
 	if (s->capture) {
 		violation("cuStreamBeginCapture on a stream already capturing");
@@ -1153,7 +1181,7 @@ EXPORT CUresult cuStreamBeginCapture(CUstream s, CUstreamCaptureMode mode)
 EXPORT CUresult cuStreamEndCapture(CUstream s, CUgraph *out)
 {
 	ENTER("cuStreamEndCapture", true);
-	if (!live(s, MAGIC_STREAM, "cuStreamEndCapture", "stream"))
+	if (!live(s = legacy(s), MAGIC_STREAM, "cuStreamEndCapture", "stream"))
 		RET(CUDA_ERROR_INVALID_HANDLE);
 	if (!s->capture) {
 		violation("cuStreamEndCapture on a stream not capturing");
@@ -1207,7 +1235,7 @@ EXPORT CUresult cuGraphLaunch(CUgraphExec x, CUstream s)
 {
 	ENTER("cuGraphLaunch", true);
 	if (!live(x, MAGIC_EXEC, "cuGraphLaunch", "graph exec") ||
-	    !live(s, MAGIC_STREAM, "cuGraphLaunch", "stream"))
+	    !live(s = legacy(s), MAGIC_STREAM, "cuGraphLaunch", "stream"))
 		RET(CUDA_ERROR_INVALID_HANDLE);
 	struct cmd *c = new_cmd(C_GRAPH);
 	if (c) {
