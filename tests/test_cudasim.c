@@ -274,6 +274,33 @@ START_TEST(test_replayable_batch_one_graph)
 }
 END_TEST
 
+/* A driver older than the toolkit devqd was built with: --backend cuda
+ * fails saying which side is newer and what to do; auto falls back to the
+ * CPU, saying why. */
+START_TEST(test_driver_older_than_toolkit)
+{
+	NEED_SIM();
+	char cmd[1024], out[4096] = "";
+	const char *dir = getenv("DEVQ_CUDASIM_DIR");
+	for (int i = 0; i < 2; i++) {
+		snprintf(cmd, sizeof(cmd),
+			 "LD_LIBRARY_PATH=%s DEVQ_CUDASIM_DRIVER_VERSION=12080 timeout 10 %s "
+			 "-v --socket /tmp/devq-cudasim-old-%d.sock --backend %s 2>&1 & "
+			 "sleep 1; kill %%1 2>/dev/null; wait",
+			 dir, harness_bin("devqd"), (int)getpid(), i ? "auto" : "cuda");
+		FILE *f = popen(cmd, "r");
+		ck_assert_ptr_nonnull(f);
+		size_t n = fread(out, 1, sizeof(out) - 1, f);
+		out[n] = '\0';
+		pclose(f);
+		ck_assert_msg(strstr(out, "supports CUDA 12.8, but devqd was built with the newer"),
+			      "%s", out);
+		if (i)
+			ck_assert_msg(strstr(out, "using the CPU backend"), "%s", out);
+	}
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("cudasim");
@@ -286,6 +313,7 @@ static Suite *suite(void)
 	tcase_add_test(t, test_stop_cancels_queued_on_device);
 	tcase_add_test(t, test_disconnect_cancels_queued_on_device);
 	tcase_add_test(t, test_replayable_batch_one_graph);
+	tcase_add_test(t, test_driver_older_than_toolkit);
 	suite_add_tcase(s, t);
 	return s;
 }

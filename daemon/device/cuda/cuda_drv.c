@@ -184,11 +184,16 @@ int devq_cuda_drv_open(struct devq_cuda_drv *drv, const char *lib, char *err, si
 		return cr == CUDA_ERROR_STUB_LIBRARY ? -ENODEV : -EIO;
 	}
 	if (drv->driver_version < CUDA_VERSION) {
+		/* Say which side is newer: "too old" alone reads as a fault of
+		 * the driver when the toolkit devqd was built with moved on. */
 		snprintf(err, errlen,
-			 "the NVIDIA driver supports CUDA %d.%d, but devqd was built with CUDA %d.%d: "
-			 "install driver %d or newer",
+			 "the NVIDIA driver supports CUDA %d.%d, but devqd was built with the newer "
+			 "CUDA %d.%d toolkit: install a driver that supports CUDA %d.%d (branch %d or "
+			 "newer), or build devqd with a CUDA toolkit no newer than %d.%d",
 			 drv->driver_version / 1000, drv->driver_version % 1000 / 10,
-			 CUDA_VERSION / 1000, CUDA_VERSION % 1000 / 10, DEVQ_CUDA_MIN_DRIVER_BRANCH);
+			 CUDA_VERSION / 1000, CUDA_VERSION % 1000 / 10, CUDA_VERSION / 1000,
+			 CUDA_VERSION % 1000 / 10, DEVQ_CUDA_MIN_DRIVER_BRANCH,
+			 drv->driver_version / 1000, drv->driver_version % 1000 / 10);
 		devq_cuda_drv_close(drv);
 		return -EPROTO;
 	}
