@@ -69,6 +69,7 @@ struct cu_op {
 	bool work; /* something ran on the device */
 	bool issued; /* on its CUDA stream (or failed without reaching it) */
 	unsigned run_len; /* first op of a replayable run: its length */
+	uint64_t est_ns; /* the device time it declares (spin ns), else 0 */
 };
 
 struct cu_stream {
@@ -83,6 +84,7 @@ struct cu_stream {
 	 * cancel the rest. */
 	struct devq_bop *uhead, *utail;
 	unsigned on_device; /* issued, not yet reported */
+	uint64_t dev_ns;    /* their declared device time (est_ns) */
 	uint64_t last_end; /* host time the previous op was seen complete */
 };
 
@@ -97,6 +99,7 @@ struct cuda_backend {
 	int *n_param;       /* index of each kernel's "n" argument, or -1 */
 	unsigned *nparams;  /* parameters of each kernel */
 	size_t k_spin, k_spin_buf, k_copy; /* indices the backend launches itself */
+	size_t k_fault; /* declares its ns like spin; devq_nkernels if none */
 	unsigned sm_count;
 	bool ro_register; /* read-only host memory can be registered */
 
@@ -125,11 +128,20 @@ struct cuda_backend {
 
 /* Ops of one stream issued to CUDA and not yet reported.  An op can only be
  * cancelled before it is issued (nothing takes work back off a CUDA
- * stream), so this bounds what a stop or a disconnect must wait for: one op
- * running and one queued behind it, so the device does not idle while the
- * completion thread wakes up and issues the next (a run of replayable ops
- * goes as one graph launch, whatever its length). */
+ * stream), so this bounds what a stop or a disconnect must wait for: two
+ * ops (one running, one queued so the device does not idle while the
+ * completion thread wakes up and issues the next), and beyond them short
+ * ops only: up to DEVQ_CUDA_DEPTH_MAX while the device time they declare
+ * (a spin's ns; other kernels, copies and fills declare none) stays within
+ * DEVQ_CUDA_WINDOW_NS.  Two at a time would cost small ops most of their
+ * throughput (each then waits for a completion thread's wake-up); long
+ * spins are what a stop must not wait for.  A replayable run is one graph
+ * launch, whatever its length, counted by its ops. */
+#ifndef DEVQ_CUDA_WINDOW /* -D for measurements only */
 #define DEVQ_CUDA_WINDOW 2
+#endif
+#define DEVQ_CUDA_DEPTH_MAX 64
+#define DEVQ_CUDA_WINDOW_NS 1000000ull
 
 /* Shorter replayable runs are issued op by op: a graph launch costs about
  * as much as a few kernel launches, and a new run's capture far more. */
@@ -343,6 +355,7 @@ static void *waiter(void *arg)
 		atomic_store_explicit(&op->done, 1, memory_order_release);
 		cb->b.on_complete(cb->b.ud, op); /* op may be freed from here on */
 		pthread_cond_broadcast(&cb->done);
+		st->dev_ns -= co ? co->est_ns : 0;
 		if (co)
 			op_put(cb, co); /* events recycled only once published */
 		st->on_device--;
@@ -719,6 +732,23 @@ static bool unit_ready(struct devq_bop *op, unsigned n)
 	return true;
 }
 
+/* Lock held: the device time the unit at op (n ops) declares, each op's
+ * noted in its cu_op. */
+static uint64_t unit_est(struct cuda_backend *cb, struct devq_bop *op, unsigned n)
+{
+	uint64_t sum = 0;
+	for (unsigned k = 0; k < n && op; k++, op = op->next) {
+		struct cu_op *co = op->priv;
+		size_t i = op->kind == DEVQ_BOP_KERNEL ? (size_t)(op->kernel - devq_kernels)
+						       : devq_nkernels;
+		co->est_ns = i == cb->k_spin || i == cb->k_spin_buf || i == cb->k_fault
+				     ? op->args[0].u64
+				     : 0;
+		sum += co->est_ns;
+	}
+	return sum;
+}
+
 /* Lock held: issues what the windows allow, on every stream (issuing on one
  * can unblock another's waits). */
 static void pump(struct cuda_backend *cb)
@@ -727,10 +757,15 @@ static void pump(struct cuda_backend *cb)
 		progress = false;
 		for (unsigned i = 0; i < cb->b.streams; i++) {
 			struct cu_stream *st = &cb->s[i];
-			while (st->uhead && st->on_device < DEVQ_CUDA_WINDOW) {
+			while (st->uhead) {
 				struct devq_bop *op = st->uhead;
 				unsigned n = ((struct cu_op *)op->priv)->run_len;
-				if (!unit_ready(op, n ? n : 1))
+				unsigned units = n ? n : 1;
+				uint64_t est = unit_est(cb, op, units);
+				bool fits = st->on_device < DEVQ_CUDA_WINDOW ||
+					    (st->on_device + units <= DEVQ_CUDA_DEPTH_MAX &&
+					     st->dev_ns + est <= DEVQ_CUDA_WINDOW_NS);
+				if (!fits || !unit_ready(op, units))
 					break;
 				struct devq_bop *last = op;
 				for (unsigned k = 1; k < n; k++)
@@ -739,7 +774,8 @@ static void pump(struct cuda_backend *cb)
 				if (!st->uhead)
 					st->utail = NULL;
 				last->next = NULL;
-				st->on_device += n ? n : 1;
+				st->on_device += units;
+				st->dev_ns += est;
 				if (n)
 					issue_run(cb, op, n);
 				else
@@ -1059,6 +1095,7 @@ int devq_backend_cuda_open(const struct devq_backend_config *cfg, const char *li
 	cb->n_param = calloc(devq_nkernels, sizeof(*cb->n_param));
 	cb->nparams = calloc(devq_nkernels, sizeof(*cb->nparams));
 	cb->gops = calloc(DEVQ_GRAPH_MAX_OPS, sizeof(*cb->gops));
+	cb->k_fault = devq_nkernels;
 	if (!cb->fn || !cb->n_param || !cb->nparams || !cb->gops)
 		FAIL(-ENOMEM, "out of memory");
 	for (size_t i = 0; i < devq_nkernels; i++) {
@@ -1074,6 +1111,8 @@ int devq_backend_cuda_open(const struct devq_backend_config *cfg, const char *li
 			cb->k_spin_buf = i;
 		else if (!strcmp(devq_kernels[i].name, "copy"))
 			cb->k_copy = i;
+		else if (!strcmp(devq_kernels[i].name, "fault"))
+			cb->k_fault = i;
 		if (devq_sig_parse(devq_kernels[i].signature, &sig, serr, sizeof(serr)) == 0) {
 			cb->n_param[i] = devq_sig_find(&sig, "n");
 			cb->nparams[i] = sig.nparams;
