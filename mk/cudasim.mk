@@ -4,7 +4,9 @@
 # and reports every breach of CUDA's rules (see its header comment).
 #
 #   make check-cuda-sim        the integration suites with devqd --backend
-#                              cuda against the simulator; fails on any test
+#                              cuda against the simulator (an sm_90 GPU;
+#                              test_cudasim again as sm_80 and as sm_100,
+#                              which runs the PTX); fails on any test
 #                              failure or any rule violation
 #   make check-cuda-sim-asan   the same built with ASan+UBSan (build-asan/)
 #
@@ -29,12 +31,13 @@ HARNESS_TESTS += test_cudasim
 
 check-cuda-sim: all $(CUDASIM_LIB) $(addprefix $(BUILD)/tests/,$(CUDASIM_TESTS))
 	@rm -f $(CUDASIM_DIR)/violations; start=$$(date +%s); pass=0; fail=0; bad=""; \
-	for t in $(CUDASIM_TESTS); do \
-	  echo "== $$t (cuda, simulated)"; \
-	  DEVQ_BUILD=$(BUILD) DEVQ_SANITIZER=$(SAN) DEVQ_TEST_BACKEND=cuda \
+	for t in $(CUDASIM_TESTS) test_cudasim@80 test_cudasim@100; do \
+	  p=$${t%@*}; arch=$${t#$$p}; arch=$${arch#@}; \
+	  echo "== $$t (cuda, simulated$${arch:+ sm_$$arch})"; \
+	  DEVQ_BUILD=$(BUILD) DEVQ_SANITIZER=$(SAN) DEVQ_TEST_BACKEND=cuda DEVQ_CUDASIM_ARCH=$${arch:-90} \
 	    DEVQ_CUDASIM_DIR=$(abspath $(CUDASIM_DIR)) \
 	    DEVQ_CUDASIM_REPORT=$(abspath $(CUDASIM_DIR))/violations SOAK_SECONDS=$(CUDASIM_SOAK_SECONDS) \
-	    $(BUILD)/tests/$$t > $(CUDASIM_DIR)/$$t.log 2>&1; rc=$$?; \
+	    $(BUILD)/tests/$$p > $(CUDASIM_DIR)/$$t.log 2>&1; rc=$$?; \
 	  cat $(CUDASIM_DIR)/$$t.log; \
 	  line=$$(grep -E '^[0-9]+%: Checks: ' $(CUDASIM_DIR)/$$t.log | tail -n 1); \
 	  n=$$(echo "$$line" | sed -E 's/.*Checks: ([0-9]+).*/\1/'); \

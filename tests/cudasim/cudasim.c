@@ -750,12 +750,31 @@ EXPORT CUresult cuModuleUnload(CUmodule m)
 	RET(CUDA_SUCCESS);
 }
 
+/* Whether the image names the symbol: a whole word (a SASS string table
+ * ends it with NUL, PTX with "(" after ".entry name"). */
+static bool image_has(const struct CUmod_st *m, const char *name)
+{
+	size_t n = strlen(name);
+	const unsigned char *p = m->image, *end = m->image + m->image_len;
+	while (p < end && (p = memmem(p, (size_t)(end - p), name, n))) {
+		unsigned char next = p + n < end ? p[n] : 0;
+		bool before_ok = p == m->image || !(p[-1] == '_' || (p[-1] >= '0' && p[-1] <= '9') ||
+						     ((p[-1] | 32) >= 'a' && (p[-1] | 32) <= 'z'));
+		bool after_ok = !(next == '_' || (next >= '0' && next <= '9') ||
+				  ((next | 32) >= 'a' && (next | 32) <= 'z'));
+		if (before_ok && after_ok)
+			return true;
+		p++;
+	}
+	return false;
+}
+
 EXPORT CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name)
 {
 	ENTER("cuModuleGetFunction", true);
 	if (!live(m, MAGIC_MODULE, "cuModuleGetFunction", "module"))
 		RET(CUDA_ERROR_INVALID_HANDLE);
-	if (strncmp(name, "devq_", 5) || !memmem(m->image, m->image_len, name, strlen(name) + 1))
+	if (strncmp(name, "devq_", 5) || !image_has(m, name))
 		RET(CUDA_ERROR_NOT_FOUND);
 	const struct devq_kernel *k = devq_kernel_find(name + 5);
 	if (!k && !strcmp(name + 5, "fault"))
