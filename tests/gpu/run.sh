@@ -27,7 +27,8 @@
 #   4. gpu_check seed: 5 ms spin -> device ~5 ms, submit in µs, the buffer
 #      released only after the device end
 #   5. a short benchmark: null-op round trip through devqd against a
-#      cuLaunchKernel + cuEventSynchronize loop (native_bench), ratio; and
+#      cuLaunchKernel + cuEventSynchronize loop (native_bench, run before
+#      devqd starts so EXCLUSIVE_PROCESS compute mode allows it), ratio; and
 #      replayable batches of 64 (one CUDA graph launch) against a native
 #      loop of 64 cuLaunchKernel calls, µs per kernel: graphs must win
 #   6. gpu_check devbuf, roimport, prio, cancel, deadlock, onegraph: device
@@ -132,6 +133,19 @@ fi
 
 # 2. every kernel against the CPU reference
 step kernel_check 120 $RUN "$TOOLS/kernel_check"
+# The native baseline before devqd starts: in EXCLUSIVE_PROCESS compute
+# mode a second process cannot have a context beside devqd's.
+timeout 120 $RUN "$TOOLS/native_bench" 2000 >"$T/b2" 2>&1
+# Device free memory: cuMemGetInfo from a process of its own, or, where the
+# compute mode allows devqd's context only, nvidia-smi's count.
+meminfo() {
+	m=$($RUN "$TOOLS/kernel_check" --meminfo 2>/dev/null | awk '/^MEMINFO/ { print $3 }')
+	if [ -z "$m" ] && command -v nvidia-smi >/dev/null; then
+		m=$(nvidia-smi -i 0 --query-gpu=memory.free --format=csv,noheader,nounits 2>/dev/null |
+			awk '{ print $1 * 1048576 }')
+	fi
+	echo "$m"
+}
 
 # devqd under a supervisor that restarts it on status 69, like systemd.
 supervise() {
@@ -165,7 +179,6 @@ else
 	# 5: round trip through devqd against the native loop, same run
 	echo "== bench"
 	timeout 120 $RUN "$TOOLS/gpu_check" "$SOCK" bench 2000 >"$T/b1" 2>&1
-	timeout 120 $RUN "$TOOLS/native_bench" 2000 >"$T/b2" 2>&1
 	cat "$T/b1" "$T/b2"
 	d=$(awk '/^BENCH devqd_roundtrip_us/ { print $4 }' "$T/b1")
 	nb=$(awk '/^BENCH native_roundtrip_us/ { print $4 }' "$T/b2")
@@ -194,13 +207,13 @@ else
 		"$(awk -v a="${gr:-0}" -v b="${gn:-1}" 'BEGIN { printf "%.2f", a / b }'))" | tally
 	# 6: device buffers, imports, priorities, cancellation, replayable runs;
 	# 7: nothing leaks on the device or in pinned pages
-	mem0=$($RUN "$TOOLS/kernel_check" --meminfo 2>/dev/null | awk '/^MEMINFO/ { print $3 }')
+	mem0=$(meminfo)
 	pin0=$(awk '/^VmPin/ { print $2 }' "/proc/$(cat "$T/devqd.pid")/status" 2>/dev/null)
 	for m in devbuf roimport prio cancel deadlock onegraph; do
 		step "$m" 60 $RUN "$TOOLS/gpu_check" "$SOCK" "$m"
 	done
 	sleep 1
-	mem1=$($RUN "$TOOLS/kernel_check" --meminfo 2>/dev/null | awk '/^MEMINFO/ { print $3 }')
+	mem1=$(meminfo)
 	pin1=$(awk '/^VmPin/ { print $2 }' "/proc/$(cat "$T/devqd.pid")/status" 2>/dev/null)
 	if [ -n "$mem0" ] && [ -n "$mem1" ] &&
 	   awk -v a="$mem0" -v b="$mem1" 'BEGIN { exit !(b >= a - 64 * 1048576) }'; then
