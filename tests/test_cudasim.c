@@ -274,6 +274,64 @@ START_TEST(test_replayable_batch_one_graph)
 }
 END_TEST
 
+/* The shortest run worth a graph: 4 replayable ops are one graph launch, 3
+ * go op by op. */
+START_TEST(test_graph_min_run)
+{
+	NEED_SIM();
+	for (int n = 3; n <= 4; n++) {
+		char stats[96];
+		snprintf(stats, sizeof(stats), "/tmp/devq-cudasim-stats-%d", (int)getpid());
+		setenv("DEVQ_CUDASIM_STATS", stats, 1);
+		harness_start(&D, NULL);
+		unsetenv("DEVQ_CUDASIM_STATS");
+		devq *q = conn(D.sock, "minrun");
+		ck_assert_int_eq(devq_queue_open(q, 0), 0);
+		struct devq_arg a[] = { a_u64("ns", 1000) };
+		struct devq_op ops[4];
+		for (int i = 0; i < n; i++)
+			ops[i] = spin_op(0, exe(q, "spin"), a, NULL, 0);
+		uint64_t p[4];
+		ck_assert_int_eq(devq_submit_replayable(q, ops, (size_t)n, p), 0);
+		struct devq_completion c;
+		ck_assert_int_eq(devq_wait(q, 0, p[n - 1], 10000, &c), 0);
+		devq_disconnect(q);
+		ck_assert_int_eq(harness_stop(&D), 0);
+		unsigned long g = stat_of(stats, "graph_launches");
+		unlink(stats);
+		ck_assert_msg(g == (n == 4), "a replayable run of %d: %lu graph launches", n, g);
+	}
+}
+END_TEST
+
+/* Long ops: two of a stream on the device at once (the running one and
+ * the next), never a third. */
+START_TEST(test_window_two_long_ops)
+{
+	NEED_SIM();
+	char stats[96];
+	snprintf(stats, sizeof(stats), "/tmp/devq-cudasim-stats-%d", (int)getpid());
+	setenv("DEVQ_CUDASIM_STATS", stats, 1);
+	harness_start(&D, NULL);
+	unsetenv("DEVQ_CUDASIM_STATS");
+	devq *q = conn(D.sock, "window");
+	ck_assert_int_eq(devq_queue_open(q, 0), 0);
+	struct devq_arg a[] = { a_u64("ns", 50000000) };
+	uint64_t p = 0;
+	for (int i = 0; i < 6; i++) {
+		struct devq_op op = spin_op(0, exe(q, "spin"), a, NULL, 0);
+		ck_assert_int_eq(devq_submit(q, &op, 1, &p), 0);
+	}
+	struct devq_completion c;
+	ck_assert_int_eq(devq_wait(q, 0, p, 10000, &c), 0);
+	devq_disconnect(q);
+	ck_assert_int_eq(harness_stop(&D), 0);
+	unsigned long m = stat_of(stats, "max_kernels_queued");
+	unlink(stats);
+	ck_assert_msg(m == 2, "6 spins of 50 ms: %lu on the device at once", m);
+}
+END_TEST
+
 /* A driver older than the toolkit devqd was built with: --backend cuda
  * fails saying which side is newer and what to do; auto falls back to the
  * CPU, saying why. */
@@ -314,6 +372,8 @@ static Suite *suite(void)
 	tcase_add_test(t, test_disconnect_cancels_queued_on_device);
 	tcase_add_test(t, test_replayable_batch_one_graph);
 	tcase_add_test(t, test_driver_older_than_toolkit);
+	tcase_add_test(t, test_graph_min_run);
+	tcase_add_test(t, test_window_two_long_ops);
 	suite_add_tcase(s, t);
 	return s;
 }

@@ -68,7 +68,8 @@
  * timings of copies, and PTX compilation (a PTX image stands for its SASS).
  *
  * DEVQ_CUDASIM_STATS=FILE: at exit, counts of kernel launches, graph
- * launches and captures (tests read them).
+ * launches and captures, and the most kernel launches one stream held
+ * queued or running at once (tests read them).
  * DEVQ_CUDASIM_DRIVER_VERSION: what cuDriverGetVersion answers. */
 #include <cuda.h>
 #include <dlfcn.h>
@@ -159,6 +160,7 @@ struct CUstream_st {
 	pthread_cond_t cv;
 	struct cmd *head, *tail;
 	bool busy, dying;
+	unsigned kernels; /* kernel launches queued or running */
 	struct CUgraph_st *capture; /* capturing into */
 	struct CUstream_st *next_all;
 };
@@ -213,7 +215,7 @@ static uint64_t dev_used;
 static unsigned arch = 90;
 static uint64_t notify_ns = 300000;
 static uint64_t clock_offset_ns = 123456789012345ull;
-static unsigned long fault_at, launches, graph_launches, captures;
+static unsigned long fault_at, launches, graph_launches, captures, max_kernels_queued;
 static CUresult fault_code;
 static pthread_t service;
 static bool service_started, service_stop;
@@ -469,6 +471,7 @@ static void *stream_main(void *arg)
 		if (!s->head)
 			s->tail = NULL;
 		s->busy = false;
+		s->kernels -= c->kind == C_KERNEL;
 		free(c);
 		pthread_cond_broadcast(&progress);
 	}
@@ -514,6 +517,8 @@ static CUresult submit(struct CUstream_st *s, struct cmd *c, const char *call)
 	else
 		s->head = c;
 	s->tail = c;
+	if (c->kind == C_KERNEL && ++s->kernels > max_kernels_queued)
+		max_kernels_queued = s->kernels;
 	pthread_cond_signal(&s->cv);
 	return CUDA_SUCCESS;
 }
@@ -1346,8 +1351,10 @@ static void write_stats(void)
 	FILE *f = fopen(path, "w");
 	if (!f)
 		return;
-	fprintf(f, "kernel_launches %lu\ngraph_launches %lu\ncaptures %lu\nviolations %u\n",
-		launches, graph_launches, captures, atomic_load(&violations));
+	fprintf(f,
+		"kernel_launches %lu\ngraph_launches %lu\ncaptures %lu\nmax_kernels_queued %lu\n"
+		"violations %u\n",
+		launches, graph_launches, captures, max_kernels_queued, atomic_load(&violations));
 	if (fclose(f) != 0)
 		perror("cudasim: stats");
 }
