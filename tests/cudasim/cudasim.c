@@ -250,6 +250,14 @@ static double device_ms(void)
 			return e_;                                               \
 		}                                                                \
 	} while (0)
+#define ENTER_LOCKED(name, needs_ctx)                                            \
+	do {                                                                     \
+		CUresult e_ = enter(name, needs_ctx);                            \
+		if (e_ != CUDA_SUCCESS) {                                        \
+			pthread_mutex_unlock(&G);                                \
+			return e_;                                               \
+		}                                                                \
+	} while (0)
 #define RET(r)                                      \
 	do {                                        \
 		CUresult r__ = (r);                 \
@@ -684,7 +692,12 @@ EXPORT CUresult cuDevicePrimaryCtxRelease(CUdevice d)
 
 EXPORT CUresult cuCtxSetCurrent(CUcontext c)
 {
-	ENTER("cuCtxSetCurrent", false);
+	/* Binds even after a sticky fault, and then reports it, as the
+	 * driver does. */
+	pthread_mutex_lock(&G);
+	if (!in_host_fn && inited && sticky != CUDA_SUCCESS && c == &primary && primary.retained > 0)
+		current = c;
+	ENTER_LOCKED("cuCtxSetCurrent", false);
 	if (c && (c != &primary || primary.retained <= 0)) {
 		violation("cuCtxSetCurrent: context %p is not retained", (void *)c);
 		RET(CUDA_ERROR_INVALID_CONTEXT);

@@ -311,14 +311,20 @@ static void stamp(struct devq_bop *op, uint64_t last_end, uint64_t seen)
 }
 
 static void pump(struct cuda_backend *cb);
+static void lose(struct cuda_backend *cb, CUresult r, const char *call);
 
 static void *waiter(void *arg)
 {
 	struct cu_stream *st = arg;
 	struct cuda_backend *cb = st->cb;
 
-	cb->drv.cuCtxSetCurrent(cb->ctx);
+	/* Without its context this thread cannot wait for anything: the
+	 * device is as good as lost (a sticky fault raised before the thread
+	 * got here answers this call too). */
+	CUresult ctx_r = cb->drv.cuCtxSetCurrent(cb->ctx);
 	pthread_mutex_lock(&cb->lock);
+	if (ctx_r != CUDA_SUCCESS)
+		lose(cb, ctx_r, "cuCtxSetCurrent");
 	for (;;) {
 		while (!st->head && !(cb->stop && !st->uhead))
 			pthread_cond_wait(&st->work, &cb->lock);
@@ -330,7 +336,7 @@ static void *waiter(void *arg)
 
 		CUresult r = CUDA_SUCCESS;
 		if (co && co->end)
-			r = cb->drv.cuEventSynchronize(co->end);
+			r = ctx_r != CUDA_SUCCESS ? ctx_r : cb->drv.cuEventSynchronize(co->end);
 		uint64_t seen = now_ns();
 		if (r == CUDA_SUCCESS && co && co->work && co->start && op->code == DEVQ__CODE__OK)
 			map_times(cb, op, co);
