@@ -604,7 +604,9 @@ EXPORT CUresult cuInit(unsigned flags)
 			fault_at = strtoul(f, &end, 10);
 			fault_code = *end == ':' ? (CUresult)atoi(end + 1) : CUDA_ERROR_ILLEGAL_ADDRESS;
 		}
+#ifndef __SANITIZE_THREAD__ /* TSan's atexit wrapper drops the argument */
 		exiting = malloc(sizeof(*exiting));
+#endif
 		if (exiting) {
 			pthread_mutex_init(exiting, NULL);
 			/* Registered with no DSO: it runs at exit() only, never at
@@ -1376,7 +1378,7 @@ __attribute__((destructor)) static void cudasim_fini(void)
 {
 	if (!inited)
 		return;
-	bool at_exit = false;
+	bool at_exit = !exiting; /* without the detector (TSan): assume exit */
 	if (exiting) {
 		int e = pthread_mutex_trylock(exiting);
 		at_exit = e == EBUSY;
