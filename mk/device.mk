@@ -26,8 +26,9 @@ $(BUILD)/tests/test_cuda: $(call obj,tests/test_cuda.c tests/harness.c daemon/de
 # gpu_check drives devqd through libdevq; native_bench is the driver-API
 # baseline; `make gpu-bundle` gathers them with devqd, devctl,
 # kernel_check, run.sh and every shared library they need that is not the
-# C library (plus the C library and its loader, used only if the GPU host's
-# is older), so a machine with a GPU and nothing else installed can run it.
+# C library (plus the C library, its loader and its companions libm, libdl,
+# libpthread and librt, used only if the GPU host's is older), so a machine
+# with a GPU and nothing else installed can run it.
 GPU_BUNDLE = $(BUILD)/gpu-bundle
 .PHONY: gpu-bundle
 ifeq ($(CUDA_ENABLED),1)
@@ -54,6 +55,11 @@ gpu-bundle: all $(BUILD)/tests/gpu/gpu_check $(BUILD)/tests/gpu/native_bench
 	      *) cp -L $$l $(GPU_BUNDLE)/lib/ ;; \
 	    esac; done
 	cp -L /lib64/ld-linux-x86-64.so.2 $(GPU_BUNDLE)/lib/glibc/
+	# The C library's companions, whether or not our programs link them:
+	# the host's libcuda.so.1 may, and must find the bundled C library's.
+	libc=$$(ldd $(BUILD)/devqd | awk '$$1 ~ /^libc\.so/ { print $$3 }'); \
+	for l in libc.so.6 libm.so.6 libdl.so.2 libpthread.so.0 librt.so.1; do \
+	  cp -L $$(dirname $$libc)/$$l $(GPU_BUNDLE)/lib/glibc/ || exit 1; done
 	@du -sh $(GPU_BUNDLE)
 else
 gpu-bundle:

@@ -99,6 +99,43 @@ bool harness_slow(void)
 	return (s && *s && strcmp(s, "0")) || getenv("DEVQ_VALGRIND");
 }
 
+const char *harness_backend(void)
+{
+	const char *b = getenv("DEVQ_TEST_BACKEND");
+	return b && *b ? b : "cpu";
+}
+
+bool harness_cudasim(void)
+{
+	const char *d = getenv("DEVQ_CUDASIM_DIR");
+	return d && *d && !strcmp(harness_backend(), "cuda");
+}
+
+void harness_cudasim_env(void)
+{
+	/* In a forked child, before exec: the daemon finds the simulator as
+	 * its libcuda.so.1, the way it would find a driver. */
+	const char *d = getenv("DEVQ_CUDASIM_DIR");
+	if (d && *d)
+		setenv("LD_LIBRARY_PATH", d, 1);
+}
+
+bool harness_cudasim_violations(const char *log, char *out, size_t outlen)
+{
+	FILE *f = fopen(log, "r");
+	if (!f)
+		return false;
+	char line[512];
+	bool found = false;
+	while (!found && fgets(line, sizeof(line), f))
+		if (!strncmp(line, "cudasim: VIOLATION: ", 20)) {
+			snprintf(out, outlen, "%s", line + 20);
+			found = true;
+		}
+	fclose(f);
+	return found;
+}
+
 static bool can_connect(const char *path)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
@@ -148,7 +185,7 @@ static void spawn(struct daemon_proc *d, const char *const *extra)
 	argv[n++] = "--socket";
 	argv[n++] = d->sock;
 	argv[n++] = "--backend";
-	argv[n++] = "cpu";
+	argv[n++] = harness_backend();
 	argv[n++] = "-v";
 	for (int i = 0; extra && extra[i] && n < 30; i++)
 		argv[n++] = extra[i];
@@ -161,6 +198,7 @@ static void spawn(struct daemon_proc *d, const char *const *extra)
 			dup2(fd, 2);
 			dup2(fd, 1);
 		}
+		harness_cudasim_env();
 		execvp(argv[0], (char *const *)argv);
 		_exit(127);
 	}
@@ -201,7 +239,12 @@ int harness_wait(struct daemon_proc *d)
 		snprintf(cmd, sizeof(cmd), "tail -n 30 %s >&2", d->log);
 		if (system(cmd) < 0)
 			perror("system");
-	} else {
+	}
+	/* The CUDA simulator's rule violations fail the test that caused them. */
+	char viol[512];
+	if (harness_cudasim_violations(d->log, viol, sizeof(viol)))
+		ck_abort_msg("the CUDA simulator reports a rule violation (log %s): %s", d->log, viol);
+	if (code == 0) {
 		unlink(d->log);
 		unlink(d->sock);
 		rmdir(d->dir);

@@ -41,6 +41,15 @@ const char *harness_bin(const char *name);
 /* Whether the build runs under sanitizers or valgrind: latency bounds are
  * skipped there, visibly. */
 bool harness_slow(void);
+/* The backend the daemons of a run use: DEVQ_TEST_BACKEND (cpu unless set;
+ * `make check-cuda-sim` sets cuda and DEVQ_CUDASIM_DIR, where the CUDA
+ * simulator tests/cudasim/ is built as libcuda.so.1). */
+const char *harness_backend(void);
+bool harness_cudasim(void);
+/* For a child about to exec a daemon: LD_LIBRARY_PATH to the simulator. */
+void harness_cudasim_env(void);
+/* Whether a daemon log holds a simulator rule violation (its first in out). */
+bool harness_cudasim_violations(const char *log, char *out, size_t outlen);
 uint64_t harness_now_ns(void);
 
 /* ---- libdevq helpers: each aborts the test on failure ---------------- */

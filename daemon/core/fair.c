@@ -206,11 +206,22 @@ static struct devq_job *take(struct devq_session *s);
 
 /* l's oldest op, if it may go now: a free slot, every op it waits on
  * handed over. */
+/* Ops of one replayable batch a lane may hold past its cap. */
+#define DEVQ_FAIR_REPLAY_MAX 1024
+
 static struct devq_job *pop_ready(struct devq_session *s, struct devq_fair_lane *l)
 {
 	struct devq_job *op = l->head;
-	if (!op || l->inside >= cap_of(s) || !deps_handed(op))
+	if (!op || !deps_handed(op))
 		return NULL;
+	/* A replayable batch (its ops share t_received) enters whole once its
+	 * first op has a slot: split, it would reach the backend as several
+	 * short runs, each its own graph launch. */
+	bool rest_of_batch = op->b.replay && l->replay_t == op->t_received &&
+			     l->inside < cap_of(s) + DEVQ_FAIR_REPLAY_MAX;
+	if (l->inside >= cap_of(s) && !rest_of_batch)
+		return NULL;
+	l->replay_t = op->b.replay ? op->t_received : 0;
 	l->head = op->fnext;
 	if (!l->head)
 		l->tail = NULL;

@@ -46,6 +46,10 @@ struct devq_fair_lane {
 	 * not yet processed by the loop (others); changed under the lock but
 	 * also read, and with enqueue_any_thread decremented, outside it. */
 	atomic_uint inside;
+	/* t_received of the replayable batch the lane last handed an op of
+	 * (0: the last op handed was not replayable): the rest of that batch
+	 * follows past the cap, so it reaches the backend whole (one graph). */
+	uint64_t replay_t;
 };
 
 struct devq_fair_sess {

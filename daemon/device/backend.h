@@ -117,6 +117,10 @@ struct devq_backend {
 	 * then hands a session's next ops over from the completion itself,
 	 * with no round trip through its loop. */
 	bool enqueue_any_thread;
+	/* Ops of one stream that may be beyond cancellation at once (issued to
+	 * the device, so they run to their end even when cancelled); 0 means
+	 * 1, the running op.  The stop grace covers this many ops per stream. */
+	unsigned device_depth;
 };
 
 struct devq_backend_config {

@@ -280,9 +280,12 @@ int main(int argc, char **argv)
 	}
 	d.loop = &loop;
 	int code = devq_server_run(&d);
+	/* The backend's threads first: one may still be inside on_complete,
+	 * about to wake the loop (uv_async_send writes to the loop's wake-up
+	 * fd, which uv_loop_close closes; libuv aborts on the failed write). */
+	devq_engine_fini(&d.e);
 	if (uv_loop_close(&loop) < 0)
 		log_err("loop: handles still open at exit");
-	devq_engine_fini(&d.e);
 	log_notice("stopped");
 	devq_config_fini();
 	return code;

@@ -637,7 +637,10 @@ static void on_stop_tick(uv_timer_t *t)
 		fflush(NULL);
 		_exit(d->exit_code);
 	}
-	if (devq_now_ns() - d->stop_started > d->e.cfg.stop_grace_ns) {
+	/* Each stream may run device_depth ops that can no longer be
+	 * cancelled, one after the other. */
+	unsigned depth = d->e.be && d->e.be->device_depth ? d->e.be->device_depth : 1;
+	if (devq_now_ns() - d->stop_started > d->e.cfg.stop_grace_ns + (depth - 1) * d->e.cfg.max_op_ns) {
 		/* The backend still runs ops on our memory: freeing it is not
 		 * safe, so leave without cleanup and say so. */
 		log_err("stop: %llu ops still running after the grace period; exiting",

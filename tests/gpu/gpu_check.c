@@ -12,6 +12,26 @@
  *   gpu_check SOCKET graph N batches of 64 null ops, replayable (one CUDA
  *                            graph launch each after the first) and plain:
  *                            µs per kernel, submit to completion
+ *   gpu_check SOCKET devbuf  device buffers: FILL, COPY in and out, an
+ *                            overlapping COPY inside one buffer (memmove),
+ *                            results checked on the host
+ *   gpu_check SOCKET roimport  a read-only import: read by a kernel, a write
+ *                            to it refused
+ *   gpu_check SOCKET prio    a 1 ms op on a high-priority queue behind a
+ *                            flood of 1 ms ops on a normal one
+ *   gpu_check SOCKET cancel  16 queued 200 ms spins of a client that leaves:
+ *                            devqd is idle again within 1.5 s (the ops not
+ *                            on the device are cancelled)
+ *   gpu_check SOCKET deadlock  a replayable batch whose last op waits on a
+ *                            rejected op: every op completes
+ *   gpu_check SOCKET onegraph  a replayable batch of 64 timed 20 µs spins
+ *                            is one graph launch: each op's events bracket
+ *                            the whole graph, so its first op lasts the
+ *                            64 kernels (split into runs it would last its
+ *                            run's)
+ *   gpu_check SOCKET stopload  queues 16 spins of 300 ms on 4 queues and
+ *                            returns: run.sh then stops devqd, which must
+ *                            exit 0 within its grace
  *   gpu_check SOCKET fault   the fault kernel: device_lost to every session,
  *                            then reconnect to the restarted daemon (run.sh
  *                            restarts it as systemd would) with shared
@@ -19,12 +39,14 @@
  *
  * Prints "PASS name: detail" / "FAIL name: detail" lines; exit status 0
  * when every check passed, 1 otherwise, 2 when devqd is not on a GPU. */
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "devq.h"
@@ -255,6 +277,228 @@ static void graph(devq *q, int nb)
 	       replay, nb);
 }
 
+/* ---- device buffers, imports, priorities, cancellation ------------------ */
+
+static uint64_t xfer(devq *q, uint32_t queue, enum devq_op_kind kind,
+		     const struct devq_buffer *src, uint64_t so, const struct devq_buffer *dst,
+		     uint64_t dof, uint64_t size, uint32_t pattern)
+{
+	struct devq_op op = { .queue = queue, .kind = kind, .src = src, .dst = dst,
+			      .src_offset = so, .dst_offset = dof, .size = size,
+			      .pattern = pattern };
+	uint64_t p;
+	if (devq_submit(q, &op, 1, &p) < 0)
+		die(q, "submit copy/fill");
+	return p;
+}
+
+static void devbuf(devq *q)
+{
+	const size_t n = 1 << 20;
+	struct devq_buffer *d, *h;
+	if (devq_buffer_create(q, n, DEVQ_BUFFER_DEVICE, &d) < 0 ||
+	    devq_buffer_create(q, n, DEVQ_BUFFER_SHARED, &h) < 0)
+		die(q, "buffers");
+	struct devq_completion c;
+	uint8_t *m = h->map;
+	/* FILL on the device, COPY out. */
+	xfer(q, 0, DEVQ_OP_FILL, NULL, 0, d, 0, n, 0xa5a5a5a5u);
+	uint64_t p = xfer(q, 0, DEVQ_OP_COPY, d, 0, h, 0, n, 0);
+	bool ok = wait_ok(q, 0, p, &c);
+	for (size_t i = 0; i < n && ok; i++)
+		ok = m[i] == 0xa5;
+	check(ok, "device FILL then COPY out", "1 MiB of 0xa5 back on the host");
+	/* COPY in, overlapping COPY inside the device buffer, COPY out. */
+	for (size_t i = 0; i < n; i++)
+		m[i] = (uint8_t)devq_mix64(i);
+	uint8_t *want = malloc(n);
+	memcpy(want, m, n);
+	memmove(want + 1000, want, 64 * 1024);
+	xfer(q, 0, DEVQ_OP_COPY, h, 0, d, 0, n, 0);
+	p = xfer(q, 0, DEVQ_OP_COPY, d, 0, d, 1000, 64 * 1024, 0);
+	ok = wait_ok(q, 0, p, &c); /* the host buffer was read: now it may change */
+	memset(m, 0, n);
+	p = xfer(q, 0, DEVQ_OP_COPY, d, 0, h, 0, n, 0);
+	ok = ok && wait_ok(q, 0, p, &c) && !memcmp(m, want, n);
+	check(ok, "overlapping COPY in a device buffer", "64 KiB moved by 1000 bytes, as memmove");
+	/* The same across queues: the hazard orders them. */
+	xfer(q, 1, DEVQ_OP_FILL, NULL, 0, d, 4096, 8192, 0x01020304u);
+	p = xfer(q, 2, DEVQ_OP_COPY, d, 4096, h, 0, 8192, 0);
+	ok = wait_ok(q, 2, p, &c);
+	for (size_t i = 0; i < 8192 && ok; i++)
+		ok = m[i] == (uint8_t)(0x04 - i % 4);
+	check(ok, "FILL and COPY across queues", "the copy saw the fill (buffer hazard)");
+	free(want);
+	devq_buffer_release(q, d);
+	devq_buffer_release(q, h);
+	devq_buffer_wait_released(q, d, 30000);
+	devq_buffer_wait_released(q, h, 30000);
+}
+
+static void roimport(devq *q)
+{
+	const size_t n = 1 << 20;
+	int fd = memfd_create("gpu_check", MFD_ALLOW_SEALING | MFD_CLOEXEC);
+	if (fd < 0 || ftruncate(fd, (off_t)n) < 0 || fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK) < 0)
+		die(NULL, "memfd");
+	uint8_t *m = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (m == MAP_FAILED)
+		die(NULL, "mmap");
+	for (size_t i = 0; i < n; i++)
+		m[i] = (uint8_t)devq_mix64(i * 7);
+	struct devq_buffer *ro, *out;
+	int r = devq_buffer_import(q, fd, n, DEVQ_IMPORT_READ_ONLY, &ro);
+	if (r < 0) {
+		check(false, "read-only import", "refused: %s", devq_last_error(q));
+		return;
+	}
+	if (devq_buffer_create(q, 8, DEVQ_BUFFER_SHARED, &out) < 0)
+		die(q, "buffer");
+	struct devq_arg ca[] = { u64("n", n), buf("data", ro), buf("out", out) };
+	uint64_t p = submit(q, 0, "checksum", ca, 3, NULL, 0, true);
+	struct devq_completion c;
+	bool ok = wait_ok(q, 0, p, &c) && *(uint64_t *)out->map == ref_checksum(m, n);
+	check(ok, "read-only import read by a kernel", "checksum matches");
+	struct devq_arg fa[] = { u64("n", 16), { .name = "value", .type = DEVQ_ARG_U32,
+						 .v.u32 = 1 }, buf("dst", ro) };
+	p = submit(q, 0, "fill_u32", fa, 3, NULL, 0, true);
+	devq_wait(q, 0, p, 60000, &c);
+	check(c.code != DEVQ_OK && m[0] == (uint8_t)devq_mix64(0), "read-only import not written",
+	      "%s", devq_code_name(c.code));
+	devq_buffer_release(q, ro);
+	devq_buffer_release(q, out);
+	munmap(m, n);
+	close(fd);
+}
+
+static void prio(devq *q, const char *sock)
+{
+	devq *h;
+	if (devq_connect(sock, "gpu_check prio", &h) < 0 || devq_queue_open_priority(h, 0, 1) < 0) {
+		check(false, "high-priority queue", "%s", devq_last_error(h));
+		return;
+	}
+	uint64_t last = 0;
+	for (int i = 0; i < 40; i++) {
+		struct devq_arg a[] = { u64("ns", 1000000) };
+		last = submit(q, 0, "spin", a, 1, NULL, 0, true);
+	}
+	devq_flush(q);
+	usleep(2000);
+	struct devq_arg a[] = { u64("ns", 1000000) };
+	uint64_t p = submit(h, 0, "spin", a, 1, NULL, 0, true);
+	struct devq_completion c;
+	bool ok = wait_ok(h, 0, p, &c);
+	uint64_t done_before = devq_completed(q, 0);
+	wait_ok(q, 0, last, &c);
+	check(ok && done_before < 30, "high-priority queue",
+	      "its 1 ms op ended with %llu of 40 normal ones done", (unsigned long long)done_before);
+	devq_disconnect(h);
+}
+
+static void cancel(devq *q, const char *sock)
+{
+	devq *g;
+	if (devq_connect(sock, "gpu_check gone", &g) < 0 || devq_queue_open(g, 0) < 0)
+		die(g, "connect");
+	for (int i = 0; i < 16; i++) {
+		struct devq_arg a[] = { u64("ns", 200000000) };
+		submit(g, 0, "spin", a, 1, NULL, 0, true);
+	}
+	devq_flush(g);
+	usleep(100000);
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	devq_disconnect(g);
+	uint64_t inflight = 1;
+	double ms = 0;
+	while (inflight && ms < 10000) {
+		struct devq_status *st;
+		if (devq_get_status(q, &st) < 0)
+			die(q, "status");
+		inflight = st->ops_in_flight;
+		devq_status_free(st);
+		usleep(10000);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		ms = (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6;
+	}
+	check(ms < 1500, "cancel on disconnect", "idle %.0f ms after a client left 16 queued "
+						 "200 ms spins (not 3200)", ms);
+}
+
+static void deadlock(devq *q)
+{
+	const struct devq_exec *e = exe(q, "spin");
+	struct devq_arg huge[] = { u64("ns", 1000000000000ull) }, small[] = { u64("ns", 1000) };
+	struct devq_wait w = { .queue = 1, .point = 0 };
+	struct devq_op ops[4] = {
+		{ .queue = 1, .kind = DEVQ_OP_KERNEL, .exec = e, .args = huge, .nargs = 1 },
+		{ .queue = 0, .kind = DEVQ_OP_KERNEL, .exec = e, .args = small, .nargs = 1 },
+		{ .queue = 0, .kind = DEVQ_OP_KERNEL, .exec = e, .args = small, .nargs = 1 },
+		{ .queue = 0, .kind = DEVQ_OP_KERNEL, .exec = e, .args = small, .nargs = 1,
+		  .waits = &w, .nwaits = 1 },
+	};
+	/* The wait names the rejected op: the first on queue 1 of this
+	 * connection (gpu_check runs one mode per connection). */
+	w.point = 1;
+	uint64_t p[4];
+	if (devq_submit_replayable(q, ops, 4, p) < 0)
+		die(q, "submit");
+	struct devq_completion c;
+	bool ok = true;
+	for (int i = 0; i < 4; i++) {
+		int r = devq_wait(q, ops[i].queue, p[i], 10000, &c);
+		ok &= r == 0 && (i == 0 ? c.code != DEVQ_OK
+				 : i == 3 ? c.code == DEVQ_E_DEPENDENCY_FAILED
+					  : c.code == DEVQ_OK);
+	}
+	check(ok, "replayable batch with a failed wait", "every op completed (no deadlock)");
+}
+
+static void onegraph(devq *q)
+{
+	enum { B = 64 };
+	const struct devq_exec *e = exe(q, "spin");
+	struct devq_arg a[] = { u64("ns", 20000) };
+	struct devq_op ops[B];
+	for (int i = 0; i < B; i++)
+		ops[i] = (struct devq_op){ .queue = 0, .kind = DEVQ_OP_KERNEL, .exec = e, .args = a,
+					   .nargs = 1 };
+	bool ok = true;
+	uint64_t shortest = UINT64_MAX;
+	for (int r = 0; r < 3; r++) {
+		uint64_t p[B];
+		if (devq_submit_replayable(q, ops, B, p) < 0)
+			die(q, "submit");
+		for (int i = 0; i < B; i++) {
+			struct devq_completion c;
+			ok &= wait_ok(q, 0, p[i], &c);
+			uint64_t d = c.t.device_end - c.t.device_start;
+			if (i == 0 && d < shortest)
+				shortest = d;
+		}
+	}
+	/* One graph: the first op's start and end events bracket all 64
+	 * kernels.  Split into runs of k ops, it would last k kernels. */
+	check(ok && shortest >= B * 20000 * 9 / 10, "replayable batch of 64 is one graph launch",
+	      "its first op lasted %.0f µs (64 kernels of 20 µs: %d)", shortest / 1e3, B * 20);
+}
+
+static void stopload(devq *q)
+{
+	for (uint32_t k = 0; k < 4; k++)
+		for (int i = 0; i < 4; i++) {
+			struct devq_arg a[] = { u64("ns", 300000000) };
+			submit(q, k, "spin", a, 1, NULL, 0, true);
+		}
+	devq_flush(q);
+	usleep(100000);
+	printf("stopload: 16 spins of 300 ms queued on 4 queues\n");
+	fflush(stdout);
+	/* run.sh stops devqd now; this process leaves without waiting. */
+	_exit(0);
+}
+
 /* ---- fault ------------------------------------------------------------ */
 
 static void fault(devq *q, const char *sock)
@@ -311,7 +555,8 @@ static void fault(devq *q, const char *sock)
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
-		fprintf(stderr, "usage: gpu_check SOCKET order|seed|bench N|graph N|fault\n");
+		fprintf(stderr, "usage: gpu_check SOCKET order|seed|bench N|graph N|devbuf|roimport|"
+				"prio|cancel|deadlock|onegraph|stopload|fault\n");
 		return 64;
 	}
 	devq *q;
@@ -335,6 +580,20 @@ int main(int argc, char **argv)
 		bench(q, argc > 3 ? atoi(argv[3]) : 2000);
 	} else if (!strcmp(argv[2], "graph")) {
 		graph(q, argc > 3 ? atoi(argv[3]) : 200);
+	} else if (!strcmp(argv[2], "devbuf")) {
+		devbuf(q);
+	} else if (!strcmp(argv[2], "roimport")) {
+		roimport(q);
+	} else if (!strcmp(argv[2], "prio")) {
+		prio(q, argv[1]);
+	} else if (!strcmp(argv[2], "cancel")) {
+		cancel(q, argv[1]);
+	} else if (!strcmp(argv[2], "deadlock")) {
+		deadlock(q);
+	} else if (!strcmp(argv[2], "onegraph")) {
+		onegraph(q);
+	} else if (!strcmp(argv[2], "stopload")) {
+		stopload(q);
 	} else if (!strcmp(argv[2], "fault")) {
 		fault(q, argv[1]);
 	} else {

@@ -573,7 +573,9 @@ static bool check_fault(void)
 
 static int usage(void)
 {
-	fprintf(stderr, "usage: kernel_check [--device N] [--fault] [FATBIN]\n");
+	fprintf(stderr, "usage: kernel_check [--device N] [--fault] [FATBIN]\n"
+			"       kernel_check --probe     load the driver, cuInit, count devices\n"
+			"       kernel_check --meminfo   the device's free memory (cuMemGetInfo)\n");
 	return EXIT_USAGE;
 }
 
@@ -599,7 +601,7 @@ static unsigned char *read_file(const char *path, size_t *len)
 int main(int argc, char **argv)
 {
 	int ordinal = 0;
-	bool fault = false;
+	bool fault = false, probe = false, meminfo = false;
 	const char *path = NULL;
 	const unsigned char *image = devq_fatbin_data;
 	unsigned char *owned = NULL;
@@ -614,6 +616,10 @@ int main(int argc, char **argv)
 			ordinal = (int)v;
 		} else if (!strcmp(argv[i], "--fault")) {
 			fault = true;
+		} else if (!strcmp(argv[i], "--probe")) {
+			probe = true;
+		} else if (!strcmp(argv[i], "--meminfo")) {
+			meminfo = true;
 		} else if (argv[i][0] == '-' || path) {
 			return usage();
 		} else {
@@ -668,6 +674,31 @@ int main(int argc, char **argv)
 		printf("kernel_check: no device %d (%d devices)\n", ordinal, count);
 		free(owned);
 		return EXIT_NODEV;
+	}
+	if (probe) {
+		/* The driver really loaded (its own libraries too) and answers. */
+		printf("probe: libcuda.so.1 loaded, driver CUDA %d.%d, %d device(s)\n", drv / 1000,
+		       drv % 1000 / 10, count);
+		free(owned);
+		return EXIT_SUCCESS;
+	}
+	if (meminfo) {
+		CUcontext mctx = NULL;
+		size_t fr = 0, total = 0;
+		r = cu.cuDevicePrimaryCtxRetain(&mctx, dev);
+		if (r == CUDA_SUCCESS)
+			r = cu.cuCtxSetCurrent(mctx);
+		if (r == CUDA_SUCCESS)
+			r = cu.cuMemGetInfo(&fr, &total);
+		if (mctx)
+			cu.cuDevicePrimaryCtxRelease(dev);
+		free(owned);
+		if (r != CUDA_SUCCESS) {
+			printf("meminfo: %s\n", err_name(r));
+			return EXIT_FAILURE;
+		}
+		printf("MEMINFO free %zu total %zu\n", fr, total);
+		return EXIT_SUCCESS;
 	}
 	cu.cuDeviceGetName(dname, sizeof dname, dev);
 	cu.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);

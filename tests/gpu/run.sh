@@ -27,12 +27,29 @@
 #   4. gpu_check seed: 5 ms spin -> device ~5 ms, submit in µs, the buffer
 #      released only after the device end
 #   5. a short benchmark: null-op round trip through devqd against a
-#      cuLaunchKernel + cuEventSynchronize loop (native_bench), ratio; and
+#      cuLaunchKernel + cuEventSynchronize loop (native_bench, run before
+#      devqd starts so EXCLUSIVE_PROCESS compute mode allows it), ratio; and
 #      replayable batches of 64 (one CUDA graph launch) against a native
 #      loop of 64 cuLaunchKernel calls, µs per kernel: graphs must win
-#   6. gpu_check fault: the fault kernel -> device_lost to every session,
+#   6. gpu_check devbuf, roimport, prio, cancel, deadlock, onegraph: device
+#      buffers with FILL and COPY (an overlapping one too), a read-only
+#      import, a high-priority queue, cancellation when a client leaves,
+#      the replayable batch with a failed wait, a replayable batch of 64
+#      as one graph launch
+#   7. leak check: the device's free memory (cuMemGetInfo, from
+#      kernel_check --meminfo) and devqd's pinned pages before and after
+#      the device-buffer checks
+#   8. gpu_check fault: the fault kernel -> device_lost to every session,
 #      devqd exits 69, a fresh one serves, the client reconnects and its
 #      shared buffer is intact
+#   9. cancellation on stop: 16 long spins queued, SIGTERM: devqd exits 0
+#      within its grace
+# Which C library: the bundle carries the build machine's C library, its
+# loader and its companions (libm, libdl, libpthread, librt, which the
+# host's libcuda.so.1 still links on older distributions), used only when
+# kernel_check --probe, which really loads the driver, fails with the
+# host's.  Only devq's programs see the bundle's library path; host tools
+# (nvidia-smi, awk) run as they are.
 # Exit status: 0 when every check passed.
 set -u
 
@@ -43,14 +60,24 @@ build|build-*) BIN=$B; TOOLS=$B/tests/gpu; FATBIN=$B/kernels/devq_kernels.fatbin
 esac
 [ -x "$BIN/devqd" ] || { echo "run.sh: no devqd in $BIN (run 'make gpu-bundle' first)"; exit 2; }
 
-# The bundled libraries, then the host's (libcuda.so.1 comes from the host).
-export LD_LIBRARY_PATH="$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-RUN=
-if ! "$BIN/devqd" --version >/dev/null 2>&1 && [ -x "$B/lib/glibc/ld-linux-x86-64.so.2" ]; then
-	# The host's C library is older than the build machine's: use ours.
+# The bundled libraries, then the host's (libcuda.so.1 comes from the
+# host), for devq's programs only.
+RUN="env LD_LIBRARY_PATH=$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# The probe loads libcuda.so.1 and calls cuInit: a C library too old for
+# our programs, or a driver that cannot load beside it, shows here.
+if $RUN "$TOOLS/kernel_check" --probe >/tmp/devq-probe.$$ 2>&1; then
+	cat /tmp/devq-probe.$$
+elif [ -x "$B/lib/glibc/ld-linux-x86-64.so.2" ]; then
+	cat /tmp/devq-probe.$$
+	# The host's C library is older than the build machine's: use ours,
+	# with its companions, so the driver links against one C library.
 	RUN="$B/lib/glibc/ld-linux-x86-64.so.2 --library-path $B/lib:$B/lib/glibc:/usr/lib/x86_64-linux-gnu:/usr/lib64:/lib64"
 	echo "run.sh: using the bundled C library"
+	$RUN "$TOOLS/kernel_check" --probe
+else
+	cat /tmp/devq-probe.$$
 fi
+rm -f /tmp/devq-probe.$$
 
 T=$(mktemp -d /tmp/devq-gpu-XXXXXX)
 SOCK=$T/devqd.sock
@@ -106,6 +133,19 @@ fi
 
 # 2. every kernel against the CPU reference
 step kernel_check 120 $RUN "$TOOLS/kernel_check"
+# The native baseline before devqd starts: in EXCLUSIVE_PROCESS compute
+# mode a second process cannot have a context beside devqd's.
+timeout 120 $RUN "$TOOLS/native_bench" 2000 >"$T/b2" 2>&1
+# Device free memory: cuMemGetInfo from a process of its own, or, where the
+# compute mode allows devqd's context only, nvidia-smi's count.
+meminfo() {
+	m=$($RUN "$TOOLS/kernel_check" --meminfo 2>/dev/null | awk '/^MEMINFO/ { print $3 }')
+	if [ -z "$m" ] && command -v nvidia-smi >/dev/null; then
+		m=$(nvidia-smi -i 0 --query-gpu=memory.free --format=csv,noheader,nounits 2>/dev/null |
+			awk '{ print $1 * 1048576 }')
+	fi
+	echo "$m"
+}
 
 # devqd under a supervisor that restarts it on status 69, like systemd.
 supervise() {
@@ -139,7 +179,6 @@ else
 	# 5: round trip through devqd against the native loop, same run
 	echo "== bench"
 	timeout 120 $RUN "$TOOLS/gpu_check" "$SOCK" bench 2000 >"$T/b1" 2>&1
-	timeout 120 $RUN "$TOOLS/native_bench" 2000 >"$T/b2" 2>&1
 	cat "$T/b1" "$T/b2"
 	d=$(awk '/^BENCH devqd_roundtrip_us/ { print $4 }' "$T/b1")
 	nb=$(awk '/^BENCH native_roundtrip_us/ { print $4 }' "$T/b2")
@@ -166,7 +205,25 @@ else
 	echo "$res graph replay: ${gr:-?} µs per kernel in replayable batches of 64, plain" \
 		"${gp:-?}, native cuLaunchKernel loop ${gn:-?} (ratio" \
 		"$(awk -v a="${gr:-0}" -v b="${gn:-1}" 'BEGIN { printf "%.2f", a / b }'))" | tally
-	# 6: device loss and recovery
+	# 6: device buffers, imports, priorities, cancellation, replayable runs;
+	# 7: nothing leaks on the device or in pinned pages
+	mem0=$(meminfo)
+	pin0=$(awk '/^VmPin/ { print $2 }' "/proc/$(cat "$T/devqd.pid")/status" 2>/dev/null)
+	for m in devbuf roimport prio cancel deadlock onegraph; do
+		step "$m" 60 $RUN "$TOOLS/gpu_check" "$SOCK" "$m"
+	done
+	sleep 1
+	mem1=$(meminfo)
+	pin1=$(awk '/^VmPin/ { print $2 }' "/proc/$(cat "$T/devqd.pid")/status" 2>/dev/null)
+	if [ -n "$mem0" ] && [ -n "$mem1" ] &&
+	   awk -v a="$mem0" -v b="$mem1" 'BEGIN { exit !(b >= a - 64 * 1048576) }'; then
+		res=PASS
+	else
+		res=FAIL
+	fi
+	echo "$res leak check: device free memory ${mem0:-?} B before, ${mem1:-?} B after;" \
+		"devqd pinned ${pin0:-?} kB before, ${pin1:-?} kB after" | tally
+	# 8: device loss and recovery
 	step fault 60 $RUN "$TOOLS/gpu_check" "$SOCK" fault
 	if grep -q 'exited with status 69' "$T/sup.log" 2>/dev/null; then
 		echo "PASS device lost: devqd exited 69 and was restarted" | tally
@@ -175,6 +232,21 @@ else
 		cat "$T/sup.log" 2>/dev/null
 	fi
 	grep -m3 'device lost' "$T/devqd.log"
+	# 9: a stop with long ops queued: those not on the device are cancelled
+	i=0
+	while [ ! -S "$SOCK" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+	step stopload 30 $RUN "$TOOLS/gpu_check" "$SOCK" stopload
+	t0=$(date +%s.%N)
+	kill -TERM "$(cat "$T/devqd.pid")" 2>/dev/null
+	wait "$SUP"
+	SUP=
+	t1=$(date +%s.%N)
+	if tail -n 1 "$T/sup.log" | grep -q 'exited with status 0$'; then
+		echo "PASS cancel on stop: devqd exited 0 in $(awk -v a="$t0" -v b="$t1" \
+			'BEGIN { printf "%.1f", b - a }') s with 16 spins of 300 ms queued" | tally
+	else
+		echo "FAIL cancel on stop: $(tail -n 1 "$T/sup.log")" | tally
+	fi
 fi
 
 echo "== summary: $(count "$T/pass") passed, $(count "$T/fail") failed"

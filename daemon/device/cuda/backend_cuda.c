@@ -67,6 +67,9 @@ struct cu_op {
 	CUevent start, end; /* NULL: none recorded */
 	int end_pool;
 	bool work; /* something ran on the device */
+	bool issued; /* on its CUDA stream (or failed without reaching it) */
+	unsigned run_len; /* first op of a replayable run: its length */
+	uint64_t est_ns; /* the device time it declares (spin ns), else 0 */
 };
 
 struct cu_stream {
@@ -75,7 +78,13 @@ struct cu_stream {
 	pthread_t waiter;
 	bool started;
 	pthread_cond_t work;
-	struct devq_bop *head, *tail;
+	struct devq_bop *head, *tail; /* issued, in completion order */
+	/* Handed over, not yet issued: at most DEVQ_CUDA_WINDOW ops of a
+	 * stream are on the device at once, so stop and disconnect can still
+	 * cancel the rest. */
+	struct devq_bop *uhead, *utail;
+	unsigned on_device; /* issued, not yet reported */
+	uint64_t dev_ns;    /* their declared device time (est_ns) */
 	uint64_t last_end; /* host time the previous op was seen complete */
 };
 
@@ -90,6 +99,7 @@ struct cuda_backend {
 	int *n_param;       /* index of each kernel's "n" argument, or -1 */
 	unsigned *nparams;  /* parameters of each kernel */
 	size_t k_spin, k_spin_buf, k_copy; /* indices the backend launches itself */
+	size_t k_fault; /* declares its ns like spin; devq_nkernels if none */
 	unsigned sm_count;
 	bool ro_register; /* read-only host memory can be registered */
 
@@ -115,6 +125,27 @@ struct cuda_backend {
 	unsigned cal_cur; /* cal_ev[cal_cur] is the current calibration event */
 	struct devq_cal cal;
 };
+
+/* Ops of one stream issued to CUDA and not yet reported.  An op can only be
+ * cancelled before it is issued (nothing takes work back off a CUDA
+ * stream), so this bounds what a stop or a disconnect must wait for: two
+ * ops (one running, one queued so the device does not idle while the
+ * completion thread wakes up and issues the next), and beyond them short
+ * ops only: up to DEVQ_CUDA_DEPTH_MAX while the device time they declare
+ * (a spin's ns; other kernels, copies and fills declare none) stays within
+ * DEVQ_CUDA_WINDOW_NS.  Two at a time would cost small ops most of their
+ * throughput (each then waits for a completion thread's wake-up); long
+ * spins are what a stop must not wait for.  A replayable run is one graph
+ * launch, whatever its length, counted by its ops. */
+#ifndef DEVQ_CUDA_WINDOW /* -D for measurements only */
+#define DEVQ_CUDA_WINDOW 2
+#endif
+#define DEVQ_CUDA_DEPTH_MAX 64
+#define DEVQ_CUDA_WINDOW_NS 1000000ull
+
+/* Shorter replayable runs are issued op by op: a graph launch costs about
+ * as much as a few kernel launches, and a new run's capture far more. */
+#define DEVQ_CUDA_GRAPH_MIN_OPS 4
 
 static uint64_t now_ns(void)
 {
@@ -248,15 +279,54 @@ static void wait_reported(struct cuda_backend *cb, struct devq_bop *op)
 			pthread_cond_wait(&cb->done, &cb->lock);
 }
 
+/* Lock held, op's waits reported.  Without timing events (or when they
+ * could not be read) the host's view bounds the device's: the op cannot
+ * have started before the hand-off, before the previous op on its stream
+ * ended or before any op it waits on ended, and it had ended by `seen`.
+ * Mapped times carry the calibration's error, so the interval they give is
+ * moved as a whole into that bracket: its length is the device's own
+ * measure (two events of one timer), and only an interval longer than the
+ * bracket itself is cut. */
+static void stamp(struct devq_bop *op, uint64_t last_end, uint64_t seen)
+{
+	uint64_t lo = op->t_handoff > last_end ? op->t_handoff : last_end;
+	for (unsigned i = 0; i < op->nwaits; i++)
+		if (op->waits[i]->t_end > lo)
+			lo = op->waits[i]->t_end;
+	if (lo > seen)
+		seen = lo; /* a producer seen late by its own stream's thread */
+	if (!op->t_start || !op->t_end) {
+		op->t_start = lo;
+		op->t_end = seen;
+		return;
+	}
+	uint64_t d = op->t_end > op->t_start ? op->t_end - op->t_start : 0;
+	if (d > seen - lo)
+		d = seen - lo;
+	uint64_t start = op->t_start < lo ? lo : op->t_start;
+	if (start > seen - d)
+		start = seen - d;
+	op->t_start = start;
+	op->t_end = start + d;
+}
+
+static void pump(struct cuda_backend *cb);
+static void lose(struct cuda_backend *cb, CUresult r, const char *call);
+
 static void *waiter(void *arg)
 {
 	struct cu_stream *st = arg;
 	struct cuda_backend *cb = st->cb;
 
-	cb->drv.cuCtxSetCurrent(cb->ctx);
+	/* Without its context this thread cannot wait for anything: the
+	 * device is as good as lost (a sticky fault raised before the thread
+	 * got here answers this call too). */
+	CUresult ctx_r = cb->drv.cuCtxSetCurrent(cb->ctx);
 	pthread_mutex_lock(&cb->lock);
+	if (ctx_r != CUDA_SUCCESS)
+		lose(cb, ctx_r, "cuCtxSetCurrent");
 	for (;;) {
-		while (!st->head && !cb->stop)
+		while (!st->head && !(cb->stop && !st->uhead))
 			pthread_cond_wait(&st->work, &cb->lock);
 		if (!st->head)
 			break;
@@ -266,7 +336,7 @@ static void *waiter(void *arg)
 
 		CUresult r = CUDA_SUCCESS;
 		if (co && co->end)
-			r = cb->drv.cuEventSynchronize(co->end);
+			r = ctx_r != CUDA_SUCCESS ? ctx_r : cb->drv.cuEventSynchronize(co->end);
 		uint64_t seen = now_ns();
 		if (r == CUDA_SUCCESS && co && co->work && co->start && op->code == DEVQ__CODE__OK)
 			map_times(cb, op, co);
@@ -285,27 +355,17 @@ static void *waiter(void *arg)
 		if (cb->lost)
 			set_lost(cb, op);
 		wait_reported(cb, op);
-		/* Without timing events (or when they could not be read) the
-		 * host's view bounds the device's: it cannot have started
-		 * before the hand-off or before the previous op on the stream
-		 * ended, and it had ended by the time the event said so.  Mapped
-		 * times are clamped to the same bracket, within their error. */
-		uint64_t lo = op->t_handoff > st->last_end ? op->t_handoff : st->last_end;
-		if (!op->t_start || op->t_start < lo)
-			op->t_start = lo;
-		if (op->t_start > seen)
-			op->t_start = seen;
-		if (!op->t_end || op->t_end > seen)
-			op->t_end = seen;
-		if (op->t_end < op->t_start)
-			op->t_end = op->t_start;
+		stamp(op, st->last_end, seen);
 		st->last_end = op->t_end;
 
 		atomic_store_explicit(&op->done, 1, memory_order_release);
 		cb->b.on_complete(cb->b.ud, op); /* op may be freed from here on */
 		pthread_cond_broadcast(&cb->done);
+		st->dev_ns -= co ? co->est_ns : 0;
 		if (co)
 			op_put(cb, co); /* events recycled only once published */
+		st->on_device--;
+		pump(cb);
 	}
 	pthread_mutex_unlock(&cb->lock);
 	return NULL;
@@ -480,6 +540,7 @@ static void issue_one(struct cuda_backend *cb, struct devq_bop *op)
 	struct cu_stream *st = &cb->s[op->stream];
 	struct cu_op *co = op->priv;
 	CUresult r;
+	co->issued = true;
 	if (cb->lost)
 		goto queue;
 	precheck(op);
@@ -523,13 +584,13 @@ static void graph_destroy(void *g, void *ud)
 /* Lock held: captures the pending run as a graph (kernels only, no events:
  * those stay outside so each op keeps its own).  NULL when capture fails;
  * the run is then issued op by op. */
-static CUgraphExec capture(struct cuda_backend *cb, CUstream s)
+static CUgraphExec capture(struct cuda_backend *cb, CUstream s, struct devq_bop *run)
 {
 	CUresult r = cb->drv.cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
 	if (r != CUDA_SUCCESS)
 		return NULL;
 	bool ok = true;
-	for (struct devq_bop *op = cb->pend_head; op; op = op->next) {
+	for (struct devq_bop *op = run; op; op = op->next) {
 		const char *call;
 		ok &= launch(cb, &cb->s[op->stream], op, &call) == CUDA_SUCCESS;
 	}
@@ -550,16 +611,26 @@ static CUgraphExec capture(struct cuda_backend *cb, CUstream s)
  * event (recorded after the graph), so each completes, and is waited on by
  * other streams, on its own.  Ops of a run complete when the whole graph
  * has: never earlier than they ran. */
-static void issue_pending(struct cuda_backend *cb)
+static void issue_run(struct cuda_backend *cb, struct devq_bop *run, unsigned n)
 {
-	struct devq_bop *run = cb->pend_head;
-	unsigned n = cb->npend;
-	cb->pend_head = cb->pend_tail = NULL;
-	cb->npend = 0;
-	if (!run)
-		return;
 	struct cu_stream *st = &cb->s[run->stream];
 	bool ok = !cb->lost;
+	for (struct devq_bop *op = run; op; op = op->next)
+		((struct cu_op *)op->priv)->issued = true;
+	/* A run too short to pay for a graph launch, or with an op cancelled
+	 * while the run waited for its turn: op by op (precheck completes a
+	 * cancelled op as such). */
+	bool by_op = n < DEVQ_CUDA_GRAPH_MIN_OPS;
+	for (struct devq_bop *op = run; op && !by_op; op = op->next)
+		if (op->cancel && atomic_load_explicit(op->cancel, memory_order_relaxed))
+			by_op = true;
+	if (by_op && ok) {
+		for (struct devq_bop *op = run, *next; op; op = next) {
+			next = op->next;
+			issue_one(cb, op);
+		}
+		return;
+	}
 	for (struct devq_bop *op = run; op && ok; op = op->next)
 		ok = take_events(cb, op, op->timed) && apply_waits(cb, st->stream, op);
 	unsigned i = 0;
@@ -579,9 +650,7 @@ static void issue_pending(struct cuda_backend *cb)
 	if (ok) {
 		exec = devq_graph_cache_find(&cb->graphs, cb->gops, n);
 		if (!exec) {
-			cb->pend_head = run; /* capture() walks the run */
-			exec = capture(cb, st->stream);
-			cb->pend_head = NULL;
+			exec = capture(cb, st->stream, run);
 			void *evicted = NULL;
 			if (exec && devq_graph_cache_insert(&cb->graphs, cb->gops, n, exec, &evicted) < 0) {
 				cb->drv.cuGraphExecDestroy(exec);
@@ -625,11 +694,110 @@ static void issue_pending(struct cuda_backend *cb)
 	}
 }
 
+/* Lock held: appends op (with run_len ops after it, for a run) to its
+ * stream's ops not yet issued. */
+static void hand_over(struct cuda_backend *cb, struct devq_bop *op, struct devq_bop *last)
+{
+	struct cu_stream *st = &cb->s[op->stream];
+	last->next = NULL;
+	if (st->utail)
+		st->utail->next = op;
+	else
+		st->uhead = op;
+	st->utail = last;
+}
+
+/* Lock held: the held-back replayable run joins its stream's queue as one
+ * unit. */
+static void issue_pending(struct cuda_backend *cb)
+{
+	struct devq_bop *run = cb->pend_head;
+	if (!run)
+		return;
+	((struct cu_op *)run->priv)->run_len = cb->npend;
+	hand_over(cb, run, cb->pend_tail);
+	cb->pend_head = cb->pend_tail = NULL;
+	cb->npend = 0;
+}
+
+/* Lock held: whether every op of the unit at op (n ops) can go to the
+ * device: each wait on another stream must have its end event recorded
+ * (issued) or be reported.  Waits are on ops handed over earlier, so this
+ * never waits in a cycle. */
+static bool unit_ready(struct devq_bop *op, unsigned n)
+{
+	for (unsigned k = 0; k < n && op; k++, op = op->next)
+		for (unsigned i = 0; i < op->nwaits; i++) {
+			struct devq_bop *w = op->waits[i];
+			if (w->stream == op->stream ||
+			    atomic_load_explicit(&w->done, memory_order_acquire))
+				continue;
+			if (!w->priv || !((struct cu_op *)w->priv)->issued)
+				return false;
+		}
+	return true;
+}
+
+/* Lock held: the device time the unit at op (n ops) declares, each op's
+ * noted in its cu_op. */
+static uint64_t unit_est(struct cuda_backend *cb, struct devq_bop *op, unsigned n)
+{
+	uint64_t sum = 0;
+	for (unsigned k = 0; k < n && op; k++, op = op->next) {
+		struct cu_op *co = op->priv;
+		size_t i = op->kind == DEVQ_BOP_KERNEL ? (size_t)(op->kernel - devq_kernels)
+						       : devq_nkernels;
+		co->est_ns = i == cb->k_spin || i == cb->k_spin_buf || i == cb->k_fault
+				     ? op->args[0].u64
+				     : 0;
+		sum += co->est_ns;
+	}
+	return sum;
+}
+
+/* Lock held: issues what the windows allow, on every stream (issuing on one
+ * can unblock another's waits). */
+static void pump(struct cuda_backend *cb)
+{
+	for (bool progress = true; progress;) {
+		progress = false;
+		for (unsigned i = 0; i < cb->b.streams; i++) {
+			struct cu_stream *st = &cb->s[i];
+			while (st->uhead) {
+				struct devq_bop *op = st->uhead;
+				unsigned n = ((struct cu_op *)op->priv)->run_len;
+				unsigned units = n ? n : 1;
+				uint64_t est = unit_est(cb, op, units);
+				bool fits = st->on_device < DEVQ_CUDA_WINDOW ||
+					    (st->on_device + units <= DEVQ_CUDA_DEPTH_MAX &&
+					     st->dev_ns + est <= DEVQ_CUDA_WINDOW_NS);
+				if (!fits || !unit_ready(op, units))
+					break;
+				struct devq_bop *last = op;
+				for (unsigned k = 1; k < n; k++)
+					last = last->next;
+				st->uhead = last->next;
+				if (!st->uhead)
+					st->utail = NULL;
+				last->next = NULL;
+				st->on_device += units;
+				st->dev_ns += est;
+				if (n)
+					issue_run(cb, op, n);
+				else
+					issue_one(cb, op);
+				progress = true;
+			}
+		}
+	}
+}
+
 static void cuda_flush(struct devq_backend *b)
 {
 	struct cuda_backend *cb = (struct cuda_backend *)b;
 	pthread_mutex_lock(&cb->lock);
 	issue_pending(cb);
+	pump(cb);
 	pthread_mutex_unlock(&cb->lock);
 }
 
@@ -663,11 +831,18 @@ static int cuda_enqueue(struct devq_backend *b, struct devq_bop *op)
 			cb->pend_tail = op;
 			cb->pend_stream = op->stream;
 			cb->npend++;
+			pump(cb); /* a run ended above */
 			pthread_mutex_unlock(&cb->lock);
 			return 0;
 		}
+		/* Failed before it runs: it goes op by op, and must not
+		 * overtake the run held back on its stream (it waits on that
+		 * run's ops, at least through stream order: the completion
+		 * thread would wait for them forever). */
+		issue_pending(cb);
 	}
-	issue_one(cb, op);
+	hand_over(cb, op, op);
+	pump(cb);
 	pthread_mutex_unlock(&cb->lock);
 	return 0;
 }
@@ -766,6 +941,7 @@ static void cuda_destroy(struct devq_backend *b)
 	if (cb->s) {
 		pthread_mutex_lock(&cb->lock);
 		issue_pending(cb); /* nothing the daemon handed over stays behind */
+		pump(cb);
 		cb->stop = true;
 		for (unsigned i = 0; i < b->streams; i++)
 			pthread_cond_signal(&cb->s[i].work);
@@ -925,6 +1101,7 @@ int devq_backend_cuda_open(const struct devq_backend_config *cfg, const char *li
 	cb->n_param = calloc(devq_nkernels, sizeof(*cb->n_param));
 	cb->nparams = calloc(devq_nkernels, sizeof(*cb->nparams));
 	cb->gops = calloc(DEVQ_GRAPH_MAX_OPS, sizeof(*cb->gops));
+	cb->k_fault = devq_nkernels;
 	if (!cb->fn || !cb->n_param || !cb->nparams || !cb->gops)
 		FAIL(-ENOMEM, "out of memory");
 	for (size_t i = 0; i < devq_nkernels; i++) {
@@ -940,6 +1117,8 @@ int devq_backend_cuda_open(const struct devq_backend_config *cfg, const char *li
 			cb->k_spin_buf = i;
 		else if (!strcmp(devq_kernels[i].name, "copy"))
 			cb->k_copy = i;
+		else if (!strcmp(devq_kernels[i].name, "fault"))
+			cb->k_fault = i;
 		if (devq_sig_parse(devq_kernels[i].signature, &sig, serr, sizeof(serr)) == 0) {
 			cb->n_param[i] = devq_sig_find(&sig, "n");
 			cb->nparams[i] = sig.nparams;
@@ -958,6 +1137,7 @@ int devq_backend_cuda_open(const struct devq_backend_config *cfg, const char *li
 		FAIL(-ENOMEM, "out of memory");
 	cb->b.streams = n;
 	cb->b.high_streams = cfg->high_streams;
+	cb->b.device_depth = DEVQ_CUDA_WINDOW;
 	/* Lower numbers are higher priorities; the device picks the next
 	 * block to start from higher-priority streams first, but a running
 	 * kernel is never preempted. */

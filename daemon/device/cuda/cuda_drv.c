@@ -54,6 +54,11 @@ const char *devq_cuda_drv_error_name(CUresult r)
 	N(CUDA_ERROR_NVLINK_UNCORRECTABLE)
 	N(CUDA_ERROR_CONTEXT_IS_DESTROYED)
 	N(CUDA_ERROR_PRIMARY_CONTEXT_ACTIVE)
+	N(CUDA_ERROR_CONTAINED)
+	N(CUDA_ERROR_ASSERT)
+	N(CUDA_ERROR_TENSOR_MEMORY_LEAK)
+	N(CUDA_ERROR_MPS_CLIENT_TERMINATED)
+	N(CUDA_ERROR_EXTERNAL_DEVICE)
 	N(CUDA_ERROR_UNKNOWN)
 #undef N
 	default:
@@ -78,6 +83,15 @@ int devq_cuda_drv_error_is_sticky(CUresult r)
 	case CUDA_ERROR_NVLINK_UNCORRECTABLE:
 	case CUDA_ERROR_CONTEXT_IS_DESTROYED:
 	case CUDA_ERROR_DEINITIALIZED:
+	/* Error containment (Hopper and newer) stopped the context after an
+	 * uncorrectable error; a device-side assert; a kernel that left tensor
+	 * memory allocated; the MPS server ended the client; an external
+	 * device (e.g. a peer over NVLink) failed. */
+	case CUDA_ERROR_CONTAINED:
+	case CUDA_ERROR_ASSERT:
+	case CUDA_ERROR_TENSOR_MEMORY_LEAK:
+	case CUDA_ERROR_MPS_CLIENT_TERMINATED:
+	case CUDA_ERROR_EXTERNAL_DEVICE:
 	/* A GPU that fell off the bus answers these; nothing recovers it
 	 * short of a new process (and often a reset). */
 	case CUDA_ERROR_DEVICE_UNAVAILABLE:
@@ -126,7 +140,10 @@ int devq_cuda_drv_open(struct devq_cuda_drv *drv, const char *lib, char *err, si
 	memset(drv, 0, sizeof(*drv));
 	if (!lib)
 		lib = "libcuda.so.1";
-	drv->lib = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+	/* Never unmapped, even by dlclose: after cuInit the driver runs
+	 * threads of its own, which would be left executing unmapped code (a
+	 * crash at exit, or a fault's exit 69 turned into a SIGSEGV). */
+	drv->lib = dlopen(lib, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
 	if (!drv->lib) {
 		snprintf(err, errlen, "no NVIDIA driver: cannot load %s (%s)", lib, dlerror());
 		return -ENOENT;
@@ -167,11 +184,16 @@ int devq_cuda_drv_open(struct devq_cuda_drv *drv, const char *lib, char *err, si
 		return cr == CUDA_ERROR_STUB_LIBRARY ? -ENODEV : -EIO;
 	}
 	if (drv->driver_version < CUDA_VERSION) {
+		/* Say which side is newer: "too old" alone reads as a fault of
+		 * the driver when the toolkit devqd was built with moved on. */
 		snprintf(err, errlen,
-			 "the NVIDIA driver supports CUDA %d.%d, but devqd was built with CUDA %d.%d: "
-			 "install driver %d or newer",
+			 "the NVIDIA driver supports CUDA %d.%d, but devqd was built with the newer "
+			 "CUDA %d.%d toolkit: install a driver that supports CUDA %d.%d (branch %d or "
+			 "newer), or build devqd with a CUDA toolkit no newer than %d.%d",
 			 drv->driver_version / 1000, drv->driver_version % 1000 / 10,
-			 CUDA_VERSION / 1000, CUDA_VERSION % 1000 / 10, DEVQ_CUDA_MIN_DRIVER_BRANCH);
+			 CUDA_VERSION / 1000, CUDA_VERSION % 1000 / 10, CUDA_VERSION / 1000,
+			 CUDA_VERSION % 1000 / 10, DEVQ_CUDA_MIN_DRIVER_BRANCH,
+			 drv->driver_version / 1000, drv->driver_version % 1000 / 10);
 		devq_cuda_drv_close(drv);
 		return -EPROTO;
 	}

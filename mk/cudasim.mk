@@ -1,0 +1,75 @@
+# SPDX-License-Identifier: Apache-2.0
+# The CUDA backend under test without a GPU: tests/cudasim/ is a test
+# instrument built as libcuda.so.1 that simulates the driver API devqd uses
+# and reports every breach of CUDA's rules (see its header comment).
+#
+#   make check-cuda-sim        the integration suites with devqd --backend
+#                              cuda against the simulator (an sm_90 GPU;
+#                              test_cudasim again as sm_80 and as sm_100,
+#                              which runs the PTX); fails on any test
+#                              failure or any rule violation
+#   make check-cuda-sim-asan   the same built with ASan+UBSan (build-asan/)
+#
+# DEVQ_CUDASIM_ARCH picks the simulated device (80, 90, 100).
+
+CUDASIM_DIR = $(BUILD)/tests/cudasim
+CUDASIM_LIB = $(CUDASIM_DIR)/libcuda.so.1
+CUDASIM_TESTS = test_daemon test_devctl test_badinput test_tenancy test_trace test_lost \
+                test_priority test_perf test_soak test_cudasim
+CUDASIM_SOAK_SECONDS ?= 20
+.PHONY: check-cuda-sim check-cuda-sim-asan
+
+ifeq ($(CUDA_ENABLED),1)
+$(call obj,tests/cudasim/cudasim.c): ALL_CFLAGS += $(CUDA_CFLAGS) -fvisibility=hidden
+$(CUDASIM_LIB): $(call obj,tests/cudasim/cudasim.c daemon/device/cuda/fatbin.c kernels/sig.c) \
+		$(KERNEL_OBJ) tests/cudasim/exports.map
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -shared -Wl,-soname,libcuda.so.1 -Wl,--version-script=tests/cudasim/exports.map \
+		-pthread -o $@ $(filter %.o,$^) -lm
+
+HARNESS_TESTS += test_cudasim
+
+check-cuda-sim: all $(CUDASIM_LIB) $(addprefix $(BUILD)/tests/,$(CUDASIM_TESTS))
+	@rm -f $(CUDASIM_DIR)/violations; start=$$(date +%s); pass=0; fail=0; bad=""; \
+	for t in $(CUDASIM_TESTS) test_cudasim@80 test_cudasim@100; do \
+	  p=$${t%@*}; arch=$${t#$$p}; arch=$${arch#@}; \
+	  echo "== $$t (cuda, simulated$${arch:+ sm_$$arch})"; \
+	  DEVQ_BUILD=$(BUILD) DEVQ_SANITIZER=$(SAN) DEVQ_TEST_BACKEND=cuda DEVQ_CUDASIM_ARCH=$${arch:-90} \
+	    DEVQ_CUDASIM_DIR=$(abspath $(CUDASIM_DIR)) \
+	    DEVQ_CUDASIM_REPORT=$(abspath $(CUDASIM_DIR))/violations SOAK_SECONDS=$(CUDASIM_SOAK_SECONDS) \
+	    $(BUILD)/tests/$$p > $(CUDASIM_DIR)/$$t.log 2>&1; rc=$$?; \
+	  cat $(CUDASIM_DIR)/$$t.log; \
+	  line=$$(grep -E '^[0-9]+%: Checks: ' $(CUDASIM_DIR)/$$t.log | tail -n 1); \
+	  n=$$(echo "$$line" | sed -E 's/.*Checks: ([0-9]+).*/\1/'); \
+	  f=$$(echo "$$line" | sed -E 's/.*Failures: ([0-9]+), Errors: ([0-9]+).*/\1+\2/'); \
+	  if [ -z "$$line" ]; then n=1; f=1; fi; \
+	  f=$$(($$f)); if [ $$rc != 0 ] && [ $$f = 0 ]; then f=1; fi; \
+	  pass=$$((pass + n - f)); fail=$$((fail + f)); \
+	  [ $$rc = 0 ] || bad="$$bad $$t"; \
+	done; \
+	v=$$(cat $(CUDASIM_DIR)/violations 2>/dev/null | wc -l); \
+	[ $$v = 0 ] || { echo "CUDA simulator rule violations:"; sort $(CUDASIM_DIR)/violations | uniq -c; }; \
+	[ -z "$$bad" ] || echo "failing programs:$$bad"; \
+	echo "check-cuda-sim: $$pass passed, $$fail failed, $$v rule violations, $$(( $$(date +%s) - start )) s"; \
+	[ -z "$$bad" ] && [ $$v = 0 ]
+
+check-cuda-sim-asan:
+	$(MAKE) BUILD=build-asan SAN=1 check-cuda-sim
+else
+check-cuda-sim check-cuda-sim-asan:
+	@echo "$@: this build has no CUDA (nvcc not found, or CUDA=0)"; exit 1
+endif
+
+# tests/gpu/run.sh, the GPU proof, against the simulator: shows the script
+# and gpu_check complete and consistent without a GPU (its timings are the
+# simulator's, so the seed and graph-replay numbers mean nothing here, and
+# under load the seed check's 10% bound can fail).  Not part of CI.
+.PHONY: gpu-script-sim
+ifeq ($(CUDA_ENABLED),1)
+gpu-script-sim: all $(CUDASIM_LIB) $(BUILD)/tests/gpu/gpu_check $(BUILD)/tests/gpu/native_bench
+	@rm -f $(CUDASIM_DIR)/violations
+	LD_LIBRARY_PATH=$(abspath $(CUDASIM_DIR)) DEVQ_CUDASIM_REPORT=$(abspath $(CUDASIM_DIR))/violations \
+		sh tests/gpu/run.sh $(BUILD); rc=$$?; \
+	v=$$(cat $(CUDASIM_DIR)/violations 2>/dev/null | wc -l); echo "gpu-script-sim: $$v rule violations"; \
+	[ $$v = 0 ] && exit $$rc
+endif

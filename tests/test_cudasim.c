@@ -1,0 +1,384 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The CUDA backend against the driver simulator (tests/cudasim/): cases
+ * that only the CUDA path can get wrong.  Run by `make check-cuda-sim`
+ * (DEVQ_TEST_BACKEND=cuda); under any other backend each test passes
+ * trivially, saying so. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <signal.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "devq.h"
+#include "harness.h"
+#include "kernels.h"
+
+static struct daemon_proc D;
+
+#define NEED_SIM()                                                               \
+	do {                                                                     \
+		if (!harness_cudasim()) {                                        \
+			fprintf(stderr, "%s: needs the CUDA simulator, skipped\n", \
+				__func__);                                       \
+			return;                                                  \
+		}                                                                \
+	} while (0)
+
+static struct devq_op spin_op(uint32_t queue, const struct devq_exec *e, struct devq_arg *a,
+			      const struct devq_wait *w, size_t nw)
+{
+	return (struct devq_op){ .queue = queue, .kind = DEVQ_OP_KERNEL, .exec = e, .args = a,
+				 .nargs = 1, .waits = w, .nwaits = nw };
+}
+
+/* A replayable batch whose last op fails before it runs (it waits on a
+ * rejected op) while the ops before it are held back as a graph run on the
+ * same stream: every op must complete, and the daemon must stop cleanly. */
+START_TEST(test_replayable_failed_wait_no_deadlock)
+{
+	NEED_SIM();
+	harness_start(&D, NULL);
+	devq *q = conn(D.sock, "deadlock");
+	const struct devq_exec *spin = exe(q, "spin");
+	ck_assert_int_eq(devq_queue_open(q, 0), 0);
+	ck_assert_int_eq(devq_queue_open(q, 1), 0);
+	struct devq_arg huge[] = { a_u64("ns", 1000000000000ull) };
+	struct devq_arg small[] = { a_u64("ns", 1000) };
+	struct devq_wait w = { .queue = 1, .point = 1 };
+	struct devq_op ops[] = { spin_op(1, spin, huge, NULL, 0), spin_op(0, spin, small, NULL, 0),
+				 spin_op(0, spin, small, NULL, 0), spin_op(0, spin, small, &w, 1) };
+	uint64_t p[4];
+	ck_assert_msg(devq_submit_replayable(q, ops, 4, p) == 0, "%s", devq_last_error(q));
+	struct devq_completion c;
+	ck_assert_int_eq(devq_wait(q, 1, p[0], 10000, &c), 0);
+	ck_assert_int_ne(c.code, DEVQ_OK);
+	for (int i = 1; i < 3; i++) {
+		ck_assert_msg(devq_wait(q, 0, p[i], 10000, &c) == 0, "op %d: %s", i,
+			      devq_last_error(q));
+		ck_assert_int_eq(c.code, DEVQ_OK);
+	}
+	ck_assert_msg(devq_wait(q, 0, p[3], 10000, &c) == 0, "op 3: %s", devq_last_error(q));
+	ck_assert_int_eq(c.code, DEVQ_E_DEPENDENCY_FAILED);
+	devq_disconnect(q);
+	ck_assert_int_eq(harness_stop(&D), 0);
+}
+END_TEST
+
+/* Start and stop, many times: devqd must keep the driver loaded to the end
+ * (the simulator reports an unload after cuInit) and exit 0. */
+START_TEST(test_stop_keeps_driver_loaded)
+{
+	NEED_SIM();
+	for (int i = 0; i < 3; i++) {
+		harness_start(&D, NULL);
+		devq *q = conn(D.sock, "stop");
+		ck_assert_int_eq(devq_queue_open(q, 0), 0);
+		struct devq_arg a[] = { a_u64("ns", 1000) };
+		struct devq_op op = spin_op(0, exe(q, "spin"), a, NULL, 0);
+		uint64_t p;
+		ck_assert_int_eq(devq_submit(q, &op, 1, &p), 0);
+		struct devq_completion c;
+		ck_assert_int_eq(devq_wait(q, 0, p, 10000, &c), 0);
+		devq_disconnect(q);
+		ck_assert_int_eq(harness_stop(&D), 0);
+	}
+}
+END_TEST
+
+/* Device times: a spin of 5 ms lasts at least 5 ms from device_start to
+ * device_end (within the timer's 0.5 us resolution and float rounding),
+ * however the calibration is off; and it never starts before hand-off. */
+START_TEST(test_timing_keeps_duration)
+{
+	NEED_SIM();
+	harness_start(&D, NULL);
+	devq *q = conn(D.sock, "timing");
+	ck_assert_int_eq(devq_queue_open(q, 0), 0);
+	const struct devq_exec *spin = exe(q, "spin");
+	for (int i = 0; i < 5; i++) {
+		struct devq_arg a[] = { a_u64("ns", 5000000) };
+		struct devq_op op = spin_op(0, spin, a, NULL, 0);
+		uint64_t p;
+		ck_assert_int_eq(devq_submit(q, &op, 1, &p), 0);
+		struct devq_completion c;
+		ck_assert_int_eq(devq_wait(q, 0, p, 10000, &c), 0);
+		ck_assert_int_eq(c.code, DEVQ_OK);
+		uint64_t d = c.t.device_end - c.t.device_start;
+		ck_assert_msg(d >= 5000000 - 2000, "a 5 ms spin measured %llu ns on the device",
+			      (unsigned long long)d);
+		ck_assert_uint_ge(c.t.device_start, c.t.handoff);
+		harness_check_monotonic(&c);
+	}
+	devq_disconnect(q);
+	ck_assert_int_eq(harness_stop(&D), 0);
+}
+END_TEST
+
+/* Every sticky error the driver can answer ends the context: the op fails
+ * as device_lost naming the error, and devqd exits 69 to be restarted. */
+START_TEST(test_sticky_errors_lose_device)
+{
+	NEED_SIM();
+	static const struct {
+		int code;
+		const char *name;
+	} sticky[] = { { 226, "CUDA_ERROR_CONTAINED" },
+		       { 710, "CUDA_ERROR_ASSERT" },
+		       { 721, "CUDA_ERROR_TENSOR_MEMORY_LEAK" },
+		       { 810, "CUDA_ERROR_MPS_CLIENT_TERMINATED" },
+		       { 911, "CUDA_ERROR_EXTERNAL_DEVICE" },
+		       { 700, "CUDA_ERROR_ILLEGAL_ADDRESS" } };
+	for (size_t i = 0; i < sizeof(sticky) / sizeof(sticky[0]); i++) {
+		char f[32];
+		snprintf(f, sizeof(f), "1:%d", sticky[i].code);
+		setenv("DEVQ_CUDASIM_FAULT", f, 1);
+		harness_start(&D, NULL);
+		unsetenv("DEVQ_CUDASIM_FAULT");
+		devq *q = conn(D.sock, "sticky");
+		ck_assert_int_eq(devq_queue_open(q, 0), 0);
+		struct devq_arg a[] = { a_u64("ns", 1000) };
+		struct devq_op op = spin_op(0, exe(q, "spin"), a, NULL, 0);
+		uint64_t p;
+		ck_assert_int_eq(devq_submit(q, &op, 1, &p), 0);
+		struct devq_completion c;
+		ck_assert_int_eq(devq_wait(q, 0, p, 10000, &c), 0);
+		ck_assert_msg(c.code == DEVQ_E_DEVICE_LOST && strstr(c.message, sticky[i].name),
+			      "%s: %s: %s", sticky[i].name, devq_code_name(c.code), c.message);
+		ck_assert_int_eq(harness_wait(&D), 69);
+		devq_disconnect(q);
+	}
+}
+END_TEST
+
+/* 16 spins of the longest allowed length queued on one stream, then a
+ * stop: what has not been issued to the device is cancelled, and the daemon
+ * exits 0 within its grace instead of running all of them. */
+START_TEST(test_stop_cancels_queued_on_device)
+{
+	NEED_SIM();
+	static const char *const args[] = { "--max-op-ms", "300", NULL };
+	harness_start(&D, args);
+	devq *q = conn(D.sock, "stopcancel");
+	ck_assert_int_eq(devq_queue_open(q, 0), 0);
+	const struct devq_exec *spin = exe(q, "spin");
+	struct devq_arg a[] = { a_u64("ns", 300000000) };
+	uint64_t last = 0;
+	for (int i = 0; i < 16; i++) {
+		struct devq_op op = spin_op(0, spin, a, NULL, 0);
+		ck_assert_int_eq(devq_submit(q, &op, 1, &last), 0);
+	}
+	ck_assert_int_eq(devq_flush(q), 0);
+	usleep(100000);
+	kill(D.pid, SIGTERM);
+	int ok = 0, cancelled = 0;
+	for (uint64_t p = 1; p <= last; p++) {
+		struct devq_completion c;
+		if (devq_wait(q, 0, p, 10000, &c) != 0)
+			break; /* the daemon gave up on its grace */
+		ok += c.code == DEVQ_OK;
+		cancelled += c.code == DEVQ_E_CANCELLED;
+	}
+	int rc = harness_wait(&D);
+	ck_assert_msg(rc == 0 && cancelled >= 12, "devqd exit %d; %d ran, %d cancelled", rc, ok,
+		      cancelled);
+	devq_disconnect(q);
+}
+END_TEST
+
+/* A client that disconnects with 16 long spins queued: the ops not issued
+ * are cancelled, so the device is free again in well under their total. */
+START_TEST(test_disconnect_cancels_queued_on_device)
+{
+	NEED_SIM();
+	harness_start(&D, NULL);
+	devq *q = conn(D.sock, "gone");
+	ck_assert_int_eq(devq_queue_open(q, 0), 0);
+	const struct devq_exec *spin = exe(q, "spin");
+	struct devq_arg a[] = { a_u64("ns", 200000000) };
+	for (int i = 0; i < 16; i++) {
+		struct devq_op op = spin_op(0, spin, a, NULL, 0);
+		ck_assert_int_eq(devq_submit(q, &op, 1, NULL), 0);
+	}
+	ck_assert_int_eq(devq_flush(q), 0);
+	usleep(100000);
+	devq *o = conn(D.sock, "observer");
+	uint64_t t0 = harness_now_ns();
+	devq_disconnect(q);
+	/* The daemon has nothing in flight once the issued ones end: two
+	 * spins (0.4 s), not sixteen (3.2 s). */
+	uint64_t inflight = 1;
+	while (inflight && harness_now_ns() - t0 < 10000000000ull) {
+		struct devq_status *st;
+		ck_assert_int_eq(devq_get_status(o, &st), 0);
+		inflight = st->ops_in_flight;
+		devq_status_free(st);
+		usleep(20000);
+	}
+	uint64_t took = harness_now_ns() - t0;
+	ck_assert_msg(took < 1500000000ull, "ops of the gone client ran for %llu ms",
+		      (unsigned long long)(took / 1000000));
+	devq_disconnect(o);
+	ck_assert_int_eq(harness_stop(&D), 0);
+}
+END_TEST
+
+static unsigned long stat_of(const char *path, const char *key)
+{
+	FILE *f = fopen(path, "r");
+	ck_assert_ptr_nonnull(f);
+	char k[64];
+	unsigned long v, r = (unsigned long)-1;
+	while (fscanf(f, "%63s %lu", k, &v) == 2)
+		if (!strcmp(k, key))
+			r = v;
+	fclose(f);
+	ck_assert_msg(r != (unsigned long)-1, "no %s in %s", key, path);
+	return r;
+}
+
+/* A replayable batch of 64 ops on one queue, with the default fair-k (16),
+ * reaches the device as one graph launch each time it is submitted, and is
+ * captured once. */
+START_TEST(test_replayable_batch_one_graph)
+{
+	NEED_SIM();
+	char stats[96];
+	snprintf(stats, sizeof(stats), "/tmp/devq-cudasim-stats-%d", (int)getpid());
+	setenv("DEVQ_CUDASIM_STATS", stats, 1);
+	harness_start(&D, NULL);
+	unsetenv("DEVQ_CUDASIM_STATS");
+	devq *q = conn(D.sock, "graph");
+	ck_assert_int_eq(devq_queue_open(q, 0), 0);
+	const struct devq_exec *spin = exe(q, "spin");
+	struct devq_arg a[] = { a_u64("ns", 20000) };
+	struct devq_op ops[64];
+	for (int i = 0; i < 64; i++)
+		ops[i] = spin_op(0, spin, a, NULL, 0);
+	for (int rep = 0; rep < 3; rep++) {
+		uint64_t p[64];
+		ck_assert_int_eq(devq_submit_replayable(q, ops, 64, p), 0);
+		for (int i = 0; i < 64; i++) {
+			struct devq_completion c;
+			ck_assert_int_eq(devq_wait(q, 0, p[i], 10000, &c), 0);
+			ck_assert_int_eq(c.code, DEVQ_OK);
+		}
+	}
+	devq_disconnect(q);
+	ck_assert_int_eq(harness_stop(&D), 0);
+	unsigned long launches = stat_of(stats, "graph_launches"), caps = stat_of(stats, "captures");
+	unlink(stats);
+	ck_assert_msg(launches == 3 && caps == 1,
+		      "3 submits of a 64-op replayable batch: %lu graph launches, %lu captures",
+		      launches, caps);
+}
+END_TEST
+
+/* The shortest run worth a graph: 4 replayable ops are one graph launch, 3
+ * go op by op. */
+START_TEST(test_graph_min_run)
+{
+	NEED_SIM();
+	for (int n = 3; n <= 4; n++) {
+		char stats[96];
+		snprintf(stats, sizeof(stats), "/tmp/devq-cudasim-stats-%d", (int)getpid());
+		setenv("DEVQ_CUDASIM_STATS", stats, 1);
+		harness_start(&D, NULL);
+		unsetenv("DEVQ_CUDASIM_STATS");
+		devq *q = conn(D.sock, "minrun");
+		ck_assert_int_eq(devq_queue_open(q, 0), 0);
+		struct devq_arg a[] = { a_u64("ns", 1000) };
+		struct devq_op ops[4];
+		for (int i = 0; i < n; i++)
+			ops[i] = spin_op(0, exe(q, "spin"), a, NULL, 0);
+		uint64_t p[4];
+		ck_assert_int_eq(devq_submit_replayable(q, ops, (size_t)n, p), 0);
+		struct devq_completion c;
+		ck_assert_int_eq(devq_wait(q, 0, p[n - 1], 10000, &c), 0);
+		devq_disconnect(q);
+		ck_assert_int_eq(harness_stop(&D), 0);
+		unsigned long g = stat_of(stats, "graph_launches");
+		unlink(stats);
+		ck_assert_msg(g == (n == 4), "a replayable run of %d: %lu graph launches", n, g);
+	}
+}
+END_TEST
+
+/* Long ops: two of a stream on the device at once (the running one and
+ * the next), never a third. */
+START_TEST(test_window_two_long_ops)
+{
+	NEED_SIM();
+	char stats[96];
+	snprintf(stats, sizeof(stats), "/tmp/devq-cudasim-stats-%d", (int)getpid());
+	setenv("DEVQ_CUDASIM_STATS", stats, 1);
+	harness_start(&D, NULL);
+	unsetenv("DEVQ_CUDASIM_STATS");
+	devq *q = conn(D.sock, "window");
+	ck_assert_int_eq(devq_queue_open(q, 0), 0);
+	struct devq_arg a[] = { a_u64("ns", 50000000) };
+	uint64_t p = 0;
+	for (int i = 0; i < 6; i++) {
+		struct devq_op op = spin_op(0, exe(q, "spin"), a, NULL, 0);
+		ck_assert_int_eq(devq_submit(q, &op, 1, &p), 0);
+	}
+	struct devq_completion c;
+	ck_assert_int_eq(devq_wait(q, 0, p, 10000, &c), 0);
+	devq_disconnect(q);
+	ck_assert_int_eq(harness_stop(&D), 0);
+	unsigned long m = stat_of(stats, "max_kernels_queued");
+	unlink(stats);
+	ck_assert_msg(m == 2, "6 spins of 50 ms: %lu on the device at once", m);
+}
+END_TEST
+
+/* A driver older than the toolkit devqd was built with: --backend cuda
+ * fails saying which side is newer and what to do; auto falls back to the
+ * CPU, saying why. */
+START_TEST(test_driver_older_than_toolkit)
+{
+	NEED_SIM();
+	char cmd[1024], out[4096] = "";
+	const char *dir = getenv("DEVQ_CUDASIM_DIR");
+	for (int i = 0; i < 2; i++) {
+		snprintf(cmd, sizeof(cmd),
+			 "LD_LIBRARY_PATH=%s DEVQ_CUDASIM_DRIVER_VERSION=12080 timeout 10 %s "
+			 "-v --socket /tmp/devq-cudasim-old-%d.sock --backend %s 2>&1 & "
+			 "sleep 1; kill %%1 2>/dev/null; wait",
+			 dir, harness_bin("devqd"), (int)getpid(), i ? "auto" : "cuda");
+		FILE *f = popen(cmd, "r");
+		ck_assert_ptr_nonnull(f);
+		size_t n = fread(out, 1, sizeof(out) - 1, f);
+		out[n] = '\0';
+		pclose(f);
+		ck_assert_msg(strstr(out, "supports CUDA 12.8, but devqd was built with the newer"),
+			      "%s", out);
+		if (i)
+			ck_assert_msg(strstr(out, "using the CPU backend"), "%s", out);
+	}
+}
+END_TEST
+
+static Suite *suite(void)
+{
+	Suite *s = suite_create("cudasim");
+	TCase *t = tcase_create("cuda");
+	tcase_set_timeout(t, 60);
+	tcase_add_test(t, test_replayable_failed_wait_no_deadlock);
+	tcase_add_test(t, test_stop_keeps_driver_loaded);
+	tcase_add_test(t, test_timing_keeps_duration);
+	tcase_add_test(t, test_sticky_errors_lose_device);
+	tcase_add_test(t, test_stop_cancels_queued_on_device);
+	tcase_add_test(t, test_disconnect_cancels_queued_on_device);
+	tcase_add_test(t, test_replayable_batch_one_graph);
+	tcase_add_test(t, test_driver_older_than_toolkit);
+	tcase_add_test(t, test_graph_min_run);
+	tcase_add_test(t, test_window_two_long_ops);
+	suite_add_tcase(s, t);
+	return s;
+}
+
+int main(void)
+{
+	return harness_main(suite());
+}
