@@ -68,6 +68,8 @@ static const struct cfg_key keys[] = {
 	{ "quota-user-sessions", CFG_UINT, F(q_user_sessions), 1, 1u << 20, 0, NULL },
 	{ "quota-session-fds", CFG_UINT, F(q_session_fds), 506, 1u << 16, 0, NULL },
 	{ "quota-outbound-kb", CFG_U64, F(q_outbound), 4, 1ull << 30, 1024, NULL },
+	/* The executable repository (core/repo.c): DIR[:DIR]... */
+	{ "executables", CFG_STR, F(executables), 0, 0, 0, NULL },
 };
 
 #undef F
@@ -75,7 +77,7 @@ static const struct cfg_key keys[] = {
 /* Keys SIGHUP applies at once: fields the daemon reads each time it needs
  * them, never ones it derived state from at start (streams, quotas...). */
 static const char *const reloadable[] = { "max-op-ms", "max-buffer-mb", "max-queues", "verbose",
-					   "stall-timeout-ms" };
+					   "stall-timeout-ms", "executables" };
 
 static bool is_reloadable(const char *key)
 {

@@ -7,6 +7,7 @@
  * op is bounded by the maximum op duration, so a healthy device never goes
  * that long without one).  When none does, the pings stop and systemd
  * restarts the daemon (WatchdogSec= in devqd.service). */
+#include "server/reload.h"
 #include "server/notify.h"
 
 #include <errno.h>
@@ -143,6 +144,9 @@ static void on_hup(uv_signal_t *h, int signum)
 			   (unsigned long long)(d->e.cfg.max_op_ns / 1000000),
 			   (unsigned long long)(d->e.cfg.max_buffer_bytes >> 20), d->e.cfg.max_queues);
 	}
+	/* Whether or not the file changed: the repository is rescanned off
+	 * the loop, and applied when that is done (reload.c). */
+	devq_reload_executables(d);
 	char st[sizeof(n->last_status)];
 	format_status(d, st, sizeof(st));
 	memcpy(n->last_status, st, sizeof(st));

@@ -19,6 +19,7 @@
 #define DEVQ_EXIT_DEVICE_LOST 69
 
 struct devq_notify;
+struct devq_reload;
 
 struct devq_daemon {
 	struct devq_engine e; /* first: the engine's events get it back */
@@ -40,6 +41,7 @@ struct devq_daemon {
 	 * wake-up per stream. */
 	uv_prepare_t flush_prep;
 	struct devq_notify *notify; /* notify.c: READY/STATUS/WATCHDOG state */
+	struct devq_reload *reload; /* reload.c: the executable repository's rescans */
 	struct devq_policy policy;  /* policy.c: who may connect */
 	unsigned nthrottled;        /* sessions not read: over their in-flight quota */
 	/* fd exhaustion (server.c): a spare fd kept open so that at EMFILE one
