@@ -162,7 +162,7 @@ struct devq_exec {
  * built-ins, then those of its executable repository (devqd(8)).  A
  * repository executable keeps its id when the daemon reloads a new version
  * of it; once removed from the repository, a submit naming its id fails
- * with DEVQ_NOT_FOUND. */
+ * with DEVQ_E_NOT_FOUND. */
 DEVQ_EXPORT int devq_exec_list(devq *q, const struct devq_exec **list, size_t *n);
 DEVQ_EXPORT int devq_exec_lookup(devq *q, const char *name, const struct devq_exec **out);
 

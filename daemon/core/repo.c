@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <link.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -271,12 +272,23 @@ static int load_cpu(struct devq_exe *e, const char *path, const char *rel, const
 		return -EPERM;
 	}
 	fileid_of(&st, &e->fid[1]);
-	/* By its fd: ld.so would hand back an object already loaded under
-	 * the same path (the previous version, still used by an op) instead
-	 * of the file now there.  The fd stays open while the object is
-	 * loaded, so no other object has this name meanwhile. */
-	char fdpath[64];
-	snprintf(fdpath, sizeof(fdpath), "/proc/self/fd/%d", e->dl_fd);
+	/* By its fd, under a name never used before: ld.so hands back an
+	 * object already loaded under the name asked for (the previous
+	 * version, still used by an op, had this path), and remembers every
+	 * name an object was asked for under, so "/proc/self/fd/N" alone
+	 * would find an older version opened through an earlier fd N.  The
+	 * name is /proc/self/fd/N with the bits of a counter spelled as "./"
+	 * or "fd/../" components in front: unique, and the same file. */
+	static atomic_uint seq;
+	unsigned c = atomic_fetch_add(&seq, 1);
+	char fdpath[32 * 6 + 64] = "/proc/self/";
+	size_t len = strlen(fdpath);
+	for (unsigned b = 0; b < 32; b++) {
+		const char *part = (c >> b) & 1 ? "fd/../" : "./";
+		memcpy(fdpath + len, part, strlen(part) + 1);
+		len += strlen(part);
+	}
+	snprintf(fdpath + len, sizeof(fdpath) - len, "fd/%d", e->dl_fd);
 	e->dl = dlopen(fdpath, RTLD_NOW | RTLD_LOCAL);
 	if (!e->dl) {
 		const char *m = dlerror();
