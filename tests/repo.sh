@@ -134,11 +134,14 @@ cpu-symbol = scale_u32
 { printf '%s' "$line"; head -c $((65536 - ${#line} - 1)) /dev/zero | tr '\0' '#'; echo; } > "$big/past_limit.exec"
 n31=abcdefghijklmnopqrstuvwxyz_1234; n32=${n31}5
 printf '%s' "$line" > "$big/$n31.exec"; printf '%s' "$line" > "$big/$n32.exec"
+d255=$(head -c 255 /dev/zero | tr '\0' d)
+{ printf '%s' "$line"; echo "description = $d255"; } > "$big/desc255.exec"
+{ printf '%s' "$line"; echo "description = ${d255}d"; } > "$big/desc256.exec"
 "$B/devqd" --check-executables "$big" >"$tmp/big.out" 2>&1
-check "a .exec of 65535 bytes and a name of 31 characters load" \
-	'! grep -q "at_limit.exec" "$tmp/big.out" && ! grep -q "/$n31.exec" "$tmp/big.out" && grep -q "2 good" "$tmp/big.out"'
-check "65536 bytes and 32 characters do not" \
-	'grep -q "past_limit.exec: larger than 65535 bytes" "$tmp/big.out" && grep -q "$n32.exec: .* is not a valid executable name" "$tmp/big.out"'
+check "a .exec of 65535 bytes, a name of 31 characters, a description of 255 load" \
+	'! grep -q "at_limit.exec" "$tmp/big.out" && ! grep -q "/$n31.exec" "$tmp/big.out" && ! grep -q desc255 "$tmp/big.out" && grep -q "3 good" "$tmp/big.out"'
+check "65536 bytes, 32 characters, 256 do not" \
+	'grep -q "past_limit.exec: larger than 65535 bytes" "$tmp/big.out" && grep -q "$n32.exec: .* is not a valid executable name" "$tmp/big.out" && grep -q "desc256.exec: line 4: description: longer than 255 bytes" "$tmp/big.out"'
 
 # ---- serving: the daemon starts, one line per broken file -------------
 "$B/devqd" --backend cpu --socket "$tmp/s" --executables "$repo" -v >"$tmp/devqd.log" 2>&1 &

@@ -605,7 +605,9 @@ int devq_repo_scan(const char *dirs, struct devq_backend *be, struct devq_repo_s
 			dir[len] = '\0';
 			while (len > 1 && dir[len - 1] == '/')
 				dir[--len] = '\0';
-			int r = scan_dir(dir, !dirs, be, sc, shadow);
+			/* The default directory may be missing, however it was named. */
+			int r = scan_dir(dir, !dirs || !strcmp(dir, DEVQ_REPO_DEFAULT_DIR), be, sc,
+					 shadow);
 			if (r < 0) {
 				free(shadow);
 				return r;
