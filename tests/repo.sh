@@ -200,6 +200,20 @@ check "removed: the id is not_found ($(cat "$tmp/client.out"))" \
 "$B/devctl" submit scale_u32 k=3 x=@"$tmp/in" >"$tmp/gone.out" 2>&1
 check "devctl no longer finds it: $(cat "$tmp/gone.out")" 'grep -q "no executable named .scale_u32." "$tmp/gone.out"'
 
+# SIGHUPs while a rescan runs: one more rescan follows, none is lost.
+cp "$many"/e*.exec "$repo/"
+kill -HUP "$dpid"; kill -HUP "$dpid"; sleep 0.01; kill -HUP "$dpid"
+i=0
+while ! "$B/devctl" list 2>/dev/null | grep -q "^e255(" && [ $i -lt 250 ]; do sleep 0.04; i=$((i + 1)); done
+check "a burst of SIGHUPs: the 256 files added are served" '"$B/devctl" list | grep -q "^e255("'
+check "256 served in all, the rest refused" 'wait_log "executables: e[0-9]*.exec: more than 256 executables" 1 || true; "$B/devctl" list --json | grep -o "\"id\"" | wc -l | grep -qx $((256 + 8))'
+sleep 0.3
+grep "rescan took" "$tmp/devqd.log" | tail -n 1
+rm -f "$repo"/e*.exec
+kill -HUP "$dpid"
+i=0
+while "$B/devctl" list 2>/dev/null | grep -q "^e0(" && [ $i -lt 250 ]; do sleep 0.04; i=$((i + 1)); done
+
 # ---- 100 reloads under load: nothing left behind ------------------------
 cp "$good/scale_u32.exec" "$repo/"
 put "$ex/scale_u32.so" "$repo/scale_u32.so"

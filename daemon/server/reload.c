@@ -13,6 +13,7 @@
 
 #include "base/log.h"
 #include "core/repo.h"
+#include "kernels.h"
 
 struct devq_reload {
 	uv_work_t work;
@@ -20,6 +21,7 @@ struct devq_reload {
 	struct devq_repo_scan sc;
 	char *dirs; /* the setting as the rescan started */
 	int result;
+	uint64_t t_start, t_scanned; /* CLOCK_MONOTONIC ns */
 	bool running, again;
 };
 
@@ -27,6 +29,7 @@ static void scan_work(uv_work_t *w)
 {
 	struct devq_reload *rl = w->data;
 	rl->result = devq_repo_scan(rl->dirs, rl->d->e.be, &rl->sc);
+	rl->t_scanned = devq_now_ns();
 }
 
 static void start(struct devq_reload *rl);
@@ -42,7 +45,10 @@ static void scan_done(uv_work_t *w, int status)
 				status < 0 ? uv_strerror(status) : strerror(-rl->result));
 		devq_repo_scan_discard(&rl->sc);
 	} else {
+		uint64_t t = devq_now_ns();
 		devq_repo_apply(&d->e.repo, &rl->sc);
+		log_info("executables: rescan took %.1f ms on the thread pool, %.1f us on the loop",
+			 (double)(rl->t_scanned - rl->t_start) / 1e6, (double)(devq_now_ns() - t) / 1e3);
 	}
 	if (rl->again && !d->stopping) {
 		rl->again = false;
@@ -61,6 +67,7 @@ static void start(struct devq_reload *rl)
 	}
 	devq_repo_scan_prepare(&d->e.repo, &rl->sc);
 	rl->work.data = rl;
+	rl->t_start = devq_now_ns();
 	int r = uv_queue_work(d->loop, &rl->work, scan_work, scan_done);
 	if (r < 0) {
 		log_err("executables: rescan: %s", uv_strerror(r));
