@@ -163,6 +163,9 @@ check "devctl list --json" 'grep -q "\"name\":\"scale_u32\",.*\"source\":\"$repo
 printf '\001\000\000\000\002\000\000\000\003\000\000\000\004\000\000\000' > "$tmp/in"
 "$B/devctl" submit scale_u32 k=3 x=@"$tmp/in" --out x="$tmp/out" >"$tmp/submit.out" 2>&1
 check "devctl submit scale_u32 k=3: $(cat "$tmp/submit.out")" '[ "$(u32s "$tmp/out")" = "3 6 9 12" ]'
+"$B/devctl" trace -o "$tmp/trace.json" >/dev/null 2>&1
+check "devctl trace names the op by the repository executable's name" \
+	'grep -q "\"name\":\"scale_u32\"" "$tmp/trace.json"'
 
 # An executable with only device code: listed, refused at submit.
 printf 'signature = n:u64\ncuda = dev.fatbin\n' > "$repo/devonly.exec"

@@ -116,10 +116,6 @@ void devq_reload_executables(struct devq_daemon *d)
 	start(rl);
 }
 
-bool devq_reload_busy(const struct devq_daemon *d)
-{
-	return d->reload && d->reload->running;
-}
 
 void devq_reload_fini(struct devq_daemon *d)
 {

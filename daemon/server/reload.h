@@ -14,7 +14,6 @@ int devq_reload_initial(struct devq_daemon *d);
 /* SIGHUP: rescans on the thread pool and applies the result on the loop;
  * while one runs, one more is queued. */
 void devq_reload_executables(struct devq_daemon *d);
-bool devq_reload_busy(const struct devq_daemon *d);
 /* After the loop ended. */
 void devq_reload_fini(struct devq_daemon *d);
 
