@@ -76,8 +76,13 @@ check "check-executables on the example exits 0 (got $rc: $(cat "$tmp/check.out"
 # are given away and opened up on purpose).
 own=$tmp/own; mkdir -m 0755 "$own"
 cp "$repo/scale_u32.so" "$own/"
-printf 'signature = n:u64\ncpu = scale_u32.so\ncpu-symbol = scale_u32\n' > "$own/theirs.exec"
-chown 65534 "$own/theirs.exec"
+# Giving a file away needs root; without it that one case is left out.
+nown=4
+if [ "$(id -u)" = 0 ]; then
+	printf 'signature = n:u64\ncpu = scale_u32.so\ncpu-symbol = scale_u32\n' > "$own/theirs.exec"
+	chown 65534 "$own/theirs.exec"
+	nown=5
+fi
 printf 'signature = n:u64\ncpu = scale_u32.so\ncpu-symbol = scale_u32\n' > "$own/saxpy_f32.exec"
 printf 'signature = n:u64\ncpu = scale_u32.so\ncpu-symbol = scale_u32\n' > "$own/Bad-Name.exec"
 printf 'signature = n:u64\ncpu = ../repo/scale_u32.so\n' > "$own/escape.exec"
@@ -86,12 +91,12 @@ cp "$repo/scale_u32.so" "$own/g.so"; chmod 0664 "$own/g.so"
 chmod 0644 "$own"/*.exec
 "$B/devqd" --check-executables "$own" --check-executables "$good" >/dev/null 2>"$tmp/own.err"; rc=$?
 check "ownership: exit 1" '[ $rc = 1 ]'
-check "a file owned by another user" 'grep -q "theirs.exec: owned by uid 65534, not by root" "$tmp/own.err"'
+[ $nown = 5 ] && check "a file owned by another user" 'grep -q "theirs.exec: owned by uid 65534, not by root" "$tmp/own.err"'
 check "a built-in's name" 'grep -q "saxpy_f32.exec: shadows the built-in executable saxpy_f32" "$tmp/own.err"'
 check "an invalid name" 'grep -q "Bad-Name.exec: .Bad-Name. is not a valid executable name" "$tmp/own.err"'
 check "a path out of the directory" 'grep -q "escape.exec: cpu: must be a path inside the directory" "$tmp/own.err"'
 check "a group-writable .so" 'grep -q "groupso.exec: cpu g.so: writable by its group (mode 0664)" "$tmp/own.err"'
-check "five refused in own, none in good" '[ "$(grep -c "error: executables:" "$tmp/own.err")" = 5 ]'
+check "$nown refused in own, none in good" '[ "$(grep -c "error: executables:" "$tmp/own.err")" = $nown ]'
 cp -p "$good/scale_u32.exec" "$own/scale_u32.exec"
 "$B/devqd" --check-executables "$good" --check-executables "$own" >/dev/null 2>"$tmp/own.err"
 check "a name another directory has" "grep -q \"$own/scale_u32.exec: shadows $good/scale_u32.exec\" \"\$tmp/own.err\""
