@@ -49,10 +49,14 @@ static int read_image(const char *path, char **data, size_t *len, char *err, siz
 		got += (size_t)k;
 	}
 	int cerr = close(fd);
-	if (!buf || got != n || cerr < 0) {
-		snprintf(err, errlen, "%s", !buf ? "out of memory" : "short read");
+	if (!buf) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	if (got != n || cerr < 0) {
+		snprintf(err, errlen, "%s", got != n ? "short read" : "close failed");
 		free(buf);
-		return buf ? -EIO : -ENOMEM;
+		return -EIO;
 	}
 	buf[n] = '\0';
 	*data = buf;
