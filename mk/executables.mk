@@ -49,3 +49,12 @@ $(BUILD)/tests/test_repo: tests/repo.sh $(BUILD)/tests/repo_client $(EXEC_EXAMPL
 	@mkdir -p $(dir $@)
 	printf '#!/bin/sh\nexec sh tests/repo.sh "$$@"\n' > $@
 	chmod +x $@
+
+# The repository inside the engine against a fake backend with load_image
+# and unload_image (tests/core/test_repo_core.c): images outlive a reload
+# until their last op, and are unloaded exactly once.
+TESTS += test_repo_core
+$(BUILD)/tests/test_repo_core: $(call obj,tests/core/test_repo_core.c) $(BUILD)/libdevqd-core.a \
+		$(KERNEL_OBJ) $(COMMON_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) $(LIBS_SD) $(LIBS_CK) -ldl -lm
