@@ -7,7 +7,6 @@
  * op is bounded by the maximum op duration, so a healthy device never goes
  * that long without one).  When none does, the pings stop and systemd
  * restarts the daemon (WatchdogSec= in devqd.service). */
-#include "server/reload.h"
 #include "server/notify.h"
 
 #include <errno.h>
@@ -24,6 +23,7 @@
 #include "base/log.h"
 #include "base/pool.h"
 #include "core/session.h"
+#include "server/reload.h"
 #include "server/testhooks.h"
 
 #define STATUS_PERIOD_MS 1000

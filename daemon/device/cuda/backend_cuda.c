@@ -38,7 +38,6 @@
 #include <string.h>
 
 #include "device/backend.h"
-#include "device/cuda/exe_cuda.h"
 #include "device/cuda/backend_cuda.h"
 #include "device/cuda/cuda_drv.h"
 #include "cuda_launch.h"
@@ -47,6 +46,7 @@
 #include "device/cuda/fatbin.h"
 #include "fatbin_embed.h"
 #include "device/cuda/graph_cache.h"
+#include "device/cuda/exe_cuda.h" /* repository executables' images */
 
 enum { POOL_SYNC, POOL_TIMED_END, POOL_TIMED_START, NPOOLS };
 
