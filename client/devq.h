@@ -162,9 +162,23 @@ struct devq_exec {
 	char signature[256]; /* e.g. "n:u64, a:f32, x:in f32[n], y:inout f32[n]" */
 };
 
-/* The daemon's executables (fetched once, round trip). */
+/* The daemon's executables (fetched once per connection, round trip): the
+ * built-ins, then those of its executable repository (devqd(8)).  A
+ * repository executable keeps its id when the daemon reloads a new version
+ * of it; once removed from the repository, a submit naming its id fails
+ * with DEVQ_E_NOT_FOUND. */
 DEVQ_EXPORT int devq_exec_list(devq *q, const struct devq_exec **list, size_t *n);
 DEVQ_EXPORT int devq_exec_lookup(devq *q, const char *name, const struct devq_exec **out);
+
+/* More about an executable of devq_exec_list's list; the library owns it
+ * (valid as long as the list). */
+struct devq_exec_info {
+	const char *source;      /* "built-in", or the repository file DIR/NAME.exec */
+	const char *backends;    /* code it has: "cpu", "cuda", "cpu,cuda" ("": old daemon) */
+	const char *description; /* "" when none */
+	int unavailable; /* 1: the daemon's backend has no code for it (submit fails) */
+};
+DEVQ_EXPORT const struct devq_exec_info *devq_exec_info(devq *q, const struct devq_exec *e);
 
 /* Opens queue id (no reply: errors arrive asynchronously).  No queue is
  * open until the client opens it: devq_submit on another fails at once with

@@ -56,6 +56,13 @@ struct cq {
 	uint64_t echoes;
 };
 
+struct exec_extra {
+	struct devq_exec_info pub;
+	char source[512];
+	char backends[16];
+	char description[256];
+};
+
 struct devq {
 	int fd;
 	struct devq_rx rx;
@@ -84,6 +91,7 @@ struct devq {
 	struct buffer *bufs;
 	uint64_t next_buf_id;
 	struct devq_exec *execs;
+	struct exec_extra *exec_extra; /* devq_exec_info, parallel to execs */
 	size_t nexecs;
 
 	/* Submit coalescing (0: off): frames of devq_submit stay queued until
@@ -724,6 +732,7 @@ void devq_disconnect(devq *q)
 	free(q->errs.items);
 	free(q->queues);
 	free(q->execs);
+	free(q->exec_extra);
 	devq_cpc_free(q->cp);
 	free(q);
 }
@@ -909,6 +918,13 @@ int devq_buffer_wait_released(devq *q, struct devq_buffer *b, int timeout_ms)
 
 /* ---- executables and queues ------------------------------------------ */
 
+const struct devq_exec_info *devq_exec_info(devq *q, const struct devq_exec *e)
+{
+	if (!q || !e || !q->execs || e < q->execs || e >= q->execs + q->nexecs)
+		return NULL;
+	return &q->exec_extra[e - q->execs].pub;
+}
+
 int devq_exec_list(devq *q, const struct devq_exec **list, size_t *n)
 {
 	if (!q->execs) {
@@ -923,7 +939,12 @@ int devq_exec_list(devq *q, const struct devq_exec **list, size_t *n)
 			return r;
 		size_t cnt = rep->executables->n_items;
 		q->execs = calloc(cnt ? cnt : 1, sizeof(*q->execs));
-		if (!q->execs) {
+		q->exec_extra = calloc(cnt ? cnt : 1, sizeof(*q->exec_extra));
+		if (!q->execs || !q->exec_extra) {
+			free(q->execs);
+			free(q->exec_extra);
+			q->execs = NULL;
+			q->exec_extra = NULL;
 			devq__daemon_message__free_unpacked(rep, NULL);
 			return fail(q, -ENOMEM, "out of memory");
 		}
@@ -933,6 +954,15 @@ int devq_exec_list(devq *q, const struct devq_exec **list, size_t *n)
 			snprintf(q->execs[i].name, sizeof(q->execs[i].name), "%s", e->name);
 			snprintf(q->execs[i].signature, sizeof(q->execs[i].signature), "%s",
 				 e->signature);
+			struct exec_extra *x = &q->exec_extra[i];
+			snprintf(x->source, sizeof(x->source), "%s", e->source ? e->source : "");
+			snprintf(x->backends, sizeof(x->backends), "%s", e->backends ? e->backends : "");
+			snprintf(x->description, sizeof(x->description), "%s",
+				 e->description ? e->description : "");
+			x->pub.source = x->source;
+			x->pub.backends = x->backends;
+			x->pub.description = x->description;
+			x->pub.unavailable = e->unavailable ? 1 : 0;
 		}
 		q->nexecs = cnt;
 		devq__daemon_message__free_unpacked(rep, NULL);
@@ -1472,6 +1502,8 @@ int devq_reconnect(devq *q, int timeout_ms)
 		nanosleep(&ts, NULL);
 	}
 	free(q->execs); /* ids may differ in the new daemon: look them up again */
+	free(q->exec_extra);
+	q->exec_extra = NULL;
 	q->execs = NULL;
 	q->nexecs = 0;
 	for (struct buffer *x = q->bufs; x; x = x->next) {

@@ -45,25 +45,9 @@ struct devq_sig {
 	struct devq_param p[DEVQ_MAX_PARAMS];
 };
 
-/* One argument as a kernel sees it: scalars by value, buffers as a host
- * pointer already offset to the argument's first element. */
-union devq_kval {
-	uint64_t u64;
-	int64_t i64;
-	uint32_t u32;
-	int32_t i32;
-	float f32;
-	double f64;
-	void *ptr;
-};
-
-struct devq_kctx {
-	uint64_t start_ns; /* CLOCK_MONOTONIC when the device queue started the op */
-};
-
-/* Returns 0, or a negative errno when the kernel itself failed.
- * -ENOTRECOVERABLE means the device itself is lost (a sticky fault). */
-typedef int (*devq_cpu_fn)(const union devq_kval *args, const struct devq_kctx *ctx);
+/* union devq_kval, struct devq_kctx, devq_cpu_fn: the ABI a CPU kernel is
+ * written against, installed as <devq/kernel.h>. */
+#include "devq/kernel.h"
 
 struct devq_kernel {
 	const char *name;
@@ -71,6 +55,11 @@ struct devq_kernel {
 	devq_cpu_fn cpu;
 	/* Hidden unless devqd runs with --test-fault-injection. */
 	bool test_only;
+	/* Loaded from an executable repository (daemon/core/repo.c), not
+	 * compiled in: a backend finds its device code in dev, which its
+	 * load_image hook returned (NULL: none for this backend). */
+	bool repository;
+	void *dev;
 };
 
 extern const struct devq_kernel devq_kernels[];

@@ -6,14 +6,14 @@
 #include "cpu_kernels.h"
 
 const struct devq_kernel devq_kernels[] = {
-#define DEVQ_KERNEL(name, sig) { #name, sig, devq_cpu_##name, false },
+#define DEVQ_KERNEL(kname, sig) { .name = #kname, .signature = sig, .cpu = devq_cpu_##kname },
 #include "manifest.def"
 #undef DEVQ_KERNEL
 	/* After ns nanoseconds, a sticky device fault: the CUDA version writes
 	 * to an illegal address, the CPU one marks its backend lost.  It
 	 * exists so tests can drive the device-lost path; devqd hides it
 	 * unless started with --test-fault-injection. */
-	{ "fault", "ns:u64", devq_cpu_fault, true },
+	{ .name = "fault", .signature = "ns:u64", .cpu = devq_cpu_fault, .test_only = true },
 };
 
 const size_t devq_nkernels = sizeof devq_kernels / sizeof devq_kernels[0];

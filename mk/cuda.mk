@@ -60,7 +60,7 @@ CUDA_EMBED_OBJ = $(BUILD)/obj/kernels/fatbin_embed.o
 # $(DAEMON_OBJ) (test builds of devqd included) gets the whole backend.
 CUDA_DAEMON_OBJ += $(CUDA_EMBED_OBJ) $(call obj,daemon/device/cuda/fatbin.c kernels/cuda_launch.c \
                    daemon/device/cuda/backend_cuda.c daemon/device/cuda/cuda_drv.c daemon/device/cuda/cuda_time.c \
-                   daemon/device/cuda/graph_cache.c)
+                   daemon/device/cuda/graph_cache.c daemon/device/cuda/exe_cuda.c)
 DAEMON_OBJ += $(CUDA_DAEMON_OBJ)
 FATBIN_TEST_OBJ += $(CUDA_EMBED_OBJ)
 KERNEL_CHECK = $(BUILD)/tests/gpu/kernel_check

@@ -21,6 +21,8 @@ D="$B/devctl --socket $tmp/s"
 expect "$D su" "submit"
 expect "$D t" "trace top"
 expect "$D submit sax" "saxpy_f32"
+# Only names: devctl list indents what it says about each executable.
+expect "$D submit s" "saxpy_f32 spin spin_buf"
 expect "$D submit saxpy_f32 " "n= a= x= y= ::"
 expect "$D submit saxpy_f32 a=2 --queue 1 x" "x="
 expect "$D submit spin ns=1 :: che" "checksum"

@@ -66,7 +66,7 @@ _devctl()
 			esac
 		done
 		if [[ -z $exec ]]; then
-			COMPREPLY=($(compgen -W "$("$prog" "${sock[@]}" list 2>/dev/null | sed 's/(.*//')" -- "$cur"))
+			COMPREPLY=($(compgen -W "$("$prog" "${sock[@]}" list 2>/dev/null | sed -n 's/^\([a-z_][a-z0-9_]*\)(.*/\1/p')" -- "$cur"))
 		elif [[ $cur == -* ]]; then
 			COMPREPLY=($(compgen -W "--queue --priority --repeat --wait --out --json --help" -- "$cur"))
 		else

@@ -151,14 +151,30 @@ static int cmd_list(const char *sock, int argc, char **argv)
 	if (json)
 		printf("[");
 	for (size_t i = 0; i < n; i++) {
+		const struct devq_exec_info *x = devq_exec_info(q, &l[i]);
 		if (json) {
 			printf("%s{\"id\":%u,\"name\":", i ? "," : "", l[i].id);
 			devctl_json_str(stdout, l[i].name);
 			printf(",\"signature\":");
 			devctl_json_str(stdout, l[i].signature);
-			printf("}");
+			printf(",\"source\":");
+			devctl_json_str(stdout, x->source);
+			printf(",\"backends\":");
+			devctl_json_str(stdout, x->backends);
+			printf(",\"description\":");
+			devctl_json_str(stdout, x->description);
+			printf(",\"available\":%s}", x->unavailable ? "false" : "true");
 		} else {
+			/* The first line as before; what else is known indented
+			 * under it. */
 			printf("%s(%s)\n", l[i].name, l[i].signature);
+			if (x->source[0])
+				printf("    source: %s  backends: %s%s\n", x->source, x->backends,
+				       x->unavailable ? "  (no code for this daemon's device: "
+							"submits fail)"
+						      : "");
+			if (x->description[0])
+				printf("    %s\n", x->description);
 		}
 	}
 	if (json)

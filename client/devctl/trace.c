@@ -89,9 +89,17 @@ static const struct devq_trace_op *find_op(const struct devq_trace *t, uint64_t 
 
 static void op_name(const struct trace_ctx *c, const struct devq_trace_op *o, char *buf, size_t n)
 {
-	if (o->executable >= 0 && (size_t)o->executable < c->nexecs)
-		snprintf(buf, n, "%s", c->execs[o->executable].name);
-	else if (o->executable == -1)
+	/* By id: repository executables' ids are not list positions. */
+	if (o->executable >= 0) {
+		for (size_t i = 0; i < c->nexecs; i++) {
+			if (c->execs[i].id == (uint32_t)o->executable) {
+				snprintf(buf, n, "%s", c->execs[i].name);
+				return;
+			}
+		}
+		/* Removed from the repository since it ran. */
+		snprintf(buf, n, "exec#%d", o->executable);
+	} else if (o->executable == -1)
 		snprintf(buf, n, "copy");
 	else if (o->executable == -2)
 		snprintf(buf, n, "fill");

@@ -72,16 +72,18 @@ static const struct cfg_key keys[] = {
 	{ "lost-refuse-after", CFG_UINT, F(lost_refuse_after), 1, 1000, 0, NULL },
 	{ "lost-refuse-s", CFG_U64, F(lost_refuse_s), 0, 30ull * 24 * 3600, 1, NULL },
 	{ "state-dir", CFG_STR, F(state_dir), 0, 0, 0, NULL },
+	/* The executable repository (core/repo.c): DIR[:DIR]... */
+	{ "executables", CFG_STR, F(executables), 0, 0, 0, NULL },
 };
 
 #undef F
 
 /* Keys SIGHUP applies at once: fields the daemon reads each time it needs
  * them, never ones it derived state from at start (streams, quotas...). */
-static const char *const reloadable[] = { "max-op-ms",         "max-buffer-mb",
-					   "max-queues",        "verbose",
-					   "stall-timeout-ms",  "lost-refuse-after",
-					   "lost-refuse-s" };
+static const char *const reloadable[] = { "max-op-ms",        "max-buffer-mb",
+					   "max-queues",       "verbose",
+					   "stall-timeout-ms", "lost-refuse-after",
+					   "lost-refuse-s",    "executables" };
 
 static bool is_reloadable(const char *key)
 {

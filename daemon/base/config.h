@@ -48,6 +48,9 @@ struct devq_config {
 	unsigned q_user_queues, q_user_sessions;
 	unsigned q_session_fds;                 /* received fds not yet claimed */
 	uint64_t q_outbound;                    /* unsent bytes before a disconnect */
+	/* Executable repository directories, ':'-separated (core/repo.c);
+	 * NULL: the default directory, which may be missing. */
+	const char *executables;
 };
 
 #define DEVQ_FAIR_K_DEFAULT 16

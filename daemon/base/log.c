@@ -5,8 +5,9 @@
  * (journalctl DEVQ_CLIENT_UID=1000); otherwise one readable line per event
  * on stderr, prefixed with the level. */
 #include <inttypes.h>
-#include <stdbool.h>
 #include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,12 +23,14 @@
 
 #include "base/log.h"
 
-static int level = DEVQ_LOG_NOTICE;
+/* Set on the loop thread (start, SIGHUP), read from every thread that logs
+ * (backend threads, a repository rescan on the thread pool). */
+static atomic_int level = DEVQ_LOG_NOTICE;
 static int to_journal = -1; /* unknown until the first line */
 
 void devq_log_set_level(int l)
 {
-	level = l;
+	atomic_store_explicit(&level, l, memory_order_relaxed);
 }
 
 /* systemd sets JOURNAL_STREAM=DEV:INO for the stream it connected stderr
@@ -89,7 +92,7 @@ static void emit(const struct devq_log_src *src, int l, const struct devq_log_ct
 
 void devq_log_at(const struct devq_log_src *src, int l, const char *fmt, ...)
 {
-	if (l > level)
+	if (l > atomic_load_explicit(&level, memory_order_relaxed))
 		return;
 	char line[1024];
 	va_list ap;
@@ -102,7 +105,7 @@ void devq_log_at(const struct devq_log_src *src, int l, const char *fmt, ...)
 void devq_log_fields_at(const struct devq_log_src *src, int l, const struct devq_log_ctx *s,
 			int code, int64_t queue, int64_t point, const char *fmt, ...)
 {
-	if (l > level)
+	if (l > atomic_load_explicit(&level, memory_order_relaxed))
 		return;
 	char line[1024];
 	va_list ap;

@@ -77,12 +77,14 @@ int devq_engine_init(struct devq_engine *e, const struct devq_config *cfg,
 		free_parts(e);
 		return -ENOMEM;
 	}
+	devq_repo_init(&e->repo, e->be);
 	e->start_ns = devq_now_ns();
 	return 0;
 }
 
 void devq_engine_fini(struct devq_engine *e)
 {
+	devq_repo_fini(&e->repo); /* unloads device images: before the backend goes */
 	e->be->ops->destroy(e->be);
 	devq_trace_ring_free(e->trace);
 	pthread_mutex_destroy(&e->cmpl_lock);

@@ -29,6 +29,7 @@
 #include "base/config.h"
 #include "core/fair.h"
 #include "core/metrics.h"
+#include "core/repo.h"
 #include "device/backend.h"
 #include "kernels.h"
 
@@ -57,6 +58,9 @@ struct devq_engine {
 	struct devq_engine_events ev;
 	struct devq_backend *be;
 	struct devq_sig *sigs; /* parsed manifest, indexed like devq_kernels */
+	/* repo.c: executables from the repository directories, ids from
+	 * DEVQ_REPO_FIRST_ID (empty until the server loads them). */
+	struct devq_repo repo;
 	unsigned *stream_load; /* queues mapped onto each device stream */
 	pthread_mutex_t cmpl_lock;
 	struct devq_job *cmpl_head, *cmpl_tail; /* from backend threads */

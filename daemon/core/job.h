@@ -33,6 +33,9 @@ struct devq_job {
 	struct devq_job *cnext; /* completion list link (backend threads -> loop) */
 	struct devq_bop *winline[4]; /* b.waits when it has at most 4 entries */
 	struct devq_job *fnext; /* fair.c: waiting for a backend slot */
+	/* repo.c: the repository executable b.kernel belongs to, referenced
+	 * until the completion is processed (NULL: a built-in or no kernel). */
+	struct devq_exe *exe;
 	bool fhanded;           /* fair.c: given to the backend */
 	bool rec_ring; /* its completion record went into the session's ring */
 };

@@ -22,6 +22,7 @@
 #include "core/job.h"
 #include "core/metrics.h"
 #include "core/outbox.h"
+#include "core/repo.h"
 #include "core/session.h"
 #include "core/timeline.h"
 #include "core/trace.h"
@@ -357,6 +358,11 @@ static void complete_one(struct devq_engine *d, struct devq_job *op, uint64_t no
 			  op->b.msg);
 	devq_fair_done(op);
 	devq_trace_record(d->trace, op); /* while its waits and buffers are known */
+	if (op->exe) { /* its code may be unloaded from here on */
+		devq_repo_put(op->exe);
+		op->exe = NULL;
+		op->b.kernel = NULL;
+	}
 
 	for (unsigned i = 0; i < op->b.nwaits; i++)
 		devq_job_unref(devq_job_of(op->b.waits[i]));

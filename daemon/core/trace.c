@@ -12,6 +12,7 @@
 #include "base/log.h"
 #include "core/buffer.h"
 #include "core/job.h"
+#include "core/repo.h"
 #include "core/session.h"
 #include "core/timeline.h"
 
@@ -80,7 +81,9 @@ void devq_trace_record(struct devq_trace_ring *t, const struct devq_job *op)
 	r->point = op->point;
 	r->stream = b->stream;
 	/* A failed op keeps its kernel when validation got that far. */
-	if (b->kernel)
+	if (op->exe)
+		r->exec = (int32_t)op->exe->id;
+	else if (b->kernel)
 		r->exec = (int32_t)(b->kernel - devq_kernels);
 	else
 		r->exec = b->kind == DEVQ_BOP_COPY ? -1 : b->kind == DEVQ_BOP_FILL ? -2 : -3;

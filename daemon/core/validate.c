@@ -12,6 +12,7 @@
 #include "core/buffer.h"
 #include "core/engine.h"
 #include "core/job.h"
+#include "core/repo.h"
 #include "core/session.h"
 
 static const char *case_name(Devq__Arg__ValueCase c)
@@ -99,25 +100,42 @@ static int validate_kernel(struct devq_session *s, const Devq__KernelOp *k, stru
 			   unsigned *acc, char *err, size_t n)
 {
 	struct devq_engine *d = s->e;
-	if (k->executable >= devq_nkernels) {
-		snprintf(err, n, "executable %u not found", k->executable);
+	const struct devq_kernel *kern;
+	const struct devq_sig *sig;
+	struct devq_exe *exe = NULL;
+	if (k->executable < devq_nkernels) {
+		kern = &devq_kernels[k->executable];
+		sig = &d->sigs[k->executable];
+	} else if ((exe = devq_repo_get(&d->repo, k->executable))) {
+		kern = &exe->k;
+		sig = &exe->sig;
+	} else {
+		snprintf(err, n, "executable %u not found%s", k->executable,
+			 k->executable >= DEVQ_REPO_FIRST_ID
+				 ? " (removed from the repository? devctl list shows what is served)"
+				 : "");
 		return DEVQ__CODE__NOT_FOUND;
 	}
-	const struct devq_kernel *kern = &devq_kernels[k->executable];
-	const struct devq_sig *sig = &d->sigs[k->executable];
 	if (kern->test_only && !d->cfg.test_faults) {
 		snprintf(err, n, "executable %u not found", k->executable);
 		return DEVQ__CODE__NOT_FOUND;
 	}
 	if (!d->be->ops->has_kernel(d->be, kern)) {
-		snprintf(err, n, "executable %s has no code for this device (%s)", kern->name,
-			 d->be->device);
+		snprintf(err, n, "executable %s has no code for this device (%s)%s", kern->name,
+			 d->be->device,
+			 exe ? (exe->backends & DEVQ_EXE_CUDA ? ": its repository file names only cuda"
+							       : ": its repository file names only cpu")
+			     : "");
 		return DEVQ__CODE__FAILED_PRECONDITION;
 	}
 	/* Known from here on, even if its arguments fail: the op recorder
 	 * names a failed op by it (devctl trace).  A failed op's kind is
-	 * DEVQ_BOP_FAIL, so nothing runs it. */
+	 * DEVQ_BOP_FAIL, so nothing runs it.  A repository executable stays
+	 * loaded until the op's completion is processed, whatever a reload
+	 * does meanwhile. */
 	op->b.kernel = kern;
+	if (exe)
+		op->exe = devq_repo_ref(exe);
 	const Devq__Arg *byparam[DEVQ_MAX_PARAMS] = { 0 };
 	for (size_t i = 0; i < k->n_args; i++) {
 		const Devq__Arg *a = k->args[i];

@@ -102,6 +102,16 @@ struct devq_backend_ops {
 	/* The daemon has handed over all it has for now: issue anything held
 	 * back (CUDA: a replayable run captured as a graph).  May be NULL. */
 	void (*flush)(struct devq_backend *b);
+	/* Executable repository (core/repo.c); both NULL for a backend that
+	 * runs repository executables only through their CPU code (k->cpu).
+	 * load_image, from any thread (a rescan runs off the loop): loads the
+	 * device image at path (fatbin, cubin or PTX), finds entry in it and
+	 * checks it against sig as far as the image tells; 0 with *dev set
+	 * (a repository kernel's k->dev), or a negative errno with the
+	 * reason in err.  unload_image, loop thread: once no op uses dev. */
+	int (*load_image)(struct devq_backend *b, const char *path, const char *entry,
+			  const struct devq_sig *sig, void **dev, char *err, size_t errlen);
+	void (*unload_image)(struct devq_backend *b, void *dev);
 };
 
 struct devq_backend {

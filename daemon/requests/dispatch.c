@@ -18,6 +18,7 @@
 #include "core/engine.h"
 #include "core/outbox.h"
 #include "core/quota.h"
+#include "core/repo.h"
 #include "core/sched.h"
 #include "core/session.h"
 #include "core/timeline.h"
@@ -182,18 +183,55 @@ static void on_reset_queue(struct devq_session *s, const Devq__ResetQueue *r)
 	devq_timeline_reset(q);
 }
 
+#ifdef DEVQ_HAVE_CUDA
+#define DEVQ_BUILTIN_BACKENDS "cpu,cuda"
+#else
+#define DEVQ_BUILTIN_BACKENDS "cpu"
+#endif
+
+static char *backends_of(unsigned b)
+{
+	return b == (DEVQ_EXE_CPU | DEVQ_EXE_CUDA) ? "cpu,cuda" : b == DEVQ_EXE_CUDA ? "cuda" : "cpu";
+}
+
+/* The built-ins, then the repository's (at most DEVQ_REPO_MAX): bounded. */
 static void on_list(struct devq_session *s)
 {
-	Devq__Executable items[devq_nkernels];
-	Devq__Executable *ptrs[devq_nkernels];
+	struct devq_engine *e = s->e;
+	size_t cap = devq_nkernels + e->repo.n;
+	Devq__Executable *items = calloc(cap, sizeof(*items));
+	Devq__Executable **ptrs = calloc(cap, sizeof(*ptrs));
+	if (!items || !ptrs) {
+		free(items);
+		free(ptrs);
+		devq_outbox_error(s, DEVQ__CODE__RESOURCE_EXHAUSTED, "list_executables", NULL, NULL,
+				   "out of memory");
+		return;
+	}
 	size_t n = 0;
 	for (size_t i = 0; i < devq_nkernels; i++) {
-		if (devq_kernels[i].test_only && !s->e->cfg.test_faults)
+		if (devq_kernels[i].test_only && !e->cfg.test_faults)
 			continue;
 		devq__executable__init(&items[n]);
 		items[n].id = (uint32_t)i;
 		items[n].name = (char *)devq_kernels[i].name;
 		items[n].signature = (char *)devq_kernels[i].signature;
+		items[n].source = "built-in";
+		items[n].backends = DEVQ_BUILTIN_BACKENDS;
+		items[n].unavailable = !e->be->ops->has_kernel(e->be, &devq_kernels[i]);
+		ptrs[n] = &items[n];
+		n++;
+	}
+	for (unsigned i = 0; i < e->repo.n; i++) {
+		struct devq_exe *x = e->repo.exes[i];
+		devq__executable__init(&items[n]);
+		items[n].id = x->id;
+		items[n].name = x->name;
+		items[n].signature = x->signature;
+		items[n].source = x->path;
+		items[n].backends = backends_of(x->backends);
+		items[n].description = x->description;
+		items[n].unavailable = !e->be->ops->has_kernel(e->be, &x->k);
 		ptrs[n] = &items[n];
 		n++;
 	}
@@ -201,6 +239,8 @@ static void on_list(struct devq_session *s)
 	l.n_items = n;
 	l.items = ptrs;
 	reply(s, DEVQ__DAEMON_MESSAGE__BODY_EXECUTABLES, &l, NULL, 0);
+	free(items);
+	free(ptrs);
 }
 
 void devq_dispatch_message(struct devq_session *s, const Devq__ClientMessage *m,

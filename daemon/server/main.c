@@ -14,7 +14,9 @@
 #include "server/policy.h"
 #include "server/server.h"
 #include "base/lock.h"
+#include "core/repo.h"
 #include "core/trace.h"
+#include "server/reload.h"
 
 /* getopt value of the flags that are set through the config key table. */
 #define DEVQ_OPT_BY_KEY 0x300
@@ -72,6 +74,12 @@ static void usage(FILE *f)
 		"                          what is wrong and exit: 0 when devqd would accept\n"
 		"                          them, 2 otherwise (devqd.service's ExecReload runs it\n"
 		"                          first, so that systemctl reload fails on a bad file)\n"
+		"      --executables DIR   serve the executables of the repository DIR\n"
+		"                          (repeatable; default /etc/devqd/executables.d when it\n"
+		"                          exists); SIGHUP rescans it\n"
+		"      --check-executables DIR  validate the repository DIR as a start would,\n"
+		"                          log each refused file and why, and exit: 0 when all\n"
+		"                          are good, 1 otherwise (repeatable)\n"
 		"  -v, --verbose           more logging (repeat for debug)\n"
 		"  -h, --help              this text\n"
 		"  -V, --version           print the version and the protocol versions spoken\n"
@@ -98,6 +106,52 @@ static int parse_u64(const char *opt, const char *s, uint64_t min, uint64_t max,
 	return 0;
 }
 
+/* Appends dir to the ':'-separated list *list. */
+static int add_dir(char **list, const char *dir)
+{
+	if (!*dir || strchr(dir, ':')) {
+		fprintf(stderr, "devqd: '%s': a directory name, not empty and without ':'\n", dir);
+		return -EINVAL;
+	}
+	size_t old = *list ? strlen(*list) : 0;
+	char *n = realloc(*list, old + strlen(dir) + 2);
+	if (!n) {
+		fprintf(stderr, "devqd: out of memory\n");
+		return -ENOMEM;
+	}
+	if (old)
+		n[old++] = ':';
+	strcpy(n + old, dir);
+	*list = n;
+	return 0;
+}
+
+/* --check-executables: what a start would load, without a device (device
+ * images are checked as files only) and without serving. */
+static int check_executables(const char *dirs, int verbose)
+{
+	devq_log_set_level(DEVQ_LOG_NOTICE + verbose);
+	struct devq_repo_scan *sc = calloc(1, sizeof(*sc));
+	if (!sc) {
+		fprintf(stderr, "devqd: out of memory\n");
+		return 1;
+	}
+	int r = devq_repo_scan(dirs, NULL, sc);
+	unsigned good = sc->n;
+	devq_repo_scan_discard(sc);
+	free(sc);
+	if (r < 0) {
+		fprintf(stderr, "devqd: %s\n", strerror(-r));
+		return 1;
+	}
+	if (r > 0) {
+		fprintf(stderr, "devqd: %s: %d refused, %u good\n", dirs, r, good);
+		return 1;
+	}
+	printf("devqd: %s: %u executables OK\n", dirs, good);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -114,6 +168,8 @@ int main(int argc, char **argv)
 		{ "trace-records", required_argument, NULL, 70 },
 		{ "admin-group", required_argument, NULL, 71 },
 		{ "check-config", no_argument, NULL, 72 },
+		{ "executables", required_argument, NULL, 73 },
+		{ "check-executables", required_argument, NULL, 74 },
 		/* Tenancy: each is also a devqd.conf key, set through its table. */
 		{ "allow-users", required_argument, NULL, DEVQ_OPT_BY_KEY },
 		{ "allow-groups", required_argument, NULL, DEVQ_OPT_BY_KEY },
@@ -156,6 +212,7 @@ int main(int argc, char **argv)
 	cfg.lost_refuse_s = 600;
 	d.listen_fd = -1;
 	int verbose = 0, c;
+	char *exe_dirs = NULL, *check_dirs = NULL; /* --executables, --check-executables */
 	bool check_config = false;
 	uint64_t v;
 	/* The file first, so that every flag below overrides it. */
@@ -223,6 +280,14 @@ int main(int argc, char **argv)
 		case 72:
 			check_config = true;
 			break;
+		case 73:
+		case 74:
+			/* Repeatable: the flags' directories replace the file's. */
+			if (add_dir(c == 73 ? &exe_dirs : &check_dirs, optarg) < 0)
+				return 2;
+			if (c == 73)
+				cfg.executables = exe_dirs;
+			break;
 		case DEVQ_OPT_BY_KEY: {
 			char err[256];
 			if (devq_config_set(&cfg, opts[li].name, optarg, err, sizeof(err)) < 0) {
@@ -249,6 +314,13 @@ int main(int argc, char **argv)
 		fprintf(stderr, "devqd: unexpected argument '%s'\n", argv[optind]);
 		usage(stderr);
 		return 2;
+	}
+	if (check_dirs) {
+		int rc = check_executables(check_dirs, verbose);
+		free(exe_dirs);
+		free(check_dirs);
+		devq_config_fini();
+		return rc;
 	}
 	if (check_config) {
 		/* What a start checks before it touches the device or the socket. */
@@ -279,14 +351,21 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	d.loop = &loop;
+	if (devq_reload_initial(&d) < 0) {
+		log_err("out of memory");
+		devq_engine_fini(&d.e);
+		return 1;
+	}
 	int code = devq_server_run(&d);
 	/* The backend's threads first: one may still be inside on_complete,
 	 * about to wake the loop (uv_async_send writes to the loop's wake-up
 	 * fd, which uv_loop_close closes; libuv aborts on the failed write). */
 	devq_engine_fini(&d.e);
+	devq_reload_fini(&d);
 	if (uv_loop_close(&loop) < 0)
 		log_err("loop: handles still open at exit");
 	log_notice("stopped");
 	devq_config_fini();
+	free(exe_dirs);
 	return code;
 }

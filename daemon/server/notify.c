@@ -24,6 +24,7 @@
 #include "base/log.h"
 #include "base/pool.h"
 #include "core/session.h"
+#include "server/reload.h"
 #include "server/testhooks.h"
 
 #define STATUS_PERIOD_MS 1000
@@ -149,6 +150,9 @@ static void on_hup(uv_signal_t *h, int signum)
 			   (unsigned long long)(d->e.cfg.max_op_ns / 1000000),
 			   (unsigned long long)(d->e.cfg.max_buffer_bytes >> 20), d->e.cfg.max_queues);
 	}
+	/* Whether or not the file changed: the repository is rescanned off
+	 * the loop, and applied when that is done (reload.c). */
+	devq_reload_executables(d);
 	char st[sizeof(n->last_status)];
 	format_status(d, st, sizeof(st));
 	memcpy(n->last_status, st, sizeof(st));

@@ -25,6 +25,7 @@
 #define DEVQ_LOST_GRACE_NS 1000000000ull
 
 struct devq_notify;
+struct devq_reload;
 
 struct devq_daemon {
 	struct devq_engine e; /* first: the engine's events get it back */
@@ -46,6 +47,7 @@ struct devq_daemon {
 	 * wake-up per stream. */
 	uv_prepare_t flush_prep;
 	struct devq_notify *notify; /* notify.c: READY/STATUS/WATCHDOG state */
+	struct devq_reload *reload; /* reload.c: the executable repository's rescans */
 	struct devq_policy policy;  /* policy.c: who may connect */
 	struct devq_culprits culprits; /* culprit.c: uids refused after device losses */
 	unsigned nthrottled;        /* sessions not read: over their in-flight quota */

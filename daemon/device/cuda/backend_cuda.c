@@ -46,6 +46,7 @@
 #include "device/cuda/fatbin.h"
 #include "fatbin_embed.h"
 #include "device/cuda/graph_cache.h"
+#include "device/cuda/exe_cuda.h" /* repository executables' images */
 
 enum { POOL_SYNC, POOL_TIMED_END, POOL_TIMED_START, NPOOLS };
 
@@ -392,6 +393,10 @@ static CUresult launch(struct cuda_backend *cb, struct cu_stream *st, struct dev
 	CUstream s = st->stream;
 	switch (op->kind) {
 	case DEVQ_BOP_KERNEL: {
+		if (op->kernel->repository) { /* exe_cuda.c */
+			*call = "cuLaunchKernel";
+			return devq_exe_cuda_launch(&cb->drv, op->kernel->dev, s, op->args);
+		}
 		size_t k = (size_t)(op->kernel - devq_kernels);
 		union devq_kval args[DEVQ_MAX_PARAMS];
 		void *params[DEVQ_MAX_PARAMS];
@@ -814,7 +819,8 @@ static int cuda_enqueue(struct devq_backend *b, struct devq_bop *op)
 	}
 	op->priv = co;
 	op->next = NULL;
-	bool replay = op->replay && op->kind == DEVQ_BOP_KERNEL && !cb->lost;
+	bool replay = op->replay && op->kind == DEVQ_BOP_KERNEL && !op->kernel->repository &&
+		      !cb->lost;
 	/* A run is one stream's consecutive replayable kernel ops: anything
 	 * else ends it first, so the device sees every op in handed-over
 	 * order. */
@@ -928,7 +934,23 @@ static void cuda_free(struct devq_backend *b, uint64_t devaddr, size_t len)
 static bool cuda_has_kernel(struct devq_backend *b, const struct devq_kernel *k)
 {
 	struct cuda_backend *cb = (struct cuda_backend *)b;
+	if (k->repository)
+		return k->dev != NULL;
 	return cb->fn[k - devq_kernels] != NULL;
+}
+
+/* Repository executables' device images: exe_cuda.c. */
+static int cuda_load_image(struct devq_backend *b, const char *path, const char *entry,
+			   const struct devq_sig *sig, void **dev, char *err, size_t errlen)
+{
+	struct cuda_backend *cb = (struct cuda_backend *)b;
+	return devq_exe_cuda_load(&cb->drv, cb->ctx, cb->dev, path, entry, sig, dev, err, errlen);
+}
+
+static void cuda_unload_image(struct devq_backend *b, void *dev)
+{
+	struct cuda_backend *cb = (struct cuda_backend *)b;
+	devq_exe_cuda_unload(&cb->drv, cb->ctx, dev);
 }
 
 /* ---- lifetime --------------------------------------------------------- */
@@ -995,6 +1017,8 @@ static const struct devq_backend_ops cuda_ops = {
 	.alloc = cuda_alloc,
 	.free = cuda_free,
 	.has_kernel = cuda_has_kernel,
+	.load_image = cuda_load_image,
+	.unload_image = cuda_unload_image,
 	.enqueue = cuda_enqueue,
 	.flush = cuda_flush,
 };

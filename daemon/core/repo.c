@@ -1,0 +1,712 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The executable repository; see repo.h and devqd(8). */
+#include "core/repo.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <link.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/log.h"
+
+/* ---- lifetime --------------------------------------------------------- */
+
+static void exe_free(struct devq_exe *e)
+{
+	if (e->k.dev && e->be && e->be->ops->unload_image)
+		e->be->ops->unload_image(e->be, e->k.dev);
+	if (e->dl && dlclose(e->dl) != 0)
+		log_err("executables: %s: dlclose: %s", e->path, dlerror());
+	if (e->dl_fd >= 0 && close(e->dl_fd) < 0)
+		log_err("executables: %s: close: %s", e->path, strerror(errno));
+	free(e);
+}
+
+void devq_repo_put(struct devq_exe *e)
+{
+	if (e && --e->refs == 0)
+		exe_free(e);
+}
+
+void devq_repo_init(struct devq_repo *r, struct devq_backend *be)
+{
+	memset(r, 0, sizeof(*r));
+	r->be = be;
+	r->next_id = DEVQ_REPO_FIRST_ID;
+}
+
+void devq_repo_fini(struct devq_repo *r)
+{
+	for (unsigned i = 0; i < r->n; i++)
+		devq_repo_put(r->exes[i]);
+	r->n = 0;
+	devq_idmap_fini(&r->by_id);
+}
+
+/* ---- checks ----------------------------------------------------------- */
+
+/* The rule sudo applies to sudoers.d: a regular file (or, for dir, a
+ * directory) owned by root or by the daemon's user, writable by nobody
+ * else.  0, or -EPERM with the reason in why. */
+static int owner_ok(const struct stat *st, bool dir, char *why, size_t n)
+{
+	if (dir ? !S_ISDIR(st->st_mode) : !S_ISREG(st->st_mode)) {
+		snprintf(why, n, "not a %s", dir ? "directory" : "regular file");
+		return -EPERM;
+	}
+	if (st->st_uid != 0 && st->st_uid != geteuid()) {
+		snprintf(why, n, "owned by uid %u, not by root or the daemon's user (uid %u)",
+			 (unsigned)st->st_uid, (unsigned)geteuid());
+		return -EPERM;
+	}
+	if (st->st_mode & (S_IWGRP | S_IWOTH)) {
+		snprintf(why, n, "writable by its %s (mode %04o)",
+			 st->st_mode & S_IWOTH ? "others" : "group", (unsigned)(st->st_mode & 07777));
+		return -EPERM;
+	}
+	return 0;
+}
+
+static void fileid_of(const struct stat *st, struct devq_fileid *id)
+{
+	id->dev = st->st_dev;
+	id->ino = st->st_ino;
+	id->size = st->st_size;
+	id->mtime = st->st_mtim;
+}
+
+static bool fileid_eq(const struct devq_fileid *a, const struct devq_fileid *b)
+{
+	return a->dev == b->dev && a->ino == b->ino && a->size == b->size &&
+	       a->mtime.tv_sec == b->mtime.tv_sec && a->mtime.tv_nsec == b->mtime.tv_nsec;
+}
+
+/* [a-z_][a-z0-9_]{0,30} */
+static bool name_ok(const char *s, size_t len)
+{
+	if (len < 1 || len > DEVQ_MAX_NAME - 1 || !(islower((unsigned char)s[0]) || s[0] == '_'))
+		return false;
+	for (size_t i = 1; i < len; i++)
+		if (!(s[i] == '_' || (s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9')))
+			return false;
+	return true;
+}
+
+/* ---- one .exec file --------------------------------------------------- */
+
+struct exec_text {
+	char signature[256];
+	char cpu[256], cpu_symbol[DEVQ_MAX_NAME * 2];
+	char cuda[256], cuda_entry[128];
+	char description[256];
+};
+
+static char *trim(char *s)
+{
+	while (isspace((unsigned char)*s))
+		s++;
+	size_t n = strlen(s);
+	while (n && isspace((unsigned char)s[n - 1]))
+		s[--n] = '\0';
+	return s;
+}
+
+/* A file the .exec names: relative to its directory, no "..". */
+static int rel_path_ok(const char *v)
+{
+	if (v[0] == '/')
+		return -1;
+	for (const char *p = v; *p;) {
+		const char *slash = strchr(p, '/');
+		size_t n = slash ? (size_t)(slash - p) : strlen(p);
+		if (n == 2 && p[0] == '.' && p[1] == '.')
+			return -1;
+		p += n + (slash ? 1 : 0);
+	}
+	return 0;
+}
+
+/* Parses the key = value lines of buf (NUL-terminated) into t. */
+static int parse_exec(char *buf, struct exec_text *t, char *why, size_t n)
+{
+	static const struct {
+		const char *key;
+		size_t off, size;
+	} keys[] = {
+#define K(k, f) { k, offsetof(struct exec_text, f), sizeof(((struct exec_text *)0)->f) }
+		K("signature", signature), K("cpu", cpu), K("cpu-symbol", cpu_symbol),
+		K("cuda", cuda), K("cuda-entry", cuda_entry), K("description", description),
+#undef K
+	};
+	unsigned seen[sizeof(keys) / sizeof(keys[0])] = { 0 };
+	unsigned lineno = 0;
+	memset(t, 0, sizeof(*t));
+	for (char *line = buf, *next; line; line = next) {
+		lineno++;
+		next = strchr(line, '\n');
+		if (next)
+			*next++ = '\0';
+		char *hash = strchr(line, '#');
+		if (hash)
+			*hash = '\0';
+		char *s = trim(line);
+		if (!*s)
+			continue;
+		char *eq = strchr(s, '=');
+		if (!eq) {
+			snprintf(why, n, "line %u: expected 'key = value'", lineno);
+			return -EINVAL;
+		}
+		*eq = '\0';
+		char *key = trim(s), *value = trim(eq + 1);
+		size_t k = 0;
+		while (k < sizeof(keys) / sizeof(keys[0]) && strcmp(keys[k].key, key))
+			k++;
+		if (k == sizeof(keys) / sizeof(keys[0])) {
+			snprintf(why, n, "line %u: unknown key '%.40s'", lineno, key);
+			return -EINVAL;
+		}
+		if (seen[k]) {
+			snprintf(why, n, "line %u: %s given twice (first at line %u)", lineno, key,
+				 seen[k]);
+			return -EINVAL;
+		}
+		seen[k] = lineno;
+		if (!*value) {
+			snprintf(why, n, "line %u: %s: empty value", lineno, key);
+			return -EINVAL;
+		}
+		if (strlen(value) >= keys[k].size) {
+			snprintf(why, n, "line %u: %s: longer than %zu bytes", lineno, key,
+				 keys[k].size - 1);
+			return -EINVAL;
+		}
+		memcpy((char *)t + keys[k].off, value, strlen(value) + 1);
+	}
+	if (!t->signature[0]) {
+		snprintf(why, n, "no signature");
+		return -EINVAL;
+	}
+	if (!t->cpu[0] && !t->cuda[0]) {
+		snprintf(why, n, "names no code (cpu or cuda)");
+		return -EINVAL;
+	}
+	if ((t->cpu[0] && rel_path_ok(t->cpu) < 0) || (t->cuda[0] && rel_path_ok(t->cuda) < 0)) {
+		snprintf(why, n, "%s: must be a path inside the directory",
+			 t->cpu[0] && rel_path_ok(t->cpu) < 0 ? "cpu" : "cuda");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* Reads the .exec at path (open by fd so the checked file is the one
+ * read). */
+static int read_exec(const char *path, char *buf, size_t cap, struct stat *st, char *why,
+		     size_t n)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	if (fd < 0) {
+		snprintf(why, n, "%s", errno == ELOOP ? "a symbolic link" : strerror(errno));
+		return -EPERM;
+	}
+	int r = 0;
+	if (fstat(fd, st) < 0) {
+		snprintf(why, n, "%s", strerror(errno));
+		r = -EIO;
+	} else if ((r = owner_ok(st, false, why, n)) == 0) {
+		if (st->st_size >= (off_t)cap) {
+			snprintf(why, n, "larger than %zu bytes", cap - 1);
+			r = -EFBIG;
+		} else {
+			size_t got = 0;
+			ssize_t k;
+			while (got < cap - 1 && (k = read(fd, buf + got, cap - 1 - got)) != 0) {
+				if (k < 0) {
+					if (errno == EINTR)
+						continue;
+					snprintf(why, n, "read: %s", strerror(errno));
+					r = -EIO;
+					break;
+				}
+				got += (size_t)k;
+			}
+			buf[got] = '\0';
+			if (!r && memchr(buf, '\0', got)) {
+				snprintf(why, n, "not a text file");
+				r = -EINVAL;
+			}
+		}
+	}
+	if (close(fd) < 0 && !r) {
+		snprintf(why, n, "close: %s", strerror(errno));
+		r = -EIO;
+	}
+	return r;
+}
+
+/* Opens the shared object, checks it and resolves sym in it. */
+static int load_cpu(struct devq_exe *e, const char *path, const char *rel, const char *sym,
+		    char *why, size_t n)
+{
+	e->dl_fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (e->dl_fd < 0) {
+		snprintf(why, n, "cpu %.200s: %s", rel, strerror(errno));
+		return -ENOENT;
+	}
+	struct stat st;
+	if (fstat(e->dl_fd, &st) < 0) {
+		snprintf(why, n, "cpu %.200s: %s", rel, strerror(errno));
+		return -EIO;
+	}
+	char rule[160];
+	if (owner_ok(&st, false, rule, sizeof(rule)) < 0) {
+		snprintf(why, n, "cpu %.200s: %s", rel, rule);
+		return -EPERM;
+	}
+	fileid_of(&st, &e->fid[1]);
+	/* By its fd, under a name never used before: ld.so hands back an
+	 * object already loaded under the name asked for (the previous
+	 * version, still used by an op, had this path), and remembers every
+	 * name an object was asked for under, so "/proc/self/fd/N" alone
+	 * would find an older version opened through an earlier fd N.  The
+	 * name is /proc/self/fd/N with the bits of a counter spelled as "./"
+	 * or "fd/../" components in front: unique, and the same file. */
+	static atomic_uint seq;
+	unsigned c = atomic_fetch_add(&seq, 1);
+	char fdpath[32 * 6 + 64] = "/proc/self/";
+	size_t len = strlen(fdpath);
+	for (unsigned b = 0; b < 32; b++) {
+		const char *part = (c >> b) & 1 ? "fd/../" : "./";
+		memcpy(fdpath + len, part, strlen(part) + 1);
+		len += strlen(part);
+	}
+	snprintf(fdpath + len, sizeof(fdpath) - len, "fd/%d", e->dl_fd);
+	e->dl = dlopen(fdpath, RTLD_NOW | RTLD_LOCAL);
+	if (!e->dl) {
+		const char *m = dlerror();
+		snprintf(why, n, "cpu %.100s: dlopen: %.200s", rel, m ? m : "failed");
+		return -ENOEXEC;
+	}
+	(void)dlerror();
+	void *fn = dlsym(e->dl, sym);
+	/* The symbol must be the object's own, not one of a library it
+	 * links (cpu-symbol = free would find libc's). */
+	Dl_info info;
+	struct link_map *lm = NULL;
+	if (!fn || !dladdr(fn, &info) || dlinfo(e->dl, RTLD_DI_LINKMAP, &lm) != 0 || !lm ||
+	    !info.dli_fname || strcmp(info.dli_fname, lm->l_name)) {
+		snprintf(why, n, "cpu %.200s: no symbol '%s' in it", rel, sym);
+		return -ENOENT;
+	}
+	e->k.cpu = (devq_cpu_fn)fn;
+	return 0;
+}
+
+static int load_cuda(struct devq_exe *e, struct devq_backend *be, const char *path,
+		     const char *rel, const char *entry, char *why, size_t n)
+{
+	struct stat st;
+	if (stat(path, &st) < 0) {
+		snprintf(why, n, "cuda %.200s: %s", rel, strerror(errno));
+		return -ENOENT;
+	}
+	char rule[160];
+	if (owner_ok(&st, false, rule, sizeof(rule)) < 0) {
+		snprintf(why, n, "cuda %.200s: %s", rel, rule);
+		return -EPERM;
+	}
+	fileid_of(&st, &e->fid[2]);
+	if (!be || !be->ops->load_image)
+		return 0; /* nothing here runs device images: only the file is checked */
+	char err[200];
+	void *dev = NULL;
+	int r = be->ops->load_image(be, path, entry, &e->sig, &dev, err, sizeof(err));
+	if (r < 0) {
+		snprintf(why, n, "cuda %.100s: %s", rel, err);
+		return r;
+	}
+	e->k.dev = dev;
+	e->be = be;
+	return 0;
+}
+
+/* Validates dir/file (file: "NAME.exec").  0 with *out NULL when the served
+ * prev is unchanged, 0 with *out a new executable, or -errno with why. */
+static int load_one(const char *dir, const char *file, struct devq_backend *be,
+		    struct devq_exe *prev, struct devq_exe **out, char *why, size_t n)
+{
+	*out = NULL;
+	struct devq_exe *e = calloc(1, sizeof(*e));
+	char *buf = malloc(DEVQ_REPO_FILE_MAX);
+	if (!e || !buf) {
+		free(e);
+		free(buf);
+		snprintf(why, n, "out of memory");
+		return -ENOMEM;
+	}
+	e->dl_fd = -1;
+	e->refs = 1;
+	size_t len = strlen(file) - 5;
+	memcpy(e->name, file, len);
+	e->name[len] = '\0';
+	snprintf(e->path, sizeof(e->path), "%s/%s", dir, file);
+	struct stat st;
+	struct exec_text t;
+	int r = read_exec(e->path, buf, DEVQ_REPO_FILE_MAX, &st, why, n);
+	if (!r)
+		r = parse_exec(buf, &t, why, n);
+	free(buf);
+	if (r)
+		goto fail;
+	fileid_of(&st, &e->fid[0]);
+	char sigerr[160];
+	if (devq_sig_parse(t.signature, &e->sig, sigerr, sizeof(sigerr)) < 0) {
+		snprintf(why, n, "signature: %s", sigerr);
+		r = -EINVAL;
+		goto fail;
+	}
+	memcpy(e->signature, t.signature, sizeof(e->signature));
+	memcpy(e->description, t.description, sizeof(e->description));
+	e->k.name = e->name;
+	e->k.signature = e->signature;
+	e->k.repository = true;
+	char cpu[DEVQ_REPO_PATH_MAX + 256], cuda[DEVQ_REPO_PATH_MAX + 256];
+	snprintf(cpu, sizeof(cpu), "%s/%s", dir, t.cpu);
+	snprintf(cuda, sizeof(cuda), "%s/%s", dir, t.cuda);
+	/* Unchanged when the .exec and every file it names are the same
+	 * files as those served: stat only, nothing loaded again. */
+	if (prev && !strcmp(prev->path, e->path) && fileid_eq(&prev->fid[0], &e->fid[0])) {
+		struct devq_fileid f1 = { 0 }, f2 = { 0 };
+		struct stat s2;
+		char rule[160];
+		bool same = true;
+		if (t.cpu[0]) {
+			same = stat(cpu, &s2) == 0 && owner_ok(&s2, false, rule, sizeof(rule)) == 0;
+			if (same)
+				fileid_of(&s2, &f1);
+		}
+		if (same && t.cuda[0]) {
+			same = stat(cuda, &s2) == 0 && owner_ok(&s2, false, rule, sizeof(rule)) == 0;
+			if (same)
+				fileid_of(&s2, &f2);
+		}
+		if (same && fileid_eq(&f1, &prev->fid[1]) && fileid_eq(&f2, &prev->fid[2])) {
+			free(e);
+			return 0;
+		}
+	}
+	if (t.cpu[0]) {
+		if ((r = load_cpu(e, cpu, t.cpu, t.cpu_symbol[0] ? t.cpu_symbol : e->name, why, n)))
+			goto fail;
+		e->backends |= DEVQ_EXE_CPU;
+	}
+	if (t.cuda[0]) {
+		if ((r = load_cuda(e, be, cuda, t.cuda, t.cuda_entry[0] ? t.cuda_entry : e->name, why, n)))
+			goto fail;
+		e->backends |= DEVQ_EXE_CUDA;
+	}
+	*out = e;
+	return 0;
+fail:
+	exe_free(e);
+	return r;
+}
+
+/* ---- scan and apply --------------------------------------------------- */
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The .exec files of dir, sorted (shadowing between files must not
+ * depend on readdir's order).  *names freed by the caller, each too. */
+static int list_dir(const char *dir, char ***names, size_t *count)
+{
+	*names = NULL;
+	*count = 0;
+	DIR *d = opendir(dir);
+	if (!d)
+		return -errno;
+	size_t n = 0, cap = 0;
+	char **v = NULL;
+	int r = 0;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		size_t len = strlen(de->d_name);
+		if (len < 6 || strcmp(de->d_name + len - 5, ".exec"))
+			continue;
+		if (n == cap) {
+			size_t nc = cap ? cap * 2 : 16;
+			char **nv = realloc(v, nc * sizeof(*nv));
+			if (!nv) {
+				r = -ENOMEM;
+				break;
+			}
+			v = nv;
+			cap = nc;
+		}
+		if (!(v[n] = strdup(de->d_name))) {
+			r = -ENOMEM;
+			break;
+		}
+		n++;
+	}
+	if (closedir(d) < 0 && !r)
+		r = -errno;
+	if (r) {
+		for (size_t i = 0; i < n; i++)
+			free(v[i]);
+		free(v);
+		return r;
+	}
+	if (n)
+		qsort(v, n, sizeof(*v), cmp_str);
+	*names = v;
+	*count = n;
+	return 0;
+}
+
+void devq_repo_scan_prepare(struct devq_repo *r, struct devq_repo_scan *sc)
+{
+	memset(sc, 0, sizeof(*sc));
+	for (unsigned i = 0; i < r->n; i++)
+		sc->prev[sc->nprev++] = devq_repo_ref(r->exes[i]);
+}
+
+static bool claimed(const struct devq_repo_scan *sc, const char *name)
+{
+	for (unsigned i = 0; i < sc->n; i++)
+		if (!strcmp(sc->name[i], name))
+			return true;
+	return false;
+}
+
+static int scan_dir(const char *dir, bool is_default, struct devq_backend *be,
+		    struct devq_repo_scan *sc, char (*shadow)[DEVQ_REPO_PATH_MAX])
+{
+	struct stat st;
+	char why[512];
+	if (stat(dir, &st) < 0) {
+		if (errno == ENOENT && is_default) {
+			log_info("executables: %s does not exist: no repository executables", dir);
+			return 0;
+		}
+		log_err("executables: %s: %s", dir, strerror(errno));
+		return 1;
+	}
+	if (owner_ok(&st, true, why, sizeof(why)) < 0) {
+		log_err("executables: %s: %s; nothing in it is loaded", dir, why);
+		return 1;
+	}
+	char **names;
+	size_t count;
+	int r = list_dir(dir, &names, &count);
+	if (r < 0) {
+		if (r == -ENOMEM)
+			return r;
+		log_err("executables: %s: %s", dir, strerror(-r));
+		return 1;
+	}
+	int broken = 0;
+	for (size_t i = 0; i < count; i++) {
+		const char *file = names[i];
+		size_t len = strlen(file) - 5;
+		char name[DEVQ_MAX_NAME];
+		if (!name_ok(file, len)) {
+			log_err("executables: %s/%s: '%.*s' is not a valid executable name "
+				"([a-z_][a-z0-9_]{0,30})",
+				dir, file, (int)(len > 64 ? 64 : len), file);
+			broken++;
+			continue;
+		}
+		memcpy(name, file, len);
+		name[len] = '\0';
+		const struct devq_kernel *bi = devq_kernel_find(name);
+		if (bi) {
+			log_err("executables: %s/%s: shadows the built-in executable %s", dir, file,
+				name);
+			broken++;
+			continue;
+		}
+		if (claimed(sc, name)) {
+			unsigned j = 0;
+			while (strcmp(sc->name[j], name))
+				j++;
+			log_err("executables: %s/%s: shadows %s", dir, file, shadow[j]);
+			broken++;
+			continue;
+		}
+		if (sc->n == DEVQ_REPO_MAX) {
+			log_err("executables: %s/%s: more than %u executables; not loaded", dir, file,
+				DEVQ_REPO_MAX);
+			broken++;
+			continue;
+		}
+		struct devq_exe *prev = NULL;
+		for (unsigned j = 0; j < sc->nprev && !prev; j++)
+			if (!strcmp(sc->prev[j]->name, name))
+				prev = sc->prev[j];
+		struct devq_exe *e;
+		r = load_one(dir, file, be, prev, &e, why, sizeof(why));
+		if (r == -ENOMEM)
+			break;
+		if (r) {
+			log_err("executables: %s/%s: %s", dir, file, why);
+			broken++;
+			continue;
+		}
+		memcpy(sc->name[sc->n], name, sizeof(name));
+		snprintf(shadow[sc->n], DEVQ_REPO_PATH_MAX, "%s/%s", dir, file);
+		sc->exe[sc->n++] = e;
+	}
+	for (size_t i = 0; i < count; i++)
+		free(names[i]);
+	free(names);
+	return r == -ENOMEM ? r : broken;
+}
+
+int devq_repo_scan(const char *dirs, struct devq_backend *be, struct devq_repo_scan *sc)
+{
+	char(*shadow)[DEVQ_REPO_PATH_MAX] = calloc(DEVQ_REPO_MAX, sizeof(*shadow));
+	if (!shadow)
+		return -ENOMEM;
+	const char *list = dirs ? dirs : DEVQ_REPO_DEFAULT_DIR;
+	int broken = 0;
+	unsigned ndirs = 0;
+	for (const char *p = list; *p;) {
+		const char *colon = strchr(p, ':');
+		size_t len = colon ? (size_t)(colon - p) : strlen(p);
+		char dir[DEVQ_REPO_PATH_MAX - 64];
+		if (len == 0) {
+			p += 1;
+			continue;
+		}
+		if (++ndirs > DEVQ_REPO_MAX_DIRS) {
+			log_err("executables: more than %u directories; %.*s and later ones ignored",
+				DEVQ_REPO_MAX_DIRS, (int)(len > 200 ? 200 : len), p);
+			broken++;
+			break;
+		}
+		if (len >= sizeof(dir)) {
+			log_err("executables: %.*s...: directory name longer than %zu bytes", 100, p,
+				sizeof(dir) - 1);
+			broken++;
+		} else {
+			memcpy(dir, p, len);
+			dir[len] = '\0';
+			while (len > 1 && dir[len - 1] == '/')
+				dir[--len] = '\0';
+			/* The default directory may be missing, however it was named. */
+			int r = scan_dir(dir, !dirs || !strcmp(dir, DEVQ_REPO_DEFAULT_DIR), be, sc,
+					 shadow);
+			if (r < 0) {
+				free(shadow);
+				return r;
+			}
+			broken += r;
+		}
+		p += len + (colon ? 1 : 0);
+		if (colon && !colon[1])
+			break;
+	}
+	free(shadow);
+	sc->broken = (unsigned)broken;
+	return broken;
+}
+
+void devq_repo_scan_discard(struct devq_repo_scan *sc)
+{
+	for (unsigned i = 0; i < sc->n; i++)
+		if (sc->exe[i])
+			devq_repo_put(sc->exe[i]);
+	for (unsigned i = 0; i < sc->nprev; i++)
+		devq_repo_put(sc->prev[i]);
+	sc->n = sc->nprev = 0;
+}
+
+static struct devq_exe *find_name(struct devq_exe *const *v, unsigned n, const char *name)
+{
+	for (unsigned i = 0; i < n; i++)
+		if (!strcmp(v[i]->name, name))
+			return v[i];
+	return NULL;
+}
+
+void devq_repo_apply(struct devq_repo *r, struct devq_repo_scan *sc)
+{
+	struct devq_exe *next[DEVQ_REPO_MAX];
+	unsigned nn = 0;
+	unsigned added = 0, replaced = 0, removed = 0;
+	for (unsigned i = 0; i < sc->n; i++) {
+		struct devq_exe *old = find_name(r->exes, r->n, sc->name[i]);
+		struct devq_exe *e = sc->exe[i];
+		if (!e) { /* unchanged */
+			if (old) {
+				next[nn++] = old;
+				continue;
+			}
+			/* Cannot happen: scans are applied one at a time. */
+			log_err("executables: %s vanished during a reload", sc->name[i]);
+			continue;
+		}
+		if (old) {
+			e->id = old->id;
+			log_notice("executables: %s (id %u) replaced from %s; ops in flight keep "
+				   "the old code",
+				   e->name, e->id, e->path);
+			replaced++;
+		} else {
+			e->id = r->next_id++;
+			if (r->next_id < DEVQ_REPO_FIRST_ID)
+				r->next_id = DEVQ_REPO_FIRST_ID;
+			log_info("executables: %s (id %u) from %s: %s%s%s", e->name, e->id, e->path,
+				 e->backends & DEVQ_EXE_CPU ? "cpu" : "",
+				 e->backends == (DEVQ_EXE_CPU | DEVQ_EXE_CUDA) ? ", " : "",
+				 e->backends & DEVQ_EXE_CUDA ? "cuda" : "");
+			added++;
+		}
+		/* A replacement takes the slot its predecessor frees, so only an
+		 * addition can fail (out of memory). */
+		if (old)
+			devq_idmap_del(&r->by_id, old->id);
+		if (devq_idmap_put(&r->by_id, e->id, e) < 0) {
+			log_err("executables: %s: out of memory; not served", e->path);
+			continue; /* e freed with the scan; old, if any, goes below */
+		}
+		sc->exe[i] = NULL;
+		next[nn++] = e;
+	}
+	for (unsigned i = 0; i < r->n; i++) {
+		struct devq_exe *old = r->exes[i];
+		bool kept = false;
+		for (unsigned j = 0; j < nn && !kept; j++)
+			kept = next[j] == old;
+		if (kept)
+			continue;
+		if (devq_idmap_get(&r->by_id, old->id) == old) {
+			devq_idmap_del(&r->by_id, old->id);
+			log_notice("executables: %s (id %u) removed", old->name, old->id);
+			removed++;
+		}
+		devq_repo_put(old); /* the table's reference */
+	}
+	memcpy(r->exes, next, nn * sizeof(*next));
+	r->n = nn;
+	r->reloads++;
+	if (r->reloads > 1)
+		log_notice("executables: reloaded: %u served (%u added, %u replaced, %u removed), "
+			   "%u files refused",
+			   nn, added, replaced, removed, sc->broken);
+	else
+		log_info("executables: %u served, %u files refused", nn, sc->broken);
+	devq_repo_scan_discard(sc);
+}
