@@ -85,6 +85,11 @@ START_TEST(test_spin_timing)
 {
 	devq *q = conn(D.sock, "timing");
 	ck_assert_int_eq(devq_queue_open(q, 0), 0);
+	/* The device time is never under the spin (every run); the upper
+	 * bounds hold on the best of the runs, so one run descheduled on a
+	 * loaded machine does not fail the test while a phase that includes
+	 * the wrong interval (always over) still does. */
+	uint64_t best_dev = UINT64_MAX, best_sub = UINT64_MAX;
 	for (int i = 0; i < 5; i++) {
 		struct devq_arg a[] = { a_u64("ns", 5000000) };
 		uint64_t p = kernel_op(q, 0, "spin", a, 1, NULL, 0);
@@ -92,25 +97,28 @@ START_TEST(test_spin_timing)
 		wait_ok(q, 0, p, &c);
 		struct devq_phases ph;
 		devq_timing_phases(&c.t, &ph);
-		if (getenv("DEVQ_VALGRIND")) {
-			/* valgrind runs one thread at a time: the worker's end stamp
-			 * waits for its turn.  ASan builds keep the bound. */
-			if (i == 0)
-				printf("SKIP: device_ns within 10%% of 5 ms (valgrind); measured %llu ns\n",
-				       (unsigned long long)ph.device);
-		} else {
-			ck_assert_msg(ph.device >= 4500000 && ph.device <= 5500000,
-				      "device_ns %llu not within 10%% of 5 ms",
-				      (unsigned long long)ph.device);
-		}
-		if (harness_slow()) {
-			if (i == 0)
-				printf("SKIP: submit_ns < 1 ms bound (sanitizer/valgrind build); "
-				       "measured %llu ns\n", (unsigned long long)ph.submit);
-		} else {
-			ck_assert_msg(ph.submit < 1000000, "submit_ns %llu >= 1 ms",
-				      (unsigned long long)ph.submit);
-		}
+		ck_assert_msg(ph.device >= 4500000, "device_ns %llu under 5 ms - 10%%",
+			      (unsigned long long)ph.device);
+		if (ph.device < best_dev)
+			best_dev = ph.device;
+		if (ph.submit < best_sub)
+			best_sub = ph.submit;
+	}
+	if (getenv("DEVQ_VALGRIND")) {
+		/* valgrind runs one thread at a time: the worker's end stamp
+		 * waits for its turn.  ASan builds keep the bound. */
+		printf("SKIP: device_ns within 10%% of 5 ms (valgrind); best %llu ns\n",
+		       (unsigned long long)best_dev);
+	} else {
+		ck_assert_msg(best_dev <= 5500000, "device_ns %llu not within 10%% of 5 ms (best of 5)",
+			      (unsigned long long)best_dev);
+	}
+	if (harness_slow()) {
+		printf("SKIP: submit_ns < 1 ms bound (sanitizer/valgrind build); best %llu ns\n",
+		       (unsigned long long)best_sub);
+	} else {
+		ck_assert_msg(best_sub < 1000000, "submit_ns %llu >= 1 ms (best of 5)",
+			      (unsigned long long)best_sub);
 	}
 	devq_disconnect(q);
 }

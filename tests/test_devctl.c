@@ -65,23 +65,34 @@ static void json_str_eq(const char *js, const char *key, const char *want)
 START_TEST(test_submit_spin_json)
 {
 	char out[4096];
-	ck_assert_int_eq(devctl(out, sizeof(out), "submit spin ns=5000000 --json"), 0);
-	json_str_eq(out, "status", "ok");
-	ck_assert_ptr_nonnull(strstr(out, "\"point\":[0,1]"));
-	uint64_t dev = json_u64(out, "device_ns"), sub = json_u64(out, "submit_ns");
+	/* Lower bound and the phases' sum on every run; the upper bounds on
+	 * the best of three, so a run descheduled on a loaded machine does not
+	 * fail it (see test_spin_timing). */
+	uint64_t best_dev = UINT64_MAX, best_sub = UINT64_MAX;
+	for (int i = 0; i < 3; i++) {
+		ck_assert_int_eq(devctl(out, sizeof(out), "submit spin ns=5000000 --json"), 0);
+		json_str_eq(out, "status", "ok");
+		ck_assert_ptr_nonnull(strstr(out, "\"point\":[0,1]"));
+		uint64_t dev = json_u64(out, "device_ns"), sub = json_u64(out, "submit_ns");
+		ck_assert_msg(dev >= 4500000, "device_ns %" PRIu64, dev);
+		best_dev = dev < best_dev ? dev : best_dev;
+		best_sub = sub < best_sub ? sub : best_sub;
+		uint64_t sum = json_u64(out, "submit_ns") + json_u64(out, "queued_ns") +
+			       json_u64(out, "device_ns") + json_u64(out, "sync_ns");
+		ck_assert_uint_eq(sum, json_u64(out, "total_ns"));
+		/* exactly one line, one object */
+		ck_assert_ptr_eq(strchr(out, '\n'), out + strlen(out) - 1);
+	}
 	if (getenv("DEVQ_VALGRIND"))
-		printf("SKIP: devctl device_ns within 10%% of 5 ms (valgrind): %" PRIu64 "\n", dev);
+		printf("SKIP: devctl device_ns within 10%% of 5 ms (valgrind): %" PRIu64 "\n",
+		       best_dev);
 	else
-		ck_assert_msg(dev >= 4500000 && dev <= 5500000, "device_ns %" PRIu64, dev);
+		ck_assert_msg(best_dev <= 5500000, "device_ns %" PRIu64 " (best of 3)", best_dev);
 	if (harness_slow())
-		printf("SKIP: devctl submit_ns < 1 ms (sanitizer/valgrind build): %" PRIu64 "\n", sub);
+		printf("SKIP: devctl submit_ns < 1 ms (sanitizer/valgrind build): %" PRIu64 "\n",
+		       best_sub);
 	else
-		ck_assert_msg(sub < 1000000, "submit_ns %" PRIu64, sub);
-	uint64_t sum = json_u64(out, "submit_ns") + json_u64(out, "queued_ns") +
-		       json_u64(out, "device_ns") + json_u64(out, "sync_ns");
-	ck_assert_uint_eq(sum, json_u64(out, "total_ns"));
-	/* exactly one line, one object */
-	ck_assert_ptr_eq(strchr(out, '\n'), out + strlen(out) - 1);
+		ck_assert_msg(best_sub < 1000000, "submit_ns %" PRIu64 " (best of 3)", best_sub);
 }
 END_TEST
 

@@ -389,12 +389,20 @@ END_TEST
 START_TEST(k_spin)
 {
 	union devq_kval a[] = { { .u64 = 2000000 } };
-	uint64_t t0 = devq_now_ns();
-	ck_assert_int_eq(run("spin", a), 0);
-	uint64_t dt = devq_now_ns() - t0;
-
-	ck_assert_msg(dt >= 2000000 && dt <= 4000000, "spin(2ms) took %llu ns",
-		      (unsigned long long)dt);
+	/* Never shorter than asked, on every run; not much longer on the best
+	 * of five, so a thread descheduled on a loaded machine does not fail
+	 * it while a spin that overshoots every time still does. */
+	uint64_t best = UINT64_MAX, t0;
+	for (int i = 0; i < 5; i++) {
+		t0 = devq_now_ns();
+		ck_assert_int_eq(run("spin", a), 0);
+		uint64_t dt = devq_now_ns() - t0;
+		ck_assert_msg(dt >= 2000000, "spin(2ms) took %llu ns", (unsigned long long)dt);
+		if (dt < best)
+			best = dt;
+	}
+	ck_assert_msg(best <= 4000000, "spin(2ms) took %llu ns at best of 5",
+		      (unsigned long long)best);
 	/* a deadline already in the past returns at once */
 	struct devq_kctx past = { .start_ns = devq_now_ns() - 10000000 };
 	t0 = devq_now_ns();
