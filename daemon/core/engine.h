@@ -57,7 +57,11 @@ struct devq_engine {
 	struct devq_engine_events ev;
 	struct devq_backend *be;
 	struct devq_sig *sigs; /* parsed manifest, indexed like devq_kernels */
-	unsigned *stream_load; /* queues mapped onto each device stream */
+	unsigned *stream_load; /* queues bound to each device stream now */
+	/* timeline.c: the newest op placed on each device stream (a
+	 * reference), NULL: none yet.  Streams run in order, so the stream is
+	 * idle once that op is done: what work-conserving placement asks. */
+	struct devq_job **stream_last;
 	pthread_mutex_t cmpl_lock;
 	struct devq_job *cmpl_head, *cmpl_tail; /* from backend threads */
 	/* Completions published in a page whose loop wake-up was deferred:
