@@ -10,6 +10,8 @@
  *           independent ops, N = 1 .. 100000
  *   scale   1..16 client processes: aggregate ops/s and p99 latency
  *   zcopy   per-op time and socket bytes per op, buffers 4 KiB .. 256 MiB
+ *   wc      work conservation: many tenants, few long ops; the short ops'
+ *           queued time (handed off -> device start), median and p99
  *   load    N null ops and exit (the workload of bench/callgrind.sh)
  *   pagecheck  one op, then N checks of its point (strace -c shows the
  *           checks cost no syscall)
@@ -590,6 +592,140 @@ static int bench_scale(const char *sock)
 	return 0;
 }
 
+/* ---- wc: work conservation ---------------------------------------------- */
+
+#define WC_LONG 2       /* tenants running long ops back to back */
+#define WC_SHORT 10     /* tenants submitting short ops one at a time */
+#define WC_LONG_NS 50000000ull
+#define WC_MAX_SHORT 8192 /* short ops recorded per tenant */
+
+struct wc_slot {
+	uint64_t n;
+	uint64_t queued[WC_MAX_SHORT]; /* handed off -> device start, ns */
+};
+
+/* One tenant: its own session and queue 1; long ones keep a WC_LONG_NS op
+ * running until the deadline, short ones submit a null op, wait for its
+ * completion record and think 1-3 ms, until the deadline. */
+static void wc_tenant(const char *sock, bool lng, uint64_t deadline, struct wc_slot *out,
+		      int ready, int go, unsigned seed)
+{
+	struct cl c;
+	cl_open(&c, sock, 1);
+	char b = 0;
+	if (write(ready, &b, 1) != 1 || read(go, &b, 1) != 1)
+		_exit(1);
+	struct devq_arg a = { .name = "ns", .type = DEVQ_ARG_U64, .v.u64 = lng ? WC_LONG_NS : 0 };
+	struct devq_op op = { .queue = 1, .kind = DEVQ_OP_KERNEL, .exec = c.spin, .args = &a,
+			      .nargs = 1 };
+	while (bu_now_ns() < deadline) {
+		uint64_t p;
+		if (devq_submit(c.q, &op, 1, &p) < 0)
+			die("submit", c.q);
+		struct devq_completion x;
+		if (devq_wait(c.q, 1, p, -1, &x) < 0 || x.code != DEVQ_OK)
+			die("wait", c.q);
+		if (out->n < WC_MAX_SHORT)
+			out->queued[out->n++] = x.t.device_start - x.t.handoff;
+		if (!lng)
+			usleep(1000 + (rand_r(&seed) % 2000));
+	}
+	cl_close(&c);
+	_exit(0);
+}
+
+/* Many tenants, few long ops: WC_LONG tenants keep WC_LONG_NS ops running
+ * while WC_SHORT tenants submit null ops; reports the short ops' queued
+ * time (handed off -> device start).  Tenants connect one after another, so
+ * the queues' placement at open is the same every run; with the default 4
+ * normal streams two of them stay idle for the short ops. */
+static int bench_wc(const char *sock)
+{
+	unsigned nt = WC_LONG + WC_SHORT;
+	uint64_t dur = quick ? 1000000000ull : 5000000000ull;
+	size_t bytes = sizeof(struct wc_slot) * nt;
+	struct wc_slot *slot = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+				    -1, 0);
+	if (slot == MAP_FAILED)
+		die("mmap", NULL);
+	int go[2], ready[2];
+	if (pipe(go) < 0 || pipe(ready) < 0)
+		die("pipe", NULL);
+	pid_t pids[WC_LONG + WC_SHORT];
+	uint64_t deadline = 0;
+	fflush(NULL);
+	for (unsigned t = 0; t < nt; t++) {
+		/* The deadline is fixed once all have connected: a generous
+		 * start-up allowance below keeps it after the go. */
+		if (t == 0)
+			deadline = bu_now_ns() + 2000000000ull + dur;
+		pids[t] = fork();
+		if (pids[t] < 0)
+			die("fork", NULL);
+		if (pids[t] == 0) {
+			close(go[1]);
+			close(ready[0]);
+			wc_tenant(sock, t < WC_LONG, deadline, &slot[t], ready[1], go[0], 7 + t);
+		}
+		char b;
+		if (read(ready[0], &b, 1) != 1) /* connected: the next one opens after it */
+			die("tenant", NULL);
+	}
+	close(go[0]);
+	close(ready[1]);
+	uint64_t t_go = bu_now_ns();
+	char gobuf[WC_LONG + WC_SHORT] = { 0 };
+	if (write(go[1], gobuf, nt) != (ssize_t)nt)
+		die("go", NULL);
+	close(go[1]);
+	close(ready[0]);
+	for (unsigned t = 0; t < nt; t++)
+		waitpid(pids[t], NULL, 0);
+	uint64_t wall = bu_now_ns() - t_go;
+	size_t n = 0, nlong = 0;
+	for (unsigned t = 0; t < nt; t++)
+		if (t < WC_LONG)
+			nlong += slot[t].n;
+		else
+			n += slot[t].n;
+	uint64_t *q = calloc(n ? n : 1, sizeof(*q));
+	if (!q)
+		die("out of memory", NULL);
+	size_t k = 0, over1ms = 0;
+	for (unsigned t = WC_LONG; t < nt; t++)
+		for (uint64_t i = 0; i < slot[t].n; i++) {
+			q[k] = slot[t].queued[i];
+			over1ms += q[k] >= 1000000;
+			k++;
+		}
+	bu_sort(q, n);
+	double p50 = n ? (double)bu_quantile(q, n, 0.5) : 0, p99 = n ? (double)bu_quantile(q, n, 0.99) : 0,
+	       mx = n ? (double)q[n - 1] : 0;
+	bu_print_host();
+	printf("## work conservation: %u tenants with %.0f ms ops back to back, %u with null ops "
+	       "(think 1-3 ms), %.1f s\n",
+	       WC_LONG, WC_LONG_NS / 1e6, WC_SHORT, wall / 1e9);
+	printf("  short ops %zu   queued p50 %.1f us   p99 %.1f us   max %.1f us   >= 1 ms: %.1f%%"
+	       "   long ops %zu\n",
+	       n, p50 / 1e3, p99 / 1e3, mx / 1e3, n ? 100.0 * over1ms / n : 0, nlong);
+	struct bu_json j;
+	bu_json_open(&j, "wc");
+	bu_json_host(&j);
+	bu_json_key_num(&j, "long_tenants", WC_LONG);
+	bu_json_key_num(&j, "short_tenants", WC_SHORT);
+	bu_json_key_num(&j, "long_op_ns", (double)WC_LONG_NS);
+	bu_json_key_num(&j, "short_ops", (double)n);
+	bu_json_key_num(&j, "long_ops", (double)nlong);
+	bu_json_key_num(&j, "queued_p50_ns", p50);
+	bu_json_key_num(&j, "queued_p99_ns", p99);
+	bu_json_key_num(&j, "queued_max_ns", mx);
+	bu_json_key_num(&j, "queued_over_1ms_frac", n ? (double)over1ms / n : 0);
+	bu_json_close(&j);
+	free(q);
+	munmap(slot, bytes);
+	return 0;
+}
+
 /* ---- zcopy ------------------------------------------------------------- */
 
 /* Ops that name a buffer but touch 4 bytes of it: any per-op copy or
@@ -760,7 +896,7 @@ static void usage(void)
 {
 	fprintf(stderr,
 		"usage: devq_bench [--quick] [--rounds N] [--socket PATH] "
-		"rtt|tput|fit|scale|zcopy|all\n"
+		"rtt|tput|fit|scale|zcopy|wc|all\n"
 		"       devq_bench --socket PATH load N BATCH [QUEUES]\n"
 		"       devq_bench --socket PATH pagecheck N   (run under strace -c)\n"
 		"       devq_bench --socket PATH rttload N [fill [BYTES] | record]  (null-op or fill round\n"
@@ -833,7 +969,7 @@ int main(int argc, char **argv)
 		const char *name;
 		int (*fn)(const char *);
 	} tab[] = { { "rtt", bench_rtt },     { "tput", bench_tput },   { "fit", bench_fit },
-		    { "scale", bench_scale }, { "zcopy", bench_zcopy } };
+		    { "scale", bench_scale }, { "zcopy", bench_zcopy }, { "wc", bench_wc } };
 	/* Names run in the order given; "all" runs every one. */
 	for (int a = i; a < argc && !rc; a++) {
 		bool found = false;

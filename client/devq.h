@@ -194,7 +194,7 @@ DEVQ_EXPORT int devq_queue_open(devq *q, uint32_t id);
 /* The same with a priority: 0 normal, 1 high.  A high-priority queue runs
  * on the daemon's high-priority streams (CUDA stream priorities: the device
  * starts its work first, without preempting a running kernel; on the CPU
- * backend a worker of its own).  Errors come asynchronously, like
+ * backend streams the workers take first).  Errors come asynchronously, like
  * devq_queue_open's: invalid_argument for another value,
  * failed_precondition when the daemon has no such streams. */
 DEVQ_EXPORT int devq_queue_open_priority(devq *q, uint32_t id, int priority);

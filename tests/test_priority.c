@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Queue priorities: a queue opened with priority 1 runs on the daemon's
  * high-priority streams, so its op does not wait behind a flood of normal
- * work (on the CPU backend those streams are workers of their own; on CUDA,
+ * work (on the CPU backend the workers take those streams first; on CUDA,
  * streams of the greatest priority).  Counted in ops from completion
  * order, not measured in time. */
 #include <check.h>

@@ -562,6 +562,64 @@ START_TEST(cap_is_per_stream)
 }
 END_TEST
 
+/* ---- work-conserving placement ------------------------------------------ */
+
+#define LONG_NS 300000000ull
+
+/* Session A's long op runs on the stream session B's queue was bound to
+ * when it opened (A's idle second queue holds the other stream's count);
+ * the other stream is idle.  B's short op must not wait behind A's: it
+ * runs on the idle stream while A's op still runs.  Queued time (handed
+ * off -> device start) from the completion's own stamps; the bound is
+ * generous, and the order check holds under sanitizers too. */
+START_TEST(short_op_not_behind_other_session)
+{
+	struct daemon_proc d;
+	const char *args[] = { "--streams", "2", "--priority-streams", "1", NULL };
+	start(&d, args);
+	devq *a = conn(d.sock, "long");
+	ck_assert_int_eq(devq_queue_open(a, 1), 0); /* stream 0 */
+	ck_assert_int_eq(devq_queue_open(a, 2), 0); /* stream 1, stays idle */
+	devq *b = conn(d.sock, "short");
+	uint64_t pa = spin_op(a, 1, LONG_NS);
+	ck_assert_int_eq(devq_flush(a), 0);
+	usleep(30000); /* A's op is running */
+	ck_assert_int_eq(devq_queue_open(b, 1), 0); /* fewest queues bound: stream 0 */
+	uint64_t pb = spin_op(b, 1, 0);
+	struct devq_completion ca, cb;
+	ck_assert_msg(devq_wait(b, 1, pb, 60000, &cb) == 0, "%s", devq_last_error(b));
+	ck_assert_msg(devq_wait(a, 1, pa, 60000, &ca) == 0, "%s", devq_last_error(a));
+	ck_assert(ca.code == DEVQ_OK && cb.code == DEVQ_OK);
+	harness_check_monotonic(&cb);
+	uint64_t queued = cb.t.device_start - cb.t.handoff;
+	fprintf(stderr, "placement: B's short op queued %.3f ms beside A's %.0f ms op\n",
+		queued / 1e6, LONG_NS / 1e6);
+	ck_assert_msg(cb.t.device_end < ca.t.device_end,
+		      "B's short op waited for A's long op (queued %.3f ms)", queued / 1e6);
+	if (harness_slow())
+		fprintf(stderr, "SKIP: the 50 ms bound on queued time (sanitizer run)\n");
+	else
+		ck_assert_msg(queued < 50000000, "B's short op queued %.3f ms", queued / 1e6);
+
+	/* Priorities are kept: a high-priority queue moves only among the
+	 * high-priority streams (here one), so B's high op waits for A's. */
+	ck_assert_int_eq(devq_queue_open_priority(a, 9, 1), 0);
+	ck_assert_int_eq(devq_queue_open_priority(b, 9, 1), 0);
+	pa = spin_op(a, 9, LONG_NS / 3);
+	ck_assert_int_eq(devq_flush(a), 0);
+	usleep(30000);
+	pb = spin_op(b, 9, 0);
+	ck_assert_msg(devq_wait(b, 9, pb, 60000, &cb) == 0, "%s", devq_last_error(b));
+	ck_assert_msg(devq_wait(a, 9, pa, 60000, &ca) == 0, "%s", devq_last_error(a));
+	ck_assert(ca.code == DEVQ_OK && cb.code == DEVQ_OK);
+	ck_assert_msg(cb.t.device_start >= ca.t.device_end,
+		      "a high-priority queue ran on a normal stream");
+	devq_disconnect(b);
+	devq_disconnect(a);
+	stop(&d);
+}
+END_TEST
+
 /* ---- backpressure ------------------------------------------------------- */
 
 struct pusher {
@@ -1104,6 +1162,7 @@ static Suite *suite(void)
 	tcase_add_test(t, flood_does_not_starve);
 	tcase_add_test(t, fair_shares_weight_users);
 	tcase_add_test(t, cap_is_per_stream);
+	tcase_add_test(t, short_op_not_behind_other_session);
 	suite_add_tcase(s, t);
 	return s;
 }

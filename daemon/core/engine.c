@@ -18,8 +18,10 @@ static void free_parts(struct devq_engine *e)
 {
 	free(e->sigs);
 	free(e->stream_load);
+	free(e->stream_last);
 	e->sigs = NULL;
 	e->stream_load = NULL;
+	e->stream_last = NULL;
 }
 
 static int load_manifest(struct devq_engine *e)
@@ -70,7 +72,9 @@ int devq_engine_init(struct devq_engine *e, const struct devq_config *cfg,
 		return r;
 	}
 	e->stream_load = calloc(e->be->streams, sizeof(*e->stream_load));
-	if (!e->stream_load || devq_trace_ring_new(&e->cfg, e->be->streams, &e->trace) < 0) {
+	e->stream_last = calloc(e->be->streams, sizeof(*e->stream_last));
+	if (!e->stream_load || !e->stream_last ||
+	    devq_trace_ring_new(&e->cfg, e->be->streams, &e->trace) < 0) {
 		log_err("out of memory");
 		e->be->ops->destroy(e->be);
 		pthread_mutex_destroy(&e->cmpl_lock);
@@ -84,6 +88,8 @@ int devq_engine_init(struct devq_engine *e, const struct devq_config *cfg,
 
 void devq_engine_fini(struct devq_engine *e)
 {
+	for (unsigned i = 0; i < e->be->streams; i++)
+		devq_job_unref(e->stream_last[i]);
 	devq_repo_fini(&e->repo); /* unloads device images: before the backend goes */
 	e->be->ops->destroy(e->be);
 	devq_trace_ring_free(e->trace);

@@ -61,7 +61,11 @@ struct devq_engine {
 	/* repo.c: executables from the repository directories, ids from
 	 * DEVQ_REPO_FIRST_ID (empty until the server loads them). */
 	struct devq_repo repo;
-	unsigned *stream_load; /* queues mapped onto each device stream */
+	unsigned *stream_load; /* queues bound to each device stream now */
+	/* timeline.c: the newest op placed on each device stream (a
+	 * reference), NULL: none yet.  Streams run in order, so the stream is
+	 * idle once that op is done: what work-conserving placement asks. */
+	struct devq_job **stream_last;
 	pthread_mutex_t cmpl_lock;
 	struct devq_job *cmpl_head, *cmpl_tail; /* from backend threads */
 	/* Completions published in a page whose loop wake-up was deferred:

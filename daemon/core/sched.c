@@ -216,7 +216,6 @@ int devq_sched_submit(struct devq_session *s, const Devq__Op *m, uint64_t t_rece
 	op->point = ++q->submitted;
 	op->t_client_submit = m->client_submit_ns;
 	op->t_received = t_received;
-	op->b.stream = q->stream;
 	op->b.cancel = &s->cancel;
 	op->b.timed = !m->no_timing;
 	op->b.replay = m->replayable;
@@ -226,6 +225,7 @@ int devq_sched_submit(struct devq_session *s, const Devq__Op *m, uint64_t t_rece
 		devq_job_discard(op);
 		return -ENOMEM;
 	}
+	devq_timeline_place(q, op); /* its stream: work-conserving */
 
 	/* A reset covers exactly the next op, whatever becomes of it. */
 	bool inherit = !q->reset;

@@ -47,8 +47,10 @@ int devq_timeline_open(struct devq_session *s, uint32_t id, int priority,
 		return DEVQ__CODE__RESOURCE_EXHAUSTED;
 	}
 	q->id = id;
-	/* Least-loaded device stream, so a session's queues (and different
-	 * sessions) overlap as far as the streams allow. */
+	q->priority = priority;
+	/* The stream with the fewest queues bound, so a session's queues (and
+	 * different sessions) overlap as far as the streams allow; the first
+	 * op may move it (devq_timeline_place). */
 	unsigned best = first;
 	for (unsigned i = first + 1; i < end; i++)
 		if (e->stream_load[i] < e->stream_load[best])
@@ -58,6 +60,43 @@ int devq_timeline_open(struct devq_session *s, uint32_t id, int priority,
 	q->cslot = devq_cpage_slot_open(s->cpage, id);
 	*out = q;
 	return 0;
+}
+
+/* Whether stream i has nothing queued or running: streams run in order,
+ * so the newest op placed on it being done says so. */
+static bool stream_idle(const struct devq_engine *e, unsigned i)
+{
+	const struct devq_job *last = e->stream_last[i];
+	return !last || atomic_load_explicit(&last->b.done, memory_order_acquire);
+}
+
+void devq_timeline_place(struct devq_timeline *q, struct devq_job *op)
+{
+	struct devq_engine *e = op->s->e;
+	const struct devq_job *prev = devq_timeline_get(q, op->point - 1);
+	bool in_flight = prev && !atomic_load_explicit(&prev->b.done, memory_order_acquire);
+	if (!in_flight && !stream_idle(e, q->stream)) {
+		/* Its stream runs someone else's work: an idle stream of the
+		 * queue's class, if there is one, takes it instead. */
+		unsigned high = e->be->high_streams, end = e->be->streams - high, first = 0;
+		if (q->priority) {
+			first = end;
+			end = e->be->streams;
+		}
+		unsigned best = UINT32_MAX;
+		for (unsigned i = first; i < end; i++)
+			if (stream_idle(e, i) &&
+			    (best == UINT32_MAX || e->stream_load[i] < e->stream_load[best]))
+				best = i;
+		if (best != UINT32_MAX) {
+			e->stream_load[q->stream]--;
+			e->stream_load[best]++;
+			q->stream = best;
+		}
+	}
+	op->b.stream = q->stream;
+	devq_job_unref(e->stream_last[q->stream]);
+	e->stream_last[q->stream] = devq_job_ref(op);
 }
 
 void devq_timeline_reset(struct devq_timeline *q)

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* A session queue: an in-order timeline whose k-th op completes point k.
  * Holds the ops in flight (a ring indexed by point), the device stream the
- * queue is bound to, and which points failed (ranges closed by a reset).
+ * queue is bound to now (devq_timeline_place may move it whenever it has
+ * nothing in flight), and which points failed (ranges closed by a reset).
  * Named timeline in the daemon so as not to share names with libdevq's
  * queue calls.  Loop thread. */
 #ifndef DEVQ_TIMELINE_H
@@ -30,7 +31,8 @@ struct devq_fail_range {
 
 struct devq_timeline {
 	uint32_t id;
-	unsigned stream;
+	int priority;    /* 0 normal, 1 high: the class of streams it may use */
+	unsigned stream; /* bound now; see devq_timeline_place */
 	uint64_t submitted; /* points handed out */
 	uint64_t completed; /* highest point whose completion the loop has seen */
 	/* Ops in flight, ring indexed by point % ring_cap, points
@@ -50,6 +52,16 @@ struct devq_timeline {
  * filled in (the error convention, core/engine.h). */
 int devq_timeline_open(struct devq_session *s, uint32_t id, int priority,
 		       struct devq_timeline **out, char *err, size_t errlen);
+/* Work-conserving placement of op, the newest op of q (its point assigned
+ * and put in the ring): sets op->b.stream.  A queue with nothing in flight
+ * (its previous op done) whose stream still runs an unrelated op moves to
+ * an idle stream of its class (normal or high priority), the one with the
+ * fewest queues bound; a queue with an op in flight stays where it is, so
+ * its ops follow each other on one stream with no cross-stream wait.  The
+ * queue's previous op, if the loop has not processed it yet, stays among
+ * op's waits: done already, it costs no blocking on any backend.  O(1)
+ * unless the queue moves, then O(streams). */
+void devq_timeline_place(struct devq_timeline *q, struct devq_job *op);
 /* ResetQueue: the next op submitted does not inherit earlier failure. */
 void devq_timeline_reset(struct devq_timeline *q);
 void devq_timeline_free(struct devq_engine *e, struct devq_timeline *q);

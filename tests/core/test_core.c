@@ -599,6 +599,55 @@ START_TEST(test_fairness_cap)
 }
 END_TEST
 
+/* ---- placement ------------------------------------------------------- */
+
+/* Work-conserving placement: a queue with nothing in flight leaves a stream
+ * that runs another queue's op for an idle one of its class; a queue with
+ * an op in flight stays; high-priority queues stay on high streams. */
+START_TEST(test_placement_moves_idle_queue)
+{
+	engine_up((struct devq_config){ .streams = 2, .priority_streams = 1 });
+	struct devq_session *a = session(1000), *b = session(1001);
+	queue(a, 1, 0); /* stream 0 */
+	queue(a, 2, 0); /* stream 1 */
+	queue(b, 1, 0); /* fewest bound: stream 0 */
+	buffer(a, 5, 64);
+	buffer(b, 5, 64);
+	ck_assert_uint_eq(tl(b, 1)->stream, 0);
+	submit(a, 1, 5, 0, 0, NULL, NULL); /* a long op, say: stream 0 busy */
+	ck_assert_uint_eq(handed(0)->b.stream, 0);
+	submit(b, 1, 5, 0, 0, NULL, NULL);
+	/* Not behind a's op: moved to the idle stream 1. */
+	ck_assert_uint_eq(handed(1)->b.stream, 1);
+	ck_assert_uint_eq(tl(b, 1)->stream, 1);
+	ck_assert_uint_eq(E.stream_load[0], 1);
+	ck_assert_uint_eq(E.stream_load[1], 2);
+	/* With an op in flight a queue stays, so its ops do not spread over
+	 * streams waiting on each other. */
+	submit(a, 1, 5, 0, 0, NULL, NULL);
+	ck_assert_uint_eq(handed(2)->b.stream, 0);
+	submit(b, 1, 5, 0, 0, NULL, NULL);
+	ck_assert_uint_eq(handed(3)->b.stream, 1);
+	/* Its own finished op does not make a stream busy: b stays on 1. */
+	complete(1, 0);
+	complete(2, 0); /* b's ops done; a's second still runs on 0 */
+	submit(b, 1, 5, 0, 0, NULL, NULL);
+	ck_assert_uint_eq(tl(b, 1)->stream, 1);
+	complete_all();
+	queue(a, 8, 1);
+	queue(b, 9, 1);
+	ck_assert_uint_eq(tl(a, 8)->stream, 2);
+	ck_assert_uint_eq(tl(b, 9)->stream, 2);
+	unsigned n = FK->n;
+	submit(a, 8, 5, 0, 0, NULL, NULL);
+	submit(b, 9, 5, 0, 0, NULL, NULL);
+	/* The normal streams are idle, but a high queue keeps its class. */
+	ck_assert_uint_eq(handed(n + 1)->b.stream, 2);
+	complete_all();
+	engine_down();
+}
+END_TEST
+
 /* ---- quotas ---------------------------------------------------------- */
 
 START_TEST(test_submit_on_closed_queue)
@@ -807,6 +856,7 @@ int main(void)
 	tcase_add_test(tc, test_failure_ranges_past_bound);
 	tcase_add_test(tc, test_import_refuses_hugetlb_memfd);
 	tcase_add_test(tc, test_fairness_cap);
+	tcase_add_test(tc, test_placement_moves_idle_queue);
 	tcase_add_test(tc, test_submit_on_closed_queue);
 	tcase_add_test(tc, test_quota_refusals);
 	tcase_add_test(tc, test_session_freed_after_last_op);

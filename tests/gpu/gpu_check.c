@@ -243,6 +243,38 @@ static void bench(devq *q, int n)
 	free(rt);
 }
 
+/* ---- place ------------------------------------------------------------ */
+
+/* Work-conserving placement on CUDA streams: this session's queues 0..3
+ * hold every stream's count, queue 0 runs a 300 ms spin; a second session
+ * opens a queue (bound, by count, to the busy stream) and submits a null
+ * op, which must start within 1 ms on an idle stream. */
+static void place(devq *q, const char *sock)
+{
+	devq *b;
+	if (devq_connect(sock, "gpu_check-place", &b) < 0)
+		die(b, "connect");
+	if (devq_queue_open(b, 0) < 0)
+		die(b, "queue");
+	exe(b, "spin");
+	struct devq_arg lng[] = { u64("ns", 300000000) };
+	uint64_t pl = submit(q, 0, "spin", lng, 1, NULL, 0, true);
+	if (devq_flush(q) < 0)
+		die(q, "flush");
+	usleep(20000); /* the long op runs */
+	struct devq_arg nul[] = { u64("ns", 0) };
+	uint64_t ps = submit(b, 0, "spin", nul, 1, NULL, 0, true);
+	struct devq_completion cs, cl;
+	bool ok = wait_ok(b, 0, ps, &cs) && wait_ok(q, 0, pl, &cl);
+	uint64_t queued = cs.t.device_start - cs.t.handoff;
+	ok &= monotonic(&cs.t) && queued < 1000000 && cs.t.device_end < cl.t.device_end;
+	check(ok, "placement", "a null op of another session queued %.1f µs beside a 300 ms op "
+			       "(bound: 1 ms)",
+	      queued / 1e3);
+	printf("BENCH place_queued_us %.1f\n", queued / 1e3);
+	devq_disconnect(b);
+}
+
 /* ---- graph ------------------------------------------------------------ */
 
 static double batches(devq *q, int nb, bool replayable)
@@ -556,7 +588,7 @@ int main(int argc, char **argv)
 {
 	if (argc < 3) {
 		fprintf(stderr, "usage: gpu_check SOCKET order|seed|bench N|graph N|devbuf|roimport|"
-				"prio|cancel|deadlock|onegraph|stopload|fault\n");
+				"prio|cancel|deadlock|onegraph|stopload|place|fault\n");
 		return 64;
 	}
 	devq *q;
@@ -594,6 +626,8 @@ int main(int argc, char **argv)
 		onegraph(q);
 	} else if (!strcmp(argv[2], "stopload")) {
 		stopload(q);
+	} else if (!strcmp(argv[2], "place")) {
+		place(q, argv[1]);
 	} else if (!strcmp(argv[2], "fault")) {
 		fault(q, argv[1]);
 	} else {

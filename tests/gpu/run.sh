@@ -26,6 +26,9 @@
 #      waits and buffer hazards), results checked; unrelated work overlaps
 #   4. gpu_check seed: 5 ms spin -> device ~5 ms, submit in µs, the buffer
 #      released only after the device end
+#   4b. gpu_check place: a null op of a second session, bound by queue
+#      count to the stream where a 300 ms op runs, starts within 1 ms on an
+#      idle stream (work-conserving placement)
 #   5. a short benchmark: null-op round trip through devqd against a
 #      cuLaunchKernel + cuEventSynchronize loop (native_bench, run before
 #      devqd starts so EXCLUSIVE_PROCESS compute mode allows it), ratio; and
@@ -176,6 +179,9 @@ else
 	# 3, 4: ordering and the seed example on real streams
 	step order 120 $RUN "$TOOLS/gpu_check" "$SOCK" order
 	step seed 60 $RUN "$TOOLS/gpu_check" "$SOCK" seed
+	# 4b: work-conserving placement: another session's null op beside a
+	# 300 ms op starts on an idle stream within 1 ms
+	step place 60 $RUN "$TOOLS/gpu_check" "$SOCK" place
 	# 5: round trip through devqd against the native loop, same run
 	echo "== bench"
 	timeout 120 $RUN "$TOOLS/gpu_check" "$SOCK" bench 2000 >"$T/b1" 2>&1

@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* CPU backend: one worker thread per device stream, each running its FIFO in
- * order.  Enqueue only links the op, flush wakes the workers that sleep with
- * work; the worker stamps start and end around the C implementation.  A cross-stream wait blocks the worker on
- * the producer's completion, exactly as a GPU stream blocks on an event:
- * since every op only waits on ops handed off before it and each stream is
- * FIFO, the oldest unfinished op can always run, so this cannot deadlock. */
+/* CPU backend: device streams are FIFOs run in order by a pool of worker
+ * threads (below).  Enqueue only links the op, flush wakes a worker if
+ * one is needed; the worker stamps start and end around the C
+ * implementation.  A cross-stream wait blocks the worker on the producer's
+ * completion, exactly as a GPU stream blocks on an event: since every op
+ * only waits on ops handed off before it, each stream is FIFO and every
+ * stream with work can get a worker, the oldest unfinished op can always
+ * run, so this cannot deadlock. */
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
@@ -19,32 +21,57 @@
 #include "base/lock.h"
 #include "devq.pb-c.h"
 
-/* A worker sleeps on its own futex word rather than a condition variable:
+/* A device stream is a FIFO; workers are a pool of threads, any of which
+ * runs any stream, one stream at a time, so each stream stays in order.  A
+ * stream with work and no worker waits in a run queue (high-priority
+ * streams first).  The loop wakes at most one sleeping worker per flush, and
+ * only when no worker is awake and free to take the stream; a worker that
+ * takes a stream wakes the next sleeper itself if more streams wait, so the
+ * loop thread pays one futex wake per read at most, not one per stream
+ * with work, and workers that are not needed stay asleep.  There are as
+ * many workers as streams: a worker blocked in a long op or on a
+ * dependency holds one stream, so every stream with work can always get a
+ * worker (no deadlock, and no stream waits for a thread while another
+ * stream's op runs long).
+ *
+ * A worker sleeps on its own futex word rather than a condition variable:
  * glibc marks the mutex contended whenever a condition wait reacquires it,
  * so every unlock after a wake-up cost a FUTEX_WAKE for nobody, and
  * signalling with the lock held made the woken worker block on it at once
  * (bench/RESULTS.md, run 10: the round trip fell from 6.3 to ~4 us). */
-struct cpu_stream {
+struct cpu_worker {
 	struct cpu_backend *cb;
 	pthread_t thread;
 	bool started;
-	bool sleeping;      /* under the lock: the worker waits on wake */
-	atomic_uint wake;   /* bumped under the lock to wake a sleeping worker */
-	struct devq_bop *head, *tail;
+	bool sleeping;            /* under the lock: on the sleepers list */
+	atomic_uint wake;         /* bumped under the lock to wake it */
+	struct cpu_worker *snext; /* sleepers list */
+};
+
+struct cpu_stream {
+	struct devq_bop *head, *tail; /* queued, not yet taken by a worker */
+	bool owned;                   /* a worker runs its ops now */
+	bool in_runq;
+	bool high;
+	struct cpu_stream *rnext;
 };
 
 struct cpu_backend {
 	struct devq_backend b;
-	pthread_mutex_t lock;  /* stream FIFOs; the done condition */
+	pthread_mutex_t lock;  /* streams, run queues, workers' sleep state */
 	pthread_cond_t done;   /* broadcast on a completion while dep_waiters */
 	atomic_uint dep_waiters; /* workers blocked on another stream's op */
-	atomic_bool queued;      /* enqueued since the last flush */
-	struct cpu_stream **to_wake; /* flush's scratch, under the lock */
+	atomic_bool queued;      /* a stream entered a run queue since the last flush */
 	bool stop;
 	/* Set by the fault-injection kernel: from then on every op fails as on
 	 * a GPU whose context took a sticky error. */
 	atomic_bool lost;
 	struct cpu_stream *s;
+	struct cpu_worker *w;
+	unsigned nworkers;
+	struct cpu_stream *rq_head[2], *rq_tail[2]; /* [1]: high priority, served first */
+	unsigned free_awake;        /* workers awake that own no stream */
+	struct cpu_worker *sleepers;
 };
 
 /* How long a worker watches a dependency before it sleeps: longer than a
@@ -94,8 +121,6 @@ static void run_op(struct cpu_backend *cb, struct devq_bop *op)
 	}
 }
 
-/* The stream whose worker this thread is (NULL on other threads). */
-static _Thread_local struct cpu_stream *self_stream;
 
 /* Blocks until every op op waits on is done, as a GPU stream blocks on an
  * event.  The lock is taken only when one is not done yet. */
@@ -137,80 +162,153 @@ static void wait_deps(struct cpu_backend *cb, struct devq_bop *op)
 	}
 }
 
-/* Takes everything queued on st, sleeping while there is nothing; NULL once
- * the backend stops and st is empty. */
-static struct devq_bop *take_all(struct cpu_stream *st)
+static void rq_push(struct cpu_backend *cb, struct cpu_stream *st)
 {
-	struct cpu_backend *cb = st->cb;
-	pthread_mutex_lock(&cb->lock);
-	while (!st->head && !cb->stop) {
-		unsigned v = atomic_load_explicit(&st->wake, memory_order_relaxed);
-		st->sleeping = true;
-		pthread_mutex_unlock(&cb->lock);
-		/* A wake between the unlock and the wait changed the word: the
-		 * wait returns at once (EAGAIN). */
-		syscall(SYS_futex, &st->wake, FUTEX_WAIT_PRIVATE, v, NULL, NULL, 0);
-		pthread_mutex_lock(&cb->lock);
-		st->sleeping = false;
-	}
-	struct devq_bop *list = st->head;
-	st->head = st->tail = NULL;
-	pthread_mutex_unlock(&cb->lock);
-	return list;
+	unsigned c = st->high;
+	st->rnext = NULL;
+	st->in_runq = true;
+	if (cb->rq_tail[c])
+		cb->rq_tail[c]->rnext = st;
+	else
+		cb->rq_head[c] = st;
+	cb->rq_tail[c] = st;
 }
 
-/* The worker holds no lock while it runs and reports ops: it takes its
- * whole FIFO at once, and the daemon's on_complete marks the op done (the
- * last thing it does with it), so an op's completion always reaches the
- * daemon before that of any op that waited on it, and on_complete may hand
- * the session's next ops to any stream (enqueue_any_thread). */
+static bool rq_empty(const struct cpu_backend *cb)
+{
+	return !cb->rq_head[0] && !cb->rq_head[1];
+}
+
+static struct cpu_stream *rq_pop(struct cpu_backend *cb)
+{
+	unsigned c = cb->rq_head[1] ? 1 : 0;
+	struct cpu_stream *st = cb->rq_head[c];
+	if (st) {
+		cb->rq_head[c] = st->rnext;
+		if (!cb->rq_head[c])
+			cb->rq_tail[c] = NULL;
+		st->in_runq = false;
+	}
+	return st;
+}
+
+/* Called with the lock held: takes a sleeper off the list and counts it
+ * free and awake; the caller wakes it with futex_wake after unlocking.
+ * NULL when every worker is awake. */
+static struct cpu_worker *pick_sleeper(struct cpu_backend *cb)
+{
+	struct cpu_worker *w = cb->sleepers;
+	if (w) {
+		cb->sleepers = w->snext;
+		w->sleeping = false;
+		atomic_fetch_add_explicit(&w->wake, 1, memory_order_relaxed);
+		cb->free_awake++;
+	}
+	return w;
+}
+
+static void futex_wake(struct cpu_worker *w)
+{
+	syscall(SYS_futex, &w->wake, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+/* Called with the lock held: a stream waits in a run queue and no free
+ * worker is awake to take it. */
+static struct cpu_worker *need_worker(struct cpu_backend *cb)
+{
+	return !rq_empty(cb) && cb->free_awake == 0 ? pick_sleeper(cb) : NULL;
+}
+
+/* Runs list, the ops taken from one stream, in order.  The worker holds no
+ * lock while it runs and reports ops, and the daemon's on_complete marks
+ * the op done (the last thing it does with it), so an op's completion
+ * always reaches the daemon before that of any op that waited on it, and
+ * on_complete may hand the session's next ops to any stream
+ * (enqueue_any_thread). */
+static void run_list(struct cpu_backend *cb, struct devq_bop *op)
+{
+	while (op) {
+		struct devq_bop *next = op->next;
+		if (op->kind != DEVQ_BOP_FAIL)
+			wait_deps(cb, op);
+		/* Cancellation wins over a failed dependency: the op was not
+		 * wanted any more, whatever happened before it. */
+		if (op->kind != DEVQ_BOP_FAIL && op->cancel &&
+		    atomic_load_explicit(op->cancel, memory_order_relaxed)) {
+			op->code = DEVQ__CODE__CANCELLED;
+			snprintf(op->msg, sizeof(op->msg), "cancelled before it started");
+		}
+		op->t_start = devq_now_ns();
+		if (op->code == DEVQ__CODE__OK && !atomic_load(&cb->lost))
+			run_op(cb, op);
+		op->t_end = devq_now_ns();
+		/* As on a GPU: once the context is lost, every op that had not
+		 * completed reports it, whatever it was doing. */
+		if (atomic_load(&cb->lost) && op->kind != DEVQ_BOP_FAIL) {
+			op->code = DEVQ__CODE__DEVICE_LOST;
+			snprintf(op->msg, sizeof(op->msg), "%s", lost_msg);
+		}
+		op->more_queued = next != NULL;
+		cb->b.on_complete(cb->b.ud, op); /* from here on op may be freed */
+		if (atomic_load(&cb->dep_waiters)) {
+			pthread_mutex_lock(&cb->lock);
+			pthread_cond_broadcast(&cb->done);
+			pthread_mutex_unlock(&cb->lock);
+		}
+		op = next;
+	}
+}
+
 static void *worker(void *arg)
 {
-	struct cpu_stream *st = arg;
-	struct cpu_backend *cb = st->cb;
-	struct devq_bop *op;
-
-	self_stream = st;
-	while ((op = take_all(st))) {
-		while (op) {
-			struct devq_bop *next = op->next;
-			if (op->kind != DEVQ_BOP_FAIL)
-				wait_deps(cb, op);
-			/* Cancellation wins over a failed dependency: the op was
-			 * not wanted any more, whatever happened before it. */
-			if (op->kind != DEVQ_BOP_FAIL && op->cancel &&
-			    atomic_load_explicit(op->cancel, memory_order_relaxed)) {
-				op->code = DEVQ__CODE__CANCELLED;
-				snprintf(op->msg, sizeof(op->msg), "cancelled before it started");
+	struct cpu_worker *me = arg;
+	struct cpu_backend *cb = me->cb;
+	pthread_mutex_lock(&cb->lock);
+	for (;;) {
+		struct cpu_stream *st = rq_pop(cb);
+		if (!st) {
+			if (cb->stop)
+				break;
+			unsigned v = atomic_load_explicit(&me->wake, memory_order_relaxed);
+			me->sleeping = true;
+			me->snext = cb->sleepers;
+			cb->sleepers = me;
+			cb->free_awake--;
+			pthread_mutex_unlock(&cb->lock);
+			/* A wake between the unlock and the wait changed the word:
+			 * the wait returns at once (EAGAIN). */
+			syscall(SYS_futex, &me->wake, FUTEX_WAIT_PRIVATE, v, NULL, NULL, 0);
+			pthread_mutex_lock(&cb->lock);
+			if (me->sleeping) { /* not picked: a spurious return */
+				struct cpu_worker **pp = &cb->sleepers;
+				while (*pp != me)
+					pp = &(*pp)->snext;
+				*pp = me->snext;
+				me->sleeping = false;
+				cb->free_awake++;
 			}
-			op->t_start = devq_now_ns();
-			if (op->code == DEVQ__CODE__OK && !atomic_load(&cb->lost))
-				run_op(cb, op);
-			op->t_end = devq_now_ns();
-			/* As on a GPU: once the context is lost, every op that
-			 * had not completed reports it, whatever it was doing. */
-			if (atomic_load(&cb->lost) && op->kind != DEVQ_BOP_FAIL) {
-				op->code = DEVQ__CODE__DEVICE_LOST;
-				snprintf(op->msg, sizeof(op->msg), "%s", lost_msg);
-			}
-			op->more_queued = next != NULL;
-			cb->b.on_complete(cb->b.ud, op); /* from here on op may be freed */
-			if (atomic_load(&cb->dep_waiters)) {
-				pthread_mutex_lock(&cb->lock);
-				pthread_cond_broadcast(&cb->done);
-				pthread_mutex_unlock(&cb->lock);
-			}
-			op = next;
+			continue;
 		}
+		st->owned = true;
+		cb->free_awake--;
+		struct devq_bop *list = st->head;
+		st->head = st->tail = NULL;
+		/* More streams wait: the next worker is woken from here, not
+		 * by the loop. */
+		struct cpu_worker *next = need_worker(cb);
+		pthread_mutex_unlock(&cb->lock);
+		if (next)
+			futex_wake(next);
+		run_list(cb, list);
+		pthread_mutex_lock(&cb->lock);
+		st->owned = false;
+		cb->free_awake++;
+		/* Ops queued meanwhile: behind the streams already waiting. */
+		if (st->head)
+			rq_push(cb, st);
 	}
+	pthread_mutex_unlock(&cb->lock);
 	return NULL;
-}
-
-/* Called with the lock held. */
-static void wake_worker(struct cpu_stream *st)
-{
-	atomic_fetch_add_explicit(&st->wake, 1, memory_order_relaxed);
-	syscall(SYS_futex, &st->wake, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }
 
 static void cpu_destroy(struct devq_backend *b)
@@ -220,16 +318,17 @@ static void cpu_destroy(struct devq_backend *b)
 		return;
 	pthread_mutex_lock(&cb->lock);
 	cb->stop = true;
-	for (unsigned i = 0; i < b->streams; i++)
-		wake_worker(&cb->s[i]);
+	struct cpu_worker *w;
+	while ((w = pick_sleeper(cb)))
+		futex_wake(w);
 	pthread_mutex_unlock(&cb->lock);
-	for (unsigned i = 0; i < b->streams; i++)
-		if (cb->s[i].started)
-			pthread_join(cb->s[i].thread, NULL);
+	for (unsigned i = 0; i < cb->nworkers; i++)
+		if (cb->w[i].started)
+			pthread_join(cb->w[i].thread, NULL);
 	pthread_cond_destroy(&cb->done);
 	pthread_mutex_destroy(&cb->lock);
 	free(cb->s);
-	free(cb->to_wake);
+	free(cb->w);
 	free(cb);
 }
 
@@ -288,41 +387,35 @@ static int cpu_enqueue(struct devq_backend *b, struct devq_bop *op)
 	else
 		st->head = op;
 	st->tail = op;
+	/* A stream a worker runs now (the completion handing its session's
+	 * next op to its own stream: the common refill) needs no wake-up:
+	 * that worker looks at its FIFO again when its list is done. */
+	bool runnable = !st->owned && !st->in_runq;
+	if (runnable)
+		rq_push(cb, st);
 	pthread_mutex_unlock(&cb->lock);
-	/* A completion handing its session's next op to its own stream (the
-	 * common refill) needs no wake-up: that worker takes its FIFO as soon
-	 * as on_complete returns. */
-	if (st != self_stream)
+	if (runnable)
 		atomic_store(&cb->queued, true);
 	return 0;
 }
 
-/* Wakes every sleeping worker with work.  The daemon flushes once it has
- * handed over all it has for now, with its own locks released: a worker
- * woken inside them would preempt the caller on its CPU, run the op and
- * block on the caller's lock at its completion.  It also makes a batch
- * cost one wake-up.  The words move under the lock, the wake-ups happen
- * after it, so a woken worker does not block on this lock either. */
+/* Wakes a worker if streams wait for one and none is awake and free.  The
+ * daemon flushes once it has handed over all it has for now, with its own
+ * locks released: a worker woken inside them would preempt the caller on
+ * its CPU, run the op and block on the caller's lock at its completion.
+ * It also makes a batch cost one wake-up at most.  The word moves under
+ * the lock, the wake-up happens after it, so the woken worker does not
+ * block on this lock either. */
 static void cpu_flush(struct devq_backend *b)
 {
 	struct cpu_backend *cb = (struct cpu_backend *)b;
 	if (!atomic_exchange(&cb->queued, false))
 		return;
-	unsigned n = 0;
 	pthread_mutex_lock(&cb->lock);
-	for (unsigned i = 0; i < b->streams; i++) {
-		struct cpu_stream *st = &cb->s[i];
-		if (st->sleeping && st->head) {
-			st->sleeping = false;
-			atomic_fetch_add_explicit(&st->wake, 1, memory_order_relaxed);
-			cb->to_wake[n++] = st;
-		}
-	}
-	struct cpu_stream *w[n ? n : 1];
-	memcpy(w, cb->to_wake, n * sizeof(*w));
+	struct cpu_worker *w = need_worker(cb);
 	pthread_mutex_unlock(&cb->lock);
-	for (unsigned i = 0; i < n; i++)
-		syscall(SYS_futex, &w[i]->wake, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+	if (w)
+		futex_wake(w);
 }
 
 static const struct devq_backend_ops cpu_ops = {
@@ -338,8 +431,9 @@ static const struct devq_backend_ops cpu_ops = {
 
 int devq_backend_cpu_open(const struct devq_backend_config *cfg, struct devq_backend **out)
 {
-	/* A high-priority stream is a worker of its own: its queues never wait
-	 * behind normal queues' ops in a FIFO.  Threads are not reniced. */
+	/* High-priority streams are FIFOs of their own, taken from the run
+	 * queue before normal ones: their queues never wait behind normal
+	 * queues' ops.  Threads are not reniced. */
 	unsigned n = (cfg->streams ? cfg->streams : 4) + cfg->high_streams;
 	struct cpu_backend *cb = calloc(1, sizeof(*cb));
 	if (!cb)
@@ -356,23 +450,30 @@ int devq_backend_cpu_open(const struct devq_backend_config *cfg, struct devq_bac
 	devq_mutex_init_hot(&cb->lock);
 	pthread_cond_init(&cb->done, NULL);
 	cb->s = calloc(n, sizeof(*cb->s));
-	cb->to_wake = calloc(n, sizeof(*cb->to_wake));
-	if (!cb->s || !cb->to_wake) {
+	cb->w = calloc(n, sizeof(*cb->w));
+	if (!cb->s || !cb->w) {
 		cpu_destroy(&cb->b);
 		return -ENOMEM;
 	}
 	cb->b.streams = n;
 	cb->b.high_streams = cfg->high_streams;
 	for (unsigned i = 0; i < n; i++)
-		cb->s[i].cb = cb;
+		cb->s[i].high = i >= n - cfg->high_streams;
+	/* Every worker starts awake and free; it goes to sleep on its own. */
+	pthread_mutex_lock(&cb->lock);
 	for (unsigned i = 0; i < n; i++) {
-		int r = pthread_create(&cb->s[i].thread, NULL, worker, &cb->s[i]);
+		cb->w[i].cb = cb;
+		int r = pthread_create(&cb->w[i].thread, NULL, worker, &cb->w[i]);
 		if (r) {
+			pthread_mutex_unlock(&cb->lock);
 			cpu_destroy(&cb->b);
 			return -r;
 		}
-		cb->s[i].started = true;
+		cb->w[i].started = true;
+		cb->nworkers++;
+		cb->free_awake++;
 	}
+	pthread_mutex_unlock(&cb->lock);
 	*out = &cb->b;
 	return 0;
 }
