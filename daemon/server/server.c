@@ -50,6 +50,7 @@ struct conn {
 	struct devq_rx rx;
 	bool throttled; /* reading paused: over the in-flight quota (held.c) */
 	bool tx_full;   /* reading paused: outbox at its quota until it drains */
+	bool ready_wait; /* reading paused: a BufferReply waits for a populate */
 	uint64_t fds_since; /* received fds wait for their frame since, 0: none */
 };
 
@@ -108,7 +109,7 @@ static void set_events(struct devq_session *s, int events)
 	struct conn *c = CONN(s);
 	/* Stopping: no new requests, only the last replies go out.
 	 * Throttled: backpressure until completions free room (quota.h). */
-	if (c->d->stopping || c->throttled || c->tx_full)
+	if (c->d->stopping || c->throttled || c->tx_full || c->ready_wait)
 		events &= ~UV_READABLE;
 	if (!s->connected || events == c->poll_events)
 		return;
@@ -151,9 +152,12 @@ static void session_flush(struct devq_session *s)
 		session_close(s);
 		return;
 	}
-	if (CONN(s)->tx_full) {
-		/* Drained: answer the frames already received, then read on. */
-		CONN(s)->tx_full = false;
+	struct conn *c = CONN(s);
+	if (c->tx_full || (c->ready_wait && !s->populating)) {
+		/* Drained, or the buffer is ready: answer the frames already
+		 * received (none while a BufferReady still waits), then read on. */
+		c->tx_full = false;
+		c->ready_wait = s->populating != 0;
 		session_frames(s, devq_now_ns());
 		if (!s->connected)
 			return;
@@ -240,13 +244,28 @@ static bool tx_full(struct devq_session *s)
 	return true;
 }
 
+/* A session whose large buffer is being prefaulted (buffer.h) is not read
+ * until its BufferReady is sent: the replies keep their order, and one
+ * session queues at most one populate. */
+static bool ready_wait(struct devq_session *s)
+{
+	struct conn *c = CONN(s);
+	if (!s->populating)
+		return c->ready_wait;
+	if (!c->ready_wait) {
+		c->ready_wait = true;
+		set_events(s, c->poll_events);
+	}
+	return true;
+}
+
 /* Handles the complete frames already received, while the quotas allow. */
 static void session_frames(struct devq_session *s, uint64_t t)
 {
 	struct devq_frame f;
 	int r = 0;
 	while (s->connected && !s->close_after_flush && !throttle_if_over(s) && !tx_full(s) &&
-	       (r = devq_rx_next(&CONN(s)->rx, &f)) == 1)
+	       !ready_wait(s) && (r = devq_rx_next(&CONN(s)->rx, &f)) == 1)
 		handle_frame(s, &f, t);
 	if (r == -EMSGSIZE)
 		protocol_close(s, "frame exceeds the maximum payload of %u bytes",
@@ -351,7 +370,7 @@ static void session_read(struct devq_session *s)
 	struct conn *c = CONN(s);
 	struct devq_daemon *d = c->d;
 	for (int i = 0; i < READS_PER_WAKE && s->connected && !s->close_after_flush &&
-			!c->throttled && !c->tx_full;
+			!c->throttled && !c->tx_full && !c->ready_wait;
 	     i++) {
 		ssize_t n = devq_rx_recv(&c->rx, c->fd, MSG_DONTWAIT);
 		uint64_t t = devq_now_ns();
@@ -670,6 +689,7 @@ static void on_wake(uv_async_t *a)
 {
 	struct devq_daemon *d = a->data;
 	devq_sched_drain(&d->e);
+	devq_buffer_collect(&d->e); /* the buffer worker's populates and unmaps */
 	resume_throttled(d);
 	flush_dirty(d);
 }
@@ -885,7 +905,7 @@ int devq_server_session_fd(const struct devq_session *s)
 
 void devq_server_fini(struct devq_daemon *d)
 {
-	devq_buffer_worker_fini(); /* the last large unmaps */
+	devq_buffer_worker_fini(&d->e); /* the last large unmaps */
 	if (d->reserve_fd >= 0 && close(d->reserve_fd) < 0)
 		log_err("close: %s", strerror(errno));
 	d->reserve_fd = -1;
