@@ -455,6 +455,7 @@ void proc_usage(pid_t pid, struct proc_usage *u)
 	ck_assert_ptr_nonnull(f);
 	while (fgets(line, sizeof(line), f)) {
 		sscanf(line, "VmRSS: %ld kB", &u->rss_kb);
+		sscanf(line, "RssShmem: %ld kB", &u->shmem_kb);
 		sscanf(line, "Threads: %ld", &u->threads);
 	}
 	fclose(f);

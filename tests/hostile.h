@@ -85,6 +85,7 @@ void rawbuf_free(struct rawbuf *b);
 struct proc_usage {
 	int fds;       /* /proc/PID/fd entries */
 	long rss_kb;   /* VmRSS */
+	long shmem_kb; /* RssShmem: client memory (memfds) the daemon has mapped in */
 	long maps_kb;  /* the sizes of every mapping in /proc/PID/maps, summed */
 	long nmaps;    /* mappings */
 	long threads;  /* Threads */
