@@ -562,7 +562,7 @@ static void bg_done(struct bg_job *j)
 	struct devq_session *s = b->s;
 	if (j->what == BG_UNMAP) {
 		buf_finish(b);
-		devq_session_maybe_free(s);
+		devq_outbox_mark_dirty(s); /* the server frees it once nothing is left */
 		return;
 	}
 	b->bg_busy = false;
@@ -576,8 +576,6 @@ static void bg_done(struct bg_job *j)
 		b->ready_fd = -1;
 		devq_outbox_mark_dirty(s); /* the server reads the session again */
 	}
-	if (b->unmap_due && !bg_submit(b, b->host, b->map_len, BG_UNMAP, b->id)) {
+	if (b->unmap_due && !bg_submit(b, b->host, b->map_len, BG_UNMAP, b->id))
 		buf_finish(b);
-		devq_session_maybe_free(s);
-	}
 }

@@ -61,7 +61,8 @@ void devq_buffer_reply_ready(struct devq_buf *b, int fd);
  * done, BufferReleased (and the quota's credit) once the unmap is. */
 #define DEVQ_BUFFER_BG_BYTES (64u << 20)
 /* Loop thread, after a wake: what the worker finished (replies sent,
- * released buffers freed, sessions freed once nothing refers to them). */
+ * released buffers freed; their sessions marked dirty, so that the server
+ * frees each once nothing refers to it). */
 struct devq_engine;
 void devq_buffer_collect(struct devq_engine *e);
 /* Waits for the worker to finish what it was given, stops it and collects

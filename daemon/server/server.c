@@ -1038,6 +1038,7 @@ int devq_server_session_fd(const struct devq_session *s)
 void devq_server_fini(struct devq_daemon *d)
 {
 	devq_buffer_worker_fini(&d->e); /* the last large unmaps */
+	flush_dirty(d);                 /* and the sessions they kept */
 	if (d->reserve_fd >= 0 && close(d->reserve_fd) < 0)
 		log_err("close: %s", strerror(errno));
 	d->reserve_fd = -1;
