@@ -328,15 +328,28 @@ static void session_frames(struct devq_session *s, uint64_t t)
 		protocol_close(s, "fds do not match the frames that declare them");
 }
 
+/* One yielded session per loop iteration, in turn (by session id): however
+ * many sessions a user opens, their left-over frames take one slice of
+ * each iteration between them, not one slice each. */
 static void frames_idle_cb(uv_idle_t *h)
 {
 	struct devq_daemon *d = h->data;
-	for (struct devq_session *s = d->e.sessions; s && d->nyielded; s = s->next) {
+	struct devq_session *next = NULL, *first = NULL;
+	for (struct devq_session *s = d->e.sessions; s; s = s->next) {
 		struct conn *c = s->conn;
 		if (!s->connected || !c || !c->yielded)
 			continue;
+		if (s->id > d->yield_last && (!next || s->id < next->id))
+			next = s;
+		if (!first || s->id < first->id)
+			first = s;
+	}
+	struct devq_session *s = next ? next : first;
+	if (s) {
+		struct conn *c = s->conn;
 		c->yielded = false;
 		d->nyielded--;
+		d->yield_last = s->id;
 		session_frames(s, devq_now_ns());
 		if (s->connected)
 			devq_outbox_mark_dirty(s); /* its flush reads on */

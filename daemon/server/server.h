@@ -61,11 +61,13 @@ struct devq_daemon {
 	 * handle runs while any has frames left (conn.yielded). */
 	uv_idle_t frames_idle;
 	unsigned nyielded;
+	uint64_t yield_last; /* the session frames_idle served last */
 	uv_timer_t trim_timer; /* malloc_trim a second after a session closed */
 };
 
 /* What one session's frames may take of the loop at a time: past it, the
- * rest waits for the next iteration (other sessions' I/O first). */
+ * rest waits for a later iteration (other sessions' I/O first; the sessions
+ * left waiting take turns, one per iteration). */
 #define DEVQ_FRAMES_SLICE_NS 2000000ull
 
 #define DEVQ_FDS_WAIT_NS 1000000000ull
