@@ -1185,6 +1185,53 @@ START_TEST(big_buffer_does_not_block)
 }
 END_TEST
 
+/* Large Submits, most of their ops held over the in-flight quota, while
+ * the session's slice of the loop runs out: the session must be throttled
+ * while its first ops are in flight, so that their completions resume it
+ * (yielding first could let them all complete before it was throttled,
+ * and nothing would read it again).  A guard of that order; the race
+ * itself depends on timing, seen once by the fuzz driver under load. */
+START_TEST(held_submit_past_slice)
+{
+	struct daemon_proc d;
+	const char *args[] = { "--quota-session-ops", "8", NULL };
+	harness_start(&d, args);
+	struct raw r;
+	raw_open(&r, &d);
+	raw_hello(&r);
+	raw_open_queue(&r, 1);
+	raw_create(&r, 1, 4096, DEVQ__BUFFER_KIND__SHARED);
+	devq__daemon_message__free_unpacked(raw_expect(&r, DEVQ__DAEMON_MESSAGE__BODY_BUFFER_READY),
+					    NULL);
+	enum { N = 20000 };
+	Devq__BufferArg dst = DEVQ__BUFFER_ARG__INIT;
+	dst.id = 1;
+	Devq__FillOp fill = DEVQ__FILL_OP__INIT;
+	fill.dst = &dst;
+	fill.size = 64;
+	Devq__Op op = DEVQ__OP__INIT;
+	op.queue = 1;
+	op.body_case = DEVQ__OP__BODY_FILL;
+	op.fill = &fill;
+	static Devq__Op *ops[N];
+	for (int i = 0; i < N; i++)
+		ops[i] = &op;
+	Devq__Submit sub = DEVQ__SUBMIT__INIT;
+	sub.n_ops = N;
+	sub.ops = ops;
+	Devq__ClientMessage m = DEVQ__CLIENT_MESSAGE__INIT;
+	m.body_case = DEVQ__CLIENT_MESSAGE__BODY_SUBMIT;
+	m.submit = &sub;
+	for (int k = 0; k < 3; k++) {
+		raw_send(&r, &m);
+		raw_expect_completion(&r, 1, (uint64_t)(k + 1) * N, DEVQ__CODE__OK, NULL, NULL);
+	}
+	raw_expect_alive(&r);
+	raw_close(&r);
+	stop_ok(&d);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("badinput");
@@ -1214,6 +1261,7 @@ static Suite *suite(void)
 	tcase_add_test(r, failed_op_fails_its_queue);
 	tcase_add_test(r, unread_replies_stay_bounded);
 	tcase_add_test(r, big_buffer_does_not_block);
+	tcase_add_test(r, held_submit_past_slice);
 	tcase_set_timeout(r, harness_slow() ? 300 : 30);
 	suite_add_tcase(s, r);
 	return s;

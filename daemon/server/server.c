@@ -318,7 +318,11 @@ static void session_frames(struct devq_session *s, uint64_t t)
 	while (s->connected && !s->close_after_flush && !CONN(s)->yielded && !throttle_if_over(s) &&
 	       !tx_full(s) && !ready_wait(s) && (r = devq_rx_next(&CONN(s)->rx, &f)) == 1) {
 		handle_frame(s, &f, t);
-		if (s->connected && devq_now_ns() - t0 > DEVQ_FRAMES_SLICE_NS)
+		/* A session with ops held is throttled by the next test of the
+		 * loop, while they are in flight: a completion resumes it.
+		 * Yielding first would let them all complete before it is
+		 * throttled, and nothing would resume it. */
+		if (s->connected && !s->quota.held && devq_now_ns() - t0 > DEVQ_FRAMES_SLICE_NS)
 			yield(s);
 	}
 	if (r == -EMSGSIZE)
