@@ -36,8 +36,15 @@
 
 /* ---- the buffer worker: populate and unmap large mappings off the loop -- */
 
+/* A job names its buffer (b) when the loop must hear that it is done:
+ * BufferReady waits for a populate, and BufferReleased (with the quota's
+ * credit) for an unmap, so a client is told a large buffer is ready only
+ * once it is, and what it holds in the daemon is charged until the memory
+ * is really gone.  That bounds the worker's backlog by the quotas: a client
+ * that creates and releases large buffers in a loop waits for each. */
 struct bg_job {
 	struct bg_job *next;
+	struct devq_buf *b; /* NULL: nobody waits (a mapping never installed) */
 	void *addr;
 	size_t len;
 	enum { BG_POPULATE_READ, BG_POPULATE_WRITE, BG_UNMAP } what;
@@ -50,22 +57,53 @@ static struct {
 	pthread_t thread;
 	bool started, stop;
 	struct bg_job *head, *tail;
+	struct bg_job *done; /* finished jobs with a buffer, newest first */
 } bg = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
+
+/* The worker works in steps of this many bytes: a munmap holds the
+ * process's mmap lock for writing, and a page fault or mmap on the loop
+ * thread meanwhile waits for it; in steps, each wait is short. */
+#define BG_STEP (16u << 20)
 
 static void bg_run(const struct bg_job *j)
 {
+	char *p = j->addr;
 	if (j->what == BG_UNMAP) {
-		if (munmap(j->addr, j->len) < 0)
-			log_err("buffer %llu: munmap of %zu bytes failed: %s (mapping leaked)",
-				(unsigned long long)j->id, j->len, strerror(errno));
+		for (size_t off = 0; off < j->len; off += BG_STEP) {
+			size_t n = j->len - off < BG_STEP ? j->len - off : BG_STEP;
+			if (munmap(p + off, n) < 0)
+				log_err("buffer %llu: munmap of %zu bytes at %zu failed: %s (mapping "
+					"leaked)", (unsigned long long)j->id, n, off, strerror(errno));
+		}
 		return;
 	}
 	/* Prefault, so the first ops do not pay for it; a kernel without
 	 * MADV_POPULATE_* (before 5.14) leaves it to the first touch. */
 	int advice = j->what == BG_POPULATE_WRITE ? MADV_POPULATE_WRITE : MADV_POPULATE_READ;
-	if (madvise(j->addr, j->len, advice) < 0 && errno != EINVAL)
-		log_warn("buffer %llu: prefaulting %zu bytes: %s", (unsigned long long)j->id,
-			 j->len, strerror(errno));
+	for (size_t off = 0; off < j->len; off += BG_STEP) {
+		size_t n = j->len - off < BG_STEP ? j->len - off : BG_STEP;
+		if (madvise(p + off, n, advice) < 0) {
+			if (errno != EINVAL)
+				log_warn("buffer %llu: prefaulting %zu bytes: %s",
+					 (unsigned long long)j->id, j->len, strerror(errno));
+			return;
+		}
+	}
+}
+
+/* A finished job goes back to the loop (any thread). */
+static void bg_report(struct bg_job *j)
+{
+	if (!j->b) {
+		free(j);
+		return;
+	}
+	struct devq_engine *e = j->b->s->e;
+	pthread_mutex_lock(&bg.lock);
+	j->next = bg.done;
+	bg.done = j;
+	pthread_mutex_unlock(&bg.lock);
+	e->ev.wake(e->ev.ud);
 }
 
 static void *bg_main(void *arg)
@@ -83,41 +121,74 @@ static void *bg_main(void *arg)
 			bg.tail = NULL;
 		pthread_mutex_unlock(&bg.lock);
 		bg_run(j);
-		free(j);
+		bg_report(j);
 		pthread_mutex_lock(&bg.lock);
 	}
 	pthread_mutex_unlock(&bg.lock);
 	return NULL;
 }
 
-/* Hands the job to the worker; runs it here when that is impossible. */
-static void bg_submit(void *addr, size_t len, int what, uint64_t id)
+/* Hands the job to the worker, or runs it here when there is none (after
+ * fini, or no thread could be made): either way it is reported to the
+ * loop.  False only when no job could be allocated: then it ran here and
+ * nothing is reported; the caller finishes at once. */
+static bool bg_submit(struct devq_buf *b, void *addr, size_t len, int what, uint64_t id)
 {
 	struct bg_job *j = malloc(sizeof(*j));
-	if (j) {
-		*j = (struct bg_job){ .addr = addr, .len = len, .what = what, .id = id };
-		pthread_mutex_lock(&bg.lock);
-		if (!bg.started && !bg.stop &&
-		    pthread_create(&bg.thread, NULL, bg_main, NULL) == 0)
-			bg.started = true;
-		if (bg.started) {
-			if (bg.tail)
-				bg.tail->next = j;
-			else
-				bg.head = j;
-			bg.tail = j;
-			pthread_cond_signal(&bg.cond);
-			pthread_mutex_unlock(&bg.lock);
-			return;
-		}
-		pthread_mutex_unlock(&bg.lock);
+	if (!j) {
+		struct bg_job here = { .addr = addr, .len = len, .what = what, .id = id };
+		bg_run(&here);
+		return false;
 	}
-	struct bg_job here = { .addr = addr, .len = len, .what = what, .id = id };
-	bg_run(&here);
-	free(j);
+	*j = (struct bg_job){ .b = b, .addr = addr, .len = len, .what = what, .id = id };
+	pthread_mutex_lock(&bg.lock);
+	if (!bg.started && !bg.stop && pthread_create(&bg.thread, NULL, bg_main, NULL) == 0)
+		bg.started = true;
+	if (bg.started) {
+		if (bg.tail)
+			bg.tail->next = j;
+		else
+			bg.head = j;
+		bg.tail = j;
+		pthread_cond_signal(&bg.cond);
+		pthread_mutex_unlock(&bg.lock);
+		return true;
+	}
+	pthread_mutex_unlock(&bg.lock);
+	bg_run(j);
+	bg_report(j);
+	return true;
 }
 
-void devq_buffer_worker_fini(void)
+static void bg_done(struct bg_job *j);
+static void close_fd(int fd, uint64_t id);
+
+void devq_buffer_collect(struct devq_engine *e)
+{
+	(void)e; /* one worker per process */
+	for (;;) {
+		pthread_mutex_lock(&bg.lock);
+		struct bg_job *j = bg.done, *fifo = NULL;
+		bg.done = NULL;
+		pthread_mutex_unlock(&bg.lock);
+		if (!j)
+			return;
+		while (j) { /* oldest first */
+			struct bg_job *n = j->next;
+			j->next = fifo;
+			fifo = j;
+			j = n;
+		}
+		while (fifo) {
+			struct bg_job *n = fifo->next;
+			bg_done(fifo);
+			free(fifo);
+			fifo = n;
+		}
+	}
+}
+
+void devq_buffer_worker_fini(struct devq_engine *e)
 {
 	pthread_mutex_lock(&bg.lock);
 	bool started = bg.started;
@@ -129,6 +200,7 @@ void devq_buffer_worker_fini(void)
 	pthread_mutex_lock(&bg.lock);
 	bg.started = false; /* stop stays: anything later runs inline */
 	pthread_mutex_unlock(&bg.lock);
+	devq_buffer_collect(e); /* what finished, and what that started */
 }
 
 /* Maps a memfd for a buffer: small ones prefaulted here (MAP_POPULATE),
@@ -140,21 +212,13 @@ static void *host_map(struct devq_buf *b, int prot, int fd)
 	return p;
 }
 
-/* After a successful install: the worker prefaults a large mapping. */
-static void host_populate(struct devq_buf *b)
-{
-	if (b->bg)
-		bg_submit(b->host, b->map_len, b->read_only ? BG_POPULATE_READ : BG_POPULATE_WRITE,
-			  b->id);
-}
-
-/* Unmaps a buffer's host mapping, logging a failure: one that fails (a
- * length the kernel rounded differently) would leak the pages silently.
- * A large one goes to the worker, behind its own prefault. */
+/* Unmaps the host mapping of a buffer that was never installed (nobody
+ * waits for it), logging a failure: one that fails (a length the kernel
+ * rounded differently) would leak the pages silently. */
 static void host_unmap(struct devq_buf *b)
 {
 	if (b->bg) {
-		bg_submit(b->host, b->map_len, BG_UNMAP, b->id);
+		bg_submit(NULL, b->host, b->map_len, BG_UNMAP, b->id);
 		return;
 	}
 	if (munmap(b->host, b->map_len) < 0)
@@ -210,6 +274,7 @@ static struct devq_buf *buf_new(struct devq_session *s, uint64_t id, uint64_t si
 	b->id = id;
 	b->size = size;
 	b->kind = kind;
+	b->ready_fd = -1;
 	return b;
 }
 
@@ -280,20 +345,16 @@ int devq_buffer_create(struct devq_session *s, uint64_t id, uint64_t size, Devq_
 	if (code) {
 		if (b->host)
 			host_unmap(b);
-		if (fd >= 0)
-			close(fd);
+		close_fd(fd, id);
 		free(b);
 		return code;
 	}
-	if (b->host)
-		host_populate(b);
 	*fd_out = fd;
 	return 0;
 fail:
 	if (b && b->host)
 		host_unmap(b);
-	if (fd >= 0)
-		close(fd);
+	close_fd(fd, id);
 	free(b);
 	return DEVQ__CODE__RESOURCE_EXHAUSTED;
 nomem:
@@ -389,26 +450,15 @@ int devq_buffer_import(struct devq_session *s, uint64_t id, uint64_t size, bool 
 		free(b);
 		return code;
 	}
-	host_populate(b);
 	return 0;
 }
 
-static void buf_free(struct devq_buf *b)
+/* The last of a buffer: its quota and counters credited, BufferReleased
+ * sent, the memory freed.  For a large one, once the worker has unmapped
+ * it. */
+static void buf_finish(struct devq_buf *b)
 {
 	struct devq_session *s = b->s;
-	struct devq_backend *be = s->e->be;
-	devq_idmap_del(&s->bufs, b->id);
-	if (b->host) {
-		be->ops->unmap_host(be, b->host, b->map_len);
-		host_unmap(b);
-	} else {
-		be->ops->free(be, b->devaddr, b->size);
-	}
-	if (b->last_writer)
-		devq_job_unref(b->last_writer);
-	for (unsigned i = 0; i < b->nreaders; i++)
-		devq_job_unref(b->readers[i]);
-	free(b->readers);
 	account(b, -1);
 	if (s->connected) {
 		Devq__BufferReleased rel = DEVQ__BUFFER_RELEASED__INIT;
@@ -421,6 +471,38 @@ static void buf_free(struct devq_buf *b)
 	log_debug("session %llu: buffer %llu released", (unsigned long long)s->id,
 		  (unsigned long long)b->id);
 	free(b);
+}
+
+static void buf_free(struct devq_buf *b)
+{
+	struct devq_session *s = b->s;
+	struct devq_backend *be = s->e->be;
+	devq_idmap_del(&s->bufs, b->id);
+	if (b->host)
+		be->ops->unmap_host(be, b->host, b->map_len);
+	else
+		be->ops->free(be, b->devaddr, b->size);
+	if (b->last_writer)
+		devq_job_unref(b->last_writer);
+	b->last_writer = NULL;
+	for (unsigned i = 0; i < b->nreaders; i++)
+		devq_job_unref(b->readers[i]);
+	free(b->readers);
+	b->readers = NULL;
+	b->nreaders = 0;
+	if (b->host && b->bg) {
+		/* The worker unmaps it, after its populate if that still runs;
+		 * the rest when it reports back (bg_done). */
+		if (b->bg_busy)
+			b->unmap_due = true;
+		else if (!bg_submit(b, b->host, b->map_len, BG_UNMAP, b->id))
+			buf_finish(b);
+		return;
+	}
+	if (b->host && munmap(b->host, b->map_len) < 0)
+		log_err("buffer %llu: munmap of %zu bytes failed: %s (mapping leaked)",
+			(unsigned long long)b->id, b->map_len, strerror(errno));
+	buf_finish(b);
 	/* The caller decides when the session may go: it may still use it. */
 }
 
@@ -435,4 +517,65 @@ void devq_buffer_put(struct devq_buf *b)
 {
 	if (--b->inflight == 0 && b->releasing)
 		buf_free(b);
+}
+
+static void send_ready(struct devq_buf *b, int fd)
+{
+	Devq__BufferReady r = DEVQ__BUFFER_READY__INIT;
+	r.id = b->id;
+	r.size = b->size;
+	r.kind = b->kind;
+	r.has_fd = fd >= 0;
+	Devq__DaemonMessage m = DEVQ__DAEMON_MESSAGE__INIT;
+	m.body_case = DEVQ__DAEMON_MESSAGE__BODY_BUFFER_READY;
+	m.buffer_ready = &r;
+	devq_outbox_send(b->s, &m, fd >= 0 ? &fd : NULL, fd >= 0); /* the tx owns fd */
+}
+
+static void close_fd(int fd, uint64_t id)
+{
+	if (fd >= 0 && close(fd) < 0)
+		log_err("buffer %llu: close: %s", (unsigned long long)id, strerror(errno));
+}
+
+void devq_buffer_reply_ready(struct devq_buf *b, int fd)
+{
+	if (!b->host || !b->bg) {
+		send_ready(b, fd);
+		return;
+	}
+	b->bg_busy = true;
+	b->ready_due = true;
+	b->ready_fd = fd;
+	b->s->populating++;
+	if (!bg_submit(b, b->host, b->map_len,
+		       b->read_only ? BG_POPULATE_READ : BG_POPULATE_WRITE, b->id)) {
+		struct bg_job here = { .b = b, .what = BG_POPULATE_WRITE };
+		bg_done(&here);
+	}
+}
+
+/* Loop thread: a job of b's is done. */
+static void bg_done(struct bg_job *j)
+{
+	struct devq_buf *b = j->b;
+	struct devq_session *s = b->s;
+	if (j->what == BG_UNMAP) {
+		buf_finish(b);
+		devq_outbox_mark_dirty(s); /* the server frees it once nothing is left */
+		return;
+	}
+	b->bg_busy = false;
+	if (b->ready_due) {
+		b->ready_due = false;
+		s->populating--;
+		if (s->connected && !b->releasing)
+			send_ready(b, b->ready_fd);
+		else
+			close_fd(b->ready_fd, b->id);
+		b->ready_fd = -1;
+		devq_outbox_mark_dirty(s); /* the server reads the session again */
+	}
+	if (b->unmap_due && !bg_submit(b, b->host, b->map_len, BG_UNMAP, b->id))
+		buf_finish(b);
 }

@@ -30,6 +30,11 @@ void devq_job_free(struct devq_job *j)
 	devq_pool_put(&job_pool, j);
 }
 
+void devq_job_trim(void)
+{
+	devq_pool_fini(&job_pool); /* the pool stays usable: it refills on demand */
+}
+
 void devq_job_fini(void)
 {
 	devq_pool_fini(&job_pool);

@@ -67,5 +67,8 @@ static inline void devq_job_unref(struct devq_job *j)
 void devq_job_discard(struct devq_job *j);
 /* Frees the recycled records (at exit). */
 void devq_job_fini(void);
+/* Frees the recycled records kept after a burst of ops (at most 8192);
+ * the pool refills on demand. */
+void devq_job_trim(void);
 
 #endif

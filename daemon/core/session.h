@@ -43,6 +43,9 @@ struct devq_session {
 	uint64_t ops_in_flight, ops_completed, bytes_mapped;
 	unsigned nbufs;
 	uint64_t trace_failed; /* ops that completed with an error (trace.c) */
+	/* BufferReady replies waiting for the buffer worker's populate
+	 * (buffer.h): the server does not read the session meanwhile. */
+	unsigned populating;
 	/* Completions gathered during one drain, sent as one frame. */
 	struct devq_cmpl *cmpl;
 	size_t ncmpl, cmpl_cap;

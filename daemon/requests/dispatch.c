@@ -95,17 +95,6 @@ static void on_hello(struct devq_session *s, const Devq__Hello *h)
 	      r.completion_page ? 3 : 0);
 }
 
-static void buffer_ready(struct devq_session *s, uint64_t id, int fd)
-{
-	struct devq_buf *b = devq_idmap_get(&s->bufs, id);
-	Devq__BufferReady r = DEVQ__BUFFER_READY__INIT;
-	r.id = id;
-	r.size = b->size;
-	r.kind = b->kind;
-	r.has_fd = fd >= 0;
-	reply(s, DEVQ__DAEMON_MESSAGE__BODY_BUFFER_READY, &r, fd >= 0 ? &fd : NULL, fd >= 0);
-}
-
 static void on_create(struct devq_session *s, const Devq__CreateBuffer *c)
 {
 	char err[200];
@@ -116,7 +105,8 @@ static void on_create(struct devq_session *s, const Devq__CreateBuffer *c)
 		devq_outbox_error(s, code, "create_buffer", &key, NULL, "%s", err);
 		return;
 	}
-	buffer_ready(s, c->id, fd); /* the tx owns fd from here */
+	/* Now, or once a large buffer is prefaulted; the reply owns fd. */
+	devq_buffer_reply_ready(devq_idmap_get(&s->bufs, c->id), fd);
 }
 
 static void on_import(struct devq_session *s, const Devq__ImportBuffer *im, struct devq_frame *f)
@@ -132,12 +122,14 @@ static void on_import(struct devq_session *s, const Devq__ImportBuffer *im, stru
 	int fd = f->fds[0];
 	f->fds[0] = -1;
 	int code = devq_buffer_import(s, im->id, im->size, im->read_only, fd, err, sizeof(err));
-	close(fd); /* mapped (or refused): the daemon keeps no fd */
+	if (close(fd) < 0) /* mapped (or refused): the daemon keeps no fd */
+		log_err("session %llu: close of an imported memfd: %s", (unsigned long long)s->id,
+			strerror(errno));
 	if (code) {
 		devq_outbox_error(s, code, "import_buffer", &key, NULL, "%s", err);
 		return;
 	}
-	buffer_ready(s, im->id, -1);
+	devq_buffer_reply_ready(devq_idmap_get(&s->bufs, im->id), -1);
 }
 
 static void on_release(struct devq_session *s, const Devq__ReleaseBuffer *r)

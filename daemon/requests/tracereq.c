@@ -137,30 +137,57 @@ static int build_sessions(struct devq_engine *d, const struct devq_session *s, b
 	return 0;
 }
 
-/* Sessions that appear in the records but are gone from the daemon. */
+/* A set of session ids (never 0), open addressing: the gone sessions are
+ * found in time linear in the records and the live sessions, whatever
+ * mix of them a client arranged. */
+struct idset {
+	uint64_t *slot;
+	size_t mask;
+};
+
+static int idset_init(struct idset *t, size_t n)
+{
+	size_t cap = 16;
+	while (cap < 2 * n)
+		cap *= 2;
+	t->slot = calloc(cap, sizeof(*t->slot));
+	t->mask = cap - 1;
+	return t->slot ? 0 : -ENOMEM;
+}
+
+/* Adds id; true when it was not there yet. */
+static bool idset_add(struct idset *t, uint64_t id)
+{
+	size_t i = (size_t)(id * 0x9e3779b97f4a7c15ull >> 17) & t->mask;
+	while (t->slot[i]) {
+		if (t->slot[i] == id)
+			return false;
+		i = (i + 1) & t->mask;
+	}
+	t->slot[i] = id;
+	return true;
+}
+
+/* Sessions that appear in the records but are gone from the daemon.  A
+ * live session the caller may not see never counts as gone: every live
+ * session is in the set first (and its records are filtered out anyway). */
 static int build_gone(struct devq_engine *d, const struct devq_trace_rec **sel, size_t n,
 		      Devq__TraceReply *rep, struct reply_mem *m)
 {
+	size_t live = 0;
+	for (const struct devq_session *y = d->sessions; y; y = y->next)
+		live++;
+	struct idset seen;
 	m->gone = calloc(n + 1, sizeof(*m->gone));
 	m->gonep = calloc(n + 1, sizeof(*m->gonep));
-	if (!m->gone || !m->gonep)
+	if (!m->gone || !m->gonep || idset_init(&seen, live + n) < 0)
 		return -ENOMEM;
+	for (const struct devq_session *y = d->sessions; y; y = y->next)
+		idset_add(&seen, y->id);
 	size_t g = 0;
 	for (size_t i = 0; i < n; i++) {
 		const struct devq_trace_rec *x = sel[i];
-		bool known = false;
-		for (size_t j = 0; j < rep->n_sessions && !known; j++)
-			known = rep->sessions[j]->id == x->session;
-		for (size_t j = g; j-- > 0 && !known;)
-			known = m->gone[j].id == x->session;
-		if (known)
-			continue;
-		/* A live session the caller may not see never reaches here:
-		 * records are filtered by the same rule. */
-		bool live = false;
-		for (const struct devq_session *y = d->sessions; y && !live; y = y->next)
-			live = y->id == x->session;
-		if (live)
+		if (!idset_add(&seen, x->session))
 			continue;
 		Devq__TraceSession *o = &m->gone[g];
 		devq__trace_session__init(o);
@@ -170,6 +197,7 @@ static int build_gone(struct devq_engine *d, const struct devq_trace_rec **sel, 
 		o->name = (char *)x->name;
 		m->gonep[g++] = o;
 	}
+	free(seen.slot);
 	rep->gone = m->gonep;
 	rep->n_gone = g;
 	return 0;

@@ -15,6 +15,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <time.h>
+#include <malloc.h>
 #include <unistd.h>
 
 #include <systemd/sd-daemon.h>
@@ -26,6 +27,7 @@
 #include "codec/msg_dec.h"
 #include "core/buffer.h"
 #include "core/cpage.h"
+#include "core/job.h"
 #include "core/outbox.h"
 #include "core/quota.h"
 #include "core/sched.h"
@@ -39,7 +41,8 @@
 #define SO_PEERGROUPS 59 /* Linux 4.13; older libc headers lack the name */
 #endif
 
-#define READS_PER_WAKE 16 /* bounded work per client per wake-up: fairness */
+#define READS_PER_WAKE 16   /* bounded work per client per wake-up: fairness */
+#define ACCEPTS_PER_WAKE 32 /* and connections accepted per wake-up */
 
 /* A client connection: the transport half of a session (core/session.h). */
 struct conn {
@@ -52,11 +55,20 @@ struct conn {
 	struct devq_rx rx;
 	bool throttled; /* reading paused: over the in-flight quota (held.c) */
 	bool tx_full;   /* reading paused: outbox at its quota until it drains */
+	bool ready_wait; /* reading paused: a BufferReply waits for a populate */
+	bool yielded;    /* reading paused: frames left after its slice (frames_idle) */
 	uint64_t fds_since; /* received fds wait for their frame since, 0: none */
 };
 
 #define CONN(s) ((struct conn *)(s)->conn)
 #define DAEMON(e) ((struct devq_daemon *)(e)) /* the engine is its first member */
+
+/* Every cleanup syscall is checked: a failed close is a bug to see. */
+static void close_or_log(int fd, const char *what)
+{
+	if (fd >= 0 && close(fd) < 0)
+		log_err("%s: close: %s", what, strerror(errno));
+}
 
 static void session_close(struct devq_session *s);
 static void session_flush(struct devq_session *s);
@@ -74,10 +86,27 @@ static void flush_dirty(struct devq_daemon *d)
 	}
 }
 
+/* After a session closes, what the daemon and the allocator kept of its
+ * requests (op records recycled after a burst, the frame arena grown to a
+ * large frame, replies of megabytes) goes back to the system within a
+ * second: a client that came and went leaves the
+ * daemon's resident set as it found it.  At most once a second. */
+static struct devq_arena frame_arena; /* handle_frame's */
+
+static void trim_cb(uv_timer_t *t)
+{
+	(void)t;
+	devq_job_trim();                   /* recycled op records */
+	devq_pool_arena_fini(&frame_arena); /* grown to the largest frame */
+	malloc_trim(0);
+}
+
 static void on_conn_closed(uv_handle_t *h)
 {
 	struct conn *c = h->data;
 	struct devq_session *s = c->s;
+	if (!c->d->stopping && !uv_is_active((uv_handle_t *)&c->d->trim_timer))
+		uv_timer_start(&c->d->trim_timer, trim_cb, 1000, 0);
 	if (close(c->fd) < 0)
 		log_err("session %llu: close: %s", (unsigned long long)s->id, strerror(errno));
 	if (c->pidfd >= 0 && close(c->pidfd) < 0)
@@ -99,6 +128,10 @@ static void session_close(struct devq_session *s)
 		c->throttled = false;
 		c->d->nthrottled--;
 	}
+	if (c->yielded) {
+		c->yielded = false;
+		c->d->nyielded--;
+	}
 	devq_rx_fini(&c->rx); /* fds received and not claimed: closed now */
 	uv_poll_stop(&c->poll);
 	uv_close((uv_handle_t *)&c->poll, on_conn_closed);
@@ -110,7 +143,7 @@ static void set_events(struct devq_session *s, int events)
 	struct conn *c = CONN(s);
 	/* Stopping: no new requests, only the last replies go out.
 	 * Throttled: backpressure until completions free room (quota.h). */
-	if (c->d->stopping || c->throttled || c->tx_full)
+	if (c->d->stopping || c->throttled || c->tx_full || c->ready_wait || c->yielded)
 		events &= ~UV_READABLE;
 	if (!s->connected || events == c->poll_events)
 		return;
@@ -153,9 +186,12 @@ static void session_flush(struct devq_session *s)
 		session_close(s);
 		return;
 	}
-	if (CONN(s)->tx_full) {
-		/* Drained: answer the frames already received, then read on. */
-		CONN(s)->tx_full = false;
+	struct conn *c = CONN(s);
+	if (c->tx_full || (c->ready_wait && !s->populating)) {
+		/* Drained, or the buffer is ready: answer the frames already
+		 * received (none while a BufferReady still waits), then read on. */
+		c->tx_full = false;
+		c->ready_wait = s->populating != 0;
 		session_frames(s, devq_now_ns());
 		if (!s->connected)
 			return;
@@ -242,19 +278,91 @@ static bool tx_full(struct devq_session *s)
 	return true;
 }
 
-/* Handles the complete frames already received, while the quotas allow. */
+/* A session whose large buffer is being prefaulted (buffer.h) is not read
+ * until its BufferReady is sent: the replies keep their order, and one
+ * session queues at most one populate. */
+static bool ready_wait(struct devq_session *s)
+{
+	struct conn *c = CONN(s);
+	if (!s->populating)
+		return c->ready_wait;
+	if (!c->ready_wait) {
+		c->ready_wait = true;
+		set_events(s, c->poll_events);
+	}
+	return true;
+}
+
+static void frames_idle_cb(uv_idle_t *h);
+
+/* The session's frames took their slice of the loop: the rest waits for
+ * the next iteration, and the session is not read meanwhile. */
+static void yield(struct devq_session *s)
+{
+	struct conn *c = CONN(s);
+	if (c->yielded)
+		return;
+	c->yielded = true;
+	if (!c->d->nyielded++ && !c->d->stopping) /* stopping: its handle is closed */
+		uv_idle_start(&c->d->frames_idle, frames_idle_cb);
+	set_events(s, c->poll_events);
+}
+
+/* Handles the complete frames already received, while the quotas and the
+ * session's slice of the loop allow: one write of many costly requests
+ * (traces of a full ring, status of many sessions) cannot hold the loop
+ * for more than DEVQ_FRAMES_SLICE_NS plus one request. */
 static void session_frames(struct devq_session *s, uint64_t t)
 {
 	struct devq_frame f;
 	int r = 0;
-	while (s->connected && !s->close_after_flush && !throttle_if_over(s) && !tx_full(s) &&
-	       (r = devq_rx_next(&CONN(s)->rx, &f)) == 1)
+	uint64_t t0 = devq_now_ns();
+	while (s->connected && !s->close_after_flush && !CONN(s)->yielded && !throttle_if_over(s) &&
+	       !tx_full(s) && !ready_wait(s) && (r = devq_rx_next(&CONN(s)->rx, &f)) == 1) {
 		handle_frame(s, &f, t);
+		/* A session with ops held is throttled by the next test of the
+		 * loop, while they are in flight: a completion resumes it.
+		 * Yielding first would let them all complete before it is
+		 * throttled, and nothing would resume it. */
+		if (s->connected && !s->quota.held && devq_now_ns() - t0 > DEVQ_FRAMES_SLICE_NS)
+			yield(s);
+	}
 	if (r == -EMSGSIZE)
 		protocol_close(s, "frame exceeds the maximum payload of %u bytes",
 			       s->e->cfg.max_frame);
 	else if (r < 0)
 		protocol_close(s, "fds do not match the frames that declare them");
+}
+
+/* One yielded session per loop iteration, in turn (by session id): however
+ * many sessions a user opens, their left-over frames take one slice of
+ * each iteration between them, not one slice each. */
+static void frames_idle_cb(uv_idle_t *h)
+{
+	struct devq_daemon *d = h->data;
+	struct devq_session *next = NULL, *first = NULL;
+	for (struct devq_session *s = d->e.sessions; s; s = s->next) {
+		struct conn *c = s->conn;
+		if (!s->connected || !c || !c->yielded)
+			continue;
+		if (s->id > d->yield_last && (!next || s->id < next->id))
+			next = s;
+		if (!first || s->id < first->id)
+			first = s;
+	}
+	struct devq_session *s = next ? next : first;
+	if (s) {
+		struct conn *c = s->conn;
+		c->yielded = false;
+		d->nyielded--;
+		d->yield_last = s->id;
+		session_frames(s, devq_now_ns());
+		if (s->connected)
+			devq_outbox_mark_dirty(s); /* its flush reads on */
+	}
+	if (!d->nyielded || d->stopping)
+		uv_idle_stop(h);
+	flush_dirty(d);
 }
 
 static void resume_throttled(struct devq_daemon *d)
@@ -353,7 +461,7 @@ static void session_read(struct devq_session *s)
 	struct conn *c = CONN(s);
 	struct devq_daemon *d = c->d;
 	for (int i = 0; i < READS_PER_WAKE && s->connected && !s->close_after_flush &&
-			!c->throttled && !c->tx_full;
+			!c->throttled && !c->tx_full && !c->ready_wait && !c->yielded;
 	     i++) {
 		ssize_t n = devq_rx_recv(&c->rx, c->fd, MSG_DONTWAIT);
 		uint64_t t = devq_now_ns();
@@ -494,7 +602,7 @@ static int accept_exhausted(struct devq_daemon *d, int err)
 	}
 	int fd = -1;
 	if (d->reserve_fd >= 0) {
-		close(d->reserve_fd);
+		close_or_log(d->reserve_fd, "accept: the spare fd");
 		d->reserve_fd = -1;
 		fd = accept4(d->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd >= 0) {
@@ -503,7 +611,7 @@ static int accept_exhausted(struct devq_daemon *d, int err)
 			bool admin = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 &&
 				     is_admin(d, fd, cred.uid, cred.gid);
 			if (!admin) {
-				close(fd);
+				close_or_log(fd, "accept at EMFILE");
 				fd = -1;
 			}
 		}
@@ -518,13 +626,58 @@ static int accept_exhausted(struct devq_daemon *d, int err)
 	return fd;
 }
 
+/* A connection of a non-admin uid that is already at its fd budget is
+ * refused at once, before it costs a pidfd and a session: told why in one
+ * non-blocking send (a client that does not read loses the message, not
+ * the daemon its time), then closed.  Otherwise a uid reconnecting in a
+ * loop would hold, between accept and refusal, fds beyond its budget and
+ * run the daemon out of them.  True when fd was refused (and closed). */
+static bool over_budget_at_accept(struct devq_daemon *d, int fd)
+{
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 ||
+	    is_admin(d, fd, cred.uid, cred.gid))
+		return false; /* the policy and admit() decide */
+	unsigned n = user_fds(d, cred.uid) + 2; /* its socket and pidfd */
+	if (n <= d->user_fd_budget)
+		return false;
+	char msg[200];
+	snprintf(msg, sizeof(msg),
+		 "uid %u holds %u fds in devqd, above the per-user budget of %u (a quarter of "
+		 "devqd's RLIMIT_NOFILE)", (unsigned)cred.uid, n, d->user_fd_budget);
+	Devq__Error e = DEVQ__ERROR__INIT;
+	e.code = DEVQ__CODE__RESOURCE_EXHAUSTED;
+	e.message = msg;
+	e.request = "hello";
+	Devq__DaemonMessage m = DEVQ__DAEMON_MESSAGE__INIT;
+	m.body_case = DEVQ__DAEMON_MESSAGE__BODY_ERROR;
+	m.error = &e;
+	struct devq_tx tx;
+	devq_tx_init(&tx);
+	if (devq_tx_push(&tx, DEVQ_FRAME_DAEMON, &m.base, NULL, 0) == 0)
+		(void)devq_tx_flush(&tx, fd); /* best effort: EAGAIN drops it */
+	devq_tx_fini(&tx);
+	uint64_t now = devq_now_ns();
+	if (now - d->budget_logged_ns > 1000000000ull) {
+		d->budget_logged_ns = now;
+		log_warn("refused a connection of uid %u: it holds %u fds, above its budget of %u "
+			 "(logged at most every second)", (unsigned)cred.uid, n, d->user_fd_budget);
+	}
+	if (close(fd) < 0)
+		log_err("accept: close: %s", strerror(errno));
+	return true;
+}
+
 static void on_accept(uv_poll_t *h, int status, int events)
 {
 	struct devq_daemon *d = h->data;
 	(void)events;
 	if (status < 0 || d->stopping)
 		return;
-	for (;;) {
+	/* A bounded number per wake-up: a flood of connections waits its turn
+	 * behind the sessions' I/O instead of holding the loop. */
+	for (int k = 0; k < ACCEPTS_PER_WAKE; k++) {
 		int fd = accept4(d->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		bool exhausted = fd < 0 && (errno == EMFILE || errno == ENFILE);
 		if (exhausted)
@@ -534,6 +687,8 @@ static void on_accept(uv_poll_t *h, int status, int events)
 				log_warn("accept: %s", strerror(errno));
 			return;
 		}
+		if (over_budget_at_accept(d, fd))
+			continue;
 		struct devq_peer peer;
 		int pr = devq_policy_peer_read(fd, &peer);
 		struct conn *c = calloc(1, sizeof(*c));
@@ -666,12 +821,15 @@ static void begin_stop(struct devq_daemon *d, const char *why)
 	close_handle((uv_handle_t *)&d->listen_poll);
 	close_handle((uv_handle_t *)&d->accept_timer);
 	close_handle((uv_handle_t *)&d->fds_timer);
+	close_handle((uv_handle_t *)&d->frames_idle);
+	close_handle((uv_handle_t *)&d->trim_timer);
 	if (close(d->listen_fd) < 0)
 		log_err("stop: close of the listening socket: %s", strerror(errno));
 	d->listen_fd = -1;
 	/* A socket systemd owns stays: it queues clients for the next start. */
-	if (d->e.cfg.socket_path && !d->socket_inherited)
-		unlink(d->e.cfg.socket_path);
+	if (d->e.cfg.socket_path && !d->socket_inherited && unlink(d->e.cfg.socket_path) < 0 &&
+	    errno != ENOENT)
+		log_err("stop: unlink %s: %s", d->e.cfg.socket_path, strerror(errno));
 	devq_notify_stopping(d);
 	/* Ops that have not started are cancelled; running ones finish. */
 	for (struct devq_session *s = d->e.sessions; s; s = s->next) {
@@ -698,6 +856,7 @@ static void on_wake(uv_async_t *a)
 {
 	struct devq_daemon *d = a->data;
 	devq_sched_drain(&d->e);
+	devq_buffer_collect(&d->e); /* the buffer worker's populates and unmaps */
 	resume_throttled(d);
 	flush_dirty(d);
 }
@@ -771,37 +930,43 @@ static int listen_on(const char *path)
 	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
 		int e = errno;
 		if (e != EADDRINUSE) {
-			close(fd);
+			close_or_log(fd, "listen");
 			return -e;
 		}
 		int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 		int live = probe >= 0 && connect(probe, (struct sockaddr *)&sa, sizeof(sa)) == 0;
 		if (probe >= 0)
-			close(probe);
+			close_or_log(probe, "listen: probe");
 		if (live) {
 			log_err("%s: another daemon is serving this socket", path);
-			close(fd);
+			close_or_log(fd, "listen");
 			return -EADDRINUSE;
 		}
 		struct stat st;
 		if (lstat(path, &st) == 0 && !S_ISSOCK(st.st_mode)) {
 			log_err("%s exists and is not a socket; not removing it", path);
-			close(fd);
+			close_or_log(fd, "listen");
 			return -EEXIST;
 		}
-		unlink(path);
+		if (unlink(path) < 0 && errno != ENOENT) {
+			e = errno;
+			close_or_log(fd, "listen");
+			return -e;
+		}
 		if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
 			e = errno;
-			close(fd);
+			close_or_log(fd, "listen");
 			return -e;
 		}
 	}
 	if (listen(fd, 128) < 0) {
 		int e = errno;
-		close(fd);
+		close_or_log(fd, "listen");
 		return -e;
 	}
-	chmod(path, 0660);
+	if (chmod(path, 0660) < 0)
+		log_warn("%s: chmod 0660: %s (the socket keeps the umask's mode)", path,
+			 strerror(errno));
 	return fd;
 }
 
@@ -864,6 +1029,10 @@ int devq_server_start(struct devq_daemon *d)
 	d->accept_timer.data = d;
 	uv_timer_init(d->loop, &d->fds_timer);
 	d->fds_timer.data = d;
+	uv_idle_init(d->loop, &d->frames_idle);
+	d->frames_idle.data = d;
+	uv_timer_init(d->loop, &d->trim_timer);
+	d->trim_timer.data = d;
 	log_info("fd budget: %u per user (RLIMIT_NOFILE %llu / 4)", d->user_fd_budget,
 		 (unsigned long long)nofile);
 	uv_poll_init(d->loop, &d->listen_poll, fd);
@@ -924,7 +1093,8 @@ int devq_server_session_fd(const struct devq_session *s)
 
 void devq_server_fini(struct devq_daemon *d)
 {
-	devq_buffer_worker_fini(); /* the last large unmaps */
+	devq_buffer_worker_fini(&d->e); /* the last large unmaps */
+	flush_dirty(d);                 /* and the sessions they kept */
 	if (d->reserve_fd >= 0 && close(d->reserve_fd) < 0)
 		log_err("close: %s", strerror(errno));
 	d->reserve_fd = -1;

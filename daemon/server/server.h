@@ -61,10 +61,23 @@ struct devq_daemon {
 	/* Per-user fd budget: a quarter of RLIMIT_NOFILE (at least 64) for one
 	 * uid's connections, pidfds and received fds not yet claimed. */
 	unsigned user_fd_budget;
+	uint64_t budget_logged_ns; /* refusals at accept are logged once a second */
 	/* Received fds that no complete frame has claimed yet are closed, with
 	 * their connection, after DEVQ_FDS_WAIT_NS. */
 	uv_timer_t fds_timer;
+	/* Sessions whose received frames took more than their slice of the
+	 * loop (DEVQ_FRAMES_SLICE_NS) go on in the next iteration: this idle
+	 * handle runs while any has frames left (conn.yielded). */
+	uv_idle_t frames_idle;
+	unsigned nyielded;
+	uint64_t yield_last; /* the session frames_idle served last */
+	uv_timer_t trim_timer; /* malloc_trim a second after a session closed */
 };
+
+/* What one session's frames may take of the loop at a time: past it, the
+ * rest waits for a later iteration (other sessions' I/O first; the sessions
+ * left waiting take turns, one per iteration). */
+#define DEVQ_FRAMES_SLICE_NS 2000000ull
 
 #define DEVQ_FDS_WAIT_NS 1000000000ull
 
