@@ -15,7 +15,7 @@
 CUDASIM_DIR = $(BUILD)/tests/cudasim
 CUDASIM_LIB = $(CUDASIM_DIR)/libcuda.so.1
 CUDASIM_TESTS = test_daemon test_devctl test_badinput test_tenancy test_trace test_lost \
-                test_priority test_perf test_soak test_cudasim
+                test_priority test_perf test_soak test_cudasim test_repo_cuda
 CUDASIM_SOAK_SECONDS ?= 20
 .PHONY: check-cuda-sim check-cuda-sim-asan
 
@@ -28,6 +28,17 @@ $(CUDASIM_LIB): $(call obj,tests/cudasim/cudasim.c daemon/device/cuda/fatbin.c k
 		-pthread -o $@ $(filter %.o,$^) -lm
 
 HARNESS_TESTS += test_cudasim
+
+# The executable repository on the CUDA backend (tests/repo_cuda.sh), with
+# an image of the example that has SASS for sm_80 only (no PTX).
+$(CUDASIM_DIR)/scale_u32_sm80.fatbin: examples/executables/scale_u32.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) --fatbin -gencode arch=compute_80,code=sm_80 $(ALL_NVCC_FLAGS) -o $@ $<
+$(BUILD)/tests/test_repo_cuda: tests/repo_cuda.sh $(EXEC_EXAMPLE_OUT) $(CUDASIM_DIR)/scale_u32_sm80.fatbin \
+		$(BUILD)/devqd $(BUILD)/devctl
+	@mkdir -p $(dir $@)
+	printf '#!/bin/sh\nexec sh tests/repo_cuda.sh "$$@"\n' > $@
+	chmod +x $@
 
 check-cuda-sim: all $(CUDASIM_LIB) $(addprefix $(BUILD)/tests/,$(CUDASIM_TESTS))
 	@rm -f $(CUDASIM_DIR)/violations; start=$$(date +%s); pass=0; fail=0; bad=""; \
