@@ -30,12 +30,19 @@ $(CUDASIM_LIB): $(call obj,tests/cudasim/cudasim.c daemon/device/cuda/fatbin.c k
 HARNESS_TESTS += test_cudasim
 
 # The executable repository on the CUDA backend (tests/repo_cuda.sh), with
-# an image of the example that has SASS for sm_80 only (no PTX).
+# an image of the example that has SASS for sm_80 only (no PTX), and the
+# example as a bare sm_90 cubin and as compute_90 PTX.
 $(CUDASIM_DIR)/scale_u32_sm80.fatbin: examples/executables/scale_u32.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) --fatbin -gencode arch=compute_80,code=sm_80 $(ALL_NVCC_FLAGS) -o $@ $<
+$(CUDASIM_DIR)/scale_u32.cubin: examples/executables/scale_u32.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) --cubin -arch sm_90 $(ALL_NVCC_FLAGS) -o $@ $<
+$(CUDASIM_DIR)/scale_u32.ptx: examples/executables/scale_u32.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) --ptx -arch compute_90 $(ALL_NVCC_FLAGS) -o $@ $<
 $(BUILD)/tests/test_repo_cuda: tests/repo_cuda.sh $(EXEC_EXAMPLE_OUT) $(CUDASIM_DIR)/scale_u32_sm80.fatbin \
-		$(BUILD)/devqd $(BUILD)/devctl
+		$(CUDASIM_DIR)/scale_u32.cubin $(CUDASIM_DIR)/scale_u32.ptx $(BUILD)/devqd $(BUILD)/devctl
 	@mkdir -p $(dir $@)
 	printf '#!/bin/sh\nexec sh tests/repo_cuda.sh "$$@"\n' > $@
 	chmod +x $@

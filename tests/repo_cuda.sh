@@ -45,7 +45,7 @@ start() {
 	rm -f "$tmp/s" "$tmp/stats"
 	LD_LIBRARY_PATH="$DEVQ_CUDASIM_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
 	DEVQ_CUDASIM_ARCH=$1 DEVQ_CUDASIM_REPORT="$report" DEVQ_CUDASIM_STATS="$tmp/stats" \
-	DEVQ_CUDASIM_CPU="scale_u32=$repo/scale_u32.so,sm80only=$repo/scale_u32.so:scale_u32" \
+	DEVQ_CUDASIM_CPU="scale_u32=$repo/scale_u32.so" \
 		"$B/devqd" --backend cuda --socket "$tmp/s" --executables "$repo" -v \
 		>"$tmp/devqd.log" 2>&1 &
 	dpid=$!
@@ -61,14 +61,18 @@ stop() {
 repo=$tmp/repo
 mkdir -m 0755 "$repo"
 cp "$ex/scale_u32.so" "$ex/scale_u32.fatbin" examples/executables/scale_u32.exec "$repo/"
-cp "$DEVQ_CUDASIM_DIR/scale_u32_sm80.fatbin" "$repo/"
+cp "$DEVQ_CUDASIM_DIR/scale_u32_sm80.fatbin" "$DEVQ_CUDASIM_DIR/scale_u32.cubin" \
+	"$DEVQ_CUDASIM_DIR/scale_u32.ptx" "$repo/"
 sig='signature = n:u64, k:u32, x:inout u32[n]'
 printf '%s\ncuda = scale_u32_sm80.fatbin\ncuda-entry = scale_u32\n' "$sig" > "$repo/sm80only.exec"
 printf '%s\ncuda = scale_u32.fatbin\ncuda-entry = nosuch\n' "$sig" > "$repo/noentry.exec"
 printf 'signature = n:u64, k:u64, x:inout u32[n]\ncuda = scale_u32.fatbin\ncuda-entry = scale_u32\n' \
 	> "$repo/widek.exec"
 printf 'signature = n:u64, k:u32\ncuda = scale_u32.fatbin\ncuda-entry = scale_u32\n' > "$repo/fewer.exec"
+printf '%s\ncuda = scale_u32.cubin\ncuda-entry = scale_u32\n' "$sig" > "$repo/bycubin.exec"
+printf '%s\ncuda = scale_u32.ptx\ncuda-entry = scale_u32\n' "$sig" > "$repo/byptx.exec"
 chmod 0644 "$repo"/*
+nobin='cuModuleLoadData: CUDA_ERROR_NO_BINARY_FOR_GPU (no SASS for this device and no PTX it can compile)'
 printf '\001\000\000\000\002\000\000\000\003\000\000\000\004\000\000\000' > "$tmp/in"
 
 # ---- image selection, entry lookup, parameter checks, per architecture ----
@@ -85,28 +89,43 @@ for arch in 80 90 100; do
 		"grep -q \"$repo/widek.exec: cuda scale_u32.fatbin: entry scale_u32: parameter 1 is 4 bytes, the signature's 'k' 8\" \"\$tmp/devqd.log\""
 	check "sm_$arch: two parameters against the image's three" \
 		'grep -q "$repo/fewer.exec: cuda scale_u32.fatbin: entry scale_u32 takes 3 parameters, the signature has 2" "$tmp/devqd.log"'
-	if [ $arch = 80 ]; then
-		"$B/devctl" submit sm80only k=5 x=@"$tmp/in" --out x="$tmp/out" >"$tmp/submit.out" 2>&1
-		check "sm_80: the sm_80-only image serves: $(cat "$tmp/submit.out")" \
-			'[ "$(u32s "$tmp/out")" = "5 10 15 20" ]'
-		nref=3
-	else
-		check "sm_$arch: the sm_80-only image refused, naming the file" \
-			'grep -q "$repo/sm80only.exec: cuda scale_u32_sm80.fatbin: no code for sm_$arch: .*no SASS.*sm_80" "$tmp/devqd.log"'
-		nref=4
-	fi
-	check "sm_$arch: $nref refused, scale_u32 served" \
-		'grep -q "executables: $((5 - nref)) served, $nref files refused" "$tmp/devqd.log"'
-	stop $arch
+	# served (each scale_u32 k=5 by its image), refused (by the reason)
 	case $arch in
-	80) img="sm_80 SASS" ;; 90) img="sm_90 SASS" ;; 100) img="compute_90 PTX" ;;
+	80) served="sm80only"; refused="bycubin byptx" ;;
+	90) served="bycubin byptx"; refused="sm80only" ;;
+	100) served="byptx"; refused="sm80only bycubin" ;;
 	esac
-	check "sm_$arch: every module loaded the $img image: $(grep module_image "$tmp/stats" | tr '\n' ' ')" \
-		'[ "$(grep -c "^module_image " "$tmp/stats")" = 1 ] && grep -q "^module_image $img " "$tmp/stats"'
+	for e in $served; do
+		"$B/devctl" submit $e k=5 x=@"$tmp/in" --out x="$tmp/out" >"$tmp/submit.out" 2>&1
+		check "sm_$arch: $e serves: $(cat "$tmp/submit.out")" '[ "$(u32s "$tmp/out")" = "5 10 15 20" ]'
+	done
+	for e in $refused; do
+		case $e in
+		sm80only) why="cuda scale_u32_sm80.fatbin: no code for sm_$arch: .*no SASS.*sm_80.* and no PTX" ;;
+		bycubin) why="cuda scale_u32.cubin: $nobin" ;;
+		byptx) why="cuda scale_u32.ptx: $nobin" ;;
+		esac
+		check "sm_$arch: $e refused, naming the file and why: $(grep "$e.exec" "$tmp/devqd.log")" \
+			'grep -q "error: executables: $repo/$e.exec: $why" "$tmp/devqd.log"'
+	done
+	nref=$((3 + $(echo $refused | wc -w)))
+	check "sm_$arch: $nref refused, the rest served" \
+		'grep -q "executables: $((7 - nref)) served, $nref files refused" "$tmp/devqd.log"'
+	stop $arch
+	# The images the simulated driver loaded: from a fatbin the one
+	# devq_fatbin_select picks, or the bare cubin or PTX.
+	case $arch in
+	80) img="sm_80 SASS" ;;
+	90) img="sm_90 SASS|sm_90 cubin|sm_90 PTX" ;;
+	100) img="compute_90 PTX|sm_90 PTX" ;;
+	esac
+	check "sm_$arch: the modules loaded $img: $(grep module_image "$tmp/stats" | tr '\n' ' ')" \
+		'[ "$(grep -c "^module_image " "$tmp/stats")" = "$(echo "$img" | tr "|" "\n" | wc -l)" ] && ! grep "^module_image " "$tmp/stats" | grep -qvE "^module_image ($img) [0-9]+$"'
 done
 
 # ---- a reload while a long op of the old version runs --------------------
-rm -f "$repo"/sm80only.exec "$repo"/noentry.exec "$repo"/widek.exec "$repo"/fewer.exec
+rm -f "$repo"/sm80only.exec "$repo"/noentry.exec "$repo"/widek.exec "$repo"/fewer.exec \
+	"$repo"/bycubin.exec "$repo"/byptx.exec
 "$CC" -std=c11 -O2 -Ikernels -shared -fPIC -DSLOW -o "$tmp/slow.so" tests/repo_kernels.c
 "$CC" -std=c11 -O2 -Ikernels -shared -fPIC -DADD -o "$tmp/add.so" tests/repo_kernels.c
 put "$tmp/slow.so" "$repo/scale_u32.so"
