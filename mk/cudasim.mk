@@ -6,8 +6,10 @@
 #   make check-cuda-sim        the integration suites with devqd --backend
 #                              cuda against the simulator (an sm_90 GPU;
 #                              test_cudasim again as sm_80 and as sm_100,
-#                              which runs the PTX); fails on any test
-#                              failure or any rule violation
+#                              which runs the PTX; test_repo_cuda, the
+#                              executable repository, on sm_80, sm_90
+#                              and sm_100); fails on any test failure or
+#                              any rule violation
 #   make check-cuda-sim-asan   the same built with ASan+UBSan (build-asan/)
 #
 # DEVQ_CUDASIM_ARCH picks the simulated device (80, 90, 100).

@@ -22,10 +22,27 @@
  *  - host registration (READ_ONLY, DEVICEMAP; device pointer = host
  *    pointer), device memory (cuMemAlloc and the stream-ordered allocator);
  *  - cuMemcpyAsync, cuMemsetD32Async/D8Async, cuMemcpyHtoD/DtoH;
- *  - modules: cuModuleLoadData parses the project's fatbin and picks the
- *    image the device would run; a function exists when the manifest has
- *    it and its name is in that image; cuLaunchKernel runs the kernel's CPU
- *    implementation (kernels/cpu_kernels.c) on the stream's thread;
+ *  - modules: cuModuleLoadData takes a fatbin (and picks the image the
+ *    device would run, as devq_fatbin_select says), a cubin (for the
+ *    device's major version, a minor no higher) or NUL-terminated PTX (for
+ *    an architecture no higher than the device's: "JIT-compiled"), and
+ *    copies the image it keeps.  A devq_NAME function exists when the
+ *    manifest has NAME and the image names it; cuLaunchKernel runs the
+ *    kernel's CPU implementation (kernels/cpu_kernels.c) on the stream's
+ *    thread.  Any other name is an entry of a repository image (the
+ *    executable repository, daemon/core/repo.c): it exists when the cubin
+ *    has a function symbol marked as an entry by that name, or the PTX an
+ *    ".entry NAME(", and cuFuncGetParamInfo answers its parameters' offsets
+ *    and sizes as the image declares them (the cubin's .nv.info.NAME
+ *    EIATTR_KPARAM_INFO attributes, the PTX's .param list);
+ *  - the CPU stand-in of a repository entry: the simulator cannot run
+ *    device code, and devqd passes it nothing else, so the test names the
+ *    CPU code itself: DEVQ_CUDASIM_CPU="ENTRY=PATH.so[:SYMBOL],..." (SYMBOL
+ *    defaults to ENTRY; the ABI of <devq/kernel.h>).  PATH is opened when
+ *    the module's entry is looked up (a module loaded after PATH was
+ *    replaced runs the new code) and closed when the module is unloaded and
+ *    its last launch is done.  Launching an entry with no stand-in executes
+ *    nothing and is a violation;
  *  - graphs: stream capture of kernels, copies, fills and event records,
  *    instantiate, launch (launches of one exec serialise), destroy;
  *  - host functions (cuLaunchHostFunc) on the stream's thread;
@@ -46,6 +63,9 @@
  *  - kernels, copies or fills touching memory that is not allocated or
  *    registered (at the time they execute), writing READ_ONLY registrations;
  *    overlapping cuMemcpyAsync ranges; a misaligned cuMemsetD32Async;
+ *  - cuModuleUnload of a module one of whose entries still has a launch
+ *    queued or running on a stream (devqd must unload a replaced
+ *    repository image only after its last op);
  *  - registering memory twice, unregistering what is not registered,
  *    freeing what is not allocated, releasing the primary context more often
  *    than retained;
@@ -65,11 +85,19 @@
  * in parallel as threads), event-record nodes' interplay with later host
  * records (a node records and completes at once), unified memory,
  * asynchronous error reporting other than the sticky faults above, real
- * timings of copies, and PTX compilation (a PTX image stands for its SASS).
+ * timings of copies, and PTX compilation (a PTX image stands for its SASS);
+ * compressed fatbin images (refused: build with -Xfatbin -compress=false);
+ * the memory a repository entry touches (its stand-in gets the pointers
+ * unchecked: the simulator does not know the executable's signature);
+ * launches of a repository entry inside a graph (devqd never captures them)
+ * in the unload check; cuFuncGetParamInfo on the project's own kernels
+ * (CUDA_ERROR_NOT_SUPPORTED).
  *
  * DEVQ_CUDASIM_STATS=FILE: at exit, counts of kernel launches, graph
- * launches and captures, and the most kernel launches one stream held
- * queued or running at once (tests read them).
+ * launches and captures, the most kernel launches one stream held queued
+ * or running at once, and of the images modules loaded ("module_image
+ * sm_90 SASS 2", "compute_90 PTX", "sm_90 cubin", "sm_90 PTX" for a bare
+ * PTX image) (tests read them).
  * DEVQ_CUDASIM_DRIVER_VERSION: what cuDriverGetVersion answers. */
 #include <cuda.h>
 #include <dlfcn.h>
