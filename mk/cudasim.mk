@@ -17,7 +17,8 @@
 CUDASIM_DIR = $(BUILD)/tests/cudasim
 CUDASIM_LIB = $(CUDASIM_DIR)/libcuda.so.1
 CUDASIM_TESTS = test_daemon test_devctl test_badinput test_tenancy test_trace test_lost \
-                test_priority test_perf test_soak test_cudasim test_repo_cuda
+                test_priority test_perf test_soak test_cudasim test_repo_cuda \
+                test_cudasim_self
 CUDASIM_SOAK_SECONDS ?= 20
 .PHONY: check-cuda-sim check-cuda-sim-asan
 
@@ -47,6 +48,21 @@ $(BUILD)/tests/test_repo_cuda: tests/repo_cuda.sh $(EXEC_EXAMPLE_OUT) $(CUDASIM_
 		$(CUDASIM_DIR)/scale_u32.cubin $(CUDASIM_DIR)/scale_u32.ptx $(BUILD)/devqd $(BUILD)/devctl
 	@mkdir -p $(dir $@)
 	printf '#!/bin/sh\nexec sh tests/repo_cuda.sh "$$@"\n' > $@
+	chmod +x $@
+
+# The simulator's own handling of repository images, against its API
+# (tests/cudasim/selftest.c), with a stand-in that runs 1.5 s.
+$(CUDASIM_DIR)/selftest: $(call obj,tests/cudasim/selftest.c) $(CUDASIM_LIB)
+	$(CC) $(LDFLAGS) -o $@ $< $(CUDASIM_LIB) -Wl,-rpath,$(abspath $(CUDASIM_DIR))
+$(call obj,tests/cudasim/selftest.c): ALL_CFLAGS += $(CUDA_CFLAGS)
+$(CUDASIM_DIR)/slow.so: tests/repo_kernels.c kernels/devq/kernel.h
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 $(WARN) -O2 -Ikernels -shared -fPIC -DSLOW -o $@ $<
+$(BUILD)/tests/test_cudasim_self: $(CUDASIM_DIR)/selftest $(CUDASIM_DIR)/slow.so \
+		$(EXEC_EXAMPLE_OUT) $(CUDASIM_DIR)/scale_u32_sm80.fatbin $(CUDASIM_DIR)/scale_u32.ptx
+	printf '#!/bin/sh\nexec %s %s %s %s %s\n' $(abspath $(CUDASIM_DIR)/selftest) \
+		$(abspath $(EXEC_EXAMPLE)/scale_u32.fatbin $(CUDASIM_DIR)/scale_u32_sm80.fatbin \
+		$(CUDASIM_DIR)/scale_u32.ptx $(CUDASIM_DIR)/slow.so) > $@
 	chmod +x $@
 
 check-cuda-sim: all $(CUDASIM_LIB) $(addprefix $(BUILD)/tests/,$(CUDASIM_TESTS))

@@ -145,6 +145,17 @@ check "the running op completed with the old module (multiplies): $(cat "$tmp/ol
 stop 90
 check "module_image counts: the built-in kernels, two scale_u32 versions" \
 	'grep -q "^module_image sm_90 SASS 3$" "$tmp/stats"'
+
+# ---- a stop while a long op of a repository image runs: the module goes
+# after the op, and the daemon exits cleanly ---------------------------------
+put "$tmp/slow.so" "$repo/scale_u32.so"
+start 90
+"$B/devctl" submit scale_u32 k=3 x=@"$tmp/in" --out x="$tmp/old.out" >"$tmp/old.log" 2>&1 &
+old=$!
+sleep 0.5
+stop 90
+wait $old
+check "the op running at the stop completed: $(cat "$tmp/old.log")" '[ "$(u32s "$tmp/old.out")" = "3 6 9 12" ]'
 check "no rule violations (no module unloaded under a pending launch): $(cat "$report" 2>/dev/null)" \
 	'[ ! -s "$report" ]'
 # Make check-cuda-sim's count see them too.
