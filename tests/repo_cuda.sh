@@ -24,7 +24,9 @@ ok() { pass=$((pass + 1)); }
 bad() { echo "FAIL: $*"; fail=$((fail + 1)); }
 check() { if eval "$2"; then ok; else bad "$1"; fi; }
 dpid=
+load=
 cleanup() {
+	[ -n "$load" ] && kill "$load" 2>/dev/null
 	[ -n "$dpid" ] && kill "$dpid" 2>/dev/null && wait "$dpid" 2>/dev/null
 	[ -n "${DEVQ_KEEP_TMP:-}" ] && echo "kept $tmp" || rm -rf "$tmp"
 }
@@ -156,7 +158,42 @@ sleep 0.5
 stop 90
 wait $old
 check "the op running at the stop completed: $(cat "$tmp/old.log")" '[ "$(u32s "$tmp/old.out")" = "3 6 9 12" ]'
-check "no rule violations (no module unloaded under a pending launch): $(cat "$report" 2>/dev/null)" \
+
+# ---- 30 reloads under load: every old module unloaded (the simulator
+# counts a module never unloaded at exit as a violation), none while a
+# launch of it was pending, no fd left behind ---------------------------------
+put "$ex/scale_u32.so" "$repo/scale_u32.so"
+start 90
+loadloop() {
+	while [ ! -f "$tmp/stop" ]; do
+		"$B/devctl" submit scale_u32 k=3 x=@"$tmp/in" :: scale_u32 k=2 x=@"$tmp/in" >/dev/null 2>&1
+	done
+}
+nre=0
+cycle() {
+	j=0
+	while [ $j -lt "$1" ]; do
+		put "$ex/scale_u32.so" "$repo/scale_u32.so"
+		kill -HUP "$dpid"; nre=$((nre + 1))
+		wait_log "executables: reloaded:" $nre || { bad "reload $nre not applied"; break; }
+		j=$((j + 1))
+	done
+}
+rm -f "$tmp/stop"; loadloop & load=$!
+cycle 3
+touch "$tmp/stop"; wait $load
+sleep 0.3; fds0=$(ls "/proc/$dpid/fd" | wc -l)
+rm -f "$tmp/stop"; loadloop & load=$!
+cycle 30
+touch "$tmp/stop"; wait $load; load=
+sleep 0.3; fds=$(ls "/proc/$dpid/fd" | wc -l)
+check "30 reloads under load: no fd left behind ($fds0 -> $fds)" '[ "$fds" = "$fds0" ]'
+"$B/devctl" submit scale_u32 k=3 x=@"$tmp/in" --out x="$tmp/out" >/dev/null 2>&1
+check "still serving after them" '[ "$(u32s "$tmp/out")" = "3 6 9 12" ]'
+stop 90
+check "35 modules loaded: the built-ins and 34 versions of scale_u32 ($(grep module_image "$tmp/stats"))" \
+	'grep -q "^module_image sm_90 SASS 35$" "$tmp/stats"'
+check "no rule violations (no module unloaded under a pending launch or left loaded at exit): $(cat "$report" 2>/dev/null)" \
 	'[ ! -s "$report" ]'
 # Make check-cuda-sim's count see them too.
 [ -s "$report" ] && [ -n "$DEVQ_CUDASIM_REPORT" ] && cat "$report" >> "$DEVQ_CUDASIM_REPORT"
