@@ -8,7 +8,9 @@
 # log line naming the file; and a reload while a long op of the old version
 # runs: the old module is unloaded only after the op (the simulator reports
 # an unload with launches pending as a rule violation), the next submit
-# runs the new version.  The simulator runs an entry's CPU stand-in, named
+# runs the new version; a stop during such an op; 30 reloads under load
+# leaving no module (a violation at exit) and no fd behind.  The simulator
+# runs an entry's CPU stand-in, named
 # by DEVQ_CUDASIM_CPU (see its header comment).
 # Prints a Check-style summary line.
 B=${DEVQ_BUILD:-build}
