@@ -933,8 +933,9 @@ static size_t ptx_type_size(const char *t, size_t len)
 	return 0;
 }
 
-/* A PTX entry: ".entry NAME (" and its ".param" list, each "TYPE [.ptr]
- * [.align A] name[[K]]", laid out at its alignment. */
+/* A PTX entry: ".entry NAME (" and its ".param" list, each "[.align A]
+ * TYPE [.ptr [.space] [.align P]] name[[K]]", laid out at A (else at the
+ * type's size). */
 static bool ptx_entry(const unsigned char *img, size_t len, const char *name, struct CUfunc_st *f)
 {
 	const char *t = (const char *)img, *end = t + len;
@@ -950,14 +951,14 @@ static bool ptx_entry(const unsigned char *img, size_t len, const char *name, st
 			q++;
 		if (q == end || *q != '(')
 			continue;
-		const char *close = memchr(q, ')', (size_t)(end - q));
-		if (!close)
+		const char *rp = memchr(q, ')', (size_t)(end - q));
+		if (!rp)
 			return false;
 		f->params_known = true;
 		size_t off = 0;
-		for (const char *r = q + 1; r < close && f->nparams <= DEVQ_MAX_PARAMS;) {
-			const char *comma = memchr(r, ',', (size_t)(close - r));
-			const char *pe = comma ? comma : close;
+		for (const char *r = q + 1; r < rp && f->nparams <= DEVQ_MAX_PARAMS;) {
+			const char *comma = memchr(r, ',', (size_t)(rp - r));
+			const char *pe = comma ? comma : rp;
 			const char *pp = memmem(r, (size_t)(pe - r), ".param", 6);
 			if (!pp)
 				break;
@@ -968,7 +969,9 @@ static bool ptx_entry(const unsigned char *img, size_t len, const char *name, st
 				const char *we = w;
 				while (we < pe && !(*we == ' ' || *we == '\t' || *we == '\n' || *we == '\r'))
 					we++;
-				if (we - w == 6 && !memcmp(w, ".align", 6))
+				/* ".align A" before the type aligns the parameter;
+				 * after ".ptr" it is the pointee's. */
+				if (we - w == 6 && !memcmp(w, ".align", 6) && !size)
 					align = strtoul(we, NULL, 10);
 				else if (!size && ptx_type_size(w, (size_t)(we - w)))
 					size = ptx_type_size(w, (size_t)(we - w));
@@ -1094,17 +1097,20 @@ EXPORT CUresult cuModuleLoadData(CUmodule *m, const void *image)
 	RET(CUDA_SUCCESS);
 }
 
+/* Closes the CPU stand-ins of m's entries.  The handles stay (left to the
+ * process's end, like the others): a late use of one is reported, not a
+ * crash. */
 static void module_free_fns(struct CUmod_st *m)
 {
-	while (m->fns) {
-		struct CUfunc_st *f = m->fns;
-		m->fns = f->next;
+	for (struct CUfunc_st *f = m->fns; f; f = f->next) {
 		if (f->dl && dlclose(f->dl) != 0)
 			fprintf(stderr, "cudasim: dlclose: %s\n", dlerror());
 		if (f->dl_fd >= 0 && close(f->dl_fd) < 0)
 			perror("cudasim: close");
+		f->dl = NULL;
+		f->dl_fd = -1;
+		f->cpu = NULL;
 		f->magic = MAGIC_DEAD;
-		free(f);
 	}
 }
 

@@ -108,6 +108,24 @@ int main(int argc, char **argv)
 	CHECK(cuModuleGetFunction(&g, m2, "scale_u32") == CUDA_SUCCESS, "entry scale_u32 (PTX)");
 	check_params(g, "PTX");
 	CHECK(cuModuleUnload(m2) == CUDA_SUCCESS, "unload the PTX module");
+	/* PTX layout: an explicit parameter alignment, a pointer whose
+	 * ".align" is its pointee's, an array. */
+	static const char lay[] = ".version 9.0\n.target sm_80\n.address_size 64\n"
+				  ".visible .entry lay(\n\t.param .u32 lay_param_0,\n"
+				  "\t.param .u64 .ptr .global .align 1 lay_param_1,\n"
+				  "\t.param .align 8 .b8 lay_param_2[12],\n\t.param .u16 lay_param_3\n)\n"
+				  "{\n\tret;\n}\n";
+	CHECK(cuModuleLoadData(&m2, lay) == CUDA_SUCCESS &&
+		      cuModuleGetFunction(&g, m2, "lay") == CUDA_SUCCESS,
+	      "load the layout PTX");
+	static const size_t loff[] = { 0, 8, 16, 28 }, lsize[] = { 4, 8, 12, 2 };
+	for (size_t i = 0; i < 4; i++) {
+		size_t o = 99, sz = 99;
+		CHECK(cuFuncGetParamInfo(g, i, &o, &sz) == CUDA_SUCCESS && o == loff[i] &&
+			      sz == lsize[i],
+		      "layout PTX: parameter %zu at %zu, %zu bytes", i, o, sz);
+	}
+	CHECK(cuModuleUnload(m2) == CUDA_SUCCESS, "unload the layout PTX");
 	/* No code for sm_90 in an sm_80-only fatbin. */
 	CHECK(cuModuleLoadData(&m2, fat80) == CUDA_ERROR_NO_BINARY_FOR_GPU, "sm_80 only on sm_90");
 
