@@ -6,8 +6,10 @@
 #   make check-cuda-sim        the integration suites with devqd --backend
 #                              cuda against the simulator (an sm_90 GPU;
 #                              test_cudasim again as sm_80 and as sm_100,
-#                              which runs the PTX); fails on any test
-#                              failure or any rule violation
+#                              which runs the PTX; test_repo_cuda, the
+#                              executable repository, on sm_80, sm_90
+#                              and sm_100); fails on any test failure or
+#                              any rule violation
 #   make check-cuda-sim-asan   the same built with ASan+UBSan (build-asan/)
 #
 # DEVQ_CUDASIM_ARCH picks the simulated device (80, 90, 100).
@@ -15,7 +17,8 @@
 CUDASIM_DIR = $(BUILD)/tests/cudasim
 CUDASIM_LIB = $(CUDASIM_DIR)/libcuda.so.1
 CUDASIM_TESTS = test_daemon test_devctl test_badinput test_tenancy test_trace test_lost \
-                test_priority test_perf test_soak test_cudasim
+                test_priority test_perf test_soak test_cudasim test_repo_cuda \
+                test_cudasim_self
 CUDASIM_SOAK_SECONDS ?= 20
 .PHONY: check-cuda-sim check-cuda-sim-asan
 
@@ -28,6 +31,39 @@ $(CUDASIM_LIB): $(call obj,tests/cudasim/cudasim.c daemon/device/cuda/fatbin.c k
 		-pthread -o $@ $(filter %.o,$^) -lm
 
 HARNESS_TESTS += test_cudasim
+
+# The executable repository on the CUDA backend (tests/repo_cuda.sh), with
+# an image of the example that has SASS for sm_80 only (no PTX), and the
+# example as a bare sm_90 cubin and as compute_90 PTX.
+$(CUDASIM_DIR)/scale_u32_sm80.fatbin: examples/executables/scale_u32.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) --fatbin -gencode arch=compute_80,code=sm_80 $(ALL_NVCC_FLAGS) -o $@ $<
+$(CUDASIM_DIR)/scale_u32.cubin: examples/executables/scale_u32.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) --cubin -arch sm_90 $(ALL_NVCC_FLAGS) -o $@ $<
+$(CUDASIM_DIR)/scale_u32.ptx: examples/executables/scale_u32.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) --ptx -arch compute_90 $(ALL_NVCC_FLAGS) -o $@ $<
+$(BUILD)/tests/test_repo_cuda: tests/repo_cuda.sh $(EXEC_EXAMPLE_OUT) $(CUDASIM_DIR)/scale_u32_sm80.fatbin \
+		$(CUDASIM_DIR)/scale_u32.cubin $(CUDASIM_DIR)/scale_u32.ptx $(BUILD)/devqd $(BUILD)/devctl
+	@mkdir -p $(dir $@)
+	printf '#!/bin/sh\nexec sh tests/repo_cuda.sh "$$@"\n' > $@
+	chmod +x $@
+
+# The simulator's own handling of repository images, against its API
+# (tests/cudasim/selftest.c), with a stand-in that runs 1.5 s.
+$(CUDASIM_DIR)/selftest: $(call obj,tests/cudasim/selftest.c) $(CUDASIM_LIB)
+	$(CC) $(LDFLAGS) -o $@ $< $(CUDASIM_LIB) -Wl,-rpath,$(abspath $(CUDASIM_DIR))
+$(call obj,tests/cudasim/selftest.c): ALL_CFLAGS += $(CUDA_CFLAGS)
+$(CUDASIM_DIR)/slow.so: tests/repo_kernels.c kernels/devq/kernel.h
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 $(WARN) -O2 -Ikernels -shared -fPIC -DSLOW -o $@ $<
+$(BUILD)/tests/test_cudasim_self: $(CUDASIM_DIR)/selftest $(CUDASIM_DIR)/slow.so \
+		$(EXEC_EXAMPLE_OUT) $(CUDASIM_DIR)/scale_u32_sm80.fatbin $(CUDASIM_DIR)/scale_u32.ptx
+	printf '#!/bin/sh\nexec %s %s %s %s %s\n' $(abspath $(CUDASIM_DIR)/selftest) \
+		$(abspath $(EXEC_EXAMPLE)/scale_u32.fatbin $(CUDASIM_DIR)/scale_u32_sm80.fatbin \
+		$(CUDASIM_DIR)/scale_u32.ptx $(CUDASIM_DIR)/slow.so) > $@
+	chmod +x $@
 
 check-cuda-sim: all $(CUDASIM_LIB) $(addprefix $(BUILD)/tests/,$(CUDASIM_TESTS))
 	@rm -f $(CUDASIM_DIR)/violations; start=$$(date +%s); pass=0; fail=0; bad=""; \

@@ -22,10 +22,27 @@
  *  - host registration (READ_ONLY, DEVICEMAP; device pointer = host
  *    pointer), device memory (cuMemAlloc and the stream-ordered allocator);
  *  - cuMemcpyAsync, cuMemsetD32Async/D8Async, cuMemcpyHtoD/DtoH;
- *  - modules: cuModuleLoadData parses the project's fatbin and picks the
- *    image the device would run; a function exists when the manifest has
- *    it and its name is in that image; cuLaunchKernel runs the kernel's CPU
- *    implementation (kernels/cpu_kernels.c) on the stream's thread;
+ *  - modules: cuModuleLoadData takes a fatbin (and picks the image the
+ *    device would run, as devq_fatbin_select says), a cubin (for the
+ *    device's major version, a minor no higher) or NUL-terminated PTX (for
+ *    an architecture no higher than the device's: "JIT-compiled"), and
+ *    copies the image it keeps.  A devq_NAME function exists when the
+ *    manifest has NAME and the image names it; cuLaunchKernel runs the
+ *    kernel's CPU implementation (kernels/cpu_kernels.c) on the stream's
+ *    thread.  Any other name is an entry of a repository image (the
+ *    executable repository, daemon/core/repo.c): it exists when the cubin
+ *    has a function symbol marked as an entry by that name, or the PTX an
+ *    ".entry NAME(", and cuFuncGetParamInfo answers its parameters' offsets
+ *    and sizes as the image declares them (the cubin's .nv.info.NAME
+ *    EIATTR_KPARAM_INFO attributes, the PTX's .param list);
+ *  - the CPU stand-in of a repository entry: the simulator cannot run
+ *    device code, and devqd passes it nothing else, so the test names the
+ *    CPU code itself: DEVQ_CUDASIM_CPU="ENTRY=PATH.so[:SYMBOL],..." (SYMBOL
+ *    defaults to ENTRY; the ABI of <devq/kernel.h>).  PATH is opened when
+ *    the module's entry is looked up (a module loaded after PATH was
+ *    replaced runs the new code) and closed when the module is unloaded and
+ *    its last launch is done.  Launching an entry with no stand-in executes
+ *    nothing and is a violation;
  *  - graphs: stream capture of kernels, copies, fills and event records,
  *    instantiate, launch (launches of one exec serialise), destroy;
  *  - host functions (cuLaunchHostFunc) on the stream's thread;
@@ -46,6 +63,9 @@
  *  - kernels, copies or fills touching memory that is not allocated or
  *    registered (at the time they execute), writing READ_ONLY registrations;
  *    overlapping cuMemcpyAsync ranges; a misaligned cuMemsetD32Async;
+ *  - cuModuleUnload of a module one of whose entries still has a launch
+ *    queued or running on a stream (devqd must unload a replaced
+ *    repository image only after its last op);
  *  - registering memory twice, unregistering what is not registered,
  *    freeing what is not allocated, releasing the primary context more often
  *    than retained;
@@ -65,14 +85,23 @@
  * in parallel as threads), event-record nodes' interplay with later host
  * records (a node records and completes at once), unified memory,
  * asynchronous error reporting other than the sticky faults above, real
- * timings of copies, and PTX compilation (a PTX image stands for its SASS).
+ * timings of copies, and PTX compilation (a PTX image stands for its SASS);
+ * compressed fatbin images (refused: build with -Xfatbin -compress=false);
+ * the memory a repository entry touches (its stand-in gets the pointers
+ * unchecked: the simulator does not know the executable's signature);
+ * launches of a repository entry inside a graph (devqd never captures them)
+ * in the unload check; cuFuncGetParamInfo on the project's own kernels
+ * (CUDA_ERROR_NOT_SUPPORTED).
  *
  * DEVQ_CUDASIM_STATS=FILE: at exit, counts of kernel launches, graph
- * launches and captures, and the most kernel launches one stream held
- * queued or running at once (tests read them).
+ * launches and captures, the most kernel launches one stream held queued
+ * or running at once, and of the images modules loaded ("module_image
+ * sm_90 SASS 2", "compute_90 PTX", "sm_90 cubin", "sm_90 PTX" for a bare
+ * PTX image) (tests read them).
  * DEVQ_CUDASIM_DRIVER_VERSION: what cuDriverGetVersion answers. */
 #include <cuda.h>
 #include <dlfcn.h>
+#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -126,7 +155,8 @@ static void violation(const char *fmt, ...)
 /* ---- state -------------------------------------------------------------- */
 
 enum { MAGIC_STREAM = 0x5354524d, MAGIC_EVENT = 0x4556454e, MAGIC_GRAPH = 0x47524150,
-       MAGIC_EXEC = 0x45584543, MAGIC_MODULE = 0x4d4f4455, MAGIC_DEAD = 0xdeadbeef };
+       MAGIC_EXEC = 0x45584543, MAGIC_MODULE = 0x4d4f4455, MAGIC_FUNC = 0x46554e43,
+       MAGIC_DEAD = 0xdeadbeef };
 
 enum cmd_kind { C_KERNEL, C_COPY, C_SET32, C_SET8, C_RECORD, C_WAIT, C_FREE, C_HOSTFN, C_GRAPH };
 
@@ -142,7 +172,8 @@ struct CUevent_st {
 struct cmd {
 	struct cmd *next;
 	enum cmd_kind kind;
-	const struct devq_kernel *k;   /* C_KERNEL */
+	const struct devq_kernel *k;   /* C_KERNEL: a built-in kernel, or */
+	struct CUfunc_st *ent;         /* an entry of a loaded image (k NULL) */
 	union devq_kval args[DEVQ_MAX_PARAMS];
 	uint64_t dst, src, n;          /* C_COPY, C_SET*, C_FREE */
 	uint32_t value;
@@ -182,9 +213,28 @@ struct CUgraphExec_st {
 
 struct CUmod_st {
 	unsigned magic;
-	const unsigned char *image; /* the payload chosen for the device */
+	const unsigned char *image; /* the payload chosen for the device (a copy) */
 	size_t image_len;
+	bool ptx;                   /* image is PTX text, else an ELF cubin */
+	unsigned pending;           /* launches of its entries queued or running */
+	struct CUfunc_st *fns;      /* entries looked up (repository images) */
 	struct CUmod_st *next_all;
+};
+
+/* An entry of a module that is not one of the project's kernels (an image
+ * of the executable repository): its parameters as the image declares
+ * them, and the CPU code that stands in for it (DEVQ_CUDASIM_CPU). */
+struct CUfunc_st {
+	unsigned magic;
+	struct CUmod_st *mod;
+	char name[128];
+	unsigned nparams;
+	size_t off[DEVQ_MAX_PARAMS + 1], size[DEVQ_MAX_PARAMS + 1];
+	bool params_known;
+	devq_cpu_fn cpu; /* NULL: no stand-in, a launch executes nothing */
+	void *dl;
+	int dl_fd;
+	struct CUfunc_st *next;
 };
 
 struct region {
@@ -217,6 +267,20 @@ static uint64_t notify_ns = 300000;
 static uint64_t clock_offset_ns = 123456789012345ull;
 static unsigned long fault_at, launches, graph_launches, captures, max_kernels_queued;
 static CUresult fault_code;
+static struct {
+	char name[48]; /* "sm_90 SASS", "compute_90 PTX", "sm_80 cubin", "sm_90 PTX" */
+	unsigned long n;
+} images_loaded[16]; /* for DEVQ_CUDASIM_STATS */
+
+static void count_image(const char *name)
+{
+	for (size_t i = 0; i < sizeof(images_loaded) / sizeof(images_loaded[0]); i++)
+		if (!images_loaded[i].n || !strcmp(images_loaded[i].name, name)) {
+			snprintf(images_loaded[i].name, sizeof(images_loaded[i].name), "%s", name);
+			images_loaded[i].n++;
+			return;
+		}
+}
 static pthread_t service;
 static bool service_started, service_stop;
 static pthread_cond_t service_cv = PTHREAD_COND_INITIALIZER;
@@ -341,8 +405,34 @@ static void fault(CUresult code, const char *why)
 	}
 }
 
+static void run_entry(const struct cmd *c)
+{
+	struct CUfunc_st *f = c->ent;
+	launches++;
+	if (fault_at && launches == fault_at) {
+		fault(fault_code, "DEVQ_CUDASIM_FAULT");
+		return;
+	}
+	if (!f->cpu) {
+		violation("cuLaunchKernel: entry %s of a loaded image has no CPU stand-in "
+			  "(DEVQ_CUDASIM_CPU): the simulator cannot execute it",
+			  f->name);
+		return;
+	}
+	pthread_mutex_unlock(&G);
+	struct devq_kctx kc = { .start_ns = mono_ns() };
+	int r = f->cpu(c->args, &kc);
+	pthread_mutex_lock(&G);
+	if (r < 0)
+		fault(CUDA_ERROR_LAUNCH_FAILED, "a kernel failed");
+}
+
 static void run_kernel(const struct cmd *c)
 {
+	if (!c->k) {
+		run_entry(c);
+		return;
+	}
 	struct devq_sig sig;
 	char err[128];
 	if (devq_sig_parse(c->k->signature, &sig, err, sizeof(err)) < 0) {
@@ -375,6 +465,7 @@ static void run_kernel(const struct cmd *c)
 }
 
 static void exec_cmd(struct CUstream_st *s, struct cmd *c);
+static void module_done(struct CUmod_st *m);
 
 static void run_graph(struct CUstream_st *s, struct CUgraphExec_st *x)
 {
@@ -480,6 +571,8 @@ static void *stream_main(void *arg)
 			s->tail = NULL;
 		s->busy = false;
 		s->kernels -= c->kind == C_KERNEL;
+		if (c->kind == C_KERNEL && c->ent)
+			module_done(c->ent->mod);
 		free(c);
 		pthread_cond_broadcast(&progress);
 	}
@@ -527,6 +620,8 @@ static CUresult submit(struct CUstream_st *s, struct cmd *c, const char *call)
 	s->tail = c;
 	if (c->kind == C_KERNEL && ++s->kernels > max_kernels_queued)
 		max_kernels_queued = s->kernels;
+	if (c->kind == C_KERNEL && c->ent)
+		c->ent->mod->pending++;
 	pthread_cond_signal(&s->cv);
 	return CUDA_SUCCESS;
 }
@@ -734,31 +829,296 @@ EXPORT CUresult cuCtxSynchronize(void)
 
 /* ---- modules -------------------------------------------------------------- */
 
+static uint32_t rd32(const unsigned char *p)
+{
+	uint32_t v;
+	memcpy(&v, p, 4);
+	return v;
+}
+
+/* The cubin's section table, checked to lie inside img[0..len); NULL if
+ * img is not a 64-bit ELF whose sections all do. */
+static const Elf64_Shdr *elf_sections(const unsigned char *img, size_t len, unsigned *n)
+{
+	Elf64_Ehdr eh;
+	if (len < sizeof(eh) || memcmp(img, ELFMAG, SELFMAG) || img[EI_CLASS] != ELFCLASS64)
+		return NULL;
+	memcpy(&eh, img, sizeof(eh));
+	if (eh.e_shentsize != sizeof(Elf64_Shdr) || eh.e_shoff > len ||
+	    (len - eh.e_shoff) / sizeof(Elf64_Shdr) < eh.e_shnum || eh.e_shoff % 8)
+		return NULL;
+	const Elf64_Shdr *sh = (const Elf64_Shdr *)(const void *)(img + eh.e_shoff);
+	for (unsigned i = 0; i < eh.e_shnum; i++)
+		if (sh[i].sh_type != SHT_NOBITS &&
+		    (sh[i].sh_offset > len || sh[i].sh_size > len - sh[i].sh_offset))
+			return NULL;
+	if (eh.e_shstrndx >= eh.e_shnum)
+		return NULL;
+	*n = eh.e_shnum;
+	return sh;
+}
+
+/* The string at off in section sec, or "" when out of bounds. */
+static const char *elf_str(const unsigned char *img, const Elf64_Shdr *sec, uint64_t off)
+{
+	if (off >= sec->sh_size || !memchr(img + sec->sh_offset + off, 0, sec->sh_size - off))
+		return "";
+	return (const char *)img + sec->sh_offset + off;
+}
+
+/* A cubin's entry: a function symbol marked as a kernel entry
+ * (STO_CUDA_ENTRY, 0x10), its parameters from the EIATTR_KPARAM_INFO
+ * attributes (0x17: u32 index, u16 ordinal, u16 offset, u32 whose top 14
+ * bits are the size) of its .nv.info.NAME section. */
+static bool elf_entry(const unsigned char *img, size_t len, const char *name, struct CUfunc_st *f)
+{
+	unsigned n;
+	const Elf64_Shdr *sh = elf_sections(img, len, &n);
+	if (!sh)
+		return false;
+	const Elf64_Ehdr *eh = (const Elf64_Ehdr *)(const void *)img;
+	const Elf64_Shdr *names = &sh[eh->e_shstrndx];
+	bool found = false;
+	for (unsigned i = 0; i < n && !found; i++) {
+		if (sh[i].sh_type != SHT_SYMTAB || sh[i].sh_link >= n ||
+		    sh[i].sh_entsize != sizeof(Elf64_Sym) || sh[i].sh_offset % 8)
+			continue;
+		const Elf64_Sym *sym = (const Elf64_Sym *)(const void *)(img + sh[i].sh_offset);
+		for (uint64_t j = 0; j < sh[i].sh_size / sizeof(Elf64_Sym); j++)
+			if (ELF64_ST_TYPE(sym[j].st_info) == STT_FUNC && (sym[j].st_other & 0x10) &&
+			    !strcmp(elf_str(img, &sh[sh[i].sh_link], sym[j].st_name), name))
+				found = true;
+	}
+	if (!found)
+		return false;
+	char info[160];
+	snprintf(info, sizeof(info), ".nv.info.%s", name);
+	for (unsigned i = 0; i < n; i++) {
+		if (strcmp(elf_str(img, names, sh[i].sh_name), info))
+			continue;
+		const unsigned char *p = img + sh[i].sh_offset, *end = p + sh[i].sh_size;
+		f->params_known = true;
+		while (end - p >= 4) {
+			unsigned fmt = p[0], attr = p[1], size = 0;
+			if (fmt == 4) /* EIFMT_SVAL: u16 size, then the value */
+				memcpy(&size, p + 2, 2);
+			if ((size_t)(end - p) < 4 + (size_t)size)
+				break;
+			if (fmt == 4 && attr == 0x17 && size >= 12) {
+				unsigned ord = p[8] | p[9] << 8;
+				if (ord <= DEVQ_MAX_PARAMS) {
+					f->off[ord] = p[10] | p[11] << 8;
+					f->size[ord] = rd32(p + 12) >> 18;
+					if (ord + 1 > f->nparams)
+						f->nparams = ord + 1;
+				}
+			}
+			p += 4 + size;
+		}
+	}
+	return true;
+}
+
+static size_t ptx_type_size(const char *t, size_t len)
+{
+	static const struct {
+		const char *name;
+		size_t size;
+	} types[] = { { ".u8", 1 },  { ".s8", 1 },  { ".b8", 1 },  { ".u16", 2 }, { ".s16", 2 },
+		      { ".b16", 2 }, { ".f16", 2 }, { ".u32", 4 }, { ".s32", 4 }, { ".b32", 4 },
+		      { ".f32", 4 }, { ".u64", 8 }, { ".s64", 8 }, { ".b64", 8 }, { ".f64", 8 } };
+	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
+		if (strlen(types[i].name) == len && !memcmp(types[i].name, t, len))
+			return types[i].size;
+	return 0;
+}
+
+/* A PTX entry: ".entry NAME (" and its ".param" list, each "[.align A]
+ * TYPE [.ptr [.space] [.align P]] name[[K]]", laid out at A (else at the
+ * type's size). */
+static bool ptx_entry(const unsigned char *img, size_t len, const char *name, struct CUfunc_st *f)
+{
+	const char *t = (const char *)img, *end = t + len;
+	size_t nl = strlen(name);
+	for (const char *p = t; p < end && (p = memmem(p, (size_t)(end - p), ".entry", 6)); p++) {
+		const char *q = p + 6;
+		while (q < end && (*q == ' ' || *q == '\t' || *q == '\n' || *q == '\r'))
+			q++;
+		if ((size_t)(end - q) < nl || memcmp(q, name, nl))
+			continue;
+		q += nl;
+		while (q < end && (*q == ' ' || *q == '\t' || *q == '\n' || *q == '\r'))
+			q++;
+		if (q == end || *q != '(')
+			continue;
+		const char *rp = memchr(q, ')', (size_t)(end - q));
+		if (!rp)
+			return false;
+		f->params_known = true;
+		size_t off = 0;
+		for (const char *r = q + 1; r < rp && f->nparams <= DEVQ_MAX_PARAMS;) {
+			const char *comma = memchr(r, ',', (size_t)(rp - r));
+			const char *pe = comma ? comma : rp;
+			const char *pp = memmem(r, (size_t)(pe - r), ".param", 6);
+			if (!pp)
+				break;
+			size_t size = 0, align = 0, count = 1;
+			for (const char *w = pp + 6; w < pe;) {
+				while (w < pe && (*w == ' ' || *w == '\t' || *w == '\n' || *w == '\r'))
+					w++;
+				const char *we = w;
+				while (we < pe && !(*we == ' ' || *we == '\t' || *we == '\n' || *we == '\r'))
+					we++;
+				/* ".align A" before the type aligns the parameter;
+				 * after ".ptr" it is the pointee's. */
+				if (we - w == 6 && !memcmp(w, ".align", 6) && !size)
+					align = strtoul(we, NULL, 10);
+				else if (!size && ptx_type_size(w, (size_t)(we - w)))
+					size = ptx_type_size(w, (size_t)(we - w));
+				const char *br = memchr(w, '[', (size_t)(we - w));
+				if (br && *w != '.')
+					count = strtoul(br + 1, NULL, 10);
+				w = we;
+			}
+			if (!align)
+				align = size ? size : 1;
+			off = (off + align - 1) / align * align;
+			f->off[f->nparams] = off;
+			f->size[f->nparams] = size * count;
+			f->nparams++;
+			off += size * count;
+			r = pe + 1;
+		}
+		return true;
+	}
+	return false;
+}
+
+/* The compute capability a cubin was built for (e_flags: bits 8-15 from
+ * ELF ABI version 8 on, bits 0-7 before). */
+static unsigned elf_arch(const unsigned char *img)
+{
+	Elf64_Ehdr eh;
+	memcpy(&eh, img, sizeof(eh));
+	return img[EI_ABIVERSION] >= 8 ? (eh.e_flags >> 8) & 0xff : eh.e_flags & 0xff;
+}
+
+/* The PTX's ".target sm_XY" as XY (0 when absent). */
+static unsigned ptx_arch(const char *ptx)
+{
+	const char *t = strstr(ptx, ".target");
+	if (!t)
+		return 0;
+	t += 7;
+	while (*t == ' ' || *t == '\t')
+		t++;
+	return strncmp(t, "sm_", 3) ? 0 : (unsigned)atoi(t + 3);
+}
+
+/* Accepts what the driver does: a fatbin (the image the device runs is
+ * chosen as devq_fatbin_select says), a cubin for the device's major
+ * version and a minor no higher, or NUL-terminated PTX for an architecture
+ * no higher than the device's ("JIT-compiled": a PTX image stands for its
+ * SASS).  The chosen payload is copied, as the driver does. */
 EXPORT CUresult cuModuleLoadData(CUmodule *m, const void *image)
 {
 	ENTER("cuModuleLoadData", true);
-	struct devq_fatbin fb;
-	char err[256];
+	if (!image)
+		RET(CUDA_ERROR_INVALID_VALUE);
+	const unsigned char *img = image, *payload;
+	size_t len;
+	bool ptx;
+	char what[48];
 	const uint32_t *hdr = image;
-	if (!image || hdr[0] != DEVQ_FATBIN_MAGIC)
-		RET(CUDA_ERROR_INVALID_IMAGE);
-	uint64_t size;
-	memcpy(&size, (const char *)image + 8, 8);
-	if (devq_fatbin_parse(image, (size_t)size + 16, &fb, err, sizeof(err)) < 0)
-		RET(CUDA_ERROR_INVALID_IMAGE);
-	struct devq_fatbin_pick pick;
-	if (devq_fatbin_select(&fb, arch / 10, arch % 10, &pick) < 0)
-		RET(CUDA_ERROR_NO_BINARY_FOR_GPU);
+	if (hdr[0] == DEVQ_FATBIN_MAGIC) {
+		struct devq_fatbin fb;
+		char err[256];
+		uint64_t size;
+		memcpy(&size, img + 8, 8);
+		if (devq_fatbin_parse(image, (size_t)size + 16, &fb, err, sizeof(err)) < 0)
+			RET(CUDA_ERROR_INVALID_IMAGE);
+		struct devq_fatbin_pick pick;
+		if (devq_fatbin_select(&fb, arch / 10, arch % 10, &pick) < 0)
+			RET(CUDA_ERROR_NO_BINARY_FOR_GPU);
+		const struct devq_fatbin_image *fi = &fb.img[pick.image];
+		if (fi->compressed) {
+			fprintf(stderr, "cudasim: a compressed fatbin image: not modelled (build "
+					"with -Xfatbin -compress=false)\n");
+			RET(CUDA_ERROR_INVALID_IMAGE);
+		}
+		payload = img + fi->offset;
+		len = (size_t)fi->size;
+		ptx = fi->kind == DEVQ_FATBIN_PTX;
+		devq_fatbin_image_name(fi, what, sizeof(what));
+	} else if (!memcmp(img, ELFMAG, SELFMAG)) {
+		/* A cubin: its extent is that of its headers and sections. */
+		const Elf64_Ehdr *eh = image;
+		if (img[EI_CLASS] != ELFCLASS64 || eh->e_shentsize != sizeof(Elf64_Shdr))
+			RET(CUDA_ERROR_INVALID_IMAGE);
+		len = (size_t)eh->e_shoff + (size_t)eh->e_shnum * sizeof(Elf64_Shdr);
+		unsigned n;
+		if (!elf_sections(img, len, &n))
+			RET(CUDA_ERROR_INVALID_IMAGE);
+		unsigned a = elf_arch(img);
+		if (a / 10 != arch / 10 || a % 10 > arch % 10)
+			RET(CUDA_ERROR_NO_BINARY_FOR_GPU);
+		payload = img;
+		ptx = false;
+		snprintf(what, sizeof(what), "sm_%u cubin", a);
+	} else {
+		/* PTX text.  (An image of another kind would be read up to its
+		 * first NUL: the driver's API has no length either.) */
+		len = strlen(image) + 1;
+		if (!strstr(image, ".version") || !strstr(image, ".target"))
+			RET(CUDA_ERROR_INVALID_IMAGE);
+		unsigned a = ptx_arch(image);
+		if (!a || a > arch)
+			RET(CUDA_ERROR_NO_BINARY_FOR_GPU);
+		payload = img;
+		ptx = true;
+		snprintf(what, sizeof(what), "sm_%u PTX", a);
+	}
 	struct CUmod_st *mod = calloc(1, sizeof(*mod));
-	if (!mod)
+	unsigned char *copy = malloc(len ? len : 1);
+	if (!mod || !copy) {
+		free(mod);
+		free(copy);
 		RET(CUDA_ERROR_OUT_OF_MEMORY);
+	}
+	memcpy(copy, payload, len);
 	mod->magic = MAGIC_MODULE;
-	mod->image = (const unsigned char *)image + fb.img[pick.image].offset;
-	mod->image_len = (size_t)fb.img[pick.image].size;
+	mod->image = copy;
+	mod->image_len = len;
+	mod->ptx = ptx;
+	count_image(what);
 	mod->next_all = modules;
 	modules = mod;
 	*m = mod;
 	RET(CUDA_SUCCESS);
+}
+
+/* Closes the CPU stand-ins of m's entries.  The handles stay (left to the
+ * process's end, like the others): a late use of one is reported, not a
+ * crash. */
+static void module_free_fns(struct CUmod_st *m)
+{
+	for (struct CUfunc_st *f = m->fns; f; f = f->next) {
+		if (f->dl && dlclose(f->dl) != 0)
+			fprintf(stderr, "cudasim: dlclose: %s\n", dlerror());
+		if (f->dl_fd >= 0 && close(f->dl_fd) < 0)
+			perror("cudasim: close");
+		f->dl = NULL;
+		f->dl_fd = -1;
+		f->cpu = NULL;
+		f->magic = MAGIC_DEAD;
+	}
+}
+
+/* G held: a launch of one of m's entries finished. */
+static void module_done(struct CUmod_st *m)
+{
+	if (--m->pending == 0 && m->magic != MAGIC_MODULE)
+		module_free_fns(m); /* unloaded while running (a violation): now */
 }
 
 EXPORT CUresult cuModuleUnload(CUmodule m)
@@ -766,7 +1126,17 @@ EXPORT CUresult cuModuleUnload(CUmodule m)
 	ENTER("cuModuleUnload", true);
 	if (!live(m, MAGIC_MODULE, "cuModuleUnload", "module"))
 		RET(CUDA_ERROR_INVALID_HANDLE);
+	if (m->pending) {
+		char name[128] = "?";
+		if (m->fns)
+			snprintf(name, sizeof(name), "%s", m->fns->name);
+		violation("cuModuleUnload: the module of entry %s still has %u launch(es) queued "
+			  "or running",
+			  name, m->pending);
+	}
 	m->magic = MAGIC_DEAD;
+	if (!m->pending)
+		module_free_fns(m);
 	RET(CUDA_SUCCESS);
 }
 
@@ -789,12 +1159,100 @@ static bool image_has(const struct CUmod_st *m, const char *name)
 	return false;
 }
 
+/* The CPU stand-in for entry from DEVQ_CUDASIM_CPU, a list
+ * "ENTRY=PATH[:SYMBOL],..." (SYMBOL defaults to ENTRY): the shared object
+ * is opened when the module's entry is looked up, so a module loaded after
+ * PATH was replaced runs the new code, and closed when the module is
+ * unloaded.  0, or -1 with nothing changed. */
+static int cpu_standin(struct CUfunc_st *f)
+{
+	const char *list = getenv("DEVQ_CUDASIM_CPU");
+	size_t nl = strlen(f->name);
+	for (const char *p = list; p && *p;) {
+		const char *end = strchr(p, ',');
+		size_t len = end ? (size_t)(end - p) : strlen(p);
+		if (len > nl && !memcmp(p, f->name, nl) && p[nl] == '=') {
+			char spec[512], sym[128];
+			snprintf(spec, sizeof(spec), "%.*s", (int)(len - nl - 1), p + nl + 1);
+			char *colon = strchr(spec, ':');
+			snprintf(sym, sizeof(sym), "%s", colon ? colon + 1 : f->name);
+			if (colon)
+				*colon = '\0';
+			f->dl_fd = open(spec, O_RDONLY | O_CLOEXEC);
+			if (f->dl_fd < 0) {
+				fprintf(stderr, "cudasim: DEVQ_CUDASIM_CPU: %s: %s\n", spec,
+					strerror(errno));
+				return -1;
+			}
+			/* By the fd, under a name ld.so has never seen (it hands
+			 * back an object loaded earlier under the same name):
+			 * /proc/self/fd/N behind "./" or "fd/../" per bit of a
+			 * counter. */
+			static unsigned seq;
+			unsigned c = seq++;
+			char dlpath[32 * 6 + 64] = "/proc/self/";
+			for (unsigned b = 0; b < 32; b++)
+				strcat(dlpath, (c >> b) & 1 ? "fd/../" : "./");
+			snprintf(dlpath + strlen(dlpath), 32, "fd/%d", f->dl_fd);
+			f->dl = dlopen(dlpath, RTLD_NOW | RTLD_LOCAL);
+			void *fn = f->dl ? dlsym(f->dl, sym) : NULL;
+			if (!fn) {
+				fprintf(stderr, "cudasim: DEVQ_CUDASIM_CPU: %s: no %s in it (%s)\n",
+					spec, sym, f->dl ? "dlsym" : dlerror());
+				if (f->dl)
+					dlclose(f->dl);
+				close(f->dl_fd);
+				f->dl = NULL;
+				f->dl_fd = -1;
+				return -1;
+			}
+			f->cpu = (devq_cpu_fn)fn;
+			return 0;
+		}
+		p = end ? end + 1 : NULL;
+	}
+	return -1;
+}
+
+/* An entry of a repository image, found in the image itself. */
+static CUresult image_entry(struct CUmod_st *m, const char *name, CUfunction *out)
+{
+	for (struct CUfunc_st *f = m->fns; f; f = f->next)
+		if (!strcmp(f->name, name)) {
+			*out = (CUfunction)f;
+			return CUDA_SUCCESS;
+		}
+	struct CUfunc_st *f = calloc(1, sizeof(*f));
+	if (!f)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	f->dl_fd = -1;
+	snprintf(f->name, sizeof(f->name), "%s", name);
+	bool ok = strlen(name) < sizeof(f->name) &&
+		  (m->ptx ? ptx_entry(m->image, m->image_len, name, f)
+			  : elf_entry(m->image, m->image_len, name, f));
+	if (!ok) {
+		free(f);
+		return CUDA_ERROR_NOT_FOUND;
+	}
+	if (f->nparams > DEVQ_MAX_PARAMS)
+		f->params_known = false; /* more than any launch passes: not checked */
+	cpu_standin(f);
+	f->magic = MAGIC_FUNC;
+	f->mod = m;
+	f->next = m->fns;
+	m->fns = f;
+	*out = (CUfunction)f;
+	return CUDA_SUCCESS;
+}
+
 EXPORT CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name)
 {
 	ENTER("cuModuleGetFunction", true);
 	if (!live(m, MAGIC_MODULE, "cuModuleGetFunction", "module"))
 		RET(CUDA_ERROR_INVALID_HANDLE);
-	if (strncmp(name, "devq_", 5) || !image_has(m, name))
+	if (strncmp(name, "devq_", 5))
+		RET(image_entry(m, name, f));
+	if (!image_has(m, name))
 		RET(CUDA_ERROR_NOT_FOUND);
 	const struct devq_kernel *k = devq_kernel_find(name + 5);
 	if (!k && !strcmp(name + 5, "fault"))
@@ -811,6 +1269,28 @@ static bool is_kernel(CUfunction f)
 {
 	const struct devq_kernel *k = (const struct devq_kernel *)(uintptr_t)f;
 	return k >= devq_kernels && k < devq_kernels + devq_nkernels;
+}
+
+/* Where the image declares them (CUDA 12.4 on): offset and size of
+ * parameter i of an entry of a loaded image; CUDA_ERROR_INVALID_VALUE past
+ * the last. */
+EXPORT CUresult cuFuncGetParamInfo(CUfunction fn, size_t i, size_t *off, size_t *size)
+{
+	ENTER("cuFuncGetParamInfo", true);
+	if (!off || !size)
+		RET(CUDA_ERROR_INVALID_VALUE);
+	if (is_kernel(fn))
+		RET(CUDA_ERROR_NOT_SUPPORTED); /* the project's kernels: not parsed */
+	struct CUfunc_st *f = (struct CUfunc_st *)fn;
+	if (!live(f, MAGIC_FUNC, "cuFuncGetParamInfo", "function") || f->mod->magic != MAGIC_MODULE)
+		RET(CUDA_ERROR_INVALID_HANDLE);
+	if (!f->params_known)
+		RET(CUDA_ERROR_NOT_SUPPORTED);
+	if (i >= f->nparams)
+		RET(CUDA_ERROR_INVALID_VALUE);
+	*off = f->off[i];
+	*size = f->size[i];
+	RET(CUDA_SUCCESS);
 }
 
 /* ---- streams and events ---------------------------------------------------- */
@@ -975,7 +1455,9 @@ EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned 
 			       void **extra)
 {
 	ENTER("cuLaunchKernel", true);
-	if (!is_kernel(f)) {
+	struct CUfunc_st *ent = (struct CUfunc_st *)f;
+	if (!is_kernel(f) &&
+	    (!f || ent->magic != MAGIC_FUNC || ent->mod->magic != MAGIC_MODULE)) {
 		violation("cuLaunchKernel: %p is not a function of a loaded module", (void *)f);
 		RET(CUDA_ERROR_INVALID_HANDLE);
 	}
@@ -984,6 +1466,19 @@ EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned 
 	if (!gx || !gy || !gz || !bx || !by || !bz || bx * by * bz > 1024 || shmem > 48 * 1024 ||
 	    extra || !params)
 		RET(CUDA_ERROR_INVALID_VALUE);
+	if (!is_kernel(f)) {
+		/* An entry of a repository image: each parameter read at the
+		 * size its image declares, as the driver does. */
+		struct cmd *c = new_cmd(C_KERNEL);
+		if (c) {
+			c->ent = ent;
+			for (unsigned i = 0; i < ent->nparams && i < DEVQ_MAX_PARAMS; i++)
+				memcpy(&c->args[i], params[i],
+				       ent->size[i] <= sizeof(c->args[i]) ? ent->size[i]
+									   : sizeof(c->args[i]));
+		}
+		RET(submit(s, c, "cuLaunchKernel"));
+	}
 	const struct devq_kernel *k = (const struct devq_kernel *)(uintptr_t)f;
 	struct devq_sig sig;
 	char err[128];
@@ -1327,7 +1822,7 @@ static const struct {
 	ENTRY(cuMemcpyAsync) ENTRY(cuMemsetD32Async) ENTRY(cuMemsetD8Async)
 	ENTRY(cuStreamBeginCapture) ENTRY(cuStreamEndCapture) ENTRY(cuGraphInstantiateWithFlags)
 	ENTRY(cuGraphLaunch) ENTRY(cuGraphExecDestroy) ENTRY(cuGraphDestroy)
-	ENTRY(cuLaunchHostFunc)
+	ENTRY(cuLaunchHostFunc) ENTRY(cuFuncGetParamInfo)
 };
 
 EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version,
@@ -1370,6 +1865,9 @@ static void write_stats(void)
 		"kernel_launches %lu\ngraph_launches %lu\ncaptures %lu\nmax_kernels_queued %lu\n"
 		"violations %u\n",
 		launches, graph_launches, captures, max_kernels_queued, atomic_load(&violations));
+	for (size_t i = 0; i < sizeof(images_loaded) / sizeof(images_loaded[0]); i++)
+		if (images_loaded[i].n)
+			fprintf(f, "module_image %s %lu\n", images_loaded[i].name, images_loaded[i].n);
 	if (fclose(f) != 0)
 		perror("cudasim: stats");
 }
