@@ -550,6 +550,23 @@ END_TEST
 
 /* ---- SIGTERM with work in flight ------------------------------------- */
 
+/* A client may connect and stop (or reload) the daemon as soon as the socket
+ * accepts: the signal waits for its handler, the stop is orderly (exit 0),
+ * never death by SIGTERM's default action (143).  The test hook holds the
+ * window between listen() and the handlers open for 500 ms. */
+START_TEST(test_sigterm_at_startup)
+{
+	setenv("DEVQD_TEST_START_PAUSE_MS", "500", 1);
+	struct daemon_proc d;
+	const char *const extra[] = { "--test-fault-injection", NULL };
+	harness_start(&d, extra);
+	unsetenv("DEVQD_TEST_START_PAUSE_MS");
+	kill(d.pid, SIGHUP); /* a reload then, too, must not end it */
+	int st = harness_stop(&d);
+	ck_assert_msg(st == 0, "devqd signalled as its socket began to accept: exit %d", st);
+}
+END_TEST
+
 START_TEST(test_sigterm_in_flight)
 {
 	devq *q = conn(D.sock, "stopping");
@@ -690,6 +707,7 @@ static Suite *suite(void)
 	tcase_add_test(t, test_eight_clients);
 	tcase_add_test(t, test_killed_client);
 	tcase_add_test(t, test_sigterm_in_flight);
+	tcase_add_test(t, test_sigterm_at_startup);
 	suite_add_tcase(s, t);
 	TCase *own = tcase_create("own_daemon");
 	tcase_set_timeout(own, harness_slow() ? 300 : 60);

@@ -341,6 +341,7 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 
 	struct devq_engine_events ev = devq_server_events(&d);
+	devq_server_block_signals(); /* until their handlers are set: server.c */
 	int r = devq_engine_init(&d.e, &cfg, &ev, NULL);
 	if (r < 0)
 		return r == -EINVAL ? 2 : 1;

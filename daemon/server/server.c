@@ -3,6 +3,7 @@
  * own pipes cannot carry memfds, so recvmsg/sendmsg are ours), the wake-up
  * from backend threads, and shutdown. */
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -1019,6 +1020,15 @@ int devq_server_start(struct devq_daemon *d)
 		}
 	}
 	d->listen_fd = fd;
+	if (d->e.cfg.test_faults && getenv("DEVQD_TEST_START_PAUSE_MS")) {
+		/* --test-fault-injection: hold the window between the socket
+		 * accepting and the signal handlers being set open, so that a
+		 * test can signal the daemon inside it. */
+		unsigned ms = (unsigned)strtoul(getenv("DEVQD_TEST_START_PAUSE_MS"), NULL, 10);
+		struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+		while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+			;
+	}
 	struct rlimit rl;
 	rlim_t nofile = getrlimit(RLIMIT_NOFILE, &rl) == 0 ? rl.rlim_cur : 1024;
 	if (nofile == RLIM_INFINITY || nofile > (1u << 30))
@@ -1076,11 +1086,40 @@ int devq_server_start(struct devq_daemon *d)
 	return 0;
 }
 
+/* The signals the loop handles (SIGTERM, SIGINT, SIGHUP, SIGUSR1), whose
+ * default action ends the process. */
+static void stop_signals(sigset_t *set)
+{
+	sigemptyset(set);
+	sigaddset(set, SIGTERM);
+	sigaddset(set, SIGINT);
+	sigaddset(set, SIGHUP);
+	sigaddset(set, SIGUSR1);
+}
+
+void devq_server_block_signals(void)
+{
+	sigset_t set;
+	stop_signals(&set);
+	int r = pthread_sigmask(SIG_BLOCK, &set, NULL);
+	if (r != 0)
+		log_warn("blocking SIGTERM until its handler is set: %s", strerror(r));
+}
+
 int devq_server_run(struct devq_daemon *d)
 {
 	int r = devq_server_start(d);
 	if (r)
 		return r;
+	/* Blocked since before the backend's threads (which keep them
+	 * blocked) and the socket: a client that connects and stops or
+	 * reloads the daemon at once gets an orderly stop or a reload, not
+	 * death by the default action (exit 143).  The handlers are set now. */
+	sigset_t set;
+	stop_signals(&set);
+	int e = pthread_sigmask(SIG_UNBLOCK, &set, NULL);
+	if (e != 0)
+		log_warn("unblocking SIGTERM: %s", strerror(e));
 	uv_run(d->loop, UV_RUN_DEFAULT);
 	devq_server_fini(d);
 	return d->exit_code;

@@ -90,6 +90,11 @@ struct devq_engine_events devq_server_events(struct devq_daemon *d);
  * (tests/fuzz) can step the real loop with uv_run(UV_RUN_NOWAIT/ONCE). */
 int devq_server_start(struct devq_daemon *d);
 /* start, then run the loop until stopped: the exit status. */
+/* Blocks the signals the loop handles in the calling thread, so that the
+ * threads started after it inherit the mask; devq_server_run unblocks them
+ * in the loop thread once their handlers are set.  Call before
+ * devq_engine_init. */
+void devq_server_block_signals(void);
 int devq_server_run(struct devq_daemon *d);
 /* Stops as SIGTERM does, then exits with exit_code. */
 void devq_server_stop(struct devq_daemon *d, const char *why, int exit_code);
