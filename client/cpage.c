@@ -114,13 +114,17 @@ const struct devq_cpage_slot *devq_cpc_slot(const struct devq_cpc *c, uint32_t q
 
 static uint64_t spin_ns(void)
 {
-	static int64_t v = -1;
-	if (v < 0) {
+	/* Read once per process; threads that race to read it first store the
+	 * same value, so relaxed atomics suffice. */
+	static _Atomic int64_t v = -1;
+	int64_t ns = atomic_load_explicit(&v, memory_order_relaxed);
+	if (ns < 0) {
 		const char *e = getenv("DEVQ_SPIN_US");
 		unsigned long us = e && *e ? strtoul(e, NULL, 10) : SPIN_US_DEFAULT;
-		v = (int64_t)(us > 100000 ? 100000 : us) * 1000;
+		ns = (int64_t)(us > 100000 ? 100000 : us) * 1000;
+		atomic_store_explicit(&v, ns, memory_order_relaxed);
 	}
-	return (uint64_t)v;
+	return (uint64_t)ns;
 }
 
 int devq_cpc_wait(struct devq_cpc *c, const struct devq_cpage_slot *s, uint64_t point,

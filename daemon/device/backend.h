@@ -65,7 +65,11 @@ struct devq_bop {
 	int code; /* devq code (enum Devq__Code) */
 	char msg[DEVQ_BOP_MSG];
 	uint64_t t_handoff;  /* stamped by the daemon before enqueue */
-	uint64_t enqueue_ns; /* how long the enqueue call took */
+	/* How long the enqueue call took, stored by the daemon once the call
+	 * returns; atomic because the op may already complete on another
+	 * thread, whose completer reads it for the record ring (0 there if
+	 * the op finished before its enqueue call returned). */
+	_Atomic uint64_t enqueue_ns;
 	uint64_t t_start, t_end;
 	void *priv; /* backend private */
 };
