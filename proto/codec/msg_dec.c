@@ -76,6 +76,25 @@ static inline uint64_t le64(const uint8_t *p)
 	return (uint64_t)le32(p) | (uint64_t)le32(p + 4) << 32;
 }
 
+/* A varint of up to 8 bytes (every timestamp) at p, with at least 8
+ * bytes readable there and a byte without bit 7 among them: decoded from
+ * one 64-bit load (its last byte is the first without bit 7, and its 7-bit
+ * groups are packed together by halving the number of gaps three times),
+ * rather than one byte per loop turn.  Returns its length. */
+static inline unsigned varint8(const uint8_t *p, uint64_t *out)
+{
+	uint64_t w = le64(p);
+	unsigned n = (unsigned)__builtin_ctzll(~w & 0x8080808080808080ULL) / 8 + 1;
+	uint64_t x = w & 0x7f7f7f7f7f7f7f7fULL;
+	if (n < 8)
+		x &= (1ULL << (8 * n)) - 1;
+	x = (x & 0x007f007f007f007fULL) | (x & 0x7f007f007f007f00ULL) >> 1;
+	x = (x & 0x00003fff00003fffULL) | (x & 0x3fff00003fff0000ULL) >> 2;
+	x = (x & 0x000000000fffffffULL) | (x & 0x0fffffff00000000ULL) >> 4;
+	*out = x;
+	return n;
+}
+
 /* Reads the field at *pp (before end) and moves *pp past it.  -1 where
  * protobuf-c's scan fails: a bad tag, a varint of more than 10 bytes, a
  * value past end, a length prefix that is too long or too large, a wire
@@ -115,21 +134,7 @@ static int next_field_any(const uint8_t **pp, const uint8_t *end, struct fld *f)
 			f->u = *p++;
 			break;
 		} else if (rem >= 8 && (~le64(p) & 0x8080808080808080ULL)) {
-			/* A varint of up to 8 bytes (every timestamp), decoded
-			 * from one 64-bit load: its last byte is the first
-			 * without bit 7, and its 7-bit groups are packed
-			 * together by halving the number of gaps three times,
-			 * rather than one byte per loop turn. */
-			uint64_t w = le64(p);
-			unsigned n = (unsigned)__builtin_ctzll(~w & 0x8080808080808080ULL) / 8 + 1;
-			uint64_t x = w & 0x7f7f7f7f7f7f7f7fULL;
-			if (n < 8)
-				x &= (1ULL << (8 * n)) - 1;
-			x = (x & 0x007f007f007f007fULL) | (x & 0x7f007f007f007f00ULL) >> 1;
-			x = (x & 0x00003fff00003fffULL) | (x & 0x3fff00003fff0000ULL) >> 2;
-			x = (x & 0x000000000fffffffULL) | (x & 0x0fffffff00000000ULL) >> 4;
-			f->u = x;
-			p += n;
+			p += varint8(p, &f->u);
 		} else {
 			size_t max = rem < 10 ? rem : 10, i = 0;
 			unsigned shift = 0;
@@ -209,6 +214,16 @@ static inline int next_field(const uint8_t **pp, const uint8_t *end, struct fld 
 				*pp = f->end = p + 2 + c;
 				return 0;
 			}
+		} else if (b >= 8 && b < 0x80 && (b & 7) == WT_VARINT && end - p >= 9 &&
+			   (~le64(p + 1) & 0x8080808080808080ULL)) {
+			/* A one-byte tag and a varint of 2 to 8 bytes (a
+			 * timestamp): what next_field_any does, without the
+			 * call. */
+			f->num = b >> 3;
+			f->wt = WT_VARINT;
+			f->at = f->v = p + 1;
+			*pp = f->end = p + 1 + varint8(p + 1, &f->u);
+			return 0;
 		}
 	}
 	return next_field_any(pp, end, f);
