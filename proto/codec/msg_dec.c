@@ -667,8 +667,10 @@ static inline const uint8_t *fast_len(const uint8_t *p, const uint8_t *end, unsi
 	return p + 2;
 }
 
-static int dec_op_fast(ProtobufCAllocator *a, Devq__Op *op, const uint8_t *p, const uint8_t *end)
+static int dec_op_fast(ProtobufCAllocator *a, Devq__Op *op, const uint8_t *p, const uint8_t *end,
+		       bool one_block)
 {
+	size_t names = 0; /* bytes of the names, NULs included */
 	struct {
 		const uint8_t *name;
 		unsigned nlen, num;
@@ -701,6 +703,7 @@ static int dec_op_fast(ProtobufCAllocator *a, Devq__Op *op, const uint8_t *p, co
 				return 1;
 			args[nargs].name = nm;
 			args[nargs].nlen = g[1];
+			names += g[1] + 1u;
 			g = nm + g[1];
 			if (g == gend)
 				return 1;
@@ -740,25 +743,48 @@ static int dec_op_fast(ProtobufCAllocator *a, Devq__Op *op, const uint8_t *p, co
 	op->client_submit_ns = ts;
 	if (!kernel)
 		return 0;
-	Devq__KernelOp *k = new_msg(a, &kernel_init, sizeof(*k));
+	/* One block for the kernel, its argument array, arguments and names
+	 * where the allocator frees nothing piecewise (devq_msg_dec_arena). */
+	_Static_assert(sizeof(Devq__KernelOp) % sizeof(void *) == 0 &&
+			       sizeof(Devq__Arg) % sizeof(void *) == 0,
+		       "carved structs stay aligned");
+	unsigned char *blk = NULL;
+	if (one_block && !(blk = xalloc(a, sizeof(Devq__KernelOp) +
+						   nargs * (sizeof(void *) + sizeof(Devq__Arg)) +
+						   names)))
+		return -1;
+	Devq__KernelOp *k = blk ? (Devq__KernelOp *)blk : xalloc(a, sizeof(*k));
 	if (!k)
 		return -1;
+	*k = kernel_init;
 	op->kernel = k;
 	op->body_case = DEVQ__OP__BODY_KERNEL;
 	k->executable = (uint32_t)exe;
 	if (!nargs)
 		return 0;
-	if (!(k->args = xalloc(a, nargs * sizeof(void *))))
+	if (blk)
+		blk += sizeof(Devq__KernelOp);
+	if (!(k->args = blk ? (Devq__Arg **)blk : xalloc(a, nargs * sizeof(void *))))
 		return -1;
+	if (blk)
+		blk += nargs * sizeof(void *);
 	for (unsigned i = 0; i < nargs; i++) {
-		Devq__Arg *g = new_msg(a, &arg_init, sizeof(*g));
+		Devq__Arg *g = blk ? (Devq__Arg *)blk : xalloc(a, sizeof(*g));
 		if (!g)
 			return -1;
+		*g = arg_init;
 		k->args[k->n_args++] = g;
+		if (blk)
+			blk += sizeof(Devq__Arg);
+	}
+	for (unsigned i = 0; i < nargs; i++) {
+		Devq__Arg *g = k->args[i];
 		unsigned n = args[i].nlen;
-		char *s = xalloc(a, n + 1);
+		char *s = blk ? (char *)blk : xalloc(a, n + 1);
 		if (!s)
 			return -1;
+		if (blk)
+			blk += n + 1;
 		for (unsigned j = 0; j < n; j++)
 			s[j] = (char)args[i].name[j];
 		s[n] = '\0';
@@ -784,7 +810,7 @@ static int dec_op_fast(ProtobufCAllocator *a, Devq__Op *op, const uint8_t *p, co
 }
 
 static int dec_submit(ProtobufCAllocator *a, Devq__Submit *s, const uint8_t *p,
-		      const uint8_t *end)
+		      const uint8_t *end, bool one_block)
 {
 	struct fld f;
 	while (p < end) {
@@ -800,7 +826,7 @@ static int dec_submit(ProtobufCAllocator *a, Devq__Submit *s, const uint8_t *p,
 		if (!op)
 			return -1;
 		s->ops[s->n_ops++] = op;
-		int r = dec_op_fast(a, op, f.v, f.end);
+		int r = dec_op_fast(a, op, f.v, f.end, one_block);
 		if (r > 0)
 			r = dec_op(a, op, f.v, f.end);
 		if (r)
@@ -825,7 +851,8 @@ static void sys_free(void *ud, void *p)
  * result. */
 static ProtobufCAllocator sys_allocator = { sys_alloc, sys_free, NULL };
 
-Devq__ClientMessage *devq_msg_dec_fast(ProtobufCAllocator *a, size_t len, const uint8_t *buf)
+static Devq__ClientMessage *dec_fast(ProtobufCAllocator *a, size_t len, const uint8_t *buf,
+				     bool one_block)
 {
 	if (!a)
 		a = &sys_allocator;
@@ -845,15 +872,26 @@ Devq__ClientMessage *devq_msg_dec_fast(ProtobufCAllocator *a, size_t len, const 
 	if (s) {
 		m->submit = s;
 		m->body_case = DEVQ__CLIENT_MESSAGE__BODY_SUBMIT;
-		if (dec_submit(a, s, f.v, f.end) == 0)
+		if (dec_submit(a, s, f.v, f.end, one_block) == 0)
 			return m;
 	}
 	protobuf_c_message_free_unpacked(&m->base, a);
 	return NULL;
 }
 
+Devq__ClientMessage *devq_msg_dec_fast(ProtobufCAllocator *a, size_t len, const uint8_t *buf)
+{
+	return dec_fast(a, len, buf, false);
+}
+
 Devq__ClientMessage *devq_msg_dec(ProtobufCAllocator *a, size_t len, const uint8_t *buf)
 {
-	Devq__ClientMessage *m = devq_msg_dec_fast(a, len, buf);
+	Devq__ClientMessage *m = dec_fast(a, len, buf, false);
+	return m ? m : devq__client_message__unpack(a, len, buf);
+}
+
+Devq__ClientMessage *devq_msg_dec_arena(ProtobufCAllocator *a, size_t len, const uint8_t *buf)
+{
+	Devq__ClientMessage *m = dec_fast(a, len, buf, true);
 	return m ? m : devq__client_message__unpack(a, len, buf);
 }
