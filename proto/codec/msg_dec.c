@@ -813,6 +813,7 @@ static int dec_submit(ProtobufCAllocator *a, Devq__Submit *s, const uint8_t *p,
 		      const uint8_t *end, bool one_block)
 {
 	struct fld f;
+	Devq__Op *opblk = NULL; /* one_block: the ops, after their array */
 	while (p < end) {
 		if (next_field(&p, end, &f))
 			return -1;
@@ -820,11 +821,22 @@ static int dec_submit(ProtobufCAllocator *a, Devq__Submit *s, const uint8_t *p,
 			continue; /* unknown: skipped */
 		if (f.wt != WT_LEN)
 			return -1;
-		if (!s->ops && !(s->ops = rep_array(a, &f, end, 1)))
+		if (!s->ops && one_block) {
+			_Static_assert(sizeof(Devq__Op) % sizeof(void *) == 0, "ops stay aligned");
+			size_t n = 1;
+			if (f.end != end && count_field(f.end, end, 1, &n))
+				return -1;
+			if (n > SIZE_MAX / (sizeof(void *) + sizeof(Devq__Op)) ||
+			    !(s->ops = xalloc(a, n * (sizeof(void *) + sizeof(Devq__Op)))))
+				return -1;
+			opblk = (Devq__Op *)(s->ops + n);
+		} else if (!s->ops && !(s->ops = rep_array(a, &f, end, 1))) {
 			return -1;
-		Devq__Op *op = new_msg(a, &op_init, sizeof(*op));
+		}
+		Devq__Op *op = opblk ? opblk++ : xalloc(a, sizeof(*op));
 		if (!op)
 			return -1;
+		*op = op_init;
 		s->ops[s->n_ops++] = op;
 		int r = dec_op_fast(a, op, f.v, f.end, one_block);
 		if (r > 0)
