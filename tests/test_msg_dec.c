@@ -1405,6 +1405,127 @@ END_TEST
 
 /* An allocation that fails anywhere: the hand-written path gives up
  * without leaking, and devq_msg_dec still answers as protobuf-c does. */
+/* The shape the decoder reads straight through (dec_op_fast): kernel ops
+ * as libdevq writes them, with every value type, 0 to 10 arguments (past
+ * its limit of 8), names up to a one-byte length and past it, varints of
+ * every width, and now and then a field that leaves the shape (a wait, a
+ * flag after the kernel, fields out of order), each op cut at every
+ * length and with allocation failures at every call. */
+static void wb_common_op(struct wb *b)
+{
+	struct wb op = { 0 }, k = { 0 };
+	bool odd = !rndn(8);
+	uint64_t q = rndn(4) ? rndn(200) : rnd_u64();
+	if (q || rndn(2)) {
+		wb_byte(&op, 0x08);
+		wb_varint(&op, q, 0);
+	}
+	if (odd && !rndn(3)) { /* a wait: not the straight shape */
+		uint8_t w[] = { 0x08, 0x01, 0x10, 0x02 };
+		wb_byte(&op, 0x1a);
+		wb_byte(&op, sizeof(w));
+		wb_bytes(&op, w, sizeof(w));
+	}
+	uint64_t ts = rndn(4) ? (1ULL << 40) + rnd() % (1ULL << 44) : rnd_u64();
+	if (ts || rndn(2)) {
+		wb_byte(&op, 0x10);
+		wb_varint(&op, ts, 0);
+	}
+	if (rndn(10)) {
+		if (rndn(4)) {
+			wb_byte(&k, 0x08);
+			wb_varint(&k, rndn(3) ? rndn(40) : rnd_u64(), 0);
+		}
+		unsigned nargs = rndn(11);
+		for (unsigned i = 0; i < nargs; i++) {
+			struct wb g = { 0 };
+			char name[140];
+			unsigned nl = rndn(8) ? rndn(12) : 120 + rndn(10);
+			for (unsigned j = 0; j < nl; j++)
+				name[j] = (char)('a' + rndn(26));
+			wb_byte(&g, 0x0a);
+			wb_varint(&g, nl, 0);
+			wb_bytes(&g, name, nl);
+			unsigned v = 2 + rndn(6);
+			if (v <= 5) {
+				wb_byte(&g, (uint8_t)(v << 3));
+				wb_varint(&g, rnd_u64(), 0);
+			} else if (v == 6) {
+				uint32_t x = (uint32_t)rnd();
+				wb_byte(&g, 0x35);
+				wb_bytes(&g, (uint8_t[]){ (uint8_t)x, (uint8_t)(x >> 8), (uint8_t)(x >> 16),
+							  (uint8_t)(x >> 24) },
+					 4);
+			} else {
+				uint64_t x = rnd();
+				wb_byte(&g, 0x39);
+				for (int j = 0; j < 8; j++)
+					wb_byte(&g, (uint8_t)(x >> (8 * j)));
+			}
+			wb_byte(&k, 0x12);
+			wb_varint(&k, g.n, 0);
+			wb_bytes(&k, g.p, g.n);
+			free(g.p);
+		}
+		wb_byte(&op, 0x22);
+		wb_varint(&op, k.n, 0);
+		wb_bytes(&op, k.p, k.n);
+	}
+	if (odd && !rndn(2)) { /* no_timing after the kernel */
+		wb_byte(&op, 0xf0);
+		wb_byte(&op, 0x01);
+		wb_byte(&op, 0x01);
+	} else if (odd) { /* the queue again, out of order: the last wins */
+		wb_byte(&op, 0x08);
+		wb_varint(&op, rnd_u64(), 0);
+	}
+	wb_byte(b, 0x0a);
+	wb_varint(b, op.n, 0);
+	wb_bytes(b, op.p, op.n);
+	free(op.p);
+	free(k.p);
+}
+
+START_TEST(common_kernel_op_shape)
+{
+	reseed(9);
+	what = "common op";
+	struct wb body = { 0 }, msg = { 0 }, cut = { 0 };
+	unsigned long iter = 0;
+	for (int i = 0; i < 400; i++) {
+		body.n = 0;
+		unsigned nops = 1 + rndn(3);
+		for (unsigned j = 0; j < nops; j++)
+			wb_common_op(&body);
+		wrap_submit(&msg, body.p, body.n);
+		check_payload(msg.p, msg.n, iter++);
+		if (i % 4 == 0)
+			for (size_t k = 0; k < body.n; k++) {
+				wrap_submit(&cut, body.p, k);
+				check_payload(cut.p, cut.n, iter++);
+			}
+		if (i % 8 == 0) {
+			struct counting c;
+			counting_init(&c);
+			Devq__ClientMessage *m = devq_msg_dec_fast(&c.pa, msg.n, msg.p);
+			ck_assert_ptr_nonnull(m);
+			devq__client_message__free_unpacked(m, &c.pa);
+			long need = c.calls;
+			for (long k = 0; k < need; k++) {
+				counting_init(&c);
+				c.fail_at = k;
+				ck_assert_ptr_null(devq_msg_dec_fast(&c.pa, msg.n, msg.p));
+				ck_assert_int_eq(c.live, 0);
+			}
+		}
+	}
+	ck_assert_uint_gt(iter, 2000);
+	free(body.p);
+	free(msg.p);
+	free(cut.p);
+}
+END_TEST
+
 START_TEST(allocation_failures)
 {
 	reseed(6);
@@ -1473,11 +1594,19 @@ START_TEST(arena_path)
 			size_t len = devq__client_message__get_packed_size(&cm);
 			wb_bytes(&msg, NULL, len);
 			devq__client_message__pack(&cm, msg.p);
+		} else if (i % 2) { /* kernel ops of the one-block shape */
+			struct wb body = { 0 };
+			unsigned nops = 1 + rndn(4);
+			for (unsigned j = 0; j < nops; j++)
+				wb_common_op(&body);
+			wrap_submit(&msg, body.p, body.n);
+			free(body.p);
+			unknowns = true; /* written as no encoder would: no byte compare */
 		} else {
 			unknowns = pb_submit(&msg);
 		}
 		Devq__ClientMessage *ref = devq__client_message__unpack(NULL, msg.n, msg.p);
-		Devq__ClientMessage *m = devq_msg_dec(&arena.pa, msg.n, msg.p);
+		Devq__ClientMessage *m = devq_msg_dec_arena(&arena.pa, msg.n, msg.p);
 		ck_assert_ptr_nonnull(ref);
 		ck_assert_ptr_nonnull(m);
 		y_is_hand = true; /* protobuf-c's packing: the hand-written path's */
@@ -1514,6 +1643,7 @@ static Suite *suite(void)
 	tcase_add_test(t, flipped_and_random_bytes);
 	tcase_add_test(t, duplicated_fields);
 	tcase_add_test(t, every_field_every_wire_type);
+	tcase_add_test(t, common_kernel_op_shape);
 	tcase_add_test(t, allocation_failures);
 	tcase_add_test(t, arena_path);
 	suite_add_tcase(s, t);

@@ -40,13 +40,15 @@ static void fill_first_bucket(void)
 static inline __attribute__((always_inline)) void observe(struct devq_metrics *m, int phase,
 							 uint64_t from, uint64_t to)
 {
-	if (!from || !to || to < from)
+	/* to >= from > 0 implies to > 0: two tests, not three. */
+	if (!from || to < from)
 		return;
 	uint64_t v = to - from;
 	/* The first bound at or above v, from its power of two: a table
 	 * look-up and a step or two, where a search of the fourteen bounds
-	 * cost ~65 instructions, at four observations per completed op. */
-	unsigned lo = v ? first_bucket[63 - __builtin_clzll(v)] : 0;
+	 * cost ~65 instructions, at four observations per completed op.
+	 * v = 0 reads the entry of 2^0, bucket 0, as it should. */
+	unsigned lo = first_bucket[63 - __builtin_clzll(v | 1)];
 	while (lo < DEVQ_METRICS_BOUNDS && v > devq_metrics_bounds_ns[lo])
 		lo++;
 	m->hist[phase][lo]++;

@@ -3,6 +3,7 @@
  * executable's signature.  Only checks and fills the op's arguments: nothing
  * here orders or runs anything.  Every failure names the argument. */
 #include <errno.h>
+#include <stdbool.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -96,6 +97,16 @@ static int check_range(struct devq_session *s, const char *what, const Devq__Buf
 	return 0;
 }
 
+/* strcmp(a, b) == 0 for the short names of parameters, without a call. */
+static inline bool name_eq(const char *a, const char *b)
+{
+	while (*a && *a == *b) {
+		a++;
+		b++;
+	}
+	return *a == *b;
+}
+
 static int validate_kernel(struct devq_session *s, const Devq__KernelOp *k, struct devq_job *op,
 			   unsigned *acc, char *err, size_t n)
 {
@@ -139,7 +150,12 @@ static int validate_kernel(struct devq_session *s, const Devq__KernelOp *k, stru
 	const Devq__Arg *byparam[DEVQ_MAX_PARAMS] = { 0 };
 	for (size_t i = 0; i < k->n_args; i++) {
 		const Devq__Arg *a = k->args[i];
-		int p = devq_sig_find(sig, a->name);
+		/* Clients name the arguments in the signature's order: the
+		 * i-th parameter first, the search (strcmp per name) only for
+		 * the others.  The same answer: names are unique. */
+		int p = i < sig->nparams && name_eq(sig->p[i].name, a->name)
+				? (int)i
+				: devq_sig_find(sig, a->name);
 		if (p < 0) {
 			snprintf(err, n, "%s has no argument '%.40s'", kern->name, a->name);
 			return DEVQ__CODE__INVALID_ARGUMENT;
@@ -178,7 +194,7 @@ static int validate_kernel(struct devq_session *s, const Devq__KernelOp *k, stru
 		default: break;
 		}
 		/* A u64 parameter named ns is a duration: the admin bounds it. */
-		if (pp->type == DEVQ_T_U64 && !strcmp(pp->name, "ns") && v->u64 > d->cfg.max_op_ns) {
+		if (pp->type == DEVQ_T_U64 && v->u64 > d->cfg.max_op_ns && name_eq(pp->name, "ns")) {
 			snprintf(err, n,
 				 "argument 'ns': %" PRIu64 " ns exceeds the maximum op duration of %" PRIu64
 				 " ns",

@@ -232,7 +232,7 @@ static void handle_frame(struct devq_session *s, struct devq_frame *f, uint64_t 
 	 * Submit is copied by requests/held.c). */
 	if (!frame_arena.pa.alloc)
 		devq_pool_arena_init(&frame_arena);
-	Devq__ClientMessage *m = devq_msg_dec(&frame_arena.pa, f->len, f->payload);
+	Devq__ClientMessage *m = devq_msg_dec_arena(&frame_arena.pa, f->len, f->payload);
 	if (!m) {
 		devq_pool_arena_reset(&frame_arena);
 		protocol_close(s, "malformed ClientMessage");

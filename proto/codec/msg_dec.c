@@ -76,6 +76,25 @@ static inline uint64_t le64(const uint8_t *p)
 	return (uint64_t)le32(p) | (uint64_t)le32(p + 4) << 32;
 }
 
+/* A varint of up to 8 bytes (every timestamp) at p, with at least 8
+ * bytes readable there and a byte without bit 7 among them: decoded from
+ * one 64-bit load (its last byte is the first without bit 7, and its 7-bit
+ * groups are packed together by halving the number of gaps three times),
+ * rather than one byte per loop turn.  Returns its length. */
+static inline __attribute__((always_inline)) unsigned varint8(const uint8_t *p, uint64_t *out)
+{
+	uint64_t w = le64(p);
+	unsigned n = (unsigned)__builtin_ctzll(~w & 0x8080808080808080ULL) / 8 + 1;
+	uint64_t x = w & 0x7f7f7f7f7f7f7f7fULL;
+	if (n < 8)
+		x &= (1ULL << (8 * n)) - 1;
+	x = (x & 0x007f007f007f007fULL) | (x & 0x7f007f007f007f00ULL) >> 1;
+	x = (x & 0x00003fff00003fffULL) | (x & 0x3fff00003fff0000ULL) >> 2;
+	x = (x & 0x000000000fffffffULL) | (x & 0x0fffffff00000000ULL) >> 4;
+	*out = x;
+	return n;
+}
+
 /* Reads the field at *pp (before end) and moves *pp past it.  -1 where
  * protobuf-c's scan fails: a bad tag, a varint of more than 10 bytes, a
  * value past end, a length prefix that is too long or too large, a wire
@@ -115,21 +134,7 @@ static int next_field_any(const uint8_t **pp, const uint8_t *end, struct fld *f)
 			f->u = *p++;
 			break;
 		} else if (rem >= 8 && (~le64(p) & 0x8080808080808080ULL)) {
-			/* A varint of up to 8 bytes (every timestamp), decoded
-			 * from one 64-bit load: its last byte is the first
-			 * without bit 7, and its 7-bit groups are packed
-			 * together by halving the number of gaps three times,
-			 * rather than one byte per loop turn. */
-			uint64_t w = le64(p);
-			unsigned n = (unsigned)__builtin_ctzll(~w & 0x8080808080808080ULL) / 8 + 1;
-			uint64_t x = w & 0x7f7f7f7f7f7f7f7fULL;
-			if (n < 8)
-				x &= (1ULL << (8 * n)) - 1;
-			x = (x & 0x007f007f007f007fULL) | (x & 0x7f007f007f007f00ULL) >> 1;
-			x = (x & 0x00003fff00003fffULL) | (x & 0x3fff00003fff0000ULL) >> 2;
-			x = (x & 0x000000000fffffffULL) | (x & 0x0fffffff00000000ULL) >> 4;
-			f->u = x;
-			p += n;
+			p += varint8(p, &f->u);
 		} else {
 			size_t max = rem < 10 ? rem : 10, i = 0;
 			unsigned shift = 0;
@@ -189,7 +194,7 @@ static int next_field_any(const uint8_t **pp, const uint8_t *end, struct fld *f)
  * one-byte tag (field numbers 1 to 15) followed by a one-byte varint or a
  * one-byte length.  Out of line, the general case cost about as much again
  * as all the rest of the decoder. */
-static inline int next_field(const uint8_t **pp, const uint8_t *end, struct fld *f)
+static inline __attribute__((always_inline)) int next_field(const uint8_t **pp, const uint8_t *end, struct fld *f)
 {
 	const uint8_t *p = *pp;
 	if (end - p >= 2) {
@@ -209,6 +214,16 @@ static inline int next_field(const uint8_t **pp, const uint8_t *end, struct fld 
 				*pp = f->end = p + 2 + c;
 				return 0;
 			}
+		} else if (b >= 8 && b < 0x80 && (b & 7) == WT_VARINT && end - p >= 9 &&
+			   (~le64(p + 1) & 0x8080808080808080ULL)) {
+			/* A one-byte tag and a varint of 2 to 8 bytes (a
+			 * timestamp): what next_field_any does, without the
+			 * call. */
+			f->num = b >> 3;
+			f->wt = WT_VARINT;
+			f->at = f->v = p + 1;
+			*pp = f->end = p + 1 + varint8(p + 1, &f->u);
+			return 0;
 		}
 	}
 	return next_field_any(pp, end, f);
@@ -616,10 +631,189 @@ static int dec_op(ProtobufCAllocator *a, Devq__Op *op, const uint8_t *p, const u
 	return 0;
 }
 
+/* The common op, read straight through: what libdevq writes for a kernel
+ * op without waits, flags or long fields, in field order,
+ *
+ *   [queue 0x08 varint] [client_submit_ns 0x10 varint]
+ *   [kernel 0x22 len<128 { [executable 0x08 varint]
+ *          (arg 0x12 len<128 { name 0x0a len<128 bytes, one value })* }]
+ *
+ * where a value is u64/u32/i64/i32 (0x10, 0x18, 0x20, 0x28, varint), f32
+ * (0x35) or f64 (0x39), and a varint is one byte or ends within 8.  The
+ * whole op is checked against that shape before anything is written or
+ * allocated: 1 (op untouched) for any other shape, which dec_op reads;
+ * else the same fields dec_op sets for those bytes (0), or -1 on an
+ * allocation failure with the tree valid as dec_op leaves it. */
+#define FAST_ARGS 8
+
+static inline __attribute__((always_inline)) const uint8_t *fast_varint(const uint8_t *p,
+									const uint8_t *end,
+									uint64_t *v)
+{
+	if (p < end && *p < 0x80) {
+		*v = *p;
+		return p + 1;
+	}
+	if (end - p >= 8 && (~le64(p) & 0x8080808080808080ULL))
+		return p + varint8(p, v);
+	return NULL;
+}
+
+/* A one-byte-length field with tag t at p, whole before end: its body. */
+static inline const uint8_t *fast_len(const uint8_t *p, const uint8_t *end, unsigned t)
+{
+	if (end - p < 2 || p[0] != t || p[1] >= 0x80 || p[1] > (size_t)(end - p) - 2)
+		return NULL;
+	return p + 2;
+}
+
+static int dec_op_fast(ProtobufCAllocator *a, Devq__Op *op, const uint8_t *p, const uint8_t *end,
+		       bool one_block)
+{
+	size_t names = 0; /* bytes of the names, NULs included */
+	struct {
+		const uint8_t *name;
+		unsigned nlen, num;
+		uint64_t u;
+	} args[FAST_ARGS];
+	unsigned nargs = 0;
+	uint64_t queue = 0, ts = 0, exe = 0;
+	bool kernel = false;
+	if (p < end && *p == (1 << 3 | WT_VARINT) && !(p = fast_varint(p + 1, end, &queue)))
+		return 1;
+	if (p < end && *p == (2 << 3 | WT_VARINT) && !(p = fast_varint(p + 1, end, &ts)))
+		return 1;
+	if (p < end) {
+		const uint8_t *k = fast_len(p, end, DEVQ__OP__BODY_KERNEL << 3 | WT_LEN);
+		if (!k)
+			return 1;
+		const uint8_t *kend = k + p[1];
+		p = kend;
+		kernel = true;
+		if (k < kend && *k == (1 << 3 | WT_VARINT) && !(k = fast_varint(k + 1, kend, &exe)))
+			return 1;
+		while (k < kend) {
+			const uint8_t *g = fast_len(k, kend, 2 << 3 | WT_LEN);
+			if (!g || nargs == FAST_ARGS)
+				return 1;
+			const uint8_t *gend = g + k[1];
+			k = gend;
+			const uint8_t *nm = fast_len(g, gend, 1 << 3 | WT_LEN);
+			if (!nm)
+				return 1;
+			args[nargs].name = nm;
+			args[nargs].nlen = g[1];
+			names += g[1] + 1u;
+			g = nm + g[1];
+			if (g == gend)
+				return 1;
+			unsigned t = *g++;
+			switch (t) {
+			case DEVQ__ARG__VALUE_U64 << 3 | WT_VARINT:
+			case DEVQ__ARG__VALUE_U32 << 3 | WT_VARINT:
+			case DEVQ__ARG__VALUE_I64 << 3 | WT_VARINT:
+			case DEVQ__ARG__VALUE_I32 << 3 | WT_VARINT:
+				if (!(g = fast_varint(g, gend, &args[nargs].u)))
+					return 1;
+				break;
+			case DEVQ__ARG__VALUE_F32 << 3 | WT_32BIT:
+				if (gend - g < 4)
+					return 1;
+				args[nargs].u = le32(g);
+				g += 4;
+				break;
+			case DEVQ__ARG__VALUE_F64 << 3 | WT_64BIT:
+				if (gend - g < 8)
+					return 1;
+				args[nargs].u = le64(g);
+				g += 8;
+				break;
+			default:
+				return 1;
+			}
+			if (g != gend)
+				return 1;
+			args[nargs++].num = t >> 3;
+		}
+	}
+	if (p != end)
+		return 1;
+
+	op->queue = (uint32_t)queue;
+	op->client_submit_ns = ts;
+	if (!kernel)
+		return 0;
+	/* One block for the kernel, its argument array, arguments and names
+	 * where the allocator frees nothing piecewise (devq_msg_dec_arena). */
+	_Static_assert(sizeof(Devq__KernelOp) % sizeof(void *) == 0 &&
+			       sizeof(Devq__Arg) % sizeof(void *) == 0,
+		       "carved structs stay aligned");
+	unsigned char *blk = NULL;
+	if (one_block && !(blk = xalloc(a, sizeof(Devq__KernelOp) +
+						   nargs * (sizeof(void *) + sizeof(Devq__Arg)) +
+						   names)))
+		return -1;
+	Devq__KernelOp *k = blk ? (Devq__KernelOp *)blk : xalloc(a, sizeof(*k));
+	if (!k)
+		return -1;
+	*k = kernel_init;
+	op->kernel = k;
+	op->body_case = DEVQ__OP__BODY_KERNEL;
+	k->executable = (uint32_t)exe;
+	if (!nargs)
+		return 0;
+	if (blk)
+		blk += sizeof(Devq__KernelOp);
+	if (!(k->args = blk ? (Devq__Arg **)blk : xalloc(a, nargs * sizeof(void *))))
+		return -1;
+	if (blk)
+		blk += nargs * sizeof(void *);
+	for (unsigned i = 0; i < nargs; i++) {
+		Devq__Arg *g = blk ? (Devq__Arg *)blk : xalloc(a, sizeof(*g));
+		if (!g)
+			return -1;
+		*g = arg_init;
+		k->args[k->n_args++] = g;
+		if (blk)
+			blk += sizeof(Devq__Arg);
+	}
+	for (unsigned i = 0; i < nargs; i++) {
+		Devq__Arg *g = k->args[i];
+		unsigned n = args[i].nlen;
+		char *s = blk ? (char *)blk : xalloc(a, n + 1);
+		if (!s)
+			return -1;
+		if (blk)
+			blk += n + 1;
+		for (unsigned j = 0; j < n; j++)
+			s[j] = (char)args[i].name[j];
+		s[n] = '\0';
+		g->name = s;
+		uint64_t u = args[i].u;
+		switch (args[i].num) {
+		case DEVQ__ARG__VALUE_U64: g->u64 = u; break;
+		case DEVQ__ARG__VALUE_U32: g->u32 = (uint32_t)u; break;
+		case DEVQ__ARG__VALUE_I64: g->i64 = (int64_t)u; break;
+		case DEVQ__ARG__VALUE_I32: g->i32 = (int32_t)(uint32_t)u; break;
+		case DEVQ__ARG__VALUE_F32: {
+			uint32_t bits = (uint32_t)u;
+			memcpy(&g->f32, &bits, sizeof(bits));
+			break;
+		}
+		default:
+			memcpy(&g->f64, &u, sizeof(u));
+			break;
+		}
+		g->value_case = (Devq__Arg__ValueCase)args[i].num;
+	}
+	return 0;
+}
+
 static int dec_submit(ProtobufCAllocator *a, Devq__Submit *s, const uint8_t *p,
-		      const uint8_t *end)
+		      const uint8_t *end, bool one_block)
 {
 	struct fld f;
+	Devq__Op *opblk = NULL; /* one_block: the ops, after their array */
 	while (p < end) {
 		if (next_field(&p, end, &f))
 			return -1;
@@ -627,13 +821,27 @@ static int dec_submit(ProtobufCAllocator *a, Devq__Submit *s, const uint8_t *p,
 			continue; /* unknown: skipped */
 		if (f.wt != WT_LEN)
 			return -1;
-		if (!s->ops && !(s->ops = rep_array(a, &f, end, 1)))
+		if (!s->ops && one_block) {
+			_Static_assert(sizeof(Devq__Op) % sizeof(void *) == 0, "ops stay aligned");
+			size_t n = 1;
+			if (f.end != end && count_field(f.end, end, 1, &n))
+				return -1;
+			if (n > SIZE_MAX / (sizeof(void *) + sizeof(Devq__Op)) ||
+			    !(s->ops = xalloc(a, n * (sizeof(void *) + sizeof(Devq__Op)))))
+				return -1;
+			opblk = (Devq__Op *)(s->ops + n);
+		} else if (!s->ops && !(s->ops = rep_array(a, &f, end, 1))) {
 			return -1;
-		Devq__Op *op = new_msg(a, &op_init, sizeof(*op));
+		}
+		Devq__Op *op = opblk ? opblk++ : xalloc(a, sizeof(*op));
 		if (!op)
 			return -1;
+		*op = op_init;
 		s->ops[s->n_ops++] = op;
-		if (dec_op(a, op, f.v, f.end))
+		int r = dec_op_fast(a, op, f.v, f.end, one_block);
+		if (r > 0)
+			r = dec_op(a, op, f.v, f.end);
+		if (r)
 			return -1;
 	}
 	return 0;
@@ -655,7 +863,8 @@ static void sys_free(void *ud, void *p)
  * result. */
 static ProtobufCAllocator sys_allocator = { sys_alloc, sys_free, NULL };
 
-Devq__ClientMessage *devq_msg_dec_fast(ProtobufCAllocator *a, size_t len, const uint8_t *buf)
+static Devq__ClientMessage *dec_fast(ProtobufCAllocator *a, size_t len, const uint8_t *buf,
+				     bool one_block)
 {
 	if (!a)
 		a = &sys_allocator;
@@ -675,15 +884,26 @@ Devq__ClientMessage *devq_msg_dec_fast(ProtobufCAllocator *a, size_t len, const 
 	if (s) {
 		m->submit = s;
 		m->body_case = DEVQ__CLIENT_MESSAGE__BODY_SUBMIT;
-		if (dec_submit(a, s, f.v, f.end) == 0)
+		if (dec_submit(a, s, f.v, f.end, one_block) == 0)
 			return m;
 	}
 	protobuf_c_message_free_unpacked(&m->base, a);
 	return NULL;
 }
 
+Devq__ClientMessage *devq_msg_dec_fast(ProtobufCAllocator *a, size_t len, const uint8_t *buf)
+{
+	return dec_fast(a, len, buf, false);
+}
+
 Devq__ClientMessage *devq_msg_dec(ProtobufCAllocator *a, size_t len, const uint8_t *buf)
 {
-	Devq__ClientMessage *m = devq_msg_dec_fast(a, len, buf);
+	Devq__ClientMessage *m = dec_fast(a, len, buf, false);
+	return m ? m : devq__client_message__unpack(a, len, buf);
+}
+
+Devq__ClientMessage *devq_msg_dec_arena(ProtobufCAllocator *a, size_t len, const uint8_t *buf)
+{
+	Devq__ClientMessage *m = dec_fast(a, len, buf, true);
 	return m ? m : devq__client_message__unpack(a, len, buf);
 }

@@ -29,6 +29,12 @@
  * daemon reads none, and re-packing a message only drops them. */
 Devq__ClientMessage *devq_msg_dec(ProtobufCAllocator *a, size_t len, const uint8_t *buf);
 
+/* devq_msg_dec for an allocator whose free does nothing (the daemon's frame
+ * arena, dropped whole after the message): the same message, but the
+ * common kernel op's kernel, arguments and names share one allocation, so
+ * the result must not be freed piecewise with another allocator. */
+Devq__ClientMessage *devq_msg_dec_arena(ProtobufCAllocator *a, size_t len, const uint8_t *buf);
+
 /* The hand-written path alone: the message, or NULL where devq_msg_dec
  * hands the payload to protobuf-c instead.  It takes every payload that is
  * a single submit field (its one-byte tag 0x3a, a length, the Submit) and
