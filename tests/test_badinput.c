@@ -1185,6 +1185,45 @@ START_TEST(big_buffer_does_not_block)
 }
 END_TEST
 
+/* Ops sent right behind the CreateBuffer of a large buffer, in the same
+ * write, without waiting for BufferReady: the worker installs the buffer
+ * (prefaults and pins a shared one, allocates and zeroes a device one)
+ * and the daemon reads the session on only once BufferReady is out, so
+ * the op finds it ready (on the CUDA simulator, touching memory before it
+ * is registered or allocated is a rule violation). */
+START_TEST(big_buffer_pipelined_op)
+{
+	struct daemon_proc d;
+	harness_start(&d, NULL);
+	struct raw r;
+	raw_open(&r, &d);
+	raw_hello(&r);
+	raw_open_queue(&r, 1);
+	static const int kinds[] = { DEVQ__BUFFER_KIND__SHARED, DEVQ__BUFFER_KIND__DEVICE };
+	for (uint64_t k = 0; k < 2; k++) {
+		struct rawbuf rb = { 0 };
+		Devq__CreateBuffer cb = DEVQ__CREATE_BUFFER__INIT;
+		cb.id = k + 1;
+		cb.size = 64u << 20;
+		cb.kind = (Devq__BufferKind)kinds[k];
+		Devq__ClientMessage m = DEVQ__CLIENT_MESSAGE__INIT;
+		m.body_case = DEVQ__CLIENT_MESSAGE__BODY_CREATE_BUFFER;
+		m.create_buffer = &cb;
+		rawbuf_msg(&rb, &m);
+		rawbuf_fill(&rb, 1, k + 1, 64u << 20, 0x5eed, NULL, 0);
+		rawbuf_send(&r, &rb);
+		rawbuf_free(&rb);
+		Devq__DaemonMessage *ready = raw_expect(&r, DEVQ__DAEMON_MESSAGE__BODY_BUFFER_READY);
+		ck_assert_uint_eq(ready->buffer_ready->id, k + 1);
+		devq__daemon_message__free_unpacked(ready, NULL);
+		raw_expect_completion(&r, 1, k + 1, DEVQ__CODE__OK, NULL, NULL);
+	}
+	raw_expect_alive(&r);
+	raw_close(&r);
+	stop_ok(&d);
+}
+END_TEST
+
 /* Large Submits, most of their ops held over the in-flight quota, while
  * the session's slice of the loop runs out: the session must be throttled
  * while its first ops are in flight, so that their completions resume it
@@ -1261,6 +1300,7 @@ static Suite *suite(void)
 	tcase_add_test(r, failed_op_fails_its_queue);
 	tcase_add_test(r, unread_replies_stay_bounded);
 	tcase_add_test(r, big_buffer_does_not_block);
+	tcase_add_test(r, big_buffer_pipelined_op);
 	tcase_add_test(r, held_submit_past_slice);
 	tcase_set_timeout(r, harness_slow() ? 300 : 30);
 	suite_add_tcase(s, r);

@@ -4,10 +4,15 @@
  * (DEVQ_TEST_BACKEND=cuda); under any other backend each test passes
  * trivially, saying so. */
 #include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "devq.h"
@@ -359,6 +364,145 @@ START_TEST(test_driver_older_than_toolkit)
 }
 END_TEST
 
+/* ---- pinning off the loop ------------------------------------------------ */
+
+struct pinner {
+	const char *sock;
+	uint64_t size;
+	uint64_t import_ns, release_ns;
+	int r;
+	char err[200];
+	atomic_int done;
+};
+
+/* Imports a large memfd (pinned: cuMemHostRegister), fills it on the
+ * device, checks a word, releases it (cuMemHostUnregister). */
+static void *pinner_main(void *arg)
+{
+	struct pinner *g = arg;
+	devq *q = NULL;
+	int fd = memfd_create("pinner", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	g->r = fd < 0 || ftruncate(fd, (off_t)g->size) < 0 ||
+			       fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK) < 0
+		       ? -1
+		       : devq_connect(g->sock, "pinner", &q);
+	struct devq_buffer *b = NULL;
+	if (g->r == 0) {
+		uint64_t t0 = harness_now_ns();
+		g->r = devq_buffer_import(q, fd, g->size, 0, &b);
+		g->import_ns = harness_now_ns() - t0;
+	}
+	if (g->r == 0)
+		g->r = devq_queue_open(q, 0);
+	if (g->r == 0) {
+		struct devq_op op = { .queue = 0, .kind = DEVQ_OP_FILL, .dst = b,
+				      .dst_offset = g->size - 64, .size = 64, .pattern = 0x5eed };
+		uint64_t p;
+		struct devq_completion c;
+		g->r = devq_submit(q, &op, 1, &p);
+		if (g->r == 0)
+			g->r = devq_wait(q, 0, p, 30000, &c);
+		if (g->r == 0 && (c.code != DEVQ_OK ||
+				  ((const uint32_t *)b->map)[(g->size - 4) / 4] != 0x5eed))
+			g->r = -1;
+	}
+	if (g->r == 0) {
+		uint64_t t0 = harness_now_ns();
+		g->r = devq_buffer_release(q, b);
+		if (g->r == 0)
+			g->r = devq_buffer_wait_released(q, b, 30000);
+		g->release_ns = harness_now_ns() - t0;
+	}
+	if (g->r && q)
+		snprintf(g->err, sizeof(g->err), "%s", devq_last_error(q));
+	devq_disconnect(q);
+	if (fd >= 0)
+		close(fd);
+	atomic_store(&g->done, 1);
+	return NULL;
+}
+
+/* Pinning and unpinning a large import (the simulator takes 1 s for each,
+ * as a real driver does for GiBs) happen on the buffer worker: another
+ * session's op round trips go on meanwhile, each within 100 ms.  Before,
+ * cuMemHostRegister and cuMemHostUnregister ran on the loop thread and
+ * every client waited for them. */
+START_TEST(test_pinning_does_not_block)
+{
+	NEED_SIM();
+	enum { MIB = 64 };
+	char ns[32];
+	snprintf(ns, sizeof(ns), "%llu", 1000000000ull / MIB); /* 1 s for the buffer */
+	setenv("DEVQ_CUDASIM_REGISTER_NS", ns, 1);
+	harness_start(&D, NULL);
+	unsetenv("DEVQ_CUDASIM_REGISTER_NS");
+	devq *q = conn(D.sock, "bystander");
+	ck_assert_int_eq(devq_queue_open(q, 0), 0);
+	const struct devq_exec *spin = exe(q, "spin");
+	struct pinner g = { .sock = D.sock, .size = (uint64_t)MIB << 20 };
+	pthread_t t;
+	ck_assert_int_eq(pthread_create(&t, NULL, pinner_main, &g), 0);
+	uint64_t worst = 0, start = harness_now_ns();
+	unsigned n = 0;
+	while (!atomic_load(&g.done) || harness_now_ns() - start < 2500000000ull) {
+		struct devq_arg a[] = { a_u64("ns", 0) };
+		struct devq_op op = spin_op(0, spin, a, NULL, 0);
+		uint64_t t0 = harness_now_ns(), p;
+		ck_assert_int_eq(devq_submit(q, &op, 1, &p), 0);
+		struct devq_completion c;
+		ck_assert_int_eq(devq_wait(q, 0, p, 30000, &c), 0);
+		ck_assert_int_eq(c.code, DEVQ_OK);
+		uint64_t dt = harness_now_ns() - t0;
+		worst = dt > worst ? dt : worst;
+		n++;
+		usleep(1000);
+	}
+	pthread_join(t, NULL);
+	uint64_t bound = harness_slow() ? 300000000ull : 100000000ull;
+	fprintf(stderr,
+		"%d MiB import: pinned in %.1f ms, unpinned and released in %.1f ms; another "
+		"session's %u round trips meanwhile took at most %.1f ms (bound %llu)\n",
+		MIB, g.import_ns / 1e6, g.release_ns / 1e6, n, worst / 1e6,
+		(unsigned long long)(bound / 1000000));
+	ck_assert_msg(g.r == 0, "the pinning client: %d: %s", g.r, g.err);
+	/* The simulator's delay was really paid (else this proves nothing). */
+	ck_assert_msg(g.import_ns >= 900000000ull && g.release_ns >= 900000000ull,
+		      "import %.1f ms, release %.1f ms: the 1 s pinning delay is missing",
+		      g.import_ns / 1e6, g.release_ns / 1e6);
+	ck_assert_msg(worst < bound, "a round trip took %.1f ms while pinning", worst / 1e6);
+	devq_disconnect(q);
+	ck_assert_int_eq(harness_stop(&D), 0);
+}
+END_TEST
+
+/* A large device buffer the device cannot hold: the buffer worker's
+ * allocation fails, and the create fails with it, as a small one's would
+ * at once; nothing stays charged (the same create fails the same way
+ * again, not on the 150 GiB quota), and the session goes on. */
+START_TEST(test_large_alloc_fails_off_loop)
+{
+	NEED_SIM();
+	static const char *const args[] = { "--max-buffer-mb", "153600",
+					    "--quota-session-device-mb", "153600",
+					    "--quota-user-device-mb", "153600", NULL };
+	harness_start(&D, args);
+	devq *q = conn(D.sock, "too-big");
+	for (int i = 0; i < 2; i++) {
+		struct devq_buffer *b = NULL;
+		int r = devq_buffer_create(q, 100ull << 30, DEVQ_BUFFER_DEVICE, &b);
+		ck_assert_msg(r == -ENOSPC && strstr(devq_last_error(q), "device allocation failed"),
+			      "create %d: %d: %s", i, r, devq_last_error(q));
+		ck_assert_ptr_null(b);
+	}
+	struct devq_buffer *b = NULL;
+	ck_assert_int_eq(devq_buffer_create(q, 64u << 20, DEVQ_BUFFER_DEVICE, &b), 0);
+	ck_assert_int_eq(devq_buffer_release(q, b), 0);
+	ck_assert_int_eq(devq_buffer_wait_released(q, b, 30000), 0);
+	devq_disconnect(q);
+	ck_assert_int_eq(harness_stop(&D), 0);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("cudasim");
@@ -374,6 +518,8 @@ static Suite *suite(void)
 	tcase_add_test(t, test_driver_older_than_toolkit);
 	tcase_add_test(t, test_graph_min_run);
 	tcase_add_test(t, test_window_two_long_ops);
+	tcase_add_test(t, test_pinning_does_not_block);
+	tcase_add_test(t, test_large_alloc_fails_off_loop);
 	suite_add_tcase(s, t);
 	return s;
 }

@@ -309,6 +309,44 @@ START_TEST(test_builtin_copy_fill_device)
 }
 END_TEST
 
+/* A large device buffer (allocated and zeroed by the buffer worker, freed
+ * by it at release) starts zeroed at both ends and works like a small one. */
+START_TEST(test_large_device_buffer)
+{
+	devq *q = conn(D.sock, "large-device");
+	ck_assert_int_eq(devq_queue_open(q, 0), 0);
+	const uint64_t size = 64u << 20;
+	struct devq_buffer *dev, *back = mkbuf(q, 8192);
+	ck_assert_int_eq(devq_buffer_create(q, size, DEVQ_BUFFER_DEVICE, &dev), 0);
+	fill_random(back->map, 8192);
+	struct devq_op ops[3] = {
+		{ .queue = 0, .kind = DEVQ_OP_COPY, .src = dev, .src_offset = 0, .dst = back,
+		  .dst_offset = 0, .size = 4096 },
+		{ .queue = 0, .kind = DEVQ_OP_COPY, .src = dev, .src_offset = size - 4096,
+		  .dst = back, .dst_offset = 4096, .size = 4096 },
+	};
+	uint64_t p[3];
+	struct devq_completion c;
+	ck_assert_int_eq(devq_submit(q, ops, 2, p), 0);
+	wait_ok(q, 0, p[1], &c);
+	static const uint8_t zero[8192];
+	ck_assert_int_eq(memcmp(back->map, zero, 8192), 0);
+	ops[0] = (struct devq_op){ .queue = 0, .kind = DEVQ_OP_FILL, .dst = dev,
+				   .dst_offset = size - 4096, .size = 4096, .pattern = 0xdeadbeef };
+	ops[2] = ops[1];
+	ops[1] = (struct devq_op){ .queue = 0, .kind = DEVQ_OP_FILL, .dst = back,
+				   .dst_offset = 0, .size = 8192, .pattern = 0 };
+	ck_assert_int_eq(devq_submit(q, ops, 3, p), 0);
+	wait_ok(q, 0, p[2], &c);
+	const uint32_t *w = (const uint32_t *)back->map;
+	for (size_t i = 0; i < 2048; i++)
+		ck_assert_uint_eq(w[i], i < 1024 ? 0 : 0xdeadbeef);
+	release(q, dev);
+	release(q, back);
+	devq_disconnect(q);
+}
+END_TEST
+
 /* ---- item 4: two queues ---------------------------------------------- */
 
 static void producer_consumer(bool explicit_wait)
@@ -702,6 +740,7 @@ static Suite *suite(void)
 	tcase_add_test(t, test_fill_copy_results);
 	tcase_add_test(t, test_float_results);
 	tcase_add_test(t, test_builtin_copy_fill_device);
+	tcase_add_test(t, test_large_device_buffer);
 	tcase_add_test(t, test_two_queues_explicit);
 	tcase_add_test(t, test_two_queues_hazard);
 	tcase_add_test(t, test_eight_clients);

@@ -34,20 +34,27 @@
 #define MADV_POPULATE_WRITE 23
 #endif
 
-/* ---- the buffer worker: populate and unmap large mappings off the loop -- */
+/* ---- the buffer worker: large buffers made and unmade off the loop ----- */
 
 /* A job names its buffer (b) when the loop must hear that it is done:
- * BufferReady waits for a populate, and BufferReleased (with the quota's
- * credit) for an unmap, so a client is told a large buffer is ready only
- * once it is, and what it holds in the daemon is charged until the memory
- * is really gone.  That bounds the worker's backlog by the quotas: a client
- * that creates and releases large buffers in a loop waits for each. */
+ * BufferReady (or the error) waits for an install, and BufferReleased
+ * (with the quota's credit) for an unmap, so a client is told a large
+ * buffer is ready only once it is, and what it holds in the daemon is
+ * charged until the memory is really gone.  That bounds the worker's
+ * backlog by the quotas: a client that creates and releases large buffers
+ * in a loop waits for each.  The worker reads only the job, never b (the
+ * loop owns it). */
 struct bg_job {
 	struct bg_job *next;
 	struct devq_buf *b; /* NULL: nobody waits (a mapping never installed) */
-	void *addr;
-	size_t len;
-	enum { BG_POPULATE_READ, BG_POPULATE_WRITE, BG_UNMAP } what;
+	struct devq_backend *be;
+	void *addr;       /* the host mapping; NULL for a device buffer */
+	size_t len;       /* of the mapping, or of the device buffer */
+	uint64_t devaddr; /* UNMAP of a device buffer; INSTALL's result */
+	bool read_only;
+	bool unpin; /* UNMAP: the backend's mapping (or allocation) goes first */
+	enum { BG_INSTALL, BG_UNMAP } what;
+	int err; /* INSTALL: 0, or the backend's negative errno */
 	uint64_t id;
 };
 
@@ -65,30 +72,55 @@ static struct {
  * thread meanwhile waits for it; in steps, each wait is short. */
 #define BG_STEP (16u << 20)
 
-static void bg_run(const struct bg_job *j)
+static void bg_unmap(struct bg_job *j)
 {
+	/* Every op that used it has completed (the release waited for the
+	 * last): the device lets go of it first, then the host mapping goes. */
+	if (j->unpin) {
+		if (j->addr)
+			j->be->ops->unmap_host(j->be, j->addr, j->len);
+		else
+			j->be->ops->free(j->be, j->devaddr, j->len);
+	}
 	char *p = j->addr;
-	if (j->what == BG_UNMAP) {
-		for (size_t off = 0; off < j->len; off += BG_STEP) {
-			size_t n = j->len - off < BG_STEP ? j->len - off : BG_STEP;
-			if (munmap(p + off, n) < 0)
-				log_err("buffer %llu: munmap of %zu bytes at %zu failed: %s (mapping "
-					"leaked)", (unsigned long long)j->id, n, off, strerror(errno));
-		}
+	for (size_t off = 0; p && off < j->len; off += BG_STEP) {
+		size_t n = j->len - off < BG_STEP ? j->len - off : BG_STEP;
+		if (munmap(p + off, n) < 0)
+			log_err("buffer %llu: munmap of %zu bytes at %zu failed: %s (mapping "
+				"leaked)", (unsigned long long)j->id, n, off, strerror(errno));
+	}
+}
+
+static void bg_install(struct bg_job *j)
+{
+	if (!j->addr) { /* device memory, zeroed (the backend's alloc) */
+		j->err = j->be->ops->alloc(j->be, j->len, &j->devaddr);
 		return;
 	}
 	/* Prefault, so the first ops do not pay for it; a kernel without
 	 * MADV_POPULATE_* (before 5.14) leaves it to the first touch. */
-	int advice = j->what == BG_POPULATE_WRITE ? MADV_POPULATE_WRITE : MADV_POPULATE_READ;
+	char *p = j->addr;
+	int advice = j->read_only ? MADV_POPULATE_READ : MADV_POPULATE_WRITE;
 	for (size_t off = 0; off < j->len; off += BG_STEP) {
 		size_t n = j->len - off < BG_STEP ? j->len - off : BG_STEP;
 		if (madvise(p + off, n, advice) < 0) {
 			if (errno != EINVAL)
 				log_warn("buffer %llu: prefaulting %zu bytes: %s",
 					 (unsigned long long)j->id, j->len, strerror(errno));
-			return;
+			break;
 		}
 	}
+	/* Then pinned for the device (CUDA: cuMemHostRegister, seconds for
+	 * GiBs); no op can use the buffer before BufferReady. */
+	j->err = j->be->ops->map_host(j->be, j->addr, j->len, j->read_only, &j->devaddr);
+}
+
+static void bg_run(struct bg_job *j)
+{
+	if (j->what == BG_UNMAP)
+		bg_unmap(j);
+	else
+		bg_install(j);
 }
 
 /* A finished job goes back to the loop (any thread). */
@@ -128,19 +160,20 @@ static void *bg_main(void *arg)
 	return NULL;
 }
 
-/* Hands the job to the worker, or runs it here when there is none (after
- * fini, or no thread could be made): either way it is reported to the
- * loop.  False only when no job could be allocated: then it ran here and
- * nothing is reported; the caller finishes at once. */
-static bool bg_submit(struct devq_buf *b, void *addr, size_t len, int what, uint64_t id)
+/* Hands a copy of the job to the worker, or runs it here when there is none
+ * (after fini, or no thread could be made): either way it is reported to
+ * the loop.  False only when no copy could be allocated: then *t ran here,
+ * with its results in it, and nothing is reported; the caller finishes it
+ * at once (bg_done when it names a buffer). */
+static bool bg_submit(struct bg_job *t)
 {
 	struct bg_job *j = malloc(sizeof(*j));
 	if (!j) {
-		struct bg_job here = { .addr = addr, .len = len, .what = what, .id = id };
-		bg_run(&here);
+		bg_run(t);
 		return false;
 	}
-	*j = (struct bg_job){ .b = b, .addr = addr, .len = len, .what = what, .id = id };
+	*j = *t;
+	j->next = NULL;
 	pthread_mutex_lock(&bg.lock);
 	if (!bg.started && !bg.stop && pthread_create(&bg.thread, NULL, bg_main, NULL) == 0)
 		bg.started = true;
@@ -160,7 +193,18 @@ static bool bg_submit(struct devq_buf *b, void *addr, size_t len, int what, uint
 	return true;
 }
 
+/* The worker unmaps b: unpins (or frees) it if installed, then its host
+ * mapping; BufferReleased once done. */
 static void bg_done(struct bg_job *j);
+static void unmap_later(struct devq_buf *b)
+{
+	struct bg_job j = { .b = b, .be = b->s->e->be, .addr = b->host,
+			    .len = b->host ? b->map_len : b->size, .devaddr = b->devaddr,
+			    .unpin = b->mapped, .what = BG_UNMAP, .id = b->id };
+	if (!bg_submit(&j))
+		bg_done(&j);
+}
+
 static void close_fd(int fd, uint64_t id);
 
 void devq_buffer_collect(struct devq_engine *e)
@@ -212,13 +256,15 @@ static void *host_map(struct devq_buf *b, int prot, int fd)
 	return p;
 }
 
-/* Unmaps the host mapping of a buffer that was never installed (nobody
- * waits for it), logging a failure: one that fails (a length the kernel
- * rounded differently) would leak the pages silently. */
+/* Unmaps the host mapping of a buffer that was never installed or whose
+ * pinning failed (nobody waits for it), logging a failure: one that fails
+ * (a length the kernel rounded differently) would leak the pages silently. */
 static void host_unmap(struct devq_buf *b)
 {
 	if (b->bg) {
-		bg_submit(NULL, b->host, b->map_len, BG_UNMAP, b->id);
+		struct bg_job j = { .addr = b->host, .len = b->map_len, .what = BG_UNMAP,
+				    .id = b->id };
+		bg_submit(&j);
 		return;
 	}
 	if (munmap(b->host, b->map_len) < 0)
@@ -278,23 +324,34 @@ static struct devq_buf *buf_new(struct devq_session *s, uint64_t id, uint64_t si
 	return b;
 }
 
-/* Maps (shared) for the device and enters the buffer in the session. */
+static int install_error(const struct devq_buf *b, int r, char *err, size_t n)
+{
+	snprintf(err, n, "buffer %llu: %s failed: %s", (unsigned long long)b->id,
+		 b->host ? "pinning" : "device allocation", strerror(-r));
+	return DEVQ__CODE__RESOURCE_EXHAUSTED;
+}
+
+/* Enters the buffer in the session, charged; a small one mapped (shared)
+ * for the device or allocated (device) here, a large one by the worker
+ * (devq_buffer_reply_ready). */
 static int buf_install(struct devq_buf *b, char *err, size_t n)
 {
 	struct devq_backend *be = b->s->e->be;
-	int r = b->host ? be->ops->map_host(be, b->host, b->map_len, b->read_only, &b->devaddr)
-			: be->ops->alloc(be, b->size, &b->devaddr);
-	if (r < 0) {
-		snprintf(err, n, "buffer %llu: %s failed: %s", (unsigned long long)b->id,
-			 b->host ? "pinning" : "device allocation", strerror(-r));
-		return DEVQ__CODE__RESOURCE_EXHAUSTED;
+	if (!b->bg) {
+		int r = b->host ? be->ops->map_host(be, b->host, b->map_len, b->read_only,
+						    &b->devaddr)
+				: be->ops->alloc(be, b->size, &b->devaddr);
+		if (r < 0)
+			return install_error(b, r, err, n);
+		b->mapped = true;
 	}
-	r = devq_idmap_put(&b->s->bufs, b->id, b);
+	int r = devq_idmap_put(&b->s->bufs, b->id, b);
 	if (r < 0) {
-		if (b->host)
+		if (b->mapped && b->host)
 			be->ops->unmap_host(be, b->host, b->map_len);
-		else
+		else if (b->mapped)
 			be->ops->free(be, b->devaddr, b->size);
+		b->mapped = false;
 		snprintf(err, n, "buffer %llu: out of memory", (unsigned long long)b->id);
 		return DEVQ__CODE__RESOURCE_EXHAUSTED;
 	}
@@ -319,6 +376,7 @@ int devq_buffer_create(struct devq_session *s, uint64_t id, uint64_t size, Devq_
 	if (!b)
 		goto nomem;
 	int fd = -1;
+	b->bg = size >= DEVQ_BUFFER_BG_BYTES; /* a shared one: host_map says it again */
 	if (kind == DEVQ__BUFFER_KIND__SHARED) {
 		char name[48];
 		snprintf(name, sizeof(name), "devq-s%llu-b%llu", (unsigned long long)s->id,
@@ -435,6 +493,7 @@ int devq_buffer_import(struct devq_session *s, uint64_t id, uint64_t size, bool 
 		return DEVQ__CODE__RESOURCE_EXHAUSTED;
 	}
 	b->read_only = read_only;
+	b->imported = true;
 	b->map_len = size;
 	/* Prefaulted (MAP_POPULATE here, or by the worker when large), so the
 	 * memory is charged before the first op rather than mid-op. */
@@ -478,9 +537,9 @@ static void buf_free(struct devq_buf *b)
 	struct devq_session *s = b->s;
 	struct devq_backend *be = s->e->be;
 	devq_idmap_del(&s->bufs, b->id);
-	if (b->host)
+	if (!b->bg && b->host)
 		be->ops->unmap_host(be, b->host, b->map_len);
-	else
+	else if (!b->bg)
 		be->ops->free(be, b->devaddr, b->size);
 	if (b->last_writer)
 		devq_job_unref(b->last_writer);
@@ -490,13 +549,13 @@ static void buf_free(struct devq_buf *b)
 	free(b->readers);
 	b->readers = NULL;
 	b->nreaders = 0;
-	if (b->host && b->bg) {
-		/* The worker unmaps it, after its populate if that still runs;
-		 * the rest when it reports back (bg_done). */
+	if (b->bg) {
+		/* The worker unpins (or frees) and unmaps it, after its install
+		 * if that still runs; the rest when it reports back (bg_done). */
 		if (b->bg_busy)
 			b->unmap_due = true;
-		else if (!bg_submit(b, b->host, b->map_len, BG_UNMAP, b->id))
-			buf_finish(b);
+		else
+			unmap_later(b);
 		return;
 	}
 	if (b->host && munmap(b->host, b->map_len) < 0)
@@ -540,19 +599,38 @@ static void close_fd(int fd, uint64_t id)
 
 void devq_buffer_reply_ready(struct devq_buf *b, int fd)
 {
-	if (!b->host || !b->bg) {
+	if (!b->bg) {
 		send_ready(b, fd);
 		return;
 	}
 	b->bg_busy = true;
-	b->ready_due = true;
 	b->ready_fd = fd;
 	b->s->populating++;
-	if (!bg_submit(b, b->host, b->map_len,
-		       b->read_only ? BG_POPULATE_READ : BG_POPULATE_WRITE, b->id)) {
-		struct bg_job here = { .b = b, .what = BG_POPULATE_WRITE };
-		bg_done(&here);
+	struct bg_job j = { .b = b, .be = b->s->e->be, .addr = b->host,
+			    .len = b->host ? b->map_len : b->size, .read_only = b->read_only,
+			    .what = BG_INSTALL, .id = b->id };
+	if (!bg_submit(&j))
+		bg_done(&j);
+}
+
+/* The worker could not pin (or allocate) b, which the session still holds:
+ * the request fails as it would have at once, and b goes, uncharged. */
+static void install_failed(struct devq_buf *b, int r)
+{
+	struct devq_session *s = b->s;
+	char err[200];
+	int code = install_error(b, r, err, sizeof(err));
+	devq_idmap_del(&s->bufs, b->id);
+	account(b, -1);
+	close_fd(b->ready_fd, b->id);
+	if (s->connected) {
+		struct devq_buf key = { .id = b->id };
+		devq_outbox_error(s, code, b->imported ? "import_buffer" : "create_buffer", &key,
+				   NULL, "%s", err);
 	}
+	if (b->host)
+		host_unmap(b);
+	free(b);
 }
 
 /* Loop thread: a job of b's is done. */
@@ -565,17 +643,29 @@ static void bg_done(struct bg_job *j)
 		devq_outbox_mark_dirty(s); /* the server frees it once nothing is left */
 		return;
 	}
+	/* Installed (or not): the session is read again once BufferReady (or
+	 * the error) is out. */
 	b->bg_busy = false;
-	if (b->ready_due) {
-		b->ready_due = false;
-		s->populating--;
-		if (s->connected && !b->releasing)
-			send_ready(b, b->ready_fd);
-		else
-			close_fd(b->ready_fd, b->id);
-		b->ready_fd = -1;
-		devq_outbox_mark_dirty(s); /* the server reads the session again */
+	s->populating--;
+	devq_outbox_mark_dirty(s);
+	if (j->err == 0) {
+		b->devaddr = j->devaddr;
+		b->mapped = true;
 	}
-	if (b->unmap_due && !bg_submit(b, b->host, b->map_len, BG_UNMAP, b->id))
-		buf_finish(b);
+	if (b->releasing) { /* the session went meanwhile */
+		close_fd(b->ready_fd, b->id);
+		b->ready_fd = -1;
+		if (b->unmap_due)
+			unmap_later(b);
+		return;
+	}
+	if (j->err < 0) {
+		install_failed(b, j->err);
+		return;
+	}
+	if (s->connected)
+		send_ready(b, b->ready_fd);
+	else
+		close_fd(b->ready_fd, b->id);
+	b->ready_fd = -1;
 }

@@ -22,9 +22,10 @@ struct devq_buf {
 	bool releasing;  /* release asked; freed when inflight drops to 0 */
 	void *host;      /* shared: daemon mapping; NULL for device buffers */
 	size_t map_len;
-	bool bg;         /* large: populated and unmapped by the buffer worker */
-	bool bg_busy;    /* its populate is queued or running on the worker */
-	bool ready_due;  /* BufferReady waits for that populate */
+	bool imported;   /* ImportBuffer, not CreateBuffer */
+	bool bg;         /* large: installed and unmapped by the buffer worker */
+	bool bg_busy;    /* its install is queued or running on the worker */
+	bool mapped;     /* pinned (shared) or allocated (device) by the backend */
 	bool unmap_due;  /* released meanwhile: unmapped once it is done */
 	int ready_fd;    /* the memfd BufferReady will carry (CreateBuffer), -1 */
 	uint64_t devaddr;
@@ -48,17 +49,24 @@ void devq_buffer_release(struct devq_buf *b); /* frees now or once idle */
 void devq_buffer_put(struct devq_buf *b);     /* an op stopped using it */
 
 /* After a successful create (fd: the memfd for the client, -1 for none)
- * or import: BufferReady for b, now; or, for a large shared buffer, once
- * the worker has prefaulted it, meanwhile counted in s->populating (the
- * server does not read a session while it is not 0, so the replies keep
- * their order and one session has at most one populate queued). */
+ * or import: BufferReady for b, now; or, for a large buffer, once the
+ * worker has installed it (meanwhile counted in s->populating: the server
+ * does not read a session while it is not 0, so the replies keep their
+ * order, one session has at most one install queued, and no op can name
+ * the buffer before it is pinned).  If the worker cannot pin or allocate
+ * it, the create or import fails then, with the error it would have had
+ * at once, and the buffer is gone. */
 void devq_buffer_reply_ready(struct devq_buf *b, int fd);
 
-/* Shared buffers of at least this many bytes are mapped without
- * MAP_POPULATE; one worker thread prefaults them (MADV_POPULATE_*) and
- * later unmaps them, in order, so neither blocks the loop.  The worker
- * reports each back (ev.wake): BufferReady goes out once the populate is
- * done, BufferReleased (and the quota's credit) once the unmap is. */
+/* Buffers of at least this many bytes are installed and unmade by one
+ * worker thread, in order, so that nothing of it blocks the loop.  Shared
+ * ones are mapped here without MAP_POPULATE; the worker prefaults them
+ * (MADV_POPULATE_*) and then pins them (the backend's map_host: CUDA's
+ * cuMemHostRegister, seconds for GiBs), and at release unpins (unmap_host)
+ * and unmaps them.  Device ones it allocates and zeroes (alloc), and frees.
+ * The worker reports each back (ev.wake): BufferReady goes out once the
+ * install is done, BufferReleased (and the quota's credit) once the unmap
+ * is. */
 #define DEVQ_BUFFER_BG_BYTES (64u << 20)
 /* Loop thread, after a wake: what the worker finished (replies sent,
  * released buffers freed; their sessions marked dirty, so that the server

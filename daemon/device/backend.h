@@ -4,7 +4,16 @@
  * and runs ops on device streams, in order per stream, honouring waits.
  *
  * Threading: every call is made from the daemon's loop thread, except that a
- * backend with enqueue_any_thread also takes enqueue from on_complete.
+ * backend with enqueue_any_thread also takes enqueue from on_complete, and
+ * that map_host, unmap_host, alloc and free may also be called from the
+ * daemon's buffer worker (core/buffer.c: one thread, for buffers of
+ * DEVQ_BUFFER_BG_BYTES and more, as pinning GiBs takes seconds), at the
+ * same time as loop-thread calls, including these four: a backend makes
+ * them safe to call so (the CUDA backend makes its primary context current
+ * on the calling thread first; the CPU one has nothing to share).  For one
+ * buffer the calls stay in order: map_host (or alloc) returns before any
+ * op names the buffer, and unmap_host (or free) is called once every op
+ * that named it has been reported complete.
  * Completions are reported from backend threads through on_complete, which
  * must not call back into the backend unless enqueue_any_thread is set; it
  * stores op->done = 1 as its last access to op, so a backend that waits on
@@ -92,11 +101,12 @@ typedef void (*devq_complete_fn)(void *ud, struct devq_bop *op);
 struct devq_backend_ops {
 	void (*destroy)(struct devq_backend *b);
 	/* Makes host memory usable by the device (pins it) and returns the
-	 * address ops use for it.  read_only: the mapping is PROT_READ. */
+	 * address ops use for it.  read_only: the mapping is PROT_READ.  This
+	 * and the next three: loop thread or buffer worker (Threading). */
 	int (*map_host)(struct devq_backend *b, void *addr, size_t len, bool read_only,
 			uint64_t *devaddr);
 	void (*unmap_host)(struct devq_backend *b, void *addr, size_t len);
-	/* Device memory; -ENOMEM when the device is full. */
+	/* Device memory, zeroed; -ENOMEM when the device is full. */
 	int (*alloc)(struct devq_backend *b, size_t len, uint64_t *devaddr);
 	void (*free)(struct devq_backend *b, uint64_t devaddr, size_t len);
 	/* Whether the loaded code can run this kernel on this device. */

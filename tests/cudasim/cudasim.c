@@ -98,7 +98,11 @@
  * or running at once, and of the images modules loaded ("module_image
  * sm_90 SASS 2", "compute_90 PTX", "sm_90 cubin", "sm_90 PTX" for a bare
  * PTX image) (tests read them).
- * DEVQ_CUDASIM_DRIVER_VERSION: what cuDriverGetVersion answers. */
+ * DEVQ_CUDASIM_DRIVER_VERSION: what cuDriverGetVersion answers.
+ * DEVQ_CUDASIM_REGISTER_NS: nanoseconds per MiB that cuMemHostRegister and
+ * cuMemHostUnregister take (default 0), as pinning and unpinning GiBs take
+ * seconds on a real driver; the calling thread sleeps, other threads' calls
+ * go on meanwhile. */
 #include <cuda.h>
 #include <dlfcn.h>
 #include <elf.h>
@@ -264,6 +268,7 @@ static struct region *regions;
 static uint64_t dev_used;
 static unsigned arch = 90;
 static uint64_t notify_ns = 300000;
+static uint64_t register_ns_per_mib;
 static uint64_t clock_offset_ns = 123456789012345ull;
 static unsigned long fault_at, launches, graph_launches, captures, max_kernels_queued;
 static CUresult fault_code;
@@ -693,6 +698,9 @@ EXPORT CUresult cuInit(unsigned flags)
 		const char *n = getenv("DEVQ_CUDASIM_NOTIFY_US");
 		if (n && *n)
 			notify_ns = strtoull(n, NULL, 10) * 1000;
+		const char *rn = getenv("DEVQ_CUDASIM_REGISTER_NS");
+		if (rn && *rn)
+			register_ns_per_mib = strtoull(rn, NULL, 10);
 		const char *f = getenv("DEVQ_CUDASIM_FAULT");
 		if (f && *f) {
 			char *end;
@@ -1643,6 +1651,19 @@ EXPORT CUresult cuMemcpyDtoH(void *dst, CUdeviceptr src, size_t n)
 	RET(CUDA_SUCCESS);
 }
 
+/* DEVQ_CUDASIM_REGISTER_NS: pinning or unpinning len bytes takes this long,
+ * on the calling thread, G not held. */
+static void pin_delay(size_t len)
+{
+	if (!register_ns_per_mib)
+		return;
+	uint64_t ns = (uint64_t)((double)register_ns_per_mib * (double)len / (1 << 20));
+	struct timespec ts = { .tv_sec = (time_t)(ns / 1000000000u),
+			       .tv_nsec = (long)(ns % 1000000000u) };
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
 EXPORT CUresult cuMemHostRegister(void *p, size_t len, unsigned flags)
 {
 	ENTER("cuMemHostRegister", true);
@@ -1659,7 +1680,12 @@ EXPORT CUresult cuMemHostRegister(void *p, size_t len, unsigned flags)
 		RET(CUDA_ERROR_OUT_OF_MEMORY);
 	*r = (struct region){ .base = b, .len = len,
 			      .read_only = flags & CU_MEMHOSTREGISTER_READ_ONLY,
-			      .devicemap = flags & CU_MEMHOSTREGISTER_DEVICEMAP, .next = regions };
+			      .devicemap = flags & CU_MEMHOSTREGISTER_DEVICEMAP };
+	/* Usable only once the call returns: entered after the delay. */
+	pthread_mutex_unlock(&G);
+	pin_delay(len);
+	pthread_mutex_lock(&G);
+	r->next = regions;
 	regions = r;
 	RET(CUDA_SUCCESS);
 }
@@ -1670,9 +1696,13 @@ EXPORT CUresult cuMemHostUnregister(void *p)
 	for (struct region **pr = &regions; *pr; pr = &(*pr)->next) {
 		struct region *r = *pr;
 		if (!r->device && r->base == (uint64_t)(uintptr_t)p) {
+			/* No use is legal once the call has begun: out first. */
 			*pr = r->next;
+			size_t len = r->len;
 			free(r);
-			RET(CUDA_SUCCESS);
+			pthread_mutex_unlock(&G);
+			pin_delay(len);
+			return CUDA_SUCCESS;
 		}
 	}
 	violation("cuMemHostUnregister: %p is not registered", p);

@@ -860,6 +860,14 @@ static int map_error(CUresult r)
 	return r == CUDA_ERROR_OUT_OF_MEMORY ? -ENOMEM : -EIO;
 }
 
+/* The memory calls come from the loop thread or from the daemon's buffer
+ * worker (backend.h): the context is made current on the calling thread
+ * each time (a cheap call; the worker is not the backend's thread). */
+static CUresult mem_ctx(struct cuda_backend *cb)
+{
+	return cb->drv.cuCtxSetCurrent(cb->ctx);
+}
+
 /* Pinned and mapped into the device's address space: kernels read it over
  * the bus (tens of GB/s, against the HBM's TB/s). */
 static int cuda_map_host(struct devq_backend *b, void *addr, size_t len, bool read_only,
@@ -870,7 +878,10 @@ static int cuda_map_host(struct devq_backend *b, void *addr, size_t len, bool re
 	 * only be registered as read-only, which some devices lack. */
 	if (read_only && !cb->ro_register)
 		return -EOPNOTSUPP;
-	CUresult r = cb->drv.cuMemHostRegister(addr, len,
+	CUresult r = mem_ctx(cb);
+	if (r != CUDA_SUCCESS)
+		return map_error(r);
+	r = cb->drv.cuMemHostRegister(addr, len,
 					       CU_MEMHOSTREGISTER_DEVICEMAP |
 						       (read_only ? CU_MEMHOSTREGISTER_READ_ONLY : 0));
 	if (r != CUDA_SUCCESS)
@@ -889,7 +900,8 @@ static void cuda_unmap_host(struct devq_backend *b, void *addr, size_t len)
 {
 	struct cuda_backend *cb = (struct cuda_backend *)b;
 	(void)len;
-	cb->drv.cuMemHostUnregister(addr);
+	if (mem_ctx(cb) == CUDA_SUCCESS)
+		cb->drv.cuMemHostUnregister(addr);
 }
 
 static int cuda_alloc(struct devq_backend *b, size_t len, uint64_t *devaddr)
@@ -898,12 +910,16 @@ static int cuda_alloc(struct devq_backend *b, size_t len, uint64_t *devaddr)
 	CUdeviceptr p = 0;
 	/* The stream-ordered allocator on the service stream: a plain
 	 * cuMemAlloc/cuMemFree may synchronise the whole device, stalling
-	 * every session's work behind this loop-thread call. */
+	 * every session's work behind this call. */
+	CUresult r = mem_ctx(cb);
+	if (r != CUDA_SUCCESS)
+		return map_error(r);
 	pthread_mutex_lock(&cb->cal_lock);
-	CUresult r = cb->drv.cuMemAllocAsync(&p, len ? len : 1, cb->cal_stream);
+	r = cb->drv.cuMemAllocAsync(&p, len ? len : 1, cb->cal_stream);
 	/* Zeroed like a fresh memfd, as on the CPU backend.  Ops run on other
 	 * streams, so the memset is waited for before the buffer is usable
-	 * (a device-speed memset: microseconds to a few ms). */
+	 * (a device-speed memset: microseconds for the small buffers the loop
+	 * allocates; the buffer worker waits for the large ones). */
 	if (r == CUDA_SUCCESS)
 		r = cb->drv.cuMemsetD8Async(p, 0, len ? len : 1, cb->cal_stream);
 	CUevent e = cb->cal_ev[cb->cal_cur ^ 1];
@@ -926,6 +942,8 @@ static void cuda_free(struct devq_backend *b, uint64_t devaddr, size_t len)
 	(void)len;
 	/* Every op that used it has been reported complete: freeing in the
 	 * service stream's order is safe and does not wait for the device. */
+	if (mem_ctx(cb) != CUDA_SUCCESS)
+		return;
 	pthread_mutex_lock(&cb->cal_lock);
 	cb->drv.cuMemFreeAsync((CUdeviceptr)devaddr, cb->cal_stream);
 	pthread_mutex_unlock(&cb->cal_lock);
