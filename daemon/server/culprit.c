@@ -246,3 +246,16 @@ unsigned devq_culprit_describe(const struct devq_culprits *c, const struct devq_
 	}
 	return k;
 }
+
+unsigned devq_culprit_list(const struct devq_culprits *c, const struct devq_config *cfg,
+			   int64_t now_s, struct devq_refused_uid *out, unsigned max)
+{
+	unsigned k = 0;
+	for (unsigned i = 0; i < c->n && k < max; i++) {
+		const struct devq_culprit *e = &c->e[i];
+		if (refused(e, cfg, now_s))
+			out[k++] = (struct devq_refused_uid){ e->uid, e->losses,
+							     e->last_s + (int64_t)cfg->lost_refuse_s };
+	}
+	return k;
+}
