@@ -636,7 +636,9 @@ static int open_socket(devq *q)
 		int e = errno;
 		close(q->fd);
 		q->fd = -1;
-		/* The packaged socket is 0660 root:devq: say what grants access. */
+		/* The packaged socket is 0660 root:devq: say what grants access.
+		 * devctl tells this failure from the daemon's refusal by the
+		 * message's start (client/devctl/util.c). */
 		return fail(q, -e, "cannot connect to devqd at %s: %s%s", q->path, strerror(e),
 			    e == EACCES ? " (access is for group devq: ask an admin for "
 					  "'usermod -aG devq USER', then log in again; see devqd(8))"

@@ -116,7 +116,7 @@ static int connect_or_die(const char *sock, devq **q)
 {
 	int r = devq_connect(sock, "devctl", q);
 	if (r < 0) {
-		errf("%s: %s%s", prog, *q ? devq_last_error(*q) : strerror(-r), devctl_conn_hint(r));
+		errf("%s: %s%s", prog, *q ? devq_last_error(*q) : strerror(-r), devctl_conn_hint(r, *q));
 		devq_disconnect(*q);
 		*q = NULL;
 		return 3;
