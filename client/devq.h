@@ -425,6 +425,12 @@ struct devq_histogram {
 	uint64_t sum_ns, count;
 };
 
+struct devq_refused_user {
+	uint32_t uid;
+	uint32_t losses;  /* device losses counted against it */
+	int64_t until_s;  /* refused until then: seconds since the epoch */
+};
+
 struct devq_status {
 	char backend[16];
 	char device[128];
@@ -442,6 +448,11 @@ struct devq_status {
 	struct devq_user_info *users;
 	size_t nphases;
 	struct devq_histogram phases[8];
+	/* Uids refused at connect after repeated device losses (devqd(8)):
+	 * every one for root and the daemon's admin group, at most the
+	 * caller's own uid for anyone else. */
+	size_t nrefused;
+	struct devq_refused_user *refused;
 };
 
 /* Round trip; free with devq_status_free. */

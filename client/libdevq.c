@@ -636,7 +636,9 @@ static int open_socket(devq *q)
 		int e = errno;
 		close(q->fd);
 		q->fd = -1;
-		/* The packaged socket is 0660 root:devq: say what grants access. */
+		/* The packaged socket is 0660 root:devq: say what grants access.
+		 * devctl tells this failure from the daemon's refusal by the
+		 * message's start (client/devctl/util.c). */
 		return fail(q, -e, "cannot connect to devqd at %s: %s%s", q->path, strerror(e),
 			    e == EACCES ? " (access is for group devq: ask an admin for "
 					  "'usermod -aG devq USER', then log in again; see devqd(8))"
@@ -1355,6 +1357,17 @@ static int status_metrics(struct devq_status *s, const Devq__Status *st)
 			s->users[i].device_busy_ns = st->users[i]->device_busy_ns;
 		}
 	}
+	if (st->n_refused_uids) {
+		s->refused = calloc(st->n_refused_uids, sizeof(*s->refused));
+		if (!s->refused)
+			return -ENOMEM;
+		s->nrefused = st->n_refused_uids;
+		for (size_t i = 0; i < st->n_refused_uids; i++) {
+			s->refused[i].uid = st->refused_uids[i]->uid;
+			s->refused[i].losses = st->refused_uids[i]->losses;
+			s->refused[i].until_s = st->refused_uids[i]->until_s;
+		}
+	}
 	for (size_t i = 0; i < st->n_phases && s->nphases < 8; i++) {
 		const Devq__MetricsHistogram *h = st->phases[i];
 		/* A histogram this client cannot hold whole is left out. */
@@ -1433,6 +1446,7 @@ void devq_status_free(struct devq_status *s)
 		free(s->sessions[i].queue_depths);
 	free(s->sessions);
 	free(s->users);
+	free(s->refused);
 	free(s);
 }
 

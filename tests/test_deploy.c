@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/config.h"
@@ -411,8 +412,18 @@ START_TEST(test_journal_fields)
 	snprintf(env, sizeof(env), "JOURNAL_STREAM=%llu:%llu", (unsigned long long)st.st_dev,
 		 (unsigned long long)st.st_ino);
 	const char *envs[] = { env, NULL };
+	/* A uid refused after device losses: its startup line names it in
+	 * DEVQ_CLIENT_UID, as its refusals do, so that one journalctl match
+	 * finds both. */
+	char state_dir[] = "/tmp/devq-jstate-XXXXXX", state_file[64];
+	ck_assert_ptr_nonnull(mkdtemp(state_dir));
+	snprintf(state_file, sizeof(state_file), "%s/lost-uids.dev0", state_dir);
+	FILE *sf = fopen(state_file, "w");
+	ck_assert_ptr_nonnull(sf);
+	fprintf(sf, "devqd lost-uids 1\n4242 5 %lld\n", (long long)time(NULL));
+	ck_assert_int_eq(fclose(sf), 0);
 	const char *argv[] = { harness_bin("devqd"), "--socket", p.sock, "--backend", "cpu", "-vv",
-			       "--max-queues", "1", NULL };
+			       "--max-queues", "1", "--state-dir", state_dir, NULL };
 	proc_spawn(&p, argv, envs);
 	devq *q = NULL;
 	for (int i = 0; i < ARRIVAL_MS / 10 && !q; i++) {
@@ -444,7 +455,7 @@ START_TEST(test_journal_fields)
 	usleep(300 * 1000);
 	atomic_store(&jr.stop, true);
 	ck_assert_int_eq(pthread_join(jt, NULL), 0);
-	bool found = false, found_op = false;
+	bool found = false, found_op = false, found_refused = false;
 	char *got = jr.got;
 	for (char *m = got, *next; *m; m = next + 1) {
 		next = strchr(m, '|');
@@ -458,6 +469,10 @@ START_TEST(test_journal_fields)
 		found_op = found_op || (strstr(m, "DEVQ_QUEUE=1\n") && strstr(m, "DEVQ_POINT=1\n") &&
 					strstr(m, "DEVQ_CODE=3\n") && strstr(m, want_session) &&
 					strstr(m, "PRIORITY=7\n"));
+		found_refused = found_refused ||
+				(strstr(m, "MESSAGE=uid 4242 refused until") &&
+				 strstr(m, "DEVQ_CLIENT_UID=4242\n") && strstr(m, "PRIORITY=5\n") &&
+				 !strstr(m, "DEVQ_SESSION="));
 		*next = '|';
 	}
 	kill(p.pid, SIGTERM);
@@ -468,6 +483,10 @@ START_TEST(test_journal_fields)
 		rmdir("/run/systemd/journal");
 	ck_assert_msg(found, "no journal entry with the session's fields; got: %.3000s", got);
 	ck_assert_msg(found_op, "no journal entry for the failed op; got: %.3000s", got);
+	ck_assert_msg(found_refused, "no startup line for uid 4242 with its uid field; got: %.3000s",
+		      got);
+	ck_assert_int_eq(unlink(state_file), 0);
+	ck_assert_int_eq(rmdir(state_dir), 0);
 	ck_assert_int_eq(code, 0);
 	/* What went to the journal is not also on stderr. */
 	ck_assert_msg(!strstr(proc_log(&p), "open_queue"), "%s", proc_log(&p));

@@ -235,6 +235,10 @@ START_TEST(test_lost_does_not_wait_for_running_op)
 END_TEST
 
 #define ADVICE "device lost, devqd restarts: reconnect and re-import shared buffers"
+/* What a non-admin with work in flight is told of its part, whether or not
+ * other sessions had work: nothing more, so that being told it tells
+ * nothing of them. */
+#define BUSY_ROLE "your work was in flight when the device faulted: it fails"
 
 /* The cut of a notice to what a client keeps, at exactly the limit and one
  * past it, and never inside a UTF-8 character. */
@@ -372,7 +376,7 @@ START_TEST(test_lost_notice_hides_others)
 	ck_assert_int_gt(n, 0);
 	fprintf(stderr, "uid 65534 was told (%zu bytes): %s\n", strlen(msg), msg);
 	ck_assert_msg(strncmp(msg, ADVICE, strlen(ADVICE)) == 0, "%s", msg);
-	ck_assert_msg(strstr(msg, "your work in flight fails"), "%s", msg);
+	ck_assert_msg(strstr(msg, BUSY_ROLE), "%s", msg);
 	char pidstr[32];
 	snprintf(pidstr, sizeof(pidstr), "pid %d", (int)getpid());
 	ck_assert_msg(!strstr(msg, pidstr), "%s", msg);
@@ -455,6 +459,66 @@ static int as_uid(uid_t uid, bool fault, char *msg, size_t len)
 	return r;
 }
 
+/* Runs devctl ARGS against the daemon, as root (uid 0) or another uid,
+ * and returns its exit status, stdout and stderr in out. */
+static int devctl_as(uid_t uid, const char *args, char *out, size_t n)
+{
+	char cmd[1024], ids[96] = "";
+	if (uid)
+		snprintf(ids, sizeof(ids), "setpriv --reuid=%u --regid=%u --clear-groups ",
+			 (unsigned)uid, (unsigned)uid);
+	snprintf(cmd, sizeof(cmd), "%s%s --socket %s %s 2>&1", ids, harness_bin("devctl"), D.sock,
+		 args);
+	FILE *p = popen(cmd, "r");
+	ck_assert_ptr_nonnull(p);
+	size_t got = fread(out, 1, n - 1, p);
+	out[got] = '\0';
+	int st = pclose(p);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+/* What uid's session sees of the refused uids in Status: how many, and
+ * the first's uid, losses and end. */
+struct seen {
+	int r;
+	size_t n;
+	struct devq_refused_user first;
+};
+
+static struct seen refused_seen_by(uid_t uid)
+{
+	int out[2];
+	ck_assert_int_eq(pipe(out), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		close(out[0]);
+		if (uid && (setgroups(0, NULL) < 0 || setgid(uid) < 0 || setuid(uid) < 0))
+			_exit(90);
+		struct seen v = { .r = -1 };
+		devq *q = NULL;
+		struct devq_status *s;
+		if (devq_connect(D.sock, "status-reader", &q) == 0 && devq_get_status(q, &s) == 0) {
+			v.r = 0;
+			v.n = s->nrefused;
+			if (s->nrefused)
+				v.first = s->refused[0];
+			devq_status_free(s);
+		}
+		devq_disconnect(q);
+		_exit(write(out[1], &v, sizeof(v)) == sizeof(v) ? 0 : 91);
+	}
+	close(out[1]);
+	struct seen v = { .r = -999 };
+	ck_assert_int_eq(read(out[0], &v, sizeof(v)), sizeof(v));
+	close(out[0]);
+	int st;
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status reader as uid %u: exit %d",
+		      (unsigned)uid, WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+	return v;
+}
+
 static char state_dir[64];
 static char state_file[128];
 
@@ -500,7 +564,12 @@ START_TEST(test_lost_refuses_culprit_uid)
 		ck_assert_int_eq(as_uid(65534, false, msg, sizeof(msg)), 0); /* not refused yet */
 		ck_assert_msg(as_uid(65534, true, msg, sizeof(msg)) == 0, "%s", msg);
 		fprintf(stderr, "loss %d, uid 65534 was told: %s\n", i + 1, msg);
-		ck_assert_msg(strstr(msg, "your work faulted the device"), "%s", msg);
+		/* The only busy session, told the same as one of several:
+		 * before, "your work faulted the device" told a non-admin that
+		 * no other session had work. */
+		ck_assert_msg(strstr(msg, BUSY_ROLE) && !strstr(msg, "your work faulted"), "%s",
+			      msg);
+		ck_assert_uint_le(strlen(msg), 255);
 		if (i == 1)
 			ck_assert_msg(strstr(msg, "uid 65534 is refused for 600 s (2 device losses)"),
 				      "%s", msg);
@@ -523,6 +592,35 @@ START_TEST(test_lost_refuses_culprit_uid)
 	devq_disconnect(root);
 	ck_assert_msg(log_has("uid 65534 refused until"), "no startup line naming uid 65534");
 	ck_assert_msg(log_has("refused: uid 65534 is refused until"), "no refusal line");
+
+	/* Status shows the refusal to an admin (root), with its count and its
+	 * end; another uid sees nothing of it (before, only the journal and
+	 * the systemd status line named refused uids). */
+	long long now = (long long)time(NULL);
+	struct seen v = refused_seen_by(0);
+	ck_assert_int_eq(v.r, 0);
+	ck_assert_uint_eq(v.n, 1);
+	ck_assert_uint_eq(v.first.uid, 65534);
+	ck_assert_uint_eq(v.first.losses, 2);
+	ck_assert_msg(v.first.until_s > now + 500 && v.first.until_s <= now + 600,
+		      "until %lld, now %lld", (long long)v.first.until_s, now);
+	v = refused_seen_by(65533);
+	ck_assert_int_eq(v.r, 0);
+	ck_assert_uint_eq(v.n, 0);
+	char out[8192];
+	ck_assert_int_eq(devctl_as(0, "status", out, sizeof(out)), 0);
+	ck_assert_msg(strstr(out, "refused:        uid 65534 until ") &&
+			      strstr(out, "UTC (2 device losses)"),
+		      "devctl status as root:\n%s", out);
+	ck_assert_int_eq(devctl_as(0, "status --json", out, sizeof(out)), 0);
+	ck_assert_msg(strstr(out, "\"refused_uids\":[{\"uid\":65534,\"losses\":2,\"until_s\":"),
+		      "devctl status --json as root:\n%s", out);
+	ck_assert_int_eq(devctl_as(65533, "status", out, sizeof(out)), 0);
+	ck_assert_msg(!strstr(out, "65534") && !strstr(out, "refused"),
+		      "devctl status as uid 65533:\n%s", out);
+	ck_assert_int_eq(devctl_as(65533, "status --json", out, sizeof(out)), 0);
+	ck_assert_msg(strstr(out, "\"refused_uids\":[]") && !strstr(out, "65534"),
+		      "devctl status --json as uid 65533:\n%s", out);
 	ck_assert_int_eq(harness_stop(&D), 0);
 	state_teardown();
 }

@@ -152,6 +152,50 @@ START_TEST(refuses_other_uid)
 }
 END_TEST
 
+/* devctl run as uid NOBODY against d: exit status, stdout and stderr. */
+static int devctl_as_nobody(const struct daemon_proc *d, const char *args, char *out, size_t n)
+{
+	char cmd[1024];
+	snprintf(cmd, sizeof(cmd),
+		 "setpriv --reuid=%d --regid=%d --clear-groups %s --socket %s %s 2>&1", NOBODY,
+		 NOBODY, harness_bin("devctl"), d->sock, args);
+	FILE *p = popen(cmd, "r");
+	ck_assert_ptr_nonnull(p);
+	size_t got = fread(out, 1, n - 1, p);
+	out[got] = '\0';
+	int st = pclose(p);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+/* devctl's hint about the socket's permissions comes only when connect(2)
+ * itself was refused; a refusal by the daemon (its access policy) is
+ * printed as the daemon wrote it (before, every permission_denied got the
+ * socket hint, which pointed the user at the wrong fix). */
+START_TEST(devctl_permission_hints)
+{
+	if (!can_switch_uid("devctl_permission_hints"))
+		return;
+	struct daemon_proc d;
+	start(&d, NULL);
+	open_socket_to_all(&d);
+	char out[4096];
+	int rc = devctl_as_nobody(&d, "status", out, sizeof(out));
+	fprintf(stderr, "refused by the daemon: exit %d: %s", rc, out);
+	ck_assert_int_eq(rc, 3);
+	ck_assert_msg(strstr(out, "permission_denied: access denied: uid 65534"), "%s", out);
+	ck_assert_msg(!strstr(out, "no permission on the socket"), "%s", out);
+
+	ck_assert_int_eq(chmod(d.sock, 0600), 0);
+	rc = devctl_as_nobody(&d, "status", out, sizeof(out));
+	fprintf(stderr, "refused by connect(2): exit %d: %s", rc, out);
+	ck_assert_int_eq(rc, 3);
+	ck_assert_msg(strstr(out, "Permission denied") &&
+			      strstr(out, "(no permission on the socket"),
+		      "%s", out);
+	stop(&d);
+}
+END_TEST
+
 /* Status names each session's uid and pid; here a uid admitted by
  * allow-users and root, side by side. */
 START_TEST(status_shows_uid_and_pid)
@@ -1149,6 +1193,7 @@ static Suite *suite(void)
 	TCase *t = tcase_create("tenancy");
 	tcase_set_timeout(t, harness_slow() ? 900 : 240);
 	tcase_add_test(t, refuses_other_uid);
+	tcase_add_test(t, devctl_permission_hints);
 	tcase_add_test(t, status_shows_uid_and_pid);
 	tcase_add_test(t, status_hides_other_users);
 	tcase_add_test(t, buffer_quotas);

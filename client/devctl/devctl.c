@@ -116,7 +116,7 @@ static int connect_or_die(const char *sock, devq **q)
 {
 	int r = devq_connect(sock, "devctl", q);
 	if (r < 0) {
-		errf("%s: %s%s", prog, *q ? devq_last_error(*q) : strerror(-r), devctl_conn_hint(r));
+		errf("%s: %s%s", prog, *q ? devq_last_error(*q) : strerror(-r), devctl_conn_hint(r, *q));
 		devq_disconnect(*q);
 		*q = NULL;
 		return 3;
@@ -244,6 +244,11 @@ static int cmd_status(const char *sock, int argc, char **argv)
 			devctl_metrics_session_json(stdout, x);
 			printf("}");
 		}
+		printf("],\"refused_uids\":[");
+		for (size_t i = 0; i < s->nrefused; i++)
+			printf("%s{\"uid\":%u,\"losses\":%u,\"until_s\":%" PRId64 "}",
+			       i ? "," : "", s->refused[i].uid, s->refused[i].losses,
+			       s->refused[i].until_s);
 		printf("]");
 		devctl_metrics_json(stdout, s);
 		printf("}\n");
@@ -258,6 +263,17 @@ static int cmd_status(const char *sock, int argc, char **argv)
 		       (double)s->bytes_mapped / 1048576.0);
 		printf("ops completed:  %" PRIu64 " (%" PRIu64 " failed)\n", s->ops_completed,
 		       s->ops_failed);
+		for (size_t i = 0; i < s->nrefused; i++) {
+			time_t t = (time_t)s->refused[i].until_s;
+			struct tm tm;
+			char until[40];
+			if (!gmtime_r(&t, &tm) ||
+			    !strftime(until, sizeof(until), "%Y-%m-%d %H:%M:%S UTC", &tm))
+				snprintf(until, sizeof(until), "%" PRId64, s->refused[i].until_s);
+			printf("%s uid %u until %s (%u device losses)\n",
+			       i ? "               " : "refused:       ", s->refused[i].uid, until,
+			       s->refused[i].losses);
+		}
 		if (others)
 			printf("\n%8s %8s %6s %-16s %6s %9s %7s %10s %10s\n", "SESSION", "PID", "UID",
 			       "NAME", "QUEUES", "INFLIGHT", "BUFFERS", "MAPPED", "COMPLETED");

@@ -181,7 +181,7 @@ int devctl_metrics(const char *sock, int argc, char **argv)
 	int r = devq_connect(sock, "devctl-metrics", &q);
 	if (r < 0) {
 		fprintf(stderr, "devctl: %s%s\n", q ? devq_last_error(q) : "cannot connect",
-			devctl_conn_hint(r));
+			devctl_conn_hint(r, q));
 		devq_disconnect(q);
 		return 3;
 	}

@@ -333,7 +333,7 @@ int devctl_top_main(const char *sock, int argc, char **argv)
 	int r = devq_connect(sock, "devctl top", &tp.q);
 	if (r < 0) {
 		fprintf(stderr, "devctl: %s%s\n", tp.q ? devq_last_error(tp.q) : strerror(-r),
-			devctl_conn_hint(r));
+			devctl_conn_hint(r, tp.q));
 		devq_disconnect(tp.q);
 		return 3;
 	}

@@ -915,7 +915,7 @@ int devctl_trace_main(const char *sock, int argc, char **argv)
 	int r = devq_connect(sock, "devctl trace", &q);
 	if (r < 0) {
 		fprintf(stderr, "devctl: %s%s\n", q ? devq_last_error(q) : strerror(-r),
-			devctl_conn_hint(r));
+			devctl_conn_hint(r, q));
 		devq_disconnect(q);
 		return 3;
 	}

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdbool.h>
+#include <string.h>
 
 static void json_str(FILE *f, const char *s, bool ascii)
 {
@@ -59,8 +60,18 @@ void devctl_fmt_dur(char *buf, size_t n, uint64_t ns)
 	snprintf(buf, n, "%.*f %s", v < 9.995 ? 2 : v < 99.95 ? 1 : 0, v, unit[u]);
 }
 
-const char *devctl_conn_hint(int r)
+/* libdevq's message when connect(2) itself failed (client/libdevq.c,
+ * open_socket); a refusal by the daemon reads "permission_denied: ...". */
+#define CONNECT_FAILED "cannot connect to devqd at "
+
+const char *devctl_conn_hint(int r, const devq *q)
 {
+	/* A permission error is the socket's only when connect(2) said so:
+	 * the daemon's own refusal (access policy, a uid refused after device
+	 * losses) says why itself, and the socket is not the fix. */
+	if ((r == -EACCES || r == -EPERM) && q &&
+	    strncmp(devq_last_error(q), CONNECT_FAILED, strlen(CONNECT_FAILED)) != 0)
+		return "";
 	switch (r) {
 	case -ENOENT:
 		return " (is devqd running? start it, or point DEVQ_SOCKET or --socket at its "
@@ -69,6 +80,7 @@ const char *devctl_conn_hint(int r)
 		return " (nothing listens there: a stale socket of a devqd that is gone; start "
 		       "devqd)";
 	case -EACCES:
+	case -EPERM:
 		return " (no permission on the socket: devqd's --socket-group, or run as its "
 		       "user)";
 	default:

@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "devq.h"
+
 /* s as a JSON string literal: '"' and '\\' escaped with a backslash,
  * control characters (below 0x20) as \u00XX, every other byte as it is, so
  * UTF-8 passes through (devctl list/status --json). */
@@ -29,8 +31,10 @@ void devctl_fmt_ns(char *buf, size_t n, uint64_t ns, int ms_decimals);
  * SVG), where a reader compares magnitudes at a glance. */
 void devctl_fmt_dur(char *buf, size_t n, uint64_t ns);
 
-/* A hint after a failed devq_connect's message, by its result: how to
- * start devqd or name its socket ("" when there is none to give). */
-const char *devctl_conn_hint(int r);
+/* A hint after a failed devq_connect's message, by its result and its
+ * handle q (NULL when none was made): how to start devqd or name its
+ * socket, or the socket's permissions when connect(2) itself was refused
+ * ("" when there is none to give, e.g. the daemon refused). */
+const char *devctl_conn_hint(int r, const devq *q);
 
 #endif

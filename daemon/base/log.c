@@ -54,7 +54,7 @@ static void emit(const struct devq_log_src *src, int l, const struct devq_log_ct
 	if (to_journal < 0)
 		to_journal = stderr_is_journal();
 	if (!to_journal) {
-		if (s)
+		if (s && s->session)
 			fprintf(stderr, "devqd: %s: session %" PRIu64 ": %s\n", names[l], s->session, msg);
 		else
 			fprintf(stderr, "devqd: %s: %s\n", names[l], msg);
@@ -65,14 +65,16 @@ static void emit(const struct devq_log_src *src, int l, const struct devq_log_ct
 	int n = 0;
 	snprintf(f[n++], sizeof(f[0]), "PRIORITY=%d", prio[l]);
 	snprintf(f[n++], sizeof(f[0]), "SYSLOG_IDENTIFIER=devqd");
-	if (s) {
+	if (s && s->session) {
 		snprintf(f[n++], sizeof(f[0]), "MESSAGE=session %" PRIu64 ": %s", s->session, msg);
 		snprintf(f[n++], sizeof(f[0]), "DEVQ_SESSION=%" PRIu64, s->session);
-		snprintf(f[n++], sizeof(f[0]), "DEVQ_CLIENT_PID=%ld", s->pid);
-		snprintf(f[n++], sizeof(f[0]), "DEVQ_CLIENT_UID=%u", (unsigned)s->uid);
 	} else {
 		snprintf(f[n++], sizeof(f[0]), "MESSAGE=%s", msg);
 	}
+	if (s && s->pid > 0)
+		snprintf(f[n++], sizeof(f[0]), "DEVQ_CLIENT_PID=%ld", s->pid);
+	if (s)
+		snprintf(f[n++], sizeof(f[0]), "DEVQ_CLIENT_UID=%u", (unsigned)s->uid);
 	if (queue >= 0)
 		snprintf(f[n++], sizeof(f[0]), "DEVQ_QUEUE=%" PRId64, queue);
 	if (point >= 0)

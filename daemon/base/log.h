@@ -14,7 +14,9 @@
 enum { DEVQ_LOG_ERR, DEVQ_LOG_WARN, DEVQ_LOG_NOTICE, DEVQ_LOG_INFO, DEVQ_LOG_DEBUG };
 
 /* Who a session event concerns: journal fields DEVQ_SESSION,
- * DEVQ_CLIENT_PID, DEVQ_CLIENT_UID; "session N: " on stderr. */
+ * DEVQ_CLIENT_PID, DEVQ_CLIENT_UID; "session N: " on stderr.  An event of
+ * a uid with no session (a refusal remembered across restarts) has session
+ * 0 and pid 0: only DEVQ_CLIENT_UID, and no prefix. */
 struct devq_log_ctx {
 	uint64_t session;
 	long pid;

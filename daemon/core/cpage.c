@@ -28,6 +28,13 @@ _Static_assert(DEVQ_CREC_MSG >= DEVQ_BOP_MSG, "a ring entry holds any failure me
 #define MFD_NOEXEC_SEAL 0x0008U
 #endif
 
+/* Every cleanup syscall is checked: a failed close is a bug to see. */
+static void close_or_log(int fd, const char *what)
+{
+	if (fd >= 0 && close(fd) < 0)
+		log_err("%s: close: %s", what, strerror(errno));
+}
+
 static int make_memfd(const char *name, size_t len)
 {
 	int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_NOEXEC_SEAL);
@@ -37,7 +44,7 @@ static int make_memfd(const char *name, size_t len)
 		return -errno;
 	if (ftruncate(fd, (off_t)len) < 0) {
 		int e = errno;
-		close(fd);
+		close_or_log(fd, name);
 		return -e;
 	}
 	return fd;
@@ -57,8 +64,7 @@ void devq_cpage_free(struct devq_cpage *cp)
 		log_err("completion page: munmap: %s", strerror(errno));
 	if (cp->hint && munmap(cp->hint, cp->hint_len) < 0)
 		log_err("completion page hint: munmap: %s", strerror(errno));
-	if (cp->efd >= 0)
-		close(cp->efd);
+	close_or_log(cp->efd, "completion page eventfd");
 	free(cp);
 }
 
@@ -133,12 +139,9 @@ int devq_cpage_create(unsigned nslots, struct devq_cpage **out, int fds_out[3])
 	*out = cp;
 	return 0;
 fail:
-	if (fd_pub >= 0)
-		close(fd_pub);
-	if (fd_hint >= 0)
-		close(fd_hint);
-	if (efd_client >= 0)
-		close(efd_client);
+	close_or_log(fd_pub, "completion page");
+	close_or_log(fd_hint, "completion page hint");
+	close_or_log(efd_client, "completion page client eventfd");
 	devq_cpage_free(cp);
 	return r;
 }

@@ -39,6 +39,15 @@ struct devq_job;
 struct devq_trace_ring;
 struct devq_user;
 
+/* A uid refused at admission after repeated device losses. */
+struct devq_refused_uid {
+	uint32_t uid;
+	uint32_t losses;
+	int64_t until_s; /* wall clock, seconds since the epoch */
+};
+/* The most a record holds (server/culprit.h's DEVQ_CULPRIT_MAX). */
+#define DEVQ_REFUSED_UIDS_MAX 256
+
 struct devq_engine_events {
 	/* Any thread (backend completers included): completions are queued
 	 * for the loop; it must call devq_sched_drain soon. */
@@ -50,6 +59,10 @@ struct devq_engine_events {
 	/* Loop thread, once: job reported DEVICE_LOST (a sticky fault).  The
 	 * layer above tells the sessions and stops the daemon. */
 	void (*device_lost)(void *ud, const struct devq_job *job);
+	/* Loop thread: the uids refused at admission now after repeated
+	 * device losses (the server keeps that record), at most max of them
+	 * into out; returns how many.  NULL: none (Status shows them). */
+	unsigned (*refused_uids)(void *ud, struct devq_refused_uid *out, unsigned max);
 	void *ud;
 };
 

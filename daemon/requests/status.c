@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Status requests: the daemon's state and counters, and each session's
  * (devctl status, top and metrics).  A non-admin session sees its own uid's
- * sessions, queues and per-uid counters; the daemon-wide aggregates (ops,
+ * sessions, queues and per-uid counters, and at most its own uid among
+ * those refused after device losses; the daemon-wide aggregates (ops,
  * buffers, busy time, latency histograms) are seen by all. */
 #include "requests/requests.h"
 
@@ -178,6 +179,25 @@ void devq_status_handle(struct devq_session *s)
 	st.sessions_total = d->sessions_total;
 	st.ops_completed = d->ops_completed;
 	st.ops_failed = d->ops_failed;
+	/* Uids refused after device losses, as the server keeps them: an
+	 * admin sees every one, anyone else at most their own uid. */
+	struct devq_refused_uid ref[DEVQ_REFUSED_UIDS_MAX];
+	Devq__RefusedUid rmsg[DEVQ_REFUSED_UIDS_MAX], *rptr[DEVQ_REFUSED_UIDS_MAX];
+	unsigned nref = d->ev.refused_uids ? d->ev.refused_uids(d->ev.ud, ref, DEVQ_REFUSED_UIDS_MAX)
+					   : 0;
+	size_t nshown = 0;
+	for (unsigned k = 0; k < nref && k < DEVQ_REFUSED_UIDS_MAX; k++) {
+		if (!status_visible(s, ref[k].uid))
+			continue;
+		devq__refused_uid__init(&rmsg[nshown]);
+		rmsg[nshown].uid = ref[k].uid;
+		rmsg[nshown].losses = ref[k].losses;
+		rmsg[nshown].until_s = ref[k].until_s;
+		rptr[nshown] = &rmsg[nshown];
+		nshown++;
+	}
+	st.n_refused_uids = nshown;
+	st.refused_uids = rptr;
 	void *metrics;
 	if (metrics_status(s, &st, ptrs, shown, n, &metrics) < 0)
 		devq_outbox_error(s, DEVQ__CODE__RESOURCE_EXHAUSTED, "get_status", NULL, NULL,

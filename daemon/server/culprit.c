@@ -126,11 +126,14 @@ void devq_culprit_load(struct devq_culprits *c, const char *state_dir, int devic
 		if (refused(e, cfg, now_s)) {
 			char until[40];
 			fmt_time(e->last_s + (int64_t)cfg->lost_refuse_s, until, sizeof(until));
-			log_notice("uid %u refused until %s: its work lost the device %u times "
-				   "(lost-refuse-after %u, lost-refuse-s %llu; %s)",
-				   (unsigned)e->uid, until, (unsigned)e->losses,
-				   cfg->lost_refuse_after, (unsigned long long)cfg->lost_refuse_s,
-				   c->path);
+			/* DEVQ_CLIENT_UID, as on that uid's refusals. */
+			devq_log_fields(DEVQ_LOG_NOTICE, &(struct devq_log_ctx){ .uid = e->uid },
+					-1, -1, -1,
+					"uid %u refused until %s: its work lost the device %u "
+					"times (lost-refuse-after %u, lost-refuse-s %llu; %s)",
+					(unsigned)e->uid, until, (unsigned)e->losses,
+					cfg->lost_refuse_after,
+					(unsigned long long)cfg->lost_refuse_s, c->path);
 		}
 		c->e[k++] = *e;
 	}
@@ -243,6 +246,19 @@ unsigned devq_culprit_describe(const struct devq_culprits *c, const struct devq_
 					 (unsigned)c->e[i].uid);
 			used = w < 0 ? len : used + (size_t)w;
 		}
+	}
+	return k;
+}
+
+unsigned devq_culprit_list(const struct devq_culprits *c, const struct devq_config *cfg,
+			   int64_t now_s, struct devq_refused_uid *out, unsigned max)
+{
+	unsigned k = 0;
+	for (unsigned i = 0; i < c->n && k < max; i++) {
+		const struct devq_culprit *e = &c->e[i];
+		if (refused(e, cfg, now_s))
+			out[k++] = (struct devq_refused_uid){ e->uid, e->losses,
+							     e->last_s + (int64_t)cfg->lost_refuse_s };
 	}
 	return k;
 }

@@ -17,11 +17,14 @@
 #include <stdint.h>
 #include <limits.h>
 
+#include "core/engine.h"
+
 struct devq_config;
 
 /* Uids remembered at most; past it the one whose last loss is oldest goes,
  * and a state file's lines past it are ignored. */
 #define DEVQ_CULPRIT_MAX 256
+_Static_assert(DEVQ_CULPRIT_MAX <= DEVQ_REFUSED_UIDS_MAX, "Status holds every refused uid");
 
 struct devq_culprit {
 	uint32_t uid;
@@ -53,5 +56,10 @@ bool devq_culprit_refuses(const struct devq_culprits *c, uint32_t uid,
  * 1001, 1002"), "" when none; returns how many. */
 unsigned devq_culprit_describe(const struct devq_culprits *c, const struct devq_config *cfg,
 			       int64_t now_s, char *out, size_t len);
+
+/* The refused uids, at most max into out (engine.h's refused_uids event);
+ * returns how many. */
+unsigned devq_culprit_list(const struct devq_culprits *c, const struct devq_config *cfg,
+			   int64_t now_s, struct devq_refused_uid *out, unsigned max);
 
 #endif

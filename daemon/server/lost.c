@@ -100,9 +100,16 @@ void devq_lost_notify(struct devq_daemon *d, const struct devq_job *op)
 	for (struct devq_session *s = d->e.sessions; s; s = s->next) {
 		if (!s->connected || !s->hello_done)
 			continue;
-		const char *role = s == culprit && busy == 1 ? "your work faulted the device"
-			: s->ops_in_flight ? "your work in flight fails"
-					   : "you had no work on the device";
+		/* An admin is told whose work it was; anyone else only whether
+		 * its own work was in flight, in words that do not depend on
+		 * the other sessions ("your work faulted the device" would tell
+		 * it that no one else had work). */
+		const char *role = "you had no work on the device";
+		if (s->ops_in_flight && !s->admin)
+			role = "your work was in flight when the device faulted: it fails";
+		else if (s->ops_in_flight)
+			role = s == culprit && busy == 1 ? "your work faulted the device"
+							 : "your work in flight fails";
 		bool own = op->s == s;
 		char msg[sizeof(cause) + sizeof(refusal) + 320]; /* cut to DEVQ_NOTICE_KEPT below */
 		const char *told = s->admin || s->uid == culprit->uid ? refusal : "";

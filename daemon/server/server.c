@@ -907,11 +907,19 @@ static void ev_device_lost(void *ud, const struct devq_job *job)
 	devq_server_stop(DAEMON(ud), "device lost", DEVQ_EXIT_DEVICE_LOST);
 }
 
+static unsigned ev_refused_uids(void *ud, struct devq_refused_uid *out, unsigned max)
+{
+	struct devq_daemon *d = DAEMON(ud);
+	return devq_culprit_list(&d->culprits, &d->e.cfg, (int64_t)time(NULL), out, max);
+}
+
 struct devq_engine_events devq_server_events(struct devq_daemon *d)
 {
-	return (struct devq_engine_events){
-		.wake = ev_wake, .arm_lazy = ev_arm_lazy, .device_lost = ev_device_lost, .ud = d
-	};
+	return (struct devq_engine_events){ .wake = ev_wake,
+					    .arm_lazy = ev_arm_lazy,
+					    .device_lost = ev_device_lost,
+					    .refused_uids = ev_refused_uids,
+					    .ud = d };
 }
 
 /* ---- listening socket ------------------------------------------------ */

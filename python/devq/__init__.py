@@ -285,6 +285,10 @@ class Status:
     op_errors: dict  # code name -> failed ops since start
     sessions: list
     session: SessionStatus  # this connection's, None if not listed
+    # uid -> (device losses, refused until: seconds since the epoch), for
+    # the uids refused after repeated device losses: every one for root
+    # and the admin group, at most one's own uid for anyone else.
+    refused: dict = dataclasses.field(default_factory=dict)
 
 
 # ---- buffers -------------------------------------------------------------
@@ -1271,7 +1275,9 @@ class Connection:
             return Status(s.backend.decode(), s.device.decode(errors="replace"), s.streams,
                           s.uptime_ns, s.ops_in_flight, s.bytes_mapped, s.sessions_total,
                           s.ops_completed, s.ops_failed, s.buffers, s.device_busy_ns, errs,
-                          sessions, mine)
+                          sessions, mine,
+                          {s.refused[i].uid: (s.refused[i].losses, s.refused[i].until_s)
+                           for i in range(s.nrefused)})
         finally:
             _dll.devq_status_free(p)
 

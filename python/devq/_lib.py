@@ -203,6 +203,14 @@ class UserInfo(ctypes.Structure):
 HIST_MAX_BOUNDS = 32
 
 
+class RefusedUser(ctypes.Structure):
+    _fields_ = [
+        ("uid", c_u32),
+        ("losses", c_u32),
+        ("until_s", ctypes.c_int64),
+    ]
+
+
 class Histogram(ctypes.Structure):
     _fields_ = [
         ("phase", ctypes.c_char * 16),
@@ -234,6 +242,8 @@ class Status(ctypes.Structure):
         ("users", ctypes.POINTER(UserInfo)),
         ("nphases", c_size),
         ("phases", Histogram * 8),
+        ("nrefused", c_size),
+        ("refused", ctypes.POINTER(RefusedUser)),
     ]
 
 
@@ -252,6 +262,7 @@ STRUCTS = {
     "devq_session_info": SessionInfo,
     "devq_user_info": UserInfo,
     "devq_histogram": Histogram,
+    "devq_refused_user": RefusedUser,
     "devq_status": Status,
 }
 

@@ -58,6 +58,7 @@ def test_info_status_repr(conn):
     st = c.status()
     assert st.backend == "cpu" and st.streams >= 1 and st.session.id == c.info.session
     assert st.session.ops_completed == 1 and st.session.name
+    assert st.refused == {}  # no uid refused after device losses
     assert "session %d" % c.info.session in repr(c)
     assert c.in_flight == 0
 

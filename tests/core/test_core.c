@@ -722,6 +722,41 @@ START_TEST(test_session_freed_after_last_op)
 }
 END_TEST
 
+/* A completion page whose eventfd close fails (here: already closed, the
+ * double close a bug would make) says so in the log instead of passing in
+ * silence: cleanup syscalls are checked. */
+START_TEST(test_cpage_failed_close_logged)
+{
+	struct devq_cpage *cp;
+	int fds[3];
+	ck_assert_int_eq(devq_cpage_create(4, &cp, fds), 0);
+	for (int i = 0; i < 3; i++)
+		ck_assert_int_eq(close(fds[i]), 0);
+	/* Every fd this test opens is opened first, so that none takes the
+	 * number the page's eventfd frees. */
+	char path[] = "/tmp/devq-cpage-log-XXXXXX";
+	int lfd = mkstemp(path);
+	ck_assert_int_ge(lfd, 0);
+	fflush(stderr);
+	int saved = dup(STDERR_FILENO);
+	ck_assert_int_ge(saved, 0);
+	ck_assert_int_eq(close(cp->efd), 0);
+	ck_assert_int_ge(dup2(lfd, STDERR_FILENO), 0);
+	devq_cpage_free(cp);
+	fflush(stderr);
+	ck_assert_int_ge(dup2(saved, STDERR_FILENO), 0);
+	ck_assert_int_eq(close(saved), 0);
+	char got[512] = "";
+	ssize_t n = pread(lfd, got, sizeof(got) - 1, 0);
+	ck_assert_int_ge(n, 0);
+	got[n] = '\0';
+	ck_assert_int_eq(close(lfd), 0);
+	ck_assert_int_eq(unlink(path), 0);
+	ck_assert_msg(strstr(got, "completion page eventfd: close: Bad file descriptor"),
+		      "log: '%s'", got);
+}
+END_TEST
+
 /* The completion record ring at its bound: exactly ring-size records fit;
  * the next goes to the socket, and so does every record after it until the
  * client says it read those, even once the ring has room again; then the
@@ -861,6 +896,7 @@ int main(void)
 	tcase_add_test(tc, test_quota_refusals);
 	tcase_add_test(tc, test_session_freed_after_last_op);
 	tcase_add_test(tc, test_cring_at_bound_and_past);
+	tcase_add_test(tc, test_cpage_failed_close_logged);
 	tcase_add_test(tc, test_cring_size_setting);
 	tcase_add_test(tc, test_metrics_buckets_at_bounds);
 	suite_add_tcase(su, tc);
