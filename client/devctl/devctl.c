@@ -1076,7 +1076,7 @@ static int cmd_submit(const char *sock, int argc, char **argv)
 			total += n;
 		}
 	}
-	bool failed = false;
+	bool failed = false, lost = false;
 	struct sigaction sa = { .sa_handler = on_interrupt }, old_int, old_term;
 	sigaction(SIGINT, &sa, &old_int);
 	sigaction(SIGTERM, &sa, &old_term);
@@ -1112,6 +1112,7 @@ static int cmd_submit(const char *sock, int argc, char **argv)
 		print_completion(c, &x, s);
 		if (x.code != DEVQ_OK) {
 			failed = true;
+			lost = lost || x.code == DEVQ_E_DEVICE_LOST;
 			if (s)
 				s->failed = true;
 		}
@@ -1119,10 +1120,22 @@ static int cmd_submit(const char *sock, int argc, char **argv)
 	fflush(c->rep);
 	sigaction(SIGINT, &old_int, NULL);
 	sigaction(SIGTERM, &old_term, NULL);
+	/* After a device loss the daemon sends its notice (reconnect and
+	 * re-import; a refusal of this uid) on the socket, while the op's own
+	 * record may have come first through the completion page: wait up to
+	 * a second for it (the daemon exits right after, which ends it too). */
 	struct devq_error e;
-	while (devq_next_error(c->q, &e) == 1) {
-		errf("%s: %s: %s: %s\n", prog, e.request, devq_code_name(e.code), e.message);
-		failed = true;
+	int pr = 0;
+	for (int i = 0;; i++) {
+		bool told = false;
+		while (devq_next_error(c->q, &e) == 1) {
+			errf("%s: %s: %s: %s\n", prog, e.request, devq_code_name(e.code), e.message);
+			failed = told = true;
+		}
+		if (!lost || told || pr < 0 || i == 100)
+			break;
+		usleep(10000);
+		pr = devq_poll(c->q);
 	}
 	/* A failed op's buffers hold nothing worth showing or keeping. */
 	if (!c->json)

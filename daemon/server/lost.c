@@ -112,7 +112,7 @@ void devq_lost_notify(struct devq_daemon *d, const struct devq_job *op)
 							 : "your work in flight fails";
 		bool own = op->s == s;
 		char msg[sizeof(cause) + sizeof(refusal) + 320]; /* cut to DEVQ_NOTICE_KEPT below */
-		const char *told = s->admin || s->uid == culprit->uid ? refusal : "";
+		const char *told = s->admin || (culprit && s->uid == culprit->uid) ? refusal : "";
 		if (s->admin)
 			snprintf(msg, sizeof(msg), "%s. %s%s; %s; device error: %.120s", LOST_ADVICE,
 				 role, told, cause, op->b.msg);
