@@ -224,7 +224,7 @@ int devq_config_set(struct devq_config *cfg, const char *key, const char *value,
 	return -EINVAL;
 }
 
-static char *trim(char *s)
+char *devq_config_trim(char *s)
 {
 	while (isspace((unsigned char)*s))
 		s++;
@@ -232,6 +232,22 @@ static char *trim(char *s)
 	while (n && isspace((unsigned char)s[n - 1]))
 		s[--n] = '\0';
 	return s;
+}
+
+int devq_config_split(char *line, char **key, char **value)
+{
+	char *s = devq_config_trim(line);
+	if (!*s)
+		return 0;
+	char *eq = strchr(s, '=');
+	if (!eq) {
+		*key = s;
+		return -EINVAL;
+	}
+	*eq = '\0';
+	*key = devq_config_trim(s);
+	*value = devq_config_trim(eq + 1);
+	return 1;
 }
 
 int devq_config_load(struct devq_config *cfg, const char *path, char *err, size_t errlen)
@@ -256,18 +272,19 @@ int devq_config_load(struct devq_config *cfg, const char *path, char *err, size_
 			r = -EINVAL;
 			break;
 		}
-		char *s = trim(line);
-		if (!*s || *s == '#' || *s == ';')
+		char *first = devq_config_trim(line);
+		if (*first == '#' || *first == ';')
 			continue;
-		char *eq = strchr(s, '=');
-		if (!eq) {
+		char *key, *value;
+		int kv = devq_config_split(first, &key, &value);
+		if (kv == 0)
+			continue;
+		if (kv < 0) {
 			snprintf(err, errlen, "%s:%u: expected 'key = value', got '%.64s'", path,
-				 lineno, s);
+				 lineno, key);
 			r = -EINVAL;
 			break;
 		}
-		*eq = '\0';
-		char *key = trim(s), *value = trim(eq + 1);
 		const struct cfg_key *k = find_key(key);
 		if (k && seen_at[k - keys]) {
 			snprintf(err, errlen, "%s:%u: %s given twice (first at line %u)", path,

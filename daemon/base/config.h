@@ -88,4 +88,11 @@ const char *devq_config_key_name(size_t i);
  * point at them, so call this last). */
 void devq_config_fini(void);
 
+/* s without leading and trailing white space (in place). */
+char *devq_config_trim(char *s);
+/* One "key = value" line (comments already cut by the caller), trimmed in
+ * place: 1 with key and value set, 0 for a blank line, -EINVAL without '='
+ * (key then points at the trimmed line). */
+int devq_config_split(char *line, char **key, char **value);
+
 #endif

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/config.h"
 #include "base/log.h"
 
 /* ---- lifetime --------------------------------------------------------- */
@@ -109,16 +110,6 @@ struct exec_text {
 	char description[256];
 };
 
-static char *trim(char *s)
-{
-	while (isspace((unsigned char)*s))
-		s++;
-	size_t n = strlen(s);
-	while (n && isspace((unsigned char)s[n - 1]))
-		s[--n] = '\0';
-	return s;
-}
-
 /* A file the .exec names: relative to its directory, no "..". */
 static int rel_path_ok(const char *v)
 {
@@ -157,16 +148,14 @@ static int parse_exec(char *buf, struct exec_text *t, char *why, size_t n)
 		char *hash = strchr(line, '#');
 		if (hash)
 			*hash = '\0';
-		char *s = trim(line);
-		if (!*s)
+		char *key, *value;
+		int kv = devq_config_split(line, &key, &value);
+		if (kv == 0)
 			continue;
-		char *eq = strchr(s, '=');
-		if (!eq) {
+		if (kv < 0) {
 			snprintf(why, n, "line %u: expected 'key = value'", lineno);
 			return -EINVAL;
 		}
-		*eq = '\0';
-		char *key = trim(s), *value = trim(eq + 1);
 		size_t k = 0;
 		while (k < sizeof(keys) / sizeof(keys[0]) && strcmp(keys[k].key, key))
 			k++;
