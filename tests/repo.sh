@@ -258,7 +258,11 @@ quiet_counts
 echo "100 reloads under load: fds $fds0 -> $fds, mappings $maps0 -> $maps, scale_u32.so mappings $sos0 -> $sos"
 check "no fd left behind" '[ "$fds" = "$fds0" ]'
 check "no dlopen handle left behind" '[ "$sos" = "$sos0" ] && [ "$sos" -gt 0 ]'
-check "no mapping left behind (allowing 8 for malloc arenas)" '[ "$maps" -le $((maps0 + 8)) ]'
+# Under a sanitizer its allocator maps regions of its own as the load runs
+# (272 -> 282 seen under ASan): the .so mappings and the fds above stay
+# exact there, the total gets the sanitizer's slack.
+slack=8; [ -n "${DEVQ_SANITIZER:-}" ] && slack=64
+check "no mapping left behind (allowing $slack for the allocator's arenas)" '[ "$maps" -le $((maps0 + slack)) ]'
 "$B/devctl" submit scale_u32 k=3 x=@"$tmp/in" --out x="$tmp/out" >/dev/null 2>&1
 check "still serving after them" '[ "$(u32s "$tmp/out")" = "3 6 9 12" ]'
 
