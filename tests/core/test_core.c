@@ -25,6 +25,7 @@
 #include "core/session.h"
 #include "core/timeline.h"
 #include "devq.pb-c.h"
+#include "fake_mem.h"
 
 #ifndef DEVQ_FAIL_RANGES_MAX /* before the bound existed */
 #define DEVQ_FAIL_RANGES_MAX 1024
@@ -40,32 +41,6 @@ struct fake {
 	unsigned n;
 	unsigned enqueued, flushes;
 };
-
-static int fake_map_host(struct devq_backend *b, void *addr, size_t len, bool ro, uint64_t *dev)
-{
-	(void)b, (void)len, (void)ro;
-	*dev = (uint64_t)(uintptr_t)addr;
-	return 0;
-}
-
-static void fake_unmap_host(struct devq_backend *b, void *addr, size_t len)
-{
-	(void)b, (void)addr, (void)len;
-}
-
-static int fake_alloc(struct devq_backend *b, size_t len, uint64_t *dev)
-{
-	(void)b;
-	void *p = malloc(len);
-	*dev = (uint64_t)(uintptr_t)p;
-	return p ? 0 : -ENOMEM;
-}
-
-static void fake_free(struct devq_backend *b, uint64_t dev, size_t len)
-{
-	(void)b, (void)len;
-	free((void *)(uintptr_t)dev);
-}
 
 static bool fake_has_kernel(struct devq_backend *b, const struct devq_kernel *k)
 {
