@@ -168,7 +168,9 @@ $(addprefix $(BUILD)/tests/,$(HARNESS_TESTS)): $(BUILD)/tests/%: $(BUILD)/obj/te
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) $(LIBS_CK) -lm
 
-# Each test program prints Check's summary; the last line adds them up.
+# Each test program prints Check's summary; the last line adds them up.  A
+# failing program's failure lines are repeated after the loop, so that the
+# tail of a long log (what a CI summary shows) says why, not only which.
 check: all $(TEST_BIN)
 	@pass=0; fail=0; bad=""; \
 	for t in $(TESTS); do \
@@ -182,6 +184,10 @@ check: all $(TEST_BIN)
 	  f=$$(($$f)); if [ $$rc != 0 ] && [ $$f = 0 ]; then f=1; fi; \
 	  pass=$$((pass + n - f)); fail=$$((fail + f)); \
 	  [ $$rc = 0 ] || bad="$$bad $$t"; \
+	done; \
+	for t in $$bad; do \
+	  echo "-- why $$t failed ($(BUILD)/tests/$$t.log):"; \
+	  grep -E ':[FE]:' $(BUILD)/tests/$$t.log | head -n 20 | grep . || tail -n 15 $(BUILD)/tests/$$t.log; \
 	done; \
 	[ -z "$$bad" ] || echo "failing programs:$$bad"; \
 	echo "$$pass passed, $$fail failed"; [ -z "$$bad" ]
