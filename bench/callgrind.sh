@@ -4,15 +4,21 @@
 # stable where wall-clock numbers are not.  Runs devqd under callgrind twice
 # per batch size, with N1 and N2 null ops, and divides the difference of the
 # totals (every thread: loop and CPU workers) by N2 - N1, so start-up and
-# shutdown cancel out.
+# shutdown cancel out.  That holds only once N1 is past the warm-up: the
+# client keeps up to 4096 ops in flight (devq_bench's WINDOW), and the
+# daemon's recycled job records and rings grow to that over the first
+# ~4096 ops, so N1 is 8000.  (Up to bench/RESULTS.md run 15, N1 was 2000,
+# inside the warm-up: ~90 instructions per op of growth were counted as
+# per-op cost; run 16 gives both.)
 #
 # usage: bench/callgrind.sh BUILD OUTDIR [--quick]
 set -eu
 BUILD=${1:?build dir}
 OUT=${2:?output dir}
-N1=2000 N2=12000
-[ "${3:-}" = "--quick" ] && { N1=1000; N2=5000; }
+N1=${DEVQ_CG_N1:-8000} N2=${DEVQ_CG_N2:-28000}
+[ "${3:-}" = "--quick" ] && { N1=${DEVQ_CG_N1:-8000}; N2=${DEVQ_CG_N2:-16000}; }
 command -v valgrind >/dev/null || { echo "callgrind: valgrind not found (apt-get install valgrind)"; exit 1; }
+[ -x "$BUILD/bench/devq_bench" ] || { echo "callgrind: $BUILD/bench/devq_bench missing (make BUILD=$BUILD bench-build)" >&2; exit 2; }
 mkdir -p "$OUT"
 DIR=$(mktemp -d /tmp/devq-cg-XXXXXX)
 trap 'rm -rf "$DIR"' EXIT
@@ -28,7 +34,10 @@ run() { # batch n -> prints total Ir
 		i=$((i + 1)); [ $i -gt 600 ] && { echo "callgrind: devqd did not start" >&2; kill $pid; exit 1; }
 		sleep 0.05
 	done
-	"$BUILD/bench/devq_bench" --socket "$sock" load "$2" "$1" >/dev/null
+	# A failed client must not leave devqd running: it holds the pipe of
+	# the command substitution this runs in, which would then never end.
+	"$BUILD/bench/devq_bench" --socket "$sock" load "$2" "$1" >/dev/null ||
+		{ echo "callgrind: devq_bench load failed" >&2; kill -TERM $pid; wait $pid; exit 1; }
 	kill -TERM $pid
 	wait $pid || true
 	rm -f "$sock"
