@@ -101,8 +101,12 @@ int devq_cpu_checksum(const union devq_kval *args, const struct devq_kctx *ctx)
 /* Sleeping for the bulk keeps a spin op from stealing a whole core from the
  * daemon on small (2-core) machines; the short busy-poll tail makes the end
  * time accurate, which is what the op exists to model. */
-static void spin_until(uint64_t deadline)
+static void spin_until(uint64_t deadline, const struct devq_kctx *ctx)
 {
+	/* A deadline at the start (a null op: spin 0) has passed already;
+	 * no clock to read. */
+	if (deadline <= ctx->start_ns)
+		return;
 	uint64_t now = devq_now_ns();
 
 	if (deadline > now + SPIN_TAIL_NS) {
@@ -128,7 +132,7 @@ static uint64_t deadline_of(const struct devq_kctx *ctx, uint64_t ns)
 
 int devq_cpu_spin(const union devq_kval *args, const struct devq_kctx *ctx)
 {
-	spin_until(deadline_of(ctx, args[0].u64));
+	spin_until(deadline_of(ctx, args[0].u64), ctx);
 	return 0;
 }
 
@@ -137,7 +141,7 @@ int devq_cpu_spin_buf(const union devq_kval *args, const struct devq_kctx *ctx)
 	size_t n = count(&args[1]);
 	uint8_t *buf = args[2].ptr;
 
-	spin_until(deadline_of(ctx, args[0].u64));
+	spin_until(deadline_of(ctx, args[0].u64), ctx);
 	for (size_t i = 0; i < n; i++)
 		buf[i]++;
 	return 0;
@@ -145,6 +149,6 @@ int devq_cpu_spin_buf(const union devq_kval *args, const struct devq_kctx *ctx)
 
 int devq_cpu_fault(const union devq_kval *args, const struct devq_kctx *ctx)
 {
-	spin_until(deadline_of(ctx, args[0].u64));
+	spin_until(deadline_of(ctx, args[0].u64), ctx);
 	return -ENOTRECOVERABLE;
 }

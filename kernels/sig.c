@@ -71,13 +71,6 @@ uint64_t devq_mix64(uint64_t z)
 	return z;
 }
 
-uint64_t devq_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 int devq_sig_find(const struct devq_sig *sig, const char *name)
 {
