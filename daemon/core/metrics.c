@@ -18,11 +18,15 @@ const uint64_t devq_metrics_bounds_ns[DEVQ_METRICS_BOUNDS] = {
 	2500000,   5000000,   10000000,	  50000000,   100000000,  1000000000,  10000000000,
 };
 
-/* For each power of two 2^k, the first bucket whose bound is at least
- * 2^k: a value v in [2^k, 2^(k+1)) belongs there or a step or two above
- * (consecutive bounds are at most 10x apart, usually 2-2.5x).  Filled on
+/* For each power of two 2^k, the first bucket whose bound is at least 2^k,
+ * and that bucket's bound.  Consecutive bounds are at least 2x apart
+ * (test_core's test_metrics_buckets_at_bounds asserts it), so [2^k,
+ * 2^(k+1)) holds at most one of them: a value v there belongs to
+ * first_bucket[k], or to the next bucket when v is above split[k] (a bound
+ * of 2^(k+1) or more never splits, nor does the +Inf bucket).  Filled on
  * first use (loop thread only, like every metric). */
 static uint8_t first_bucket[64];
+static uint64_t split[64];
 static bool first_bucket_ready;
 
 static void fill_first_bucket(void)
@@ -33,6 +37,7 @@ static void fill_first_bucket(void)
 		while (i < DEVQ_METRICS_BOUNDS && devq_metrics_bounds_ns[i] < lo)
 			i++;
 		first_bucket[k] = (uint8_t)i;
+		split[k] = i < DEVQ_METRICS_BOUNDS ? devq_metrics_bounds_ns[i] : UINT64_MAX;
 	}
 	first_bucket_ready = true;
 }
@@ -45,12 +50,11 @@ static inline __attribute__((always_inline)) void observe(struct devq_metrics *m
 		return;
 	uint64_t v = to - from;
 	/* The first bound at or above v, from its power of two: a table
-	 * look-up and a step or two, where a search of the fourteen bounds
+	 * look-up and one comparison, where a search of the fourteen bounds
 	 * cost ~65 instructions, at four observations per completed op.
 	 * v = 0 reads the entry of 2^0, bucket 0, as it should. */
-	unsigned lo = first_bucket[63 - __builtin_clzll(v | 1)];
-	while (lo < DEVQ_METRICS_BOUNDS && v > devq_metrics_bounds_ns[lo])
-		lo++;
+	unsigned k = 63 - (unsigned)__builtin_clzll(v | 1);
+	unsigned lo = first_bucket[k] + (v > split[k]);
 	m->hist[phase][lo]++;
 	m->hist_sum[phase] += v;
 	m->hist_count[phase]++;

@@ -794,10 +794,17 @@ END_TEST
 
 /* Each phase lands in the first bucket whose bound is at least its length,
  * at every bound, one below and one past it (the bucket search is a table
- * look-up by power of two, checked here against the plain scan). */
+ * look-up by power of two, checked here against the plain scan).  The
+ * look-up takes at most one step within a power of two, which holds only
+ * while consecutive bounds are at least 2x apart. */
 START_TEST(test_metrics_buckets_at_bounds)
 {
 	static struct devq_metrics m;
+	for (unsigned i = 1; i < DEVQ_METRICS_BOUNDS; i++)
+		ck_assert_msg(devq_metrics_bounds_ns[i] >= 2 * devq_metrics_bounds_ns[i - 1],
+			      "bound %u (%llu ns) is under twice the one before: metrics.c's "
+			      "bucket look-up needs 2x steps", i,
+			      (unsigned long long)devq_metrics_bounds_ns[i]);
 	uint64_t vals[3 * DEVQ_METRICS_BOUNDS + 4];
 	unsigned n = 0;
 	for (unsigned i = 0; i < DEVQ_METRICS_BOUNDS; i++) {
