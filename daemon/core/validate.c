@@ -57,27 +57,41 @@ static void use_buf(struct devq_job *op, struct devq_buf *b, unsigned access, un
 	op->bufs[op->nbufs++] = b;
 }
 
-/* Resolves a buffer range; returns a code, 0 when it lies inside the buffer
- * and the access is allowed. */
-static int check_range(struct devq_session *s, const char *what, const Devq__BufferArg *ba,
-		       uint64_t bytes, size_t align, unsigned access, struct devq_buf **out,
-		       char *err, size_t n)
+/* The subject of check_range's errors: a fixed label, or "argument
+ * 'NAME'" for a kernel's buffer argument, formatted only when there is an
+ * error (check_range runs for every buffer argument of every op). */
+static const char *subject(char *buf, size_t n, const char *what, const char *arg)
 {
+	if (!arg)
+		return what;
+	snprintf(buf, n, "argument '%s'", arg);
+	return buf;
+}
+
+/* Resolves a buffer range; returns a code, 0 when it lies inside the buffer
+ * and the access is allowed.  Errors name what, or the argument arg when it
+ * is not NULL. */
+static int check_range(struct devq_session *s, const char *what, const char *arg,
+		       const Devq__BufferArg *ba, uint64_t bytes, size_t align, unsigned access,
+		       struct devq_buf **out, char *err, size_t n)
+{
+	char sb[64];
+#define WHAT subject(sb, sizeof(sb), what, arg)
 	if (!ba) {
-		snprintf(err, n, "%s: no buffer given", what);
+		snprintf(err, n, "%s: no buffer given", WHAT);
 		return DEVQ__CODE__INVALID_ARGUMENT;
 	}
 	struct devq_buf *b = devq_idmap_get(&s->bufs, ba->id);
 	if (!b) {
-		snprintf(err, n, "%s: buffer %" PRIu64 " not found", what, ba->id);
+		snprintf(err, n, "%s: buffer %" PRIu64 " not found", WHAT, ba->id);
 		return DEVQ__CODE__NOT_FOUND;
 	}
 	if (b->releasing) {
-		snprintf(err, n, "%s: buffer %" PRIu64 " is being released", what, ba->id);
+		snprintf(err, n, "%s: buffer %" PRIu64 " is being released", WHAT, ba->id);
 		return DEVQ__CODE__FAILED_PRECONDITION;
 	}
 	if (align > 1 && ba->offset % align) {
-		snprintf(err, n, "%s: offset %" PRIu64 " is not a multiple of %zu bytes", what,
+		snprintf(err, n, "%s: offset %" PRIu64 " is not a multiple of %zu bytes", WHAT,
 			 ba->offset, align);
 		return DEVQ__CODE__INVALID_ARGUMENT;
 	}
@@ -85,16 +99,17 @@ static int check_range(struct devq_session *s, const char *what, const Devq__Buf
 		snprintf(err, n,
 			 "%s: bytes [%" PRIu64 ", %" PRIu64 "%s) lie outside buffer %" PRIu64
 			 " of %" PRIu64 " bytes",
-			 what, ba->offset, ba->offset + bytes,
+			 WHAT, ba->offset, ba->offset + bytes,
 			 ba->offset + bytes < ba->offset ? " (overflow)" : "", ba->id, b->size);
 		return DEVQ__CODE__OUT_OF_RANGE;
 	}
 	if ((access & DEVQ_ACC_OUT) && b->read_only) {
-		snprintf(err, n, "%s: buffer %" PRIu64 " was imported read-only", what, ba->id);
+		snprintf(err, n, "%s: buffer %" PRIu64 " was imported read-only", WHAT, ba->id);
 		return DEVQ__CODE__PERMISSION_DENIED;
 	}
 	*out = b;
 	return 0;
+#undef WHAT
 }
 
 /* strcmp(a, b) == 0 for the short names of parameters, without a call. */
@@ -207,8 +222,6 @@ static int validate_kernel(struct devq_session *s, const Devq__KernelOp *k, stru
 		if (pp->access == DEVQ_ACC_SCALAR)
 			continue;
 		const Devq__Arg *a = byparam[p];
-		char what[64];
-		snprintf(what, sizeof(what), "argument '%s'", pp->name);
 		if (a->value_case != DEVQ__ARG__VALUE_BUFFER) {
 			snprintf(err, n, "argument '%s': expected a buffer (%s %s[]), got %s", pp->name,
 				 devq_access_name(pp->access), devq_type_name(pp->type),
@@ -221,7 +234,7 @@ static int validate_kernel(struct devq_session *s, const Devq__KernelOp *k, stru
 			return DEVQ__CODE__OUT_OF_RANGE;
 		}
 		struct devq_buf *b;
-		int code = check_range(s, what, a->buffer, bytes, devq_type_size(pp->type),
+		int code = check_range(s, NULL, pp->name, a->buffer, bytes, devq_type_size(pp->type),
 				       pp->access, &b, err, n);
 		if (code)
 			return code;
@@ -245,9 +258,9 @@ int devq_validate_op(struct devq_session *s, const Devq__Op *m, struct devq_job 
 		code = validate_kernel(s, m->kernel, op, acc, err, n);
 		break;
 	case DEVQ__OP__BODY_COPY:
-		if ((code = check_range(s, "copy source", m->copy->src, m->copy->size, 1,
+		if ((code = check_range(s, "copy source", NULL, m->copy->src, m->copy->size, 1,
 					DEVQ_ACC_IN, &src, err, n)) ||
-		    (code = check_range(s, "copy destination", m->copy->dst, m->copy->size, 1,
+		    (code = check_range(s, "copy destination", NULL, m->copy->dst, m->copy->size, 1,
 					DEVQ_ACC_OUT, &dst, err, n)))
 			break;
 		op->b.kind = DEVQ_BOP_COPY;
@@ -263,7 +276,7 @@ int devq_validate_op(struct devq_session *s, const Devq__Op *m, struct devq_job 
 			code = DEVQ__CODE__INVALID_ARGUMENT;
 			break;
 		}
-		if ((code = check_range(s, "fill destination", m->fill->dst, m->fill->size, 4,
+		if ((code = check_range(s, "fill destination", NULL, m->fill->dst, m->fill->size, 4,
 					DEVQ_ACC_OUT, &dst, err, n)))
 			break;
 		op->b.kind = DEVQ_BOP_FILL;
