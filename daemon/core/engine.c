@@ -58,7 +58,7 @@ int devq_engine_init(struct devq_engine *e, const struct devq_config *cfg,
 		free_parts(e);
 		return r == -EINVAL ? -EIO : r; /* a broken manifest is not a setting */
 	}
-	devq_mutex_init_hot(&e->cmpl_lock);
+	atomic_init(&e->cmpl_lock.v, 0);
 	struct devq_backend_config bc = { .streams = e->cfg.streams,
 					  .high_streams = e->cfg.priority_streams,
 					  .on_complete = devq_sched_on_complete,
@@ -67,7 +67,6 @@ int devq_engine_init(struct devq_engine *e, const struct devq_config *cfg,
 		 : devq_select_backend(&e->cfg, &bc, &e->be, e->backend_note,
 				       sizeof(e->backend_note));
 	if (r < 0) {
-		pthread_mutex_destroy(&e->cmpl_lock);
 		free_parts(e);
 		return r;
 	}
@@ -77,7 +76,6 @@ int devq_engine_init(struct devq_engine *e, const struct devq_config *cfg,
 	    devq_trace_ring_new(&e->cfg, e->be->streams, &e->trace) < 0) {
 		log_err("out of memory");
 		e->be->ops->destroy(e->be);
-		pthread_mutex_destroy(&e->cmpl_lock);
 		free_parts(e);
 		return -ENOMEM;
 	}
@@ -93,7 +91,6 @@ void devq_engine_fini(struct devq_engine *e)
 	devq_repo_fini(&e->repo); /* unloads device images: before the backend goes */
 	e->be->ops->destroy(e->be);
 	devq_trace_ring_free(e->trace);
-	pthread_mutex_destroy(&e->cmpl_lock);
 	free_parts(e);
 	devq_job_fini();
 }

@@ -27,6 +27,7 @@
 #include <stdint.h>
 
 #include "base/config.h"
+#include "base/lock.h"
 #include "core/fair.h"
 #include "core/metrics.h"
 #include "core/repo.h"
@@ -79,7 +80,7 @@ struct devq_engine {
 	 * reference), NULL: none yet.  Streams run in order, so the stream is
 	 * idle once that op is done: what work-conserving placement asks. */
 	struct devq_job **stream_last;
-	pthread_mutex_t cmpl_lock;
+	struct devq_lock cmpl_lock; /* base/lock.h: held for a few hundred instructions */
 	struct devq_job *cmpl_head, *cmpl_tail; /* from backend threads */
 	/* Completions published in a page whose loop wake-up was deferred:
 	 * the lazy poll (ev.arm_lazy) drains them within a millisecond. */
@@ -87,6 +88,11 @@ struct devq_engine {
 	/* Ops were handed to the backend since its last flush: the loop
 	 * flushes once at the end of its iteration (devq_fair_flush). */
 	bool flush_due;
+	/* sched.c: between devq_sched_batch_begin and _end (one Submit
+	 * frame), validated ops wait here, linked by fnext, and go to
+	 * fairness together. */
+	bool batching;
+	struct devq_job *batch_head, *batch_tail;
 	struct devq_session *sessions;
 	struct devq_session *dirty; /* outboxes to flush (core/outbox.c) */
 	struct devq_trace_ring *trace; /* recent op records (trace.c) */

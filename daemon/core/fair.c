@@ -21,7 +21,7 @@
 int devq_fair_init(struct devq_fair *f, const char *shares, char *err, size_t n)
 {
 	memset(f, 0, sizeof(*f));
-	devq_mutex_init_hot(&f->lock);
+	atomic_init(&f->lock.v, 0);
 	for (const char *p = shares; p && *p;) {
 		size_t len = strcspn(p, ", \t");
 		char item[128];
@@ -70,21 +70,21 @@ int devq_fair_init(struct devq_fair *f, const char *shares, char *err, size_t n)
 }
 
 /* Taken recursively (a failed enqueue completes its op at once, and that
- * completion comes back here for the op's slot), but kept an adaptive
- * mutex (lock.h), which cannot also be recursive: the depth is counted per
- * thread.  One daemon per process. */
+ * completion comes back here for the op's slot), but kept a devq_lock
+ * (lock.h), which is not recursive: the depth is counted per thread.  One
+ * daemon per process. */
 static _Thread_local unsigned lock_depth;
 
 static void fair_lock(struct devq_fair *f)
 {
 	if (lock_depth++ == 0)
-		pthread_mutex_lock(&f->lock);
+		devq_lock_take(&f->lock);
 }
 
 static void fair_unlock(struct devq_fair *f)
 {
 	if (--lock_depth == 0)
-		pthread_mutex_unlock(&f->lock);
+		devq_lock_give(&f->lock);
 }
 
 static unsigned cap_of(struct devq_session *s)
@@ -191,15 +191,58 @@ static void handoff(struct devq_job *op, bool from_loop)
 	}
 }
 
+/* The ops one call here hands over, given to a backend with enqueue_chain
+ * in one call (one lock there, two clock reads) before the fair lock is
+ * released, so a lane still reaches the backend in order.  A backend
+ * without it gets each op at once, as it is handed over. */
+struct burst {
+	struct devq_job *head, *tail;
+	bool from_loop; /* on the loop thread, else a completer */
+	bool arm;       /* an op's completion may not wake the loop */
+};
+
+static void burst_go(struct devq_engine *d, struct burst *bu)
+{
+	struct devq_job *op = bu->head;
+	if (!op)
+		return;
+	bu->head = bu->tail = NULL;
+	if (bu->arm) /* as handoff: before any of them can complete */
+		d->ev.arm_lazy(d->ev.ud);
+	bu->arm = false;
+	/* One stamp for the burst: every op in it is handed over now. */
+	uint64_t t = devq_now_ns();
+	for (struct devq_job *j = op; j; j = j->b.next ? devq_job_of(j->b.next) : NULL)
+		j->b.t_handoff = t;
+	if (d->be->ops->enqueue_chain(d->be, &op->b) == 0)
+		return; /* the ops are the backend's now: not touched again here */
+	/* Refused whole: op by op, so each gets its own error. */
+	while (op) {
+		struct devq_job *next = op->b.next ? devq_job_of(op->b.next) : NULL;
+		handoff(op, bu->from_loop);
+		op = next;
+	}
+}
+
 /* Called with the lock held: a lane hands over in order, so the enqueue
- * happens under it too. */
-static void hand_over(struct devq_job *op, bool from_loop)
+ * happens under it too (burst_go before the unlock). */
+static void hand_over(struct devq_job *op, struct burst *bu)
 {
 	struct devq_fair_lane *l = lane_of(op);
 	if (l)
 		atomic_fetch_add(&l->inside, 1);
 	op->fhanded = true;
-	handoff(op, from_loop);
+	if (!op->s->e->be->ops->enqueue_chain) {
+		handoff(op, bu->from_loop);
+		return;
+	}
+	op->b.next = NULL;
+	if (bu->tail)
+		bu->tail->b.next = &op->b;
+	else
+		bu->head = op;
+	bu->tail = op;
+	bu->arm |= bu->from_loop && op->q->cslot;
 }
 
 static struct devq_job *take(struct devq_session *s);
@@ -212,14 +255,18 @@ static struct devq_job *take(struct devq_session *s);
 static struct devq_job *pop_ready(struct devq_session *s, struct devq_fair_lane *l)
 {
 	struct devq_job *op = l->head;
-	if (!op || !deps_handed(op))
+	if (!op)
 		return NULL;
-	/* A replayable batch (its ops share t_received) enters whole once its
+	/* The slot first: a full lane (the usual answer while a session
+	 * submits faster than its ops run) is told without the waits' walk.
+	 * A replayable batch (its ops share t_received) enters whole once its
 	 * first op has a slot: split, it would reach the backend as several
 	 * short runs, each its own graph launch. */
-	bool rest_of_batch = op->b.replay && l->replay_t == op->t_received &&
-			     l->inside < cap_of(s) + DEVQ_FAIR_REPLAY_MAX;
-	if (l->inside >= cap_of(s) && !rest_of_batch)
+	unsigned cap = cap_of(s), inside = atomic_load(&l->inside);
+	if (inside >= cap && !(op->b.replay && l->replay_t == op->t_received &&
+			       inside < cap + DEVQ_FAIR_REPLAY_MAX))
+		return NULL;
+	if (!deps_handed(op))
 		return NULL;
 	l->replay_t = op->b.replay ? op->t_received : 0;
 	l->head = op->fnext;
@@ -230,17 +277,15 @@ static struct devq_job *pop_ready(struct devq_session *s, struct devq_fair_lane 
 	return op;
 }
 
-void devq_fair_submit(struct devq_job *op)
+/* One op of devq_fair_submit's list, with the lock held. */
+static void submit_one(struct devq_job *op, struct burst *bu)
 {
 	struct devq_session *s = op->s;
 	struct devq_fair_lane *l = lane_of(op);
-	devq_quota_op(s, +1);
-	fair_lock(&s->e->fair);
 	op->fhanded = false;
 	op->fnext = NULL;
 	if (!l) {
-		hand_over(op, true);
-		fair_unlock(&s->e->fair);
+		hand_over(op, bu);
 		return;
 	}
 	/* Queued first, then handed over at once if it may go.  The count
@@ -257,18 +302,30 @@ void devq_fair_submit(struct devq_job *op)
 	struct devq_job *n;
 	bool handed = false;
 	while ((n = pop_ready(s, l))) {
-		hand_over(n, true);
+		hand_over(n, bu);
 		handed = true;
 	}
 	/* A head of another lane may have waited for these only (its slots
 	 * free themselves; this would not). */
 	while (handed && s->fair.waiting && (n = take(s)))
-		hand_over(n, true);
+		hand_over(n, bu);
 	if (s->fair.waiting && !s->fair.in_rr)
 		rr_add(s);
 	else if (!s->fair.waiting && s->fair.in_rr)
 		rr_del(s);
-	fair_unlock(&s->e->fair);
+}
+
+void devq_fair_submit(struct devq_job *first)
+{
+	struct devq_engine *d = first->s->e;
+	struct burst bu = { .from_loop = true };
+	fair_lock(&d->fair);
+	for (struct devq_job *op = first, *next; op; op = next) {
+		next = op->fnext;
+		submit_one(op, &bu);
+	}
+	burst_go(d, &bu);
+	fair_unlock(&d->fair);
 }
 
 bool devq_fair_waiting(struct devq_session *s)
@@ -298,16 +355,18 @@ void devq_fair_completed(struct devq_job *op)
 	 * other lanes that waited for it (a head that waits for a slot gets
 	 * it from its own lane's completions). */
 	if (s->fair.waiting) {
+		struct burst bu = { .from_loop = false };
 		struct devq_job *n;
 		bool handed = false;
 		while ((n = pop_ready(s, l))) {
-			hand_over(n, false);
+			hand_over(n, &bu);
 			handed = true;
 		}
 		while (handed && (n = take(s)))
-			hand_over(n, false);
+			hand_over(n, &bu);
 		if (!s->fair.waiting && s->fair.in_rr)
 			rr_del(s);
+		burst_go(s->e, &bu);
 	}
 	fair_unlock(&s->e->fair);
 	devq_fair_flush(s->e);
@@ -345,6 +404,7 @@ void devq_fair_kick(struct devq_engine *d)
 	/* Passes over the turn list, one op per session per pass, so that the
 	 * stream receives the sessions' ops interleaved.  A session served
 	 * moves to the back, so the next kick starts with someone else. */
+	struct burst bu = { .from_loop = true };
 	fair_lock(f);
 	bool progress = true;
 	while (progress && f->rr_head) {
@@ -358,12 +418,13 @@ void devq_fair_kick(struct devq_engine *d)
 				rr_del(s);
 				if (s->fair.waiting)
 					rr_add(s);
-				hand_over(op, true);
+				hand_over(op, &bu);
 			}
 			if (s == last)
 				break;
 		}
 	}
+	burst_go(d, &bu);
 	fair_unlock(f);
 	d->flush_due = true;
 }

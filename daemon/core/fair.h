@@ -33,6 +33,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "base/lock.h"
+
 #define DEVQ_FAIR_MAX_SHARES 64
 #define DEVQ_FAIR_MAX_WEIGHT 64
 
@@ -64,7 +66,7 @@ struct devq_fair_sess {
 struct devq_fair {
 	/* Lanes, turn list and every op's fhanded/fnext: the loop and, with a
 	 * backend that takes enqueue from any thread, completers. */
-	pthread_mutex_t lock;
+	struct devq_lock lock;
 	struct devq_session *rr_head, *rr_tail; /* sessions with waiting ops */
 	uid_t share_uid[DEVQ_FAIR_MAX_SHARES];
 	unsigned share[DEVQ_FAIR_MAX_SHARES];
@@ -80,10 +82,11 @@ int devq_fair_init(struct devq_fair *f, const char *shares, char *err, size_t er
  * attached) is not capped. */
 int devq_fair_attach(struct devq_session *s);
 void devq_fair_fini(struct devq_session *s);
-/* A validated op: to the backend now if its lane has a free slot, nothing
- * waiting ahead of it and everything it waits on handed over, else to the
- * back of its lane. */
-void devq_fair_submit(struct devq_job *op);
+/* Validated ops, first and those linked from it by fnext, in order (a
+ * frame's, core/sched.c), under one lock: each to the backend now if its
+ * lane has a free slot, nothing waiting ahead of it and everything it
+ * waits on handed over, else to the back of its lane. */
+void devq_fair_submit(struct devq_job *first);
 /* op completed (any thread, before the loop can see the completion):
  * with a backend that takes enqueue from any thread its slot is free now
  * and the session's ops that may go are handed over from here, so a

@@ -22,6 +22,7 @@
 #include "core/job.h"
 #include "core/metrics.h"
 #include "core/outbox.h"
+#include "core/quota.h"
 #include "core/repo.h"
 #include "core/session.h"
 #include "core/timeline.h"
@@ -197,6 +198,19 @@ static int update_hazards(struct devq_job *op)
 	return 0;
 }
 
+/* Ops waiting for a backend slot need the loop to learn of completions at
+ * once: no laziness for this session until they are handed over.
+ * Completions deferred so far are collected now. */
+static void eager_if_waiting(struct devq_session *s)
+{
+	struct devq_engine *d = s->e;
+	if (s->cpage && !d->be->enqueue_any_thread && !atomic_load(&s->cp_eager) &&
+	    devq_fair_waiting(s)) {
+		atomic_store(&s->cp_eager, true);
+		d->ev.wake(d->ev.ud);
+	}
+}
+
 int devq_sched_submit(struct devq_session *s, const Devq__Op *m, uint64_t t_received, char *err,
 		      size_t errlen)
 {
@@ -249,16 +263,36 @@ int devq_sched_submit(struct devq_session *s, const Devq__Op *m, uint64_t t_rece
 		op->bufs[i]->inflight++;
 	s->ops_in_flight++;
 	d->ops_in_flight++;
-	devq_fair_submit(op); /* now, or once the session has a backend slot */
-	/* Ops waiting for a backend slot need the loop to learn of
-	 * completions at once: no laziness for this session until they are
-	 * handed over.  Completions deferred so far are collected now. */
-	if (s->cpage && !d->be->enqueue_any_thread && !atomic_load(&s->cp_eager) &&
-	    devq_fair_waiting(s)) {
-		atomic_store(&s->cp_eager, true);
-		d->ev.wake(d->ev.ud);
+	devq_quota_op(s, +1);
+	op->fnext = NULL;
+	if (d->batching) { /* to fairness at devq_sched_batch_end */
+		if (d->batch_tail)
+			d->batch_tail->fnext = op;
+		else
+			d->batch_head = op;
+		d->batch_tail = op;
+		return 0;
 	}
+	devq_fair_submit(op); /* now, or once the session has a backend slot */
+	eager_if_waiting(s);
 	return 0;
+}
+
+void devq_sched_batch_begin(struct devq_engine *d)
+{
+	d->batching = true;
+}
+
+void devq_sched_batch_end(struct devq_engine *d)
+{
+	struct devq_job *first = d->batch_head;
+	d->batching = false;
+	d->batch_head = d->batch_tail = NULL;
+	if (!first)
+		return;
+	struct devq_session *s = first->s; /* one frame: one session */
+	devq_fair_submit(first); /* the list, under one lock */
+	eager_if_waiting(s);
 }
 
 /* ---- completion ------------------------------------------------------ */
@@ -274,7 +308,7 @@ void devq_sched_on_complete(void *ud, struct devq_bop *bop)
 	if (refills)
 		devq_fair_completed(op);
 	op->cnext = NULL;
-	pthread_mutex_lock(&d->cmpl_lock);
+	devq_lock_take(&d->cmpl_lock);
 	/* Fast path: the completer itself publishes the point and wakes the
 	 * client.  The loop's share (completion record, buffer releases) can
 	 * then wait for the lazy timer, unless a client thread is blocked on
@@ -321,7 +355,7 @@ void devq_sched_on_complete(void *ud, struct devq_bop *bop)
 	bool wake = !lazy || ++d->cmpl_deferred >= 256;
 	if (wake)
 		d->cmpl_deferred = 0;
-	pthread_mutex_unlock(&d->cmpl_lock);
+	devq_lock_give(&d->cmpl_lock);
 	if (wake)
 		d->ev.wake(d->ev.ud);
 }
@@ -418,11 +452,11 @@ static void complete_one(struct devq_engine *d, struct devq_job *op, uint64_t no
 
 void devq_sched_drain(struct devq_engine *d)
 {
-	pthread_mutex_lock(&d->cmpl_lock);
+	devq_lock_take(&d->cmpl_lock);
 	struct devq_job *list = d->cmpl_head;
 	d->cmpl_head = d->cmpl_tail = NULL;
 	d->cmpl_deferred = 0;
-	pthread_mutex_unlock(&d->cmpl_lock);
+	devq_lock_give(&d->cmpl_lock);
 	uint64_t now = devq_now_ns();
 	while (list) {
 		struct devq_job *next = list->cnext;

@@ -20,6 +20,13 @@ struct devq_bop;
  * point taken); -ENOMEM when the point could not be tracked. */
 int devq_sched_submit(struct devq_session *s, const Devq__Op *m, uint64_t t_received, char *err,
 		      size_t errlen);
+/* Brackets the submits of one frame (requests/held.c): the ops submitted
+ * in between are validated one by one as always, and handed to fairness
+ * and the backend together at _end, under one lock each instead of one
+ * per op.  Without the bracket each op is handed over as it is
+ * submitted. */
+void devq_sched_batch_begin(struct devq_engine *e);
+void devq_sched_batch_end(struct devq_engine *e);
 /* Processes the completions the backend reported since the last drain:
  * records, releases, counters; refills the backend (fairness). */
 void devq_sched_drain(struct devq_engine *e);

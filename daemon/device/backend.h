@@ -75,9 +75,10 @@ struct devq_bop {
 	char msg[DEVQ_BOP_MSG];
 	uint64_t t_handoff;  /* stamped by the daemon before enqueue */
 	/* How long the enqueue call took, stored by the daemon once the call
-	 * returns; atomic because the op may already complete on another
-	 * thread, whose completer reads it for the record ring (0 there if
-	 * the op finished before its enqueue call returned). */
+	 * returns (by enqueue_chain itself, before the op can start); atomic
+	 * because the op may already complete on another thread, whose
+	 * completer reads it for the record ring (0 there if the op finished
+	 * before its enqueue call returned). */
 	_Atomic uint64_t enqueue_ns;
 	uint64_t t_start, t_end;
 	void *priv; /* backend private */
@@ -113,6 +114,14 @@ struct devq_backend_ops {
 	bool (*has_kernel)(struct devq_backend *b, const struct devq_kernel *k);
 	/* Queues op on op->stream and returns before it runs. */
 	int (*enqueue)(struct devq_backend *b, struct devq_bop *op);
+	/* Queues the ops linked by next from first, in that order, each on
+	 * its op->stream, as enqueue would one by one but at the cost of one
+	 * call: the daemon hands over a burst (a Submit frame, a refill) at
+	 * once.  It stores each op's enqueue_ns before the op can start, so
+	 * the daemon never touches an op after handing it over.  A negative
+	 * errno queues nothing (the daemon then enqueues op by op, for each
+	 * op's own error).  May be NULL. */
+	int (*enqueue_chain)(struct devq_backend *b, struct devq_bop *first);
 	/* The daemon has handed over all it has for now: issue anything held
 	 * back (CUDA: a replayable run captured as a graph).  May be NULL. */
 	void (*flush)(struct devq_backend *b);

@@ -17,6 +17,7 @@
 static size_t submit_some(struct devq_session *s, Devq__Op *const *ops, size_t i, size_t n,
 			  uint64_t t)
 {
+	devq_sched_batch_begin(s->e);
 	for (; i < n && !s->close_after_flush; i++) {
 		if (devq_quota_over_ops(s))
 			break;
@@ -31,6 +32,7 @@ static size_t submit_some(struct devq_session *s, Devq__Op *const *ops, size_t i
 			s->close_after_flush = true;
 		}
 	}
+	devq_sched_batch_end(s->e);
 	/* The batch is handed over: let it go once this loop iteration has
 	 * read what else arrived (one wake-up per stream for all of it). */
 	s->e->flush_due = true;

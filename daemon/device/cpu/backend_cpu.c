@@ -399,6 +399,40 @@ static int cpu_enqueue(struct devq_backend *b, struct devq_bop *op)
 	return 0;
 }
 
+/* One lock for a burst.  enqueue_ns is stamped under the lock, before the
+ * op is linked where a worker can see it: the time from the hand-over
+ * until the backend took the op (what enqueue's cost is, the lock being
+ * all of it that can wait). */
+static int cpu_enqueue_chain(struct devq_backend *b, struct devq_bop *first)
+{
+	struct cpu_backend *cb = (struct cpu_backend *)b;
+	for (struct devq_bop *op = first; op; op = op->next)
+		if (op->stream >= b->streams)
+			return -EINVAL;
+	bool queued = false;
+	pthread_mutex_lock(&cb->lock);
+	uint64_t now = devq_now_ns();
+	for (struct devq_bop *op = first, *next; op; op = next) {
+		next = op->next;
+		atomic_store_explicit(&op->enqueue_ns, now - op->t_handoff, memory_order_relaxed);
+		struct cpu_stream *st = &cb->s[op->stream];
+		op->next = NULL;
+		if (st->tail)
+			st->tail->next = op;
+		else
+			st->head = op;
+		st->tail = op;
+		if (!st->owned && !st->in_runq) {
+			rq_push(cb, st);
+			queued = true;
+		}
+	}
+	pthread_mutex_unlock(&cb->lock);
+	if (queued)
+		atomic_store(&cb->queued, true);
+	return 0;
+}
+
 /* Wakes a worker if streams wait for one and none is awake and free.  The
  * daemon flushes once it has handed over all it has for now, with its own
  * locks released: a worker woken inside them would preempt the caller on
@@ -426,6 +460,7 @@ static const struct devq_backend_ops cpu_ops = {
 	.free = cpu_free,
 	.has_kernel = cpu_has_kernel,
 	.enqueue = cpu_enqueue,
+	.enqueue_chain = cpu_enqueue_chain,
 	.flush = cpu_flush,
 };
 
