@@ -11,6 +11,9 @@
 # inside the warm-up: ~90 instructions per op of growth were counted as
 # per-op cost; run 16 gives both.)
 #
+# DEVQ_CG_OP=checksum measures a kernel op with two buffer arguments
+# instead of the null op.
+#
 # usage: bench/callgrind.sh BUILD OUTDIR [--quick]
 set -eu
 BUILD=${1:?build dir}
@@ -36,7 +39,8 @@ run() { # batch n -> prints total Ir
 	done
 	# A failed client must not leave devqd running: it holds the pipe of
 	# the command substitution this runs in, which would then never end.
-	"$BUILD/bench/devq_bench" --socket "$sock" load "$2" "$1" >/dev/null ||
+	# shellcheck disable=SC2086
+	"$BUILD/bench/devq_bench" --socket "$sock" load "$2" "$1" ${DEVQ_CG_OP:+1 $DEVQ_CG_OP} >/dev/null ||
 		{ echo "callgrind: devq_bench load failed" >&2; kill -TERM $pid; wait $pid; exit 1; }
 	kill -TERM $pid
 	wait $pid || true
@@ -44,9 +48,9 @@ run() { # batch n -> prints total Ir
 	awk '/^totals:/ { print $2 }' "$DIR/cg.$1.$2"
 }
 
-printf '## callgrind: daemon instructions per null op (N1=%s, N2=%s)\n' $N1 $N2
+printf '## callgrind: daemon instructions per %s op (N1=%s, N2=%s)\n' "${DEVQ_CG_OP:-null}" $N1 $N2
 printf '%10s %16s %16s %14s\n' batch "Ir(N1)" "Ir(N2)" "Ir/op"
-json="{\n  \"date\": \"$(date -u +%Y-%m-%dT%H:%M:%SZ)\",\n  \"n1\": $N1,\n  \"n2\": $N2,\n  \"devqd_args\": \"${DEVQD_ARGS:-}\",\n  \"rows\": ["
+json="{\n  \"date\": \"$(date -u +%Y-%m-%dT%H:%M:%SZ)\",\n  \"n1\": $N1,\n  \"n2\": $N2,\n  \"devqd_args\": \"${DEVQD_ARGS:-}\",\n  \"op\": \"${DEVQ_CG_OP:-null}\",\n  \"rows\": ["
 sepc=""
 for b in 1 64; do
 	i1=$(run $b $N1)

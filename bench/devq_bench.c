@@ -12,7 +12,8 @@
  *   zcopy   per-op time and socket bytes per op, buffers 4 KiB .. 256 MiB
  *   wc      work conservation: many tenants, few long ops; the short ops'
  *           queued time (handed off -> device start), median and p99
- *   load    N null ops and exit (the workload of bench/callgrind.sh)
+ *   load    N null ops and exit (the workload of bench/callgrind.sh); with
+ *           checksum, N checksum ops over two buffers instead
  *   pagecheck  one op, then N checks of its point (strace -c shows the
  *           checks cost no syscall)
  *
@@ -51,6 +52,13 @@ struct cl {
 	devq *q;
 	const struct devq_exec *spin;
 	struct devq_arg ns0;
+	/* What cl_run submits: the null op, or (cl_use_checksum) a kernel
+	 * with two buffer arguments. */
+	const struct devq_exec *exec;
+	const struct devq_arg *args;
+	unsigned nargs;
+	struct devq_arg cks[3];
+	struct devq_buffer *cbuf[2];
 	unsigned nq;
 	uint64_t sub[8]; /* points submitted per queue (queue ids 1..nq) */
 };
@@ -63,10 +71,30 @@ static void cl_open(struct cl *c, const char *sock, unsigned nq)
 	if (devq_exec_lookup(c->q, "spin", &c->spin) < 0)
 		die("spin", c->q);
 	c->ns0 = (struct devq_arg){ .name = "ns", .type = DEVQ_ARG_U64, .v.u64 = 0 };
+	c->exec = c->spin;
+	c->args = &c->ns0;
+	c->nargs = 1;
 	c->nq = nq;
 	for (unsigned i = 1; i <= nq; i++)
 		if (devq_queue_open(c->q, i) < 0)
 			die("queue", c->q);
+}
+
+/* cl_run submits checksum over 64 bytes (data: in, out: out; two buffer
+ * arguments to validate and order) instead of the null op. */
+static void cl_use_checksum(struct cl *c)
+{
+	if (devq_exec_lookup(c->q, "checksum", &c->exec) < 0 ||
+	    devq_buffer_create(c->q, 64, DEVQ_BUFFER_SHARED, &c->cbuf[0]) < 0 ||
+	    devq_buffer_create(c->q, 8, DEVQ_BUFFER_SHARED, &c->cbuf[1]) < 0)
+		die("checksum", c->q);
+	c->cks[0] = (struct devq_arg){ .name = "n", .type = DEVQ_ARG_U64, .v.u64 = 64 };
+	c->cks[1] = (struct devq_arg){ .name = "data", .type = DEVQ_ARG_BUFFER,
+				       .v.buf = { c->cbuf[0], 0 } };
+	c->cks[2] = (struct devq_arg){ .name = "out", .type = DEVQ_ARG_BUFFER,
+				       .v.buf = { c->cbuf[1], 0 } };
+	c->args = c->cks;
+	c->nargs = 3;
 }
 
 static void cl_close(struct cl *c)
@@ -114,7 +142,8 @@ static uint64_t cl_run(struct cl *c, uint64_t n, unsigned batch, bool dep)
 			uint32_t qid = 1 + rr;
 			rr = (rr + 1) % c->nq;
 			ops[i] = (struct devq_op){ .queue = qid, .kind = DEVQ_OP_KERNEL,
-						   .exec = c->spin, .args = &c->ns0, .nargs = 1 };
+						   .exec = c->exec, .args = c->args,
+						   .nargs = c->nargs };
 			uint64_t pt = ++c->sub[qid - 1];
 			if (dep && prevq && prevq != qid) {
 				w[i] = (struct devq_wait){ prevq, prevp };
@@ -816,14 +845,17 @@ static int bench_zcopy(const char *sock)
 
 /* ---- load (callgrind workload) ---------------------------------------- */
 
-static int bench_load(const char *sock, uint64_t n, unsigned batch, unsigned nq)
+static int bench_load(const char *sock, uint64_t n, unsigned batch, unsigned nq, bool checksum)
 {
 	struct cl c;
 	cl_open(&c, sock, nq < 1 ? 1 : nq > 8 ? 8 : nq);
+	if (checksum)
+		cl_use_checksum(&c);
 	uint64_t t = cl_run(&c, n, batch, false);
 	/* bench/py_bench.py reads this line. */
-	printf("load: %llu null ops in batches of %u, %.2f us each, %.0f ops/s\n",
-	       (unsigned long long)n, batch, n ? (double)t / 1e3 / (double)n : 0.0,
+	printf("load: %llu %s ops in batches of %u, %.2f us each, %.0f ops/s\n",
+	       (unsigned long long)n, checksum ? "checksum" : "null", batch,
+	       n ? (double)t / 1e3 / (double)n : 0.0,
 	       t ? (double)n * 1e9 / (double)t : 0.0);
 	cl_close(&c);
 	return 0;
@@ -897,7 +929,8 @@ static void usage(void)
 	fprintf(stderr,
 		"usage: devq_bench [--quick] [--rounds N] [--socket PATH] "
 		"rtt|tput|fit|scale|zcopy|wc|all\n"
-		"       devq_bench --socket PATH load N BATCH [QUEUES]\n"
+		"       devq_bench --socket PATH load N BATCH [QUEUES] [checksum]  (null ops, or\n"
+		"                  checksum: a kernel with two buffer arguments)\n"
 		"       devq_bench --socket PATH pagecheck N   (run under strace -c)\n"
 		"       devq_bench --socket PATH rttload N [fill [BYTES] | record]  (null-op or fill round\n"
 		"                  trips; record: wait for the completion record, not the point)\n"
@@ -931,9 +964,11 @@ int main(int argc, char **argv)
 			usage();
 			return 2;
 		}
+		bool cks = !strcmp(argv[argc - 1], "checksum");
+		int last = cks ? argc - 1 : argc;
 		return bench_load(socket_opt, strtoull(argv[i + 1], NULL, 10),
 				  (unsigned)atoi(argv[i + 2]),
-				  i + 3 < argc ? (unsigned)atoi(argv[i + 3]) : 1);
+				  i + 3 < last ? (unsigned)atoi(argv[i + 3]) : 1, cks);
 	}
 	if (!strcmp(what, "rttload")) {
 		if (!socket_opt || i + 1 >= argc) {
