@@ -1,11 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Mutexes of the op path (backend FIFOs, fair slots, the completion list):
+/* Locks of the op path (backend FIFOs, fair slots, the completion list):
  * each is held for a few hundred instructions by the loop and by every
- * completer at up to millions of ops per second.  An adaptive mutex spins
- * briefly before it sleeps, so a contended acquisition usually costs no
+ * completer at up to millions of ops per second.  Both kinds below spin
+ * briefly before they sleep, so a contended acquisition usually costs no
  * FUTEX_WAIT/FUTEX_WAKE pair; on the launch-bound fit (4 streams, 2 vCPUs)
- * that halved the daemon's futex calls and took the exposed per-op cost
- * from ~1.1 to ~0.9 us (bench/RESULTS.md, run 10). */
+ * the adaptive mutex halved the daemon's futex calls and took the exposed
+ * per-op cost from ~1.1 to ~0.9 us (bench/RESULTS.md, run 10).  The CPU
+ * backend's FIFO lock stays a mutex (its workers wait on a condition
+ * variable with it); the fair slots and the completion list use struct
+ * devq_lock (run 16). */
 #ifndef DEVQ_LOCK_H
 #define DEVQ_LOCK_H
 
