@@ -197,9 +197,15 @@ static void handoff(struct devq_job *op, bool from_loop)
  * without it gets each op at once, as it is handed over. */
 struct burst {
 	struct devq_job *head, *tail;
+	bool chain;     /* the backend has enqueue_chain */
 	bool from_loop; /* on the loop thread, else a completer */
 	bool arm;       /* an op's completion may not wake the loop */
 };
+
+static inline struct burst burst_of(const struct devq_engine *d, bool from_loop)
+{
+	return (struct burst){ .chain = d->be->ops->enqueue_chain != NULL, .from_loop = from_loop };
+}
 
 static void burst_go(struct devq_engine *d, struct burst *bu)
 {
@@ -232,7 +238,7 @@ static void hand_over(struct devq_job *op, struct burst *bu)
 	if (l)
 		atomic_fetch_add(&l->inside, 1);
 	op->fhanded = true;
-	if (!op->s->e->be->ops->enqueue_chain) {
+	if (!bu->chain) {
 		handoff(op, bu->from_loop);
 		return;
 	}
@@ -318,7 +324,7 @@ static void submit_one(struct devq_job *op, struct burst *bu)
 void devq_fair_submit(struct devq_job *first)
 {
 	struct devq_engine *d = first->s->e;
-	struct burst bu = { .from_loop = true };
+	struct burst bu = burst_of(d, true);
 	fair_lock(&d->fair);
 	for (struct devq_job *op = first, *next; op; op = next) {
 		next = op->fnext;
@@ -355,7 +361,7 @@ void devq_fair_completed(struct devq_job *op)
 	 * other lanes that waited for it (a head that waits for a slot gets
 	 * it from its own lane's completions). */
 	if (s->fair.waiting) {
-		struct burst bu = { .from_loop = false };
+		struct burst bu = burst_of(s->e, false);
 		struct devq_job *n;
 		bool handed = false;
 		while ((n = pop_ready(s, l))) {
@@ -377,7 +383,7 @@ void devq_fair_done(struct devq_job *op)
 	struct devq_fair_lane *l = lane_of(op);
 	if (l && !op->s->e->be->enqueue_any_thread)
 		atomic_fetch_sub(&l->inside, 1);
-	devq_quota_op(op->s, -1);
+	devq_quota_op(&op->s->quota, -1);
 }
 
 /* Takes an op of s that may go now: the oldest of a lane with a free slot,
@@ -404,7 +410,7 @@ void devq_fair_kick(struct devq_engine *d)
 	/* Passes over the turn list, one op per session per pass, so that the
 	 * stream receives the sessions' ops interleaved.  A session served
 	 * moves to the back, so the next kick starts with someone else. */
-	struct burst bu = { .from_loop = true };
+	struct burst bu = burst_of(d, true);
 	fair_lock(f);
 	bool progress = true;
 	while (progress && f->rr_head) {

@@ -164,12 +164,6 @@ void devq_quota_queue_opened(struct devq_session *s)
 		s->quota.user->queues++;
 }
 
-void devq_quota_op(struct devq_session *s, int sign)
-{
-	if (s->quota.user)
-		s->quota.user->ops = sign > 0 ? s->quota.user->ops + 1 : s->quota.user->ops - 1;
-}
-
 bool devq_quota_over_ops(const struct devq_session *s)
 {
 	const struct devq_config *c = &s->e->cfg;

@@ -65,8 +65,13 @@ void devq_quota_charge_buffer(struct devq_session *s, uint64_t size, bool device
 int devq_quota_queue(struct devq_session *s, uint32_t id, char *err, size_t errlen);
 /* A queue was opened (queues last as long as their session). */
 void devq_quota_queue_opened(struct devq_session *s);
-/* An op entered (+1) or left (-1) the daemon. */
-void devq_quota_op(struct devq_session *s, int sign);
+/* An op of the session whose quota state q is entered (+1) or left (-1)
+ * the daemon.  Inline: it runs twice per op. */
+static inline void devq_quota_op(struct devq_quota_sess *q, int sign)
+{
+	if (q->user)
+		q->user->ops = sign > 0 ? q->user->ops + 1 : q->user->ops - 1;
+}
 
 /* Whether s (or its user) is at its in-flight quota: stop taking ops. */
 bool devq_quota_over_ops(const struct devq_session *s);
