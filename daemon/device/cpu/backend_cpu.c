@@ -374,31 +374,6 @@ static bool cpu_has_kernel(struct devq_backend *b, const struct devq_kernel *k)
 	return k->cpu != NULL;
 }
 
-static int cpu_enqueue(struct devq_backend *b, struct devq_bop *op)
-{
-	struct cpu_backend *cb = (struct cpu_backend *)b;
-	if (op->stream >= b->streams)
-		return -EINVAL;
-	struct cpu_stream *st = &cb->s[op->stream];
-	op->next = NULL;
-	pthread_mutex_lock(&cb->lock);
-	if (st->tail)
-		st->tail->next = op;
-	else
-		st->head = op;
-	st->tail = op;
-	/* A stream a worker runs now (the completion handing its session's
-	 * next op to its own stream: the common refill) needs no wake-up:
-	 * that worker looks at its FIFO again when its list is done. */
-	bool runnable = !st->owned && !st->in_runq;
-	if (runnable)
-		rq_push(cb, st);
-	pthread_mutex_unlock(&cb->lock);
-	if (runnable)
-		atomic_store(&cb->queued, true);
-	return 0;
-}
-
 /* One lock for a burst.  enqueue_ns is stamped under the lock, before the
  * op is linked where a worker can see it: the time from the hand-over
  * until the backend took the op (what enqueue's cost is, the lock being
@@ -422,6 +397,10 @@ static int cpu_enqueue_chain(struct devq_backend *b, struct devq_bop *first)
 		else
 			st->head = op;
 		st->tail = op;
+		/* A stream a worker runs now (the completion handing its
+		 * session's next op to its own stream: the common refill)
+		 * needs no wake-up: that worker looks at its FIFO again when
+		 * its list is done. */
 		if (!st->owned && !st->in_runq) {
 			rq_push(cb, st);
 			queued = true;
@@ -431,6 +410,12 @@ static int cpu_enqueue_chain(struct devq_backend *b, struct devq_bop *first)
 	if (queued)
 		atomic_store(&cb->queued, true);
 	return 0;
+}
+
+static int cpu_enqueue(struct devq_backend *b, struct devq_bop *op)
+{
+	op->next = NULL;
+	return cpu_enqueue_chain(b, op);
 }
 
 /* Wakes a worker if streams wait for one and none is awake and free.  The
