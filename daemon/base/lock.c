@@ -2,7 +2,6 @@
 /* The contended paths of struct devq_lock; see lock.h. */
 #include "base/lock.h"
 
-#include <limits.h>
 #include <linux/futex.h>
 #include <sys/syscall.h>
 #include <unistd.h>
