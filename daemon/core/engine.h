@@ -21,7 +21,6 @@
 #ifndef DEVQ_ENGINE_H
 #define DEVQ_ENGINE_H
 
-#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>

@@ -26,7 +26,6 @@
 #ifndef DEVQ_FAIR_H
 #define DEVQ_FAIR_H
 
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
