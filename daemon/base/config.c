@@ -56,6 +56,7 @@ static const struct cfg_key keys[] = {
 	{ "allow-groups", CFG_STR, F(allow_groups), 0, 0, 0, NULL },
 	{ "fair-k", CFG_UINT, F(fair_k), 1, 4096, 0, NULL },
 	{ "fair-shares", CFG_STR, F(fair_shares), 0, 0, 0, NULL },
+	{ "fair-window-us", CFG_U64, F(fair_window_ns), 10, 10000000, 1000, NULL },
 	{ "quota-session-ops", CFG_UINT, F(q_session_ops), 1, 1u << 24, 0, NULL },
 	{ "quota-user-ops", CFG_UINT, F(q_user_ops), 1, 1u << 26, 0, NULL },
 	{ "quota-session-buffers", CFG_UINT, F(q_session_buffers), 1, 1u << 24, 0, NULL },

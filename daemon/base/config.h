@@ -39,8 +39,9 @@ struct devq_config {
 	/* Tenancy (policy.c, quota.c, fair.c); 0 or NULL means the default,
 	 * which devq_quota_defaults fills in. */
 	const char *allow_users, *allow_groups; /* comma-separated; groups: "devq" */
-	unsigned fair_k;                        /* ops per session inside the backend */
-	const char *fair_shares;                /* "user:weight,...": k*weight each */
+	unsigned fair_k;                        /* ops per device stream inside the backend */
+	const char *fair_shares;                /* "user:weight,...": tenants' weights */
+	uint64_t fair_window_ns;                /* expected device time per stream handed over */
 	unsigned q_session_ops, q_user_ops;     /* ops in flight: backpressure */
 	unsigned q_session_buffers, q_user_buffers;
 	uint64_t q_session_pinned, q_user_pinned; /* bytes of shared buffers */
@@ -54,6 +55,7 @@ struct devq_config {
 };
 
 #define DEVQ_FAIR_K_DEFAULT 16
+#define DEVQ_FAIR_WINDOW_NS_DEFAULT 1000000ull
 
 #define DEVQ_CONFIG_DEFAULT_PATH "/etc/devqd/devqd.conf"
 

@@ -19,6 +19,7 @@ static void free_parts(struct devq_engine *e)
 	free(e->sigs);
 	free(e->stream_load);
 	free(e->stream_last);
+	devq_fair_free(&e->fair);
 	e->sigs = NULL;
 	e->stream_load = NULL;
 	e->stream_last = NULL;
@@ -73,6 +74,7 @@ int devq_engine_init(struct devq_engine *e, const struct devq_config *cfg,
 	e->stream_load = calloc(e->be->streams, sizeof(*e->stream_load));
 	e->stream_last = calloc(e->be->streams, sizeof(*e->stream_last));
 	if (!e->stream_load || !e->stream_last ||
+	    devq_fair_start(&e->fair, e->be->streams, e->cfg.fair_window_ns, e->cfg.fair_k) < 0 ||
 	    devq_trace_ring_new(&e->cfg, e->be->streams, &e->trace) < 0) {
 		log_err("out of memory");
 		e->be->ops->destroy(e->be);

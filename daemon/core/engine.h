@@ -37,7 +37,7 @@ struct devq_engine;
 struct devq_session;
 struct devq_job;
 struct devq_trace_ring;
-struct devq_user;
+struct devq_tenant;
 
 /* A uid refused at admission after repeated device losses. */
 struct devq_refused_uid {
@@ -105,8 +105,8 @@ struct devq_engine {
 	 * attention (e.g. CPU fallback on a host with /dev/nvidia*); "" if not. */
 	char backend_note[256];
 	bool device_lost;
-	struct devq_fair fair;   /* fair.c: sessions waiting for backend slots */
-	struct devq_user *users; /* quota.c: usage per Unix user */
+	struct devq_fair fair;   /* fair.c: ops waiting for room on their stream */
+	struct devq_tenant *tenants; /* tenant.c: one per Unix user with a session */
 };
 
 typedef int (*devq_backend_open_fn)(const struct devq_backend_config *bc,

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Per-session cap inside the backend, turns above it; see fair.h. */
+/* Room per device stream, turns by tenant for the rest; see fair.h. */
 #include "core/fair.h"
 
 #include <ctype.h>
@@ -15,8 +15,10 @@
 #include "core/job.h"
 #include "core/quota.h"
 #include "core/session.h"
+#include "core/tenant.h"
 #include "core/timeline.h"
 #include "devq.pb-c.h"
+#include "kernels.h"
 
 int devq_fair_init(struct devq_fair *f, const char *shares, char *err, size_t n)
 {
@@ -69,8 +71,30 @@ int devq_fair_init(struct devq_fair *f, const char *shares, char *err, size_t n)
 	return 0;
 }
 
+int devq_fair_start(struct devq_fair *f, unsigned streams, uint64_t window_ns, unsigned depth)
+{
+	f->st = calloc(streams ? streams : 1, sizeof(*f->st));
+	f->est_builtin = calloc(devq_nkernels ? devq_nkernels : 1, sizeof(*f->est_builtin));
+	if (!f->st || !f->est_builtin) {
+		devq_fair_free(f);
+		return -ENOMEM;
+	}
+	f->nstreams = streams;
+	f->window_ns = window_ns;
+	f->depth = depth ? depth : 1;
+	return 0;
+}
+
+void devq_fair_free(struct devq_fair *f)
+{
+	free(f->st);
+	free(f->est_builtin);
+	f->st = NULL;
+	f->est_builtin = NULL;
+}
+
 /* Taken recursively (a failed enqueue completes its op at once, and that
- * completion comes back here for the op's slot), but kept a devq_lock
+ * completion comes back here for the op's room), but kept a devq_lock
  * (lock.h), which is not recursive: the depth is counted per thread.  One
  * daemon per process. */
 static _Thread_local unsigned lock_depth;
@@ -87,45 +111,33 @@ static void fair_unlock(struct devq_fair *f)
 		devq_lock_give(&f->lock);
 }
 
-static unsigned cap_of(struct devq_session *s)
+/* Virtual times are compared as distances: they only grow (modulo 2^64). */
+static inline bool vt_before(uint64_t a, uint64_t b)
 {
-	if (!s->fair.cap) {
-		const struct devq_fair *f = &s->e->fair;
-		unsigned k = s->e->cfg.fair_k ? s->e->cfg.fair_k : DEVQ_FAIR_K_DEFAULT, w = 1;
-		for (unsigned i = 0; i < f->nshares; i++)
-			if (f->share_uid[i] == s->uid)
-				w = f->share[i];
-		s->fair.cap = k * w;
-	}
-	return s->fair.cap;
+	return (int64_t)(a - b) < 0;
 }
 
-static void rr_add(struct devq_session *s)
+int devq_fair_tenant_init(struct devq_engine *e, struct devq_tenant *t)
 {
-	struct devq_fair *f = &s->e->fair;
-	s->fair.rr_next = NULL;
-	s->fair.rr_prev = f->rr_tail;
-	if (f->rr_tail)
-		f->rr_tail->fair.rr_next = s;
-	else
-		f->rr_head = s;
-	f->rr_tail = s;
-	s->fair.in_rr = true;
+	struct devq_fair *f = &e->fair;
+	t->fair.waiting_on = calloc(f->nstreams ? f->nstreams : 1, sizeof(*t->fair.waiting_on));
+	if (!t->fair.waiting_on)
+		return -ENOMEM;
+	unsigned w = 1;
+	for (unsigned i = 0; i < f->nshares; i++)
+		if (f->share_uid[i] == t->uid)
+			w = f->share[i];
+	t->fair.weight = w;
+	fair_lock(f);
+	atomic_init(&t->fair.vt, f->vnow); /* a newcomer starts level, no credit */
+	fair_unlock(f);
+	return 0;
 }
 
-static void rr_del(struct devq_session *s)
+void devq_fair_tenant_fini(struct devq_tenant *t)
 {
-	struct devq_fair *f = &s->e->fair;
-	if (s->fair.rr_prev)
-		s->fair.rr_prev->fair.rr_next = s->fair.rr_next;
-	else
-		f->rr_head = s->fair.rr_next;
-	if (s->fair.rr_next)
-		s->fair.rr_next->fair.rr_prev = s->fair.rr_prev;
-	else
-		f->rr_tail = s->fair.rr_prev;
-	s->fair.rr_prev = s->fair.rr_next = NULL;
-	s->fair.in_rr = false;
+	free(t->fair.waiting_on);
+	t->fair.waiting_on = NULL;
 }
 
 int devq_fair_attach(struct devq_session *s)
@@ -144,11 +156,67 @@ void devq_fair_fini(struct devq_session *s)
 	s->fair.lanes = NULL;
 }
 
-static struct devq_fair_lane *lane_of(const struct devq_job *op)
+/* ---- expected device time ------------------------------------------- */
+
+static struct devq_fair_est *est_of(struct devq_fair *f, const struct devq_job *op)
 {
-	const struct devq_fair_sess *f = &op->s->fair;
-	return f->lanes && op->b.stream < f->nlanes ? &f->lanes[op->b.stream] : NULL;
+	switch (op->b.kind) {
+	case DEVQ_BOP_COPY:
+		return &f->est_copy;
+	case DEVQ_BOP_FILL:
+		return &f->est_fill;
+	case DEVQ_BOP_KERNEL:
+		if (op->exe)
+			return &op->exe->est;
+		if (f->est_builtin && op->b.kernel >= devq_kernels &&
+		    op->b.kernel < devq_kernels + devq_nkernels)
+			return &f->est_builtin[op->b.kernel - devq_kernels];
+		return NULL;
+	default:
+		return NULL; /* a failed op runs nothing */
+	}
 }
+
+static inline uint64_t pages_of(const struct devq_job *op)
+{
+	return 1 + op->arg_bytes / 4096;
+}
+
+static uint64_t expected_ns(const struct devq_fair *f, const struct devq_job *op)
+{
+	if (op->b.kind == DEVQ_BOP_FAIL)
+		return 0;
+	if (op->fdecl)
+		return op->decl_ns;
+	uint64_t v = op->festp ? atomic_load_explicit(&op->festp->ns16_per_page,
+						      memory_order_relaxed)
+			       : 0;
+	/* Never timed yet: fair-k of them fill the window, so a stream holds
+	 * no more of them than fair-k until the first one has taught the
+	 * rest. */
+	return v ? v * pages_of(op) / 16 : f->window_ns / f->depth;
+}
+
+static void learn(struct devq_job *op, uint64_t dev_ns)
+{
+	struct devq_fair_est *e = op->festp;
+	if (!e || op->fdecl || op->b.code != DEVQ__CODE__OK)
+		return;
+	uint64_t sample = dev_ns * 16 / pages_of(op);
+	if (!sample)
+		sample = 1;
+	uint64_t old = atomic_load_explicit(&e->ns16_per_page, memory_order_relaxed);
+	/* An average over about the last 8 ops. */
+	atomic_store_explicit(&e->ns16_per_page, old ? (7 * old + sample) / 8 : sample,
+			      memory_order_relaxed);
+}
+
+static inline uint64_t vt_of(const struct devq_tenant *t, uint64_t ns)
+{
+	return ns * DEVQ_FAIR_VT_SCALE / t->fair.weight;
+}
+
+/* ---- hand-over ------------------------------------------------------- */
 
 /* Whether every op op waits on is already in the backend (or done). */
 static bool deps_handed(const struct devq_job *op)
@@ -157,6 +225,33 @@ static bool deps_handed(const struct devq_job *op)
 		if (!devq_job_of(op->b.waits[i])->fhanded)
 			return false;
 	return true;
+}
+
+/* Ops of one replayable batch a stream may hold past fair-k. */
+#define DEVQ_FAIR_REPLAY_MAX 1024
+
+/* Whether stream x may take more by time: one op always goes to an
+ * empty stream. */
+static inline bool time_room(const struct devq_fair *f, unsigned x)
+{
+	const struct devq_fair_stream *st = &f->st[x];
+	return !atomic_load(&st->inside) || atomic_load(&st->inside_ns) < f->window_ns;
+}
+
+static inline bool count_room(const struct devq_fair *f, unsigned x, bool replay)
+{
+	unsigned n = atomic_load(&f->st[x].inside);
+	return n < f->depth + (replay ? DEVQ_FAIR_REPLAY_MAX : 0);
+}
+
+/* After a completion: whether to refill now.  Time is refilled as soon as
+ * there is room; the count once half is free, so a stream of short ops
+ * costs one lock and one burst per depth/2 ops. */
+static inline bool refill_due(const struct devq_fair *f, unsigned x)
+{
+	const struct devq_fair_stream *st = &f->st[x];
+	unsigned n = atomic_load(&st->inside);
+	return !n || (n <= f->depth / 2 && atomic_load(&st->inside_ns) < f->window_ns);
 }
 
 void devq_fair_flush(struct devq_engine *e)
@@ -186,7 +281,7 @@ static void handoff(struct devq_job *op, bool from_loop)
 		atomic_store(&op->b.done, 1);
 		/* Completed as the backend would have: through the callback the
 		 * engine gave it (core/sched.c), which comes back here for the
-		 * op's slot. */
+		 * op's room. */
 		d->be->on_complete(d->be->ud, &op->b);
 	}
 }
@@ -231,12 +326,31 @@ static void burst_go(struct devq_engine *d, struct burst *bu)
 }
 
 /* Called with the lock held: a lane hands over in order, so the enqueue
- * happens under it too (burst_go before the unlock). */
+ * happens under it too (burst_go before the unlock).  Charges the op's
+ * expected time to its stream and its tenant. */
 static void hand_over(struct devq_job *op, struct burst *bu)
 {
-	struct devq_fair_lane *l = lane_of(op);
-	if (l)
-		atomic_fetch_add(&l->inside, 1);
+	struct devq_fair *f = &op->s->e->fair;
+	struct devq_tenant *t = op->s->tenant;
+	if (op->b.stream < f->nstreams) {
+		struct devq_fair_stream *st = &f->st[op->b.stream];
+		atomic_fetch_add(&st->inside_ns, op->fest);
+		atomic_fetch_add(&st->inside, 1);
+	}
+	if (t) {
+		uint64_t vt = atomic_load(&t->fair.vt);
+		if (vt_before(f->vnow, vt))
+			f->vnow = vt;
+		atomic_fetch_add(&t->fair.vt, vt_of(t, op->fest));
+		atomic_fetch_add(&t->fair.inside, 1);
+	}
+	/* Where timing is optional, one op in DEVQ_FAIR_SAMPLE keeps the
+	 * estimate learning. */
+	if (!op->b.timed && op->festp && !op->fdecl &&
+	    atomic_fetch_add_explicit(&op->festp->ops, 1, memory_order_relaxed) %
+			    DEVQ_FAIR_SAMPLE ==
+		    0)
+		op->b.timed = true;
 	op->fhanded = true;
 	if (!bu->chain) {
 		handoff(op, bu->from_loop);
@@ -251,185 +365,305 @@ static void hand_over(struct devq_job *op, struct burst *bu)
 	bu->arm |= bu->from_loop && op->q->cslot;
 }
 
-static struct devq_job *take(struct devq_session *s);
+/* ---- the waiting ops: lanes, a tenant's turns, the active tenants ----- */
 
-/* l's oldest op, if it may go now: a free slot, every op it waits on
- * handed over. */
-/* Ops of one replayable batch a lane may hold past its cap. */
-#define DEVQ_FAIR_REPLAY_MAX 1024
-
-static struct devq_job *pop_ready(struct devq_session *s, struct devq_fair_lane *l)
+static void rr_add(struct devq_tenant *t, struct devq_session *s)
 {
-	struct devq_job *op = l->head;
-	if (!op)
-		return NULL;
-	/* The slot first: a full lane (the usual answer while a session
-	 * submits faster than its ops run) is told without the waits' walk.
-	 * A replayable batch (its ops share t_received) enters whole once its
-	 * first op has a slot: split, it would reach the backend as several
-	 * short runs, each its own graph launch. */
-	unsigned cap = cap_of(s), inside = atomic_load(&l->inside);
-	if (inside >= cap && !(op->b.replay && l->replay_t == op->t_received &&
-			       inside < cap + DEVQ_FAIR_REPLAY_MAX))
-		return NULL;
-	if (!deps_handed(op))
-		return NULL;
-	l->replay_t = op->b.replay ? op->t_received : 0;
-	l->head = op->fnext;
-	if (!l->head)
-		l->tail = NULL;
-	op->fnext = NULL;
-	s->fair.waiting--;
-	return op;
+	struct devq_fair_tenant *ft = &t->fair;
+	s->fair.rr_next = NULL;
+	s->fair.rr_prev = ft->rr_tail;
+	if (ft->rr_tail)
+		ft->rr_tail->fair.rr_next = s;
+	else
+		ft->rr_head = s;
+	ft->rr_tail = s;
+	s->fair.in_rr = true;
 }
 
-/* One op of devq_fair_submit's list, with the lock held. */
-static void submit_one(struct devq_job *op, struct burst *bu)
+static void rr_del(struct devq_tenant *t, struct devq_session *s)
+{
+	struct devq_fair_tenant *ft = &t->fair;
+	if (s->fair.rr_prev)
+		s->fair.rr_prev->fair.rr_next = s->fair.rr_next;
+	else
+		ft->rr_head = s->fair.rr_next;
+	if (s->fair.rr_next)
+		s->fair.rr_next->fair.rr_prev = s->fair.rr_prev;
+	else
+		ft->rr_tail = s->fair.rr_prev;
+	s->fair.rr_prev = s->fair.rr_next = NULL;
+	s->fair.in_rr = false;
+}
+
+static void act_add(struct devq_fair *f, struct devq_tenant *t)
+{
+	t->fair.act_next = NULL;
+	t->fair.act_prev = f->act_tail;
+	if (f->act_tail)
+		f->act_tail->fair.act_next = t;
+	else
+		f->act_head = t;
+	f->act_tail = t;
+	t->fair.active = true;
+}
+
+static void act_del(struct devq_fair *f, struct devq_tenant *t)
+{
+	if (t->fair.act_prev)
+		t->fair.act_prev->fair.act_next = t->fair.act_next;
+	else
+		f->act_head = t->fair.act_next;
+	if (t->fair.act_next)
+		t->fair.act_next->fair.act_prev = t->fair.act_prev;
+	else
+		f->act_tail = t->fair.act_prev;
+	t->fair.act_prev = t->fair.act_next = NULL;
+	t->fair.active = false;
+}
+
+static void enqueue(struct devq_fair *f, struct devq_job *op)
 {
 	struct devq_session *s = op->s;
-	struct devq_fair_lane *l = lane_of(op);
-	op->fhanded = false;
-	op->fnext = NULL;
-	if (!l) {
-		hand_over(op, bu);
-		return;
-	}
-	/* Queued first, then handed over at once if it may go.  The count
-	 * goes up before the lane's slots are looked at, and a completer
-	 * frees its slot before it looks at the count (both sequentially
-	 * consistent): one of the two sees the other, so a slot freed just
-	 * now is never missed by both. */
+	struct devq_tenant *t = s->tenant;
+	unsigned x = op->b.stream;
+	struct devq_fair_lane *l = &s->fair.lanes[x];
 	if (l->tail)
 		l->tail->fnext = op;
 	else
 		l->head = op;
 	l->tail = op;
 	s->fair.waiting++;
-	struct devq_job *n;
-	bool handed = false;
-	while ((n = pop_ready(s, l))) {
-		hand_over(n, bu);
-		handed = true;
+	t->fair.waiting++;
+	t->fair.waiting_on[x]++;
+	atomic_fetch_add(&t->fair.queued_ns, op->fest);
+	/* Counted before the stream's room is looked at, while a completer
+	 * frees room before it looks at this count (both sequentially
+	 * consistent): one of the two sees the other, so room freed just now
+	 * is never missed by both. */
+	atomic_fetch_add(&f->st[x].waiting, 1);
+	if (!s->fair.in_rr)
+		rr_add(t, s);
+	if (!t->fair.active)
+		act_add(f, t);
+}
+
+/* Takes the head of s's lane x (the caller checked it may go). */
+static struct devq_job *dequeue(struct devq_fair *f, struct devq_session *s, unsigned x)
+{
+	struct devq_tenant *t = s->tenant;
+	struct devq_fair_lane *l = &s->fair.lanes[x];
+	struct devq_job *op = l->head;
+	l->head = op->fnext;
+	if (!l->head)
+		l->tail = NULL;
+	op->fnext = NULL;
+	s->fair.waiting--;
+	t->fair.waiting--;
+	t->fair.waiting_on[x]--;
+	atomic_fetch_sub(&t->fair.queued_ns, op->fest);
+	atomic_fetch_sub(&f->st[x].waiting, 1);
+	/* Sessions take turns inside their tenant: the one served goes to
+	 * the back. */
+	rr_del(t, s);
+	if (s->fair.waiting)
+		rr_add(t, s);
+	if (!t->fair.waiting)
+		act_del(f, t);
+	return op;
+}
+
+/* The first session in t's turn whose op for stream x may go now: every
+ * op it waits on handed over. */
+static struct devq_session *ready_session(struct devq_tenant *t, unsigned x)
+{
+	for (struct devq_session *s = t->fair.rr_head; s; s = s->fair.rr_next) {
+		const struct devq_job *op = s->fair.lanes[x].head;
+		if (op && deps_handed(op))
+			return s;
 	}
-	/* A head of another lane may have waited for these only (its slots
-	 * free themselves; this would not). */
-	while (handed && s->fair.waiting && (n = take(s)))
-		hand_over(n, bu);
-	if (s->fair.waiting && !s->fair.in_rr)
-		rr_add(s);
-	else if (!s->fair.waiting && s->fair.in_rr)
-		rr_del(s);
+	return NULL;
+}
+
+/* The session whose op goes to stream x next: of the tenants with ops
+ * for x, the one whose virtual time would be least once this op is
+ * charged (its turn ends earliest; ties to the one with fewer ops inside
+ * the backend), and inside it the next session in turn.  A tenant whose
+ * ops for x all wait for dependencies lets the others go first. */
+static struct devq_session *pick(struct devq_fair *f, unsigned x)
+{
+	struct devq_tenant *best = NULL;
+	uint64_t bfin = 0;
+	unsigned bin = 0;
+	for (struct devq_tenant *t = f->act_head; t; t = t->fair.act_next) {
+		if (!t->fair.waiting_on[x])
+			continue;
+		/* The head of its first session with an op for x stands for
+		 * its next op's cost (the cost only orders tenants). */
+		const struct devq_job *h = NULL;
+		for (struct devq_session *s = t->fair.rr_head; s && !h; s = s->fair.rr_next)
+			h = s->fair.lanes[x].head;
+		uint64_t fin = atomic_load(&t->fair.vt) + (h ? vt_of(t, h->fest) : 0);
+		unsigned in = atomic_load(&t->fair.inside);
+		if (!best || vt_before(fin, bfin) || (fin == bfin && in < bin)) {
+			best = t;
+			bfin = fin;
+			bin = in;
+		}
+	}
+	if (!best)
+		return NULL;
+	struct devq_session *s = ready_session(best, x);
+	if (s)
+		return s;
+	for (struct devq_tenant *t = f->act_head; t; t = t->fair.act_next)
+		if (t != best && t->fair.waiting_on[x] && (s = ready_session(t, x)))
+			return s;
+	return NULL;
+}
+
+/* Hands stream x what it has room for, lock held; how many. */
+static unsigned fill(struct devq_fair *f, unsigned x, struct burst *bu)
+{
+	unsigned n = 0;
+	while (atomic_load(&f->st[x].waiting) && time_room(f, x)) {
+		struct devq_session *s = pick(f, x);
+		if (!s || !count_room(f, x, s->fair.lanes[x].head->b.replay))
+			break;
+		hand_over(dequeue(f, s, x), bu);
+		n++;
+	}
+	return n;
+}
+
+/* Every stream with room and waiting ops, until nothing more can go: an
+ * op handed to one stream may be what another's head waited for. */
+static void fill_all(struct devq_fair *f, struct burst *bu)
+{
+	bool more = true;
+	while (more) {
+		more = false;
+		for (unsigned x = 0; x < f->nstreams; x++)
+			if (atomic_load(&f->st[x].waiting) && fill(f, x, bu))
+				more = true;
+	}
+}
+
+/* One op of devq_fair_submit's list, with the lock held. */
+static void submit_one(struct devq_fair *f, struct devq_job *op, struct burst *bu)
+{
+	struct devq_session *s = op->s;
+	struct devq_tenant *t = s->tenant;
+	op->fhanded = false;
+	op->fnext = NULL;
+	op->festp = est_of(f, op);
+	op->fest = expected_ns(f, op);
+	if (!s->fair.lanes || !t || op->b.stream >= f->nstreams) {
+		hand_over(op, bu);
+		return;
+	}
+	/* A tenant that had nothing in the daemon starts from the latest
+	 * choice's virtual time: idling earns no credit. */
+	if (!t->fair.waiting && !atomic_load(&t->fair.inside) &&
+	    vt_before(atomic_load(&t->fair.vt), f->vnow))
+		atomic_store(&t->fair.vt, f->vnow);
+	unsigned x = op->b.stream;
+	/* Straight through when nobody waits for the stream, nothing of the
+	 * session waits ahead on it and it has room: the usual case of a
+	 * device that is not saturated. */
+	if (!s->fair.lanes[x].head && !atomic_load(&f->st[x].waiting) && time_room(f, x) &&
+	    count_room(f, x, op->b.replay) && deps_handed(op)) {
+		hand_over(op, bu);
+		return;
+	}
+	enqueue(f, op);
+	if (fill(f, x, bu))
+		fill_all(f, bu);
 }
 
 void devq_fair_submit(struct devq_job *first)
 {
 	struct devq_engine *d = first->s->e;
+	struct devq_fair *f = &d->fair;
 	struct burst bu = burst_of(d, true);
-	fair_lock(&d->fair);
+	fair_lock(f);
 	for (struct devq_job *op = first, *next; op; op = next) {
 		next = op->fnext;
-		submit_one(op, &bu);
+		submit_one(f, op, &bu);
 	}
 	burst_go(d, &bu);
-	fair_unlock(&d->fair);
+	fair_unlock(f);
 }
 
 bool devq_fair_waiting(struct devq_session *s)
 {
-	fair_lock(&s->e->fair);
-	bool r = s->fair.waiting != 0;
-	fair_unlock(&s->e->fair);
-	return r;
+	return atomic_load(&s->fair.waiting) != 0;
+}
+
+/* op completed: its stream's room back, its tenant's charge corrected to
+ * the device time it reports, the estimate taught.  Any thread. */
+static void release(struct devq_job *op)
+{
+	struct devq_fair *f = &op->s->e->fair;
+	struct devq_tenant *t = op->s->tenant;
+	bool timed = op->b.t_start && op->b.t_end >= op->b.t_start;
+	uint64_t dev = timed ? op->b.t_end - op->b.t_start : op->fest;
+	if (timed)
+		learn(op, dev);
+	if (t) {
+		atomic_fetch_add(&t->fair.vt, vt_of(t, dev) - vt_of(t, op->fest));
+		atomic_fetch_sub(&t->fair.inside, 1);
+		atomic_fetch_add_explicit(&t->fair.device_ns, dev, memory_order_relaxed);
+		atomic_fetch_add_explicit(&t->fair.ops_done, 1, memory_order_relaxed);
+		if (timed && op->b.t_start > op->t_received) {
+			uint64_t w = op->b.t_start - op->t_received;
+			atomic_fetch_add_explicit(&t->fair.wait_ns, w, memory_order_relaxed);
+			uint64_t m = atomic_load_explicit(&t->fair.wait_max_ns, memory_order_relaxed);
+			while (w > m && !atomic_compare_exchange_weak_explicit(
+						&t->fair.wait_max_ns, &m, w, memory_order_relaxed,
+						memory_order_relaxed))
+				;
+		}
+	}
+	if (op->b.stream < f->nstreams) {
+		struct devq_fair_stream *st = &f->st[op->b.stream];
+		atomic_fetch_sub(&st->inside_ns, op->fest);
+		atomic_fetch_sub(&st->inside, 1);
+	}
 }
 
 void devq_fair_completed(struct devq_job *op)
 {
-	struct devq_session *s = op->s;
-	struct devq_fair_lane *l = lane_of(op);
-	if (!l)
+	struct devq_engine *d = op->s->e;
+	struct devq_fair *f = &d->fair;
+	if (!d->be->enqueue_any_thread || !op->fhanded)
 		return;
-	/* A lane is refilled once half of its slots are free, not at every
-	 * completion: one lock and one burst per k/2 ops, while the stream
-	 * still has the other half to run.  (cap was set at this op's
-	 * submit, before it was handed over.) */
-	unsigned left = atomic_fetch_sub(&l->inside, 1) - 1;
-	if (left > s->fair.cap / 2 || !s->fair.waiting)
+	release(op);
+	unsigned x = op->b.stream;
+	if (x >= f->nstreams || !atomic_load(&f->st[x].waiting) || !refill_due(f, x))
 		return;
-	fair_lock(&s->e->fair);
-	/* Everything of this session that may go now: first the lane whose
-	 * slot just freed; then, only if that handed something over, heads of
-	 * other lanes that waited for it (a head that waits for a slot gets
-	 * it from its own lane's completions). */
-	if (s->fair.waiting) {
-		struct burst bu = burst_of(s->e, false);
-		struct devq_job *n;
-		bool handed = false;
-		while ((n = pop_ready(s, l))) {
-			hand_over(n, &bu);
-			handed = true;
-		}
-		while (handed && (n = take(s)))
-			hand_over(n, &bu);
-		if (!s->fair.waiting && s->fair.in_rr)
-			rr_del(s);
-		burst_go(s->e, &bu);
-	}
-	fair_unlock(&s->e->fair);
-	devq_fair_flush(s->e);
+	struct burst bu = burst_of(d, false);
+	fair_lock(f);
+	if (fill(f, x, &bu))
+		fill_all(f, &bu);
+	burst_go(d, &bu);
+	fair_unlock(f);
+	devq_fair_flush(d);
 }
 
 void devq_fair_done(struct devq_job *op)
 {
-	struct devq_fair_lane *l = lane_of(op);
-	if (l && !op->s->e->be->enqueue_any_thread)
-		atomic_fetch_sub(&l->inside, 1);
-	devq_quota_op(&op->s->quota, -1);
-}
-
-/* Takes an op of s that may go now: the oldest of a lane with a free slot,
- * all of whose dependencies are handed over.  Lanes take turns too. */
-static struct devq_job *take(struct devq_session *s)
-{
-	struct devq_fair_sess *f = &s->fair;
-	unsigned n = f->nlanes, i = f->next_lane < n ? f->next_lane : 0;
-	for (unsigned j = 0; j < n; j++) {
-		struct devq_job *op = pop_ready(s, &f->lanes[i]);
-		if (++i == n)
-			i = 0;
-		if (op) {
-			f->next_lane = i;
-			return op;
-		}
-	}
-	return NULL;
+	if (op->fhanded && !op->s->e->be->enqueue_any_thread)
+		release(op);
+	devq_quota_op(op->s->tenant, -1);
 }
 
 void devq_fair_kick(struct devq_engine *d)
 {
 	struct devq_fair *f = &d->fair;
-	/* Passes over the turn list, one op per session per pass, so that the
-	 * stream receives the sessions' ops interleaved.  A session served
-	 * moves to the back, so the next kick starts with someone else. */
 	struct burst bu = burst_of(d, true);
 	fair_lock(f);
-	bool progress = true;
-	while (progress && f->rr_head) {
-		progress = false;
-		struct devq_session *last = f->rr_tail;
-		for (struct devq_session *s = f->rr_head, *n; s; s = n) {
-			n = s->fair.rr_next;
-			struct devq_job *op = take(s);
-			if (op) {
-				progress = true;
-				rr_del(s);
-				if (s->fair.waiting)
-					rr_add(s);
-				hand_over(op, &bu);
-			}
-			if (s == last)
-				break;
-		}
-	}
+	if (f->act_head)
+		fill_all(f, &bu);
 	burst_go(d, &bu);
 	fair_unlock(f);
 	d->flush_due = true;

@@ -1,28 +1,49 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Fairness between sessions.  Work handed to a device stream cannot be
- * reordered, so a session that floods the device would make everyone else's
- * op wait behind all of its work.  Each session may have at most fair_k ops
- * inside the backend on each device stream (a "lane"); the rest wait here,
- * already validated and ordered (their points, waits and hazards are fixed at
- * submit), and are handed over as completions free slots, sessions taking
- * turns.  A slot is the session's own, so with a backend that takes enqueue
- * from any thread (CPU) the completion that frees it hands the session's
- * next op over itself, before the loop hears of it: a session above its cap
- * then costs no loop wake-up per refill, which on a small VM cost more than
- * the ops (bench/RESULTS.md, run 10).  Otherwise the loop refills in
- * devq_fair_kick after processing completions.  An op of a session with a free slot is handed over at once, so it
- * waits behind at most (S-1)*k ops of the S-1 other sessions (k per session)
- * already on its stream.
+/* Fairness between tenants (core/tenant.h: a Unix user today).
  *
- * Within a session, a lane hands over in submit order, and an op is handed
- * over only once every op it waits on (queue order, explicit waits, buffer
- * hazards) has been: the backend then still only ever waits on ops handed
- * over before, which is what keeps its streams free of deadlock, and a full
- * lane does not hold back the session's unrelated queues on other streams.
+ * Work handed to a device stream cannot be reordered and a running op
+ * cannot be interrupted, so what is handed over is kept short: a stream
+ * takes ops while the expected device time of what it holds (running and
+ * queued in the backend) is below fair-window-us, and at most fair-k ops
+ * at once, whoever they belong to; one op always goes to an empty stream,
+ * however long.  Everything else waits here, already validated and ordered
+ * (points, waits and hazards are fixed at submit), and the next op for a
+ * stream with room is chosen in two levels: the tenant with the least
+ * virtual device time (device time used, divided by its weight), then,
+ * inside that tenant, its sessions in turn.  A newcomer's op therefore
+ * waits for the op running on its stream, plus at most about one window
+ * of work queued behind it, and a tenant gains nothing by opening more
+ * sessions or queues.  Work-conserving: a lone tenant fills every stream
+ * of its queues' class.
  *
- * Shares weight users: a session of a user with share w may have k*w ops
- * inside the backend, so when sessions compete for a stream it gets about w
- * times the device time of a share-1 session. */
+ * Virtual time.  A tenant is charged its op's expected device time when
+ * the op is handed over (so one that fills several streams at once is
+ * seen at once) and corrected to the time the device reports when the op
+ * completes.  A tenant that had nothing in the daemon starts again at the
+ * virtual time of the latest op chosen, so idling earns no credit.  Ties
+ * go to the tenant with fewer ops inside the backend.
+ *
+ * Expected time.  A kernel with a u64 argument named ns declares its
+ * duration (spin); otherwise each executable (and copies, and fills)
+ * learns from the device times its ops report an average per 4 KiB of
+ * buffer argument (an op of no sample yet counts as 1/fair-k of the
+ * window, so a stream holds at most fair-k of them, until one is timed).  On a backend whose untimed ops
+ * report no device time (CUDA), one op in DEVQ_FAIR_SAMPLE of each
+ * executable is timed.
+ *
+ * Within a session, a lane (one per device stream) hands over in submit
+ * order, and an op is handed over only once every op it waits on (queue
+ * order, explicit waits, buffer hazards) has been: the backend then still
+ * only ever waits on ops handed over before, which keeps its streams free
+ * of deadlock.  A replayable batch obeys the window but not the op count,
+ * so a batch of short ops still reaches the backend as one run (one graph
+ * on CUDA) and a long one is split where the window ends.
+ *
+ * With a backend that takes enqueue from any thread (CPU), the completion
+ * that makes room hands the next ops over itself, before the loop hears of
+ * it; otherwise the loop does in devq_fair_kick after processing
+ * completions.  Either refills once half the window or half the count is
+ * free, so a stream of short ops costs one lock per burst. */
 #ifndef DEVQ_FAIR_H
 #define DEVQ_FAIR_H
 
@@ -36,66 +57,110 @@
 
 #define DEVQ_FAIR_MAX_SHARES 64
 #define DEVQ_FAIR_MAX_WEIGHT 64
+/* Virtual time is ns * DEVQ_FAIR_VT_SCALE / weight: 64 keeps weights 1..64
+ * exact enough and lasts 9 years of device time in 64 bits. */
+#define DEVQ_FAIR_VT_SCALE 64
+/* One op in this many of an executable is timed where timing is optional. */
+#define DEVQ_FAIR_SAMPLE 16
 
 struct devq_engine;
 struct devq_session;
+struct devq_tenant;
 struct devq_job;
+
+/* Learned device time of one executable's ops (or of copies, of fills):
+ * an average of ns per 4 KiB page of buffer arguments (plus one), times
+ * 16; 0 until the first sample.  Completers update it without a lock: a
+ * lost update only delays learning. */
+struct devq_fair_est {
+	_Atomic uint64_t ns16_per_page;
+	atomic_uint ops; /* handed over: picks which ones are timed */
+};
 
 struct devq_fair_lane {
 	struct devq_job *head, *tail; /* waiting, in submit order (op->fnext) */
-	/* Handed to the backend and not yet reported done (CPU backend) or
-	 * not yet processed by the loop (others); changed under the lock but
-	 * also read, and with enqueue_any_thread decremented, outside it. */
-	atomic_uint inside;
-	/* t_received of the replayable batch the lane last handed an op of
-	 * (0: the last op handed was not replayable): the rest of that batch
-	 * follows past the cap, so it reaches the backend whole (one graph). */
-	uint64_t replay_t;
 };
 
 struct devq_fair_sess {
 	struct devq_fair_lane *lanes; /* one per device stream; NULL: no cap */
-	unsigned nlanes, next_lane;
+	unsigned nlanes;
 	_Atomic uint64_t waiting; /* under the lock; read outside it too */
-	struct devq_session *rr_prev, *rr_next;
-	bool in_rr; /* in the daemon's turn list: has waiting ops */
-	unsigned cap; /* k times the user's share; 0 until first needed */
+	struct devq_session *rr_prev, *rr_next; /* the tenant's turn list */
+	bool in_rr; /* in it: has waiting ops */
+};
+
+struct devq_fair_tenant {
+	unsigned weight;
+	/* Virtual device time: charged under the lock, corrected by
+	 * completers (modular arithmetic: it never really goes down below
+	 * what it was before the charge being corrected). */
+	_Atomic uint64_t vt;
+	_Atomic unsigned inside; /* ops handed over and not completed */
+	uint64_t waiting;	 /* under the lock */
+	unsigned *waiting_on;	 /* per stream, under the lock */
+	struct devq_session *rr_head, *rr_tail; /* sessions with waiting ops */
+	struct devq_tenant *act_prev, *act_next; /* tenants with waiting ops */
+	bool active;
+	/* Usage for status and metrics: completers add, the loop reads. */
+	_Atomic uint64_t device_ns, ops_done, wait_ns, wait_max_ns;
+	_Atomic uint64_t queued_ns; /* expected time of its waiting ops */
+};
+
+struct devq_fair_stream {
+	_Atomic uint64_t inside_ns; /* expected time handed over, not completed */
+	atomic_uint inside;	    /* ops handed over, not completed */
+	atomic_uint waiting;	    /* ops waiting for it (written under the lock) */
 };
 
 struct devq_fair {
-	/* Lanes, turn list and every op's fhanded/fnext: the loop and, with a
-	 * backend that takes enqueue from any thread, completers. */
+	/* Lanes, turn lists and every op's fhanded/fnext: the loop and, with
+	 * a backend that takes enqueue from any thread, completers. */
 	struct devq_lock lock;
-	struct devq_session *rr_head, *rr_tail; /* sessions with waiting ops */
+	struct devq_fair_stream *st;
+	unsigned nstreams;
+	uint64_t window_ns;
+	unsigned depth;
+	struct devq_tenant *act_head, *act_tail; /* tenants with waiting ops */
+	uint64_t vnow; /* the virtual time of the latest op chosen */
+	struct devq_fair_est *est_builtin; /* indexed like devq_kernels */
+	struct devq_fair_est est_copy, est_fill;
 	uid_t share_uid[DEVQ_FAIR_MAX_SHARES];
 	unsigned share[DEVQ_FAIR_MAX_SHARES];
 	unsigned nshares;
 };
 
 /* Parses "user:weight[,user:weight...]" (names or uids, weights 1..64);
- * users not listed have share 1.  0, or -EINVAL with err naming the
+ * users not listed have weight 1.  0, or -EINVAL with err naming the
  * problem. */
 int devq_fair_init(struct devq_fair *f, const char *shares, char *err, size_t errlen);
+/* Once the backend is open: per-stream state, the window (ns) and the
+ * op count per stream.  0 or -ENOMEM. */
+int devq_fair_start(struct devq_fair *f, unsigned streams, uint64_t window_ns, unsigned depth);
+void devq_fair_free(struct devq_fair *f);
+
+/* A new tenant's turns and weight: 0 or -ENOMEM. */
+int devq_fair_tenant_init(struct devq_engine *e, struct devq_tenant *t);
+void devq_fair_tenant_fini(struct devq_tenant *t);
 
 /* A new session's lanes: 0 or -ENOMEM.  A session without (never
- * attached) is not capped. */
+ * attached) is not held back. */
 int devq_fair_attach(struct devq_session *s);
 void devq_fair_fini(struct devq_session *s);
 /* Validated ops, first and those linked from it by fnext, in order (a
  * frame's, core/sched.c), under one lock: each to the backend now if its
- * lane has a free slot, nothing waiting ahead of it and everything it
- * waits on handed over, else to the back of its lane. */
+ * stream has room, nothing of its session waits ahead of it on that
+ * stream and everything it waits on was handed over, else to the back of
+ * its lane. */
 void devq_fair_submit(struct devq_job *first);
 /* op completed (any thread, before the loop can see the completion):
- * with a backend that takes enqueue from any thread its slot is free now
- * and the session's ops that may go are handed over from here, so a
- * session above its cap costs no loop wake-up per refill. */
+ * with a backend that takes enqueue from any thread its stream's room is
+ * given to the next ops from here. */
 void devq_fair_completed(struct devq_job *op);
-/* The loop processed op's completion: its slot is free (other backends). */
+/* The loop processed op's completion (other backends: the room is free). */
 void devq_fair_done(struct devq_job *op);
-/* Whether s has ops waiting for a slot. */
+/* Whether s has ops waiting for room. */
 bool devq_fair_waiting(struct devq_session *s);
-/* Hands waiting ops to free slots, one per session per turn. */
+/* Hands waiting ops to the streams with room. */
 void devq_fair_kick(struct devq_engine *e);
 /* Tells the backend that everything handed over so far should be issued
  * (a backend may hold back a replayable run to launch it as one graph).

@@ -17,6 +17,7 @@
 struct devq_session;
 struct devq_timeline;
 struct devq_buf;
+struct devq_fair_est;
 
 struct devq_job {
 	struct devq_bop b; /* first: the backend's view */
@@ -37,6 +38,13 @@ struct devq_job {
 	 * until the completion is processed (NULL: a built-in or no kernel). */
 	struct devq_exe *exe;
 	bool fhanded;           /* fair.c: given to the backend */
+	/* validate.c: the device time the op declares (a u64 argument named
+	 * ns), 0: none; and the bytes of its buffer arguments.  fair.c
+	 * estimates its device time from them. */
+	uint64_t decl_ns, arg_bytes;
+	bool fdecl; /* decl_ns is set */
+	uint64_t fest;                /* fair.c: expected device time, charged */
+	struct devq_fair_est *festp;  /* fair.c: what learns from its time */
 	bool rec_ring; /* its completion record went into the session's ring */
 };
 

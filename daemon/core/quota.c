@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Quotas and backpressure; see quota.h. */
 #include "core/quota.h"
+#include "core/tenant.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -23,6 +24,8 @@ void devq_quota_defaults(struct devq_config *c)
 	uint64_t half = pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz / 2 : 1ull << 32;
 	if (!c->fair_k)
 		c->fair_k = DEVQ_FAIR_K_DEFAULT;
+	if (!c->fair_window_ns)
+		c->fair_window_ns = DEVQ_FAIR_WINDOW_NS_DEFAULT;
 	if (!c->q_session_ops)
 		c->q_session_ops = 4096;
 	if (!c->q_user_ops)
@@ -52,33 +55,25 @@ void devq_quota_defaults(struct devq_config *c)
 int devq_quota_attach(struct devq_session *s, char *why, size_t whylen)
 {
 	struct devq_engine *d = s->e;
-	struct devq_user *u = d->users;
-	while (u && u->uid != s->uid)
-		u = u->next;
-	if (u && u->sessions >= d->cfg.q_user_sessions) {
+	struct devq_tenant *u = devq_tenant_get(d, s->uid);
+	if (!u) {
+		snprintf(why, whylen, "out of memory");
+		return DEVQ__CODE__RESOURCE_EXHAUSTED;
+	}
+	if (u->sessions >= d->cfg.q_user_sessions) {
 		snprintf(why, whylen,
 			 "uid %u already has %u sessions, the quota (quota-user-sessions)",
 			 (unsigned)s->uid, u->sessions);
 		return DEVQ__CODE__RESOURCE_EXHAUSTED;
 	}
-	if (!u) {
-		u = calloc(1, sizeof(*u));
-		if (!u) {
-			snprintf(why, whylen, "out of memory");
-			return DEVQ__CODE__RESOURCE_EXHAUSTED;
-		}
-		u->uid = s->uid;
-		u->next = d->users;
-		d->users = u;
-	}
 	u->sessions++;
-	s->quota.user = u;
+	s->tenant = u;
 	return 0;
 }
 
 void devq_quota_detach(struct devq_session *s)
 {
-	struct devq_user *u = s->quota.user;
+	struct devq_tenant *u = s->tenant;
 	if (s->quota.held)
 		devq__submit__free_unpacked(s->quota.held, NULL);
 	s->quota.held = NULL;
@@ -86,21 +81,15 @@ void devq_quota_detach(struct devq_session *s)
 		return;
 	u->queues -= s->queues.count;
 	u->sessions--;
-	s->quota.user = NULL;
-	if (u->sessions)
-		return;
-	struct devq_user **pp = &s->e->users;
-	while (*pp != u)
-		pp = &(*pp)->next;
-	*pp = u->next;
-	free(u);
+	s->tenant = NULL;
+	devq_tenant_maybe_free(s->e, u);
 }
 
 int devq_quota_buffer(struct devq_session *s, uint64_t id, uint64_t size, bool device, char *err,
 		      size_t n)
 {
 	const struct devq_config *c = &s->e->cfg;
-	const struct devq_user *u = s->quota.user;
+	const struct devq_tenant *u = s->tenant;
 	unsigned long long uid = (unsigned long long)id;
 	if (s->nbufs >= c->q_session_buffers) {
 		snprintf(err, n, "buffer %llu: the session already has %u buffers, the quota "
@@ -137,7 +126,7 @@ int devq_quota_buffer(struct devq_session *s, uint64_t id, uint64_t size, bool d
 
 void devq_quota_charge_buffer(struct devq_session *s, uint64_t size, bool device, int sign)
 {
-	struct devq_user *u = s->quota.user;
+	struct devq_tenant *u = s->tenant;
 	uint64_t *sess = device ? &s->quota.device : &s->quota.pinned;
 	*sess = sign > 0 ? *sess + size : *sess - size;
 	if (!u)
@@ -149,7 +138,7 @@ void devq_quota_charge_buffer(struct devq_session *s, uint64_t size, bool device
 
 int devq_quota_queue(struct devq_session *s, uint32_t id, char *err, size_t n)
 {
-	struct devq_user *u = s->quota.user;
+	struct devq_tenant *u = s->tenant;
 	if (u && u->queues >= s->e->cfg.q_user_queues) {
 		snprintf(err, n, "queue %u: uid %u already has %" PRIu64 " queues, the quota "
 			 "(quota-user-queues)", id, (unsigned)u->uid, u->queues);
@@ -160,15 +149,15 @@ int devq_quota_queue(struct devq_session *s, uint32_t id, char *err, size_t n)
 
 void devq_quota_queue_opened(struct devq_session *s)
 {
-	if (s->quota.user)
-		s->quota.user->queues++;
+	if (s->tenant)
+		s->tenant->queues++;
 }
 
 bool devq_quota_over_ops(const struct devq_session *s)
 {
 	const struct devq_config *c = &s->e->cfg;
 	return s->ops_in_flight >= c->q_session_ops ||
-	       (s->quota.user && s->quota.user->ops >= c->q_user_ops);
+	       (s->tenant && s->tenant->ops >= c->q_user_ops);
 }
 
 bool devq_quota_may_resume(const struct devq_session *s)
@@ -177,6 +166,6 @@ bool devq_quota_may_resume(const struct devq_session *s)
 	/* Hysteresis: resuming at the first free slot would stop and start
 	 * the socket's poll once per completion. */
 	return s->ops_in_flight <= c->q_session_ops - c->q_session_ops / 4 &&
-	       !(s->quota.user && s->quota.user->ops > c->q_user_ops - c->q_user_ops / 4);
+	       !(s->tenant && s->tenant->ops > c->q_user_ops - c->q_user_ops / 4);
 }
 

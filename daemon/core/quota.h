@@ -19,21 +19,14 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "core/tenant.h"
 #include "devq.pb-c.h"
 
 struct devq_config;
 struct devq_session;
 
-/* Usage of one Unix user, across its sessions (live and draining). */
-struct devq_user {
-	struct devq_user *next;
-	uid_t uid;
-	unsigned sessions;
-	uint64_t buffers, pinned, device, queues, ops;
-};
 
 struct devq_quota_sess {
-	struct devq_user *user;
 	uint64_t pinned, device; /* bytes, by kind */
 	/* The ops of a Submit not yet taken when the quota was reached, in a
 	 * copy of their own (the frame's memory is not kept; requests/submit.c
@@ -67,10 +60,10 @@ int devq_quota_queue(struct devq_session *s, uint32_t id, char *err, size_t errl
 void devq_quota_queue_opened(struct devq_session *s);
 /* An op of the session whose quota state q is entered (+1) or left (-1)
  * the daemon.  Inline: it runs twice per op. */
-static inline void devq_quota_op(struct devq_quota_sess *q, int sign)
+static inline void devq_quota_op(struct devq_tenant *t, int sign)
 {
-	if (q->user)
-		q->user->ops = sign > 0 ? q->user->ops + 1 : q->user->ops - 1;
+	if (t)
+		t->ops = sign > 0 ? t->ops + 1 : t->ops - 1;
 }
 
 /* Whether s (or its user) is at its in-flight quota: stop taking ops. */

@@ -25,6 +25,7 @@
 
 #include "base/idmap.h"
 #include "device/backend.h"
+#include "core/fair.h"
 #include "kernels.h"
 
 #define DEVQ_REPO_DEFAULT_DIR "/etc/devqd/executables.d"
@@ -59,6 +60,7 @@ struct devq_exe {
 	void *dl;  /* dlopen handle of the shared object */
 	int dl_fd; /* the shared object, open while dl is (dlopen'd by fd) */
 	struct devq_backend *be; /* unload_image for k.dev */
+	struct devq_fair_est est; /* fair.c: its ops' learned device time */
 };
 
 struct devq_repo {

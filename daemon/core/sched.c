@@ -263,7 +263,7 @@ int devq_sched_submit(struct devq_session *s, const Devq__Op *m, uint64_t t_rece
 		op->bufs[i]->inflight++;
 	s->ops_in_flight++;
 	d->ops_in_flight++;
-	devq_quota_op(&s->quota, +1);
+	devq_quota_op(s->tenant, +1);
 	op->fnext = NULL;
 	if (d->batching) { /* to fairness at devq_sched_batch_end */
 		if (d->batch_tail)

@@ -59,6 +59,7 @@ struct devq_session {
 	atomic_uint cp_deferred; /* completions since the loop last drained (eager) */
 	struct devq_fair_sess fair;   /* fair.c */
 	struct devq_quota_sess quota; /* quota.c */
+	struct devq_tenant *tenant;   /* tenant.h: set at admission, NULL before */
 };
 
 /* A session event in the log, with the session's journal fields. */

@@ -208,13 +208,18 @@ static int validate_kernel(struct devq_session *s, const Devq__KernelOp *k, stru
 		case DEVQ__ARG__VALUE_F64: v->f64 = a->f64; break;
 		default: break;
 		}
-		/* A u64 parameter named ns is a duration: the admin bounds it. */
-		if (pp->type == DEVQ_T_U64 && v->u64 > d->cfg.max_op_ns && name_eq(pp->name, "ns")) {
-			snprintf(err, n,
-				 "argument 'ns': %" PRIu64 " ns exceeds the maximum op duration of %" PRIu64
-				 " ns",
-				 v->u64, d->cfg.max_op_ns);
-			return DEVQ__CODE__OUT_OF_RANGE;
+		/* A u64 parameter named ns is a duration: the admin bounds it,
+		 * and fairness takes it as the op's expected device time. */
+		if (pp->type == DEVQ_T_U64 && name_eq(pp->name, "ns")) {
+			if (v->u64 > d->cfg.max_op_ns) {
+				snprintf(err, n,
+					 "argument 'ns': %" PRIu64
+					 " ns exceeds the maximum op duration of %" PRIu64 " ns",
+					 v->u64, d->cfg.max_op_ns);
+				return DEVQ__CODE__OUT_OF_RANGE;
+			}
+			op->decl_ns = v->u64;
+			op->fdecl = true;
 		}
 	}
 	for (unsigned p = 0; p < sig->nparams; p++) {
@@ -239,6 +244,7 @@ static int validate_kernel(struct devq_session *s, const Devq__KernelOp *k, stru
 		if (code)
 			return code;
 		op->b.args[p].u64 = b->devaddr + a->buffer->offset;
+		op->arg_bytes += bytes;
 		use_buf(op, b, pp->access, acc);
 	}
 	op->b.kind = DEVQ_BOP_KERNEL;
@@ -267,6 +273,7 @@ int devq_validate_op(struct devq_session *s, const Devq__Op *m, struct devq_job 
 		op->b.src = src->devaddr + m->copy->src->offset;
 		op->b.dst = dst->devaddr + m->copy->dst->offset;
 		op->b.size = m->copy->size;
+		op->arg_bytes = m->copy->size;
 		use_buf(op, src, DEVQ_ACC_IN, acc);
 		use_buf(op, dst, DEVQ_ACC_OUT, acc);
 		break;
@@ -283,6 +290,7 @@ int devq_validate_op(struct devq_session *s, const Devq__Op *m, struct devq_job 
 		op->b.dst = dst->devaddr + m->fill->dst->offset;
 		op->b.size = m->fill->size;
 		op->b.pattern = m->fill->pattern;
+		op->arg_bytes = m->fill->size;
 		use_buf(op, dst, DEVQ_ACC_OUT, acc);
 		break;
 	default:

@@ -53,8 +53,10 @@ static void usage(FILE *f)
 		"Tenancy (see devqd.conf(5) for defaults):\n"
 		"      --allow-users LIST  users admitted besides root and the daemon's user\n"
 		"      --allow-groups LIST members of these groups are admitted (default devq)\n"
-		"      --fair-k N          ops of one session inside the backend (default 16)\n"
-		"      --fair-shares LIST  user:weight,...: those users' sessions get k*weight\n"
+		"      --fair-k N          most ops handed to one device stream (default 16)\n"
+		"      --fair-window-us US expected device time handed to one stream (default\n"
+		"                          1000); the rest waits, tenants taking turns\n"
+		"      --fair-shares LIST  user:weight,...: those users' weights (default 1)\n"
 		"      --quota-session-ops N, --quota-user-ops N   ops in flight: backpressure\n"
 		"      --quota-session-buffers N, --quota-user-buffers N\n"
 		"      --quota-session-pinned-mb MB, --quota-user-pinned-mb MB\n"
@@ -176,6 +178,7 @@ int main(int argc, char **argv)
 		{ "fair-k", required_argument, NULL, DEVQ_OPT_BY_KEY },
 		{ "priority-streams", required_argument, NULL, DEVQ_OPT_BY_KEY },
 		{ "fair-shares", required_argument, NULL, DEVQ_OPT_BY_KEY },
+		{ "fair-window-us", required_argument, NULL, DEVQ_OPT_BY_KEY },
 		{ "quota-session-ops", required_argument, NULL, DEVQ_OPT_BY_KEY },
 		{ "quota-user-ops", required_argument, NULL, DEVQ_OPT_BY_KEY },
 		{ "quota-session-buffers", required_argument, NULL, DEVQ_OPT_BY_KEY },

@@ -280,8 +280,9 @@ static void complete(unsigned k, int code)
 	b->code = code;
 	if (code)
 		snprintf(b->msg, sizeof(b->msg), "failed on purpose");
+	/* A spin ran as long as it said (fairness charges what ran). */
 	b->t_start = b->t_handoff + 1;
-	b->t_end = b->t_start + 1;
+	b->t_end = b->t_start + (devq_job_of(b)->fdecl ? devq_job_of(b)->decl_ns : 1);
 	E.be->on_complete(E.be->ud, b);
 	devq_sched_drain(&E);
 	flush_dirty();
@@ -544,32 +545,148 @@ END_TEST
 
 /* ---- fairness -------------------------------------------------------- */
 
-START_TEST(test_fairness_cap)
+/* Submits spin(ns) on queue q: an op that declares its device time. */
+static void spin(struct devq_session *s, uint32_t q, uint64_t ns)
+{
+	Devq__Op op = DEVQ__OP__INIT;
+	Devq__KernelOp k = DEVQ__KERNEL_OP__INIT;
+	Devq__Arg a = DEVQ__ARG__INIT, *ap = &a;
+	a.name = "ns";
+	a.value_case = DEVQ__ARG__VALUE_U64;
+	a.u64 = ns;
+	k.executable = (uint32_t)(devq_kernel_find("spin") - devq_kernels);
+	k.n_args = 1;
+	k.args = &ap;
+	op.queue = q;
+	op.body_case = DEVQ__OP__BODY_KERNEL;
+	op.kernel = &k;
+	char err[160];
+	ck_assert_int_eq(devq_sched_submit(s, &op, 1, err, sizeof(err)), 0);
+}
+
+/* The session of the op the fake backend received last. */
+static struct devq_session *last_handed(void)
+{
+	return handed(FK->n - 1)->s;
+}
+
+/* Completes the oldest op and returns the session of the op that took its
+ * room (NULL: none did). */
+static struct devq_session *complete_and_refill(void)
+{
+	unsigned before = FK->enqueued;
+	complete(0, 0);
+	if (FK->enqueued == before)
+		return NULL;
+	ck_assert_uint_eq(FK->enqueued, before + 1);
+	return last_handed();
+}
+
+/* Two levels: tenants by device time, then a tenant's sessions in turn.
+ * Tenant A (uid 1000) has three sessions and tenant B (uid 1001) one; a
+ * stream with room for fair-k = 2 ops goes to B every other time, however
+ * many sessions A has, and A's sessions take turns between themselves. */
+START_TEST(test_fairness_by_tenant)
 {
 	engine_up((struct devq_config){ .fair_k = 2, .streams = 1 });
+	struct devq_session *a[3], *b = session(1001);
+	for (int i = 0; i < 3; i++) {
+		a[i] = session(1000);
+		queue(a[i], 1, 0);
+		buffer(a[i], 5, 64);
+	}
+	queue(b, 1, 0);
+	buffer(b, 5, 64);
+	ck_assert_ptr_eq(a[0]->tenant, a[2]->tenant);
+	ck_assert_ptr_ne(a[0]->tenant, b->tenant);
+	for (int i = 0; i < 6; i++)
+		submit(a[0], 1, 5, 0, 0, NULL, NULL);
+	/* fair-k ops on the stream, whoever they belong to. */
+	ck_assert_uint_eq(FK->n, 2);
+	for (int i = 0; i < 6; i++) {
+		submit(a[1], 1, 5, 0, 0, NULL, NULL);
+		submit(a[2], 1, 5, 0, 0, NULL, NULL);
+	}
+	for (int i = 0; i < 4; i++)
+		submit(b, 1, 5, 0, 0, NULL, NULL);
+	ck_assert_uint_eq(FK->n, 2);
+	ck_assert_uint_eq(a[0]->tenant->fair.waiting, 16);
+	ck_assert_uint_eq(b->tenant->fair.waiting, 4);
+	/* The next 8 rooms: B's 4 ops every other time, A's sessions in turn. */
+	struct devq_session *prev_a = NULL;
+	unsigned nb = 0;
+	for (int i = 0; i < 8; i++) {
+		struct devq_session *s = complete_and_refill();
+		ck_assert_ptr_nonnull(s);
+		if (s == b) {
+			nb++;
+			continue;
+		}
+		ck_assert_msg(s != prev_a, "A's session %llu served twice in a row",
+			      (unsigned long long)s->id);
+		prev_a = s;
+	}
+	ck_assert_uint_eq(nb, 4);
+	/* B has nothing left: A alone takes every room (work-conserving). */
+	for (int i = 0; i < 4; i++)
+		ck_assert_ptr_eq(complete_and_refill()->tenant, a[0]->tenant);
+	complete_all();
+	ck_assert_uint_eq(FK->enqueued, 22);
+	ck_assert_uint_eq(b->tenant->fair.ops_done, 4);
+	engine_down();
+}
+END_TEST
+
+/* The stream holds ops while their expected time is below the window:
+ * a declared duration (spin's ns) counts as such; one op always goes to
+ * an empty stream, however long. */
+START_TEST(test_fairness_window_by_time)
+{
+	engine_up((struct devq_config){ .fair_k = 16, .streams = 1, .fair_window_ns = 1000000 });
+	struct devq_session *s = session(1000);
+	queue(s, 1, 0);
+	/* 400 us each: 0, 400, 800 us inside before each hand-over, so
+	 * three go (the third starts below the 1 ms window). */
+	for (int i = 0; i < 5; i++)
+		spin(s, 1, 400000);
+	ck_assert_uint_eq(FK->n, 3);
+	ck_assert_uint_eq(E.fair.st[0].inside_ns, 1200000);
+	complete(0, 0); /* 800 us left: room */
+	ck_assert_uint_eq(FK->n, 3);
+	complete_all();
+	/* A 50 ms op goes alone to the empty stream; the next waits. */
+	spin(s, 1, 50000000);
+	spin(s, 1, 0);
+	ck_assert_uint_eq(FK->n, 1);
+	complete(0, 0);
+	ck_assert_uint_eq(FK->n, 1);
+	complete_all();
+	engine_down();
+}
+END_TEST
+
+/* Weights: with fair-shares 1001:3, tenant 1001 gets three rooms for each
+ * one of tenant 1000 while both wait. */
+START_TEST(test_fairness_weights)
+{
+	engine_up((struct devq_config){ .fair_k = 1, .streams = 1, .fair_shares = "1001:3" });
 	struct devq_session *a = session(1000), *b = session(1001);
 	queue(a, 1, 0);
 	queue(b, 1, 0);
-	buffer(a, 5, 64);
-	buffer(b, 5, 64);
-	for (int i = 0; i < 6; i++)
-		submit(a, 1, 5, 0, 0, NULL, NULL);
-	/* At most k ops of a session inside the backend per stream. */
-	ck_assert_uint_eq(FK->n, 2);
-	submit(b, 1, 5, 0, 0, NULL, NULL);
-	/* Another session's op goes in at once, behind at most k of a's. */
-	ck_assert_uint_eq(FK->n, 3);
-	ck_assert_ptr_eq(handed(2)->s, b);
-	/* Each completion of a's frees a slot for a's next op. */
-	complete(0, 0);
-	ck_assert_uint_eq(FK->n, 3);
-	unsigned na = 0;
-	for (unsigned i = 0; i < FK->n; i++)
-		na += handed(i)->s == a;
-	ck_assert_uint_eq(na, 2);
+	ck_assert_uint_eq(b->tenant->fair.weight, 3);
+	for (int i = 0; i < 40; i++) {
+		spin(a, 1, 100000);
+		spin(b, 1, 100000);
+	}
+	unsigned na = 0, nb = 0;
+	for (int i = 0; i < 40; i++) {
+		struct devq_session *s = complete_and_refill();
+		ck_assert_ptr_nonnull(s);
+		na += s == a;
+		nb += s == b;
+	}
+	ck_assert_msg(nb >= 29 && nb <= 31, "share 3 got %u of 40 rooms, share 1 %u", nb, na);
 	complete_all();
-	ck_assert_uint_eq(a->ops_in_flight, 0);
-	ck_assert_uint_eq(FK->enqueued, 7);
 	engine_down();
 }
 END_TEST
@@ -872,7 +989,9 @@ int main(void)
 	tcase_add_test(tc, test_failure_ranges_at_bound);
 	tcase_add_test(tc, test_failure_ranges_past_bound);
 	tcase_add_test(tc, test_import_refuses_hugetlb_memfd);
-	tcase_add_test(tc, test_fairness_cap);
+	tcase_add_test(tc, test_fairness_by_tenant);
+	tcase_add_test(tc, test_fairness_window_by_time);
+	tcase_add_test(tc, test_fairness_weights);
 	tcase_add_test(tc, test_placement_moves_idle_queue);
 	tcase_add_test(tc, test_submit_on_closed_queue);
 	tcase_add_test(tc, test_quota_refusals);

@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* A tenant: the unit of fairness, quotas and accounting.  Today every Unix
+ * user is one tenant, whatever number of sessions, queues and processes it
+ * opens: they share its quotas (quota.c), its weight and place in the
+ * device's turns (fair.c) and its usage counters.  The record lives while
+ * any session of the tenant does (a session outlives its connection until
+ * its last op is done), so completers may use it through op->s->tenant.
+ * Loop thread, except fair.c's atomics. */
+#ifndef DEVQ_TENANT_H
+#define DEVQ_TENANT_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "core/fair.h"
+
+struct devq_engine;
+
+struct devq_tenant {
+	struct devq_tenant *next; /* the engine's list */
+	uid_t uid;
+	/* "uid:1000": the label of its metrics and status rows. */
+	char name[24];
+	unsigned sessions; /* live and draining */
+	/* Usage, summed over its sessions (quota.c). */
+	uint64_t buffers, pinned, device, queues, ops;
+	struct devq_fair_tenant fair; /* fair.c: its turns and device time */
+};
+
+/* The tenant of uid, made on first use: NULL when out of memory.  Its
+ * sessions count is not changed (quota.c admits and counts sessions). */
+struct devq_tenant *devq_tenant_get(struct devq_engine *e, uid_t uid);
+/* Frees t if no session refers to it any more. */
+void devq_tenant_maybe_free(struct devq_engine *e, struct devq_tenant *t);
+
+#endif
