@@ -255,8 +255,11 @@ END_TEST
 START_TEST(test_error_names)
 {
 	ck_assert_str_eq(devq_cuda_drv_error_name(CUDA_ERROR_ILLEGAL_ADDRESS),
-			 "CUDA_ERROR_ILLEGAL_ADDRESS");
-	ck_assert_str_eq(devq_cuda_drv_error_name(CUDA_ERROR_STUB_LIBRARY), "CUDA_ERROR_STUB_LIBRARY");
+			 "CUDA_ERROR_ILLEGAL_ADDRESS (700)");
+	ck_assert_str_eq(devq_cuda_drv_error_name(CUDA_ERROR_STUB_LIBRARY),
+			 "CUDA_ERROR_STUB_LIBRARY (34)");
+	/* A code the table does not know still names its number. */
+	ck_assert_str_eq(devq_cuda_drv_error_name((CUresult)12345), "CUDA error 12345");
 	ck_assert(devq_cuda_drv_error_is_sticky(CUDA_ERROR_ILLEGAL_ADDRESS));
 	ck_assert(devq_cuda_drv_error_is_sticky(CUDA_ERROR_LAUNCH_FAILED));
 	ck_assert(!devq_cuda_drv_error_is_sticky(CUDA_ERROR_OUT_OF_MEMORY));

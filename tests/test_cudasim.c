@@ -412,7 +412,7 @@ START_TEST(test_driver_older_than_toolkit)
 		size_t n = fread(out, 1, sizeof(out) - 1, f);
 		out[n] = '\0';
 		pclose(f);
-		ck_assert_msg(strstr(out, "supports CUDA 12.8, but devqd was built with the newer"),
+		ck_assert_msg(strstr(out, "supports CUDA 12.8, but devqd uses the newer CUDA 13.0 driver API"),
 			      "%s", out);
 		if (i)
 			ck_assert_msg(strstr(out, "using the CPU backend"), "%s", out);
