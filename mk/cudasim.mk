@@ -96,6 +96,20 @@ check-cuda-sim check-cuda-sim-asan:
 	@echo "$@: this build has no CUDA (nvcc not found, or CUDA=0)"; exit 1
 endif
 
+# The GPU bundle's run.sh against the simulator, as a test of the script:
+# a plain run, devqd frozen by SIGSTOP, the script sent TERM halfway, the
+# priority check on streams of one priority and the leak check with devqd
+# dead (tests/gpu/script_check.sh says what each must show).
+.PHONY: check-gpu-script
+ifeq ($(CUDA_ENABLED),1)
+check-gpu-script: $(CUDASIM_LIB)
+	$(MAKE) gpu-bundle
+	sh tests/gpu/script_check.sh $(GPU_BUNDLE) $(CUDASIM_DIR)
+else
+check-gpu-script:
+	@echo "$@: this build has no CUDA (nvcc not found, or CUDA=0)"; exit 1
+endif
+
 # tests/gpu/run.sh, the GPU proof, against the simulator: shows the script
 # and gpu_check complete and consistent without a GPU (its timings are the
 # simulator's, so the seed and graph-replay numbers mean nothing here, and
@@ -104,7 +118,8 @@ endif
 ifeq ($(CUDA_ENABLED),1)
 gpu-script-sim: all $(CUDASIM_LIB) $(BUILD)/tests/gpu/gpu_check $(BUILD)/tests/gpu/native_bench
 	@rm -f $(CUDASIM_DIR)/violations
-	LD_LIBRARY_PATH=$(abspath $(CUDASIM_DIR)) DEVQ_CUDASIM_REPORT=$(abspath $(CUDASIM_DIR))/violations \
+	LD_LIBRARY_PATH=$(abspath $(CUDASIM_DIR)) DEVQ_CUDASIM_OCCUPANCY=1 \
+		DEVQ_CUDASIM_REPORT=$(abspath $(CUDASIM_DIR))/violations \
 		sh tests/gpu/run.sh $(BUILD); rc=$$?; \
 	v=$$(cat $(CUDASIM_DIR)/violations 2>/dev/null | wc -l); echo "gpu-script-sim: $$v rule violations"; \
 	[ $$v = 0 ] && exit $$rc

@@ -41,7 +41,16 @@ $(BUILD)/tests/gpu/native_bench: $(call obj,tests/gpu/native_bench.c daemon/devi
 	$(CC) $(LDFLAGS) -pthread -o $@ $^ -ldl
 all: $(BUILD)/tests/gpu/gpu_check $(BUILD)/tests/gpu/native_bench
 
+# The bundle is built with the CUDA 13.0 toolkit only (DEVQ_CUDA_API_VERSION,
+# daemon/device/cuda/cuda_drv.h): its cuda.h is the one devq's driver calls
+# are written against.  CUDA_TOOLKIT_ANY=1 builds it with another anyway.
+GPU_BUNDLE_TOOLKIT = 13.0
+CUDA_TOOLKIT_VERSION = $(shell $(NVCC) --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\),.*/\1/p')
 gpu-bundle: all $(BUILD)/tests/gpu/gpu_check $(BUILD)/tests/gpu/native_bench
+	@if [ "$(CUDA_TOOLKIT_VERSION)" != "$(GPU_BUNDLE_TOOLKIT)" ] && [ "$(CUDA_TOOLKIT_ANY)" != 1 ]; then \
+	  echo "gpu-bundle: the CUDA toolkit is $(or $(CUDA_TOOLKIT_VERSION),unknown) ($(NVCC)), not" \
+	       "$(GPU_BUNDLE_TOOLKIT), the version devq's driver calls are written against;" \
+	       "build with CUDA_TOOLKIT_ANY=1 to bundle it anyway"; exit 1; fi
 	rm -rf $(GPU_BUNDLE)
 	mkdir -p $(GPU_BUNDLE)/bin $(GPU_BUNDLE)/lib/glibc
 	cp $(BUILD)/devqd $(BUILD)/devctl $(BUILD)/tests/gpu/gpu_check \

@@ -76,7 +76,7 @@ printf 'signature = n:u64, k:u32\ncuda = scale_u32.fatbin\ncuda-entry = scale_u3
 printf '%s\ncuda = scale_u32.cubin\ncuda-entry = scale_u32\n' "$sig" > "$repo/bycubin.exec"
 printf '%s\ncuda = scale_u32.ptx\ncuda-entry = scale_u32\n' "$sig" > "$repo/byptx.exec"
 chmod 0644 "$repo"/*
-nobin='cuModuleLoadData: CUDA_ERROR_NO_BINARY_FOR_GPU (no SASS for this device and no PTX it can compile)'
+nobin='cuModuleLoadData: CUDA_ERROR_NO_BINARY_FOR_GPU (209) (no SASS for this device and no PTX it can compile)'
 printf '\001\000\000\000\002\000\000\000\003\000\000\000\004\000\000\000' > "$tmp/in"
 
 # ---- image selection, entry lookup, parameter checks, per architecture ----

@@ -148,31 +148,31 @@ START_TEST(test_graph_cache_exact_match)
 	struct devq_graph_op a[64], b[64];
 	run_of(a, 64, 0x7f0000000000ull);
 	void *ev;
-	ck_assert_ptr_null(devq_graph_cache_find(&c, a, 64));
-	ck_assert_int_eq(devq_graph_cache_insert(&c, a, 64, (void *)0x1, &ev), 0);
+	ck_assert_ptr_null(devq_graph_cache_find(&c, 0, a, 64));
+	ck_assert_int_eq(devq_graph_cache_insert(&c, 0, a, 64, (void *)0x1, &ev), 0);
 	ck_assert_ptr_null(ev);
 	memcpy(b, a, sizeof(a));
-	ck_assert_ptr_eq(devq_graph_cache_find(&c, b, 64), (void *)0x1);
+	ck_assert_ptr_eq(devq_graph_cache_find(&c, 0, b, 64), (void *)0x1);
 	/* Any difference is another run: one argument (another buffer), the
 	 * launch shape, the kernel, the length. */
 	b[63].args[2] += 64;
-	ck_assert_ptr_null(devq_graph_cache_find(&c, b, 64));
+	ck_assert_ptr_null(devq_graph_cache_find(&c, 0, b, 64));
 	memcpy(b, a, sizeof(a));
 	b[10].grid = 8;
-	ck_assert_ptr_null(devq_graph_cache_find(&c, b, 64));
+	ck_assert_ptr_null(devq_graph_cache_find(&c, 0, b, 64));
 	memcpy(b, a, sizeof(a));
 	b[0].kernel = 7;
-	ck_assert_ptr_null(devq_graph_cache_find(&c, b, 64));
-	ck_assert_ptr_null(devq_graph_cache_find(&c, a, 63));
+	ck_assert_ptr_null(devq_graph_cache_find(&c, 0, b, 64));
+	ck_assert_ptr_null(devq_graph_cache_find(&c, 0, a, 63));
 	/* Arguments past nargs are not part of the run. */
 	memcpy(b, a, sizeof(a));
 	b[5].args[6] = 12345;
-	ck_assert_ptr_eq(devq_graph_cache_find(&c, b, 64), (void *)0x1);
+	ck_assert_ptr_eq(devq_graph_cache_find(&c, 0, b, 64), (void *)0x1);
 	ck_assert_uint_eq(c.hits, 2);
 	destroyed = 0;
 	devq_graph_cache_clear(&c, count_destroy, NULL);
 	ck_assert_int_eq(destroyed, 1);
-	ck_assert_ptr_null(devq_graph_cache_find(&c, a, 64));
+	ck_assert_ptr_null(devq_graph_cache_find(&c, 0, a, 64));
 }
 END_TEST
 
@@ -183,22 +183,43 @@ START_TEST(test_graph_cache_lru)
 	void *ev;
 	for (uintptr_t i = 1; i <= DEVQ_GRAPH_CACHE_SIZE; i++) {
 		run_of(ops, 8, i << 32);
-		ck_assert_int_eq(devq_graph_cache_insert(&c, ops, 8, (void *)i, &ev), 0);
+		ck_assert_int_eq(devq_graph_cache_insert(&c, 0, ops, 8, (void *)i, &ev), 0);
 		ck_assert_ptr_null(ev);
 	}
 	/* Use run 1 again: run 2 is now the least recently used. */
 	run_of(ops, 8, 1ull << 32);
-	ck_assert_ptr_eq(devq_graph_cache_find(&c, ops, 8), (void *)1);
+	ck_assert_ptr_eq(devq_graph_cache_find(&c, 0, ops, 8), (void *)1);
 	run_of(ops, 8, 99ull << 32);
-	ck_assert_int_eq(devq_graph_cache_insert(&c, ops, 8, (void *)99, &ev), 0);
+	ck_assert_int_eq(devq_graph_cache_insert(&c, 0, ops, 8, (void *)99, &ev), 0);
 	ck_assert_ptr_eq(ev, (void *)2);
 	run_of(ops, 8, 2ull << 32);
-	ck_assert_ptr_null(devq_graph_cache_find(&c, ops, 8));
+	ck_assert_ptr_null(devq_graph_cache_find(&c, 0, ops, 8));
 	run_of(ops, 8, 1ull << 32);
-	ck_assert_ptr_eq(devq_graph_cache_find(&c, ops, 8), (void *)1);
+	ck_assert_ptr_eq(devq_graph_cache_find(&c, 0, ops, 8), (void *)1);
 	destroyed = 0;
 	devq_graph_cache_clear(&c, count_destroy, NULL);
 	ck_assert_int_eq(destroyed, DEVQ_GRAPH_CACHE_SIZE);
+}
+END_TEST
+
+/* The same run on two streams is two entries: launches of one CUgraphExec
+ * serialise on the device, so a shared one would make two streams' identical
+ * batches wait for each other. */
+START_TEST(test_graph_cache_per_stream)
+{
+	struct devq_graph_cache c = { 0 };
+	struct devq_graph_op ops[16];
+	void *ev;
+	run_of(ops, 16, 0x7f0000000000ull);
+	ck_assert_int_eq(devq_graph_cache_insert(&c, 0, ops, 16, (void *)0x1, &ev), 0);
+	ck_assert_ptr_null(devq_graph_cache_find(&c, 1, ops, 16));
+	ck_assert_int_eq(devq_graph_cache_insert(&c, 1, ops, 16, (void *)0x2, &ev), 0);
+	ck_assert_ptr_null(ev);
+	ck_assert_ptr_eq(devq_graph_cache_find(&c, 0, ops, 16), (void *)0x1);
+	ck_assert_ptr_eq(devq_graph_cache_find(&c, 1, ops, 16), (void *)0x2);
+	destroyed = 0;
+	devq_graph_cache_clear(&c, count_destroy, NULL);
+	ck_assert_int_eq(destroyed, 2);
 }
 END_TEST
 
@@ -234,8 +255,11 @@ END_TEST
 START_TEST(test_error_names)
 {
 	ck_assert_str_eq(devq_cuda_drv_error_name(CUDA_ERROR_ILLEGAL_ADDRESS),
-			 "CUDA_ERROR_ILLEGAL_ADDRESS");
-	ck_assert_str_eq(devq_cuda_drv_error_name(CUDA_ERROR_STUB_LIBRARY), "CUDA_ERROR_STUB_LIBRARY");
+			 "CUDA_ERROR_ILLEGAL_ADDRESS (700)");
+	ck_assert_str_eq(devq_cuda_drv_error_name(CUDA_ERROR_STUB_LIBRARY),
+			 "CUDA_ERROR_STUB_LIBRARY (34)");
+	/* A code the table does not know still names its number. */
+	ck_assert_str_eq(devq_cuda_drv_error_name((CUresult)12345), "CUDA error 12345");
 	ck_assert(devq_cuda_drv_error_is_sticky(CUDA_ERROR_ILLEGAL_ADDRESS));
 	ck_assert(devq_cuda_drv_error_is_sticky(CUDA_ERROR_LAUNCH_FAILED));
 	ck_assert(!devq_cuda_drv_error_is_sticky(CUDA_ERROR_OUT_OF_MEMORY));
@@ -389,6 +413,7 @@ int main(void)
 	tcase_add_test(tc, test_cal_error_bound);
 	tcase_add_test(tc, test_graph_cache_exact_match);
 	tcase_add_test(tc, test_graph_cache_lru);
+	tcase_add_test(tc, test_graph_cache_per_stream);
 #ifdef DEVQ_HAVE_CUDA
 	tcase_add_test(tc, test_drv_missing);
 	tcase_add_test(tc, test_drv_stub);

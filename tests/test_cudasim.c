@@ -292,6 +292,49 @@ START_TEST(test_replayable_batch_one_graph)
 }
 END_TEST
 
+/* The same replayable batch from two sessions, whose queues devqd binds to
+ * two streams: one graph captured per stream, so neither stream's replay
+ * waits for the other's (launches of one exec serialise on the device). */
+START_TEST(test_replayable_batch_graph_per_stream)
+{
+	NEED_SIM();
+	char stats[96];
+	snprintf(stats, sizeof(stats), "/tmp/devq-cudasim-stats-%d", (int)getpid());
+	setenv("DEVQ_CUDASIM_STATS", stats, 1);
+	harness_start(&D, NULL);
+	unsetenv("DEVQ_CUDASIM_STATS");
+	devq *q[2] = { conn(D.sock, "graph a"), conn(D.sock, "graph b") };
+	struct devq_arg a[] = { a_u64("ns", 20000) };
+	struct devq_op ops[2][64];
+	for (int k = 0; k < 2; k++) {
+		ck_assert_int_eq(devq_queue_open(q[k], 0), 0);
+		const struct devq_exec *spin = exe(q[k], "spin");
+		for (int i = 0; i < 64; i++)
+			ops[k][i] = spin_op(0, spin, a, NULL, 0);
+	}
+	for (int rep = 0; rep < 3; rep++) {
+		uint64_t p[2][64];
+		for (int k = 0; k < 2; k++)
+			ck_assert_int_eq(devq_submit_replayable(q[k], ops[k], 64, p[k]), 0);
+		for (int k = 0; k < 2; k++)
+			for (int i = 0; i < 64; i++) {
+				struct devq_completion c;
+				ck_assert_int_eq(devq_wait(q[k], 0, p[k][i], 10000, &c), 0);
+				ck_assert_int_eq(c.code, DEVQ_OK);
+			}
+	}
+	devq_disconnect(q[0]);
+	devq_disconnect(q[1]);
+	ck_assert_int_eq(harness_stop(&D), 0);
+	unsigned long launches = stat_of(stats, "graph_launches"), caps = stat_of(stats, "captures");
+	unlink(stats);
+	ck_assert_msg(launches == 6 && caps == 2,
+		      "3 submits of a 64-op replayable batch on each of two streams: %lu graph "
+		      "launches, %lu captures (one per stream expected)",
+		      launches, caps);
+}
+END_TEST
+
 /* The shortest run worth a graph: 4 replayable ops are one graph launch, 3
  * go op by op. */
 START_TEST(test_graph_min_run)
@@ -369,7 +412,7 @@ START_TEST(test_driver_older_than_toolkit)
 		size_t n = fread(out, 1, sizeof(out) - 1, f);
 		out[n] = '\0';
 		pclose(f);
-		ck_assert_msg(strstr(out, "supports CUDA 12.8, but devqd was built with the newer"),
+		ck_assert_msg(strstr(out, "supports CUDA 12.8, but devqd uses the newer CUDA 13.0 driver API"),
 			      "%s", out);
 		if (i)
 			ck_assert_msg(strstr(out, "using the CPU backend"), "%s", out);
@@ -528,6 +571,7 @@ static Suite *suite(void)
 	tcase_add_test(t, test_stop_cancels_queued_on_device);
 	tcase_add_test(t, test_disconnect_cancels_queued_on_device);
 	tcase_add_test(t, test_replayable_batch_one_graph);
+	tcase_add_test(t, test_replayable_batch_graph_per_stream);
 	tcase_add_test(t, test_driver_older_than_toolkit);
 	tcase_add_test(t, test_graph_min_run);
 	tcase_add_test(t, test_window_two_long_ops);

@@ -80,9 +80,10 @@
  *
  * Not modelled: more than one device or context, the legacy default
  * stream's implicit synchronisation (it is one more stream here), the
- * per-thread default stream, stream priorities (recorded, not scheduled), concurrent
- * kernels sharing SMs (one stream runs one command at a time, streams run
- * in parallel as threads), event-record nodes' interplay with later host
+ * per-thread default stream, stream priorities and SM occupancy unless
+ * DEVQ_CUDASIM_OCCUPANCY is set (below), concurrent kernels sharing SMs
+ * (one stream runs one command at a time, streams run in parallel as
+ * threads), event-record nodes' interplay with later host
  * records (a node records and completes at once), unified memory,
  * asynchronous error reporting other than the sticky faults above, real
  * timings of copies, and PTX compilation (a PTX image stands for its SASS);
@@ -99,6 +100,17 @@
  * sm_90 SASS 2", "compute_90 PTX", "sm_90 cubin", "sm_90 PTX" for a bare
  * PTX image) (tests read them).
  * DEVQ_CUDASIM_DRIVER_VERSION: what cuDriverGetVersion answers.
+ * DEVQ_CUDASIM_PRIORITY_RANGE=LEAST:GREATEST: what
+ * cuCtxGetStreamPriorityRange answers (default 0:-5); "0:0" is a device
+ * whose every stream has the same priority, so a high-priority queue lands
+ * on a stream no higher than a normal one.
+ * DEVQ_CUDASIM_OCCUPANCY=1: SM occupancy and stream priorities are
+ * modelled.  A kernel launch of at least 8 x 2048 threads (the simulated
+ * device's 8 SMs full) runs alone; smaller ones run side by side, but not
+ * beside such a kernel.  Kernels waiting to start (one per stream, at its
+ * head) start highest stream priority first, then in launch order, as a
+ * GPU's block scheduler takes pending work: with every SM busy, a kernel of
+ * a high-priority stream starts before the normal ones launched earlier.
  * DEVQ_CUDASIM_REGISTER_NS: nanoseconds per MiB that cuMemHostRegister and
  * cuMemHostUnregister take (default 0), as pinning and unpinning GiBs take
  * seconds on a real driver; the calling thread sleeps, other threads' calls
@@ -186,6 +198,8 @@ struct cmd {
 	CUhostFn fn;                   /* C_HOSTFN */
 	void *ud;
 	struct CUgraphExec_st *exec;   /* C_GRAPH */
+	uint64_t threads;              /* C_KERNEL: threads of the launch */
+	uint64_t seq;                  /* C_KERNEL, C_GRAPH: launch order */
 };
 
 struct CUstream_st {
@@ -197,6 +211,10 @@ struct CUstream_st {
 	bool busy, dying;
 	unsigned kernels; /* kernel launches queued or running */
 	struct CUgraph_st *capture; /* capturing into */
+	/* DEVQ_CUDASIM_OCCUPANCY: the kernel at this stream's head waits for
+	 * the device (gate_enter). */
+	bool gate_waiting, gate_full;
+	uint64_t gate_seq, graph_seq;
 	struct CUstream_st *next_all;
 };
 
@@ -271,6 +289,11 @@ static uint64_t notify_ns = 300000;
 static uint64_t register_ns_per_mib;
 static uint64_t clock_offset_ns = 123456789012345ull;
 static unsigned long fault_at, launches, graph_launches, captures, max_kernels_queued;
+static uint64_t launch_seq;                /* cuLaunchKernel and cuGraphLaunch calls */
+static bool occupancy;                     /* DEVQ_CUDASIM_OCCUPANCY */
+static int prio_least = 0, prio_greatest = -5; /* DEVQ_CUDASIM_PRIORITY_RANGE */
+static unsigned gate_running;              /* kernels past the gate, running */
+static bool gate_full_running;             /* one of them fills every SM */
 static CUresult fault_code;
 static struct {
 	char name[48]; /* "sm_90 SASS", "compute_90 PTX", "sm_80 cubin", "sm_90 PTX" */
@@ -432,7 +455,68 @@ static void run_entry(const struct cmd *c)
 		fault(CUDA_ERROR_LAUNCH_FAILED, "a kernel failed");
 }
 
-static void run_kernel(const struct cmd *c)
+/* ---- occupancy (DEVQ_CUDASIM_OCCUPANCY) ---- */
+
+/* The device's 8 SMs of 2048 thread slots each: a launch of at least that
+ * many threads fills every SM. */
+#define SIM_SMS 8
+#define SIM_FULL_THREADS (SIM_SMS * 2048ull)
+
+static struct CUstream_st *default_stream;
+
+/* G held: no other stream's kernel waiting for the device goes before s's:
+ * a higher stream priority (a lower number) first, then launch order, as
+ * a GPU's block scheduler takes pending work. */
+static bool waits_before(const struct CUstream_st *o, const struct CUstream_st *s)
+{
+	return o && o != s && o->gate_waiting &&
+	       (o->priority < s->priority ||
+		(o->priority == s->priority && o->gate_seq < s->gate_seq));
+}
+
+static bool gate_first(const struct CUstream_st *s)
+{
+	for (const struct CUstream_st *o = streams; o; o = o->next_all)
+		if (waits_before(o, s))
+			return false;
+	return !waits_before(default_stream, s);
+}
+
+/* G held: waits until kernel c of stream s may start.  A kernel that fills
+ * every SM runs alone; smaller ones share the device but not with such a
+ * kernel.  False when a sticky fault ended the wait. */
+static bool gate_enter(struct CUstream_st *s, const struct cmd *c)
+{
+	if (!occupancy)
+		return true;
+	s->gate_waiting = true;
+	s->gate_seq = c->seq ? c->seq : s->graph_seq;
+	s->gate_full = c->threads >= SIM_FULL_THREADS;
+	while (sticky == CUDA_SUCCESS &&
+	       !(gate_first(s) && !gate_full_running && (!s->gate_full || !gate_running)))
+		pthread_cond_wait(&progress, &G);
+	s->gate_waiting = false;
+	if (sticky != CUDA_SUCCESS) {
+		pthread_cond_broadcast(&progress);
+		return false;
+	}
+	gate_running++;
+	gate_full_running |= s->gate_full;
+	pthread_cond_broadcast(&progress); /* the next in order may start too */
+	return true;
+}
+
+static void gate_leave(const struct CUstream_st *s)
+{
+	if (!occupancy)
+		return;
+	gate_running--;
+	if (s->gate_full)
+		gate_full_running = false;
+	pthread_cond_broadcast(&progress);
+}
+
+static void run_kernel_body(const struct cmd *c)
 {
 	if (!c->k) {
 		run_entry(c);
@@ -469,11 +553,20 @@ static void run_kernel(const struct cmd *c)
 		fault(CUDA_ERROR_LAUNCH_FAILED, "a kernel failed");
 }
 
+static void run_kernel(struct CUstream_st *s, const struct cmd *c)
+{
+	if (!gate_enter(s, c))
+		return;
+	run_kernel_body(c);
+	gate_leave(s);
+}
+
 static void exec_cmd(struct CUstream_st *s, struct cmd *c);
 static void module_done(struct CUmod_st *m);
 
-static void run_graph(struct CUstream_st *s, struct CUgraphExec_st *x)
+static void run_graph(struct CUstream_st *s, struct CUgraphExec_st *x, uint64_t seq)
 {
+	s->graph_seq = seq; /* its kernels wait for the device in its place */
 	pthread_mutex_unlock(&G);
 	pthread_mutex_lock(&x->run);
 	pthread_mutex_lock(&G);
@@ -489,7 +582,7 @@ static void exec_cmd(struct CUstream_st *s, struct cmd *c)
 {
 	switch (c->kind) {
 	case C_KERNEL:
-		run_kernel(c);
+		run_kernel(s, c);
 		break;
 	case C_COPY: {
 		if (c->dst < c->src + c->n && c->src < c->dst + c->n && c->n)
@@ -548,7 +641,7 @@ static void exec_cmd(struct CUstream_st *s, struct cmd *c)
 		pthread_mutex_lock(&G);
 		break;
 	case C_GRAPH:
-		run_graph(s, c->exec);
+		run_graph(s, c->exec, c->seq);
 		break;
 	}
 }
@@ -631,10 +724,10 @@ static CUresult submit(struct CUstream_st *s, struct cmd *c, const char *call)
 	return CUDA_SUCCESS;
 }
 
-/* The legacy default stream (NULL), made on first use.  Modelled as one
- * more stream: devqd's streams are CU_STREAM_NON_BLOCKING, which do not
- * synchronise with it, and only the test tools use it. */
-static struct CUstream_st *default_stream;
+/* The legacy default stream (NULL, default_stream above), made on first
+ * use.  Modelled as one more stream: devqd's streams are
+ * CU_STREAM_NON_BLOCKING, which do not synchronise with it, and only the
+ * test tools use it. */
 
 static void *stream_main(void *arg);
 
@@ -701,6 +794,12 @@ EXPORT CUresult cuInit(unsigned flags)
 		const char *rn = getenv("DEVQ_CUDASIM_REGISTER_NS");
 		if (rn && *rn)
 			register_ns_per_mib = strtoull(rn, NULL, 10);
+		const char *o = getenv("DEVQ_CUDASIM_OCCUPANCY");
+		occupancy = o && *o && strcmp(o, "0");
+		const char *pr = getenv("DEVQ_CUDASIM_PRIORITY_RANGE");
+		if (pr && *pr && sscanf(pr, "%d:%d", &prio_least, &prio_greatest) != 2)
+			fprintf(stderr, "cudasim: DEVQ_CUDASIM_PRIORITY_RANGE=%s: not LEAST:GREATEST\n",
+				pr);
 		const char *f = getenv("DEVQ_CUDASIM_FAULT");
 		if (f && *f) {
 			char *end;
@@ -814,8 +913,8 @@ EXPORT CUresult cuCtxSetCurrent(CUcontext c)
 EXPORT CUresult cuCtxGetStreamPriorityRange(int *least, int *greatest)
 {
 	ENTER("cuCtxGetStreamPriorityRange", true);
-	*least = 0;
-	*greatest = -5;
+	*least = prio_least;
+	*greatest = prio_greatest;
 	RET(CUDA_SUCCESS);
 }
 
@@ -1480,6 +1579,8 @@ EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned 
 		struct cmd *c = new_cmd(C_KERNEL);
 		if (c) {
 			c->ent = ent;
+			c->threads = (uint64_t)gx * gy * gz * bx * by * bz;
+			c->seq = ++launch_seq;
 			for (unsigned i = 0; i < ent->nparams && i < DEVQ_MAX_PARAMS; i++)
 				memcpy(&c->args[i], params[i],
 				       ent->size[i] <= sizeof(c->args[i]) ? ent->size[i]
@@ -1495,6 +1596,8 @@ EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned 
 	struct cmd *c = new_cmd(C_KERNEL);
 	if (c) {
 		c->k = k;
+		c->threads = (uint64_t)gx * gy * gz * bx * by * bz;
+		c->seq = ++launch_seq;
 		/* Read each parameter at its own size, as the driver does. */
 		for (unsigned i = 0; i < sig.nparams; i++)
 			memcpy(&c->args[i], params[i],
@@ -1804,6 +1907,7 @@ EXPORT CUresult cuGraphLaunch(CUgraphExec x, CUstream s)
 	struct cmd *c = new_cmd(C_GRAPH);
 	if (c) {
 		c->exec = x;
+		c->seq = ++launch_seq;
 		x->pending++;
 	}
 	CUresult r = submit(s, c, "cuGraphLaunch");

@@ -653,11 +653,12 @@ static void issue_run(struct cuda_backend *cb, struct devq_bop *run, unsigned n)
 	}
 	CUgraphExec exec = NULL;
 	if (ok) {
-		exec = devq_graph_cache_find(&cb->graphs, cb->gops, n);
+		exec = devq_graph_cache_find(&cb->graphs, run->stream, cb->gops, n);
 		if (!exec) {
 			exec = capture(cb, st->stream, run);
 			void *evicted = NULL;
-			if (exec && devq_graph_cache_insert(&cb->graphs, cb->gops, n, exec, &evicted) < 0) {
+			if (exec && devq_graph_cache_insert(&cb->graphs, run->stream, cb->gops, n, exec,
+									&evicted) < 0) {
 				cb->drv.cuGraphExecDestroy(exec);
 				exec = NULL;
 			}

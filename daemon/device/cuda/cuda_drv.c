@@ -11,7 +11,7 @@
 typedef CUresult (*gpa_fn)(const char *symbol, void **pfn, int cuda_version, cuuint64_t flags,
 			   CUdriverProcAddressQueryResult *status);
 
-const char *devq_cuda_drv_error_name(CUresult r)
+static const char *known_name(CUresult r)
 {
 	switch (r) {
 #define N(x) case x: return #x;
@@ -62,8 +62,22 @@ const char *devq_cuda_drv_error_name(CUresult r)
 	N(CUDA_ERROR_UNKNOWN)
 #undef N
 	default:
-		return "CUDA_ERROR_(unnamed)";
+		return NULL;
 	}
+}
+
+/* The number always goes with the name: a code newer than this table (or
+ * one a driver invents) is then still one that NVIDIA's documentation and
+ * a search can answer. */
+const char *devq_cuda_drv_error_name(CUresult r)
+{
+	static _Thread_local char buf[64];
+	const char *n = known_name(r);
+	if (n)
+		snprintf(buf, sizeof(buf), "%s (%d)", n, (int)r);
+	else
+		snprintf(buf, sizeof(buf), "CUDA error %d", (int)r);
+	return buf;
 }
 
 /* The errors after which the CUDA documentation says the context, and the
@@ -112,7 +126,7 @@ void devq_cuda_drv_close(struct devq_cuda_drv *drv)
 static int resolve(gpa_fn gpa, const char *name, void **out, char *err, size_t errlen)
 {
 	CUdriverProcAddressQueryResult st = CU_GET_PROC_ADDRESS_SUCCESS;
-	CUresult r = gpa(name, out, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &st);
+	CUresult r = gpa(name, out, DEVQ_CUDA_API_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &st);
 	if (r == CUDA_ERROR_STUB_LIBRARY) {
 		snprintf(err, errlen,
 			 "libcuda.so.1 is the CUDA toolkit's stub library (CUDA_ERROR_STUB_LIBRARY), "
@@ -125,7 +139,7 @@ static int resolve(gpa_fn gpa, const char *name, void **out, char *err, size_t e
 		snprintf(err, errlen,
 			 "the NVIDIA driver has no %s for CUDA %d.%d (%s): driver %d or newer "
 			 "is needed",
-			 name, CUDA_VERSION / 1000, CUDA_VERSION % 1000 / 10,
+			 name, DEVQ_CUDA_API_VERSION / 1000, DEVQ_CUDA_API_VERSION % 1000 / 10,
 			 r != CUDA_SUCCESS ? devq_cuda_drv_error_name(r)
 			 : st == CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT ? "version not sufficient"
 									     : "symbol not found",
@@ -155,7 +169,7 @@ int devq_cuda_drv_open(struct devq_cuda_drv *drv, const char *lib, char *err, si
 		snprintf(err, errlen,
 			 "%s has no cuGetProcAddress_v2: the NVIDIA driver is too old for CUDA %d.%d "
 			 "(driver %d or newer is needed)",
-			 lib, CUDA_VERSION / 1000, CUDA_VERSION % 1000 / 10,
+			 lib, DEVQ_CUDA_API_VERSION / 1000, DEVQ_CUDA_API_VERSION % 1000 / 10,
 			 DEVQ_CUDA_MIN_DRIVER_BRANCH);
 		devq_cuda_drv_close(drv);
 		return -ENOSYS;
@@ -183,17 +197,16 @@ int devq_cuda_drv_open(struct devq_cuda_drv *drv, const char *lib, char *err, si
 		devq_cuda_drv_close(drv);
 		return cr == CUDA_ERROR_STUB_LIBRARY ? -ENODEV : -EIO;
 	}
-	if (drv->driver_version < CUDA_VERSION) {
+	if (drv->driver_version < DEVQ_CUDA_API_VERSION) {
 		/* Say which side is newer: "too old" alone reads as a fault of
-		 * the driver when the toolkit devqd was built with moved on. */
+		 * the driver when it is devqd that asks for more. */
 		snprintf(err, errlen,
-			 "the NVIDIA driver supports CUDA %d.%d, but devqd was built with the newer "
-			 "CUDA %d.%d toolkit: install a driver that supports CUDA %d.%d (branch %d or "
-			 "newer), or build devqd with a CUDA toolkit no newer than %d.%d",
+			 "the NVIDIA driver supports CUDA %d.%d, but devqd uses the newer CUDA %d.%d "
+			 "driver API: install a driver that supports CUDA %d.%d (branch %d or newer)",
 			 drv->driver_version / 1000, drv->driver_version % 1000 / 10,
-			 CUDA_VERSION / 1000, CUDA_VERSION % 1000 / 10, CUDA_VERSION / 1000,
-			 CUDA_VERSION % 1000 / 10, DEVQ_CUDA_MIN_DRIVER_BRANCH,
-			 drv->driver_version / 1000, drv->driver_version % 1000 / 10);
+			 DEVQ_CUDA_API_VERSION / 1000, DEVQ_CUDA_API_VERSION % 1000 / 10,
+			 DEVQ_CUDA_API_VERSION / 1000, DEVQ_CUDA_API_VERSION % 1000 / 10,
+			 DEVQ_CUDA_MIN_DRIVER_BRANCH);
 		devq_cuda_drv_close(drv);
 		return -EPROTO;
 	}

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The CUDA driver, loaded at run time.  devqd links no libcuda: it dlopens
  * libcuda.so.1 and resolves every entry point through cuGetProcAddress_v2
- * for the CUDA version this file was compiled against, so the typedefs in
- * cuda.h and the driver's ABI agree and one binary starts on hosts with and
- * without a driver. */
+ * at one fixed CUDA version, DEVQ_CUDA_API_VERSION, so one binary starts on
+ * hosts with and without a driver, and a build with a newer toolkit still
+ * asks a 13.0 driver only for what it has. */
 #ifndef DEVQ_CUDA_DRV_H
 #define DEVQ_CUDA_DRV_H
 
@@ -14,7 +14,19 @@
 /* X-macro of every driver call devqd makes.  The names are cuda.h's, which
  * map some of them to versioned symbols (cuMemAlloc -> cuMemAlloc_v2); the
  * member types follow, and cuGetProcAddress is asked for the plain name at
- * CUDA_VERSION, which yields that same version. */
+ * DEVQ_CUDA_API_VERSION, which yields the version cuda.h of that toolkit
+ * maps it to. */
+
+/* The driver API devq is written against: CUDA 13.0.  Every entry point is
+ * resolved at this version, whatever toolkit compiled devq, so the
+ * driver's answer does not move with the build machine; a driver older than
+ * it is refused by name.  The typedefs still come from the toolkit's cuda.h:
+ * one newer than 13.0 may declare a changed signature for a call, which is
+ * why `make gpu-bundle` refuses any toolkit but 13.0 unless told
+ * (CUDA_TOOLKIT_ANY=1; see mk/cuda.mk). */
+#define DEVQ_CUDA_API_VERSION 13000
+_Static_assert(CUDA_VERSION >= DEVQ_CUDA_API_VERSION,
+	       "devq needs the CUDA 13.0 toolkit's cuda.h (or newer) to build its CUDA backend");
 #define DEVQ_CUDA_CALLS(X)              \
 	X(cuInit)                       \
 	X(cuDriverGetVersion)           \
@@ -78,13 +90,15 @@ struct devq_cuda_drv {
 int devq_cuda_drv_open(struct devq_cuda_drv *drv, const char *lib, char *err, size_t errlen);
 void devq_cuda_drv_close(struct devq_cuda_drv *drv);
 
-/* "CUDA_ERROR_ILLEGAL_ADDRESS" and the like.  Our own table: the stub
- * library and old drivers do not all answer cuGetErrorName. */
+/* "CUDA_ERROR_ILLEGAL_ADDRESS (700)" and the like, or "CUDA error N" for a
+ * code the table lacks.  Our own table: the stub library and old drivers do
+ * not all answer cuGetErrorName.  The text lives in a per-thread buffer,
+ * valid until the thread's next call. */
 const char *devq_cuda_drv_error_name(CUresult r);
 /* Whether r leaves the context unusable (the process must restart). */
 int devq_cuda_drv_error_is_sticky(CUresult r);
 
-/* The oldest driver branch that runs code built with this CUDA version. */
+/* The oldest driver branch that supports DEVQ_CUDA_API_VERSION. */
 #define DEVQ_CUDA_MIN_DRIVER_BRANCH 580
 
 #endif

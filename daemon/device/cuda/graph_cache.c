@@ -12,9 +12,9 @@ static bool same_op(const struct devq_graph_op *a, const struct devq_graph_op *b
 	       a->nargs == b->nargs && !memcmp(a->args, b->args, a->nargs * sizeof(a->args[0]));
 }
 
-uint64_t devq_graph_cache_hash(const struct devq_graph_op *ops, unsigned n)
+uint64_t devq_graph_cache_hash(unsigned stream, const struct devq_graph_op *ops, unsigned n)
 {
-	uint64_t h = devq_mix64(n);
+	uint64_t h = devq_mix64((uint64_t)stream << 32 | n);
 	for (unsigned i = 0; i < n; i++) {
 		const struct devq_graph_op *o = &ops[i];
 		h = devq_mix64(h ^ ((uint64_t)o->kernel << 32 | o->nargs));
@@ -25,12 +25,12 @@ uint64_t devq_graph_cache_hash(const struct devq_graph_op *ops, unsigned n)
 	return h;
 }
 
-static struct devq_graph_entry *lookup(struct devq_graph_cache *c, const struct devq_graph_op *ops,
-				       unsigned n, uint64_t h)
+static struct devq_graph_entry *lookup(struct devq_graph_cache *c, unsigned stream,
+				       const struct devq_graph_op *ops, unsigned n, uint64_t h)
 {
 	for (unsigned i = 0; i < DEVQ_GRAPH_CACHE_SIZE; i++) {
 		struct devq_graph_entry *e = &c->e[i];
-		if (!e->graph || e->hash != h || e->n != n)
+		if (!e->graph || e->hash != h || e->stream != stream || e->n != n)
 			continue;
 		unsigned k = 0;
 		while (k < n && same_op(&e->ops[k], &ops[k]))
@@ -41,9 +41,10 @@ static struct devq_graph_entry *lookup(struct devq_graph_cache *c, const struct 
 	return NULL;
 }
 
-void *devq_graph_cache_find(struct devq_graph_cache *c, const struct devq_graph_op *ops, unsigned n)
+void *devq_graph_cache_find(struct devq_graph_cache *c, unsigned stream,
+			    const struct devq_graph_op *ops, unsigned n)
 {
-	struct devq_graph_entry *e = lookup(c, ops, n, devq_graph_cache_hash(ops, n));
+	struct devq_graph_entry *e = lookup(c, stream, ops, n, devq_graph_cache_hash(stream, ops, n));
 	if (!e) {
 		c->misses++;
 		return NULL;
@@ -54,8 +55,8 @@ void *devq_graph_cache_find(struct devq_graph_cache *c, const struct devq_graph_
 	return e->graph;
 }
 
-int devq_graph_cache_insert(struct devq_graph_cache *c, const struct devq_graph_op *ops, unsigned n,
-		      void *graph, void **evicted)
+int devq_graph_cache_insert(struct devq_graph_cache *c, unsigned stream,
+			    const struct devq_graph_op *ops, unsigned n, void *graph, void **evicted)
 {
 	*evicted = NULL;
 	struct devq_graph_op *copy = malloc((size_t)n * sizeof(*copy));
@@ -75,8 +76,9 @@ int devq_graph_cache_insert(struct devq_graph_cache *c, const struct devq_graph_
 		*evicted = slot->graph;
 		free(slot->ops);
 	}
-	*slot = (struct devq_graph_entry){ .hash = devq_graph_cache_hash(ops, n), .n = n, .ops = copy,
-					   .graph = graph, .used = ++c->tick };
+	*slot = (struct devq_graph_entry){ .hash = devq_graph_cache_hash(stream, ops, n),
+					   .stream = stream, .n = n, .ops = copy, .graph = graph,
+					   .used = ++c->tick };
 	return 0;
 }
 
