@@ -431,6 +431,19 @@ struct devq_refused_user {
 	int64_t until_s;  /* refused until then: seconds since the epoch */
 };
 
+/* A tenant (devqd(8) FAIRNESS): a Unix user.  Since its first session of
+ * the daemon's run. */
+struct devq_tenant_info {
+	char name[32];        /* "uid:1000" */
+	uint32_t uid, weight, sessions;
+	uint64_t ops_waiting; /* waiting in the daemon for room on their stream */
+	uint64_t queued_ns;   /* the expected device time of those */
+	uint32_t ops_inside;  /* handed to the device, not completed */
+	uint64_t ops_done, device_ns;
+	uint64_t wait_ns, wait_max_ns; /* device start - receipt: sum, longest */
+	uint64_t waits;                /* ops wait_ns sums (timed ones) */
+};
+
 struct devq_status {
 	char backend[16];
 	char device[128];
@@ -453,6 +466,10 @@ struct devq_status {
 	 * caller's own uid for anyone else. */
 	size_t nrefused;
 	struct devq_refused_user *refused;
+	/* Tenants: every one for root and the admin group, the caller's own
+	 * for anyone else. */
+	size_t ntenants;
+	struct devq_tenant_info *tenants;
 };
 
 /* Round trip; free with devq_status_free. */

@@ -1357,6 +1357,28 @@ static int status_metrics(struct devq_status *s, const Devq__Status *st)
 			s->users[i].device_busy_ns = st->users[i]->device_busy_ns;
 		}
 	}
+	if (st->n_tenants) {
+		s->tenants = calloc(st->n_tenants, sizeof(*s->tenants));
+		if (!s->tenants)
+			return -ENOMEM;
+		s->ntenants = st->n_tenants;
+		for (size_t i = 0; i < st->n_tenants; i++) {
+			const Devq__TenantStatus *x = st->tenants[i];
+			struct devq_tenant_info *y = &s->tenants[i];
+			snprintf(y->name, sizeof(y->name), "%s", x->name ? x->name : "");
+			y->uid = x->uid;
+			y->weight = x->weight;
+			y->sessions = x->sessions;
+			y->ops_waiting = x->ops_waiting;
+			y->queued_ns = x->queued_ns;
+			y->ops_inside = x->ops_inside;
+			y->ops_done = x->ops_done;
+			y->device_ns = x->device_ns;
+			y->wait_ns = x->wait_ns;
+			y->wait_max_ns = x->wait_max_ns;
+			y->waits = x->waits;
+		}
+	}
 	if (st->n_refused_uids) {
 		s->refused = calloc(st->n_refused_uids, sizeof(*s->refused));
 		if (!s->refused)
@@ -1447,6 +1469,7 @@ void devq_status_free(struct devq_status *s)
 	free(s->sessions);
 	free(s->users);
 	free(s->refused);
+	free(s->tenants);
 	free(s);
 }
 

@@ -198,6 +198,74 @@ END_TEST
 
 /* Status names each session's uid and pid; here a uid admitted by
  * allow-users and root, side by side. */
+/* Tenants in status: a user sees its own tenant only, with its weight and
+ * the device time and waits of its ops; an admin sees every tenant, also
+ * one whose sessions have all gone (its counters outlive its clients). */
+START_TEST(status_shows_tenants)
+{
+	if (!can_switch_uid("status_shows_tenants"))
+		return;
+	struct daemon_proc d;
+	const char *args[] = { "--allow-users", "65534", "--fair-shares", "65534:2", NULL };
+	start(&d, args);
+	open_socket_to_all(&d);
+	devq *root = conn(d.sock, "root-client");
+	ck_assert_int_eq(devq_queue_open(root, 1), 0);
+	struct devq_completion c;
+	ck_assert_int_eq(devq_wait(root, 1, spin_op(root, 1, 1000000), 60000, &c), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		become_nobody();
+		devq *q = NULL;
+		if (devq_connect(d.sock, "nobody-client", &q) < 0 || devq_queue_open(q, 1) < 0)
+			_exit(1);
+		uint64_t p = 0;
+		for (int i = 0; i < 3; i++)
+			p = spin_op(q, 1, 2000000);
+		struct devq_completion cc;
+		if (devq_wait(q, 1, p, 60000, &cc) < 0 || cc.code)
+			_exit(2);
+		struct devq_status *s;
+		if (devq_get_status(q, &s) < 0)
+			_exit(3);
+		/* Its own tenant only, though root's has ops too. */
+		int bad = s->ntenants != 1 ? 4
+			  : strcmp(s->tenants[0].name, "uid:65534") ? 5
+			  : s->tenants[0].weight != 2 ? 6
+			  : s->tenants[0].ops_done != 3 ? 7
+			  : s->tenants[0].device_ns < 6000000 ? 8
+			  : s->tenants[0].waits != 3 ? 9
+			  : s->tenants[0].wait_max_ns < 4000000 ? 10 /* the third waited for two */
+								: 0;
+		devq_status_free(s);
+		devq_disconnect(q);
+		_exit(bad);
+	}
+	int st;
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "uid 65534's view of its tenant: %d",
+		      WEXITSTATUS(st));
+	struct devq_status *s = status_of(root);
+	const struct devq_tenant_info *mine = NULL, *other = NULL;
+	for (size_t i = 0; i < s->ntenants; i++) {
+		if (s->tenants[i].uid == getuid())
+			mine = &s->tenants[i];
+		if (s->tenants[i].uid == NOBODY)
+			other = &s->tenants[i];
+	}
+	ck_assert_ptr_nonnull(mine);
+	ck_assert_msg(other != NULL, "an admin does not see the tenant whose sessions went");
+	ck_assert_uint_eq(mine->ops_done, 1);
+	ck_assert_uint_eq(mine->weight, 1);
+	ck_assert_uint_eq(other->ops_done, 3);
+	ck_assert_uint_eq(other->sessions, 0);
+	devq_status_free(s);
+	devq_disconnect(root);
+	stop(&d);
+}
+END_TEST
+
 START_TEST(status_shows_uid_and_pid)
 {
 	if (!can_switch_uid("status_shows_uid_and_pid"))
@@ -1242,6 +1310,7 @@ static Suite *suite(void)
 	tcase_add_test(t, user_fd_budget);
 	tcase_add_test(t, flood_does_not_starve);
 	tcase_add_test(t, fair_shares_weight_users);
+	tcase_add_test(t, status_shows_tenants);
 	tcase_add_test(t, cap_is_per_stream);
 	tcase_add_test(t, short_op_not_behind_other_session);
 	suite_add_tcase(s, t);

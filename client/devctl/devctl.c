@@ -251,6 +251,7 @@ static int cmd_status(const char *sock, int argc, char **argv)
 			       s->refused[i].until_s);
 		printf("]");
 		devctl_metrics_json(stdout, s);
+		devctl_metrics_tenants_json(stdout, s);
 		printf("}\n");
 	} else {
 		printf("backend:        %s (%s), %u streams + %u high-priority\n", s->backend,
@@ -273,6 +274,25 @@ static int cmd_status(const char *sock, int argc, char **argv)
 			printf("%s uid %u until %s (%u device losses)\n",
 			       i ? "               " : "refused:       ", s->refused[i].uid, until,
 			       s->refused[i].losses);
+		}
+		/* Tenants: the unit of fairness (devqd(8) FAIRNESS).  SHARE is
+		 * of the daemon's device time since start; WAIT is device start
+		 * minus the daemon's receipt, averaged over timed ops. */
+		if (s->ntenants)
+			printf("\n%-16s %6s %8s %8s %9s %7s %10s %9s %6s %9s %9s\n", "TENANT", "WEIGHT",
+			       "SESSIONS", "WAITING", "QUEUED", "INSIDE", "OPS", "DEVICE", "SHARE",
+			       "WAIT-AVG", "WAIT-MAX");
+		for (size_t i = 0; i < s->ntenants; i++) {
+			const struct devq_tenant_info *t = &s->tenants[i];
+			double share = s->device_busy_ns ? 100.0 * (double)t->device_ns /
+								   (double)s->device_busy_ns
+							 : 0;
+			printf("%-16.16s %6u %8u %8" PRIu64 " %7.1fms %7u %10" PRIu64 " %8.2fs %5.1f%% "
+			       "%7.2fms %7.2fms\n",
+			       t->name, t->weight, t->sessions, t->ops_waiting, t->queued_ns / 1e6,
+			       t->ops_inside, t->ops_done, t->device_ns / 1e9, share,
+			       t->waits ? t->wait_ns / 1e6 / (double)t->waits : 0.0,
+			       t->wait_max_ns / 1e6);
 		}
 		if (others)
 			printf("\n%8s %8s %6s %-16s %6s %9s %7s %10s %10s\n", "SESSION", "PID", "UID",

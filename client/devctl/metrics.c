@@ -107,6 +107,45 @@ static void print_metrics(FILE *f, const struct devq_status *s, uint64_t self)
 	static const struct {
 		const char *name, *type, *help;
 		int what;
+	} per_tenant[] = {
+		{ "devq_tenant_weight", "gauge", "The tenant's fair-shares weight.", 0 },
+		{ "devq_tenant_sessions", "gauge", "Sessions of the tenant, draining ones included.",
+		  1 },
+		{ "devq_tenant_ops_waiting", "gauge",
+		  "Ops waiting in the daemon for room on their device stream.", 2 },
+		{ "devq_tenant_queued_seconds", "gauge", "Expected device time of those ops.", 3 },
+		{ "devq_tenant_ops_inside", "gauge", "Ops handed to the device, not completed.", 4 },
+		{ "devq_tenant_ops_total", "counter", "Ops completed.", 5 },
+		{ "devq_tenant_device_seconds_total", "counter", "Device time its ops used.", 6 },
+		{ "devq_tenant_wait_seconds_total", "counter",
+		  "Device start minus the daemon's receipt, summed over timed ops.", 7 },
+		{ "devq_tenant_wait_max_seconds", "gauge", "The longest of those waits.", 8 },
+		{ "devq_tenant_waits_total", "counter", "Timed ops those waits sum.", 9 },
+	};
+	for (size_t k = 0; k < sizeof(per_tenant) / sizeof(per_tenant[0]); k++) {
+		family(f, per_tenant[k].name, per_tenant[k].type, per_tenant[k].help);
+		for (size_t i = 0; i < s->ntenants; i++) {
+			const struct devq_tenant_info *t = &s->tenants[i];
+			double v;
+			switch (per_tenant[k].what) {
+			case 0: v = t->weight; break;
+			case 1: v = t->sessions; break;
+			case 2: v = (double)t->ops_waiting; break;
+			case 3: v = sec(t->queued_ns); break;
+			case 4: v = t->ops_inside; break;
+			case 5: v = (double)t->ops_done; break;
+			case 6: v = sec(t->device_ns); break;
+			case 7: v = sec(t->wait_ns); break;
+			case 8: v = sec(t->wait_max_ns); break;
+			default: v = (double)t->waits; break;
+			}
+			fprintf(f, "%s{tenant=\"%s\"} %.9g\n", per_tenant[k].name, t->name, v);
+		}
+	}
+
+	static const struct {
+		const char *name, *type, *help;
+		int what;
 	} per_session[] = {
 		{ "devq_session_ops_completed_total", "counter", "Ops completed since connect.", 0 },
 		{ "devq_session_op_errors_total", "counter", "Failed ops since connect.", 1 },
@@ -221,6 +260,24 @@ void devctl_metrics_json(FILE *f, const struct devq_status *s)
 		for (size_t b = 0; b <= h->nbounds; b++)
 			fprintf(f, "%s%" PRIu64, b ? "," : "", h->counts[b]);
 		fputs("]}", f);
+	}
+	fputs("]", f);
+}
+
+void devctl_metrics_tenants_json(FILE *f, const struct devq_status *s)
+{
+	fputs(",\"tenants\":[", f);
+	for (size_t i = 0; i < s->ntenants; i++) {
+		const struct devq_tenant_info *t = &s->tenants[i];
+		fprintf(f, "%s{\"tenant\":", i ? "," : "");
+		devctl_json_str(f, t->name);
+		fprintf(f,
+			",\"uid\":%" PRIu32 ",\"weight\":%" PRIu32 ",\"sessions\":%" PRIu32
+			",\"ops_waiting\":%" PRIu64 ",\"queued_ns\":%" PRIu64 ",\"ops_inside\":%" PRIu32
+			",\"ops_done\":%" PRIu64 ",\"device_ns\":%" PRIu64 ",\"wait_ns\":%" PRIu64
+			",\"wait_max_ns\":%" PRIu64 ",\"waits\":%" PRIu64 "}",
+			t->uid, t->weight, t->sessions, t->ops_waiting, t->queued_ns, t->ops_inside,
+			t->ops_done, t->device_ns, t->wait_ns, t->wait_max_ns, t->waits);
 	}
 	fputs("]", f);
 }

@@ -18,5 +18,7 @@ int devctl_metrics(const char *sock, int argc, char **argv);
 void devctl_metrics_json(FILE *f, const struct devq_status *s);
 /* ,"ops_failed":N,"queue_depths":[...] for one session object. */
 void devctl_metrics_session_json(FILE *f, const struct devq_session_info *x);
+/* ,"tenants":[...] for devctl status --json. */
+void devctl_metrics_tenants_json(FILE *f, const struct devq_status *s);
 
 #endif

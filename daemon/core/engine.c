@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The engine's lifetime; see engine.h. */
+#include "core/tenant.h"
 #include "core/engine.h"
 
 #include <errno.h>
@@ -93,6 +94,7 @@ void devq_engine_fini(struct devq_engine *e)
 	devq_repo_fini(&e->repo); /* unloads device images: before the backend goes */
 	e->be->ops->destroy(e->be);
 	devq_trace_ring_free(e->trace);
+	devq_tenant_free_all(e);
 	free_parts(e);
 	devq_job_fini();
 }

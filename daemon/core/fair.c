@@ -617,6 +617,7 @@ static void release(struct devq_job *op)
 		if (timed && op->b.t_start > op->t_received) {
 			uint64_t w = op->b.t_start - op->t_received;
 			atomic_fetch_add_explicit(&t->fair.wait_ns, w, memory_order_relaxed);
+			atomic_fetch_add_explicit(&t->fair.waits, 1, memory_order_relaxed);
 			uint64_t m = atomic_load_explicit(&t->fair.wait_max_ns, memory_order_relaxed);
 			while (w > m && !atomic_compare_exchange_weak_explicit(
 						&t->fair.wait_max_ns, &m, w, memory_order_relaxed,

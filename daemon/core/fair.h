@@ -102,7 +102,7 @@ struct devq_fair_tenant {
 	struct devq_tenant *act_prev, *act_next; /* tenants with waiting ops */
 	bool active;
 	/* Usage for status and metrics: completers add, the loop reads. */
-	_Atomic uint64_t device_ns, ops_done, wait_ns, wait_max_ns;
+	_Atomic uint64_t device_ns, ops_done, wait_ns, wait_max_ns, waits;
 	_Atomic uint64_t queued_ns; /* expected time of its waiting ops */
 };
 

@@ -22,6 +22,7 @@ struct devq_tenant {
 	/* "uid:1000": the label of its metrics and status rows. */
 	char name[24];
 	unsigned sessions; /* live and draining */
+	uint64_t idle_since; /* when its last session went (0: it has one) */
 	/* Usage, summed over its sessions (quota.c). */
 	uint64_t buffers, pinned, device, queues, ops;
 	struct devq_fair_tenant fair; /* fair.c: its turns and device time */
@@ -30,7 +31,15 @@ struct devq_tenant {
 /* The tenant of uid, made on first use: NULL when out of memory.  Its
  * sessions count is not changed (quota.c admits and counts sessions). */
 struct devq_tenant *devq_tenant_get(struct devq_engine *e, uid_t uid);
-/* Frees t if no session refers to it any more. */
+/* Idle tenants (no session) kept, so that their counters outlive a
+ * client's exit (devctl status, metrics); past this many the one idle
+ * longest is freed. */
+#define DEVQ_TENANT_IDLE_MAX 64
+
+/* t's last session went: keeps it among the idle ones, freeing the one
+ * idle longest when there are more than DEVQ_TENANT_IDLE_MAX. */
 void devq_tenant_maybe_free(struct devq_engine *e, struct devq_tenant *t);
+/* Frees every tenant (engine teardown: no session is left). */
+void devq_tenant_free_all(struct devq_engine *e);
 
 #endif

@@ -14,6 +14,7 @@
 #include "core/metrics.h"
 #include "core/outbox.h"
 #include "core/session.h"
+#include "core/tenant.h"
 #include "core/timeline.h"
 
 /* Everything a Status message points at, freed in one go after packing. */
@@ -131,6 +132,35 @@ static void metrics_status_free(void *scratch)
 	free(sc);
 }
 
+/* The tenants s may see, into msg/ptr (room for max); how many. */
+static size_t tenant_rows(const struct devq_session *s, Devq__TenantStatus *msg,
+			  Devq__TenantStatus **ptr, size_t max)
+{
+	size_t n = 0;
+	for (struct devq_tenant *t = s->e->tenants; t && n < max; t = t->next) {
+		if (!status_visible(s, t->uid))
+			continue;
+		const struct devq_fair_tenant *f = &t->fair;
+		Devq__TenantStatus *m = &msg[n];
+		devq__tenant_status__init(m);
+		m->name = t->name;
+		m->uid = t->uid;
+		m->weight = f->weight;
+		m->sessions = t->sessions;
+		m->ops_waiting = f->waiting;
+		m->queued_ns = atomic_load_explicit(&f->queued_ns, memory_order_relaxed);
+		m->ops_inside = atomic_load_explicit(&f->inside, memory_order_relaxed);
+		m->ops_done = atomic_load_explicit(&f->ops_done, memory_order_relaxed);
+		m->device_ns = atomic_load_explicit(&f->device_ns, memory_order_relaxed);
+		m->wait_ns = atomic_load_explicit(&f->wait_ns, memory_order_relaxed);
+		m->wait_max_ns = atomic_load_explicit(&f->wait_max_ns, memory_order_relaxed);
+		m->waits = atomic_load_explicit(&f->waits, memory_order_relaxed);
+		ptr[n] = m;
+		n++;
+	}
+	return n;
+}
+
 void devq_status_handle(struct devq_session *s)
 {
 	struct devq_engine *d = s->e;
@@ -198,6 +228,15 @@ void devq_status_handle(struct devq_session *s)
 	}
 	st.n_refused_uids = nshown;
 	st.refused_uids = rptr;
+	size_t ntenants = 0;
+	for (const struct devq_tenant *t = d->tenants; t; t = t->next)
+		ntenants += status_visible(s, t->uid);
+	Devq__TenantStatus *tmsg = calloc(ntenants ? ntenants : 1, sizeof(*tmsg));
+	Devq__TenantStatus **tptr = calloc(ntenants ? ntenants : 1, sizeof(*tptr));
+	if (tmsg && tptr) {
+		st.n_tenants = tenant_rows(s, tmsg, tptr, ntenants);
+		st.tenants = tptr;
+	}
 	void *metrics;
 	if (metrics_status(s, &st, ptrs, shown, n, &metrics) < 0)
 		devq_outbox_error(s, DEVQ__CODE__RESOURCE_EXHAUSTED, "get_status", NULL, NULL,
@@ -210,6 +249,8 @@ void devq_status_handle(struct devq_session *s)
 		devq_outbox_send(s, &m, NULL, 0);
 	}
 	metrics_status_free(metrics);
+	free(tmsg);
+	free(tptr);
 	free(items);
 	free(ptrs);
 	free(shown);
