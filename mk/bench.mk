@@ -11,8 +11,20 @@ $(BENCH_BIN): $(call obj,$(BENCH_SRC)) $(BUILD)/libdevq.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) -lm
 
-.PHONY: bench bench-quick bench-build
-bench-build: all $(BENCH_BIN)
+# Fairness between tenants (bench/fair.sh): runs as root, switches uid.
+FAIR_BENCH_BIN = $(BUILD)/bench/fair_bench
+$(FAIR_BENCH_BIN): $(call obj,bench/fair_bench.c bench/bench_util.c) $(BUILD)/libdevq.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) -lm
+
+.PHONY: bench bench-quick bench-build check-slow
+bench-build: all $(BENCH_BIN) $(FAIR_BENCH_BIN)
+
+# Saturation runs too slow for make check (seconds each, timing decides):
+# the fairness scenarios with generous bounds.  CI runs it.
+check-slow: all $(FAIR_BENCH_BIN)
+	@mkdir -p $(BENCH_OUT)
+	DEVQ_BUILD=$(BUILD) DEVQ_BENCH_OUT=$(BENCH_OUT) $(FAIR_BENCH_BIN) --check --seconds 3
 
 bench: bench-build
 	@mkdir -p $(BENCH_OUT)
