@@ -34,6 +34,9 @@ struct top {
 	bool all, tty;
 	uint64_t self;
 	struct devq_trace *prev, *cur;
+	/* The tenants (status) at each sample: shares and waits over the
+	 * interval.  NULL where the status failed: no tenant lines. */
+	struct devq_status *sprev, *scur;
 	FILE *out;
 	char err[400]; /* why sampling failed, said once the screen is restored */
 };
@@ -118,6 +121,48 @@ static void line_end(struct top *tp)
 {
 	/* Erase what a longer line of the previous frame left there. */
 	fputs(tp->tty ? "\x1b[K\n" : "\n", tp->out);
+}
+
+static const struct devq_tenant_info *prev_tenant(const struct devq_status *s, const char *name)
+{
+	for (size_t i = 0; s && i < s->ntenants; i++)
+		if (!strcmp(s->tenants[i].name, name))
+			return &s->tenants[i];
+	return NULL;
+}
+
+/* A line per tenant (your own, or every one for an admin): its weight,
+ * its part of the device time used in the interval, ops waiting for room
+ * and their expected time, and its ops' average wait (device start minus
+ * receipt) in the interval. */
+static void draw_tenants(struct top *tp)
+{
+	const struct devq_status *a = tp->sprev, *b = tp->scur;
+	FILE *f = tp->out;
+	if (!b || !b->ntenants)
+		return;
+	uint64_t total = 0;
+	for (size_t i = 0; i < b->ntenants; i++) {
+		const struct devq_tenant_info *p = prev_tenant(a, b->tenants[i].name);
+		total += b->tenants[i].device_ns - (p ? p->device_ns : 0);
+	}
+	fprintf(f, "%s%-16s %6s %7s %8s %10s %10s%s", tp->tty ? "\x1b[7m" : "", "TENANT", "WEIGHT",
+		"SHARE", "WAITING", "QUEUED", "WAIT", tp->tty ? "\x1b[0m" : "");
+	line_end(tp);
+	for (size_t i = 0; i < b->ntenants; i++) {
+		const struct devq_tenant_info *t = &b->tenants[i], *p = prev_tenant(a, t->name);
+		uint64_t dev = t->device_ns - (p ? p->device_ns : 0);
+		uint64_t w = t->wait_ns - (p ? p->wait_ns : 0), nw = t->waits - (p ? p->waits : 0);
+		char queued[24], wait[24] = "-";
+		devctl_fmt_ns(queued, sizeof(queued), t->queued_ns, 2);
+		if (nw)
+			devctl_fmt_ns(wait, sizeof(wait), w / nw, 2);
+		fprintf(f, "%-16.16s %6u %6.1f%% %8" PRIu64 " %10s %10s", t->name, t->weight,
+			total ? 100.0 * (double)dev / (double)total : 0.0, t->ops_waiting, queued,
+			wait);
+		line_end(tp);
+	}
+	line_end(tp);
 }
 
 static void draw(struct top *tp)
@@ -221,6 +266,8 @@ static void draw(struct top *tp)
 	free(v);
 	line_end(tp);
 
+	draw_tenants(tp);
+
 	fprintf(f, "%s%8s %8s %6s %-16s %8s %9s %11s %7s%s", tp->tty ? "\x1b[7m" : "", "SESSION",
 		"PID", "UID", "NAME", "OPS/S", "INFLIGHT", "PINNED MiB", "ERRORS",
 		tp->tty ? "\x1b[0m" : "");
@@ -265,6 +312,8 @@ static int sample(struct top *tp)
 	else
 		qy.no_ops = true;
 	int r = devq_trace_get(tp->q, &qy, &tp->cur);
+	if (r == 0 && devq_get_status(tp->q, &tp->scur) < 0)
+		tp->scur = NULL;
 	if (r == -EACCES && tp->all) {
 		/* Not an admin: fall back to this user's sessions. */
 		tp->all = false;
@@ -375,6 +424,8 @@ int devctl_top_main(const char *sock, int argc, char **argv)
 	}
 	tp.prev = tp.cur;
 	tp.cur = NULL;
+	tp.sprev = tp.scur;
+	tp.scur = NULL;
 	for (;;) {
 		if (wait_key(&tp, (int)(interval * 1000), keys))
 			break;
@@ -400,6 +451,9 @@ int devctl_top_main(const char *sock, int argc, char **argv)
 		devq_trace_free(tp.prev);
 		tp.prev = tp.cur;
 		tp.cur = NULL;
+		devq_status_free(tp.sprev);
+		tp.sprev = tp.scur;
+		tp.scur = NULL;
 		if (once)
 			break;
 		if (!tp.tty)
@@ -417,6 +471,8 @@ out:
 		tcsetattr(0, TCSANOW, &saved);
 	devq_trace_free(tp.prev);
 	devq_trace_free(tp.cur);
+	devq_status_free(tp.sprev);
+	devq_status_free(tp.scur);
 	devq_disconnect(tp.q);
 	return rc;
 }

@@ -158,25 +158,6 @@ void devq_fair_fini(struct devq_session *s)
 
 /* ---- expected device time ------------------------------------------- */
 
-static struct devq_fair_est *est_of(struct devq_fair *f, const struct devq_job *op)
-{
-	switch (op->b.kind) {
-	case DEVQ_BOP_COPY:
-		return &f->est_copy;
-	case DEVQ_BOP_FILL:
-		return &f->est_fill;
-	case DEVQ_BOP_KERNEL:
-		if (op->exe)
-			return &op->exe->est;
-		if (f->est_builtin && op->b.kernel >= devq_kernels &&
-		    op->b.kernel < devq_kernels + devq_nkernels)
-			return &f->est_builtin[op->b.kernel - devq_kernels];
-		return NULL;
-	default:
-		return NULL; /* a failed op runs nothing */
-	}
-}
-
 static inline uint64_t pages_of(const struct devq_job *op)
 {
 	return 1 + op->arg_bytes / 4096;
@@ -346,7 +327,7 @@ static void hand_over(struct devq_job *op, struct burst *bu)
 	}
 	/* Where timing is optional, one op in DEVQ_FAIR_SAMPLE keeps the
 	 * estimate learning. */
-	if (!op->b.timed && op->festp && !op->fdecl &&
+	if (!op->b.timed && op->festp && !op->fdecl && !op->s->e->be->always_timed &&
 	    atomic_fetch_add_explicit(&op->festp->ops, 1, memory_order_relaxed) %
 			    DEVQ_FAIR_SAMPLE ==
 		    0)
@@ -435,12 +416,14 @@ static void enqueue(struct devq_fair *f, struct devq_job *op)
 	s->fair.waiting++;
 	t->fair.waiting++;
 	t->fair.waiting_on[x]++;
-	atomic_fetch_add(&t->fair.queued_ns, op->fest);
+	atomic_fetch_add_explicit(&t->fair.queued_ns, op->fest, memory_order_relaxed);
+	f->st[x].waiting_replay += op->b.replay;
 	/* Counted before the stream's room is looked at, while a completer
 	 * frees room before it looks at this count (both sequentially
 	 * consistent): one of the two sees the other, so room freed just now
 	 * is never missed by both. */
 	atomic_fetch_add(&f->st[x].waiting, 1);
+	f->waiting++;
 	if (!s->fair.in_rr)
 		rr_add(t, s);
 	if (!t->fair.active)
@@ -460,13 +443,18 @@ static struct devq_job *dequeue(struct devq_fair *f, struct devq_session *s, uns
 	s->fair.waiting--;
 	t->fair.waiting--;
 	t->fair.waiting_on[x]--;
-	atomic_fetch_sub(&t->fair.queued_ns, op->fest);
+	atomic_fetch_sub_explicit(&t->fair.queued_ns, op->fest, memory_order_relaxed);
+	f->st[x].waiting_replay -= op->b.replay;
 	atomic_fetch_sub(&f->st[x].waiting, 1);
+	f->waiting--;
 	/* Sessions take turns inside their tenant: the one served goes to
-	 * the back. */
-	rr_del(t, s);
-	if (s->fair.waiting)
+	 * the back (where it is already when alone). */
+	if (!s->fair.waiting)
+		rr_del(t, s);
+	else if (s->fair.rr_next) {
+		rr_del(t, s);
 		rr_add(t, s);
+	}
 	if (!t->fair.waiting)
 		act_del(f, t);
 	return op;
@@ -494,6 +482,9 @@ static struct devq_session *pick(struct devq_fair *f, unsigned x)
 	struct devq_tenant *best = NULL;
 	uint64_t bfin = 0;
 	unsigned bin = 0;
+	/* One tenant waiting (a lone client, the common case): no choice. */
+	if (f->act_head && f->act_head == f->act_tail)
+		return ready_session(f->act_head, x);
 	for (struct devq_tenant *t = f->act_head; t; t = t->fair.act_next) {
 		if (!t->fair.waiting_on[x])
 			continue;
@@ -521,16 +512,33 @@ static struct devq_session *pick(struct devq_fair *f, unsigned x)
 	return NULL;
 }
 
-/* Hands stream x what it has room for, lock held; how many. */
+/* Hands stream x what it has room for, lock held; how many.  A stream
+ * full by count is told before any choice is made (the usual answer
+ * while a client submits faster than its ops run), unless a replayable
+ * op, which may pass the count, waits for it. */
 static unsigned fill(struct devq_fair *f, unsigned x, struct burst *bu)
 {
+	struct devq_fair_stream *st = &f->st[x];
 	unsigned n = 0;
-	while (atomic_load(&f->st[x].waiting) && time_room(f, x)) {
+	while (atomic_load(&st->waiting) && time_room(f, x)) {
+		bool full = !count_room(f, x, false);
+		if (full && (!st->waiting_replay || !count_room(f, x, true)))
+			break;
 		struct devq_session *s = pick(f, x);
-		if (!s || !count_room(f, x, s->fair.lanes[x].head->b.replay))
+		if (!s || (full && !s->fair.lanes[x].head->b.replay))
 			break;
 		hand_over(dequeue(f, s, x), bu);
 		n++;
+		/* The only session waiting, of the only tenant: nobody to
+		 * choose between, so its ops go on while there is room, with
+		 * no choice made again per op (a lone client's refills). */
+		struct devq_job *h;
+		while (f->act_head && f->act_head == f->act_tail && !s->fair.rr_prev &&
+		       !s->fair.rr_next && (h = s->fair.lanes[x].head) && !h->b.replay &&
+		       time_room(f, x) && count_room(f, x, false) && deps_handed(h)) {
+			hand_over(dequeue(f, s, x), bu);
+			n++;
+		}
 	}
 	return n;
 }
@@ -539,6 +547,8 @@ static unsigned fill(struct devq_fair *f, unsigned x, struct burst *bu)
  * op handed to one stream may be what another's head waited for. */
 static void fill_all(struct devq_fair *f, struct burst *bu)
 {
+	if (!f->waiting)
+		return;
 	bool more = true;
 	while (more) {
 		more = false;
@@ -548,6 +558,13 @@ static void fill_all(struct devq_fair *f, struct burst *bu)
 	}
 }
 
+/* Whether ops wait for streams other than x: only they can have waited
+ * for what x was just handed. */
+static inline bool others_wait(const struct devq_fair *f, unsigned x)
+{
+	return f->waiting > atomic_load_explicit(&f->st[x].waiting, memory_order_relaxed);
+}
+
 /* One op of devq_fair_submit's list, with the lock held. */
 static void submit_one(struct devq_fair *f, struct devq_job *op, struct burst *bu)
 {
@@ -555,7 +572,6 @@ static void submit_one(struct devq_fair *f, struct devq_job *op, struct burst *b
 	struct devq_tenant *t = s->tenant;
 	op->fhanded = false;
 	op->fnext = NULL;
-	op->festp = est_of(f, op);
 	op->fest = expected_ns(f, op);
 	if (!s->fair.lanes || !t || op->b.stream >= f->nstreams) {
 		hand_over(op, bu);
@@ -576,7 +592,10 @@ static void submit_one(struct devq_fair *f, struct devq_job *op, struct burst *b
 		return;
 	}
 	enqueue(f, op);
-	if (fill(f, x, bu))
+	/* fill()'s own first test, inline: a full stream (the usual case
+	 * here) costs no call. */
+	if (time_room(f, x) && (count_room(f, x, false) || f->st[x].waiting_replay) &&
+	    fill(f, x, bu) && others_wait(f, x))
 		fill_all(f, bu);
 }
 
@@ -599,32 +618,13 @@ bool devq_fair_waiting(struct devq_session *s)
 	return atomic_load(&s->fair.waiting) != 0;
 }
 
-/* op completed: its stream's room back, its tenant's charge corrected to
- * the device time it reports, the estimate taught.  Any thread. */
+/* op completed: its stream's room back, the estimate taught.  Any
+ * thread; the tenant's share of it is devq_fair_done's, on the loop. */
 static void release(struct devq_job *op)
 {
 	struct devq_fair *f = &op->s->e->fair;
-	struct devq_tenant *t = op->s->tenant;
-	bool timed = op->b.t_start && op->b.t_end >= op->b.t_start;
-	uint64_t dev = timed ? op->b.t_end - op->b.t_start : op->fest;
-	if (timed)
-		learn(op, dev);
-	if (t) {
-		atomic_fetch_add(&t->fair.vt, vt_of(t, dev) - vt_of(t, op->fest));
-		atomic_fetch_sub(&t->fair.inside, 1);
-		atomic_fetch_add_explicit(&t->fair.device_ns, dev, memory_order_relaxed);
-		atomic_fetch_add_explicit(&t->fair.ops_done, 1, memory_order_relaxed);
-		if (timed && op->b.t_start > op->t_received) {
-			uint64_t w = op->b.t_start - op->t_received;
-			atomic_fetch_add_explicit(&t->fair.wait_ns, w, memory_order_relaxed);
-			atomic_fetch_add_explicit(&t->fair.waits, 1, memory_order_relaxed);
-			uint64_t m = atomic_load_explicit(&t->fair.wait_max_ns, memory_order_relaxed);
-			while (w > m && !atomic_compare_exchange_weak_explicit(
-						&t->fair.wait_max_ns, &m, w, memory_order_relaxed,
-						memory_order_relaxed))
-				;
-		}
-	}
+	if (!op->fdecl && op->b.t_start && op->b.t_end >= op->b.t_start)
+		learn(op, op->b.t_end - op->b.t_start);
 	if (op->b.stream < f->nstreams) {
 		struct devq_fair_stream *st = &f->st[op->b.stream];
 		atomic_fetch_sub(&st->inside_ns, op->fest);
@@ -644,7 +644,7 @@ void devq_fair_completed(struct devq_job *op)
 		return;
 	struct burst bu = burst_of(d, false);
 	fair_lock(f);
-	if (fill(f, x, &bu))
+	if (fill(f, x, &bu) && others_wait(f, x))
 		fill_all(f, &bu);
 	burst_go(d, &bu);
 	fair_unlock(f);
@@ -653,19 +653,48 @@ void devq_fair_completed(struct devq_job *op)
 
 void devq_fair_done(struct devq_job *op)
 {
+	struct devq_tenant *t = op->s->tenant;
 	if (op->fhanded && !op->s->e->be->enqueue_any_thread)
 		release(op);
-	devq_quota_op(op->s->tenant, -1);
+	devq_quota_op(t, -1);
+	if (!t)
+		return;
+	/* The tenant's charge corrected to what ran, and its usage, on the
+	 * loop (a completer's choice may see the charge a little late: the
+	 * estimate stood in for it meanwhile). */
+	struct devq_fair_tenant *ft = &t->fair;
+	bool timed = op->b.t_start && op->b.t_end >= op->b.t_start;
+	uint64_t dev = timed ? op->b.t_end - op->b.t_start : op->fest;
+	if (op->fhanded) {
+		if (dev != op->fest)
+			atomic_fetch_add(&ft->vt, (uint64_t)((int64_t)(dev - op->fest) *
+							     DEVQ_FAIR_VT_SCALE /
+							     (int64_t)ft->weight));
+		atomic_fetch_sub(&ft->inside, 1);
+	}
+	ft->device_ns += dev;
+	ft->ops_done++;
+	if (timed && op->b.t_start > op->t_received) {
+		uint64_t w = op->b.t_start - op->t_received;
+		ft->wait_ns += w;
+		ft->waits++;
+		if (w > ft->wait_max_ns)
+			ft->wait_max_ns = w;
+	}
 }
 
 void devq_fair_kick(struct devq_engine *d)
 {
 	struct devq_fair *f = &d->fair;
+	d->flush_due = true;
+	/* A backend that takes enqueue from any thread had its room handed
+	 * over by the completion that freed it (devq_fair_completed): every
+	 * room-making event already looked, so the loop has nothing to add. */
+	if (d->be->enqueue_any_thread)
+		return;
 	struct burst bu = burst_of(d, true);
 	fair_lock(f);
-	if (f->act_head)
-		fill_all(f, &bu);
+	fill_all(f, &bu);
 	burst_go(d, &bu);
 	fair_unlock(f);
-	d->flush_due = true;
 }

@@ -101,8 +101,8 @@ struct devq_fair_tenant {
 	struct devq_session *rr_head, *rr_tail; /* sessions with waiting ops */
 	struct devq_tenant *act_prev, *act_next; /* tenants with waiting ops */
 	bool active;
-	/* Usage for status and metrics: completers add, the loop reads. */
-	_Atomic uint64_t device_ns, ops_done, wait_ns, wait_max_ns, waits;
+	/* Usage for status and metrics: loop thread (devq_fair_done). */
+	uint64_t device_ns, ops_done, wait_ns, wait_max_ns, waits;
 	_Atomic uint64_t queued_ns; /* expected time of its waiting ops */
 };
 
@@ -110,6 +110,7 @@ struct devq_fair_stream {
 	_Atomic uint64_t inside_ns; /* expected time handed over, not completed */
 	atomic_uint inside;	    /* ops handed over, not completed */
 	atomic_uint waiting;	    /* ops waiting for it (written under the lock) */
+	unsigned waiting_replay;    /* of those, replayable ones (under the lock) */
 };
 
 struct devq_fair {
@@ -121,6 +122,7 @@ struct devq_fair {
 	uint64_t window_ns;
 	unsigned depth;
 	struct devq_tenant *act_head, *act_tail; /* tenants with waiting ops */
+	uint64_t waiting; /* ops waiting, all streams (under the lock) */
 	uint64_t vnow; /* the virtual time of the latest op chosen */
 	struct devq_fair_est *est_builtin; /* indexed like devq_kernels */
 	struct devq_fair_est est_copy, est_fill;

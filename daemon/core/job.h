@@ -44,7 +44,10 @@ struct devq_job {
 	uint64_t decl_ns, arg_bytes;
 	bool fdecl; /* decl_ns is set */
 	uint64_t fest;                /* fair.c: expected device time, charged */
-	struct devq_fair_est *festp;  /* fair.c: what learns from its time */
+	/* validate.c: what learns from its device time (fair.h): its
+	 * executable's, or copies', or fills'; NULL for an op that failed
+	 * before its executable was known. */
+	struct devq_fair_est *festp;
 	bool rec_ring; /* its completion record went into the session's ring */
 };
 

@@ -160,6 +160,8 @@ static int validate_kernel(struct devq_session *s, const Devq__KernelOp *k, stru
 	 * loaded until the op's completion is processed, whatever a reload
 	 * does meanwhile. */
 	op->b.kernel = kern;
+	/* What learns its device time (core/fair.h). */
+	op->festp = exe ? &exe->est : &d->fair.est_builtin[k->executable];
 	if (exe)
 		op->exe = devq_repo_ref(exe);
 	const Devq__Arg *byparam[DEVQ_MAX_PARAMS] = { 0 };
@@ -274,6 +276,7 @@ int devq_validate_op(struct devq_session *s, const Devq__Op *m, struct devq_job 
 		op->b.dst = dst->devaddr + m->copy->dst->offset;
 		op->b.size = m->copy->size;
 		op->arg_bytes = m->copy->size;
+		op->festp = &s->e->fair.est_copy;
 		use_buf(op, src, DEVQ_ACC_IN, acc);
 		use_buf(op, dst, DEVQ_ACC_OUT, acc);
 		break;
@@ -291,6 +294,7 @@ int devq_validate_op(struct devq_session *s, const Devq__Op *m, struct devq_job 
 		op->b.size = m->fill->size;
 		op->b.pattern = m->fill->pattern;
 		op->arg_bytes = m->fill->size;
+		op->festp = &s->e->fair.est_fill;
 		use_buf(op, dst, DEVQ_ACC_OUT, acc);
 		break;
 	default:

@@ -154,6 +154,10 @@ struct devq_backend {
 	 * the device, so they run to their end even when cancelled); 0 means
 	 * 1, the running op.  The stop grace covers this many ops per stream. */
 	unsigned device_depth;
+	/* Every op's completion carries its device start and end, timed or
+	 * not (CPU: two clock reads); otherwise an untimed op may report
+	 * none, and fairness asks for timing of a sample of them. */
+	bool always_timed;
 };
 
 struct devq_backend_config {

@@ -150,11 +150,11 @@ static size_t tenant_rows(const struct devq_session *s, Devq__TenantStatus *msg,
 		m->ops_waiting = f->waiting;
 		m->queued_ns = atomic_load_explicit(&f->queued_ns, memory_order_relaxed);
 		m->ops_inside = atomic_load_explicit(&f->inside, memory_order_relaxed);
-		m->ops_done = atomic_load_explicit(&f->ops_done, memory_order_relaxed);
-		m->device_ns = atomic_load_explicit(&f->device_ns, memory_order_relaxed);
-		m->wait_ns = atomic_load_explicit(&f->wait_ns, memory_order_relaxed);
-		m->wait_max_ns = atomic_load_explicit(&f->wait_max_ns, memory_order_relaxed);
-		m->waits = atomic_load_explicit(&f->waits, memory_order_relaxed);
+		m->ops_done = f->ops_done;
+		m->device_ns = f->device_ns;
+		m->wait_ns = f->wait_ns;
+		m->wait_max_ns = f->wait_max_ns;
+		m->waits = f->waits;
 		ptr[n] = m;
 		n++;
 	}

@@ -289,6 +289,27 @@ class Status:
     # the uids refused after repeated device losses: every one for root
     # and the admin group, at most one's own uid for anyone else.
     refused: dict = dataclasses.field(default_factory=dict)
+    # Tenants (devqd(8) FAIRNESS: a Unix user): every one for root and the
+    # admin group, one's own for anyone else.
+    tenants: list = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class TenantStatus:
+    """A tenant's weight, queued work, device time and waits (devctl status)."""
+
+    name: str  # "uid:1000"
+    uid: int
+    weight: int
+    sessions: int
+    ops_waiting: int  # waiting in the daemon for room on their stream
+    queued_ns: int  # their expected device time
+    ops_inside: int  # handed to the device, not completed
+    ops_done: int
+    device_ns: int
+    wait_ns: int  # device start - daemon receipt, summed over `waits` ops
+    wait_max_ns: int
+    waits: int
 
 
 # ---- buffers -------------------------------------------------------------
@@ -1277,7 +1298,12 @@ class Connection:
                           s.ops_completed, s.ops_failed, s.buffers, s.device_busy_ns, errs,
                           sessions, mine,
                           {s.refused[i].uid: (s.refused[i].losses, s.refused[i].until_s)
-                           for i in range(s.nrefused)})
+                           for i in range(s.nrefused)},
+                          [TenantStatus(t.name.decode(errors="replace"), t.uid, t.weight,
+                                        t.sessions, t.ops_waiting, t.queued_ns, t.ops_inside,
+                                        t.ops_done, t.device_ns, t.wait_ns, t.wait_max_ns,
+                                        t.waits)
+                           for t in (s.tenants[i] for i in range(s.ntenants))])
         finally:
             _dll.devq_status_free(p)
 

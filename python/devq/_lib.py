@@ -222,6 +222,23 @@ class Histogram(ctypes.Structure):
     ]
 
 
+class TenantInfo(ctypes.Structure):
+    _fields_ = [
+        ("name", ctypes.c_char * 32),
+        ("uid", c_u32),
+        ("weight", c_u32),
+        ("sessions", c_u32),
+        ("ops_waiting", c_u64),
+        ("queued_ns", c_u64),
+        ("ops_inside", c_u32),
+        ("ops_done", c_u64),
+        ("device_ns", c_u64),
+        ("wait_ns", c_u64),
+        ("wait_max_ns", c_u64),
+        ("waits", c_u64),
+    ]
+
+
 class Status(ctypes.Structure):
     _fields_ = [
         ("backend", ctypes.c_char * 16),
@@ -244,6 +261,8 @@ class Status(ctypes.Structure):
         ("phases", Histogram * 8),
         ("nrefused", c_size),
         ("refused", ctypes.POINTER(RefusedUser)),
+        ("ntenants", c_size),
+        ("tenants", ctypes.POINTER(TenantInfo)),
     ]
 
 
@@ -263,6 +282,7 @@ STRUCTS = {
     "devq_user_info": UserInfo,
     "devq_histogram": Histogram,
     "devq_refused_user": RefusedUser,
+    "devq_tenant_info": TenantInfo,
     "devq_status": Status,
 }
 

@@ -460,6 +460,7 @@ int devq_backend_cpu_open(const struct devq_backend_config *cfg, struct devq_bac
 		return -ENOMEM;
 	cb->b.ops = &cpu_ops;
 	cb->b.enqueue_any_thread = true;
+	cb->b.always_timed = true; /* the worker stamps every op (worker()) */
 	cb->b.name = "cpu";
 	cb->b.on_complete = cfg->on_complete;
 	cb->b.ud = cfg->ud;
