@@ -129,9 +129,29 @@ int devq_fair_tenant_init(struct devq_engine *e, struct devq_tenant *t)
 			w = f->share[i];
 	t->fair.weight = w;
 	fair_lock(f);
-	atomic_init(&t->fair.vt, f->vnow); /* a newcomer starts level, no credit */
+	t->fair.vt = f->vnow; /* a newcomer starts level, no credit */
 	fair_unlock(f);
 	return 0;
+}
+
+static inline uint64_t inside_of(const struct devq_tenant *t)
+{
+	return t->fair.handed - atomic_load_explicit(&t->fair.finished, memory_order_relaxed);
+}
+
+static inline uint64_t vt_now(const struct devq_tenant *t)
+{
+	return t->fair.vt + atomic_load_explicit(&t->fair.vt_fix, memory_order_relaxed);
+}
+
+void devq_fair_tenant_queue(struct devq_engine *e, const struct devq_tenant *t,
+			    uint64_t *waiting, uint64_t *queued_ns, uint64_t *inside)
+{
+	fair_lock(&e->fair);
+	*waiting = t->fair.waiting;
+	*queued_ns = t->fair.queued_ns;
+	*inside = inside_of(t);
+	fair_unlock(&e->fair);
 }
 
 void devq_fair_tenant_fini(struct devq_tenant *t)
@@ -215,13 +235,14 @@ static bool deps_handed(const struct devq_job *op)
  * empty stream. */
 static inline bool time_room(const struct devq_fair *f, unsigned x)
 {
-	const struct devq_fair_stream *st = &f->st[x];
-	return !atomic_load(&st->inside) || atomic_load(&st->inside_ns) < f->window_ns;
+	uint64_t v = atomic_load(&f->st[x].inside);
+	return !(v >> DEVQ_FAIR_OPS_SHIFT) ||
+	       (v & ((1ull << DEVQ_FAIR_OPS_SHIFT) - 1)) < f->window_ns;
 }
 
 static inline bool count_room(const struct devq_fair *f, unsigned x, bool replay)
 {
-	unsigned n = atomic_load(&f->st[x].inside);
+	uint64_t n = atomic_load(&f->st[x].inside) >> DEVQ_FAIR_OPS_SHIFT;
 	return n < f->depth + (replay ? DEVQ_FAIR_REPLAY_MAX : 0);
 }
 
@@ -230,9 +251,9 @@ static inline bool count_room(const struct devq_fair *f, unsigned x, bool replay
  * costs one lock and one burst per depth/2 ops. */
 static inline bool refill_due(const struct devq_fair *f, unsigned x)
 {
-	const struct devq_fair_stream *st = &f->st[x];
-	unsigned n = atomic_load(&st->inside);
-	return !n || (n <= f->depth / 2 && atomic_load(&st->inside_ns) < f->window_ns);
+	uint64_t v = atomic_load(&f->st[x].inside), n = v >> DEVQ_FAIR_OPS_SHIFT;
+	return !n || (n <= f->depth / 2 &&
+		      (v & ((1ull << DEVQ_FAIR_OPS_SHIFT) - 1)) < f->window_ns);
 }
 
 void devq_fair_flush(struct devq_engine *e)
@@ -314,16 +335,15 @@ static void hand_over(struct devq_job *op, struct burst *bu)
 	struct devq_fair *f = &op->s->e->fair;
 	struct devq_tenant *t = op->s->tenant;
 	if (op->b.stream < f->nstreams) {
-		struct devq_fair_stream *st = &f->st[op->b.stream];
-		atomic_fetch_add(&st->inside_ns, op->fest);
-		atomic_fetch_add(&st->inside, 1);
+		atomic_fetch_add(&f->st[op->b.stream].inside,
+				 (1ull << DEVQ_FAIR_OPS_SHIFT) + op->fest);
 	}
 	if (t) {
-		uint64_t vt = atomic_load(&t->fair.vt);
+		uint64_t vt = vt_now(t);
 		if (vt_before(f->vnow, vt))
 			f->vnow = vt;
-		atomic_fetch_add(&t->fair.vt, vt_of(t, op->fest));
-		atomic_fetch_add(&t->fair.inside, 1);
+		t->fair.vt += vt_of(t, op->fest);
+		t->fair.handed++;
 	}
 	/* Where timing is optional, one op in DEVQ_FAIR_SAMPLE keeps the
 	 * estimate learning. */
@@ -416,7 +436,7 @@ static void enqueue(struct devq_fair *f, struct devq_job *op)
 	s->fair.waiting++;
 	t->fair.waiting++;
 	t->fair.waiting_on[x]++;
-	atomic_fetch_add_explicit(&t->fair.queued_ns, op->fest, memory_order_relaxed);
+	t->fair.queued_ns += op->fest;
 	f->st[x].waiting_replay += op->b.replay;
 	/* Counted before the stream's room is looked at, while a completer
 	 * frees room before it looks at this count (both sequentially
@@ -443,7 +463,7 @@ static struct devq_job *dequeue(struct devq_fair *f, struct devq_session *s, uns
 	s->fair.waiting--;
 	t->fair.waiting--;
 	t->fair.waiting_on[x]--;
-	atomic_fetch_sub_explicit(&t->fair.queued_ns, op->fest, memory_order_relaxed);
+	t->fair.queued_ns -= op->fest;
 	f->st[x].waiting_replay -= op->b.replay;
 	atomic_fetch_sub(&f->st[x].waiting, 1);
 	f->waiting--;
@@ -480,8 +500,7 @@ static struct devq_session *ready_session(struct devq_tenant *t, unsigned x)
 static struct devq_session *pick(struct devq_fair *f, unsigned x)
 {
 	struct devq_tenant *best = NULL;
-	uint64_t bfin = 0;
-	unsigned bin = 0;
+	uint64_t bfin = 0, bin = 0;
 	/* One tenant waiting (a lone client, the common case): no choice. */
 	if (f->act_head && f->act_head == f->act_tail)
 		return ready_session(f->act_head, x);
@@ -493,8 +512,8 @@ static struct devq_session *pick(struct devq_fair *f, unsigned x)
 		const struct devq_job *h = NULL;
 		for (struct devq_session *s = t->fair.rr_head; s && !h; s = s->fair.rr_next)
 			h = s->fair.lanes[x].head;
-		uint64_t fin = atomic_load(&t->fair.vt) + (h ? vt_of(t, h->fest) : 0);
-		unsigned in = atomic_load(&t->fair.inside);
+		uint64_t fin = vt_now(t) + (h ? vt_of(t, h->fest) : 0);
+		uint64_t in = inside_of(t);
 		if (!best || vt_before(fin, bfin) || (fin == bfin && in < bin)) {
 			best = t;
 			bfin = fin;
@@ -579,9 +598,8 @@ static void submit_one(struct devq_fair *f, struct devq_job *op, struct burst *b
 	}
 	/* A tenant that had nothing in the daemon starts from the latest
 	 * choice's virtual time: idling earns no credit. */
-	if (!t->fair.waiting && !atomic_load(&t->fair.inside) &&
-	    vt_before(atomic_load(&t->fair.vt), f->vnow))
-		atomic_store(&t->fair.vt, f->vnow);
+	if (!t->fair.waiting && !inside_of(t) && vt_before(vt_now(t), f->vnow))
+		t->fair.vt = f->vnow - atomic_load_explicit(&t->fair.vt_fix, memory_order_relaxed);
 	unsigned x = op->b.stream;
 	/* Straight through when nobody waits for the stream, nothing of the
 	 * session waits ahead on it and it has room: the usual case of a
@@ -626,9 +644,8 @@ static void release(struct devq_job *op)
 	if (!op->fdecl && op->b.t_start && op->b.t_end >= op->b.t_start)
 		learn(op, op->b.t_end - op->b.t_start);
 	if (op->b.stream < f->nstreams) {
-		struct devq_fair_stream *st = &f->st[op->b.stream];
-		atomic_fetch_sub(&st->inside_ns, op->fest);
-		atomic_fetch_sub(&st->inside, 1);
+		atomic_fetch_sub(&f->st[op->b.stream].inside,
+				 (1ull << DEVQ_FAIR_OPS_SHIFT) + op->fest);
 	}
 }
 
@@ -666,11 +683,17 @@ void devq_fair_done(struct devq_job *op)
 	bool timed = op->b.t_start && op->b.t_end >= op->b.t_start;
 	uint64_t dev = timed ? op->b.t_end - op->b.t_start : op->fest;
 	if (op->fhanded) {
+		/* Loop-only writers: a load and a store, no locked add. */
 		if (dev != op->fest)
-			atomic_fetch_add(&ft->vt, (uint64_t)((int64_t)(dev - op->fest) *
-							     DEVQ_FAIR_VT_SCALE /
-							     (int64_t)ft->weight));
-		atomic_fetch_sub(&ft->inside, 1);
+			atomic_store_explicit(
+				&ft->vt_fix,
+				atomic_load_explicit(&ft->vt_fix, memory_order_relaxed) +
+					(uint64_t)((int64_t)(dev - op->fest) * DEVQ_FAIR_VT_SCALE /
+						   (int64_t)ft->weight),
+				memory_order_relaxed);
+		atomic_store_explicit(&ft->finished,
+				      atomic_load_explicit(&ft->finished, memory_order_relaxed) + 1,
+				      memory_order_relaxed);
 	}
 	ft->device_ns += dev;
 	ft->ops_done++;

@@ -91,24 +91,34 @@ struct devq_fair_sess {
 
 struct devq_fair_tenant {
 	unsigned weight;
-	/* Virtual device time: charged under the lock, corrected by
-	 * completers (modular arithmetic: it never really goes down below
-	 * what it was before the charge being corrected). */
-	_Atomic uint64_t vt;
-	_Atomic unsigned inside; /* ops handed over and not completed */
+	/* Virtual device time: vt + vt_fix.  vt is charged at hand-over,
+	 * under the lock; vt_fix gathers the corrections to what the device
+	 * reported, written by the loop alone (devq_fair_done), so neither
+	 * side pays an atomic read-modify-write per op on a line the other
+	 * writes.  Modular: it never really goes down. */
+	uint64_t vt;
+	_Atomic uint64_t vt_fix;
+	/* Ops inside the backend: handed (under the lock) - finished
+	 * (written by the loop alone). */
+	uint64_t handed;
+	_Atomic uint64_t finished;
 	uint64_t waiting;	 /* under the lock */
 	unsigned *waiting_on;	 /* per stream, under the lock */
+	uint64_t queued_ns;	 /* expected time of its waiting ops, under the lock */
 	struct devq_session *rr_head, *rr_tail; /* sessions with waiting ops */
 	struct devq_tenant *act_prev, *act_next; /* tenants with waiting ops */
 	bool active;
 	/* Usage for status and metrics: loop thread (devq_fair_done). */
 	uint64_t device_ns, ops_done, wait_ns, wait_max_ns, waits;
-	_Atomic uint64_t queued_ns; /* expected time of its waiting ops */
 };
 
+/* A stream's ops handed over and not completed, and their expected time,
+ * in one word (one atomic add each way): ops << DEVQ_FAIR_OPS_SHIFT | ns.
+ * 48 bits of ns are 78 hours, beyond max-op-ms plus any window. */
+#define DEVQ_FAIR_OPS_SHIFT 48
+
 struct devq_fair_stream {
-	_Atomic uint64_t inside_ns; /* expected time handed over, not completed */
-	atomic_uint inside;	    /* ops handed over, not completed */
+	_Atomic uint64_t inside;
 	atomic_uint waiting;	    /* ops waiting for it (written under the lock) */
 	unsigned waiting_replay;    /* of those, replayable ones (under the lock) */
 };
@@ -143,6 +153,11 @@ void devq_fair_free(struct devq_fair *f);
 /* A new tenant's turns and weight: 0 or -ENOMEM. */
 int devq_fair_tenant_init(struct devq_engine *e, struct devq_tenant *t);
 void devq_fair_tenant_fini(struct devq_tenant *t);
+
+/* t's ops waiting for room, their expected time and its ops inside the
+ * backend, read under the lock completers change them under (status). */
+void devq_fair_tenant_queue(struct devq_engine *e, const struct devq_tenant *t,
+			    uint64_t *waiting, uint64_t *queued_ns, uint64_t *inside);
 
 /* A new session's lanes: 0 or -ENOMEM.  A session without (never
  * attached) is not held back. */

@@ -147,9 +147,9 @@ static size_t tenant_rows(const struct devq_session *s, Devq__TenantStatus *msg,
 		m->uid = t->uid;
 		m->weight = f->weight;
 		m->sessions = t->sessions;
-		m->ops_waiting = f->waiting;
-		m->queued_ns = atomic_load_explicit(&f->queued_ns, memory_order_relaxed);
-		m->ops_inside = atomic_load_explicit(&f->inside, memory_order_relaxed);
+		uint64_t inside;
+		devq_fair_tenant_queue(s->e, t, &m->ops_waiting, &m->queued_ns, &inside);
+		m->ops_inside = (uint32_t)inside;
 		m->ops_done = f->ops_done;
 		m->device_ns = f->device_ns;
 		m->wait_ns = f->wait_ns;

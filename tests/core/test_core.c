@@ -650,7 +650,7 @@ START_TEST(test_fairness_window_by_time)
 	for (int i = 0; i < 5; i++)
 		spin(s, 1, 400000);
 	ck_assert_uint_eq(FK->n, 3);
-	ck_assert_uint_eq(E.fair.st[0].inside_ns, 1200000);
+	ck_assert_uint_eq(E.fair.st[0].inside, (3ull << DEVQ_FAIR_OPS_SHIFT) + 1200000);
 	complete(0, 0); /* 800 us left: room */
 	ck_assert_uint_eq(FK->n, 3);
 	complete_all();
