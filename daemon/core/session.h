@@ -30,6 +30,9 @@ struct devq_session {
 	uid_t uid;
 	gid_t gid;
 	bool admin; /* root or in the admin group: may see every user's work */
+	/* may open high-priority queues: root, the daemon's user, or granted
+	 * by priority-users/priority-groups (set by the server at connect) */
+	bool may_high;
 	char name[64];
 	void *conn;      /* the server's transport state */
 	bool held;       /* the transport still refers to the session */

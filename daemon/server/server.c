@@ -710,6 +710,9 @@ static void on_accept(uv_poll_t *h, int status, int events)
 		c->pidfd = peer.pidfd;
 		s->conn = c;
 		s->admin = is_admin(d, fd, peer.uid, peer.gid);
+		/* Decided once, from the kernel's view of the peer at connect,
+		 * as the access policy is. */
+		s->may_high = pr == 0 && devq_policy_matches(&d->priority, &peer);
 		devq_rx_init(&c->rx, d->e.cfg.max_frame);
 		uv_poll_init(d->loop, &c->poll, fd);
 		c->poll.data = c;
@@ -1002,6 +1005,11 @@ int devq_server_start(struct devq_daemon *d)
 			     d->e.cfg.allow_groups ? d->e.cfg.allow_groups : "devq", !d->e.cfg.allow_groups,
 			     perr, sizeof(perr)) < 0) {
 		log_err("access policy: %s", perr);
+		return 2;
+	}
+	if (devq_policy_init_priority(&d->priority, d->e.cfg.priority_users,
+				      d->e.cfg.priority_groups, perr, sizeof(perr)) < 0) {
+		log_err("priority grant: %s", perr);
 		return 2;
 	}
 	/* Uids refused after device losses, from before a restart. */

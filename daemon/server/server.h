@@ -49,6 +49,7 @@ struct devq_daemon {
 	struct devq_notify *notify; /* notify.c: READY/STATUS/WATCHDOG state */
 	struct devq_reload *reload; /* reload.c: the executable repository's rescans */
 	struct devq_policy policy;  /* policy.c: who may connect */
+	struct devq_policy priority; /* policy.c: who may open high-priority queues */
 	struct devq_culprits culprits; /* culprit.c: uids refused after device losses */
 	unsigned nthrottled;        /* sessions not read: over their in-flight quota */
 	/* fd exhaustion (server.c): a spare fd kept open so that at EMFILE one
