@@ -19,6 +19,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "core/loopshare.h"
 #include "devq.pb-c.h"
 
 struct devq_config;
@@ -30,6 +31,7 @@ struct devq_user {
 	uid_t uid;
 	unsigned sessions;
 	uint64_t buffers, pinned, device, queues, ops;
+	struct devq_loop_share loop; /* its share of the loop thread (server.c) */
 };
 
 struct devq_quota_sess {
