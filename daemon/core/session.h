@@ -49,6 +49,9 @@ struct devq_session {
 	/* BufferReady replies waiting for the buffer worker's populate
 	 * (buffer.h): the server does not read the session meanwhile. */
 	unsigned populating;
+	/* A TraceReply being built in steps (requests/tracereq.c): the server
+	 * reads no further frame of the session until it is queued. */
+	void *trace_job;
 	/* Completions gathered during one drain, sent as one frame. */
 	struct devq_cmpl *cmpl;
 	size_t ncmpl, cmpl_cap;

@@ -137,6 +137,7 @@ static void session_close(struct devq_session *s)
 		c->d->nyielded--;
 	}
 	devq_rx_fini(&c->rx); /* fds received and not claimed: closed now */
+	devq_tracereq_abort(s); /* a reply being built: nobody to send it to */
 	uv_poll_stop(&c->poll);
 	uv_close((uv_handle_t *)&c->poll, on_conn_closed);
 	devq_session_disconnect(s);
@@ -352,7 +353,7 @@ static void session_frames(struct devq_session *s, uint64_t t)
 	struct devq_loop_share *sh = share_now(CONN(s)->d, loop_share(s));
 	uint64_t t0 = devq_now_ns();
 	while (s->connected && !s->close_after_flush && !CONN(s)->yielded && !throttle_if_over(s) &&
-	       !tx_full(s) && !ready_wait(s) && rx_pending(&CONN(s)->rx)) {
+	       !tx_full(s) && !ready_wait(s) && (s->trace_job || rx_pending(&CONN(s)->rx))) {
 		/* Tested before a frame, after the throttle: a session with
 		 * ops held is throttled while they are in flight, and a
 		 * completion resumes it.  Yielding it instead would let them
@@ -360,6 +361,17 @@ static void session_frames(struct devq_session *s, uint64_t t)
 		if (sh->spent_ns >= DEVQ_FRAMES_SLICE_NS) {
 			yield(s);
 			break;
+		}
+		if (s->trace_job) {
+			/* A reply built in steps, each within what is left of
+			 * the budget; the next frame waits for it (order). */
+			bool done = devq_tracereq_step(s, t0 + DEVQ_FRAMES_SLICE_NS - sh->spent_ns);
+			uint64_t t1 = devq_now_ns();
+			sh->spent_ns += t1 - t0;
+			t0 = t1;
+			if (!done)
+				yield(s);
+			continue;
 		}
 		if ((r = devq_rx_next(&CONN(s)->rx, &f)) != 1)
 			break;
