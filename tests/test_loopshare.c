@@ -4,11 +4,12 @@
  * tens of milliseconds of building), another user's null ops are answered
  * between the steps of those replies, not after them.
  *
- * The bound is relative, so that a loaded machine moves both sides: the
- * other user's longest round trip must stay under a quarter of the flooding
- * user's fastest whole-ring trace (before the replies were built in steps,
- * a null op that arrived during one waited for all of its building, about
- * half of the round trip, the rest being the client's decoding).  Timing decides,
+ * The bound is relative, so that a loaded machine moves both sides: of the
+ * other user's round trips, at most one per three traces the flood made may
+ * reach a quarter of the flooding user's fastest whole-ring trace (before
+ * the replies were built in steps, a null op that arrived during one waited
+ * for all of its building, about half of the round trip, the rest being
+ * the client's decoding: nearly one such wait per trace).  Timing decides,
  * so under sanitizers and valgrind the figures are printed, not judged.
  * The absolute target (p99 <= 5 ms) is bench/loopfair's. */
 #include <check.h>
@@ -28,6 +29,11 @@
 #define NOBODY 65534
 #define RING 131072u /* DEVQ_TRACE_MAX_REPLY_OPS: the longest reply */
 #define FLOODERS 2
+/* Null ops allowed to wait a quarter of a trace or more, per trace the
+ * flood made: a loaded machine stalls devqd's thread now and then (0.1 to
+ * 0.2 per trace measured at load 8 on two vCPUs); waiting behind whole
+ * traces made 0.8 or more. */
+#define OVER_PER_TRACE 3 /* at most one per three traces */
 
 static struct daemon_proc D;
 
@@ -181,19 +187,23 @@ START_TEST(null_ops_between_trace_steps)
 	}
 	qsort(lat, n, sizeof(lat[0]), cmp_u64);
 	uint64_t p99 = lat[n * 99 / 100];
+	size_t over = 0;
+	for (size_t i = 0; i < n; i++)
+		over += lat[i] >= fastest / 4;
 	fprintf(stderr,
-		"loop share: %zu null ops, p50 %.3f ms, p99 %.3f ms, max %.3f ms, beside %llu "
-		"whole-ring traces of %u ops (fastest %.1f ms)\n",
-		n, lat[n / 2] / 1e6, p99 / 1e6, lat[n - 1] / 1e6, (unsigned long long)traces, RING,
-		fastest / 1e6);
+		"loop share: %zu null ops, p50 %.3f ms, p99 %.3f ms, max %.3f ms, %zu of them at "
+		"least a quarter of the fastest of %llu whole-ring traces of %u ops (%.1f ms)\n",
+		n, lat[n / 2] / 1e6, p99 / 1e6, lat[n - 1] / 1e6, over, (unsigned long long)traces,
+		RING, fastest / 1e6);
 	ck_assert_msg(traces >= FLOODERS, "the flood made only %llu traces",
 		      (unsigned long long)traces);
 	if (harness_slow())
 		fprintf(stderr, "SKIP: the bound on the round trip (sanitizer run)\n");
 	else
-		ck_assert_msg(lat[n - 1] < fastest / 4,
-			      "a null op waited %.3f ms: not under a quarter of one trace (%.1f ms)",
-			      lat[n - 1] / 1e6, fastest / 1e6);
+		ck_assert_msg(over * OVER_PER_TRACE <= traces,
+			      "%zu null ops waited a quarter of a trace (%.1f ms) or more beside "
+			      "%llu traces, the longest %.3f ms",
+			      over, fastest / 4e6, (unsigned long long)traces, lat[n - 1] / 1e6);
 	devq_disconnect(q);
 	ck_assert_int_eq(harness_stop(&D), 0);
 }
