@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The loop thread is shared by tenant: while one user's sessions ask for
+/* The loop thread is shared by tenant: while one user asks for
  * whole-ring traces of the largest ring devqd keeps (131072 ops, each reply
  * tens of milliseconds of building), another user's null ops are answered
  * between the steps of those replies, not after them.
@@ -28,11 +28,14 @@
 
 #define NOBODY 65534
 #define RING 131072u /* DEVQ_TRACE_MAX_REPLY_OPS: the longest reply */
-#define FLOODERS 2
+/* One: more processes decoding such traces take the two vCPUs of a CI
+ * machine from devqd and the bystander, which then measures the scheduler
+ * (bench/loopfair floods from six sessions). */
+#define FLOODERS 1
 /* Null ops allowed to wait a quarter of a trace or more, per trace the
- * flood made: a loaded machine stalls devqd's thread now and then (0.1 to
- * 0.2 per trace measured at load 8 on two vCPUs); waiting behind whole
- * traces made 0.8 or more. */
+ * flood made: a loaded machine stalls devqd's thread now and then (none in
+ * four runs at load 7-8 on two vCPUs); waiting behind whole traces made
+ * 0.8 or more per trace. */
 #define OVER_PER_TRACE 3 /* at most one per three traces */
 
 static struct daemon_proc D;
@@ -195,7 +198,7 @@ START_TEST(null_ops_between_trace_steps)
 		"least a quarter of the fastest of %llu whole-ring traces of %u ops (%.1f ms)\n",
 		n, lat[n / 2] / 1e6, p99 / 1e6, lat[n - 1] / 1e6, over, (unsigned long long)traces,
 		RING, fastest / 1e6);
-	ck_assert_msg(traces >= FLOODERS, "the flood made only %llu traces",
+	ck_assert_msg(traces >= 3, "the flood made only %llu traces",
 		      (unsigned long long)traces);
 	if (harness_slow())
 		fprintf(stderr, "SKIP: the bound on the round trip (sanitizer run)\n");
