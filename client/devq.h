@@ -196,7 +196,9 @@ DEVQ_EXPORT int devq_queue_open(devq *q, uint32_t id);
  * starts its work first, without preempting a running kernel; on the CPU
  * backend streams the workers take first).  Errors come asynchronously, like
  * devq_queue_open's: invalid_argument for another value,
- * failed_precondition when the daemon has no such streams. */
+ * failed_precondition when the daemon has no such streams, permission_denied
+ * for a user the daemon does not grant high priority (devqd's
+ * priority-users, priority-groups; root and the daemon's user always may). */
 DEVQ_EXPORT int devq_queue_open_priority(devq *q, uint32_t id, int priority);
 /* Later ops on the queue no longer inherit an earlier failure. */
 DEVQ_EXPORT int devq_queue_reset(devq *q, uint32_t id);

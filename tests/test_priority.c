@@ -3,10 +3,16 @@
  * high-priority streams, so its op does not wait behind a flood of normal
  * work (on the CPU backend the workers take those streams first; on CUDA,
  * streams of the greatest priority).  Counted in ops from completion
- * order, not measured in time. */
+ * order, not measured in time.  High priority is a grant (priority-users,
+ * priority-groups): the clients refused or granted run as uid 65534. */
 #include <check.h>
+#include <grp.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "devq.h"
 #include "harness.h"
@@ -102,6 +108,208 @@ START_TEST(test_priority_refusals)
 }
 END_TEST
 
+/* ---- the grant ------------------------------------------------------- */
+
+#define NOBODY 65534
+#define SUPP_GID 4242 /* a supplementary group of the client; need not exist */
+#define MAX_IDS 64    /* DEVQ_POLICY_MAX_IDS, documented in devqd.conf(5) */
+
+/* The tests that run a client as another uid need root to setuid. */
+static bool can_switch_uid(const char *test)
+{
+	if (geteuid() == 0)
+		return true;
+	fprintf(stderr, "SKIP: %s needs root to run a client as uid %d\n", test, NOBODY);
+	return false;
+}
+
+/* What a high-priority open of a client as uid 65534 (primary group 65534,
+ * supplementary group SUPP_GID when supp) got: the refusal's code, 0 when
+ * none came, or -1 when the client could not even connect. */
+struct outcome {
+	int code;
+	char message[400];
+};
+
+static struct outcome high_open_as_nobody(const struct daemon_proc *d, bool supp)
+{
+	/* The test directory is 0700 and the socket 0660: let uid 65534 reach
+	 * the daemon (devqd's policy then decides, here --allow-users). */
+	ck_assert_int_eq(chmod(d->dir, 0755), 0);
+	ck_assert_int_eq(chmod(d->sock, 0666), 0);
+	int out[2];
+	ck_assert_int_eq(pipe(out), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		gid_t g = SUPP_GID;
+		if (setgroups(supp ? 1 : 0, &g) < 0 || setgid(NOBODY) < 0 || setuid(NOBODY) < 0)
+			_exit(90);
+		struct outcome o = { .code = -1 };
+		devq *q = NULL;
+		if (devq_connect(d->sock, "grant", &q) == 0) {
+			struct devq_error e;
+			int r = open_error(q, 1, 1, &e);
+			o.code = r == 1 ? (int)e.code : 0;
+			if (r == 1)
+				snprintf(o.message, sizeof(o.message), "%s", e.message);
+		} else if (q) {
+			snprintf(o.message, sizeof(o.message), "connect: %s", devq_last_error(q));
+		}
+		if (q)
+			devq_disconnect(q);
+		_exit(write(out[1], &o, sizeof(o)) == sizeof(o) ? 0 : 91);
+	}
+	close(out[1]);
+	struct outcome o;
+	ck_assert_int_eq(read(out[0], &o, sizeof(o)), sizeof(o));
+	close(out[0]);
+	int st;
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "client exit %d",
+		      WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+	fprintf(stderr, "uid %d%s: high-priority open: code %d %s\n", NOBODY,
+		supp ? " (supplementary group 4242)" : "", o.code, o.message);
+	return o;
+}
+
+static void start_granting(const char *key, const char *list)
+{
+	const char *extra[] = { "--allow-users", "65534", key, list, NULL };
+	harness_start(&D, extra);
+}
+
+/* Without a grant a user's high-priority open is refused, naming the
+ * settings; its normal queues are not.  admin-group (see everything,
+ * trace everything) grants nothing here. */
+START_TEST(test_high_priority_refused_without_grant)
+{
+	if (!can_switch_uid("test_high_priority_refused_without_grant"))
+		return;
+	const char *extra[] = { "--allow-users", "65534", "--admin-group", "nogroup", NULL };
+	harness_start(&D, extra);
+	struct outcome o = high_open_as_nobody(&D, true);
+	ck_assert_int_eq(o.code, DEVQ_E_PERMISSION_DENIED);
+	ck_assert_msg(strstr(o.message, "priority-users") && strstr(o.message, "priority-groups") &&
+			      strstr(o.message, "uid 65534"),
+		      "%s", o.message);
+	/* Root still gets high-priority queues, and normal ones. */
+	devq *q = conn(D.sock, "root");
+	struct devq_error e;
+	ck_assert_int_eq(open_error(q, 1, 1, &e), 0);
+	ck_assert_int_eq(open_error(q, 2, 0, &e), 0);
+	devq_disconnect(q);
+	ck_assert_int_eq(harness_stop(&D), 0);
+
+	/* The missing streams are said first: no grant makes them appear. */
+	const char *none[] = { "--allow-users", "65534", "--priority-streams", "0", NULL };
+	harness_start(&D, none);
+	o = high_open_as_nobody(&D, false);
+	ck_assert_int_eq(o.code, DEVQ_E_FAILED_PRECONDITION);
+	ck_assert_msg(strstr(o.message, "no high-priority streams"), "%s", o.message);
+	ck_assert_int_eq(harness_stop(&D), 0);
+}
+END_TEST
+
+/* A user named in priority-users, and a member of a group in
+ * priority-groups (primary or supplementary), are granted. */
+START_TEST(test_high_priority_granted)
+{
+	if (!can_switch_uid("test_high_priority_granted"))
+		return;
+	start_granting("--priority-users", "nobody");
+	ck_assert_int_eq(high_open_as_nobody(&D, false).code, 0);
+	ck_assert_int_eq(harness_stop(&D), 0);
+
+	start_granting("--priority-groups", "nogroup"); /* primary, gid 65534 */
+	ck_assert_int_eq(high_open_as_nobody(&D, false).code, 0);
+	ck_assert_int_eq(harness_stop(&D), 0);
+
+	start_granting("--priority-groups", "4242"); /* supplementary */
+	ck_assert_int_eq(high_open_as_nobody(&D, true).code, 0);
+	ck_assert_int_eq(high_open_as_nobody(&D, false).code, DEVQ_E_PERMISSION_DENIED);
+	ck_assert_int_eq(harness_stop(&D), 0);
+}
+END_TEST
+
+/* "1000,1001,...,last": n ids, the last one `last`. */
+static void id_list(char *buf, size_t size, unsigned n, unsigned last)
+{
+	size_t len = 0;
+	for (unsigned i = 0; i < n; i++)
+		len += (size_t)snprintf(buf + len, size - len, "%s%u", i ? "," : "",
+					i + 1 == n ? last : 20000 + i);
+	ck_assert_uint_lt(len, size);
+}
+
+/* What devqd says (and its exit status) when started with key = list on a
+ * socket nobody else uses: it must refuse before listening. */
+static int devqd_start_refused(const char *key, const char *list, char *out, size_t n)
+{
+	char dir[] = "/tmp/devq-grant-XXXXXX", cmd[2048];
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(cmd, sizeof(cmd), "%s --backend cpu --socket %s/s.sock %s %s 2>&1",
+		 harness_bin("devqd"), dir, key, list);
+	FILE *p = popen(cmd, "r");
+	ck_assert_ptr_nonnull(p);
+	size_t got = fread(out, 1, n - 1, p);
+	out[got] = '\0';
+	int st = pclose(p);
+	rmdir(dir);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+/* Each list holds at most MAX_IDS entries: at the limit the last one is
+ * granted; one past it devqd refuses to start, and --check-config says so. */
+START_TEST(test_grant_list_bounds)
+{
+	if (!can_switch_uid("test_grant_list_bounds"))
+		return;
+	static char list[4096], out[4096];
+	static const struct {
+		const char *key;
+		unsigned last;
+		bool supp;
+	} lists[] = { { "--priority-users", NOBODY, false },
+		      { "--priority-groups", SUPP_GID, true } };
+	for (size_t i = 0; i < 2; i++) {
+		id_list(list, sizeof(list), MAX_IDS, lists[i].last);
+		start_granting(lists[i].key, list);
+		ck_assert_int_eq(high_open_as_nobody(&D, lists[i].supp).code, 0);
+		ck_assert_int_eq(harness_stop(&D), 0);
+
+		char cmd[4300];
+		snprintf(cmd, sizeof(cmd), "%s --check-config -c /dev/null %s %s >/dev/null 2>&1",
+			 harness_bin("devqd"), lists[i].key, list);
+		int st = system(cmd);
+		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "--check-config at %d: %d",
+			      MAX_IDS, st);
+
+		id_list(list, sizeof(list), MAX_IDS + 1, lists[i].last);
+		snprintf(cmd, sizeof(cmd), "%s --check-config -c /dev/null %s %s 2>&1",
+			 harness_bin("devqd"), lists[i].key, list);
+		int rc = devqd_start_refused(lists[i].key, list, out, sizeof(out));
+		fprintf(stderr, "%s with %d entries: exit %d: %s", lists[i].key, MAX_IDS + 1, rc,
+			out);
+		ck_assert_int_eq(rc, 2);
+		ck_assert_msg(strstr(out, lists[i].key + 2) && strstr(out, "more than 64 entries"),
+			      "%s", out);
+		FILE *p = popen(cmd, "r");
+		ck_assert_ptr_nonnull(p);
+		size_t got = fread(out, 1, sizeof(out) - 1, p);
+		out[got] = '\0';
+		st = pclose(p);
+		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 2 &&
+				      strstr(out, "more than 64 entries"),
+			      "--check-config at %d: %d: %s", MAX_IDS + 1, st, out);
+	}
+	/* An unknown name is refused at start as well. */
+	int rc = devqd_start_refused("--priority-users", "no-such-user-devq", out, sizeof(out));
+	ck_assert_msg(rc == 2 && strstr(out, "priority-users: no user named 'no-such-user-devq'"),
+		      "exit %d: %s", rc, out);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("priority");
@@ -109,6 +317,9 @@ int main(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_high_priority_not_behind_flood);
 	tcase_add_test(tc, test_priority_refusals);
+	tcase_add_test(tc, test_high_priority_refused_without_grant);
+	tcase_add_test(tc, test_high_priority_granted);
+	tcase_add_test(tc, test_grant_list_bounds);
 	suite_add_tcase(s, tc);
 	return harness_main(s);
 }

@@ -54,6 +54,8 @@ static const struct cfg_key keys[] = {
 	/* Tenancy: access policy (policy.c), fairness (fair.c), quotas (quota.c). */
 	{ "allow-users", CFG_STR, F(allow_users), 0, 0, 0, NULL },
 	{ "allow-groups", CFG_STR, F(allow_groups), 0, 0, 0, NULL },
+	{ "priority-users", CFG_STR, F(priority_users), 0, 0, 0, NULL },
+	{ "priority-groups", CFG_STR, F(priority_groups), 0, 0, 0, NULL },
 	{ "fair-k", CFG_UINT, F(fair_k), 1, 4096, 0, NULL },
 	{ "fair-shares", CFG_STR, F(fair_shares), 0, 0, 0, NULL },
 	{ "fair-window-us", CFG_U64, F(fair_window_ns), 10, 10000000, 1000, NULL },
@@ -349,7 +351,7 @@ int devq_config_load_argv(struct devq_config *cfg, int argc, char *const *argv)
 			static const char *const with_value[] = {
 				"--socket",	 "--backend",	   "--streams",	    "--device",
 				"--admin-group", "--allow-users", "--allow-groups", "--fair-shares",
-				"--state-dir",
+				"--state-dir",	 "--priority-users", "--priority-groups",
 			};
 			for (size_t k = 0; k < sizeof(with_value) / sizeof(with_value[0]); k++)
 				if (!strcmp(a, with_value[k]))

@@ -39,6 +39,9 @@ struct devq_config {
 	/* Tenancy (policy.c, quota.c, fair.c); 0 or NULL means the default,
 	 * which devq_quota_defaults fills in. */
 	const char *allow_users, *allow_groups; /* comma-separated; groups: "devq" */
+	/* Who may open high-priority queues besides root and the daemon's
+	 * user (policy.c): comma-separated, default nobody. */
+	const char *priority_users, *priority_groups;
 	unsigned fair_k;                        /* ops per device stream inside the backend */
 	const char *fair_shares;                /* "user:weight,...": tenants' weights */
 	uint64_t fair_window_ns;                /* expected device time per stream handed over */

@@ -107,6 +107,7 @@ struct devq_engine {
 	bool device_lost;
 	struct devq_fair fair;   /* fair.c: ops waiting for room on their stream */
 	struct devq_tenant *tenants; /* tenant.c: one per Unix user with a session */
+	unsigned tenants_live;       /* quota.c: tenants with at least one session */
 };
 
 typedef int (*devq_backend_open_fn)(const struct devq_backend_config *bc,

@@ -66,7 +66,8 @@ int devq_quota_attach(struct devq_session *s, char *why, size_t whylen)
 			 (unsigned)s->uid, u->sessions);
 		return DEVQ__CODE__RESOURCE_EXHAUSTED;
 	}
-	u->sessions++;
+	if (!u->sessions++)
+		d->tenants_live++;
 	s->tenant = u;
 	return 0;
 }
@@ -80,7 +81,8 @@ void devq_quota_detach(struct devq_session *s)
 	if (!u)
 		return;
 	u->queues -= s->queues.count;
-	u->sessions--;
+	if (!--u->sessions)
+		s->e->tenants_live--;
 	s->tenant = NULL;
 	devq_tenant_maybe_free(s->e, u);
 }

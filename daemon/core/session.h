@@ -30,6 +30,9 @@ struct devq_session {
 	uid_t uid;
 	gid_t gid;
 	bool admin; /* root or in the admin group: may see every user's work */
+	/* may open high-priority queues: root, the daemon's user, or granted
+	 * by priority-users/priority-groups (set by the server at connect) */
+	bool may_high;
 	char name[64];
 	void *conn;      /* the server's transport state */
 	bool held;       /* the transport still refers to the session */
@@ -46,6 +49,9 @@ struct devq_session {
 	/* BufferReady replies waiting for the buffer worker's populate
 	 * (buffer.h): the server does not read the session meanwhile. */
 	unsigned populating;
+	/* A TraceReply being built in steps (requests/tracereq.c): the server
+	 * reads no further frame of the session until it is queued. */
+	void *trace_job;
 	/* Completions gathered during one drain, sent as one frame. */
 	struct devq_cmpl *cmpl;
 	size_t ncmpl, cmpl_cap;

@@ -13,6 +13,7 @@
 #include <sys/types.h>
 
 #include "core/fair.h"
+#include "core/loopshare.h"
 
 struct devq_engine;
 
@@ -26,6 +27,7 @@ struct devq_tenant {
 	/* Usage, summed over its sessions (quota.c). */
 	uint64_t buffers, pinned, device, queues, ops;
 	struct devq_fair_tenant fair; /* fair.c: its turns and device time */
+	struct devq_loop_share loop;  /* its share of the loop thread (server.c) */
 };
 
 /* The tenant of uid, made on first use: NULL when out of memory.  Its

@@ -28,6 +28,15 @@ int devq_timeline_open(struct devq_session *s, uint32_t id, int priority,
 				 id);
 			return DEVQ__CODE__FAILED_PRECONDITION;
 		}
+		if (!s->may_high) {
+			/* A grant, not a choice: any user taking the high
+			 * streams would make them as busy as the others. */
+			snprintf(err, n,
+				 "queue %u: high priority is not granted to uid %u (settings "
+				 "priority-users, priority-groups)",
+				 id, (unsigned)s->uid);
+			return DEVQ__CODE__PERMISSION_DENIED;
+		}
 		first = end;
 		end = e->be->streams;
 	}

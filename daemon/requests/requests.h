@@ -25,8 +25,16 @@ int devq_held_submit(struct devq_session *s, const Devq__Submit *m, uint64_t t_r
 /* Submits held ops while the quota allows; true when none are left held. */
 bool devq_held_resume(struct devq_session *s);
 
-/* tracereq.c: answers a TraceRequest (TraceReply or Error{request "trace"}). */
+/* tracereq.c: answers a TraceRequest (TraceReply or Error{request "trace"}).
+ * An error is queued at once; a reply is built in steps (s->trace_job set
+ * meanwhile), each devq_tracereq_step returning by deadline_ns (plus one
+ * record's work), so that a whole ring does not hold the loop: true once
+ * the reply is queued and the job gone.  The server reads nothing more of
+ * the session until then, which keeps replies in order. */
 void devq_tracereq_handle(struct devq_session *s, const Devq__TraceRequest *r);
+bool devq_tracereq_step(struct devq_session *s, uint64_t deadline_ns);
+/* Drops a reply being built (the session is closing). */
+void devq_tracereq_abort(struct devq_session *s);
 
 /* status.c: answers GetStatus. */
 void devq_status_handle(struct devq_session *s);

@@ -1,6 +1,16 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Trace requests: a TraceReply built from the op recorder's ring
- * (core/trace.h), filtered to what the asking user may see. */
+ * (core/trace.h), filtered to what the asking user may see.
+ *
+ * A whole ring is tens of thousands of ops: built at once, one reply held
+ * the loop for over 10 ms.  So it is built in steps, each within the time
+ * the server's loop share gives the asking tenant (devq_tracereq_step),
+ * and the session reads nothing more until it is sent.  The ops are packed
+ * as they are found, each as one `ops` field of the TraceReply, into a
+ * buffer of the request's own (no copy of the records is kept); the rest of
+ * the reply (sessions, gone ones, counters) is packed when the ops are
+ * done, and the frame assembled from both: a protobuf message may carry its
+ * fields in any order and a repeated field in pieces. */
 #include "requests/requests.h"
 
 #include <errno.h>
@@ -18,11 +28,6 @@
 
 /* Everything one reply points into, freed together whatever got built. */
 struct reply_mem {
-	const struct devq_trace_rec **sel;
-	Devq__TraceOp *ops, **opp;
-	Devq__Timing *tim;
-	Devq__TraceWait *w, **wp;
-	Devq__TraceBuffer *bf, **bfp;
 	Devq__TraceSession *ss, **ssp, *gone, **gonep;
 	Devq__TraceQueue *tq, **tqp;
 	uint64_t *busy;
@@ -30,14 +35,6 @@ struct reply_mem {
 
 static void reply_mem_free(struct reply_mem *m)
 {
-	free(m->sel);
-	free(m->ops);
-	free(m->opp);
-	free(m->tim);
-	free(m->w);
-	free(m->wp);
-	free(m->bf);
-	free(m->bfp);
 	free(m->ss);
 	free(m->ssp);
 	free(m->gone);
@@ -50,34 +47,6 @@ static void reply_mem_free(struct reply_mem *m)
 static bool visible(const struct devq_session *s, bool all, uid_t uid)
 {
 	return all || uid == s->uid;
-}
-
-/* Picks the records asked for, newest first into m->sel; returns how many. */
-static size_t select_recs(const struct devq_trace_ring *t, const struct devq_session *s,
-			  const Devq__TraceRequest *r, const struct devq_trace_rec **sel,
-			  bool *truncated)
-{
-	uint64_t kept = t->recorded < t->cap ? t->recorded : t->cap;
-	size_t n = 0;
-	*truncated = false;
-	for (uint64_t k = 0; k < kept; k++) {
-		const struct devq_trace_rec *x = &t->recs[(t->recorded - 1 - k) % t->cap];
-		/* Records are appended in completion order: stop at since. */
-		if (r->since_ns && x->t[5] <= r->since_ns)
-			return n;
-		if (!visible(s, r->all, x->uid))
-			continue;
-		if (r->last && n == r->last)
-			return n;
-		if (n == DEVQ_TRACE_MAX_REPLY_OPS) {
-			*truncated = true;
-			return n;
-		}
-		sel[n++] = x;
-	}
-	/* Ran out of records before reaching since: older ones were dropped. */
-	*truncated = r->since_ns && t->recorded > t->cap;
-	return n;
 }
 
 static void fill_session(Devq__TraceSession *o, const struct devq_session *x)
@@ -142,7 +111,7 @@ static int build_sessions(struct devq_engine *d, const struct devq_session *s, b
  * mix of them a client arranged. */
 struct idset {
 	uint64_t *slot;
-	size_t mask;
+	size_t mask, n;
 };
 
 static int idset_init(struct idset *t, size_t n)
@@ -152,119 +121,371 @@ static int idset_init(struct idset *t, size_t n)
 		cap *= 2;
 	t->slot = calloc(cap, sizeof(*t->slot));
 	t->mask = cap - 1;
+	t->n = 0;
 	return t->slot ? 0 : -ENOMEM;
 }
 
-/* Adds id; true when it was not there yet. */
-static bool idset_add(struct idset *t, uint64_t id)
+static size_t idset_find(const struct idset *t, uint64_t id)
 {
 	size_t i = (size_t)(id * 0x9e3779b97f4a7c15ull >> 17) & t->mask;
-	while (t->slot[i]) {
-		if (t->slot[i] == id)
-			return false;
+	while (t->slot[i] && t->slot[i] != id)
 		i = (i + 1) & t->mask;
+	return i;
+}
+
+/* Adds id; true when it was not there yet.  Grows at half full. */
+static int idset_add(struct idset *t, uint64_t id)
+{
+	if (2 * (t->n + 1) > t->mask + 1) {
+		struct idset g;
+		if (idset_init(&g, t->n + 1) < 0)
+			return -ENOMEM;
+		for (size_t i = 0; i <= t->mask; i++)
+			if (t->slot[i])
+				g.slot[idset_find(&g, t->slot[i])] = t->slot[i];
+		g.n = t->n;
+		free(t->slot);
+		*t = g;
 	}
+	size_t i = idset_find(t, id);
+	if (t->slot[i])
+		return 0;
 	t->slot[i] = id;
+	t->n++;
+	return 1;
+}
+
+/* A session named by a packed op, in case it is gone by the end. */
+struct seen_session {
+	uint64_t id;
+	uint32_t pid, uid;
+	char name[32];
+};
+
+/* A reply being built (struct devq_session's trace_job). */
+struct trace_job {
+	bool all, no_ops;
+	uint32_t last;
+	uint64_t since_ns;
+	bool counting;     /* first pass: which records; then: packing them */
+	bool truncated;
+	uint64_t top;      /* records older than this absolute index only */
+	uint64_t k, kept;  /* counting: records looked at (newest first), of kept */
+	uint64_t lo;       /* packing: the next record's absolute index */
+	size_t n, want;    /* ops packed; ops selected */
+	uint8_t *buf;      /* the packed ops, each with its field tag */
+	size_t len, cap;
+	struct idset seen; /* sessions of the packed ops */
+	/* The sessions live when the request came (ids are never reused, and
+	 * every record it covers is older): one of the ops' sessions not among
+	 * them is gone for good and packed at once, as a `gone` field; those
+	 * among them are kept here and looked at again at the end. */
+	struct idset live;
+	struct seen_session *sessions;
+	size_t nsessions, sessions_cap;
+};
+
+static void job_free(struct trace_job *j)
+{
+	free(j->buf);
+	free(j->seen.slot);
+	free(j->live.slot);
+	free(j->sessions);
+	free(j);
+}
+
+void devq_tracereq_abort(struct devq_session *s)
+{
+	if (s->trace_job)
+		job_free(s->trace_job);
+	s->trace_job = NULL;
+}
+
+/* Records are checked against the clock this often: one record costs well
+ * under a microsecond to look at and a few to pack. */
+#define CLOCK_EVERY 64
+
+static bool rec_live(const struct devq_trace_ring *t, uint64_t a)
+{
+	return t->recorded - a <= t->cap; /* not yet overwritten */
+}
+
+/* First pass, newest first: how far back the reply goes (since_ns, last,
+ * DEVQ_TRACE_MAX_REPLY_OPS), as select_recs did in one go.  true when done. */
+static bool count_step(struct trace_job *j, const struct devq_session *s,
+		       const struct devq_trace_ring *t, uint64_t deadline)
+{
+	while (j->k < j->kept) {
+		if (j->k % CLOCK_EVERY == 0 && j->k && devq_now_ns() >= deadline)
+			return false;
+		uint64_t a = j->top - 1 - j->k;
+		if (!rec_live(t, a)) {
+			/* Overwritten while we counted: what is older is gone. */
+			j->truncated = true;
+			break;
+		}
+		const struct devq_trace_rec *x = &t->recs[a % t->cap];
+		if (j->since_ns && x->t[5] <= j->since_ns)
+			break; /* appended in completion order: the rest is older */
+		if (visible(s, j->all, x->uid)) {
+			if (j->last && j->want == j->last)
+				break;
+			if (j->want == DEVQ_TRACE_MAX_REPLY_OPS) {
+				j->truncated = true;
+				break;
+			}
+			j->want++;
+		}
+		j->k++;
+		j->lo = a;
+	}
+	/* Ran out of records before reaching since: older ones were dropped. */
+	if (j->kept && j->k == j->kept && j->since_ns && t->recorded > t->cap)
+		j->truncated = true;
+	if (!j->want)
+		j->lo = j->top;
+	j->counting = false;
 	return true;
 }
 
-/* Sessions that appear in the records but are gone from the daemon.  A
- * live session the caller may not see never counts as gone: every live
- * session is in the set first (and its records are filtered out anyway). */
-static int build_gone(struct devq_engine *d, const struct devq_trace_rec **sel, size_t n,
-		      Devq__TraceReply *rep, struct reply_mem *m)
+static int put_varint(uint8_t *p, uint64_t v)
 {
-	size_t live = 0;
-	for (const struct devq_session *y = d->sessions; y; y = y->next)
-		live++;
-	struct idset seen;
-	m->gone = calloc(n + 1, sizeof(*m->gone));
-	m->gonep = calloc(n + 1, sizeof(*m->gonep));
-	if (!m->gone || !m->gonep || idset_init(&seen, live + n) < 0)
-		return -ENOMEM;
-	for (const struct devq_session *y = d->sessions; y; y = y->next)
-		idset_add(&seen, y->id);
-	size_t g = 0;
-	for (size_t i = 0; i < n; i++) {
-		const struct devq_trace_rec *x = sel[i];
-		if (!idset_add(&seen, x->session))
-			continue;
-		Devq__TraceSession *o = &m->gone[g];
-		devq__trace_session__init(o);
-		o->id = x->session;
-		o->pid = x->pid;
-		o->uid = x->uid;
-		o->name = (char *)x->name;
-		m->gonep[g++] = o;
+	int n = 0;
+	while (v >= 0x80) {
+		p[n++] = (uint8_t)(v | 0x80);
+		v >>= 7;
 	}
-	free(seen.slot);
-	rep->gone = m->gonep;
-	rep->n_gone = g;
+	p[n++] = (uint8_t)v;
+	return n;
+}
+
+static int reserve(struct trace_job *j, size_t more)
+{
+	if (j->len + more <= j->cap)
+		return 0;
+	size_t cap = j->cap ? j->cap : 64 << 10;
+	while (cap < j->len + more)
+		cap *= 2;
+	uint8_t *n = realloc(j->buf, cap);
+	if (!n)
+		return -ENOMEM;
+	j->buf = n;
+	j->cap = cap;
 	return 0;
 }
 
-static int build_ops(const struct devq_trace_rec **sel, size_t n, Devq__TraceReply *rep,
-		     struct reply_mem *m)
+/* A gone session as field 11 (`gone`) of the reply. */
+static int pack_gone(struct trace_job *j, const struct devq_trace_rec *x)
 {
-	size_t nw = 0, nb = 0;
-	for (size_t i = 0; i < n; i++) {
-		nw += sel[i]->nwaits;
-		nb += sel[i]->nbufs;
-	}
-	m->ops = calloc(n + 1, sizeof(*m->ops));
-	m->opp = calloc(n + 1, sizeof(*m->opp));
-	m->tim = calloc(n + 1, sizeof(*m->tim));
-	m->w = calloc(nw + 1, sizeof(*m->w));
-	m->wp = calloc(nw + 1, sizeof(*m->wp));
-	m->bf = calloc(nb + 1, sizeof(*m->bf));
-	m->bfp = calloc(nb + 1, sizeof(*m->bfp));
-	if (!m->ops || !m->opp || !m->tim || !m->w || !m->wp || !m->bf || !m->bfp)
+	Devq__TraceSession o = DEVQ__TRACE_SESSION__INIT;
+	o.id = x->session;
+	o.pid = x->pid;
+	o.uid = x->uid;
+	char name[sizeof(x->name) + 1];
+	memcpy(name, x->name, sizeof(x->name));
+	name[sizeof(x->name)] = '\0';
+	o.name = name;
+	size_t size = devq__trace_session__get_packed_size(&o);
+	if (reserve(j, size + 11) < 0)
 		return -ENOMEM;
-	size_t wi = 0, bi = 0;
-	for (size_t i = 0; i < n; i++) {
-		const struct devq_trace_rec *x = sel[n - 1 - i]; /* oldest first */
-		Devq__TraceOp *o = &m->ops[i];
-		devq__trace_op__init(o);
-		o->session = x->session;
-		o->queue = x->queue;
-		o->point = x->point;
-		o->stream = x->stream;
-		o->executable = x->exec;
-		o->code = x->code;
-		Devq__Timing *t = &m->tim[i];
-		devq__timing__init(t);
-		t->client_submit = x->t[0];
-		t->received = x->t[1];
-		t->handoff = x->t[2];
-		t->device_start = x->t[3];
-		t->device_end = x->t[4];
-		t->observed = x->t[5];
-		t->enqueue_ns = x->t[6];
-		o->timing = t;
-		o->waits = &m->wp[wi];
-		o->n_waits = x->nwaits;
-		for (unsigned j = 0; j < x->nwaits; j++, wi++) {
-			devq__trace_wait__init(&m->w[wi]);
-			m->w[wi].queue = x->waits[j].queue;
-			m->w[wi].point = x->waits[j].point;
-			m->w[wi].kind = x->waits[j].kind;
-			m->wp[wi] = &m->w[wi];
-		}
-		o->waits_dropped = x->waits_dropped;
-		o->buffers = &m->bfp[bi];
-		o->n_buffers = x->nbufs;
-		for (unsigned j = 0; j < x->nbufs; j++, bi++) {
-			devq__trace_buffer__init(&m->bf[bi]);
-			m->bf[bi].id = x->bufs[j].id;
-			m->bf[bi].access = x->bufs[j].access;
-			m->bf[bi].released = x->bufs[j].released;
-			m->bfp[bi] = &m->bf[bi];
-		}
-		m->opp[i] = o;
-	}
-	rep->ops = m->opp;
-	rep->n_ops = n;
+	j->buf[j->len++] = (11 << 3) | 2;
+	j->len += (size_t)put_varint(j->buf + j->len, size);
+	j->len += devq__trace_session__pack(&o, j->buf + j->len);
 	return 0;
+}
+
+static int note_session(struct trace_job *j, const struct devq_trace_rec *x)
+{
+	int r = idset_add(&j->seen, x->session);
+	if (r <= 0)
+		return r;
+	if (!j->live.slot[idset_find(&j->live, x->session)])
+		return pack_gone(j, x);
+	if (j->nsessions == j->sessions_cap) {
+		size_t cap = j->sessions_cap ? 2 * j->sessions_cap : 16;
+		struct seen_session *n = realloc(j->sessions, cap * sizeof(*n));
+		if (!n)
+			return -ENOMEM;
+		j->sessions = n;
+		j->sessions_cap = cap;
+	}
+	struct seen_session *o = &j->sessions[j->nsessions++];
+	o->id = x->session;
+	o->pid = x->pid;
+	o->uid = x->uid;
+	memcpy(o->name, x->name, sizeof(o->name));
+	return 0;
+}
+
+/* One record as a TraceOp, appended to the buffer as field 10 (`ops`). */
+static int pack_op(struct trace_job *j, const struct devq_trace_rec *x)
+{
+	Devq__TraceOp o = DEVQ__TRACE_OP__INIT;
+	Devq__Timing tm = DEVQ__TIMING__INIT;
+	Devq__TraceWait w[DEVQ_TRACE_WAITS], *wp[DEVQ_TRACE_WAITS];
+	Devq__TraceBuffer b[DEVQ_MAX_PARAMS], *bp[DEVQ_MAX_PARAMS];
+	o.session = x->session;
+	o.queue = x->queue;
+	o.point = x->point;
+	o.stream = x->stream;
+	o.executable = x->exec;
+	o.code = x->code;
+	tm.client_submit = x->t[0];
+	tm.received = x->t[1];
+	tm.handoff = x->t[2];
+	tm.device_start = x->t[3];
+	tm.device_end = x->t[4];
+	tm.observed = x->t[5];
+	tm.enqueue_ns = x->t[6];
+	o.timing = &tm;
+	unsigned nw = x->nwaits < DEVQ_TRACE_WAITS ? x->nwaits : DEVQ_TRACE_WAITS;
+	for (unsigned i = 0; i < nw; i++) {
+		devq__trace_wait__init(&w[i]);
+		w[i].queue = x->waits[i].queue;
+		w[i].point = x->waits[i].point;
+		w[i].kind = x->waits[i].kind;
+		wp[i] = &w[i];
+	}
+	o.waits = wp;
+	o.n_waits = nw;
+	o.waits_dropped = x->waits_dropped;
+	unsigned nb = x->nbufs < DEVQ_MAX_PARAMS ? x->nbufs : DEVQ_MAX_PARAMS;
+	for (unsigned i = 0; i < nb; i++) {
+		devq__trace_buffer__init(&b[i]);
+		b[i].id = x->bufs[i].id;
+		b[i].access = x->bufs[i].access;
+		b[i].released = x->bufs[i].released;
+		bp[i] = &b[i];
+	}
+	o.buffers = bp;
+	o.n_buffers = nb;
+	size_t size = devq__trace_op__get_packed_size(&o);
+	if (reserve(j, size + 11) < 0)
+		return -ENOMEM;
+	j->buf[j->len++] = (10 << 3) | 2; /* TraceReply.ops, length-delimited */
+	j->len += (size_t)put_varint(j->buf + j->len, size);
+	j->len += devq__trace_op__pack(&o, j->buf + j->len);
+	j->n++;
+	return note_session(j, x);
+}
+
+/* Second pass, oldest first: packs the records the first pass chose.  One
+ * overwritten meanwhile is left out (the reply says truncated).  true when
+ * done; -ENOMEM through *err. */
+static bool pack_step(struct trace_job *j, const struct devq_session *s,
+		      const struct devq_trace_ring *t, uint64_t deadline, int *err)
+{
+	for (unsigned i = 0; j->lo < j->top && j->n < j->want; i++, j->lo++) {
+		if (i % CLOCK_EVERY == 0 && i && devq_now_ns() >= deadline)
+			return false;
+		if (!rec_live(t, j->lo)) {
+			j->truncated = true;
+			continue;
+		}
+		const struct devq_trace_rec *x = &t->recs[j->lo % t->cap];
+		if (!visible(s, j->all, x->uid))
+			continue;
+		if ((*err = pack_op(j, x)) < 0)
+			return true;
+	}
+	return true;
+}
+
+/* The rest of the reply, then the frame: DaemonMessage.trace_reply (field
+ * 70) holding the header fields and the ops packed so far. */
+static int finish(struct trace_job *j, struct devq_session *s)
+{
+	struct devq_engine *d = s->e;
+	struct devq_trace_ring *t = d->trace;
+	struct reply_mem m = { 0 };
+	Devq__TraceReply rep = DEVQ__TRACE_REPLY__INIT;
+	rep.now_ns = devq_now_ns();
+	rep.backend = (char *)d->be->name;
+	rep.device = d->be->device;
+	rep.streams = d->be->streams;
+	rep.capacity = t->cap;
+	rep.recorded = t->recorded;
+	rep.truncated = j->truncated;
+	int r = -ENOMEM;
+	m.busy = calloc(t->streams + 1, sizeof(*m.busy));
+	if (!m.busy)
+		goto out;
+	memcpy(m.busy, t->busy_ns, t->streams * sizeof(*m.busy));
+	rep.stream_busy_ns = m.busy;
+	rep.n_stream_busy_ns = t->streams;
+	if (build_sessions(d, s, j->all, &rep, &m) < 0)
+		goto out;
+	/* Sessions of the ops that were live at the request and have left
+	 * since (the others are packed already).  A live session the caller
+	 * may not see never counts as gone (its records were left out). */
+	struct idset live;
+	size_t nlive = 0;
+	for (const struct devq_session *y = d->sessions; y; y = y->next)
+		nlive++;
+	m.gone = calloc(j->nsessions + 1, sizeof(*m.gone));
+	m.gonep = calloc(j->nsessions + 1, sizeof(*m.gonep));
+	if (!m.gone || !m.gonep || idset_init(&live, nlive) < 0)
+		goto out;
+	for (const struct devq_session *y = d->sessions; y; y = y->next)
+		live.slot[idset_find(&live, y->id)] = y->id;
+	size_t g = 0;
+	for (size_t i = 0; i < j->nsessions; i++) {
+		const struct seen_session *x = &j->sessions[i];
+		if (live.slot[idset_find(&live, x->id)])
+			continue;
+		Devq__TraceSession *o = &m.gone[g];
+		devq__trace_session__init(o);
+		o->id = x->id;
+		o->pid = x->pid;
+		o->uid = x->uid;
+		o->name = (char *)x->name;
+		m.gonep[g++] = o;
+	}
+	free(live.slot);
+	rep.gone = m.gonep;
+	rep.n_gone = g;
+	size_t head = devq__trace_reply__get_packed_size(&rep);
+	size_t body = head + j->len;
+	uint8_t pre[16];
+	int np = put_varint(pre, (70 << 3) | 2); /* DaemonMessage.trace_reply */
+	np += put_varint(pre + np, body);
+	uint8_t *p;
+	if (!s->connected) {
+		r = 0;
+		goto out;
+	}
+	devq_outbox_push_completions(s);
+	if (devq_tx_reserve(&s->tx, DEVQ_FRAME_DAEMON, (size_t)np + body, &p) < 0)
+		goto out;
+	memcpy(p, pre, (size_t)np);
+	devq__trace_reply__pack(&rep, p + np);
+	if (j->len)
+		memcpy(p + np + head, j->buf, j->len);
+	devq_outbox_mark_dirty(s);
+	r = 0;
+out:
+	reply_mem_free(&m);
+	return r;
+}
+
+bool devq_tracereq_step(struct devq_session *s, uint64_t deadline_ns)
+{
+	struct trace_job *j = s->trace_job;
+	if (!j)
+		return true;
+	const struct devq_trace_ring *t = s->e->trace;
+	int err = 0;
+	if (j->counting && !count_step(j, s, t, deadline_ns))
+		return false;
+	if (!j->counting && !pack_step(j, s, t, deadline_ns, &err))
+		return false;
+	if (!err)
+		err = finish(j, s);
+	devq_tracereq_abort(s);
+	if (err < 0)
+		devq_outbox_error(s, DEVQ__CODE__RESOURCE_EXHAUSTED, "trace", NULL, NULL,
+				   "out of memory building the trace");
+	return true;
 }
 
 void devq_tracereq_handle(struct devq_session *s, const Devq__TraceRequest *r)
@@ -284,41 +505,29 @@ void devq_tracereq_handle(struct devq_session *s, const Devq__TraceRequest *r)
 				   t->admin_group_set ? d->cfg.admin_group : "", (unsigned)s->uid);
 		return;
 	}
-	struct reply_mem m = { 0 };
-	Devq__TraceReply rep = DEVQ__TRACE_REPLY__INIT;
-	rep.now_ns = devq_now_ns();
-	rep.backend = (char *)d->be->name;
-	rep.device = d->be->device;
-	rep.streams = d->be->streams;
-	rep.capacity = t->cap;
-	rep.recorded = t->recorded;
-	m.busy = calloc(t->streams + 1, sizeof(*m.busy));
-	uint64_t kept = t->recorded < t->cap ? t->recorded : t->cap;
-	if (kept > DEVQ_TRACE_MAX_REPLY_OPS)
-		kept = DEVQ_TRACE_MAX_REPLY_OPS;
-	if (!r->no_ops)
-		m.sel = calloc(kept + 1, sizeof(*m.sel));
-	if (!m.busy || (!r->no_ops && !m.sel))
-		goto oom;
-	memcpy(m.busy, t->busy_ns, t->streams * sizeof(*m.busy));
-	rep.stream_busy_ns = m.busy;
-	rep.n_stream_busy_ns = t->streams;
-	size_t n = 0;
-	bool truncated = false;
-	if (!r->no_ops && t->cap)
-		n = select_recs(t, s, r, m.sel, &truncated);
-	rep.truncated = truncated;
-	if (build_sessions(d, s, r->all, &rep, &m) < 0 || build_gone(d, m.sel, n, &rep, &m) < 0 ||
-	    build_ops(m.sel, n, &rep, &m) < 0)
-		goto oom;
-	Devq__DaemonMessage msg = DEVQ__DAEMON_MESSAGE__INIT;
-	msg.body_case = DEVQ__DAEMON_MESSAGE__BODY_TRACE_REPLY;
-	msg.trace_reply = &rep;
-	devq_outbox_send(s, &msg, NULL, 0);
-	reply_mem_free(&m);
-	return;
-oom:
-	reply_mem_free(&m);
-	devq_outbox_error(s, DEVQ__CODE__RESOURCE_EXHAUSTED, "trace", NULL, NULL,
-			   "out of memory building the trace");
+	devq_tracereq_abort(s); /* none: the server reads nothing while one is built */
+	struct trace_job *j = calloc(1, sizeof(*j));
+	size_t nlive = 0;
+	for (const struct devq_session *y = d->sessions; y; y = y->next)
+		nlive++;
+	if (!j || idset_init(&j->seen, 16) < 0 || idset_init(&j->live, nlive) < 0) {
+		if (j)
+			free(j->seen.slot);
+		free(j);
+		devq_outbox_error(s, DEVQ__CODE__RESOURCE_EXHAUSTED, "trace", NULL, NULL,
+				   "out of memory building the trace");
+		return;
+	}
+	j->all = r->all;
+	j->no_ops = r->no_ops;
+	j->last = r->last;
+	j->since_ns = r->since_ns;
+	j->counting = true;
+	j->top = t->recorded;
+	j->kept = r->no_ops || !t->cap ? 0 : t->recorded < t->cap ? t->recorded : t->cap;
+	j->lo = j->top;
+	for (const struct devq_session *y = d->sessions; y; y = y->next)
+		j->live.slot[idset_find(&j->live, y->id)] = y->id;
+	j->live.n = nlive;
+	s->trace_job = j;
 }

@@ -36,6 +36,9 @@ static void usage(FILE *f)
 		"  -n, --streams N         device streams (CPU backend: worker threads; default 4)\n"
 		"      --priority-streams N  high-priority streams besides those, for queues\n"
 		"                          opened with priority 1 (default 1; 0: none)\n"
+		"      --priority-users LIST  users who may open high-priority queues besides\n"
+		"                          root and the daemon's user (default: none)\n"
+		"      --priority-groups LIST members of these groups may too (default: none)\n"
 		"      --max-op-ms MS      longest duration one op may request (default 10000)\n"
 		"      --max-buffer-mb MB  largest buffer (default 4096)\n"
 		"      --max-queues N      queues per session (default 64)\n"
@@ -175,6 +178,8 @@ int main(int argc, char **argv)
 		/* Tenancy: each is also a devqd.conf key, set through its table. */
 		{ "allow-users", required_argument, NULL, DEVQ_OPT_BY_KEY },
 		{ "allow-groups", required_argument, NULL, DEVQ_OPT_BY_KEY },
+		{ "priority-users", required_argument, NULL, DEVQ_OPT_BY_KEY },
+		{ "priority-groups", required_argument, NULL, DEVQ_OPT_BY_KEY },
 		{ "fair-k", required_argument, NULL, DEVQ_OPT_BY_KEY },
 		{ "priority-streams", required_argument, NULL, DEVQ_OPT_BY_KEY },
 		{ "fair-shares", required_argument, NULL, DEVQ_OPT_BY_KEY },
@@ -332,6 +337,12 @@ int main(int argc, char **argv)
 		if (devq_policy_init(&pol, cfg.allow_users, cfg.allow_groups ? cfg.allow_groups : "devq",
 				     !cfg.allow_groups, perr, sizeof(perr)) < 0) {
 			fprintf(stderr, "devqd: access policy: %s\n", perr);
+			devq_config_fini();
+			return 2;
+		}
+		if (devq_policy_init_priority(&pol, cfg.priority_users, cfg.priority_groups, perr,
+					      sizeof(perr)) < 0) {
+			fprintf(stderr, "devqd: priority grant: %s\n", perr);
 			devq_config_fini();
 			return 2;
 		}

@@ -71,13 +71,14 @@ static int add_user(struct devq_policy *p, const char *item, char *err, size_t e
 	if (!parse_id(item, &id)) {
 		struct passwd *pw = getpwnam(item);
 		if (!pw) {
-			snprintf(err, errlen, "allow-users: no user named '%s'", item);
+			snprintf(err, errlen, "%s: no user named '%s'", p->users_key, item);
 			return -EINVAL;
 		}
 		id = pw->pw_uid;
 	}
 	if (p->nusers == DEVQ_POLICY_MAX_IDS) {
-		snprintf(err, errlen, "allow-users: more than %d entries", DEVQ_POLICY_MAX_IDS);
+		snprintf(err, errlen, "%s: more than %d entries", p->users_key,
+			 DEVQ_POLICY_MAX_IDS);
 		return -EINVAL;
 	}
 	p->users[p->nusers++] = (uid_t)id;
@@ -93,13 +94,14 @@ static int add_group(struct devq_policy *p, const char *item, char *err, size_t 
 	if (!parse_id(item, &id)) {
 		struct group *gr = getgrnam(item);
 		if (!gr) {
-			snprintf(err, errlen, "allow-groups: no group named '%s'", item);
+			snprintf(err, errlen, "%s: no group named '%s'", p->groups_key, item);
 			return -ENOENT;
 		}
 		id = gr->gr_gid;
 	}
 	if (p->ngroups == DEVQ_POLICY_MAX_IDS) {
-		snprintf(err, errlen, "allow-groups: more than %d entries", DEVQ_POLICY_MAX_IDS);
+		snprintf(err, errlen, "%s: more than %d entries", p->groups_key,
+			 DEVQ_POLICY_MAX_IDS);
 		return -EINVAL;
 	}
 	p->groups[p->ngroups++] = (gid_t)id;
@@ -109,10 +111,14 @@ static int add_group(struct devq_policy *p, const char *item, char *err, size_t 
 	return 0;
 }
 
-int devq_policy_init(struct devq_policy *p, const char *users, const char *groups,
-		     bool groups_is_default, char *err, size_t errlen)
+/* Root and the daemon's own user, then the lists: 0 or the first error
+ * (-ENOENT for an unknown group, so that a default one can be forgiven). */
+static int policy_fill(struct devq_policy *p, const char *users, const char *groups,
+		       const char *users_key, const char *groups_key, char *err, size_t errlen)
 {
 	memset(p, 0, sizeof(*p));
+	p->users_key = users_key;
+	p->groups_key = groups_key;
 	p->self = geteuid();
 	describe_add(p, "root");
 	if (p->self != 0) {
@@ -123,7 +129,21 @@ int devq_policy_init(struct devq_policy *p, const char *users, const char *group
 	int r = each_item(users, add_user, p, err, errlen);
 	if (r < 0)
 		return r;
-	r = each_item(groups, add_group, p, err, errlen);
+	return each_item(groups, add_group, p, err, errlen);
+}
+
+int devq_policy_init_priority(struct devq_policy *p, const char *users, const char *groups,
+			      char *err, size_t errlen)
+{
+	return policy_fill(p, users, groups, "priority-users", "priority-groups", err, errlen) < 0
+		       ? -EINVAL
+		       : 0;
+}
+
+int devq_policy_init(struct devq_policy *p, const char *users, const char *groups,
+		     bool groups_is_default, char *err, size_t errlen)
+{
+	int r = policy_fill(p, users, groups, "allow-users", "allow-groups", err, errlen);
 	if (r == -ENOENT && groups_is_default) {
 		/* A host without the package's group: say who still gets in. */
 		log_warn("access: %s; only %s may connect", err, p->describe);
@@ -165,8 +185,7 @@ static bool has_gid(const gid_t *list, unsigned n, gid_t g)
 	return false;
 }
 
-bool devq_policy_admits(const struct devq_policy *p, const struct devq_peer *peer, char *why,
-			size_t whylen)
+bool devq_policy_matches(const struct devq_policy *p, const struct devq_peer *peer)
 {
 	if (peer->uid == 0 || peer->uid == p->self)
 		return true;
@@ -177,6 +196,14 @@ bool devq_policy_admits(const struct devq_policy *p, const struct devq_peer *pee
 		if (peer->gid == p->groups[i] ||
 		    has_gid(peer->groups, peer->ngroups, p->groups[i]))
 			return true;
+	return false;
+}
+
+bool devq_policy_admits(const struct devq_policy *p, const struct devq_peer *peer, char *why,
+			size_t whylen)
+{
+	if (devq_policy_matches(p, peer))
+		return true;
 	/* No name lookup here: NSS may block the loop, and for a peer we
 	 * refuse at that. */
 	snprintf(why, whylen,

@@ -28,6 +28,8 @@ struct devq_peer {
 };
 
 struct devq_policy {
+	/* The settings the lists come from, for messages: "allow-users"... */
+	const char *users_key, *groups_key;
 	uid_t users[DEVQ_POLICY_MAX_IDS];
 	unsigned nusers;
 	gid_t groups[DEVQ_POLICY_MAX_IDS];
@@ -44,6 +46,14 @@ struct devq_policy {
 int devq_policy_init(struct devq_policy *p, const char *users, const char *groups,
 		     bool groups_is_default, char *err, size_t errlen);
 
+/* The same lists as a grant: who may open high-priority queues
+ * (priority-users, priority-groups).  Root and the daemon's own user hold it
+ * without being listed: the daemon's user can restart devqd with any
+ * setting, so refusing it would guard nothing.  Every name must resolve (no
+ * default group to forgive).  Returns 0 or -EINVAL with err filled. */
+int devq_policy_init_priority(struct devq_policy *p, const char *users, const char *groups,
+			      char *err, size_t errlen);
+
 /* Reads the peer's credentials from a connected Unix socket.  pidfd is
  * -1 where SO_PEERPIDFD is unavailable; the caller owns it otherwise. */
 int devq_policy_peer_read(int fd, struct devq_peer *peer);
@@ -52,5 +62,10 @@ int devq_policy_peer_read(int fd, struct devq_peer *peer);
  * message for the client ("uid 65534 (nobody) is not allowed ..."). */
 bool devq_policy_admits(const struct devq_policy *p, const struct devq_peer *peer, char *why,
 			size_t whylen);
+
+/* true when the peer is root, the daemon's user, listed in the users or a
+ * member (primary or supplementary group, as the kernel saw them at
+ * connect) of a listed group.  No name lookups: safe on the loop. */
+bool devq_policy_matches(const struct devq_policy *p, const struct devq_peer *peer);
 
 #endif

@@ -49,6 +49,7 @@ struct devq_daemon {
 	struct devq_notify *notify; /* notify.c: READY/STATUS/WATCHDOG state */
 	struct devq_reload *reload; /* reload.c: the executable repository's rescans */
 	struct devq_policy policy;  /* policy.c: who may connect */
+	struct devq_policy priority; /* policy.c: who may open high-priority queues */
 	struct devq_culprits culprits; /* culprit.c: uids refused after device losses */
 	unsigned nthrottled;        /* sessions not read: over their in-flight quota */
 	/* fd exhaustion (server.c): a spare fd kept open so that at EMFILE one
@@ -65,18 +66,20 @@ struct devq_daemon {
 	/* Received fds that no complete frame has claimed yet are closed, with
 	 * their connection, after DEVQ_FDS_WAIT_NS. */
 	uv_timer_t fds_timer;
-	/* Sessions whose received frames took more than their slice of the
-	 * loop (DEVQ_FRAMES_SLICE_NS) go on in the next iteration: this idle
-	 * handle runs while any has frames left (conn.yielded). */
+	/* Sessions whose tenant's requests took its budget of the loop turn
+	 * (DEVQ_FRAMES_SLICE_NS) go on in a later turn: this idle handle runs
+	 * while any has frames left (conn.yielded). */
 	uv_idle_t frames_idle;
 	unsigned nyielded;
-	uint64_t yield_last; /* the session frames_idle served last */
+	uv_check_t turn_check; /* ends each loop turn: loop_turn++ */
+	uint64_t loop_turn, loop_pass; /* turns; frames_idle passes */
 	uv_timer_t trim_timer; /* malloc_trim a second after a session closed */
 };
 
-/* What one session's frames may take of the loop at a time: past it, the
- * rest waits for a later iteration (other sessions' I/O first; the sessions
- * left waiting take turns, one per iteration). */
+/* What one tenant's requests may take of a loop turn (one iteration),
+ * across all its sessions: past it, the rest waits for a later turn (other
+ * tenants' I/O first; a tenant's waiting sessions take turns), and what a
+ * request took beyond it is paid for with the tenant's next turns. */
 #define DEVQ_FRAMES_SLICE_NS 2000000ull
 
 #define DEVQ_FDS_WAIT_NS 1000000000ull

@@ -982,7 +982,10 @@ class Connection:
         """Opens queue (an id of your choosing, 0 .. 2**32-1) with a priority
         (0 normal, 1 high).  submit() opens queues on first use with
         priority 0; opening an open queue again with its priority does
-        nothing."""
+        nothing.  High priority is granted by the daemon (root, its own
+        user, devqd's priority-users and priority-groups): anyone else's
+        open is refused with permission_denied, asynchronously like any
+        refusal of an open (errors(), and the queue's ops fail with it)."""
         self._check()
         queue = operator.index(queue)
         if not 0 <= queue < 1 << 32:

@@ -175,6 +175,7 @@ static void queue(struct devq_session *s, uint32_t id, int prio)
 {
 	struct devq_timeline *q;
 	char err[160];
+	s->may_high = true; /* the server's grant at connect (server/policy.c) */
 	ck_assert_int_eq(devq_timeline_open(s, id, prio, &q, err, sizeof(err)), 0);
 }
 
