@@ -347,9 +347,40 @@ def run_group(cmd, cwd, env, timeout):
         out, _ = p.communicate(timeout=timeout)
         return p.returncode, out.decode(errors="replace"), False
     except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)
-        out, _ = p.communicate()
+        kill_session(p.pid)
+        try:
+            out, _ = p.communicate(timeout=10)
+        except subprocess.TimeoutExpired:  # something left holds the pipe
+            p.kill()
+            out = b""
         return -9, out.decode(errors="replace"), True
+
+
+def kill_session(sid):
+    """SIGKILL to every process of session sid: Check forks each test into
+    a process group of its own, so the program's group is not enough; its
+    tests and the daemons they started stay in its session."""
+    for _ in range(3):
+        pids = []
+        for d in os.listdir("/proc"):
+            if not d.isdigit():
+                continue
+            try:
+                with open("/proc/%s/stat" % d) as f:
+                    st = f.read()
+            except OSError:
+                continue
+            fields = st[st.rindex(")") + 2:].split()
+            if int(fields[3]) == sid and fields[0] != "Z":
+                pids.append(int(d))
+        if not pids:
+            return
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.1)
 
 
 FAIL_LINE = re.compile(r"^[^:\s]+:\d+:[FE]:[^:]*:([^:]+):")
@@ -444,6 +475,7 @@ def main():
                          "limit, three times its unmutated run time + 10 s)")
     ap.add_argument("--build", default="build", help="build folder for the workers' trees")
     ap.add_argument("--survivors", help="write the surviving identities here")
+    ap.add_argument("--results", help="write each mutant's identity, result and killer here")
     args = ap.parse_args()
 
     files = args.files or sorted(FILES)
@@ -568,6 +600,11 @@ def main():
     print("%-26s %7d %7d %8d %10d %7d %6d" % ("all", tot["killed"], tot["timeout"], tot["survived"],
                                               tot["equivalent"], tot["nobuild"], sum(tot.values())))
     surv = sorted(i for i, (r, _) in results.items() if r == "survived")
+    if args.results:
+        with open(args.results, "w") as f:
+            for s in chosen:
+                r, killer = results[s.ident]
+                f.write("%s\t%s\t%s\n" % (s.ident, r, killer or "-"))
     if args.survivors:
         with open(args.survivors, "w") as f:
             f.write("".join(i + "\n" for i in surv))
