@@ -475,9 +475,16 @@ def main():
                          "limit, three times its unmutated run time + 10 s)")
     ap.add_argument("--build", default="build", help="build folder for the workers' trees")
     ap.add_argument("--survivors", help="write the surviving identities here")
-    ap.add_argument("--results", help="write each mutant's identity, result and killer here")
+    ap.add_argument("--results", help="write each mutant's identity, result and killer here, "
+                    "one line as each ends")
+    ap.add_argument("--first-test", action="store_true",
+                    help="run only the first (fastest) killer test of each file: a quick pass "
+                         "that shows which mutants it alone kills (to choose a CI list)")
     args = ap.parse_args()
 
+    if args.first_test:
+        for f in FILES:
+            FILES[f] = FILES[f][:1]
     files = args.files or sorted(FILES)
     for f in files:
         if f not in FILES:
@@ -557,6 +564,7 @@ def main():
 
     results = {}
     lock = threading.Lock()
+    resf = open(args.results, "w") if args.results else None
     todo = list(chosen)
     done = [0]
 
@@ -571,6 +579,9 @@ def main():
                 r = "equivalent"
             with lock:
                 results[s.ident] = (r, killer)
+                if resf:
+                    resf.write("%s\t%s\t%s\n" % (s.ident, r, killer or "-"))
+                    resf.flush()
                 done[0] += 1
                 if r == "survived":
                     print("SURVIVED %s  (%s:%d: %s)" % (s.ident, s.file, s.line,
@@ -600,11 +611,6 @@ def main():
     print("%-26s %7d %7d %8d %10d %7d %6d" % ("all", tot["killed"], tot["timeout"], tot["survived"],
                                               tot["equivalent"], tot["nobuild"], sum(tot.values())))
     surv = sorted(i for i, (r, _) in results.items() if r == "survived")
-    if args.results:
-        with open(args.results, "w") as f:
-            for s in chosen:
-                r, killer = results[s.ident]
-                f.write("%s\t%s\t%s\n" % (s.ident, r, killer or "-"))
     if args.survivors:
         with open(args.survivors, "w") as f:
             f.write("".join(i + "\n" for i in surv))
