@@ -1214,6 +1214,58 @@ START_TEST(test_validate_kernel_arguments)
 }
 END_TEST
 
+/* The largest buffer: exactly max-buffer-mb is accepted, one byte more is
+ * refused (the admin's bound, checked before any memory is mapped), and so
+ * is an empty buffer.  Creating and releasing one logs nothing: the log is
+ * for what went wrong. */
+START_TEST(test_buffer_size_at_bound_and_past)
+{
+	engine_up((struct devq_config){ 0 });
+	struct devq_session *s = session(1000);
+	uint64_t max = E.cfg.max_buffer_bytes;
+	char path[] = "/tmp/devq-buffer-log-XXXXXX";
+	int lfd = mkstemp(path);
+	ck_assert_int_ge(lfd, 0);
+	fflush(stderr);
+	int saved = dup(STDERR_FILENO);
+	ck_assert_int_ge(saved, 0);
+	ck_assert_int_ge(dup2(lfd, STDERR_FILENO), 0);
+
+	int fd = -1;
+	char err[200] = "";
+	int r = devq_buffer_create(s, 1, max, DEVQ__BUFFER_KIND__SHARED, &fd, err, sizeof(err));
+	ck_assert_msg(r == 0, "create at the bound: %s", err);
+	ck_assert_int_eq(close(fd), 0);
+	fd = -1;
+	ck_assert_int_eq(devq_buffer_create(s, 2, max + 1, DEVQ__BUFFER_KIND__SHARED, &fd, err,
+					    sizeof(err)),
+			 DEVQ__CODE__RESOURCE_EXHAUSTED);
+	ck_assert_ptr_nonnull(strstr(err, "exceeds the maximum"));
+	ck_assert_int_eq(fd, -1);
+	ck_assert_int_eq(devq_buffer_create(s, 3, 0, DEVQ__BUFFER_KIND__SHARED, &fd, err, sizeof(err)),
+			 DEVQ__CODE__INVALID_ARGUMENT);
+	ck_assert_ptr_nonnull(strstr(err, "size 0"));
+	ck_assert_uint_eq(s->nbufs, 1);
+	ck_assert_uint_eq(E.bytes_mapped, max);
+	devq_buffer_release(devq_idmap_get(&s->bufs, 1));
+	flush_dirty();
+	ck_assert_uint_eq(s->nbufs, 0);
+	ck_assert_uint_eq(E.bytes_mapped, 0);
+
+	fflush(stderr);
+	ck_assert_int_ge(dup2(saved, STDERR_FILENO), 0);
+	ck_assert_int_eq(close(saved), 0);
+	char got[512] = "";
+	ssize_t n = pread(lfd, got, sizeof(got) - 1, 0);
+	ck_assert_int_ge(n, 0);
+	got[n] = '\0';
+	ck_assert_int_eq(close(lfd), 0);
+	ck_assert_int_eq(unlink(path), 0);
+	ck_assert_msg(n == 0, "log: '%s'", got);
+	engine_down();
+}
+END_TEST
+
 int main(void)
 {
 	Suite *su = suite_create("core");
@@ -1241,6 +1293,7 @@ int main(void)
 	tcase_add_test(tv, test_validate_buffers_used);
 	tcase_add_test(tv, test_validate_kernel_buffer_extent);
 	tcase_add_test(tv, test_validate_kernel_arguments);
+	tcase_add_test(tv, test_buffer_size_at_bound_and_past);
 	suite_add_tcase(su, tv);
 	SRunner *sr = srunner_create(su);
 	srunner_run_all(sr, CK_NORMAL);
