@@ -2,7 +2,7 @@
 # Line and branch coverage of daemon/, client/, proto/ and kernels/ from
 # `make check` (gcc --coverage, summarised by lcov and genhtml from Debian).
 #
-#   make coverage   build in build-coverage/ (-O0 --coverage, no CUDA), run
+#   make coverage   build in build-coverage/ (-O0 --coverage), run
 #                   make check there, then write build/coverage/index.html
 #                   and print lcov's summary per directory
 #
@@ -32,7 +32,7 @@ coverage-deps:
 
 coverage: coverage-deps
 	find $(COV_BUILD) -name '*.gcda' -delete 2>/dev/null || true
-	@rc=0; $(MAKE) --no-print-directory BUILD=$(COV_BUILD) SAN=coverage CUDA=0 check || rc=$$?; \
+	@rc=0; $(MAKE) --no-print-directory BUILD=$(COV_BUILD) SAN=coverage check || rc=$$?; \
 	mkdir -p $(COV_OUT); \
 	lcov $(LCOV_FLAGS) --capture --directory $(COV_BUILD)/obj --base-directory . \
 	  --output-file $(COV_OUT)/all.info && \
