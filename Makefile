@@ -99,6 +99,8 @@ help:
 	@echo "make check      build and run the whole test suite"
 	@echo "make check-asan the test suite built with ASan+UBSan (in build-asan/)"
 	@echo "make check-valgrind  the test suite with every daemon under valgrind"
+	@echo "make mutate     mutation testing of the daemon's decision code (make mutate-ci: the CI list)"
+	@echo "make coverage   line and branch coverage from make check, in BUILD/coverage/"
 	@echo "make demo       start devqd on a private socket and drive it with devctl"
 	@echo "make deps       apt-get install what the build needs: $(DEB_PACKAGES)"
 	@echo "make install    install under DESTDIR/PREFIX (default /usr/local): binaries, library, units, man pages"

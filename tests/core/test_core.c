@@ -21,9 +21,11 @@
 #include "core/metrics.h"
 #include "core/outbox.h"
 #include "core/quota.h"
+#include "core/repo.h"
 #include "core/sched.h"
 #include "core/session.h"
 #include "core/timeline.h"
+#include "core/validate.h"
 #include "devq.pb-c.h"
 #include "fake_mem.h"
 
@@ -978,6 +980,410 @@ START_TEST(test_cring_size_setting)
 }
 END_TEST
 
+/* ---- validation of an op's buffers and arguments ---------------------- */
+
+/* Runs devq_validate_op on a fresh job, as devq_sched_submit does, and
+ * checks its code and that err names want (when not NULL).  Returns the
+ * job for its filled fields; the caller discards it. */
+static struct devq_job *validated(struct devq_session *s, const Devq__Op *m, int code,
+				  const char *want)
+{
+	struct devq_job *op = devq_job_new();
+	ck_assert_ptr_nonnull(op);
+	char err[DEVQ_BOP_MSG] = "";
+	int r = devq_validate_op(s, m, op, err, sizeof(err));
+	ck_assert_msg(r == code, "validate: %d, want %d (%s)", r, code, err);
+	if (want)
+		ck_assert_msg(strstr(err, want), "error '%s' does not say '%s'", err, want);
+	if (code)
+		ck_assert_uint_eq(op->nbufs, 0);
+	return op;
+}
+
+static void validate_copy(struct devq_session *s, uint64_t src, uint64_t src_off, uint64_t dst,
+			  uint64_t dst_off, uint64_t size, int code, const char *want)
+{
+	struct opmsg m;
+	devq__op__init(&m.op);
+	devq__copy_op__init(&m.copy);
+	devq__buffer_arg__init(&m.a);
+	devq__buffer_arg__init(&m.b);
+	m.a.id = src;
+	m.a.offset = src_off;
+	m.b.id = dst;
+	m.b.offset = dst_off;
+	m.copy.src = &m.a;
+	m.copy.dst = &m.b;
+	m.copy.size = size;
+	m.op.body_case = DEVQ__OP__BODY_COPY;
+	m.op.copy = &m.copy;
+	struct devq_job *j = validated(s, &m.op, code, want);
+	if (!code) {
+		struct devq_buf *a = devq_idmap_get(&s->bufs, src), *b = devq_idmap_get(&s->bufs, dst);
+		ck_assert_int_eq(j->b.kind, DEVQ_BOP_COPY);
+		ck_assert_uint_eq(j->b.src, a->devaddr + src_off);
+		ck_assert_uint_eq(j->b.dst, b->devaddr + dst_off);
+		ck_assert_uint_eq(j->b.size, size);
+	}
+	devq_job_discard(j);
+}
+
+static void validate_fill(struct devq_session *s, uint64_t dst, uint64_t off, uint64_t size,
+			  int code, const char *want)
+{
+	struct opmsg m;
+	devq__op__init(&m.op);
+	devq__fill_op__init(&m.fill);
+	devq__buffer_arg__init(&m.a);
+	m.a.id = dst;
+	m.a.offset = off;
+	m.fill.dst = &m.a;
+	m.fill.size = size;
+	m.fill.pattern = 0xabcd;
+	m.op.body_case = DEVQ__OP__BODY_FILL;
+	m.op.fill = &m.fill;
+	struct devq_job *j = validated(s, &m.op, code, want);
+	if (!code) {
+		struct devq_buf *b = devq_idmap_get(&s->bufs, dst);
+		ck_assert_int_eq(j->b.kind, DEVQ_BOP_FILL);
+		ck_assert_uint_eq(j->b.dst, b->devaddr + off);
+		ck_assert_uint_eq(j->b.size, size);
+		ck_assert_uint_eq(j->b.pattern, 0xabcd);
+		ck_assert_uint_eq(j->nbufs, 1);
+		ck_assert_ptr_eq(j->bufs[0], b);
+		ck_assert_uint_eq(j->acc[0], DEVQ_ACC_OUT);
+	}
+	devq_job_discard(j);
+}
+
+/* Every range of a copy or fill at exactly its buffer's end is accepted and
+ * one byte past it refused: offset + size = 65 on a 64-byte buffer once let
+ * an op read or write one byte past the client's buffer with every test
+ * green.  An empty range at the very end is inside; one past the end is
+ * not, whatever its size. */
+START_TEST(test_validate_ranges_at_end_and_past)
+{
+	struct devq_session *s = two_queues(); /* buffers 5 and 6: 64 bytes */
+	validate_copy(s, 5, 0, 6, 0, 64, 0, NULL);
+	validate_copy(s, 5, 0, 6, 0, 65, DEVQ__CODE__OUT_OF_RANGE, "copy source");
+	validate_copy(s, 5, 1, 6, 0, 63, 0, NULL);
+	validate_copy(s, 5, 1, 6, 0, 64, DEVQ__CODE__OUT_OF_RANGE, "bytes [1, 65) lie outside");
+	validate_copy(s, 5, 0, 6, 1, 63, 0, NULL);
+	validate_copy(s, 5, 0, 6, 1, 64, DEVQ__CODE__OUT_OF_RANGE, "copy destination");
+	validate_copy(s, 5, 64, 6, 64, 0, 0, NULL);
+	validate_copy(s, 5, 65, 6, 0, 0, DEVQ__CODE__OUT_OF_RANGE, "copy source");
+	validate_copy(s, 5, 0, 6, 65, 0, DEVQ__CODE__OUT_OF_RANGE, "copy destination");
+	/* An offset whose end wraps around says so; an ordinary one does not. */
+	validate_copy(s, 5, UINT64_MAX - 3, 6, 0, 8, DEVQ__CODE__OUT_OF_RANGE, "(overflow)");
+	validate_copy(s, 5, 1, 6, 0, UINT64_MAX, DEVQ__CODE__OUT_OF_RANGE, "[1, 0 (overflow))");
+	{
+		struct opmsg m;
+		devq__op__init(&m.op);
+		devq__fill_op__init(&m.fill);
+		devq__buffer_arg__init(&m.a);
+		m.a.id = 5;
+		m.a.offset = 68;
+		m.fill.dst = &m.a;
+		m.op.body_case = DEVQ__OP__BODY_FILL;
+		m.op.fill = &m.fill;
+		struct devq_job *j = validated(s, &m.op, DEVQ__CODE__OUT_OF_RANGE, "[68, 68)");
+		devq_job_discard(j);
+	}
+	validate_copy(s, 5, 65, 6, 0, 0, DEVQ__CODE__OUT_OF_RANGE, "[65, 65) lie outside buffer 5");
+
+	validate_fill(s, 5, 0, 64, 0, NULL);
+	validate_fill(s, 5, 60, 4, 0, NULL);
+	validate_fill(s, 5, 60, 8, DEVQ__CODE__OUT_OF_RANGE, "fill destination");
+	validate_fill(s, 5, 64, 0, 0, NULL);
+	validate_fill(s, 5, 64, 4, DEVQ__CODE__OUT_OF_RANGE, "fill destination");
+	validate_fill(s, 5, 0, 68, DEVQ__CODE__OUT_OF_RANGE, "fill destination");
+	validate_fill(s, 5, 62, 4, DEVQ__CODE__INVALID_ARGUMENT, "offset 62 is not a multiple of 4");
+	validate_fill(s, 5, 0, 6, DEVQ__CODE__INVALID_ARGUMENT, "size 6 is not a multiple of 4");
+	engine_down();
+}
+END_TEST
+
+/* Which buffers an op uses, each once with its merged access, and why
+ * one is refused: unknown, missing, being released, read-only. */
+START_TEST(test_validate_buffers_used)
+{
+	struct devq_session *s = two_queues();
+	struct opmsg m;
+	devq__op__init(&m.op);
+	devq__copy_op__init(&m.copy);
+	devq__buffer_arg__init(&m.a);
+	devq__buffer_arg__init(&m.b);
+	m.a.id = 5;
+	m.b.id = 6;
+	m.copy.src = &m.a;
+	m.copy.dst = &m.b;
+	m.copy.size = 8;
+	m.op.body_case = DEVQ__OP__BODY_COPY;
+	m.op.copy = &m.copy;
+	struct devq_job *j = validated(s, &m.op, 0, NULL);
+	ck_assert_uint_eq(j->nbufs, 2);
+	ck_assert_ptr_eq(j->bufs[0], devq_idmap_get(&s->bufs, 5));
+	ck_assert_ptr_eq(j->bufs[1], devq_idmap_get(&s->bufs, 6));
+	ck_assert_uint_eq(j->acc[0], DEVQ_ACC_IN);
+	ck_assert_uint_eq(j->acc[1], DEVQ_ACC_OUT);
+	devq_job_discard(j);
+	/* Within one buffer: one entry, read and written. */
+	m.b.id = 5;
+	m.b.offset = 32;
+	j = validated(s, &m.op, 0, NULL);
+	ck_assert_uint_eq(j->nbufs, 1);
+	ck_assert_uint_eq(j->acc[0], DEVQ_ACC_IN | DEVQ_ACC_OUT);
+	devq_job_discard(j);
+
+	m.b.id = 42;
+	devq_job_discard(validated(s, &m.op, DEVQ__CODE__NOT_FOUND, "copy destination: buffer 42 not found"));
+	m.b.id = 6;
+	m.copy.src = NULL;
+	devq_job_discard(validated(s, &m.op, DEVQ__CODE__INVALID_ARGUMENT, "copy source: no buffer given"));
+	m.copy.src = &m.a;
+	m.op.body_case = DEVQ__OP__BODY__NOT_SET;
+	devq_job_discard(validated(s, &m.op, DEVQ__CODE__INVALID_ARGUMENT, "no body"));
+	m.op.body_case = DEVQ__OP__BODY_COPY;
+
+	/* Read-only imports are read, never written. */
+	int fd = memfd_create("devq-test", MFD_ALLOW_SEALING | MFD_CLOEXEC);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(ftruncate(fd, 4096), 0);
+	ck_assert_int_eq(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW), 0);
+	char err[200];
+	ck_assert_int_eq(devq_buffer_import(s, 7, 4096, true, fd, err, sizeof(err)), 0);
+	close(fd);
+	validate_copy(s, 7, 0, 6, 0, 64, 0, NULL);
+	validate_copy(s, 6, 0, 7, 0, 64, DEVQ__CODE__PERMISSION_DENIED, "imported read-only");
+	validate_fill(s, 7, 0, 4, DEVQ__CODE__PERMISSION_DENIED, "imported read-only");
+
+	/* A buffer whose release waits for an op in flight takes no new op. */
+	submit(s, 1, 6, 0, 0, NULL, NULL);
+	devq_buffer_release(devq_idmap_get(&s->bufs, 6));
+	validate_copy(s, 5, 0, 6, 0, 8, DEVQ__CODE__FAILED_PRECONDITION, "is being released");
+	validate_copy(s, 5, 0, 5, 8, 8, 0, NULL);
+	complete_all();
+	engine_down();
+}
+END_TEST
+
+/* A kernel op with up to four named arguments. */
+struct kop {
+	Devq__Op op;
+	Devq__KernelOp k;
+	Devq__Arg a[4], *ap[4];
+	Devq__BufferArg ba;
+};
+
+static Devq__Op *kernel_op(struct kop *m, uint32_t exe)
+{
+	devq__op__init(&m->op);
+	devq__kernel_op__init(&m->k);
+	m->k.executable = exe;
+	m->k.args = m->ap;
+	m->op.body_case = DEVQ__OP__BODY_KERNEL;
+	m->op.kernel = &m->k;
+	return &m->op;
+}
+
+static Devq__Arg *arg(struct kop *m, const char *name)
+{
+	Devq__Arg *a = &m->a[m->k.n_args];
+	devq__arg__init(a);
+	a->name = (char *)name;
+	m->ap[m->k.n_args++] = a;
+	return a;
+}
+
+static void arg_u64(struct kop *m, const char *name, uint64_t v)
+{
+	Devq__Arg *a = arg(m, name);
+	a->value_case = DEVQ__ARG__VALUE_U64;
+	a->u64 = v;
+}
+
+static void arg_buf(struct kop *m, const char *name, uint64_t id, uint64_t off)
+{
+	Devq__Arg *a = arg(m, name);
+	devq__buffer_arg__init(&m->ba);
+	m->ba.id = id;
+	m->ba.offset = off;
+	a->value_case = DEVQ__ARG__VALUE_BUFFER;
+	a->buffer = &m->ba;
+}
+
+static uint32_t kernel_index(const char *name)
+{
+	const struct devq_kernel *k = devq_kernel_find(name);
+	ck_assert_ptr_nonnull(k);
+	return (uint32_t)(k - devq_kernels);
+}
+
+/* fill_u32 (n:u64, value:u32, dst:out u32[n]) of n elements at off in
+ * buffer 5, its arguments in the signature's order. */
+static void validate_fill_u32(struct devq_session *s, uint64_t n, uint64_t off, int code,
+			      const char *want)
+{
+	struct kop m;
+	kernel_op(&m, kernel_index("fill_u32"));
+	arg_u64(&m, "n", n);
+	Devq__Arg *v = arg(&m, "value");
+	v->value_case = DEVQ__ARG__VALUE_U32;
+	v->u32 = 9;
+	arg_buf(&m, "dst", 5, off);
+	struct devq_job *j = validated(s, &m.op, code, want);
+	if (!code) {
+		ck_assert_int_eq(j->b.kind, DEVQ_BOP_KERNEL);
+		ck_assert_uint_eq(j->b.args[0].u64, n);
+		ck_assert_uint_eq(j->b.args[1].u32, 9);
+		struct devq_buf *b = devq_idmap_get(&s->bufs, 5);
+		ck_assert_uint_eq(j->b.args[2].u64, b->devaddr + off);
+		ck_assert_uint_eq(j->nbufs, 1);
+		ck_assert_uint_eq(j->acc[0], DEVQ_ACC_OUT);
+	}
+	devq_job_discard(j);
+}
+
+/* A kernel's buffer argument: its extent (from n and the element size) at
+ * the buffer's end and one element past it, and its alignment. */
+START_TEST(test_validate_kernel_buffer_extent)
+{
+	struct devq_session *s = two_queues();
+	validate_fill_u32(s, 16, 0, 0, NULL);
+	validate_fill_u32(s, 17, 0, DEVQ__CODE__OUT_OF_RANGE, "argument 'dst'");
+	validate_fill_u32(s, 15, 4, 0, NULL);
+	validate_fill_u32(s, 16, 4, DEVQ__CODE__OUT_OF_RANGE, "argument 'dst'");
+	validate_fill_u32(s, 0, 64, 0, NULL);
+	validate_fill_u32(s, 0, 68, DEVQ__CODE__OUT_OF_RANGE, "argument 'dst'");
+	validate_fill_u32(s, 1, 61, DEVQ__CODE__INVALID_ARGUMENT, "not a multiple of 4");
+	validate_fill_u32(s, UINT64_MAX / 2, 0, DEVQ__CODE__OUT_OF_RANGE, "'dst': extent overflows");
+	/* n above the op duration bound is not a duration: only ns is. */
+	validate_fill_u32(s, E.cfg.max_op_ns + 1, 0, DEVQ__CODE__OUT_OF_RANGE, "argument 'dst'");
+	engine_down();
+}
+END_TEST
+
+/* How a kernel op's arguments are matched to its signature, and which
+ * executables exist. */
+START_TEST(test_validate_kernel_arguments)
+{
+	engine_up((struct devq_config){ .test_faults = true });
+	struct devq_session *s = session(1000);
+	buffer(s, 5, 64);
+	struct kop m;
+	uint32_t fill = kernel_index("fill_u32"), spin = kernel_index("spin");
+
+	/* Named out of order: matched by name. */
+	kernel_op(&m, fill);
+	arg_buf(&m, "dst", 5, 0);
+	arg(&m, "value")->value_case = DEVQ__ARG__VALUE_U32;
+	arg_u64(&m, "n", 2);
+	struct devq_job *j = validated(s, &m.op, 0, NULL);
+	ck_assert_uint_eq(j->b.args[0].u64, 2);
+	devq_job_discard(j);
+	/* One argument more than the signature has, even with an empty name. */
+	arg(&m, "")->value_case = DEVQ__ARG__VALUE_U32;
+	devq_job_discard(validated(s, &m.op, DEVQ__CODE__INVALID_ARGUMENT, "has no argument ''"));
+	m.k.n_args = 3;
+	m.a[2].name = "nn";
+	devq_job_discard(validated(s, &m.op, DEVQ__CODE__INVALID_ARGUMENT, "has no argument 'nn'"));
+	m.a[2].name = "value";
+	devq_job_discard(validated(s, &m.op, DEVQ__CODE__INVALID_ARGUMENT, "'value' given twice"));
+	m.k.n_args = 2;
+	devq_job_discard(validated(s, &m.op, DEVQ__CODE__INVALID_ARGUMENT, "'n' (u64) missing"));
+	m.k.n_args = 3;
+	m.a[2].name = "n";
+	m.a[1].value_case = DEVQ__ARG__VALUE_U64;
+	devq_job_discard(validated(s, &m.op, DEVQ__CODE__INVALID_ARGUMENT, "expected u32, got u64"));
+	m.a[1].value_case = DEVQ__ARG__VALUE_U32;
+	m.a[0].value_case = DEVQ__ARG__VALUE_U64;
+	devq_job_discard(validated(s, &m.op, DEVQ__CODE__INVALID_ARGUMENT, "expected a buffer"));
+
+	/* ns is bounded by max-op-ms: at the bound accepted, past it not. */
+	kernel_op(&m, spin);
+	arg_u64(&m, "ns", E.cfg.max_op_ns);
+	devq_job_discard(validated(s, &m.op, 0, NULL));
+	m.a[0].u64 = E.cfg.max_op_ns + 1;
+	devq_job_discard(validated(s, &m.op, DEVQ__CODE__OUT_OF_RANGE, "exceeds the maximum op duration"));
+
+	/* The built-ins are ids 0 .. devq_nkernels - 1 (the last, fault, only
+	 * with fault injection on); the repository's start at
+	 * DEVQ_REPO_FIRST_ID, and a missing one there gets a hint. */
+	m.k.executable = (uint32_t)devq_nkernels - 1;
+	ck_assert_str_eq(devq_kernels[devq_nkernels - 1].name, "fault");
+	m.a[0].u64 = 1;
+	devq_job_discard(validated(s, &m.op, 0, NULL));
+	m.k.executable = (uint32_t)devq_nkernels;
+	j = validated(s, &m.op, DEVQ__CODE__NOT_FOUND, "not found");
+	ck_assert_ptr_null(j->b.kernel);
+	devq_job_discard(j);
+	E.cfg.test_faults = false;
+	m.k.executable = (uint32_t)devq_nkernels - 1;
+	devq_job_discard(validated(s, &m.op, DEVQ__CODE__NOT_FOUND, "not found"));
+	char err[DEVQ_BOP_MSG];
+	m.k.executable = DEVQ_REPO_FIRST_ID - 1;
+	j = devq_job_new();
+	ck_assert_int_eq(devq_validate_op(s, &m.op, j, err, sizeof(err)), DEVQ__CODE__NOT_FOUND);
+	ck_assert_ptr_null(strstr(err, "repository"));
+	devq_job_discard(j);
+	m.k.executable = DEVQ_REPO_FIRST_ID;
+	devq_job_discard(validated(s, &m.op, DEVQ__CODE__NOT_FOUND, "removed from the repository?"));
+	engine_down();
+}
+END_TEST
+
+/* The largest buffer: exactly max-buffer-mb is accepted, one byte more is
+ * refused (the admin's bound, checked before any memory is mapped), and so
+ * is an empty buffer.  Creating and releasing one logs nothing: the log is
+ * for what went wrong. */
+START_TEST(test_buffer_size_at_bound_and_past)
+{
+	engine_up((struct devq_config){ 0 });
+	struct devq_session *s = session(1000);
+	uint64_t max = E.cfg.max_buffer_bytes;
+	char path[] = "/tmp/devq-buffer-log-XXXXXX";
+	int lfd = mkstemp(path);
+	ck_assert_int_ge(lfd, 0);
+	fflush(stderr);
+	int saved = dup(STDERR_FILENO);
+	ck_assert_int_ge(saved, 0);
+	ck_assert_int_ge(dup2(lfd, STDERR_FILENO), 0);
+
+	int fd = -1;
+	char err[200] = "";
+	int r = devq_buffer_create(s, 1, max, DEVQ__BUFFER_KIND__SHARED, &fd, err, sizeof(err));
+	ck_assert_msg(r == 0, "create at the bound: %s", err);
+	ck_assert_int_eq(close(fd), 0);
+	fd = -1;
+	ck_assert_int_eq(devq_buffer_create(s, 2, max + 1, DEVQ__BUFFER_KIND__SHARED, &fd, err,
+					    sizeof(err)),
+			 DEVQ__CODE__RESOURCE_EXHAUSTED);
+	ck_assert_ptr_nonnull(strstr(err, "exceeds the maximum"));
+	ck_assert_int_eq(fd, -1);
+	ck_assert_int_eq(devq_buffer_create(s, 3, 0, DEVQ__BUFFER_KIND__SHARED, &fd, err, sizeof(err)),
+			 DEVQ__CODE__INVALID_ARGUMENT);
+	ck_assert_ptr_nonnull(strstr(err, "size 0"));
+	ck_assert_uint_eq(s->nbufs, 1);
+	ck_assert_uint_eq(E.bytes_mapped, max);
+	devq_buffer_release(devq_idmap_get(&s->bufs, 1));
+	flush_dirty();
+	ck_assert_uint_eq(s->nbufs, 0);
+	ck_assert_uint_eq(E.bytes_mapped, 0);
+
+	fflush(stderr);
+	ck_assert_int_ge(dup2(saved, STDERR_FILENO), 0);
+	ck_assert_int_eq(close(saved), 0);
+	char got[512] = "";
+	ssize_t n = pread(lfd, got, sizeof(got) - 1, 0);
+	ck_assert_int_ge(n, 0);
+	got[n] = '\0';
+	ck_assert_int_eq(close(lfd), 0);
+	ck_assert_int_eq(unlink(path), 0);
+	ck_assert_msg(n == 0, "log: '%s'", got);
+	engine_down();
+}
+END_TEST
+
 int main(void)
 {
 	Suite *su = suite_create("core");
@@ -1002,6 +1408,13 @@ int main(void)
 	tcase_add_test(tc, test_cring_size_setting);
 	tcase_add_test(tc, test_metrics_buckets_at_bounds);
 	suite_add_tcase(su, tc);
+	TCase *tv = tcase_create("validate");
+	tcase_add_test(tv, test_validate_ranges_at_end_and_past);
+	tcase_add_test(tv, test_validate_buffers_used);
+	tcase_add_test(tv, test_validate_kernel_buffer_extent);
+	tcase_add_test(tv, test_validate_kernel_arguments);
+	tcase_add_test(tv, test_buffer_size_at_bound_and_past);
+	suite_add_tcase(su, tv);
 	SRunner *sr = srunner_create(su);
 	srunner_run_all(sr, CK_NORMAL);
 	int failed = srunner_ntests_failed(sr);
