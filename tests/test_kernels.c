@@ -5,9 +5,11 @@
 #include <errno.h>
 #include <float.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu_kernels.h"
 #include "kernels.h"
 
 static const size_t sizes[] = { 0, 1, 7, 1000 };
@@ -37,6 +39,24 @@ static const struct devq_kernel *kernel(const char *name)
 	ck_assert_ptr_nonnull(k);
 	ck_assert(k->cpu != NULL);
 	return k;
+}
+
+/* The streaming kernels' tests run once per variant (cpu_kernels.h): loop
+ * index i is size i % NSIZES under variant i / NSIZES.  False when this CPU
+ * lacks the variant (the test then has nothing to run). */
+#define NISA 2
+static bool use_isa(int i)
+{
+	enum devq_cpu_isa isa = (enum devq_cpu_isa)(i / NSIZES);
+
+	if (!devq_cpu_isa_supported(isa)) {
+		ck_assert_int_eq(devq_cpu_isa_set(isa), -ENOTSUP);
+		fprintf(stderr, "test_kernels: this CPU has no %s variant\n", devq_cpu_isa_name(isa));
+		return false;
+	}
+	ck_assert_int_eq(devq_cpu_isa_set(isa), 0);
+	ck_assert_int_eq(devq_cpu_isa(), isa);
+	return true;
 }
 
 static int run(const char *name, union devq_kval *args)
@@ -283,7 +303,9 @@ END_TEST
 
 START_TEST(k_saxpy)
 {
-	size_t n = sizes[_i];
+	if (!use_isa(_i))
+		return;
+	size_t n = sizes[_i % NSIZES];
 	float *x = malloc((n + GUARD) * sizeof *x), *y = malloc((n + GUARD) * sizeof *y);
 	float *ref = malloc((n + GUARD) * sizeof *ref), a = rndf();
 
@@ -304,7 +326,9 @@ END_TEST
 
 START_TEST(k_vadd)
 {
-	size_t n = sizes[_i];
+	if (!use_isa(_i))
+		return;
+	size_t n = sizes[_i % NSIZES];
 	float *a = malloc((n + GUARD) * sizeof *a), *b = malloc((n + GUARD) * sizeof *b);
 	float *c = malloc((n + GUARD) * sizeof *c);
 
@@ -327,7 +351,9 @@ END_TEST
 
 START_TEST(k_reduce)
 {
-	size_t n = sizes[_i];
+	if (!use_isa(_i))
+		return;
+	size_t n = sizes[_i % NSIZES];
 	float *x = malloc((n + 1) * sizeof *x), out[2] = { -1.0f, -7.0f };
 	double ref = 0.0, abs = 0.0;
 
@@ -345,6 +371,115 @@ START_TEST(k_reduce)
 		ck_assert(out[0] == 0.0f && !signbit(out[0]));
 	ck_assert(out[1] == -7.0f);
 	free(x);
+}
+END_TEST
+
+/* Data for comparing variants.  TAME: rndf().  WIDE: finite values over
+ * most of the exponent range, so that even double sums round and a change
+ * in the order of the reduction's adds shows in its result.  WILD: WIDE
+ * with infinities, NaNs, signed zeros, subnormals and the largest values
+ * mixed in, for overflow, underflow and NaN propagation.  CANCEL: pairs
+ * v, -v + small with v near 2^60..2^90, so that the large parts cancel
+ * between reduction lanes and what is left is the rounding of the lanes'
+ * double sums: a result that changes with the order of the adds (the final
+ * rounding to float hides that on the other kinds). */
+enum data { TAME, WIDE, WILD, CANCEL };
+
+static float datf(enum data d)
+{
+	static const float special[] = { 0.0f, -0.0f, INFINITY, -INFINITY, NAN,
+					 FLT_MIN, -FLT_MIN, 1e-45f, FLT_MAX, -FLT_MAX };
+	uint64_t r = rnd();
+
+	if (d == TAME || d == CANCEL)
+		return rndf();
+	if (d == WILD && r % 64 == 0)
+		return special[(r >> 8) % (sizeof special / sizeof special[0])];
+	/* sign, exponent over most of the range, random mantissa */
+	return ldexpf(rndf() / 100.0f, (int)((r >> 16) % 200) - 100);
+}
+
+/* Every variant against the baseline, bit for bit, for the sizes and
+ * misalignments around the vector widths (8 floats, unrolled 32, 16
+ * reduction lanes), and once above the size where vadd streams its stores
+ * (32 MiB in cpu_kernels.c): the dispatched code must be invisible. */
+static void isa_agree(size_t n, size_t off, enum data d)
+{
+	float *x = malloc((n + off + GUARD) * sizeof *x), *y0 = malloc((n + off + GUARD) * sizeof *x);
+	float *y1 = malloc((n + off + GUARD) * sizeof *x), *c0 = malloc((n + off + GUARD) * sizeof *x);
+	float *c1 = malloc((n + off + GUARD) * sizeof *x), a = datf(d), s0[2], s1[2];
+
+	ck_assert(x && y0 && y1 && c0 && c1);
+	for (size_t i = 0; i < n + off + GUARD; i++) {
+		x[i] = datf(d);
+		if (d == CANCEL)
+			x[i] = i % 2 ? rndf() - x[i - 1] : ldexpf(x[i] / 100.0f, 60 + (int)(rnd() % 31));
+		y0[i] = y1[i] = datf(d);
+		c0[i] = c1[i] = -1.0f;
+	}
+	s0[1] = s1[1] = -7.0f;
+	for (int isa = DEVQ_CPU_ISA_BASELINE; isa <= DEVQ_CPU_ISA_AVX2; isa++) {
+		if (devq_cpu_isa_set((enum devq_cpu_isa)isa) != 0)
+			continue;
+		bool base = isa == DEVQ_CPU_ISA_BASELINE;
+		union devq_kval sx[] = { { .u64 = n }, { .f32 = a }, { .ptr = x + off },
+					 { .ptr = (base ? y0 : y1) + off } };
+		union devq_kval va[] = { { .u64 = n }, { .ptr = x + off }, { .ptr = (base ? y0 : y1) + off },
+					 { .ptr = (base ? c0 : c1) + off } };
+		union devq_kval rs[] = { { .u64 = n }, { .ptr = x + off }, { .ptr = base ? s0 : s1 } };
+		ck_assert_int_eq(run("saxpy_f32", sx), 0);
+		ck_assert_int_eq(run("vadd_f32", va), 0);
+		ck_assert_int_eq(run("reduce_sum_f32", rs), 0);
+		if (base)
+			continue;
+		ck_assert_msg(memcmp(y0, y1, (n + off + GUARD) * sizeof *x) == 0,
+			      "saxpy_f32 %s differs from baseline, n=%zu off=%zu", devq_cpu_isa_name(isa), n, off);
+		ck_assert_msg(memcmp(c0, c1, (n + off + GUARD) * sizeof *x) == 0,
+			      "vadd_f32 %s differs from baseline, n=%zu off=%zu", devq_cpu_isa_name(isa), n, off);
+		ck_assert_msg(memcmp(s0, s1, sizeof s0) == 0,
+			      "reduce_sum_f32 %s %a, baseline %a, n=%zu off=%zu", devq_cpu_isa_name(isa),
+			      (double)s1[0], (double)s0[0], n, off);
+	}
+	free(x);
+	free(y0);
+	free(y1);
+	free(c0);
+	free(c1);
+}
+
+START_TEST(k_isa_agree)
+{
+	static const size_t more[] = { 63, 64, 65, 1000, 4099 };
+
+	if (!devq_cpu_isa_supported(DEVQ_CPU_ISA_AVX2))
+		fprintf(stderr, "test_kernels: only the baseline variant on this CPU\n");
+	for (size_t off = 0; off < 4; off++) {
+		for (enum data d = TAME; d <= CANCEL; d++) {
+			for (size_t n = 0; n <= 40; n++)
+				isa_agree(n, off, d);
+			for (size_t i = 0; i < sizeof more / sizeof more[0]; i++)
+				isa_agree(more[i], off, d);
+		}
+	}
+	isa_agree((33u << 20) / sizeof(float) + 5, 1, WIDE);
+}
+END_TEST
+
+START_TEST(k_isa_choose)
+{
+	enum devq_cpu_isa best = devq_cpu_isa_supported(DEVQ_CPU_ISA_AVX2) ? DEVQ_CPU_ISA_AVX2
+									   : DEVQ_CPU_ISA_BASELINE;
+
+	ck_assert(devq_cpu_isa_supported(DEVQ_CPU_ISA_BASELINE));
+	ck_assert_int_eq(devq_cpu_isa_choose(NULL), best);
+	ck_assert_int_eq(devq_cpu_isa_choose("baseline"), DEVQ_CPU_ISA_BASELINE);
+	ck_assert_int_eq(devq_cpu_isa_choose("avx2"), best);
+	ck_assert_int_eq(devq_cpu_isa_choose("avx512"), best);
+	ck_assert_int_eq(devq_cpu_isa_choose(""), best);
+	/* what the constructor picked, from this process's environment */
+	ck_assert_int_eq(devq_cpu_isa(), devq_cpu_isa_choose(getenv("DEVQ_CPU_ISA")));
+	ck_assert_str_eq(devq_cpu_isa_name(DEVQ_CPU_ISA_BASELINE), "baseline");
+	ck_assert_str_eq(devq_cpu_isa_name(DEVQ_CPU_ISA_AVX2), "avx2");
 }
 END_TEST
 
@@ -448,10 +583,12 @@ static Suite *suite(void)
 
 	tcase_add_loop_test(k, k_fill_u32, 0, NSIZES);
 	tcase_add_loop_test(k, k_copy, 0, NSIZES);
-	tcase_add_loop_test(k, k_saxpy, 0, NSIZES);
-	tcase_add_loop_test(k, k_vadd, 0, NSIZES);
-	tcase_add_loop_test(k, k_reduce, 0, NSIZES);
+	tcase_add_loop_test(k, k_saxpy, 0, NSIZES * NISA);
+	tcase_add_loop_test(k, k_vadd, 0, NSIZES * NISA);
+	tcase_add_loop_test(k, k_reduce, 0, NSIZES * NISA);
 	tcase_add_loop_test(k, k_checksum, 0, NSIZES);
+	tcase_add_test(k, k_isa_agree);
+	tcase_add_test(k, k_isa_choose);
 	tcase_add_test(k, k_checksum_known);
 	tcase_add_test(k, k_spin);
 	tcase_add_loop_test(k, k_spin_buf, 0, NSIZES);
