@@ -10,7 +10,9 @@
 #include <stdint.h>
 #include <time.h>
 
-#define DEVQ_MAX_PARAMS 8
+/* Parameters of one signature.  16: a fused linear layer (dims, scales,
+ * input, weights, bias, output, ...) needs more than gemm's 8. */
+#define DEVQ_MAX_PARAMS 16
 #define DEVQ_MAX_NAME 32
 
 enum devq_type {

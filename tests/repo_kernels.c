@@ -27,3 +27,17 @@ int scale_u32(const union devq_kval *args, const struct devq_kctx *ctx)
 	}
 	return 0;
 }
+
+/* The signature limit end to end (tests/repo.sh): 15 u64 scalars and an
+ * output, the 16 parameters a signature may have.  Each scalar is weighted
+ * by its position, so a dropped or misplaced argument changes the sum. */
+int sum16(const union devq_kval *args, const struct devq_kctx *ctx)
+{
+	uint64_t s = 0;
+
+	(void)ctx;
+	for (unsigned i = 0; i < 15; i++)
+		s += args[i].u64 * (i + 1);
+	*(uint64_t *)args[15].ptr = s;
+	return 0;
+}

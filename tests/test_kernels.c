@@ -154,8 +154,12 @@ START_TEST(parse_whitespace_and_empty)
 	ck_assert_uint_eq(s.p[2].extent_lit, 16);
 	/* exactly DEVQ_MAX_NAME-1 characters and DEVQ_MAX_PARAMS params are fine */
 	ck_assert_int_eq(devq_sig_parse("abcdefghijklmnopqrstuvwxyz_1234:u8", &s, err, sizeof err), 0);
-	ck_assert_int_eq(devq_sig_parse("a:u8,b:u8,c:u8,d:u8,e:u8,f:u8,g:u8,h:u8", &s, err, sizeof err), 0);
-	ck_assert_uint_eq(s.nparams, DEVQ_MAX_PARAMS);
+	ck_assert_uint_eq(DEVQ_MAX_PARAMS, 16);
+	ck_assert_int_eq(devq_sig_parse("a:u8,b:u8,c:u8,d:u8,e:u8,f:u8,g:u8,h:u8,"
+					"i:u8,j:u8,k:u8,l:u8,m:u8,n:u64,o:u8,x:out u8[n]",
+					&s, err, sizeof err), 0);
+	ck_assert_uint_eq(s.nparams, 16);
+	ck_assert_int_eq(s.p[15].extent_param, 13);
 }
 END_TEST
 
@@ -164,7 +168,8 @@ static const struct {
 } bad[] = {
 	{ "n:f16", "unknown type 'f16'" },
 	{ "n:u64, n:u32", "duplicate" },
-	{ "a:u8,b:u8,c:u8,d:u8,e:u8,f:u8,g:u8,h:u8,i:u8", "too many" },
+	{ "a:u8,b:u8,c:u8,d:u8,e:u8,f:u8,g:u8,h:u8,i:u8,j:u8,k:u8,l:u8,m:u8,n:u8,o:u8,p:u8,q:u8",
+	  "parameter 17: too many parameters (max 16)" },
 	{ "abcdefghijklmnopqrstuvwxyz_12345:u8", "longer than" },
 	{ "1x:u64", "invalid name '1x'" },
 	{ "a-b:u64", "invalid name 'a-b'" },
