@@ -101,10 +101,12 @@ START_TEST(parse_saxpy)
 	ck_assert_str_eq(s.p[2].name, "x");
 	ck_assert_int_eq(s.p[2].type, DEVQ_T_F32);
 	ck_assert_int_eq(s.p[2].access, DEVQ_ACC_IN);
-	ck_assert_int_eq(s.p[2].extent_param, 0);
+	ck_assert_uint_eq(s.p[2].ndims, 1);
+	ck_assert_int_eq(s.p[2].dim_param[0], 0);
 	ck_assert_str_eq(s.p[3].name, "y");
 	ck_assert_int_eq(s.p[3].access, DEVQ_ACC_INOUT);
-	ck_assert_int_eq(s.p[3].extent_param, 0);
+	ck_assert_uint_eq(s.p[3].ndims, 1);
+	ck_assert_int_eq(s.p[3].dim_param[0], 0);
 	ck_assert_int_eq(devq_sig_find(&s, "y"), 3);
 	ck_assert_int_eq(devq_sig_find(&s, "z"), -1);
 }
@@ -120,12 +122,14 @@ START_TEST(parse_reduce)
 	ck_assert_int_eq(devq_sig_parse(kernel("reduce_sum_f32")->signature, &s, err, sizeof err), 0);
 	ck_assert_uint_eq(s.nparams, 3);
 	ck_assert_int_eq(s.p[1].access, DEVQ_ACC_IN);
-	ck_assert_int_eq(s.p[1].extent_param, 0);
+	ck_assert_uint_eq(s.p[1].ndims, 1);
+	ck_assert_int_eq(s.p[1].dim_param[0], 0);
 	ck_assert_str_eq(s.p[2].name, "out");
 	ck_assert_int_eq(s.p[2].type, DEVQ_T_F32);
 	ck_assert_int_eq(s.p[2].access, DEVQ_ACC_OUT);
-	ck_assert_int_eq(s.p[2].extent_param, -1);
-	ck_assert_uint_eq(s.p[2].extent_lit, 1);
+	ck_assert_uint_eq(s.p[2].ndims, 1);
+	ck_assert_int_eq(s.p[2].dim_param[0], -1);
+	ck_assert_uint_eq(s.p[2].dim_lit[0], 1);
 	ck_assert_int_eq(devq_sig_extent_bytes(&s, 1, args, &bytes), 0);
 	ck_assert_uint_eq(bytes, 40);
 	ck_assert_int_eq(devq_sig_extent_bytes(&s, 2, args, &bytes), 0);
@@ -149,9 +153,11 @@ START_TEST(parse_whitespace_and_empty)
 	ck_assert_uint_eq(s.nparams, 3);
 	ck_assert_int_eq(s.p[1].type, DEVQ_T_I64);
 	ck_assert_int_eq(s.p[1].access, DEVQ_ACC_INOUT);
-	ck_assert_int_eq(s.p[1].extent_param, 0);
-	ck_assert_int_eq(s.p[2].extent_param, -1);
-	ck_assert_uint_eq(s.p[2].extent_lit, 16);
+	ck_assert_uint_eq(s.p[1].ndims, 1);
+	ck_assert_int_eq(s.p[1].dim_param[0], 0);
+	ck_assert_uint_eq(s.p[2].ndims, 1);
+	ck_assert_int_eq(s.p[2].dim_param[0], -1);
+	ck_assert_uint_eq(s.p[2].dim_lit[0], 16);
 	/* exactly DEVQ_MAX_NAME-1 characters and DEVQ_MAX_PARAMS params are fine */
 	ck_assert_int_eq(devq_sig_parse("abcdefghijklmnopqrstuvwxyz_1234:u8", &s, err, sizeof err), 0);
 	ck_assert_uint_eq(DEVQ_MAX_PARAMS, 16);
@@ -159,7 +165,8 @@ START_TEST(parse_whitespace_and_empty)
 					"i:u8,j:u8,k:u8,l:u8,m:u8,n:u64,o:u8,x:out u8[n]",
 					&s, err, sizeof err), 0);
 	ck_assert_uint_eq(s.nparams, 16);
-	ck_assert_int_eq(s.p[15].extent_param, 13);
+	ck_assert_uint_eq(s.p[15].ndims, 1);
+	ck_assert_int_eq(s.p[15].dim_param[0], 13);
 }
 END_TEST
 
@@ -183,7 +190,15 @@ static const struct {
 	{ "x:in u8[0]", "positive" },
 	{ "x:in u8[-1]", "invalid shape" },
 	{ "x:in u8[99999999999999999999999]", "too large" },
-	{ "x:in u8[4", "expected ']'" },
+	{ "x:in u8[4", "expected ',' or ']'" },
+	{ "x:in u8[]", "expected a dimension, found ']'" },
+	{ "m:u64, x:in u8[m,]", "expected a dimension, found ']'" },
+	{ "m:u64, x:in u8[m k]", "expected ',' or ']', found 'k]'" },
+	{ "m:u64, x:in u8[m,0]", "positive" },
+	{ "m:u64, x:in u8[m,q]", "shape 'q' is not an earlier parameter" },
+	{ "m:u64, x:in u8[m, x]", "shape 'x' is not an earlier parameter" },
+	{ "m:u64, k:u32, x:in u8[m,k]", "shape 'k' is not a u64 scalar" },
+	{ "m:u64, x:in u8[m,m,m,m,m]", "parameter 2 (x): shape has more than 4 dimensions" },
 	{ "n u64", "expected ':'" },
 	{ "n:u64,", "trailing" },
 	{ ",n:u64", "parameter name" },
@@ -216,6 +231,86 @@ START_TEST(parse_error_names_param)
 
 	ck_assert_int_eq(devq_sig_parse("n:u64, a:u32, x:in f16[n]", &s, err, sizeof err), -EINVAL);
 	ck_assert_str_eq(err, "parameter 3 (x): unknown type 'f16'");
+}
+END_TEST
+
+START_TEST(parse_matrix)
+{
+	char err[128];
+	struct devq_sig s;
+	union devq_kval args[8] = { { .u64 = 3 }, { .u64 = 5 }, { .u64 = 7 } };
+	uint64_t bytes;
+
+	ck_assert_int_eq(devq_sig_parse("m:u64, n:u64, k:u64, alpha:f32, beta:f32, a:in f32[m,k], "
+					"b:in f32[k,n], c:inout f32[m,n]", &s, err, sizeof err), 0);
+	ck_assert_uint_eq(s.nparams, 8);
+	ck_assert_uint_eq(s.p[5].ndims, 2);
+	ck_assert_int_eq(s.p[5].dim_param[0], 0);
+	ck_assert_int_eq(s.p[5].dim_param[1], 2);
+	ck_assert_uint_eq(s.p[6].ndims, 2);
+	ck_assert_int_eq(s.p[6].dim_param[0], 2);
+	ck_assert_int_eq(s.p[6].dim_param[1], 1);
+	ck_assert_int_eq(s.p[7].access, DEVQ_ACC_INOUT);
+	ck_assert_int_eq(devq_sig_extent_bytes(&s, 5, args, &bytes), 0);
+	ck_assert_uint_eq(bytes, 3 * 7 * 4);
+	ck_assert_int_eq(devq_sig_extent_bytes(&s, 6, args, &bytes), 0);
+	ck_assert_uint_eq(bytes, 7 * 5 * 4);
+	ck_assert_int_eq(devq_sig_extent_bytes(&s, 7, args, &bytes), 0);
+	ck_assert_uint_eq(bytes, 3 * 5 * 4);
+	/* literals and names mixed, whitespace anywhere, DEVQ_MAX_DIMS dims */
+	ck_assert_int_eq(devq_sig_parse(" n : u64 , x : out f64 [ 2 , n ,3 ] , y:in u8[n,n,n,n]",
+					&s, err, sizeof err), 0);
+	ck_assert_uint_eq(s.nparams, 3);
+	ck_assert_uint_eq(s.p[1].ndims, 3);
+	ck_assert_int_eq(s.p[1].dim_param[0], -1);
+	ck_assert_uint_eq(s.p[1].dim_lit[0], 2);
+	ck_assert_int_eq(s.p[1].dim_param[1], 0);
+	ck_assert_int_eq(s.p[1].dim_param[2], -1);
+	ck_assert_uint_eq(s.p[1].dim_lit[2], 3);
+	ck_assert_uint_eq(s.p[2].ndims, DEVQ_MAX_DIMS);
+	ck_assert_int_eq(devq_sig_extent_bytes(&s, 1, args, &bytes), 0);
+	ck_assert_uint_eq(bytes, 2 * 3 * 3 * 8);
+	ck_assert_int_eq(devq_sig_extent_bytes(&s, 2, args, &bytes), 0);
+	ck_assert_uint_eq(bytes, 81);
+}
+END_TEST
+
+/* The product of the dims at 2^64 - 1 (= 4294967295 * 4294967297) and one
+ * past it, with the element size in the product too, and a zero dim beside
+ * an overflowing pair (an empty buffer, in either order). */
+START_TEST(matrix_extent_overflow)
+{
+	char err[128];
+	struct devq_sig s;
+	union devq_kval args[4] = { { .u64 = 4294967295u }, { .u64 = 4294967297u } };
+	uint64_t bytes = 0;
+
+	ck_assert_int_eq(devq_sig_parse("m:u64, n:u64, x:in u8[m,n], y:in u16x[1]", &s, err, sizeof err), -EINVAL);
+	ck_assert_int_eq(devq_sig_parse("m:u64, n:u64, x:in u8[m,n], y:in f32[n,m]", &s, err, sizeof err), 0);
+	ck_assert_int_eq(devq_sig_extent_bytes(&s, 2, args, &bytes), 0);
+	ck_assert_uint_eq(bytes, UINT64_MAX);
+	ck_assert_int_eq(devq_sig_extent_bytes(&s, 3, args, &bytes), -EOVERFLOW);
+	args[1].u64++;
+	ck_assert_int_eq(devq_sig_extent_bytes(&s, 2, args, &bytes), -EOVERFLOW);
+	/* f32: 2^31 * (2^31 - 1) elements fit in bytes, 2^31 * 2^31 do not */
+	args[0].u64 = 1ull << 31;
+	args[1].u64 = (1ull << 31) - 1;
+	ck_assert_int_eq(devq_sig_extent_bytes(&s, 3, args, &bytes), 0);
+	ck_assert_uint_eq(bytes, (1ull << 31) * ((1ull << 31) - 1) * 4);
+	args[1].u64 = 1ull << 31;
+	ck_assert_int_eq(devq_sig_extent_bytes(&s, 3, args, &bytes), -EOVERFLOW);
+	ck_assert_int_eq(devq_sig_parse("m:u64, n:u64, z:u64, x:in f64[m,n,z], y:in f64[z,m,n]",
+					&s, err, sizeof err), 0);
+	args[0].u64 = args[1].u64 = UINT64_MAX;
+	args[2].u64 = 0;
+	bytes = 1;
+	ck_assert_int_eq(devq_sig_extent_bytes(&s, 3, args, &bytes), 0);
+	ck_assert_uint_eq(bytes, 0);
+	bytes = 1;
+	ck_assert_int_eq(devq_sig_extent_bytes(&s, 4, args, &bytes), 0);
+	ck_assert_uint_eq(bytes, 0);
+	args[2].u64 = 1;
+	ck_assert_int_eq(devq_sig_extent_bytes(&s, 3, args, &bytes), -EOVERFLOW);
 }
 END_TEST
 
@@ -583,6 +678,8 @@ static Suite *suite(void)
 	tcase_add_loop_test(p, parse_rejects, 0, (int)(sizeof bad / sizeof bad[0]));
 	tcase_add_test(p, parse_error_names_param);
 	tcase_add_test(p, extent_overflow);
+	tcase_add_test(p, parse_matrix);
+	tcase_add_test(p, matrix_extent_overflow);
 	tcase_add_test(p, type_helpers);
 	suite_add_tcase(s, p);
 
