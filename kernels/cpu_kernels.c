@@ -41,13 +41,17 @@ int devq_cpu_copy(const union devq_kval *args, const struct devq_kctx *ctx)
  *
  * The build targets baseline x86-64, which has neither FMA nor AVX: there
  * fmaf is a libm call per element and a reduction into one double adds one
- * element per add latency, both well below memory speed.  The streaming kernels therefore
- * come twice: a portable variant and, on x86-64, one compiled for
- * AVX2+FMA, picked once at start from what the CPU (and its OS) supports.
- * Both variants give the same bits for every input: fmaf and the FMA
+ * element per add latency, both well below memory speed.  The streaming
+ * kernels therefore come twice: a portable variant and, on x86-64, one
+ * compiled for AVX2+FMA, picked once at start from what the CPU (and its
+ * OS) supports.  Both give the same bits for every input: fmaf and the FMA
  * instruction are both correctly rounded, and the reduction adds the same
- * elements into the same lanes in the same order in both.  tests/test_kernels
- * runs each kernel under every variant this CPU has and compares them. */
+ * elements into the same lanes in the same order in both.  (An output that
+ * overlaps an input at a shift is the exception: which inputs are read
+ * before being overwritten depends on the vector width, as such an overlap
+ * races on a GPU.  The very same range, y = x, gives the same bits.)
+ * tests/test_kernels runs each kernel under every variant this CPU has and
+ * compares them. */
 static atomic_int cpu_isa = DEVQ_CPU_ISA_BASELINE;
 
 #if defined(__x86_64__)

@@ -565,6 +565,45 @@ START_TEST(k_isa_agree)
 }
 END_TEST
 
+/* An output that is the very same range as an input (y = x, c = a) is
+ * computed element by element under every variant: the reference is the
+ * scalar formula on the old values. */
+START_TEST(k_isa_aliased)
+{
+	static const size_t ns[] = { 37, 1000, (33u << 20) / sizeof(float) + 5 };
+
+	for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
+		size_t n = ns[k];
+		float *x = malloc(n * sizeof *x), *b = malloc(n * sizeof *b);
+		float *r1 = malloc(n * sizeof *x), *r2 = malloc(n * sizeof *x), a = rndf();
+
+		ck_assert(x && b && r1 && r2);
+		for (int isa = DEVQ_CPU_ISA_BASELINE; isa <= DEVQ_CPU_ISA_AVX2; isa++) {
+			if (devq_cpu_isa_set((enum devq_cpu_isa)isa) != 0)
+				continue;
+			for (size_t i = 0; i < n; i++) {
+				x[i] = datf(WIDE);
+				b[i] = datf(WIDE);
+				r1[i] = fmaf(a, x[i], x[i]);
+				r2[i] = r1[i] + b[i];
+			}
+			union devq_kval sx[] = { { .u64 = n }, { .f32 = a }, { .ptr = x }, { .ptr = x } };
+			ck_assert_int_eq(run("saxpy_f32", sx), 0);
+			ck_assert_msg(memcmp(x, r1, n * sizeof *x) == 0, "saxpy_f32 y = x, %s, n=%zu",
+				      devq_cpu_isa_name(isa), n);
+			union devq_kval va[] = { { .u64 = n }, { .ptr = x }, { .ptr = b }, { .ptr = x } };
+			ck_assert_int_eq(run("vadd_f32", va), 0);
+			ck_assert_msg(memcmp(x, r2, n * sizeof *x) == 0, "vadd_f32 c = a, %s, n=%zu",
+				      devq_cpu_isa_name(isa), n);
+		}
+		free(x);
+		free(b);
+		free(r1);
+		free(r2);
+	}
+}
+END_TEST
+
 START_TEST(k_isa_choose)
 {
 	enum devq_cpu_isa best = devq_cpu_isa_supported(DEVQ_CPU_ISA_AVX2) ? DEVQ_CPU_ISA_AVX2
@@ -690,6 +729,7 @@ static Suite *suite(void)
 	tcase_add_loop_test(k, k_reduce, 0, NSIZES * NISA);
 	tcase_add_loop_test(k, k_checksum, 0, NSIZES);
 	tcase_add_test(k, k_isa_agree);
+	tcase_add_test(k, k_isa_aliased);
 	tcase_add_test(k, k_isa_choose);
 	tcase_add_test(k, k_checksum_known);
 	tcase_add_test(k, k_spin);
