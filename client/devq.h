@@ -498,6 +498,8 @@ enum devq_trace_wait_kind {
 };
 
 #define DEVQ_TRACE_MAX_WAITS 8
+/* An op may have up to 16 buffer arguments (a signature's 16 parameters);
+ * a record lists its first 8: the size of this struct is libdevq's ABI. */
 #define DEVQ_TRACE_MAX_BUFFERS 8
 
 struct devq_trace_op {

@@ -10,8 +10,12 @@
 #include <stdint.h>
 #include <time.h>
 
-#define DEVQ_MAX_PARAMS 8
+/* Parameters of one signature.  16: a fused linear layer (dims, scales,
+ * input, weights, bias, output, ...) needs more than gemm's 8. */
+#define DEVQ_MAX_PARAMS 16
 #define DEVQ_MAX_NAME 32
+/* Dimensions of one buffer's shape: matrices, and batches of them. */
+#define DEVQ_MAX_DIMS 4
 
 enum devq_type {
 	DEVQ_T_U8 = 1,
@@ -35,10 +39,13 @@ struct devq_param {
 	char name[DEVQ_MAX_NAME];
 	enum devq_type type;
 	enum devq_access access;
-	/* Buffer extent in elements: the value of scalar parameter extent_param
-	 * when >= 0, else the literal extent_lit. */
-	int extent_param;
-	uint64_t extent_lit;
+	/* A buffer's shape: ndims dimensions, row-major and contiguous.  Dim d
+	 * is the value of scalar parameter dim_param[d] when that is >= 0,
+	 * else the literal dim_lit[d]; the extent in elements is their
+	 * product (devq_sig_extent_bytes). */
+	unsigned ndims;
+	int dim_param[DEVQ_MAX_DIMS];
+	uint64_t dim_lit[DEVQ_MAX_DIMS];
 };
 
 struct devq_sig {
@@ -75,8 +82,9 @@ int devq_sig_parse(const char *text, struct devq_sig *sig, char *err, size_t err
 /* Index of the parameter called name, or -1. */
 int devq_sig_find(const struct devq_sig *sig, const char *name);
 
-/* Byte extent of buffer parameter i given the scalar arguments; -EOVERFLOW
- * when it does not fit in 64 bits. */
+/* Byte extent of buffer parameter i given the scalar arguments: the product
+ * of its dims times its element size; -EOVERFLOW when that does not fit in
+ * 64 bits. */
 int devq_sig_extent_bytes(const struct devq_sig *sig, unsigned i,
 			  const union devq_kval *args, uint64_t *bytes);
 

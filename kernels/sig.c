@@ -4,9 +4,13 @@
  *   param  := name ':' type                     scalar, passed by value
  *           | name ':' access type '[' shape ']'  buffer
  *   access := in | out | inout
- *   shape  := positive integer | name of an earlier u64 scalar */
+ *   shape  := dim (',' dim)*                  at most DEVQ_MAX_DIMS
+ *   dim    := positive integer | name of an earlier u64 scalar
+ * A shape of several dims is row-major and contiguous: the buffer holds the
+ * product of the dims, elements, last dim fastest. */
 #include <errno.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -86,18 +90,29 @@ int devq_sig_extent_bytes(const struct devq_sig *sig, unsigned i,
 	if (i >= sig->nparams || sig->p[i].access == DEVQ_ACC_SCALAR)
 		return -EINVAL;
 	const struct devq_param *p = &sig->p[i];
-	uint64_t elems = p->extent_lit;
-	if (p->extent_param >= 0) {
-		if ((unsigned)p->extent_param >= sig->nparams)
-			return -EINVAL;
-		elems = args[p->extent_param].u64;
-	}
-	size_t sz = devq_type_size(p->type);
-	if (sz == 0)
+	uint64_t total = devq_type_size(p->type);
+	if (total == 0 || p->ndims == 0 || p->ndims > DEVQ_MAX_DIMS)
 		return -EINVAL;
-	if (elems > UINT64_MAX / sz)
+	/* The true product decides, whatever the order of the dims: a zero dim
+	 * makes an empty buffer even beside dims whose product overflows. */
+	bool overflow = false, empty = false;
+	for (unsigned d = 0; d < p->ndims; d++) {
+		uint64_t v = p->dim_lit[d];
+		if (p->dim_param[d] >= 0) {
+			if ((unsigned)p->dim_param[d] >= sig->nparams)
+				return -EINVAL;
+			v = args[p->dim_param[d]].u64;
+		}
+		empty |= v == 0;
+		overflow |= __builtin_mul_overflow(total, v, &total);
+	}
+	if (empty) {
+		*bytes = 0;
+		return 0;
+	}
+	if (overflow)
 		return -EOVERFLOW;
-	*bytes = elems * sz;
+	*bytes = total;
 	return 0;
 }
 
@@ -246,16 +261,19 @@ static int parse_literal(struct pstate *ps, const char *s, size_t len, uint64_t 
 
 /* Only earlier u64 scalars may size a buffer: the daemon then knows every
  * extent once it has read the scalars, in one pass, with no cycles. */
-static int parse_shape(struct pstate *ps, const char **sp)
+static int parse_dim(struct pstate *ps, const char *s, size_t len)
 {
 	struct devq_param *p = &ps->sig.p[ps->sig.nparams];
-	const char *s = skip_ws(*sp + 1); /* past '[' */
-	size_t len = tok_len(s);
+	unsigned d = p->ndims;
 
 	if (len == 0)
-		return fail_at(ps, "a shape", s);
+		return fail_at(ps, "a dimension", s);
+	if (d == DEVQ_MAX_DIMS)
+		return fail(ps, "shape has more than %d dimensions", DEVQ_MAX_DIMS);
+	p->dim_param[d] = -1;
+	p->dim_lit[d] = 0;
 	if (is_digit(s[0])) {
-		int rc = parse_literal(ps, s, len, &p->extent_lit);
+		int rc = parse_literal(ps, s, len, &p->dim_lit[d]);
 		if (rc < 0)
 			return rc;
 	} else if (is_ident(s, len)) {
@@ -267,13 +285,31 @@ static int parse_shape(struct pstate *ps, const char **sp)
 			return fail(ps, "shape '%.*s' is not an earlier parameter", (int)len, s);
 		if (ps->sig.p[j].access != DEVQ_ACC_SCALAR || ps->sig.p[j].type != DEVQ_T_U64)
 			return fail(ps, "shape '%s' is not a u64 scalar", name);
-		p->extent_param = j;
+		p->dim_param[d] = j;
 	} else {
 		return fail(ps, "invalid shape '%.*s'", (int)len, s);
 	}
-	s = skip_ws(s + len);
-	if (*s != ']')
-		return fail_at(ps, "']'", s);
+	p->ndims++;
+	return 0;
+}
+
+static int parse_shape(struct pstate *ps, const char **sp)
+{
+	const char *s = *sp + 1; /* past '[' */
+
+	for (;;) {
+		s = skip_ws(s);
+		size_t len = tok_len(s);
+		int rc = parse_dim(ps, s, len);
+		if (rc < 0)
+			return rc;
+		s = skip_ws(s + len);
+		if (*s == ']')
+			break;
+		if (*s != ',')
+			return fail_at(ps, "',' or ']'", s);
+		s++;
+	}
 	*sp = s + 1;
 	return 0;
 }
@@ -283,7 +319,6 @@ static int parse_param(struct pstate *ps, const char **sp)
 	struct devq_param *p = &ps->sig.p[ps->sig.nparams];
 	int rc;
 
-	p->extent_param = -1;
 	if ((rc = parse_name(ps, sp)) < 0)
 		return rc;
 	const char *s = skip_ws(*sp);

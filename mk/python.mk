@@ -49,3 +49,12 @@ install-python: python
 .PHONY: bench-python
 bench-python: bench-build python
 	DEVQ_BUILD=$(BUILD) PYTHONPATH=$(BUILD)/python $(PYTHON) bench/py_bench.py $(PY_BENCH_ARGS)
+
+# The CPU backend's streaming kernels against NumPy, in one run
+# (bench/kernels.py).  NumPy's BLAS tuning variables are unset for that
+# command only, so the baseline is NumPy as it runs by default.
+.PHONY: bench-kernels
+bench-kernels: all python
+	env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE DEVQ_BUILD=$(BUILD) \
+	  DEVQ_BENCH_OUT=$(BENCH_OUT) PYTHONPATH=$(BUILD)/python \
+	  $(PYTHON) bench/kernels.py $(KERNEL_BENCH_ARGS)

@@ -4,7 +4,8 @@
 # devqd on the CPU backend: the example scale_u32 served beside broken files
 # (one log line each), --check-executables, a live reload while an op of the
 # old version runs, removal (not_found by id), the bounds, and no fd,
-# mapping or dlopen handle left behind by 100 reloads under load.
+# mapping or dlopen handle left behind by 100 reloads under load, and the
+# parameter limit (16 served and submitted, 17 refused).
 # Prints a Check-style summary line for `make check`.
 B=${DEVQ_BUILD:-build}
 CC=${CC:-cc}
@@ -266,6 +267,33 @@ check "no mapping left behind (allowing $slack for the allocator's arenas)" '[ "
 "$B/devctl" submit scale_u32 k=3 x=@"$tmp/in" --out x="$tmp/out" >/dev/null 2>&1
 check "still serving after them" '[ "$(u32s "$tmp/out")" = "3 6 9 12" ]'
 
+kill "$dpid"; wait "$dpid"; rc=$?; dpid=
+check "devqd stops cleanly (rc $rc)" '[ $rc = 0 ]'
+
+# ---- the parameter limit: 16 served, 17 refused ------------------------
+wide=$tmp/wide; mkdir -m 0755 "$wide"
+so wide.so ""; mv "$tmp/wide.so" "$wide/"
+sig16="a1:u64"; for i in $(seq 2 15); do sig16="$sig16, a$i:u64"; done
+printf 'signature = %s, out:out u64[1]\ncpu = wide.so\ncpu-symbol = sum16\n' "$sig16" > "$wide/sum16.exec"
+printf 'signature = %s, a16:u64, out:out u64[1]\ncpu = wide.so\ncpu-symbol = sum16\n' "$sig16" > "$wide/sum17.exec"
+chmod 0644 "$wide"/*
+"$B/devqd" --backend cpu --socket "$tmp/s" --executables "$wide" >"$tmp/devqd.log" 2>&1 &
+dpid=$!
+i=0
+while [ ! -S "$tmp/s" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
+check "17 parameters refused at load: $(grep sum17 "$tmp/devqd.log")" \
+	'grep -q "sum17.exec: signature: parameter 17: too many parameters (max 16)" "$tmp/devqd.log"'
+"$B/devctl" list >"$tmp/list.out" 2>&1
+check "16 parameters listed" 'grep -q "^sum16($sig16, out:out u64\[1\])" "$tmp/list.out" && ! grep -q "^sum17" "$tmp/list.out"'
+args=""; for i in $(seq 1 15); do args="$args a$i=$i"; done
+# shellcheck disable=SC2086
+"$B/devctl" submit sum16 $args --out out="$tmp/sum16" >"$tmp/sum16.out" 2>&1
+check "devctl submit with 16 arguments: $(cat "$tmp/sum16.out")" \
+	'[ "$(od -An -tu8 "$tmp/sum16" | tr -d " ")" = 1240 ]'
+# shellcheck disable=SC2086
+"$B/devctl" submit sum16 $args a16=16 out=size:8 >"$tmp/sum17.out" 2>&1; rc=$?
+check "devctl refuses a 17th argument (rc $rc): $(cat "$tmp/sum17.out")" \
+	'[ $rc = 2 ] && grep -q "too many arguments" "$tmp/sum17.out"'
 kill "$dpid"; wait "$dpid"; rc=$?; dpid=
 check "devqd stops cleanly (rc $rc)" '[ $rc = 0 ]'
 total=$((pass + fail))

@@ -5,9 +5,11 @@
 #include <errno.h>
 #include <float.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu_kernels.h"
 #include "kernels.h"
 
 static const size_t sizes[] = { 0, 1, 7, 1000 };
@@ -37,6 +39,24 @@ static const struct devq_kernel *kernel(const char *name)
 	ck_assert_ptr_nonnull(k);
 	ck_assert(k->cpu != NULL);
 	return k;
+}
+
+/* The streaming kernels' tests run once per variant (cpu_kernels.h): loop
+ * index i is size i % NSIZES under variant i / NSIZES.  False when this CPU
+ * lacks the variant (the test then has nothing to run). */
+#define NISA 2
+static bool use_isa(int i)
+{
+	enum devq_cpu_isa isa = (enum devq_cpu_isa)(i / NSIZES);
+
+	if (!devq_cpu_isa_supported(isa)) {
+		ck_assert_int_eq(devq_cpu_isa_set(isa), -ENOTSUP);
+		fprintf(stderr, "test_kernels: this CPU has no %s variant\n", devq_cpu_isa_name(isa));
+		return false;
+	}
+	ck_assert_int_eq(devq_cpu_isa_set(isa), 0);
+	ck_assert_int_eq(devq_cpu_isa(), isa);
+	return true;
 }
 
 static int run(const char *name, union devq_kval *args)
@@ -81,10 +101,12 @@ START_TEST(parse_saxpy)
 	ck_assert_str_eq(s.p[2].name, "x");
 	ck_assert_int_eq(s.p[2].type, DEVQ_T_F32);
 	ck_assert_int_eq(s.p[2].access, DEVQ_ACC_IN);
-	ck_assert_int_eq(s.p[2].extent_param, 0);
+	ck_assert_uint_eq(s.p[2].ndims, 1);
+	ck_assert_int_eq(s.p[2].dim_param[0], 0);
 	ck_assert_str_eq(s.p[3].name, "y");
 	ck_assert_int_eq(s.p[3].access, DEVQ_ACC_INOUT);
-	ck_assert_int_eq(s.p[3].extent_param, 0);
+	ck_assert_uint_eq(s.p[3].ndims, 1);
+	ck_assert_int_eq(s.p[3].dim_param[0], 0);
 	ck_assert_int_eq(devq_sig_find(&s, "y"), 3);
 	ck_assert_int_eq(devq_sig_find(&s, "z"), -1);
 }
@@ -100,12 +122,14 @@ START_TEST(parse_reduce)
 	ck_assert_int_eq(devq_sig_parse(kernel("reduce_sum_f32")->signature, &s, err, sizeof err), 0);
 	ck_assert_uint_eq(s.nparams, 3);
 	ck_assert_int_eq(s.p[1].access, DEVQ_ACC_IN);
-	ck_assert_int_eq(s.p[1].extent_param, 0);
+	ck_assert_uint_eq(s.p[1].ndims, 1);
+	ck_assert_int_eq(s.p[1].dim_param[0], 0);
 	ck_assert_str_eq(s.p[2].name, "out");
 	ck_assert_int_eq(s.p[2].type, DEVQ_T_F32);
 	ck_assert_int_eq(s.p[2].access, DEVQ_ACC_OUT);
-	ck_assert_int_eq(s.p[2].extent_param, -1);
-	ck_assert_uint_eq(s.p[2].extent_lit, 1);
+	ck_assert_uint_eq(s.p[2].ndims, 1);
+	ck_assert_int_eq(s.p[2].dim_param[0], -1);
+	ck_assert_uint_eq(s.p[2].dim_lit[0], 1);
 	ck_assert_int_eq(devq_sig_extent_bytes(&s, 1, args, &bytes), 0);
 	ck_assert_uint_eq(bytes, 40);
 	ck_assert_int_eq(devq_sig_extent_bytes(&s, 2, args, &bytes), 0);
@@ -129,13 +153,20 @@ START_TEST(parse_whitespace_and_empty)
 	ck_assert_uint_eq(s.nparams, 3);
 	ck_assert_int_eq(s.p[1].type, DEVQ_T_I64);
 	ck_assert_int_eq(s.p[1].access, DEVQ_ACC_INOUT);
-	ck_assert_int_eq(s.p[1].extent_param, 0);
-	ck_assert_int_eq(s.p[2].extent_param, -1);
-	ck_assert_uint_eq(s.p[2].extent_lit, 16);
+	ck_assert_uint_eq(s.p[1].ndims, 1);
+	ck_assert_int_eq(s.p[1].dim_param[0], 0);
+	ck_assert_uint_eq(s.p[2].ndims, 1);
+	ck_assert_int_eq(s.p[2].dim_param[0], -1);
+	ck_assert_uint_eq(s.p[2].dim_lit[0], 16);
 	/* exactly DEVQ_MAX_NAME-1 characters and DEVQ_MAX_PARAMS params are fine */
 	ck_assert_int_eq(devq_sig_parse("abcdefghijklmnopqrstuvwxyz_1234:u8", &s, err, sizeof err), 0);
-	ck_assert_int_eq(devq_sig_parse("a:u8,b:u8,c:u8,d:u8,e:u8,f:u8,g:u8,h:u8", &s, err, sizeof err), 0);
-	ck_assert_uint_eq(s.nparams, DEVQ_MAX_PARAMS);
+	ck_assert_uint_eq(DEVQ_MAX_PARAMS, 16);
+	ck_assert_int_eq(devq_sig_parse("a:u8,b:u8,c:u8,d:u8,e:u8,f:u8,g:u8,h:u8,"
+					"i:u8,j:u8,k:u8,l:u8,m:u8,n:u64,o:u8,x:out u8[n]",
+					&s, err, sizeof err), 0);
+	ck_assert_uint_eq(s.nparams, 16);
+	ck_assert_uint_eq(s.p[15].ndims, 1);
+	ck_assert_int_eq(s.p[15].dim_param[0], 13);
 }
 END_TEST
 
@@ -144,7 +175,8 @@ static const struct {
 } bad[] = {
 	{ "n:f16", "unknown type 'f16'" },
 	{ "n:u64, n:u32", "duplicate" },
-	{ "a:u8,b:u8,c:u8,d:u8,e:u8,f:u8,g:u8,h:u8,i:u8", "too many" },
+	{ "a:u8,b:u8,c:u8,d:u8,e:u8,f:u8,g:u8,h:u8,i:u8,j:u8,k:u8,l:u8,m:u8,n:u8,o:u8,p:u8,q:u8",
+	  "parameter 17: too many parameters (max 16)" },
 	{ "abcdefghijklmnopqrstuvwxyz_12345:u8", "longer than" },
 	{ "1x:u64", "invalid name '1x'" },
 	{ "a-b:u64", "invalid name 'a-b'" },
@@ -158,7 +190,15 @@ static const struct {
 	{ "x:in u8[0]", "positive" },
 	{ "x:in u8[-1]", "invalid shape" },
 	{ "x:in u8[99999999999999999999999]", "too large" },
-	{ "x:in u8[4", "expected ']'" },
+	{ "x:in u8[4", "expected ',' or ']'" },
+	{ "x:in u8[]", "expected a dimension, found ']'" },
+	{ "m:u64, x:in u8[m,]", "expected a dimension, found ']'" },
+	{ "m:u64, x:in u8[m k]", "expected ',' or ']', found 'k]'" },
+	{ "m:u64, x:in u8[m,0]", "positive" },
+	{ "m:u64, x:in u8[m,q]", "shape 'q' is not an earlier parameter" },
+	{ "m:u64, x:in u8[m, x]", "shape 'x' is not an earlier parameter" },
+	{ "m:u64, k:u32, x:in u8[m,k]", "shape 'k' is not a u64 scalar" },
+	{ "m:u64, x:in u8[m,m,m,m,m]", "parameter 2 (x): shape has more than 4 dimensions" },
 	{ "n u64", "expected ':'" },
 	{ "n:u64,", "trailing" },
 	{ ",n:u64", "parameter name" },
@@ -191,6 +231,86 @@ START_TEST(parse_error_names_param)
 
 	ck_assert_int_eq(devq_sig_parse("n:u64, a:u32, x:in f16[n]", &s, err, sizeof err), -EINVAL);
 	ck_assert_str_eq(err, "parameter 3 (x): unknown type 'f16'");
+}
+END_TEST
+
+START_TEST(parse_matrix)
+{
+	char err[128];
+	struct devq_sig s;
+	union devq_kval args[8] = { { .u64 = 3 }, { .u64 = 5 }, { .u64 = 7 } };
+	uint64_t bytes;
+
+	ck_assert_int_eq(devq_sig_parse("m:u64, n:u64, k:u64, alpha:f32, beta:f32, a:in f32[m,k], "
+					"b:in f32[k,n], c:inout f32[m,n]", &s, err, sizeof err), 0);
+	ck_assert_uint_eq(s.nparams, 8);
+	ck_assert_uint_eq(s.p[5].ndims, 2);
+	ck_assert_int_eq(s.p[5].dim_param[0], 0);
+	ck_assert_int_eq(s.p[5].dim_param[1], 2);
+	ck_assert_uint_eq(s.p[6].ndims, 2);
+	ck_assert_int_eq(s.p[6].dim_param[0], 2);
+	ck_assert_int_eq(s.p[6].dim_param[1], 1);
+	ck_assert_int_eq(s.p[7].access, DEVQ_ACC_INOUT);
+	ck_assert_int_eq(devq_sig_extent_bytes(&s, 5, args, &bytes), 0);
+	ck_assert_uint_eq(bytes, 3 * 7 * 4);
+	ck_assert_int_eq(devq_sig_extent_bytes(&s, 6, args, &bytes), 0);
+	ck_assert_uint_eq(bytes, 7 * 5 * 4);
+	ck_assert_int_eq(devq_sig_extent_bytes(&s, 7, args, &bytes), 0);
+	ck_assert_uint_eq(bytes, 3 * 5 * 4);
+	/* literals and names mixed, whitespace anywhere, DEVQ_MAX_DIMS dims */
+	ck_assert_int_eq(devq_sig_parse(" n : u64 , x : out f64 [ 2 , n ,3 ] , y:in u8[n,n,n,n]",
+					&s, err, sizeof err), 0);
+	ck_assert_uint_eq(s.nparams, 3);
+	ck_assert_uint_eq(s.p[1].ndims, 3);
+	ck_assert_int_eq(s.p[1].dim_param[0], -1);
+	ck_assert_uint_eq(s.p[1].dim_lit[0], 2);
+	ck_assert_int_eq(s.p[1].dim_param[1], 0);
+	ck_assert_int_eq(s.p[1].dim_param[2], -1);
+	ck_assert_uint_eq(s.p[1].dim_lit[2], 3);
+	ck_assert_uint_eq(s.p[2].ndims, DEVQ_MAX_DIMS);
+	ck_assert_int_eq(devq_sig_extent_bytes(&s, 1, args, &bytes), 0);
+	ck_assert_uint_eq(bytes, 2 * 3 * 3 * 8);
+	ck_assert_int_eq(devq_sig_extent_bytes(&s, 2, args, &bytes), 0);
+	ck_assert_uint_eq(bytes, 81);
+}
+END_TEST
+
+/* The product of the dims at 2^64 - 1 (= 4294967295 * 4294967297) and one
+ * past it, with the element size in the product too, and a zero dim beside
+ * an overflowing pair (an empty buffer, in either order). */
+START_TEST(matrix_extent_overflow)
+{
+	char err[128];
+	struct devq_sig s;
+	union devq_kval args[4] = { { .u64 = 4294967295u }, { .u64 = 4294967297u } };
+	uint64_t bytes = 0;
+
+	ck_assert_int_eq(devq_sig_parse("m:u64, n:u64, x:in u8[m,n], y:in u16x[1]", &s, err, sizeof err), -EINVAL);
+	ck_assert_int_eq(devq_sig_parse("m:u64, n:u64, x:in u8[m,n], y:in f32[n,m]", &s, err, sizeof err), 0);
+	ck_assert_int_eq(devq_sig_extent_bytes(&s, 2, args, &bytes), 0);
+	ck_assert_uint_eq(bytes, UINT64_MAX);
+	ck_assert_int_eq(devq_sig_extent_bytes(&s, 3, args, &bytes), -EOVERFLOW);
+	args[1].u64++;
+	ck_assert_int_eq(devq_sig_extent_bytes(&s, 2, args, &bytes), -EOVERFLOW);
+	/* f32: 2^31 * (2^31 - 1) elements fit in bytes, 2^31 * 2^31 do not */
+	args[0].u64 = 1ull << 31;
+	args[1].u64 = (1ull << 31) - 1;
+	ck_assert_int_eq(devq_sig_extent_bytes(&s, 3, args, &bytes), 0);
+	ck_assert_uint_eq(bytes, (1ull << 31) * ((1ull << 31) - 1) * 4);
+	args[1].u64 = 1ull << 31;
+	ck_assert_int_eq(devq_sig_extent_bytes(&s, 3, args, &bytes), -EOVERFLOW);
+	ck_assert_int_eq(devq_sig_parse("m:u64, n:u64, z:u64, x:in f64[m,n,z], y:in f64[z,m,n]",
+					&s, err, sizeof err), 0);
+	args[0].u64 = args[1].u64 = UINT64_MAX;
+	args[2].u64 = 0;
+	bytes = 1;
+	ck_assert_int_eq(devq_sig_extent_bytes(&s, 3, args, &bytes), 0);
+	ck_assert_uint_eq(bytes, 0);
+	bytes = 1;
+	ck_assert_int_eq(devq_sig_extent_bytes(&s, 4, args, &bytes), 0);
+	ck_assert_uint_eq(bytes, 0);
+	args[2].u64 = 1;
+	ck_assert_int_eq(devq_sig_extent_bytes(&s, 3, args, &bytes), -EOVERFLOW);
 }
 END_TEST
 
@@ -283,7 +403,9 @@ END_TEST
 
 START_TEST(k_saxpy)
 {
-	size_t n = sizes[_i];
+	if (!use_isa(_i))
+		return;
+	size_t n = sizes[_i % NSIZES];
 	float *x = malloc((n + GUARD) * sizeof *x), *y = malloc((n + GUARD) * sizeof *y);
 	float *ref = malloc((n + GUARD) * sizeof *ref), a = rndf();
 
@@ -304,7 +426,9 @@ END_TEST
 
 START_TEST(k_vadd)
 {
-	size_t n = sizes[_i];
+	if (!use_isa(_i))
+		return;
+	size_t n = sizes[_i % NSIZES];
 	float *a = malloc((n + GUARD) * sizeof *a), *b = malloc((n + GUARD) * sizeof *b);
 	float *c = malloc((n + GUARD) * sizeof *c);
 
@@ -327,7 +451,9 @@ END_TEST
 
 START_TEST(k_reduce)
 {
-	size_t n = sizes[_i];
+	if (!use_isa(_i))
+		return;
+	size_t n = sizes[_i % NSIZES];
 	float *x = malloc((n + 1) * sizeof *x), out[2] = { -1.0f, -7.0f };
 	double ref = 0.0, abs = 0.0;
 
@@ -345,6 +471,154 @@ START_TEST(k_reduce)
 		ck_assert(out[0] == 0.0f && !signbit(out[0]));
 	ck_assert(out[1] == -7.0f);
 	free(x);
+}
+END_TEST
+
+/* Data for comparing variants.  TAME: rndf().  WIDE: finite values over
+ * most of the exponent range, so that even double sums round and a change
+ * in the order of the reduction's adds shows in its result.  WILD: WIDE
+ * with infinities, NaNs, signed zeros, subnormals and the largest values
+ * mixed in, for overflow, underflow and NaN propagation.  CANCEL: pairs
+ * v, -v + small with v near 2^60..2^90, so that the large parts cancel
+ * between reduction lanes and what is left is the rounding of the lanes'
+ * double sums: a result that changes with the order of the adds (the final
+ * rounding to float hides that on the other kinds). */
+enum data { TAME, WIDE, WILD, CANCEL };
+
+static float datf(enum data d)
+{
+	static const float special[] = { 0.0f, -0.0f, INFINITY, -INFINITY, NAN,
+					 FLT_MIN, -FLT_MIN, 1e-45f, FLT_MAX, -FLT_MAX };
+	uint64_t r = rnd();
+
+	if (d == TAME || d == CANCEL)
+		return rndf();
+	if (d == WILD && r % 64 == 0)
+		return special[(r >> 8) % (sizeof special / sizeof special[0])];
+	/* sign, exponent over most of the range, random mantissa */
+	return ldexpf(rndf() / 100.0f, (int)((r >> 16) % 200) - 100);
+}
+
+/* Every variant against the baseline, bit for bit, for the sizes and
+ * misalignments around the vector widths (8 floats, unrolled 32, 16
+ * reduction lanes), and once above the size where vadd streams its stores
+ * (32 MiB in cpu_kernels.c): the dispatched code must be invisible. */
+static void isa_agree(size_t n, size_t off, enum data d)
+{
+	float *x = malloc((n + off + GUARD) * sizeof *x), *y0 = malloc((n + off + GUARD) * sizeof *x);
+	float *y1 = malloc((n + off + GUARD) * sizeof *x), *c0 = malloc((n + off + GUARD) * sizeof *x);
+	float *c1 = malloc((n + off + GUARD) * sizeof *x), a = datf(d), s0[2], s1[2];
+
+	ck_assert(x && y0 && y1 && c0 && c1);
+	for (size_t i = 0; i < n + off + GUARD; i++) {
+		x[i] = datf(d);
+		if (d == CANCEL)
+			x[i] = i % 2 ? rndf() - x[i - 1] : ldexpf(x[i] / 100.0f, 60 + (int)(rnd() % 31));
+		y0[i] = y1[i] = datf(d);
+		c0[i] = c1[i] = -1.0f;
+	}
+	s0[1] = s1[1] = -7.0f;
+	for (int isa = DEVQ_CPU_ISA_BASELINE; isa <= DEVQ_CPU_ISA_AVX2; isa++) {
+		if (devq_cpu_isa_set((enum devq_cpu_isa)isa) != 0)
+			continue;
+		bool base = isa == DEVQ_CPU_ISA_BASELINE;
+		union devq_kval sx[] = { { .u64 = n }, { .f32 = a }, { .ptr = x + off },
+					 { .ptr = (base ? y0 : y1) + off } };
+		union devq_kval va[] = { { .u64 = n }, { .ptr = x + off }, { .ptr = (base ? y0 : y1) + off },
+					 { .ptr = (base ? c0 : c1) + off } };
+		union devq_kval rs[] = { { .u64 = n }, { .ptr = x + off }, { .ptr = base ? s0 : s1 } };
+		ck_assert_int_eq(run("saxpy_f32", sx), 0);
+		ck_assert_int_eq(run("vadd_f32", va), 0);
+		ck_assert_int_eq(run("reduce_sum_f32", rs), 0);
+		if (base)
+			continue;
+		ck_assert_msg(memcmp(y0, y1, (n + off + GUARD) * sizeof *x) == 0,
+			      "saxpy_f32 %s differs from baseline, n=%zu off=%zu", devq_cpu_isa_name(isa), n, off);
+		ck_assert_msg(memcmp(c0, c1, (n + off + GUARD) * sizeof *x) == 0,
+			      "vadd_f32 %s differs from baseline, n=%zu off=%zu", devq_cpu_isa_name(isa), n, off);
+		ck_assert_msg(memcmp(s0, s1, sizeof s0) == 0,
+			      "reduce_sum_f32 %s %a, baseline %a, n=%zu off=%zu", devq_cpu_isa_name(isa),
+			      (double)s1[0], (double)s0[0], n, off);
+	}
+	free(x);
+	free(y0);
+	free(y1);
+	free(c0);
+	free(c1);
+}
+
+START_TEST(k_isa_agree)
+{
+	static const size_t more[] = { 63, 64, 65, 1000, 4099 };
+
+	if (!devq_cpu_isa_supported(DEVQ_CPU_ISA_AVX2))
+		fprintf(stderr, "test_kernels: only the baseline variant on this CPU\n");
+	for (size_t off = 0; off < 4; off++) {
+		for (enum data d = TAME; d <= CANCEL; d++) {
+			for (size_t n = 0; n <= 40; n++)
+				isa_agree(n, off, d);
+			for (size_t i = 0; i < sizeof more / sizeof more[0]; i++)
+				isa_agree(more[i], off, d);
+		}
+	}
+	isa_agree((33u << 20) / sizeof(float) + 5, 1, WIDE);
+}
+END_TEST
+
+/* An output that is the very same range as an input (y = x, c = a) is
+ * computed element by element under every variant: the reference is the
+ * scalar formula on the old values. */
+START_TEST(k_isa_aliased)
+{
+	static const size_t ns[] = { 37, 1000, (33u << 20) / sizeof(float) + 5 };
+
+	for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
+		size_t n = ns[k];
+		float *x = malloc(n * sizeof *x), *b = malloc(n * sizeof *b);
+		float *r1 = malloc(n * sizeof *x), *r2 = malloc(n * sizeof *x), a = rndf();
+
+		ck_assert(x && b && r1 && r2);
+		for (int isa = DEVQ_CPU_ISA_BASELINE; isa <= DEVQ_CPU_ISA_AVX2; isa++) {
+			if (devq_cpu_isa_set((enum devq_cpu_isa)isa) != 0)
+				continue;
+			for (size_t i = 0; i < n; i++) {
+				x[i] = datf(WIDE);
+				b[i] = datf(WIDE);
+				r1[i] = fmaf(a, x[i], x[i]);
+				r2[i] = r1[i] + b[i];
+			}
+			union devq_kval sx[] = { { .u64 = n }, { .f32 = a }, { .ptr = x }, { .ptr = x } };
+			ck_assert_int_eq(run("saxpy_f32", sx), 0);
+			ck_assert_msg(memcmp(x, r1, n * sizeof *x) == 0, "saxpy_f32 y = x, %s, n=%zu",
+				      devq_cpu_isa_name(isa), n);
+			union devq_kval va[] = { { .u64 = n }, { .ptr = x }, { .ptr = b }, { .ptr = x } };
+			ck_assert_int_eq(run("vadd_f32", va), 0);
+			ck_assert_msg(memcmp(x, r2, n * sizeof *x) == 0, "vadd_f32 c = a, %s, n=%zu",
+				      devq_cpu_isa_name(isa), n);
+		}
+		free(x);
+		free(b);
+		free(r1);
+		free(r2);
+	}
+}
+END_TEST
+
+START_TEST(k_isa_choose)
+{
+	enum devq_cpu_isa best = devq_cpu_isa_supported(DEVQ_CPU_ISA_AVX2) ? DEVQ_CPU_ISA_AVX2
+									   : DEVQ_CPU_ISA_BASELINE;
+
+	ck_assert(devq_cpu_isa_supported(DEVQ_CPU_ISA_BASELINE));
+	ck_assert_int_eq(devq_cpu_isa_choose(NULL), best);
+	ck_assert_int_eq(devq_cpu_isa_choose("baseline"), DEVQ_CPU_ISA_BASELINE);
+	ck_assert_int_eq(devq_cpu_isa_choose("avx2"), best);
+	ck_assert_int_eq(devq_cpu_isa_choose("avx512"), best);
+	ck_assert_int_eq(devq_cpu_isa_choose(""), best);
+	/* what the constructor picked, from this process's environment */
+	ck_assert_int_eq(devq_cpu_isa(), devq_cpu_isa_choose(getenv("DEVQ_CPU_ISA")));
+	ck_assert_str_eq(devq_cpu_isa_name(DEVQ_CPU_ISA_BASELINE), "baseline");
+	ck_assert_str_eq(devq_cpu_isa_name(DEVQ_CPU_ISA_AVX2), "avx2");
 }
 END_TEST
 
@@ -443,15 +717,20 @@ static Suite *suite(void)
 	tcase_add_loop_test(p, parse_rejects, 0, (int)(sizeof bad / sizeof bad[0]));
 	tcase_add_test(p, parse_error_names_param);
 	tcase_add_test(p, extent_overflow);
+	tcase_add_test(p, parse_matrix);
+	tcase_add_test(p, matrix_extent_overflow);
 	tcase_add_test(p, type_helpers);
 	suite_add_tcase(s, p);
 
 	tcase_add_loop_test(k, k_fill_u32, 0, NSIZES);
 	tcase_add_loop_test(k, k_copy, 0, NSIZES);
-	tcase_add_loop_test(k, k_saxpy, 0, NSIZES);
-	tcase_add_loop_test(k, k_vadd, 0, NSIZES);
-	tcase_add_loop_test(k, k_reduce, 0, NSIZES);
+	tcase_add_loop_test(k, k_saxpy, 0, NSIZES * NISA);
+	tcase_add_loop_test(k, k_vadd, 0, NSIZES * NISA);
+	tcase_add_loop_test(k, k_reduce, 0, NSIZES * NISA);
 	tcase_add_loop_test(k, k_checksum, 0, NSIZES);
+	tcase_add_test(k, k_isa_agree);
+	tcase_add_test(k, k_isa_aliased);
+	tcase_add_test(k, k_isa_choose);
 	tcase_add_test(k, k_checksum_known);
 	tcase_add_test(k, k_spin);
 	tcase_add_loop_test(k, k_spin_buf, 0, NSIZES);

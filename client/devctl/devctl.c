@@ -62,8 +62,9 @@ static void submit_usage(FILE *f)
 		"        NAME=size:BYTES   a zero-filled shared buffer of BYTES bytes\n"
 		"        NAME=%%OTHER       the buffer made for argument OTHER earlier in this\n"
 		"                          command (after ::)\n"
-		"      A missing u64 extent (such as n) is taken from the first buffer sized by\n"
-		"      it; a missing output buffer of fixed size (out:out u64[1]) is created.\n"
+		"      A missing u64 dim (n in x:in f32[n], m in a:in f32[m,k]) is taken from the\n"
+		"      first buffer whose shape it completes; a missing output buffer of known\n"
+		"      size (out:out u64[1]) is created.\n"
 		"      Options (per op, after its arguments):\n"
 		"        --queue N         submit on queue N (default 0)\n"
 		"        --priority P      open that queue with priority normal (default) or\n"
@@ -513,6 +514,56 @@ static int make_buffer(struct submit_ctx *c, const char *param, const char *val,
 	return 0;
 }
 
+/* Missing u64 dims are taken from the buffers given: a dim that is the only
+ * unknown one in a given buffer's shape is that buffer's element count over
+ * the product of its other dims, which must divide it exactly (for [n], the
+ * element count).  Buffers are tried in signature order, the first that
+ * determines a dim sets it, and the passes repeat, since one buffer's dim
+ * can leave another's last unknown. */
+static int infer_dims(struct seg *s, union devq_kval *kv, bool *known)
+{
+	const struct devq_sig *sig = &s->sig;
+
+	for (bool more = true; more;) {
+		more = false;
+		for (unsigned b = 0; b < sig->nparams; b++) {
+			const struct devq_param *bp = &sig->p[b];
+			if (bp->access == DEVQ_ACC_SCALAR || !s->bufs[b])
+				continue;
+			int unknown = -1;
+			unsigned n_unknown = 0;
+			uint64_t others = 1;
+			bool overflow = false;
+			for (unsigned d = 0; d < bp->ndims; d++) {
+				int q = bp->dim_param[d];
+				if (q >= 0 && !known[q]) {
+					unknown = q;
+					n_unknown++; /* [n,n] counts twice: not inferred */
+					continue;
+				}
+				overflow |= __builtin_mul_overflow(others, q >= 0 ? kv[q].u64 : bp->dim_lit[d],
+								   &others);
+			}
+			if (n_unknown != 1 || overflow || others == 0)
+				continue;
+			uint64_t elems = s->bufs[b]->size / devq_type_size(bp->type);
+			if (elems % others) {
+				errf("%s: %s: cannot infer '%s' from argument '%s': its %" PRIu64
+				     " elements are not a multiple of %" PRIu64 " (its other dims); give %s=\n",
+				     prog, s->exec_name, sig->p[unknown].name, bp->name, elems, others,
+				     sig->p[unknown].name);
+				return 2;
+			}
+			kv[unknown].u64 = elems / others;
+			s->args[unknown].type = DEVQ_ARG_U64;
+			s->args[unknown].v.u64 = kv[unknown].u64;
+			known[unknown] = true;
+			more = true;
+		}
+	}
+	return 0;
+}
+
 /* Turns the segment's argument text into typed arguments. */
 static int build_args(struct submit_ctx *c, struct seg *s)
 {
@@ -535,6 +586,7 @@ static int build_args(struct submit_ctx *c, struct seg *s)
 		}
 	}
 	union devq_kval kv[DEVQ_MAX_PARAMS] = { 0 };
+	bool known[DEVQ_MAX_PARAMS] = { 0 };
 	for (unsigned p = 0; p < sig->nparams; p++) {
 		const struct devq_param *pp = &sig->p[p];
 		struct devq_arg *a = &s->args[p];
@@ -542,24 +594,9 @@ static int build_args(struct submit_ctx *c, struct seg *s)
 		if (pp->access != DEVQ_ACC_SCALAR)
 			continue;
 		const char *v = s->vals[p];
-		if (!v) {
-			/* Infer an extent from the first buffer it sizes. */
-			for (unsigned b = 0; b < sig->nparams && pp->type == DEVQ_T_U64; b++) {
-				if (sig->p[b].extent_param == (int)p && s->bufs[b]) {
-					kv[p].u64 = s->bufs[b]->size / devq_type_size(sig->p[b].type);
-					a->type = DEVQ_ARG_U64;
-					a->v.u64 = kv[p].u64;
-					v = "";
-					break;
-				}
-			}
-			if (!v) {
-				errf("%s: %s: argument '%s' (%s) missing\n", prog,
-					s->exec_name, pp->name, devq_type_name(pp->type));
-				return 2;
-			}
-			continue;
-		}
+		if (!v)
+			continue; /* a dim, perhaps: inferred below */
+		known[p] = true;
 		uint64_t u;
 		char *end;
 		switch (pp->type) {
@@ -612,6 +649,16 @@ static int build_args(struct submit_ctx *c, struct seg *s)
 		}
 		default:
 			errf("%s: argument '%s': unsupported scalar type\n", prog, pp->name);
+			return 2;
+		}
+	}
+	if ((r = infer_dims(s, kv, known)))
+		return r;
+	for (unsigned p = 0; p < sig->nparams; p++) {
+		const struct devq_param *pp = &sig->p[p];
+		if (pp->access == DEVQ_ACC_SCALAR && !known[p]) {
+			errf("%s: %s: argument '%s' (%s) missing\n", prog, s->exec_name, pp->name,
+			     devq_type_name(pp->type));
 			return 2;
 		}
 	}

@@ -106,8 +106,9 @@ void devq_trace_record(struct devq_trace_ring *t, const struct devq_job *op)
 	}
 	r->nwaits = (uint8_t)nw;
 	r->waits_dropped = (uint8_t)(b->nwaits - nw > 255 ? 255 : b->nwaits - nw);
-	r->nbufs = (uint8_t)op->nbufs;
-	for (unsigned i = 0; i < op->nbufs; i++) {
+	unsigned nb = op->nbufs < DEVQ_TRACE_BUFS ? op->nbufs : DEVQ_TRACE_BUFS;
+	r->nbufs = (uint8_t)nb;
+	for (unsigned i = 0; i < nb; i++) {
 		const struct devq_buf *x = op->bufs[i];
 		r->bufs[i].id = x->id;
 		r->bufs[i].access = (uint8_t)op->acc[i];

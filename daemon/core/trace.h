@@ -23,6 +23,11 @@
  * limit whatever the ring size; the newest are sent, marked truncated. */
 #define DEVQ_TRACE_MAX_REPLY_OPS 131072u
 #define DEVQ_TRACE_WAITS 8 /* waits kept per record; more are counted */
+/* Buffers kept per record: the first 8 of an op's (up to DEVQ_MAX_PARAMS),
+ * as many as libdevq's trace record shows (DEVQ_TRACE_MAX_BUFFERS).  Not
+ * 16: every record of the ring (16384 by default) would carry 128 bytes
+ * more, resident once the ring has gone round. */
+#define DEVQ_TRACE_BUFS 8
 
 struct devq_job;
 struct devq_session;
@@ -48,7 +53,7 @@ struct devq_trace_rec {
 	int32_t code;
 	uint8_t nwaits, nbufs, waits_dropped;
 	struct devq_trace_wait waits[DEVQ_TRACE_WAITS];
-	struct devq_trace_buf bufs[DEVQ_MAX_PARAMS];
+	struct devq_trace_buf bufs[DEVQ_TRACE_BUFS];
 	char name[32];
 };
 

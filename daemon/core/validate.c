@@ -237,7 +237,18 @@ static int validate_kernel(struct devq_session *s, const Devq__KernelOp *k, stru
 		}
 		uint64_t bytes;
 		if (devq_sig_extent_bytes(sig, p, op->b.args, &bytes) < 0) {
-			snprintf(err, n, "argument '%s': extent overflows", pp->name);
+			/* The dims as given, so the client sees which product
+			 * overflowed: "4294967295 x 4294967297 f32". */
+			char dims[DEVQ_MAX_DIMS * 24] = "";
+			size_t o = 0;
+			for (unsigned d = 0; d < pp->ndims && o < sizeof dims; d++) {
+				uint64_t v = pp->dim_param[d] >= 0 ? op->b.args[pp->dim_param[d]].u64
+								   : pp->dim_lit[d];
+				o += (size_t)snprintf(dims + o, sizeof dims - o, "%s%" PRIu64,
+						      d ? " x " : "", v);
+			}
+			snprintf(err, n, "argument '%s': extent overflows 64 bits (%s %s)", pp->name,
+				 dims, devq_type_name(pp->type));
 			return DEVQ__CODE__OUT_OF_RANGE;
 		}
 		struct devq_buf *b;

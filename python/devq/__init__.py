@@ -1035,8 +1035,9 @@ class Connection:
                 raise TypeError("%s() got an unexpected argument %r; signature: %s"
                                 % (ex.name, k, where))
         refs = []
-        counts = None  # extent name -> {param: elements available}
+        counts = None  # dim name -> [(value a buffer gives it, why)]
         values = None
+        shapes = None  # buffers of several dims: param -> the array's shape
         for i, p, slot in ex.bufs:
             if p.name not in params:
                 raise TypeError("%s() missing array argument %r (%s); signature: %s"
@@ -1054,10 +1055,26 @@ class Connection:
                 raise ValueError("%s: argument %r: offset %d in its buffer is not a multiple "
                                  "of %d bytes" % (where, p.name, offset, size))
             if values is None:
-                values, counts = {}, {}
+                values, counts, shapes = {}, {}, {}
             values[p.name] = nbytes
-            if p.extent_param:
-                counts.setdefault(p.extent_param, {})[p.name] = nbytes // size
+            if len(p.dims) == 1:
+                if p.extent_param:
+                    k = nbytes // size
+                    counts.setdefault(p.extent_param, []).append(
+                        (k, "%s has %d elements" % (p.name, k)))
+            else:
+                # A matrix is checked by shape, not just by size: a (k, m)
+                # array where (m, k) is wanted is refused.
+                shape = tuple(params[p.name].shape)
+                if len(shape) != len(p.dims):
+                    raise ValueError("%s: argument %r (%s) needs a %d-dimensional array, "
+                                     "got shape %r" % (where, p.name, p.describe(),
+                                                       len(p.dims), shape))
+                shapes[p.name] = shape
+                for axis, d in enumerate(p.dims):
+                    if isinstance(d, str):
+                        counts.setdefault(d, []).append(
+                            (shape[axis], "%s.shape[%d] is %d" % (p.name, axis, shape[axis])))
             slot.buf.buf = buf.ptr
             slot.buf.offset = offset
             refs.append(buf)
@@ -1067,12 +1084,11 @@ class Connection:
                 v = params[p.name]
             elif counts and p.name in counts:
                 c = counts[p.name]
-                ns = set(c.values())
+                ns = set(k for k, _ in c)
                 if len(ns) != 1:
                     raise ValueError(
                         "%s: cannot infer %s: %s; pass %s= explicitly"
-                        % (where, p.name, ", ".join("%s has %d elements" % kv
-                                                    for kv in sorted(c.items())), p.name))
+                        % (where, p.name, ", ".join(sorted(why for _, why in c)), p.name))
                 v = ns.pop()
             else:
                 raise TypeError("%s() missing argument %r (%s); signature: %s"
@@ -1101,6 +1117,14 @@ class Connection:
             setattr(slot, member, v)
             scal[p.name] = v
         for i, p, slot in ex.bufs:
+            if len(p.dims) > 1:
+                want = tuple(scal[d] if isinstance(d, str) else d for d in p.dims)
+                if shapes[p.name] != want:
+                    raise ValueError(
+                        "%s: argument %r (%s) has shape %r, the signature wants (%s) = %r"
+                        % (where, p.name, p.describe(), shapes[p.name],
+                           ", ".join(str(d) for d in p.dims), want))
+                continue
             n = scal[p.extent_param] if p.extent_param else p.extent_lit
             need = n * p.dtype.itemsize
             if need > values[p.name]:
@@ -1143,7 +1167,9 @@ class Connection:
         a dict in the second argument, e.g. for a parameter named "queue").
         Buffers are arrays from c.array/c.empty (any C-contiguous view) or
         DeviceArrays; a u64 parameter that shapes buffers (n) may be left
-        out and is inferred from them.  queue: the queue id (opened on first
+        out and is inferred from them: from the size of a one-dim buffer
+        (x:in f32[n]), from the shape of a matrix (a:in f32[m,k] takes
+        m, k from a.shape, and a must have exactly that shape).  queue: the queue id (opened on first
         use); wait: ops or (queue, point) pairs to wait for; timing=False
         skips device timing events (CUDA backend).  Bad arguments raise
         TypeError or ValueError with the signature, sending nothing."""

@@ -69,8 +69,15 @@ def test_signature_parser():
     assert p[3].extent_param == "n" and p[3].dtype == np.float32
     assert _sig.parse(" out : out f32 [ 1 ] ")[0].extent_lit == 1
     assert _sig.parse("") == ()
+    m = _sig.parse(" m : u64 , k:u64, a : in f32 [ m , k ] , b:out f64[2,m,3, k]")
+    assert [q.describe() for q in m] == ["m:u64", "k:u64", "a:in f32[m,k]", "b:out f64[2,m,3,k]"]
+    assert m[2].dims == ("m", "k") and m[3].dims == (2, "m", 3, "k")
+    assert m[2].extent_param is None and m[2].extent_lit == 0
+    assert len(_sig.parse(", ".join("a%d:u8" % i for i in range(16)))) == 16
     for bad in ("a:f16", "x:in f32", "a:u64[1]", "x:in f32[m]", "a:f32, x:in u8[a]",
-                "a:u64, a:u64", "1a:u64", "x:in f32[0]", "a:u64,"):
+                "a:u64, a:u64", "1a:u64", "x:in f32[0]", "a:u64,",
+                "m:u64, x:in f32[m,]", "m:u64, x:in f32[m,0]", "m:u64, x:in f32[m,q]",
+                "m:u64, x:in u8[m,m,m,m,m]", ", ".join("a%d:u8" % i for i in range(17))):
         with pytest.raises(ValueError):
             _sig.parse(bad)
 

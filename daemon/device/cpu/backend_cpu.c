@@ -20,6 +20,7 @@
 #include "device/backend.h"
 #include "base/lock.h"
 #include "devq.pb-c.h"
+#include "cpu_kernels.h"
 
 /* A device stream is a FIFO; workers are a pool of threads, any of which
  * runs any stream, one stream at a time, so each stream stays in order.  A
@@ -466,8 +467,8 @@ int devq_backend_cpu_open(const struct devq_backend_config *cfg, struct devq_bac
 	cb->b.ud = cfg->ud;
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 	snprintf(cb->b.device, sizeof(cb->b.device),
-		 "host CPU (%ld cores), %u worker streams + %u high-priority", ncpu,
-		 n - cfg->high_streams, cfg->high_streams);
+		 "host CPU (%ld cores), %u worker streams + %u high-priority, %s kernels", ncpu,
+		 n - cfg->high_streams, cfg->high_streams, devq_cpu_isa_name(devq_cpu_isa()));
 	devq_mutex_init_hot(&cb->lock);
 	pthread_cond_init(&cb->done, NULL);
 	cb->s = calloc(n, sizeof(*cb->s));
