@@ -51,6 +51,10 @@ struct devq_param {
 struct devq_sig {
 	unsigned nparams;
 	struct devq_param p[DEVQ_MAX_PARAMS];
+	/* The parameter that declares the op's duration: a u64 scalar named
+	 * ns (the daemon bounds it by max-op-ms and takes it as the op's
+	 * expected device time), or -1.  Found once, at parse time. */
+	int duration;
 };
 
 /* union devq_kval, struct devq_kctx, devq_cpu_fn: the ABI a CPU kernel is

@@ -367,6 +367,11 @@ int devq_sig_parse(const char *text, struct devq_sig *sig, char *err, size_t err
 			return fail_at(&ps, "',' or end of input", s);
 		}
 	}
+	ps.sig.duration = -1;
+	for (unsigned i = 0; i < ps.sig.nparams; i++)
+		if (ps.sig.p[i].access == DEVQ_ACC_SCALAR && ps.sig.p[i].type == DEVQ_T_U64 &&
+		    !strcmp(ps.sig.p[i].name, "ns"))
+			ps.sig.duration = (int)i;
 	*sig = ps.sig;
 	return 0;
 }

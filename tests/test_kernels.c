@@ -234,6 +234,25 @@ START_TEST(parse_error_names_param)
 }
 END_TEST
 
+/* The duration parameter: a u64 scalar named ns, wherever it stands;
+ * another type or a buffer of that name is not one. */
+START_TEST(parse_duration)
+{
+	char err[128];
+	struct devq_sig s;
+	ck_assert_int_eq(devq_sig_parse("ns:u64", &s, err, sizeof err), 0);
+	ck_assert_int_eq(s.duration, 0);
+	ck_assert_int_eq(devq_sig_parse("n:u64, ns:u64, buf:inout u8[n]", &s, err, sizeof err), 0);
+	ck_assert_int_eq(s.duration, 1);
+	ck_assert_int_eq(devq_sig_parse("ns:u32", &s, err, sizeof err), 0);
+	ck_assert_int_eq(s.duration, -1);
+	ck_assert_int_eq(devq_sig_parse("n:u64, ns:in u64[n]", &s, err, sizeof err), 0);
+	ck_assert_int_eq(s.duration, -1);
+	ck_assert_int_eq(devq_sig_parse("n:u64", &s, err, sizeof err), 0);
+	ck_assert_int_eq(s.duration, -1);
+}
+END_TEST
+
 START_TEST(parse_matrix)
 {
 	char err[128];
@@ -712,6 +731,7 @@ static Suite *suite(void)
 
 	tcase_add_test(p, manifest_all_parse);
 	tcase_add_test(p, parse_saxpy);
+	tcase_add_test(p, parse_duration);
 	tcase_add_test(p, parse_reduce);
 	tcase_add_test(p, parse_whitespace_and_empty);
 	tcase_add_loop_test(p, parse_rejects, 0, (int)(sizeof bad / sizeof bad[0]));

@@ -212,7 +212,7 @@ static int validate_kernel(struct devq_session *s, const Devq__KernelOp *k, stru
 		}
 		/* A u64 parameter named ns is a duration: the admin bounds it,
 		 * and fairness takes it as the op's expected device time. */
-		if (pp->type == DEVQ_T_U64 && name_eq(pp->name, "ns")) {
+		if ((int)p == sig->duration) {
 			if (v->u64 > d->cfg.max_op_ns) {
 				snprintf(err, n,
 					 "argument 'ns': %" PRIu64
