@@ -512,13 +512,22 @@ static int attack_snoop(const struct daemon_proc *d, int started)
 	raw_hello(&r);
 	uint64_t t0 = harness_now_ns();
 	for (unsigned round = 0; !attack_over(t0); round++) {
-		struct rawbuf rb = { 0 };
-		for (int i = 0; i < 1000; i++) {
-			rawbuf_status(&rb);
-			rawbuf_trace(&rb, false);
+		/* A thousand of each per round, written 100 at a time with the
+		 * replies read in between: a client that writes them all and
+		 * reads nothing meanwhile is one that does not read, which
+		 * devqd disconnects once 16 MiB of replies wait
+		 * (quota-outbound-kb; attack 5 is that one). */
+		for (int k = 0; k < 10; k++) {
+			struct rawbuf rb = { 0 };
+			for (int i = 0; i < 100; i++) {
+				rawbuf_status(&rb);
+				rawbuf_trace(&rb, false);
+			}
+			rawbuf_send(&r, &rb);
+			rawbuf_free(&rb);
+			if (!drain(r.fd))
+				return 79;
 		}
-		rawbuf_send(&r, &rb);
-		rawbuf_free(&rb);
 		struct devq_status *st;
 		if (devq_get_status(q, &st) != 0)
 			return 72;
