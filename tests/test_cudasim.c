@@ -255,13 +255,11 @@ static unsigned long stat_of(const char *path, const char *key)
 	return r;
 }
 
-/* A replayable batch of 64 ops on one queue, with the default fair-k (16),
- * whose expected time (64 x 10 us) fits in the fair window (1 ms), reaches
- * the device as one graph launch each time it is submitted, and is
- * captured once. */
-START_TEST(test_replayable_batch_one_graph)
+/* Submits a replayable batch of 64 spins of ns each on one queue of a
+ * daemon of its own, 3 times, each op checked; the simulator's graph
+ * launches and captures. */
+static void replay_batch_3x(uint64_t ns, unsigned long *launches, unsigned long *caps)
 {
-	NEED_SIM();
 	char stats[96];
 	snprintf(stats, sizeof(stats), "/tmp/devq-cudasim-stats-%d", (int)getpid());
 	setenv("DEVQ_CUDASIM_STATS", stats, 1);
@@ -270,7 +268,7 @@ START_TEST(test_replayable_batch_one_graph)
 	devq *q = conn(D.sock, "graph");
 	ck_assert_int_eq(devq_queue_open(q, 0), 0);
 	const struct devq_exec *spin = exe(q, "spin");
-	struct devq_arg a[] = { a_u64("ns", 10000) };
+	struct devq_arg a[] = { a_u64("ns", ns) };
 	struct devq_op ops[64];
 	for (int i = 0; i < 64; i++)
 		ops[i] = spin_op(0, spin, a, NULL, 0);
@@ -285,8 +283,20 @@ START_TEST(test_replayable_batch_one_graph)
 	}
 	devq_disconnect(q);
 	ck_assert_int_eq(harness_stop(&D), 0);
-	unsigned long launches = stat_of(stats, "graph_launches"), caps = stat_of(stats, "captures");
+	*launches = stat_of(stats, "graph_launches");
+	*caps = stat_of(stats, "captures");
 	unlink(stats);
+}
+
+/* A replayable batch of 64 ops on one queue, with the default fair-k (16),
+ * whose expected time (64 x 10 us) fits in the fair window (1 ms), reaches
+ * the device as one graph launch each time it is submitted, and is
+ * captured once. */
+START_TEST(test_replayable_batch_one_graph)
+{
+	NEED_SIM();
+	unsigned long launches, caps;
+	replay_batch_3x(10000, &launches, &caps);
 	ck_assert_msg(launches == 3 && caps == 1,
 		      "3 submits of a 64-op replayable batch: %lu graph launches, %lu captures",
 		      launches, caps);
@@ -344,31 +354,8 @@ END_TEST
 START_TEST(test_replayable_batch_split_by_window)
 {
 	NEED_SIM();
-	char stats[96];
-	snprintf(stats, sizeof(stats), "/tmp/devq-cudasim-stats-%d", (int)getpid());
-	setenv("DEVQ_CUDASIM_STATS", stats, 1);
-	harness_start(&D, NULL);
-	unsetenv("DEVQ_CUDASIM_STATS");
-	devq *q = conn(D.sock, "split");
-	ck_assert_int_eq(devq_queue_open(q, 0), 0);
-	const struct devq_exec *spin = exe(q, "spin");
-	struct devq_arg a[] = { a_u64("ns", 40000) };
-	struct devq_op ops[64];
-	for (int i = 0; i < 64; i++)
-		ops[i] = spin_op(0, spin, a, NULL, 0);
-	for (int rep = 0; rep < 3; rep++) {
-		uint64_t p[64];
-		ck_assert_int_eq(devq_submit_replayable(q, ops, 64, p), 0);
-		for (int i = 0; i < 64; i++) {
-			struct devq_completion c;
-			ck_assert_int_eq(devq_wait(q, 0, p[i], 10000, &c), 0);
-			ck_assert_int_eq(c.code, DEVQ_OK);
-		}
-	}
-	devq_disconnect(q);
-	ck_assert_int_eq(harness_stop(&D), 0);
-	unsigned long launches = stat_of(stats, "graph_launches");
-	unlink(stats);
+	unsigned long launches, caps;
+	replay_batch_3x(40000, &launches, &caps);
 	/* At most 25 ops (1 ms) per run: at least 3 runs per submit, most
 	 * of them graphs. */
 	ck_assert_msg(launches >= 6,
