@@ -27,7 +27,9 @@ struct devq_job {
 	unsigned refs;
 	bool completed;
 	bool reset_after; /* timeline.c: a ResetQueue came right after this point */
-	unsigned nbufs; /* entries of bufs and acc in use (at the end) */
+	struct devq_buf *bufs[DEVQ_MAX_PARAMS]; /* referenced, each once */
+	unsigned acc[DEVQ_MAX_PARAMS];          /* access of bufs[i] */
+	unsigned nbufs;
 	uint64_t t_client_submit, t_received, t_observed;
 	struct devq_job *cnext; /* completion list link (backend threads -> loop) */
 	struct devq_bop *winline[4]; /* b.waits when it has at most 4 entries */
@@ -47,11 +49,6 @@ struct devq_job {
 	 * before its executable was known. */
 	struct devq_fair_est *festp;
 	bool rec_ring; /* its completion record went into the session's ring */
-	/* Last, and not zeroed when a record is recycled (job.c): only
-	 * [0, nbufs) is ever read, and it is written first.  With 16
-	 * parameters they are a quarter of the record. */
-	struct devq_buf *bufs[DEVQ_MAX_PARAMS]; /* referenced, each once */
-	unsigned acc[DEVQ_MAX_PARAMS];          /* access of bufs[i] */
 };
 
 /* The job a backend op belongs to: every devq_bop the daemon hands to a
