@@ -48,6 +48,8 @@ int devq_fair_init(struct devq_fair *f, const char *shares, char *err, size_t n)
 				w = 0;
 		}
 		if (!colon || w < 1 || w > DEVQ_FAIR_MAX_WEIGHT) {
+			if (colon) /* the whole entry, as written */
+				*colon = ':';
 			snprintf(err, n, "fair-shares: '%s' is not user:weight with a weight in 1..%d",
 				 item, DEVQ_FAIR_MAX_WEIGHT);
 			return -EINVAL;

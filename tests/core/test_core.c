@@ -668,6 +668,84 @@ START_TEST(test_fairness_window_by_time)
 }
 END_TEST
 
+/* Several rooms at once (two completions before the loop hands over):
+ * the tenants still share them; a session takes a run of rooms without a
+ * choice per op only when nobody else waits. */
+START_TEST(test_fairness_rooms_at_once)
+{
+	engine_up((struct devq_config){ .fair_k = 4, .streams = 1 });
+	struct devq_session *a = session(1000), *b = session(1001);
+	queue(a, 1, 0);
+	queue(b, 1, 0);
+	for (int i = 0; i < 8; i++)
+		spin(a, 1, 10000);
+	ck_assert_uint_eq(FK->n, 4);
+	for (int i = 0; i < 8; i++)
+		spin(b, 1, 10000);
+	unsigned nb = 0;
+	for (int round = 0; round < 3; round++) {
+		/* Two of the oldest complete, then the loop runs once. */
+		unsigned before = FK->enqueued;
+		for (int k = 0; k < 2; k++) {
+			struct devq_bop *op = FK->ops[0];
+			memmove(&FK->ops[0], &FK->ops[1], (FK->n - 1) * sizeof(FK->ops[0]));
+			FK->n--;
+			op->code = 0;
+			op->t_start = op->t_handoff + 1;
+			op->t_end = op->t_start + 10000;
+			E.be->on_complete(E.be->ud, op);
+		}
+		devq_sched_drain(&E);
+		flush_dirty();
+		ck_assert_uint_eq(FK->enqueued, before + 2);
+		nb += (handed(FK->n - 1)->s == b) + (handed(FK->n - 2)->s == b);
+	}
+	/* B starts level with A's latest choice, so it may take a round's
+	 * two rooms once; never all six. */
+	ck_assert_msg(nb >= 2 && nb <= 4, "B got %u of 6 rooms", nb);
+	complete_all();
+	engine_down();
+}
+END_TEST
+
+/* fair-shares: user:weight entries, weights 1..64, at most 64 entries of
+ * at most 127 characters; anything else refused naming the entry. */
+START_TEST(test_fair_shares_parse)
+{
+	struct devq_fair f;
+	char err[200], list[64 * 8 + 16], entry[200];
+	ck_assert_int_eq(devq_fair_init(&f, "1000:1, 1001:64", err, sizeof(err)), 0);
+	ck_assert_uint_eq(f.nshares, 2);
+	ck_assert_uint_eq(f.share[1], 64);
+	ck_assert_int_eq(devq_fair_init(&f, "1000:65", err, sizeof(err)), -EINVAL);
+	ck_assert_msg(strstr(err, "1000:65"), "%s", err);
+	ck_assert_int_eq(devq_fair_init(&f, "1000:0", err, sizeof(err)), -EINVAL);
+	ck_assert_int_eq(devq_fair_init(&f, "1000", err, sizeof(err)), -EINVAL);
+	ck_assert_int_eq(devq_fair_init(&f, "1000:2x", err, sizeof(err)), -EINVAL);
+	ck_assert_int_eq(devq_fair_init(&f, "no-such-user-here:2", err, sizeof(err)), -EINVAL);
+	ck_assert_msg(strstr(err, "no user named"), "%s", err);
+	/* 64 entries, then 65. */
+	size_t n = 0;
+	for (int i = 0; i < 64; i++)
+		n += (size_t)snprintf(list + n, sizeof(list) - n, "%s%d:2", i ? "," : "", 2000 + i);
+	ck_assert_int_eq(devq_fair_init(&f, list, err, sizeof(err)), 0);
+	ck_assert_uint_eq(f.nshares, 64);
+	snprintf(list + n, sizeof(list) - n, ",3000:2");
+	ck_assert_int_eq(devq_fair_init(&f, list, err, sizeof(err)), -EINVAL);
+	ck_assert_msg(strstr(err, "more than 64"), "%s", err);
+	/* An entry of 127 characters is read (and found not to be a user); 128
+	 * is too long. */
+	memset(entry, '0', sizeof(entry));
+	memcpy(entry + 125, ":2", 3); /* 127 characters: uid 000...0 */
+	ck_assert_int_eq(devq_fair_init(&f, entry, err, sizeof(err)), 0);
+	ck_assert_uint_eq(f.share_uid[0], 0);
+	memset(entry, '0', sizeof(entry));
+	memcpy(entry + 126, ":2", 3); /* 128 */
+	ck_assert_int_eq(devq_fair_init(&f, entry, err, sizeof(err)), -EINVAL);
+	ck_assert_msg(strstr(err, "too long"), "%s", err);
+}
+END_TEST
+
 /* Weights: with fair-shares 1001:3, tenant 1001 gets three rooms for each
  * one of tenant 1000 while both wait. */
 START_TEST(test_fairness_weights)
@@ -1399,6 +1477,8 @@ int main(void)
 	tcase_add_test(tc, test_fairness_by_tenant);
 	tcase_add_test(tc, test_fairness_window_by_time);
 	tcase_add_test(tc, test_fairness_weights);
+	tcase_add_test(tc, test_fairness_rooms_at_once);
+	tcase_add_test(tc, test_fair_shares_parse);
 	tcase_add_test(tc, test_placement_moves_idle_queue);
 	tcase_add_test(tc, test_submit_on_closed_queue);
 	tcase_add_test(tc, test_quota_refusals);
