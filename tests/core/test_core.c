@@ -708,6 +708,52 @@ START_TEST(test_fairness_rooms_at_once)
 }
 END_TEST
 
+/* Completes the n oldest ops as a backend thread would (each ran as long
+ * as it declared), then lets the loop run once: n rooms at once. */
+static void complete_n_then_drain(unsigned n)
+{
+	for (unsigned k = 0; k < n; k++) {
+		struct devq_bop *op = FK->ops[0];
+		memmove(&FK->ops[0], &FK->ops[1], (FK->n - 1) * sizeof(FK->ops[0]));
+		FK->n--;
+		op->code = 0;
+		op->t_start = op->t_handoff + 1;
+		op->t_end = op->t_start + devq_job_of(op)->decl_ns;
+		E.be->on_complete(E.be->ud, op);
+	}
+	devq_sched_drain(&E);
+	flush_dirty();
+}
+
+/* Four rooms at once with two tenants level: they alternate (each pick
+ * charges the tenant, ties go to the one with fewer ops inside), not a
+ * run to whoever was picked first, which only a lone session of a lone
+ * tenant gets. */
+START_TEST(test_fairness_no_run_when_shared)
+{
+	engine_up((struct devq_config){ .fair_k = 4, .streams = 1 });
+	struct devq_session *a = session(1000), *b = session(1001);
+	queue(a, 1, 0);
+	queue(b, 1, 0);
+	for (int i = 0; i < 8; i++)
+		spin(a, 1, 10000); /* 4 go at once, 4 wait */
+	for (int i = 0; i < 8; i++)
+		spin(b, 1, 10000); /* all wait */
+	ck_assert_uint_eq(FK->n, 4);
+	/* B starts level with A's latest choice (3 of A's ops charged, A is
+	 * at 4): B, then a tie that goes to A (fewer ops inside), and so on. */
+	for (int batch = 0; batch < 2; batch++) {
+		complete_n_then_drain(4);
+		for (unsigned i = 0; i < 4; i++)
+			ck_assert_msg(handed(i)->s == (i % 2 ? a : b),
+				      "batch %d room %u went to %c", batch, i,
+				      handed(i)->s == a ? 'A' : 'B');
+	}
+	complete_all();
+	engine_down();
+}
+END_TEST
+
 /* fair-shares: user:weight entries, weights 1..64, at most 64 entries of
  * at most 127 characters; anything else refused naming the entry. */
 START_TEST(test_fair_shares_parse)
@@ -1479,6 +1525,7 @@ int main(void)
 	tcase_add_test(tc, test_fairness_weights);
 	tcase_add_test(tc, test_fairness_rooms_at_once);
 	tcase_add_test(tc, test_fair_shares_parse);
+	tcase_add_test(tc, test_fairness_no_run_when_shared);
 	tcase_add_test(tc, test_placement_moves_idle_queue);
 	tcase_add_test(tc, test_submit_on_closed_queue);
 	tcase_add_test(tc, test_quota_refusals);
