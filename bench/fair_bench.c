@@ -164,22 +164,18 @@ static uint64_t busy(const struct tenant *t, uint64_t t0, uint64_t t1)
 	return sum;
 }
 
-static uint64_t first_start(const struct tenant *t)
+/* The earliest device start and the latest device end of t's ops. */
+static void span_of(const struct tenant *t, uint64_t *first, uint64_t *last)
 {
-	uint64_t m = UINT64_MAX, n = atomic_load(&t->n);
-	for (uint64_t i = 0; i < n && i < MAXREC; i++)
-		if (t->r[i].start < m)
-			m = t->r[i].start;
-	return m;
-}
-
-static uint64_t last_end(const struct tenant *t)
-{
-	uint64_t m = 0, n = atomic_load(&t->n);
-	for (uint64_t i = 0; i < n && i < MAXREC; i++)
-		if (t->r[i].end > m)
-			m = t->r[i].end;
-	return m;
+	uint64_t n = atomic_load(&t->n);
+	*first = UINT64_MAX;
+	*last = 0;
+	for (uint64_t i = 0; i < n && i < MAXREC; i++) {
+		if (t->r[i].start < *first)
+			*first = t->r[i].start;
+		if (t->r[i].end > *last)
+			*last = t->r[i].end;
+	}
 }
 
 /* The longest op of a or b running at time x. */
@@ -291,9 +287,10 @@ static int scenario(const char *name, uint64_t seconds, struct bu_json *j)
 		return 1;
 	/* While both ran: from the later first start (plus a warm-up) to the
 	 * earlier last end. */
-	uint64_t fa = first_start(a), fb = first_start(b);
+	uint64_t fa, la, fb, lb;
+	span_of(a, &fa, &la);
+	span_of(b, &fb, &lb);
 	uint64_t t0 = (fa > fb ? fa : fb) + 300000000ull;
-	uint64_t la = last_end(a), lb = last_end(b);
 	uint64_t t1 = la < lb ? la : lb;
 	if (t1 <= t0 + 500000000ull) {
 		fprintf(stderr, "fair_bench: %s: the tenants overlapped for too short a time\n", name);

@@ -668,6 +668,23 @@ START_TEST(test_fairness_window_by_time)
 }
 END_TEST
 
+/* Completes the n oldest ops as a backend thread would (each ran as long
+ * as it declared), then lets the loop run once: n rooms at once. */
+static void complete_n_then_drain(unsigned n)
+{
+	for (unsigned k = 0; k < n; k++) {
+		struct devq_bop *op = FK->ops[0];
+		memmove(&FK->ops[0], &FK->ops[1], (FK->n - 1) * sizeof(FK->ops[0]));
+		FK->n--;
+		op->code = 0;
+		op->t_start = op->t_handoff + 1;
+		op->t_end = op->t_start + devq_job_of(op)->decl_ns;
+		E.be->on_complete(E.be->ud, op);
+	}
+	devq_sched_drain(&E);
+	flush_dirty();
+}
+
 /* Several rooms at once (two completions before the loop hands over):
  * the tenants still share them; a session takes a run of rooms without a
  * choice per op only when nobody else waits. */
@@ -686,17 +703,7 @@ START_TEST(test_fairness_rooms_at_once)
 	for (int round = 0; round < 3; round++) {
 		/* Two of the oldest complete, then the loop runs once. */
 		unsigned before = FK->enqueued;
-		for (int k = 0; k < 2; k++) {
-			struct devq_bop *op = FK->ops[0];
-			memmove(&FK->ops[0], &FK->ops[1], (FK->n - 1) * sizeof(FK->ops[0]));
-			FK->n--;
-			op->code = 0;
-			op->t_start = op->t_handoff + 1;
-			op->t_end = op->t_start + 10000;
-			E.be->on_complete(E.be->ud, op);
-		}
-		devq_sched_drain(&E);
-		flush_dirty();
+		complete_n_then_drain(2);
 		ck_assert_uint_eq(FK->enqueued, before + 2);
 		nb += (handed(FK->n - 1)->s == b) + (handed(FK->n - 2)->s == b);
 	}
@@ -707,23 +714,6 @@ START_TEST(test_fairness_rooms_at_once)
 	engine_down();
 }
 END_TEST
-
-/* Completes the n oldest ops as a backend thread would (each ran as long
- * as it declared), then lets the loop run once: n rooms at once. */
-static void complete_n_then_drain(unsigned n)
-{
-	for (unsigned k = 0; k < n; k++) {
-		struct devq_bop *op = FK->ops[0];
-		memmove(&FK->ops[0], &FK->ops[1], (FK->n - 1) * sizeof(FK->ops[0]));
-		FK->n--;
-		op->code = 0;
-		op->t_start = op->t_handoff + 1;
-		op->t_end = op->t_start + devq_job_of(op)->decl_ns;
-		E.be->on_complete(E.be->ud, op);
-	}
-	devq_sched_drain(&E);
-	flush_dirty();
-}
 
 /* Four rooms at once with two tenants level: they alternate (each pick
  * charges the tenant, ties go to the one with fewer ops inside), not a
