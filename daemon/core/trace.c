@@ -29,7 +29,8 @@ int devq_trace_ring_new(const struct devq_config *cfg, unsigned streams,
 	if (t->cap)
 		t->recs = calloc(t->cap, sizeof(*t->recs));
 	if (!t->busy_ns || (t->cap && !t->recs)) {
-		log_err("trace: cannot allocate %u records", t->cap);
+		log_err("trace: out of memory (%u records, %u stream counters)", t->cap,
+			streams ? streams : 1);
 		devq_trace_ring_free(t);
 		return -ENOMEM;
 	}

@@ -28,6 +28,7 @@
 #include "core/validate.h"
 #include "devq.pb-c.h"
 #include "fake_mem.h"
+#include "fault.h"
 
 #ifndef DEVQ_FAIL_RANGES_MAX /* before the bound existed */
 #define DEVQ_FAIL_RANGES_MAX 1024
@@ -216,8 +217,9 @@ struct opmsg {
 /* Submits an op on queue q: writer (fill of buffer w) when w, reader (copy
  * from r into scratch buffer 99) when r, with explicit waits (queue,
  * point) pairs. */
-static void submit(struct devq_session *s, uint32_t q, uint64_t w, uint64_t r, unsigned nwaits,
-		   const uint32_t *wq, const uint64_t *wpoint)
+static int try_submit(struct devq_session *s, uint32_t q, uint64_t w, uint64_t r,
+		      unsigned nwaits, const uint32_t *wq, const uint64_t *wpoint, char *err,
+		      size_t errlen)
 {
 	struct opmsg m;
 	devq__op__init(&m.op);
@@ -250,8 +252,14 @@ static void submit(struct devq_session *s, uint32_t q, uint64_t w, uint64_t r, u
 		m.op.body_case = DEVQ__OP__BODY_COPY;
 		m.op.copy = &m.copy;
 	}
+	return devq_sched_submit(s, &m.op, 1, err, errlen);
+}
+
+static void submit(struct devq_session *s, uint32_t q, uint64_t w, uint64_t r, unsigned nwaits,
+		   const uint32_t *wq, const uint64_t *wpoint)
+{
 	char err[160];
-	ck_assert_int_eq(devq_sched_submit(s, &m.op, 1, err, sizeof(err)), 0);
+	ck_assert_int_eq(try_submit(s, q, w, r, nwaits, wq, wpoint, err, sizeof(err)), 0);
 }
 
 /* The job handed to the backend as its i-th op since the start. */
@@ -1498,6 +1506,444 @@ START_TEST(test_buffer_size_at_bound_and_past)
 }
 END_TEST
 
+/* ---- fault injection (fault.h) ------------------------------------------ */
+
+/* stderr, where the core logs, captured to a file while a test runs. */
+static char cap_path[32];
+static int cap_fd = -1, cap_saved = -1;
+
+static void log_capture(void)
+{
+	strcpy(cap_path, "/tmp/devq-core-log-XXXXXX");
+	cap_fd = mkstemp(cap_path);
+	ck_assert_int_ge(cap_fd, 0);
+	fflush(stderr);
+	cap_saved = dup(STDERR_FILENO);
+	ck_assert_int_ge(cap_saved, 0);
+	ck_assert_int_ge(dup2(cap_fd, STDERR_FILENO), 0);
+}
+
+static void log_captured(char *got, size_t n)
+{
+	fflush(stderr);
+	ck_assert_int_ge(dup2(cap_saved, STDERR_FILENO), 0);
+	ck_assert_int_eq(close(cap_saved), 0);
+	ssize_t k = pread(cap_fd, got, n - 1, 0);
+	ck_assert_int_ge(k, 0);
+	got[k] = '\0';
+	ck_assert_int_eq(close(cap_fd), 0);
+	ck_assert_int_eq(unlink(cap_path), 0);
+}
+
+static unsigned open_fds(void)
+{
+	unsigned n = 0;
+	for (int fd = 0; fd < 1024; fd++)
+		n += fcntl(fd, F_GETFD) >= 0;
+	return n;
+}
+
+/* Nothing of any session is left: no op, buffer, mapping or session. */
+static void nothing_left(void)
+{
+	ck_assert_uint_eq(E.ops_in_flight, 0);
+	ck_assert_uint_eq(E.nbufs, 0);
+	ck_assert_uint_eq(E.bytes_mapped, 0);
+	ck_assert_ptr_null(E.sessions);
+	ck_assert_uint_eq(FK->n, 0);
+}
+
+/* One client's life as the server drives it, where any step may fail: a
+ * session admitted, two queues, a shared buffer written on one queue and
+ * read on the other into a device buffer, the ops completed, a completion
+ * page, the session gone.  A step that fails must refuse cleanly (a code
+ * and a reason); the session then ends as a refused client's does.
+ * Returns whether every step went through. */
+static char life_why[200];
+
+static bool client_life(void)
+{
+	struct devq_session *s = devq_session_new(&E, 1234, 1000, 1000);
+	if (!s)
+		return false;
+	bool ok = false;
+	char why[200] = "";
+	int fd = -1, r, line = 0;
+#define STEP (line = __LINE__)
+	struct devq_timeline *q;
+	if (STEP, (r = devq_session_admit(s, why, sizeof(why))))
+		goto end;
+	s->may_high = true;
+	if (STEP, (r = devq_timeline_open(s, 1, 0, &q, why, sizeof(why))) ||
+	    (r = devq_timeline_open(s, 2, 0, &q, why, sizeof(why))))
+		goto end;
+	if (STEP, (r = devq_buffer_create(s, 5, 64, DEVQ__BUFFER_KIND__SHARED, &fd, why, sizeof(why))))
+		goto end;
+	ck_assert_int_eq(close(fd), 0);
+	if (STEP, (r = devq_buffer_create(s, 99, 64, DEVQ__BUFFER_KIND__DEVICE, &fd, why, sizeof(why))))
+		goto end;
+	uint32_t wq = 1;
+	uint64_t wp = 1;
+	if (STEP, (r = try_submit(s, 1, 5, 0, 0, NULL, NULL, why, sizeof(why))) ||
+	    (STEP, (r = try_submit(s, 2, 0, 5, 1, &wq, &wp, why, sizeof(why)))) ||
+	    (r = try_submit(s, 1, 5, 0, 0, NULL, NULL, why, sizeof(why))))
+		goto end;
+	devq_sched_drain(&E);
+	complete_all();
+	int fds[3];
+	if (STEP, (r = devq_cpage_create(4, &s->cpage, fds)) < 0) {
+		snprintf(why, sizeof(why), "completion page: %s", strerror(-r));
+		goto end;
+	}
+	for (int i = 0; i < 3; i++)
+		ck_assert_int_eq(close(fds[i]), 0);
+	ok = true;
+end:
+	if (!ok)
+		/* devq_sched_submit's -ENOMEM (a point it cannot track) ends
+		 * the session; the request layer says why. */
+		ck_assert_msg(r > 0 ? why[0] != '\0' : r == -ENOMEM,
+			      "a refusal without a code or reason (%d, line %d)", r, line);
+	snprintf(life_why, sizeof(life_why), "%s", why);
+	/* What was handed over still completes, as a backend's ops do. */
+	complete_all();
+	session_end(s);
+	flush_dirty();
+	return ok;
+}
+
+/* Every allocation of a client's life, failed in turn: each refusal is
+ * clean, nothing is left, and the next client is served. */
+START_TEST(test_fault_each_allocation_of_a_client)
+{
+	unsigned n, refused = 0, fds = open_fds();
+	for (n = 1; n < 1000; n++) {
+		engine_up((struct devq_config){ 0 });
+		fault_arm(FAULT_ALLOC, n, 1, ENOMEM);
+		bool ok = client_life();
+		unsigned failed = fault_failed(FAULT_ALLOC);
+		fault_reset();
+		refused += !ok;
+		nothing_left();
+		ck_assert_msg(client_life(), "the client after allocation %u failed was refused: %s",
+			      n, life_why);
+		nothing_left();
+		engine_down();
+		ck_assert_uint_eq(open_fds(), fds);
+		if (!failed) {
+			ck_assert(ok);
+			break;
+		}
+	}
+	ck_assert_uint_lt(n, 1000);
+	ck_assert_uint_gt(n, 10); /* the life allocates; each was failed once */
+	ck_assert_uint_gt(refused, 5);
+}
+END_TEST
+
+/* The engine's own allocations at start, failed in turn: -ENOMEM, and
+ * nothing half made is left (ASan's leak check in check-asan). */
+START_TEST(test_fault_each_allocation_at_engine_start)
+{
+	struct devq_config cfg = { .backend = "cpu", .streams = 4, .max_op_ns = 1000000000ull,
+				   .max_buffer_bytes = 1 << 20, .max_queues = 8 };
+	struct devq_engine_events ev = { .wake = ev_wake, .arm_lazy = ev_arm_lazy,
+					 .device_lost = ev_device_lost };
+	unsigned n;
+	for (n = 1; n < 200; n++) {
+		fault_arm(FAULT_ALLOC, n, 1, ENOMEM);
+		int r = devq_engine_init(&E, &cfg, &ev, fake_open);
+		unsigned failed = fault_failed(FAULT_ALLOC);
+		fault_reset();
+		if (r == 0)
+			devq_engine_fini(&E);
+		else
+			ck_assert_int_eq(r, -ENOMEM);
+		if (!failed) {
+			ck_assert_int_eq(r, 0);
+			break;
+		}
+	}
+	ck_assert_uint_lt(n, 200);
+	ck_assert_uint_gt(n, 3);
+}
+END_TEST
+
+/* A shared buffer whose memfd, seals or mapping the kernel refuses: the
+ * request fails with the call and its reason, nothing is charged, no fd or
+ * mapping is left. */
+START_TEST(test_fault_shared_buffer_syscalls)
+{
+	static const struct {
+		enum fault_call c;
+		int err;
+		const char *want;
+	} cases[] = {
+		{ FAULT_MEMFD_CREATE, EMFILE, "memfd of 64 bytes: Too many open files" },
+		{ FAULT_FTRUNCATE, EFBIG, "memfd of 64 bytes: File too large" },
+		{ FAULT_FCNTL, EPERM, "memfd of 64 bytes: Operation not permitted" },
+		{ FAULT_MMAP, ENOMEM, "mmap: Cannot allocate memory" },
+	};
+	engine_up((struct devq_config){ 0 });
+	struct devq_session *s = session(1000);
+	unsigned fds = open_fds();
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		int fd = -1;
+		char err[200] = "";
+		fault_arm(cases[i].c, 1, 1, cases[i].err);
+		int r = devq_buffer_create(s, 7, 64, DEVQ__BUFFER_KIND__SHARED, &fd, err,
+					   sizeof(err));
+		ck_assert_uint_eq(fault_failed(cases[i].c), 1);
+		fault_reset();
+		ck_assert_int_eq(r, DEVQ__CODE__RESOURCE_EXHAUSTED);
+		ck_assert_msg(strstr(err, cases[i].want), "case %zu: '%s'", i, err);
+		ck_assert_int_eq(fd, -1);
+		ck_assert_uint_eq(s->nbufs, 0);
+		ck_assert_uint_eq(E.bytes_mapped, 0);
+		ck_assert_uint_eq(open_fds(), fds);
+	}
+	/* A kernel without MFD_NOEXEC_SEAL answers EINVAL: the memfd is made
+	 * without it. */
+	int fd = -1;
+	char err[200] = "";
+	fault_arm(FAULT_MEMFD_CREATE, 1, 1, EINVAL);
+	ck_assert_int_eq(devq_buffer_create(s, 7, 64, DEVQ__BUFFER_KIND__SHARED, &fd, err,
+					    sizeof(err)),
+			 0);
+	ck_assert_uint_eq(fault_calls(FAULT_MEMFD_CREATE), 2);
+	fault_reset();
+	ck_assert_int_eq(close(fd), 0);
+	/* A failed unmap or close is logged, naming the buffer. */
+	log_capture();
+	fault_arm(FAULT_MUNMAP, 1, 1, EINVAL);
+	devq_buffer_release(devq_idmap_get(&s->bufs, 7));
+	flush_dirty();
+	ck_assert_uint_eq(fault_failed(FAULT_MUNMAP), 1);
+	fault_reset();
+	fault_arm(FAULT_CLOSE, 1, 1, EIO);
+	ck_assert_int_eq(devq_buffer_create(s, 8, 64, DEVQ__BUFFER_KIND__DEVICE, &fd, err,
+					    sizeof(err)),
+			 0);
+	fault_arm(FAULT_MMAP, 1, 1, ENOMEM);
+	ck_assert_int_eq(devq_buffer_create(s, 9, 64, DEVQ__BUFFER_KIND__SHARED, &fd, err,
+					    sizeof(err)),
+			 DEVQ__CODE__RESOURCE_EXHAUSTED);
+	fault_reset();
+	char got[1024];
+	log_captured(got, sizeof(got));
+	ck_assert_msg(strstr(got, "buffer 7: munmap of 64 bytes failed: Invalid argument"),
+		      "log: '%s'", got);
+	ck_assert_msg(strstr(got, "buffer 9: close: Input/output error"), "log: '%s'", got);
+	ck_assert_uint_eq(s->nbufs, 1);
+	session_end(s);
+	engine_down();
+}
+END_TEST
+
+/* An import whose memfd the kernel will not describe or map: refused with
+ * the reason, nothing charged. */
+START_TEST(test_fault_import_syscalls)
+{
+	engine_up((struct devq_config){ 0 });
+	struct devq_session *s = session(1000);
+	int fd = memfd_create("t", MFD_ALLOW_SEALING);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(ftruncate(fd, 4096), 0);
+	ck_assert_int_eq(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK), 0);
+	char err[200] = "";
+	fault_arm(FAULT_FSTATFS, 1, 1, EIO);
+	ck_assert_int_eq(devq_buffer_import(s, 1, 4096, false, fd, err, sizeof(err)),
+			 DEVQ__CODE__INVALID_ARGUMENT);
+	ck_assert_msg(strstr(err, "fstatfs: Input/output error"), "%s", err);
+	fault_arm(FAULT_FSTAT, 1, 1, EIO);
+	ck_assert_int_eq(devq_buffer_import(s, 1, 4096, false, fd, err, sizeof(err)),
+			 DEVQ__CODE__INVALID_ARGUMENT);
+	ck_assert_msg(strstr(err, "fstat failed"), "%s", err);
+	fault_arm(FAULT_MMAP, 1, 1, ENOMEM);
+	ck_assert_int_eq(devq_buffer_import(s, 1, 4096, false, fd, err, sizeof(err)),
+			 DEVQ__CODE__RESOURCE_EXHAUSTED);
+	ck_assert_msg(strstr(err, "mmap: Cannot allocate memory"), "%s", err);
+	fault_arm(FAULT_ALLOC, 1, 1, ENOMEM);
+	ck_assert_int_eq(devq_buffer_import(s, 1, 4096, false, fd, err, sizeof(err)),
+			 DEVQ__CODE__RESOURCE_EXHAUSTED);
+	ck_assert_msg(strstr(err, "out of memory"), "%s", err);
+	fault_reset();
+	ck_assert_uint_eq(s->nbufs, 0);
+	ck_assert_uint_eq(E.bytes_mapped, 0);
+	/* And with the kernel willing, the same import is taken. */
+	ck_assert_int_eq(devq_buffer_import(s, 1, 4096, false, fd, err, sizeof(err)), 0);
+	ck_assert_uint_eq(s->nbufs, 1);
+	ck_assert_int_eq(close(fd), 0);
+	session_end(s);
+	engine_down();
+}
+END_TEST
+
+/* Runs the buffer worker's reports until s holds nbufs buffers, none
+ * being populated (at most 10 s). */
+static void worker_settle(struct devq_session *s, unsigned nbufs)
+{
+	for (int i = 0; i < 10000; i++) {
+		devq_buffer_collect(&E);
+		flush_dirty();
+		if (!s->populating && s->nbufs == nbufs)
+			return;
+		usleep(1000);
+	}
+	ck_abort_msg("the buffer worker did not report (%u buffers, %u populating)", s->nbufs,
+		     s->populating);
+}
+
+/* A large buffer (made and unmapped by the buffer worker) of the given
+ * kind, announced as the request layer does; from that announcement on,
+ * allocation `fail` (0: none) fails. */
+static struct devq_buf *large_buffer(struct devq_session *s, uint64_t id, Devq__BufferKind kind,
+				     unsigned fail)
+{
+	int fd = -1, r;
+	char err[200] = "";
+	int *code = &r;
+	*code = devq_buffer_create(s, id, DEVQ_BUFFER_BG_BYTES, kind, &fd, err, sizeof(err));
+	ck_assert_msg(*code == 0 || *code == DEVQ__CODE__RESOURCE_EXHAUSTED, "%s", err);
+	ck_assert_msg(*code == 0, "large buffer %llu: %s", (unsigned long long)id, err);
+	struct devq_buf *b = devq_idmap_get(&s->bufs, id);
+	ck_assert_ptr_nonnull(b);
+	ck_assert(b->bg);
+	if (fail)
+		fault_arm(FAULT_ALLOC, fail, 1, ENOMEM);
+	devq_buffer_reply_ready(b, fd);
+	return b;
+}
+
+static struct devq_session *large_buffers_allowed(void)
+{
+	engine_up((struct devq_config){ 0 });
+	E.cfg.max_buffer_bytes = 2 * DEVQ_BUFFER_BG_BYTES;
+	return session(1000);
+}
+
+/* The buffer worker's faults: no thread can be made (the job runs on the
+ * caller), no job record (likewise, reported at once), prefaulting or
+ * unmapping refused by the kernel (logged, naming the buffer), a device
+ * allocation failing on the worker (the request fails, nothing charged).
+ * Each buffer is usable or cleanly refused, and every byte comes back. */
+START_TEST(test_fault_buffer_worker)
+{
+	struct devq_session *s = large_buffers_allowed();
+	log_capture();
+
+	/* No worker thread: the install and the unmap run here. */
+	fault_arm(FAULT_PTHREAD_CREATE, 1, 0, EAGAIN);
+	struct devq_buf *b = large_buffer(s, 1, DEVQ__BUFFER_KIND__SHARED, 0);
+	worker_settle(s, 1);
+	ck_assert(b->mapped);
+	devq_buffer_release(b);
+	worker_settle(s, 0);
+	ck_assert_uint_ge(fault_failed(FAULT_PTHREAD_CREATE), 2);
+	fault_reset();
+	ck_assert_uint_eq(E.bytes_mapped, 0);
+
+	/* No job record: the same, at once. */
+	b = large_buffer(s, 2, DEVQ__BUFFER_KIND__SHARED, 0);
+	worker_settle(s, 1);
+	fault_arm(FAULT_ALLOC, 1, 1, ENOMEM);
+	devq_buffer_release(b);
+	ck_assert_uint_eq(fault_failed(FAULT_ALLOC), 1);
+	fault_reset();
+	worker_settle(s, 0);
+	struct devq_buf *b3 = large_buffer(s, 3, DEVQ__BUFFER_KIND__SHARED, 1);
+	ck_assert_uint_eq(fault_failed(FAULT_ALLOC), 1);
+	fault_reset();
+	worker_settle(s, 1);
+	ck_assert(b3->mapped);
+
+	/* Prefaulting refused (EIO is logged; EINVAL, a kernel without
+	 * MADV_POPULATE_*, is not), and an unmap refused. */
+	fault_arm(FAULT_MADVISE, 1, 1, EIO);
+	b = large_buffer(s, 4, DEVQ__BUFFER_KIND__SHARED, 0);
+	worker_settle(s, 2);
+	ck_assert(b->mapped);
+	fault_arm(FAULT_MADVISE, 1, 1, EINVAL);
+	b = large_buffer(s, 5, DEVQ__BUFFER_KIND__SHARED, 0);
+	worker_settle(s, 3);
+	fault_arm(FAULT_MUNMAP, 1, 1, EINVAL);
+	devq_buffer_release(b3);
+	worker_settle(s, 2);
+	ck_assert_uint_eq(fault_failed(FAULT_MUNMAP), 1);
+	fault_reset();
+
+	/* A device buffer the backend cannot allocate, on the worker: the
+	 * first allocation is the job's record, the second the backend's. */
+	b = large_buffer(s, 6, DEVQ__BUFFER_KIND__DEVICE, 2);
+	worker_settle(s, 2);
+	ck_assert_uint_eq(fault_failed(FAULT_ALLOC), 1);
+	fault_reset();
+	ck_assert_ptr_null(devq_idmap_get(&s->bufs, 6));
+
+	char got[4096];
+	log_captured(got, sizeof(got));
+	ck_assert_msg(strstr(got, "buffer 4: prefaulting 67108864 bytes: Input/output error"),
+		      "log: '%s'", got);
+	ck_assert_msg(!strstr(got, "buffer 5: prefaulting"), "log: '%s'", got);
+	ck_assert_msg(strstr(got, "buffer 3: munmap of "), "log: '%s'", got);
+	devq_session_disconnect(s);
+	worker_settle(s, 0);
+	ck_assert_uint_eq(E.bytes_mapped, 0);
+	session_end(s);
+	engine_down();
+}
+END_TEST
+
+/* The completion page's memfds, mappings, seals and eventfd, each refused
+ * in turn: an error, nothing left open or mapped. */
+START_TEST(test_fault_cpage_syscalls)
+{
+	static const enum fault_call calls[] = { FAULT_ALLOC, FAULT_MEMFD_CREATE, FAULT_FTRUNCATE,
+						 FAULT_MMAP, FAULT_FCNTL, FAULT_EVENTFD };
+	unsigned fds = open_fds();
+	for (size_t i = 0; i < sizeof(calls) / sizeof(calls[0]); i++) {
+		for (unsigned n = 1;; n++) {
+			struct devq_cpage *cp = NULL;
+			int f[3];
+			fault_arm(calls[i], n, 1, EMFILE);
+			int r = devq_cpage_create(4, &cp, f);
+			unsigned failed = fault_failed(calls[i]);
+			fault_reset();
+			if (!failed) {
+				ck_assert_int_eq(r, 0);
+				for (int k = 0; k < 3; k++)
+					ck_assert_int_eq(close(f[k]), 0);
+				devq_cpage_free(cp);
+				ck_assert_uint_ge(n, 2);
+				break;
+			}
+			ck_assert_int_eq(r, calls[i] == FAULT_ALLOC ? -ENOMEM : -EMFILE);
+			ck_assert_uint_eq(open_fds(), fds);
+		}
+	}
+	/* A memfd refused with EINVAL (a kernel without MFD_NOEXEC_SEAL) is
+	 * made again without it. */
+	struct devq_cpage *cp = NULL;
+	int f[3];
+	fault_arm(FAULT_MEMFD_CREATE, 1, 1, EINVAL);
+	ck_assert_int_eq(devq_cpage_create(4, &cp, f), 0);
+	fault_reset();
+	for (int k = 0; k < 3; k++)
+		ck_assert_int_eq(close(f[k]), 0);
+	/* Unmaps refused at the end are logged. */
+	log_capture();
+	fault_arm(FAULT_MUNMAP, 1, 2, EINVAL);
+	devq_cpage_free(cp);
+	fault_reset();
+	char got[1024];
+	log_captured(got, sizeof(got));
+	ck_assert_msg(strstr(got, "completion page: munmap: Invalid argument") &&
+			      strstr(got, "completion page hint: munmap: Invalid argument"),
+		      "log: '%s'", got);
+	ck_assert_uint_eq(open_fds(), fds);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *su = suite_create("core");
@@ -1531,6 +1977,15 @@ int main(void)
 	tcase_add_test(tv, test_validate_kernel_buffer_extent);
 	tcase_add_test(tv, test_validate_kernel_arguments);
 	tcase_add_test(tv, test_buffer_size_at_bound_and_past);
+	TCase *tf = tcase_create("faults");
+	tcase_set_timeout(tf, 60);
+	tcase_add_test(tf, test_fault_each_allocation_of_a_client);
+	tcase_add_test(tf, test_fault_each_allocation_at_engine_start);
+	tcase_add_test(tf, test_fault_shared_buffer_syscalls);
+	tcase_add_test(tf, test_fault_import_syscalls);
+	tcase_add_test(tf, test_fault_buffer_worker);
+	tcase_add_test(tf, test_fault_cpage_syscalls);
+	suite_add_tcase(su, tf);
 	suite_add_tcase(su, tv);
 	SRunner *sr = srunner_create(su);
 	srunner_run_all(sr, CK_NORMAL);
