@@ -78,7 +78,7 @@ DEVCTL_SRC = client/devctl/devctl.c client/devctl/metrics.c client/devctl/util.c
              client/devctl/trace.c client/devctl/top.c
 LIB_SRC    += client/cpage.c
 # Performance: Submit encoded and Completions decoded by hand (mk/cli_codec.mk).
-LIB_SRC    += proto/codec/submit_enc.c proto/codec/cmpl_dec.c
+LIB_SRC    += client/submit_enc.c client/cmpl_dec.c
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(patsubst $(BUILD)/%,%,$(1)))
 

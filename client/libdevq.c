@@ -17,8 +17,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "codec/cmpl_dec.h"
-#include "codec/submit_enc.h"
+#include "cmpl_dec.h"
+#include "submit_enc.h"
 #include "cpage_client.h"
 #include "devq.pb-c.h"
 #include "frame.h"
@@ -343,7 +343,7 @@ static void on_completions(devq *q, const Devq__Completions *cs, uint64_t t_recv
 		devq_cpc_sock_seen(q->cp, cs->n_items);
 }
 
-/* The Completions frame without protobuf-c (proto/codec/cmpl_dec.c): items go
+/* The Completions frame without protobuf-c (client/cmpl_dec.c): items go
  * straight into the completion FIFO.  1: not such a frame, decode it with
  * protobuf-c; 0: taken; -EPROTO: malformed, and nothing of it is kept, as
  * when protobuf-c rejects a frame. */
@@ -1081,7 +1081,7 @@ int devq_submit_replayable(devq *q, const struct devq_op *ops, size_t n, uint64_
 	return submit(q, ops, n, points, true);
 }
 
-/* Encodes the batch by hand (proto/codec/submit_enc.c) straight into the send
+/* Encodes the batch by hand (client/submit_enc.c) straight into the send
  * queue, which keeps its buffer from one frame to the next: no allocation
  * per call. */
 static int submit(devq *q, const struct devq_op *ops, size_t n, uint64_t *points,

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Unit tests of libdevq's hand-written codecs: proto/codec/submit_enc.c (the
- * Submit frame) and proto/codec/cmpl_dec.c (the Completions frame), and of
+/* Unit tests of libdevq's hand-written codecs: client/submit_enc.c (the
+ * Submit frame) and client/cmpl_dec.c (the Completions frame), and of
  * devq_tx_append (proto/frame.c), the send queue they write into.
  *
  * protobuf-c is the reference.  The encoder must write, for random batches
@@ -25,8 +25,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "codec/cmpl_dec.h"
-#include "codec/submit_enc.h"
+#include "cmpl_dec.h"
+#include "submit_enc.h"
 #include "devq.pb-c.h"
 #include "frame.h"
 #include "test_rng.h"

@@ -22,7 +22,7 @@
 #include "frame.h"
 #include "test_rng.h"
 
-#define MAX_MSG (DEVQ_BOP_MSG - 1) /* longest message a record holds */
+#define MAX_MSG (DEVQ_CMPL_MSG - 1) /* longest message a record holds */
 
 /* ---- reproducible random inputs --------------------------------------- */
 
@@ -52,7 +52,7 @@ static void rnd_msg(char *m)
 		m[i] = (char)(' ' + rnd() % 95); /* printable: valid UTF-8 */
 	m[len] = '\0';
 	/* Bytes after the NUL must not leak into the encoding. */
-	for (size_t i = len + 1; i < DEVQ_BOP_MSG; i++)
+	for (size_t i = len + 1; i < DEVQ_CMPL_MSG; i++)
 		m[i] = (char)('A' + rnd() % 26);
 }
 

@@ -14,7 +14,9 @@ form a cycle, neither of includes nor of calls between files (a cycle inside
 one layer is as tangled as one across layers).  daemon/core/ is the engine
 without transport: no <uv.h> and no socket calls there.  Calls are read from
 the objects the build made (nm), so the Makefile runs this after building
-devqd.  Exit status 1, with one line per violation, when any is found.
+devqd.  The shared folders below the daemon (proto/, kernels/) include
+nothing of daemon/ or client/: both sides build on them.  Exit status 1,
+with one line per violation, when any is found.
 """
 import collections
 import os
@@ -46,6 +48,14 @@ def daemon_files():
         for f in files:
             if f.endswith((".c", ".h")):
                 out.append(os.path.join(root, f))
+    return sorted(out)
+
+
+def shared_files():
+    out = []
+    for d in SHARED_DIRS:
+        for root, _, files in os.walk(d):
+            out += [os.path.join(root, f) for f in files if f.endswith((".c", ".h"))]
     return sorted(out)
 
 
@@ -122,6 +132,18 @@ def main():
                 inc[f].add(target)
     for comp in sccs(inc):
         problems.append("include cycle: " + " -> ".join(comp))
+    for f in shared_files():
+        text = open(f, encoding="utf-8").read()
+        for kind, name in INCLUDE_RE.findall(text):
+            if kind == "<":
+                continue
+            for base in [os.path.dirname(f)] + SHARED_DIRS + ["daemon", "client"]:
+                p = os.path.normpath(os.path.join(base, name))
+                if os.path.isfile(p):
+                    if p.split("/")[0] in ("daemon", "client"):
+                        problems.append(f"{f}: includes {p}: {p.split('/')[0]}/ is above "
+                                        "the shared folders")
+                    break
 
     # ---- calls, from the objects ----
     objs = {}

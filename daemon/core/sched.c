@@ -426,6 +426,8 @@ static void complete_one(struct devq_engine *d, struct devq_job *op, uint64_t no
 			c->queue = q->id;
 			c->point = op->point;
 			c->code = op->b.code;
+			_Static_assert(sizeof(c->msg) == sizeof(op->b.msg),
+				       "a backend's message is a completion record's");
 			memcpy(c->msg, op->b.msg, sizeof(c->msg));
 			c->t[0] = op->t_client_submit;
 			c->t[1] = op->t_received;

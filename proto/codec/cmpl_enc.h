@@ -13,20 +13,23 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "device/backend.h" /* DEVQ_BOP_MSG */
+/* A completion's message, NUL included: what a client's struct
+ * devq_completion holds. */
+#define DEVQ_CMPL_MSG 160
+
 
 /* One finished op waiting to go out (filled by sched.c, sent by server.c). */
 struct devq_cmpl {
 	uint32_t queue;
 	uint64_t point;
 	int code;               /* devq.Code */
-	char msg[DEVQ_BOP_MSG]; /* NUL-terminated; "" when none */
+	char msg[DEVQ_CMPL_MSG]; /* NUL-terminated; "" when none */
 	uint64_t t[7];          /* Timing fields 1..7, in field order */
 };
 
 /* Payload bytes of DaemonMessage{completions: Completions{items: c[0..n)}}.
  * The message field of a record counts up to its first NUL (at most
- * DEVQ_BOP_MSG - 1 bytes). */
+ * DEVQ_CMPL_MSG - 1 bytes). */
 size_t devq_cmpl_enc_size(const struct devq_cmpl *c, size_t n);
 
 /* Writes that payload to out, which must hold size bytes, where size is

@@ -25,7 +25,7 @@
  *  - a submessage given twice is merged, and for proto3 scalars protobuf-c's
  *    merge keeps every value of the later one (its "has" test reads the
  *    message header, never zero): the last Timing wins whole. */
-#include "codec/cmpl_dec.h"
+#include "cmpl_dec.h"
 
 #include <errno.h>
 #include <limits.h>

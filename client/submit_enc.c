@@ -31,7 +31,7 @@
  * make room for a wider prefix.  The sizing pass counted those wider
  * prefixes, so the move never runs past the buffer.  BufferArg (at most 22
  * bytes), Wait (17), CopyOp (59) and FillOp (41) always fit one byte. */
-#include "codec/submit_enc.h"
+#include "submit_enc.h"
 
 #include <string.h>
 
