@@ -1,0 +1,454 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Boundaries: each limit devqd documents, at exactly the limit and one
+ * past it, against a real devqd (CPU backend), for the limits no other test
+ * checks that way (tests/README.md, "Boundaries", lists every limit and the
+ * tests of each).  The accepted range of every numeric devqd.conf key comes
+ * from the table below, which says what man/devqd.conf.5 says, and is
+ * checked against the man page too: a wrong number in the daemon's key table
+ * or in the page fails here. */
+#include <check.h>
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "devq.h"
+#include "devq.pb-c.h"
+#include "frame.h"
+#include "harness.h"
+#include "hostile.h"
+#include "kernels.h"
+
+/* ---- devqd.conf: every numeric key's accepted range ------------------- */
+
+/* As devqd.conf(5) states them.  flag: devqd takes --KEY VALUE as well
+ * (verbose is -v, which takes no value). */
+static const struct key_range {
+	const char *key;
+	uint64_t min, max;
+	bool flag;
+} ranges[] = {
+	{ "device", 0, 1023, true },
+	{ "streams", 1, 256, true },
+	{ "priority-streams", 0, 64, true },
+	{ "max-op-ms", 1, 86400000, true },
+	{ "max-buffer-mb", 1, 1073741824, true },
+	{ "max-queues", 1, 65536, true },
+	{ "verbose", 0, 2, false },
+	{ "stall-timeout-ms", 1000, 86400000, true },
+	{ "trace-records", 0, 1048576, true },
+	{ "lost-refuse-after", 1, 1000, true },
+	{ "lost-refuse-s", 0, 2592000, true },
+	{ "fair-k", 1, 4096, true },
+	{ "fair-window-us", 10, 10000000, true },
+	{ "quota-session-ops", 1, 16777216, true },
+	{ "quota-user-ops", 1, 67108864, true },
+	{ "quota-session-buffers", 1, 16777216, true },
+	{ "quota-user-buffers", 1, 67108864, true },
+	{ "quota-session-pinned-mb", 1, 1073741824, true },
+	{ "quota-user-pinned-mb", 1, 1073741824, true },
+	{ "quota-session-device-mb", 1, 1073741824, true },
+	{ "quota-user-device-mb", 1, 1073741824, true },
+	{ "quota-user-queues", 1, 16777216, true },
+	{ "quota-user-sessions", 1, 1048576, true },
+	{ "quota-session-fds", 506, 65536, true },
+	{ "quota-outbound-kb", 4, 1073741824, true },
+};
+
+static char *slurp(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	ck_assert_msg(f != NULL, "%s: %s", path, strerror(errno));
+	size_t cap = 1 << 16, n = 0;
+	char *b = malloc(cap);
+	ck_assert_ptr_nonnull(b);
+	size_t got;
+	while ((got = fread(b + n, 1, cap - n - 1, f)) > 0) {
+		n += got;
+		if (n + 1 == cap) {
+			b = realloc(b, cap *= 2);
+			ck_assert_ptr_nonnull(b);
+		}
+	}
+	b[n] = '\0';
+	fclose(f);
+	return b;
+}
+
+/* roff to words: "\-" is "-", font changes go, lines join with spaces. */
+static void plain(const char *in, size_t n, char *out, size_t outlen)
+{
+	size_t j = 0;
+	for (size_t i = 0; i < n && j + 1 < outlen; i++) {
+		if (in[i] == '\\' && i + 1 < n && in[i + 1] == '-') {
+			out[j++] = '-';
+			i++;
+		} else if (in[i] == '\\' && i + 2 < n && in[i + 1] == 'f') {
+			i += 2;
+		} else if (in[i] == '"') {
+			continue;
+		} else if (isspace((unsigned char)in[i])) {
+			if (j && out[j - 1] != ' ')
+				out[j++] = ' ';
+		} else {
+			out[j++] = in[i];
+		}
+	}
+	out[j] = '\0';
+}
+
+/* Whether some entry (.TP) of man/devqd.conf.5 for key says "MIN to MAX"
+ * (MAX also as 2^N). */
+static bool documented(const char *man, const struct key_range *k)
+{
+	char want[64], want2[64] = "";
+	snprintf(want, sizeof(want), "%" PRIu64 " to %" PRIu64, k->min, k->max);
+	for (int b = 0; b < 64; b++)
+		if (k->max == 1ull << b)
+			snprintf(want2, sizeof(want2), "%" PRIu64 " to 2^%d", k->min, b);
+	for (const char *p = man; (p = strstr(p, "\n.TP\n")); p++) {
+		const char *head = p + 5, *eol = strchr(head, '\n');
+		if (!eol)
+			break;
+		char h[512];
+		plain(head, (size_t)(eol - head), h, sizeof(h));
+		/* The entry's head names the key as a word: ".BI max\-op\-ms ..." */
+		bool names = false;
+		size_t kl = strlen(k->key);
+		for (const char *q = h; (q = strstr(q, k->key)); q++)
+			if (q > h && q[-1] == ' ' && (q[kl] == ' ' || q[kl] == '\0'))
+				names = true;
+		if (!names)
+			continue;
+		const char *end = eol;
+		for (const char *s = eol; *s; s++) {
+			if (s[0] == '\n' && s[1] == '.' &&
+			    (!strncmp(s + 2, "TP", 2) || !strncmp(s + 2, "SS", 2) ||
+			     !strncmp(s + 2, "SH", 2))) {
+				end = s;
+				break;
+			}
+			end = s + 1;
+		}
+		static char body[8192];
+		plain(eol, (size_t)(end - eol), body, sizeof(body));
+		if (strstr(body, want) || (want2[0] && strstr(body, want2)))
+			return true;
+	}
+	return false;
+}
+
+/* devqd --check-config on a file holding file_line (may be NULL) with the
+ * flags flag_key flag_value (may be NULL); its exit status, output in out. */
+static int check_config(const char *dir, const char *file_line, const char *flag_key,
+			const char *flag_value, char *out, size_t outlen, char *path, size_t plen)
+{
+	snprintf(path, plen, "%s/bounds.conf", dir);
+	FILE *f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	if (file_line)
+		fprintf(f, "%s\n", file_line);
+	ck_assert_int_eq(fclose(f), 0);
+	char cmd[1024];
+	if (flag_key)
+		snprintf(cmd, sizeof(cmd), "%s --check-config -c %s --socket %s/none.sock --%s %s 2>&1",
+			 harness_bin("devqd"), path, dir, flag_key, flag_value);
+	else
+		snprintf(cmd, sizeof(cmd), "%s --check-config -c %s --socket %s/none.sock 2>&1",
+			 harness_bin("devqd"), path, dir);
+	FILE *p = popen(cmd, "r");
+	ck_assert_ptr_nonnull(p);
+	size_t n = fread(out, 1, outlen - 1, p);
+	out[n] = '\0';
+	int st = pclose(p);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+/* Each key at its documented minimum and maximum is accepted, one below
+ * and one above refused with exit 2 and a message naming the key, the value
+ * and the range: from the file (with its line) and as a flag. */
+START_TEST(config_key_ranges)
+{
+	const struct key_range *k = &ranges[_i];
+	char *man = slurp("man/devqd.conf.5");
+	ck_assert_msg(documented(man, k), "man/devqd.conf.5 does not say %s is %" PRIu64
+		      " to %" PRIu64, k->key, k->min, k->max);
+	free(man);
+
+	char dir[] = "/tmp/devq-bounds-XXXXXX";
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	char in[2][24], outside[2][24];
+	snprintf(in[0], sizeof(in[0]), "%" PRIu64, k->min);
+	snprintf(in[1], sizeof(in[1]), "%" PRIu64, k->max);
+	if (k->min)
+		snprintf(outside[0], sizeof(outside[0]), "%" PRIu64, k->min - 1);
+	else
+		snprintf(outside[0], sizeof(outside[0]), "-1");
+	snprintf(outside[1], sizeof(outside[1]), "%" PRIu64, k->max + 1);
+	char out[2048], path[128], line[128], want[256];
+	for (int i = 0; i < 2; i++) {
+		snprintf(line, sizeof(line), "%s = %s", k->key, in[i]);
+		int rc = check_config(dir, line, NULL, NULL, out, sizeof(out), path, sizeof(path));
+		ck_assert_msg(rc == 0 && strstr(out, "configuration OK"), "'%s': exit %d: %s", line,
+			      rc, out);
+		snprintf(line, sizeof(line), "%s = %s", k->key, outside[i]);
+		rc = check_config(dir, line, NULL, NULL, out, sizeof(out), path, sizeof(path));
+		snprintf(want, sizeof(want), "%s:1: %s: '%s' is not a number in %" PRIu64 "..%" PRIu64,
+			 path, k->key, outside[i], k->min, k->max);
+		ck_assert_msg(rc == 2 && strstr(out, want), "'%s': exit %d, wanted '%s' in: %s", line,
+			      rc, want, out);
+		if (!k->flag)
+			continue;
+		rc = check_config(dir, NULL, k->key, in[i], out, sizeof(out), path, sizeof(path));
+		ck_assert_msg(rc == 0 && strstr(out, "configuration OK"), "--%s %s: exit %d: %s",
+			      k->key, in[i], rc, out);
+		rc = check_config(dir, NULL, k->key, outside[i], out, sizeof(out), path, sizeof(path));
+		snprintf(want, sizeof(want), "--%s: '%s' is not a number in %" PRIu64 "..%" PRIu64,
+			 k->key, outside[i], k->min, k->max);
+		ck_assert_msg(rc == 2 && strstr(out, want), "--%s %s: exit %d, wanted '%s' in: %s",
+			      k->key, outside[i], rc, want, out);
+	}
+	unlink(path);
+	rmdir(dir);
+}
+END_TEST
+
+/* ---- the protocol: frames and fds --------------------------------------- */
+
+/* A GetStatus of exactly len payload bytes: the message, then an unknown
+ * length-delimited field (number 1000) padding it, which protobuf skips. */
+static uint8_t *padded_status(size_t len)
+{
+	Devq__GetStatus gs = DEVQ__GET_STATUS__INIT;
+	Devq__ClientMessage m = DEVQ__CLIENT_MESSAGE__INIT;
+	m.body_case = DEVQ__CLIENT_MESSAGE__BODY_GET_STATUS;
+	m.get_status = &gs;
+	size_t base = devq__client_message__get_packed_size(&m);
+	uint8_t *p = calloc(1, len);
+	ck_assert_ptr_nonnull(p);
+	devq__client_message__pack(&m, p);
+	size_t i = base;
+	/* tag: field 1000, wire type 2 = 8002 = varint 0xc2 0x3e */
+	p[i++] = 0xc2;
+	p[i++] = 0x3e;
+	/* The length varint's own size depends on the length: 3 bytes for
+	 * anything from 16384 to 2097151. */
+	size_t pad = len - i - 3;
+	ck_assert_uint_ge(pad, 16384);
+	ck_assert_uint_lt(pad, 2097152);
+	p[i++] = (uint8_t)(0x80 | (pad & 0x7f));
+	p[i++] = (uint8_t)(0x80 | ((pad >> 7) & 0x7f));
+	p[i++] = (uint8_t)(pad >> 14);
+	ck_assert_uint_eq(i + pad, len);
+	return p;
+}
+
+/* HelloReply.max_frame (1 MiB): a frame of exactly that many payload bytes
+ * is served; one byte more is refused from its header, and the connection
+ * closed. */
+START_TEST(frame_size_at_bound_and_past)
+{
+	struct daemon_proc d;
+	harness_start(&d, NULL);
+	devq *q = conn(d.sock, "info");
+	ck_assert_uint_eq(devq_get_info(q)->max_frame, DEVQ_FRAME_MAX_DEFAULT);
+	ck_assert_uint_eq(DEVQ_FRAME_MAX_DEFAULT, 1048576);
+	devq_disconnect(q);
+
+	struct raw r;
+	raw_open(&r, &d);
+	raw_hello(&r);
+	uint8_t *p = padded_status(DEVQ_FRAME_MAX_DEFAULT);
+	raw_send_payload(&r, DEVQ_FRAME_CLIENT, p, DEVQ_FRAME_MAX_DEFAULT);
+	free(p);
+	devq__daemon_message__free_unpacked(raw_expect(&r, DEVQ__DAEMON_MESSAGE__BODY_STATUS),
+					    NULL);
+	raw_expect_alive(&r);
+	/* One past: the header alone is refused. */
+	uint8_t buf[DEVQ_FRAME_HDR + 64];
+	memset(buf, 0, sizeof(buf));
+	header(buf, DEVQ_FRAME_MAX_DEFAULT + 1, DEVQ_FRAME_CLIENT, 0);
+	raw_write(&r, buf, sizeof(buf));
+	raw_expect_error(&r, DEVQ_E_PROTOCOL_ERROR, "maximum", NULL);
+	raw_expect_closed(&r);
+	raw_close(&r);
+	ck_assert_int_eq(harness_stop(&d), 0);
+}
+END_TEST
+
+/* n copies of fd on one sendmsg of len bytes (raw_sendmsg carries 4). */
+static void send_fds(int sock, const void *data, size_t len, int fd, unsigned n)
+{
+	union {
+		struct cmsghdr align;
+		char buf[CMSG_SPACE(sizeof(int) * DEVQ_FDS_PER_MSG)];
+	} ctl;
+	ck_assert_uint_le(n, DEVQ_FDS_PER_MSG);
+	memset(&ctl, 0, sizeof(ctl));
+	struct iovec iov = { (void *)data, len };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
+			     .msg_controllen = CMSG_SPACE(sizeof(int) * n) };
+	struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int) * n);
+	for (unsigned i = 0; i < n; i++)
+		memcpy(CMSG_DATA(c) + i * sizeof(int), &fd, sizeof(int));
+	ck_assert_int_eq(sendmsg(sock, &mh, MSG_NOSIGNAL), (ssize_t)len);
+}
+
+/* The daemon's open fds once they stop changing. */
+static int settled_fds(const struct daemon_proc *d)
+{
+	int last = -1, same = 0;
+	for (int i = 0; i < 500; i++) {
+		int n = harness_fd_count(d->pid);
+		same = n == last ? same + 1 : 0;
+		if (same >= 5)
+			return n;
+		last = n;
+		usleep(10000);
+	}
+	return last;
+}
+
+/* The frame of a GetStatus: header declaring nfds, then its payload. */
+static size_t status_frame(uint8_t *buf, size_t cap, uint16_t nfds)
+{
+	Devq__GetStatus gs = DEVQ__GET_STATUS__INIT;
+	Devq__ClientMessage m = DEVQ__CLIENT_MESSAGE__INIT;
+	m.body_case = DEVQ__CLIENT_MESSAGE__BODY_GET_STATUS;
+	m.get_status = &gs;
+	size_t len = devq__client_message__get_packed_size(&m);
+	ck_assert_uint_le(DEVQ_FRAME_HDR + len, cap);
+	header(buf, (uint32_t)len, DEVQ_FRAME_CLIENT, nfds);
+	devq__client_message__pack(&m, buf + DEVQ_FRAME_HDR);
+	return DEVQ_FRAME_HDR + len;
+}
+
+/* HelloReply.max_fds (253, the kernel's SCM_MAX_FD): a frame declaring and
+ * carrying 253 fds is served (and the fds, which GetStatus does not use,
+ * closed); a header declaring 254 is a protocol error. */
+START_TEST(fds_per_frame_at_bound_and_past)
+{
+	struct daemon_proc d;
+	harness_start(&d, NULL);
+	devq *q = conn(d.sock, "info");
+	ck_assert_uint_eq(devq_get_info(q)->max_fds, DEVQ_FDS_PER_MSG);
+	ck_assert_uint_eq(DEVQ_FDS_PER_MSG, 253);
+	devq_disconnect(q);
+	int base = settled_fds(&d);
+
+	int memfd = memfd_create("fds", MFD_CLOEXEC);
+	ck_assert_int_ge(memfd, 0);
+	struct raw r;
+	raw_open(&r, &d);
+	raw_hello(&r);
+	int with_conn = settled_fds(&d);
+	uint8_t buf[64];
+	size_t len = status_frame(buf, sizeof(buf), DEVQ_FDS_PER_MSG);
+	send_fds(r.fd, buf, len, memfd, DEVQ_FDS_PER_MSG);
+	devq__daemon_message__free_unpacked(raw_expect(&r, DEVQ__DAEMON_MESSAGE__BODY_STATUS),
+					    NULL);
+	raw_expect_alive(&r);
+	/* The 253 are closed again. */
+	ck_assert_int_eq(settled_fds(&d), with_conn);
+
+	len = status_frame(buf, sizeof(buf), DEVQ_FDS_PER_MSG + 1);
+	send_fds(r.fd, buf, len, memfd, DEVQ_FDS_PER_MSG);
+	raw_expect_error(&r, DEVQ_E_PROTOCOL_ERROR, NULL, NULL);
+	raw_expect_closed(&r);
+	raw_close(&r);
+	close(memfd);
+	ck_assert_int_eq(settled_fds(&d), base);
+	ck_assert_int_eq(harness_stop(&d), 0);
+}
+END_TEST
+
+/* quota-session-fds at its minimum, 506 = two frames' 253: a frame whose
+ * last byte comes with the next frame's 253 fds while its own 253 are still
+ * queued is served; 507 fds queued at once are refused, naming the key. */
+START_TEST(session_fds_at_bound_and_past)
+{
+	struct daemon_proc d;
+	const char *args[] = { "--quota-session-fds", "506", NULL };
+	harness_start(&d, args);
+	int base = settled_fds(&d);
+	int memfd = memfd_create("fds", MFD_CLOEXEC);
+	ck_assert_int_ge(memfd, 0);
+
+	struct raw r;
+	raw_open(&r, &d);
+	raw_hello(&r);
+	uint8_t a[64], b[64], mid[128];
+	size_t la = status_frame(a, sizeof(a), DEVQ_FDS_PER_MSG);
+	size_t lb = status_frame(b, sizeof(b), DEVQ_FDS_PER_MSG);
+	/* A without its last byte, with its 253 fds; then A's last byte and
+	 * B without its last byte, with B's 253: one recvmsg takes those, so
+	 * 506 are queued before A is complete; then B's last byte. */
+	send_fds(r.fd, a, la - 1, memfd, DEVQ_FDS_PER_MSG);
+	usleep(100000); /* the daemon reads A's part before the rest is there */
+	mid[0] = a[la - 1];
+	memcpy(mid + 1, b, lb - 1);
+	send_fds(r.fd, mid, lb, memfd, DEVQ_FDS_PER_MSG);
+	raw_write(&r, b + lb - 1, 1);
+	for (int i = 0; i < 2; i++)
+		devq__daemon_message__free_unpacked(
+			raw_expect(&r, DEVQ__DAEMON_MESSAGE__BODY_STATUS), NULL);
+	raw_expect_alive(&r);
+	raw_close(&r);
+	ck_assert_int_eq(settled_fds(&d), base);
+
+	/* A header trickling in: 253 fds on its first byte, 253 on its
+	 * second (506, at the quota), 1 on its third. */
+	raw_open(&r, &d);
+	raw_hello(&r);
+	size_t l = status_frame(a, sizeof(a), 0);
+	send_fds(r.fd, a, 1, memfd, DEVQ_FDS_PER_MSG);
+	send_fds(r.fd, a + 1, 1, memfd, DEVQ_FDS_PER_MSG);
+	usleep(100000);
+	/* At the quota: nothing said yet. */
+	struct pollfd pfd = { .fd = r.fd, .events = POLLIN };
+	ck_assert_int_eq(poll(&pfd, 1, 0), 0);
+	send_fds(r.fd, a + 2, 1, memfd, 1);
+	(void)l;
+	raw_expect_error(&r, DEVQ_E_PROTOCOL_ERROR, "quota-session-fds", NULL);
+	raw_expect_closed(&r);
+	raw_close(&r);
+	close(memfd);
+	ck_assert_int_eq(settled_fds(&d), base);
+	ck_assert_int_eq(harness_stop(&d), 0);
+}
+END_TEST
+
+/* ---- Suite ------------------------------------------------------------- */
+
+static Suite *suite(void)
+{
+	Suite *s = suite_create("bounds");
+	TCase *cfg = tcase_create("config");
+	tcase_add_loop_test(cfg, config_key_ranges, 0, (int)(sizeof(ranges) / sizeof(ranges[0])));
+	tcase_set_timeout(cfg, harness_slow() ? 300 : 30);
+	suite_add_tcase(s, cfg);
+	TCase *p = tcase_create("protocol");
+	tcase_add_test(p, frame_size_at_bound_and_past);
+	tcase_add_test(p, fds_per_frame_at_bound_and_past);
+	tcase_add_test(p, session_fds_at_bound_and_past);
+	tcase_set_timeout(p, harness_slow() ? 300 : 30);
+	suite_add_tcase(s, p);
+	return s;
+}
+
+int main(void)
+{
+	return harness_main(suite());
+}
