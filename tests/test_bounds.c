@@ -430,6 +430,198 @@ START_TEST(session_fds_at_bound_and_past)
 }
 END_TEST
 
+/* ---- quotas of buffer memory ---------------------------------------------- */
+
+/* Creating a buffer of size bytes: 0, or -ENOSPC naming quota. */
+static void create_refused(devq *q, uint64_t size, enum devq_buffer_kind kind, const char *quota)
+{
+	struct devq_buffer *b = NULL;
+	int r = devq_buffer_create(q, size, kind, &b);
+	ck_assert_msg(r == -ENOSPC, "%" PRIu64 " bytes past %s: %d (%s)", size, quota, r,
+		      devq_last_error(q));
+	ck_assert_msg(strstr(devq_last_error(q), quota), "message does not name %s: %s", quota,
+		      devq_last_error(q));
+}
+
+static void create_ok(devq *q, uint64_t size, enum devq_buffer_kind kind)
+{
+	struct devq_buffer *b = NULL;
+	int r = devq_buffer_create(q, size, kind, &b);
+	ck_assert_msg(r == 0, "%" PRIu64 " bytes: %d (%s)", size, r, devq_last_error(q));
+}
+
+/* quota-{session,user}-{pinned,device}-mb: a session fills its quota to the
+ * byte, then one byte more is refused; a second session of the same uid
+ * fills the user's quota to the byte, then one byte more is refused. */
+START_TEST(buffer_memory_quotas_at_bound_and_past)
+{
+	struct daemon_proc d;
+	const char *args[] = { "--quota-session-pinned-mb", "2", "--quota-user-pinned-mb", "3",
+			       "--quota-session-device-mb", "2", "--quota-user-device-mb", "3",
+			       NULL };
+	harness_start(&d, args);
+	devq *a = conn(d.sock, "a"), *b = conn(d.sock, "b");
+	static const struct {
+		enum devq_buffer_kind kind;
+		const char *session, *user;
+	} kinds[] = {
+		{ DEVQ_BUFFER_SHARED, "quota-session-pinned-mb", "quota-user-pinned-mb" },
+		{ DEVQ_BUFFER_DEVICE, "quota-session-device-mb", "quota-user-device-mb" },
+	};
+	for (int i = 0; i < 2; i++) {
+		create_ok(a, 1 << 20, kinds[i].kind);
+		create_ok(a, (1 << 20) - 1, kinds[i].kind);
+		create_ok(a, 1, kinds[i].kind); /* the session's 2 MiB, exactly */
+		create_refused(a, 1, kinds[i].kind, kinds[i].session);
+		create_ok(b, 1 << 20, kinds[i].kind); /* the user's 3 MiB, exactly */
+		create_refused(b, 1, kinds[i].kind, kinds[i].user);
+	}
+	/* Pinned memory that a session imports counts the same. */
+	int fd = memfd_create("import", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(ftruncate(fd, 4096), 0);
+	ck_assert_int_eq(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK), 0);
+	struct devq_buffer *imp;
+	ck_assert_int_eq(devq_buffer_import(a, fd, 1, 0, &imp), -ENOSPC);
+	ck_assert_msg(strstr(devq_last_error(a), "quota-session-pinned-mb"), "%s",
+		      devq_last_error(a));
+	close(fd);
+	devq_disconnect(a);
+	devq_disconnect(b);
+	ck_assert_int_eq(harness_stop(&d), 0);
+}
+END_TEST
+
+/* ---- names -------------------------------------------------------------- */
+
+/* The session name a raw Hello with this client_name gets, from Status. */
+static void hello_name(const struct daemon_proc *d, const char *name, char *out, size_t n)
+{
+	struct raw r;
+	raw_open(&r, d);
+	Devq__Hello h = DEVQ__HELLO__INIT;
+	h.min_version = DEVQ_PROTOCOL_MIN;
+	h.max_version = DEVQ_PROTOCOL_MAX;
+	h.client_name = (char *)name;
+	Devq__ClientMessage m = DEVQ__CLIENT_MESSAGE__INIT;
+	m.body_case = DEVQ__CLIENT_MESSAGE__BODY_HELLO;
+	m.hello = &h;
+	raw_send(&r, &m);
+	Devq__DaemonMessage *rep = raw_expect(&r, DEVQ__DAEMON_MESSAGE__BODY_HELLO_REPLY);
+	uint64_t id = rep->hello_reply->session;
+	devq__daemon_message__free_unpacked(rep, NULL);
+	raw_get_status(&r);
+	rep = raw_expect(&r, DEVQ__DAEMON_MESSAGE__BODY_STATUS);
+	out[0] = '\0';
+	bool found = false;
+	for (size_t i = 0; i < rep->status->n_sessions; i++)
+		if (rep->status->sessions[i]->id == id) {
+			snprintf(out, n, "%s", rep->status->sessions[i]->name);
+			found = true;
+		}
+	ck_assert_msg(found, "session %" PRIu64 " is not in its own status", id);
+	devq__daemon_message__free_unpacked(rep, NULL);
+	raw_close(&r);
+}
+
+/* Hello.client_name is kept to 63 characters: 63 whole, 64 cut to 63. */
+START_TEST(client_name_at_bound_and_past)
+{
+	struct daemon_proc d;
+	harness_start(&d, NULL);
+	char name[80], got[256];
+	for (int i = 0; i < 64; i++)
+		name[i] = (char)('a' + i % 26);
+	name[63] = '\0';
+	hello_name(&d, name, got, sizeof(got));
+	ck_assert_str_eq(got, name);
+	name[63] = 'Z';
+	name[64] = '\0';
+	hello_name(&d, name, got, sizeof(got));
+	ck_assert_uint_eq(strlen(got), 63);
+	ck_assert_int_eq(strncmp(got, name, 63), 0);
+	ck_assert_int_eq(harness_stop(&d), 0);
+}
+END_TEST
+
+/* ---- signatures ----------------------------------------------------------- */
+
+/* A buffer shape of DEVQ_MAX_DIMS (4) dims is served and sized as their
+ * product; 5 are refused (the refusal alone is in test_kernels). */
+START_TEST(shape_dims_at_bound_and_past)
+{
+	ck_assert_int_eq(DEVQ_MAX_DIMS, 4);
+	struct devq_sig s;
+	char err[160] = "";
+	ck_assert_msg(devq_sig_parse("a:u64, b:u64, x:in u32[a,b,3,a]", &s, err, sizeof(err)) == 0,
+		      "%s", err);
+	ck_assert_uint_eq(s.p[2].ndims, 4);
+	union devq_kval args[3] = { { .u64 = 2 }, { .u64 = 5 } };
+	uint64_t bytes = 0;
+	ck_assert_int_eq(devq_sig_extent_bytes(&s, 2, args, &bytes), 0);
+	ck_assert_uint_eq(bytes, 2 * 5 * 3 * 2 * 4);
+	ck_assert_int_eq(devq_sig_parse("a:u64, b:u64, x:in u32[a,b,3,a,1]", &s, err, sizeof(err)),
+			 -EINVAL);
+	ck_assert_msg(strstr(err, "more than 4 dimensions"), "%s", err);
+}
+END_TEST
+
+/* ---- trace records ------------------------------------------------------- */
+
+/* A trace record keeps DEVQ_TRACE_MAX_WAITS (8) waits and counts the rest:
+ * an op waiting on 8 points in flight on 8 other queues lists all 8,
+ * waits_dropped 0; on 9, it lists 8, waits_dropped 1. */
+START_TEST(trace_waits_at_bound_and_past)
+{
+	struct daemon_proc d;
+	harness_start(&d, NULL);
+	devq *q = conn(d.sock, "waits");
+	const struct devq_exec *spin = exe(q, "spin");
+	for (uint32_t i = 1; i <= 11; i++)
+		ck_assert_int_eq(devq_queue_open(q, i), 0);
+	struct devq_arg hold[] = { a_u64("ns", 50000000) }, none[] = { a_u64("ns", 0) };
+	for (int nw = 8; nw <= 9; nw++) {
+		/* 9 holders on queues 1..9, then the waiter on queue 10 or 11,
+		 * in one batch: every point it waits on is still in flight. */
+		struct devq_op ops[10];
+		struct devq_wait w[9];
+		uint64_t pts[10];
+		for (int i = 0; i < 9; i++)
+			ops[i] = (struct devq_op){ .queue = (uint32_t)(i + 1), .kind = DEVQ_OP_KERNEL,
+						   .exec = spin, .args = hold, .nargs = 1 };
+		ck_assert_int_eq(devq_submit(q, ops, 9, pts), 0);
+		for (int i = 0; i < nw; i++)
+			w[i] = (struct devq_wait){ (uint32_t)(i + 1), pts[i] };
+		uint32_t wq = nw == 8 ? 10 : 11;
+		ops[0] = (struct devq_op){ .queue = wq, .kind = DEVQ_OP_KERNEL, .exec = spin,
+					   .args = none, .nargs = 1, .waits = w, .nwaits = (size_t)nw };
+		uint64_t p;
+		ck_assert_int_eq(devq_submit(q, ops, 1, &p), 0);
+		struct devq_completion c;
+		ck_assert_int_eq(devq_wait(q, wq, p, 10000, &c), 0);
+		ck_assert_int_eq(c.code, DEVQ_OK);
+		struct devq_trace *t;
+		struct devq_trace_query all = { 0 };
+		ck_assert_int_eq(devq_trace_get(q, &all, &t), 0);
+		const struct devq_trace_op *op = NULL;
+		for (size_t i = 0; i < t->nops; i++)
+			if (t->ops[i].queue == wq && t->ops[i].point == p)
+				op = &t->ops[i];
+		ck_assert_ptr_nonnull(op);
+		ck_assert_uint_eq(op->nwaits, 8);
+		ck_assert_uint_eq(op->waits_dropped, (unsigned)nw - 8);
+		for (size_t i = 0; i < op->nwaits; i++)
+			ck_assert_int_eq(op->waits[i].kind, DEVQ_TRACE_WAIT_EXPLICIT);
+		devq_trace_free(t);
+		/* The holders finish before the next round. */
+		for (uint32_t i = 1; i <= 9; i++)
+			ck_assert_int_eq(devq_wait(q, i, pts[i - 1], 10000, &c), 0);
+	}
+	devq_disconnect(q);
+	ck_assert_int_eq(harness_stop(&d), 0);
+}
+END_TEST
+
 /* ---- Suite ------------------------------------------------------------- */
 
 static Suite *suite(void)
@@ -443,8 +635,15 @@ static Suite *suite(void)
 	tcase_add_test(p, frame_size_at_bound_and_past);
 	tcase_add_test(p, fds_per_frame_at_bound_and_past);
 	tcase_add_test(p, session_fds_at_bound_and_past);
+	tcase_add_test(p, client_name_at_bound_and_past);
+	tcase_add_test(p, shape_dims_at_bound_and_past);
+	tcase_add_test(p, trace_waits_at_bound_and_past);
 	tcase_set_timeout(p, harness_slow() ? 300 : 30);
 	suite_add_tcase(s, p);
+	TCase *q = tcase_create("quotas");
+	tcase_add_test(q, buffer_memory_quotas_at_bound_and_past);
+	tcase_set_timeout(q, harness_slow() ? 300 : 30);
+	suite_add_tcase(s, q);
 	return s;
 }
 
