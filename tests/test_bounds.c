@@ -622,6 +622,54 @@ START_TEST(trace_waits_at_bound_and_past)
 }
 END_TEST
 
+/* A TraceReply carries at most 131072 ops (DEVQ_TRACE_MAX_REPLY_OPS),
+ * whatever the ring holds: with a ring of 131073, 131072 recorded ops come
+ * whole, and after one more the newest 131072 come, marked truncated. */
+START_TEST(trace_reply_at_bound_and_past)
+{
+	const uint32_t cap = 131072;
+	struct daemon_proc d;
+	const char *args[] = { "--trace-records", "131073", NULL };
+	harness_start(&d, args);
+	devq *q = conn(d.sock, "many");
+	ck_assert_int_eq(devq_queue_open(q, 1), 0);
+	struct devq_arg none[] = { a_u64("ns", 0) };
+	enum { BATCH = 4096 };
+	static struct devq_op ops[BATCH];
+	for (int i = 0; i < BATCH; i++)
+		ops[i] = (struct devq_op){ .queue = 1, .kind = DEVQ_OP_KERNEL, .exec = exe(q, "spin"),
+					   .args = none, .nargs = 1, .no_timing = true };
+	static uint64_t pts[BATCH];
+	struct devq_completion c;
+	for (uint32_t done = 0; done < cap; done += BATCH) {
+		ck_assert_int_eq(devq_submit(q, ops, BATCH, pts), 0);
+		ck_assert_int_eq(devq_wait(q, 1, pts[BATCH - 1], 30000, &c), 0);
+		ck_assert_int_eq(c.code, DEVQ_OK);
+	}
+	struct devq_trace *t;
+	struct devq_trace_query all = { 0 };
+	ck_assert_int_eq(devq_trace_get(q, &all, &t), 0);
+	ck_assert_uint_eq(t->capacity, cap + 1);
+	ck_assert_uint_eq(t->recorded, cap);
+	ck_assert_uint_eq(t->nops, cap);
+	ck_assert(!t->truncated);
+	ck_assert_uint_eq(t->ops[0].point, 1);
+	devq_trace_free(t);
+
+	ck_assert_int_eq(devq_submit(q, ops, 1, pts), 0);
+	ck_assert_int_eq(devq_wait(q, 1, pts[0], 30000, &c), 0);
+	ck_assert_int_eq(devq_trace_get(q, &all, &t), 0);
+	ck_assert_uint_eq(t->recorded, cap + 1);
+	ck_assert_uint_eq(t->nops, cap);
+	ck_assert(t->truncated);
+	ck_assert_uint_eq(t->ops[0].point, 2);
+	ck_assert_uint_eq(t->ops[cap - 1].point, cap + 1);
+	devq_trace_free(t);
+	devq_disconnect(q);
+	ck_assert_int_eq(harness_stop(&d), 0);
+}
+END_TEST
+
 /* ---- Suite ------------------------------------------------------------- */
 
 static Suite *suite(void)
@@ -638,6 +686,7 @@ static Suite *suite(void)
 	tcase_add_test(p, client_name_at_bound_and_past);
 	tcase_add_test(p, shape_dims_at_bound_and_past);
 	tcase_add_test(p, trace_waits_at_bound_and_past);
+	tcase_add_test(p, trace_reply_at_bound_and_past);
 	tcase_set_timeout(p, harness_slow() ? 300 : 30);
 	suite_add_tcase(s, p);
 	TCase *q = tcase_create("quotas");
