@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -670,6 +671,88 @@ START_TEST(trace_reply_at_bound_and_past)
 }
 END_TEST
 
+/* ---- metrics ------------------------------------------------------------- */
+
+/* One op as uid, in a child process (root only: it setuids). */
+static void op_as(const struct daemon_proc *d, uid_t uid)
+{
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		/* gid 0 stays primary: --allow-groups root admits the child. */
+		if (setuid(uid) < 0)
+			_exit(10);
+		devq *q = NULL;
+		if (devq_connect(d->sock, "user", &q) < 0 || devq_queue_open(q, 1) < 0)
+			_exit(11);
+		const struct devq_exec *e = NULL;
+		if (devq_exec_lookup(q, "spin", &e) < 0)
+			_exit(13);
+		struct devq_arg a[] = { DEVQ_U64("ns", 0) };
+		struct devq_op op = { .queue = 1, .kind = DEVQ_OP_KERNEL, .exec = e, .args = a,
+				      .nargs = 1 };
+		uint64_t p;
+		struct devq_completion c;
+		if (!e || devq_submit(q, &op, 1, &p) < 0 || devq_wait(q, 1, p, 10000, &c) < 0 ||
+		    c.code != DEVQ_OK)
+			_exit(12);
+		devq_disconnect(q);
+		_exit(0);
+	}
+	int st;
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "uid %u: status %d", (unsigned)uid,
+		      st);
+}
+
+static const struct devq_user_info *user_of(const struct devq_status *s, uint32_t uid)
+{
+	for (size_t i = 0; i < s->nusers; i++)
+		if (s->users[i].uid == uid)
+			return &s->users[i];
+	return NULL;
+}
+
+/* Status.users has a row for each of 255 uids; the ops of every uid past
+ * them are counted together under uid 4294967295 (proto/README.md). */
+START_TEST(metrics_users_at_bound_and_past)
+{
+	if (geteuid() != 0) {
+		fprintf(stderr, "SKIP: metrics_users_at_bound_and_past needs root to setuid\n");
+		return;
+	}
+	struct daemon_proc d;
+	const char *args[] = { "--allow-groups", "root", NULL };
+	harness_start(&d, args);
+	ck_assert_int_eq(chmod(d.dir, 0755), 0);
+	ck_assert_int_eq(chmod(d.sock, 0666), 0);
+	const uid_t first = 20000;
+	for (uid_t i = 0; i < 255; i++)
+		op_as(&d, first + i);
+	devq *w = conn(d.sock, "watch");
+	struct devq_status *s;
+	ck_assert_int_eq(devq_get_status(w, &s), 0);
+	ck_assert_uint_eq(s->nusers, 255);
+	ck_assert_ptr_null(user_of(s, UINT32_MAX));
+	ck_assert_uint_eq(user_of(s, first + 254)->ops_completed, 1);
+	devq_status_free(s);
+	/* The 256th uid and the 257th share the last row; known uids keep
+	 * theirs. */
+	op_as(&d, first + 255);
+	op_as(&d, first + 256);
+	op_as(&d, first);
+	ck_assert_int_eq(devq_get_status(w, &s), 0);
+	ck_assert_uint_eq(s->nusers, 256);
+	ck_assert_ptr_null(user_of(s, first + 255));
+	ck_assert_ptr_nonnull(user_of(s, UINT32_MAX));
+	ck_assert_uint_eq(user_of(s, UINT32_MAX)->ops_completed, 2);
+	ck_assert_uint_eq(user_of(s, first)->ops_completed, 2);
+	devq_status_free(s);
+	devq_disconnect(w);
+	ck_assert_int_eq(harness_stop(&d), 0);
+}
+END_TEST
+
 /* ---- Suite ------------------------------------------------------------- */
 
 static Suite *suite(void)
@@ -691,6 +774,7 @@ static Suite *suite(void)
 	suite_add_tcase(s, p);
 	TCase *q = tcase_create("quotas");
 	tcase_add_test(q, buffer_memory_quotas_at_bound_and_past);
+	tcase_add_test(q, metrics_users_at_bound_and_past);
 	tcase_set_timeout(q, harness_slow() ? 300 : 30);
 	suite_add_tcase(s, q);
 	return s;
