@@ -413,7 +413,7 @@ START_TEST(session_fds_at_bound_and_past)
 	 * second (506, at the quota), 1 on its third. */
 	raw_open(&r, &d);
 	raw_hello(&r);
-	size_t l = status_frame(a, sizeof(a), 0);
+	status_frame(a, sizeof(a), 0);
 	send_fds(r.fd, a, 1, memfd, DEVQ_FDS_PER_MSG);
 	send_fds(r.fd, a + 1, 1, memfd, DEVQ_FDS_PER_MSG);
 	usleep(100000);
@@ -421,7 +421,6 @@ START_TEST(session_fds_at_bound_and_past)
 	struct pollfd pfd = { .fd = r.fd, .events = POLLIN };
 	ck_assert_int_eq(poll(&pfd, 1, 0), 0);
 	send_fds(r.fd, a + 2, 1, memfd, 1);
-	(void)l;
 	raw_expect_error(&r, DEVQ_E_PROTOCOL_ERROR, "quota-session-fds", NULL);
 	raw_expect_closed(&r);
 	raw_close(&r);
