@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "devq.h"
+#include "cpage_layout.h"
 #include "devq.pb-c.h"
 #include "frame.h"
 #include "harness.h"
@@ -752,6 +753,117 @@ START_TEST(metrics_users_at_bound_and_past)
 }
 END_TEST
 
+/* ---- the completion page ------------------------------------------------- */
+
+/* A raw Hello asking for the completion page: the published page, mapped
+ * read-only, and CompletionPage.slots. */
+static const struct devq_cpage_hdr *hello_page(struct raw *r, uint32_t *slots, size_t *size)
+{
+	Devq__Hello h = DEVQ__HELLO__INIT;
+	h.min_version = DEVQ_PROTOCOL_MIN;
+	h.max_version = DEVQ_PROTOCOL_MAX;
+	h.client_name = "page";
+	h.completion_page = true;
+	Devq__ClientMessage m = DEVQ__CLIENT_MESSAGE__INIT;
+	m.body_case = DEVQ__CLIENT_MESSAGE__BODY_HELLO;
+	m.hello = &h;
+	raw_send(r, &m);
+	uint64_t deadline = harness_now_ns() + (uint64_t)HOSTILE_WAIT_MS * 1000000u;
+	for (;;) {
+		struct devq_frame f;
+		int k = devq_rx_next(&r->rx, &f);
+		ck_assert_int_ge(k, 0);
+		if (k == 1) {
+			Devq__DaemonMessage *x = devq__daemon_message__unpack(NULL, f.len, f.payload);
+			ck_assert_ptr_nonnull(x);
+			ck_assert_int_eq(x->body_case, DEVQ__DAEMON_MESSAGE__BODY_HELLO_REPLY);
+			ck_assert_ptr_nonnull(x->hello_reply->completion_page);
+			ck_assert_uint_eq(f.nfds, 3);
+			*slots = x->hello_reply->completion_page->slots;
+			*size = x->hello_reply->completion_page->size;
+			devq__daemon_message__free_unpacked(x, NULL);
+			void *p = mmap(NULL, *size, PROT_READ, MAP_SHARED, f.fds[0], 0);
+			ck_assert_ptr_ne(p, MAP_FAILED);
+			devq_frame_close_fds(&f);
+			return p;
+		}
+		ck_assert_msg(harness_now_ns() < deadline, "no HelloReply");
+		struct pollfd pf = { .fd = r->fd, .events = POLLIN };
+		ck_assert_int_ge(poll(&pf, 1, 100), 0);
+		ssize_t got = devq_rx_recv(&r->rx, r->fd, MSG_DONTWAIT);
+		ck_assert_msg(got > 0 || got == -EAGAIN, "recv: %zd", got);
+	}
+}
+
+/* The open slot of queue id in the page, or NULL. */
+static const struct devq_cpage_slot *slot_of(const struct devq_cpage_hdr *h, uint32_t id)
+{
+	const struct devq_cpage_slot *sl = devq_cpage_slots((struct devq_cpage_hdr *)h);
+	for (uint32_t i = 0; i < h->used; i++)
+		if (sl[i].open && sl[i].queue == id)
+			return &sl[i];
+	return NULL;
+}
+
+/* A completion page has min(max-queues, 1024) queue slots, one per queue
+ * in the order they open: the 1024th queue has the last slot, the 1025th
+ * none and completes through the socket alone. */
+START_TEST(completion_page_slots_at_bound_and_past)
+{
+	struct daemon_proc d;
+	const char *args[] = { "--max-queues", "1025", NULL };
+	harness_start(&d, args);
+	devq *lib = conn(d.sock, "ids");
+	uint32_t exe_id_spin = exe(lib, "spin")->id;
+	devq_disconnect(lib);
+	struct raw r;
+	raw_open(&r, &d);
+	uint32_t slots;
+	size_t size;
+	const struct devq_cpage_hdr *h = hello_page(&r, &slots, &size);
+	ck_assert_uint_eq(slots, 1024);
+	ck_assert_uint_eq(h->nslots, 1024);
+	for (uint32_t i = 1; i <= 1025; i++)
+		raw_open_queue(&r, i);
+	raw_expect_alive(&r); /* every open handled */
+	ck_assert_uint_eq(h->used, 1024);
+	ck_assert_ptr_nonnull(slot_of(h, 1024));
+	ck_assert_ptr_null(slot_of(h, 1025));
+	/* Both queues serve ops; the 1025th's completion comes on the socket. */
+	for (uint32_t q = 1024; q <= 1025; q++) {
+		Devq__Op op = DEVQ__OP__INIT;
+		Devq__KernelOp k = DEVQ__KERNEL_OP__INIT;
+		Devq__Arg a = DEVQ__ARG__INIT;
+		Devq__Arg *args1[] = { &a };
+		a.name = "ns";
+		a.value_case = DEVQ__ARG__VALUE_U64;
+		a.u64 = 0;
+		k.executable = exe_id_spin;
+		k.n_args = 1;
+		k.args = args1;
+		op.queue = q;
+		op.body_case = DEVQ__OP__BODY_KERNEL;
+		op.kernel = &k;
+		raw_submit_op(&r, &op);
+		raw_expect_completion(&r, q, 1, DEVQ__CODE__OK, NULL, NULL);
+	}
+	ck_assert_uint_eq(slot_of(h, 1024)->completed, 1);
+	munmap((void *)h, size);
+	raw_close(&r);
+
+	/* Below 1024 the page has max-queues slots. */
+	ck_assert_int_eq(harness_stop(&d), 0);
+	const char *few[] = { "--max-queues", "3", NULL };
+	harness_start(&d, few);
+	raw_open(&r, &d);
+	h = hello_page(&r, &slots, &size);
+	ck_assert_uint_eq(slots, 3);
+	munmap((void *)h, size);
+	raw_close(&r);
+	ck_assert_int_eq(harness_stop(&d), 0);
+}
+END_TEST
+
 /* ---- Suite ------------------------------------------------------------- */
 
 static Suite *suite(void)
@@ -769,6 +881,7 @@ static Suite *suite(void)
 	tcase_add_test(p, shape_dims_at_bound_and_past);
 	tcase_add_test(p, trace_waits_at_bound_and_past);
 	tcase_add_test(p, trace_reply_at_bound_and_past);
+	tcase_add_test(p, completion_page_slots_at_bound_and_past);
 	tcase_set_timeout(p, harness_slow() ? 300 : 30);
 	suite_add_tcase(s, p);
 	TCase *q = tcase_create("quotas");
