@@ -314,6 +314,45 @@ START_TEST(test_watchdog_pings_stop_when_completions_wedged)
 }
 END_TEST
 
+/* The stall bound is never below max-op-ms + 1 s, whatever
+ * stall-timeout-ms says (devqd.conf(5)): with max-op-ms 2000 and
+ * stall-timeout-ms 1000, a wedged completion is "stuck" only once 3000 ms
+ * have passed, not after 1000.  A lower bound only: the daemon cannot say
+ * it earlier however loaded the machine is. */
+START_TEST(test_watchdog_stall_floor)
+{
+	struct proc p;
+	const char *extra[] = { "--test-fault-injection", "--max-op-ms", "2000",
+				"--stall-timeout-ms", "1000", NULL };
+	start_notified(&p, harness_bin("devqd"), "200000", extra);
+	char msg[1024];
+	notify_expect(&p, "READY=1", msg, sizeof(msg));
+	devq *q = conn(p.sock, "stall-floor");
+	ck_assert_int_eq(devq_queue_open(q, 1), 0);
+	uint64_t pt = spin(q, 1, 1000000);
+	ck_assert_int_eq(devq_wait(q, 1, pt, ARRIVAL_MS, NULL), 0);
+	notify_expect(&p, "WATCHDOG=1", msg, sizeof(msg));
+	kill(p.pid, SIGRTMIN + 2);
+	notify_expect(&p, "DEVQ_TEST_FAULT=completions", msg, sizeof(msg));
+	uint64_t t0 = harness_now_ns();
+	spin(q, 1, 1000000);
+	notify_expect(&p, "STATUS=device stuck", msg, sizeof(msg));
+	uint64_t took_ms = (harness_now_ns() - t0) / 1000000;
+	/* The idle watchdog tick before the submit (every 100 ms) is where
+	 * the daemon counts from. */
+	ck_assert_msg(took_ms >= 2900, "stuck after %llu ms, below max-op-ms + 1000",
+		      (unsigned long long)took_ms);
+	const char *line = strstr(proc_log(&p), "none completed for ");
+	unsigned long long n = 0;
+	ck_assert_msg(line && sscanf(line, "none completed for %llu ms", &n) == 1, "%s",
+		      proc_log(&p));
+	ck_assert_uint_ge(n, 3000);
+	devq_disconnect(q);
+	proc_kill(&p);
+	proc_cleanup(&p);
+}
+END_TEST
+
 START_TEST(test_no_watchdog_without_watchdog_usec)
 {
 	struct proc p;
@@ -1299,6 +1338,7 @@ int main(void)
 	tcase_add_test(tc, test_notify_ready_status_stopping);
 	tcase_add_test(tc, test_watchdog_pings_stop_when_loop_wedged);
 	tcase_add_test(tc, test_watchdog_pings_stop_when_completions_wedged);
+	tcase_add_test(tc, test_watchdog_stall_floor);
 	tcase_add_test(tc, test_no_watchdog_without_watchdog_usec);
 	tcase_add_test(tc, test_reload_on_sighup);
 	tcase_add_test(tc, test_journal_fields);
