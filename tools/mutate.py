@@ -49,15 +49,15 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CORE = ["test_core"]
 FILES = {
     "daemon/core/validate.c": CORE + ["test_daemon", "test_badinput"],
-    "daemon/core/buffer.c": CORE + ["test_cring", "test_daemon", "test_badinput"],
+    "daemon/core/buffer.c": CORE + ["test_cring", "test_daemon", "test_badinput", "test_bounds"],
     "daemon/core/timeline.c": CORE + ["test_daemon", "test_badinput"],
-    "daemon/core/cpage.c": CORE + ["test_cring", "test_daemon"],
+    "daemon/core/cpage.c": CORE + ["test_cring", "test_daemon", "test_bounds"],
     "daemon/core/sched.c": CORE + ["test_daemon", "test_badinput", "test_tenancy"],
     "daemon/core/fair.c": CORE + ["test_daemon", "test_tenancy"],
-    "daemon/core/quota.c": CORE + ["test_daemon", "test_tenancy"],
-    "proto/frame.c": ["test_frame", "test_fuzz_replay", "test_badinput"],
+    "daemon/core/quota.c": CORE + ["test_daemon", "test_tenancy", "test_bounds"],
+    "proto/frame.c": ["test_frame", "test_fuzz_replay", "test_badinput", "test_bounds"],
     "proto/codec/msg_dec.c": ["test_msg_dec", "test_fuzz_replay"],
-    "kernels/sig.c": ["test_kernels", "test_core", "test_badinput"],
+    "kernels/sig.c": ["test_kernels", "test_core", "test_badinput", "test_bounds"],
 }
 
 # Tests whose failure says something about timing, not behaviour: their
