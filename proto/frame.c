@@ -311,6 +311,69 @@ int devq_tx_reserve(struct devq_tx *tx, uint16_t type, size_t plen, uint8_t **pa
 	return 0;
 }
 
+struct devq_txchunk *devq_txchunk_new(size_t cap)
+{
+	struct devq_txchunk *c = malloc(sizeof(*c) + cap);
+	if (c) {
+		memset(c, 0, sizeof(*c));
+		c->cap = cap;
+	}
+	return c;
+}
+
+uint8_t *devq_txchunk_data(struct devq_txchunk *c)
+{
+	return chunk_data(c);
+}
+
+size_t devq_txchunk_cap(const struct devq_txchunk *c)
+{
+	return c->cap;
+}
+
+int devq_txchunk_grow(struct devq_txchunk **c, size_t cap)
+{
+	if (cap <= (*c)->cap)
+		return 0;
+	struct devq_txchunk *n = realloc(*c, sizeof(*n) + cap);
+	if (!n)
+		return -ENOMEM;
+	n->cap = cap;
+	*c = n;
+	return 0;
+}
+
+void devq_txchunk_free(struct devq_txchunk *c)
+{
+	if (c)
+		chunk_free(c);
+}
+
+int devq_tx_push_chunk(struct devq_tx *tx, struct devq_txchunk *c, uint16_t type, size_t start,
+		       size_t plen)
+{
+	if (plen > UINT32_MAX || start > c->cap || c->cap - start < DEVQ_FRAME_HDR ||
+	    c->cap - start - DEVQ_FRAME_HDR < plen) {
+		chunk_free(c);
+		return -EINVAL;
+	}
+	c->next = NULL;
+	c->nfds = 0;
+	c->off = start;
+	/* No room after it: devq_tx_append never adds frames to this one. */
+	c->len = c->cap = start + DEVQ_FRAME_HDR + plen;
+	c->nframes = 1;
+	put_hdr(chunk_data(c) + start, (uint32_t)plen, type, 0);
+	if (tx->tail)
+		tx->tail->next = c;
+	else
+		tx->head = c;
+	tx->tail = c;
+	tx->bytes += c->len - c->off;
+	tx->frames++;
+	return 0;
+}
+
 int devq_tx_append(struct devq_tx *tx, uint16_t type, size_t plen, uint8_t **payload)
 {
 	if (plen > UINT32_MAX)

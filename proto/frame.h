@@ -85,6 +85,23 @@ int devq_tx_reserve(struct devq_tx *tx, uint16_t type, size_t plen, uint8_t **pa
  * than a slab gets a chunk of its own. */
 #define DEVQ_TX_SLAB (64u << 10)
 int devq_tx_append(struct devq_tx *tx, uint16_t type, size_t plen, uint8_t **payload);
+/* A frame built in pieces before it is queued (a large reply that the
+ * daemon packs over several loop turns): a chunk of its own with cap bytes
+ * of data room, which the builder grows as it goes (NULL, or -ENOMEM with
+ * *c unchanged, when memory runs out) and frees unless it queues it. */
+struct devq_txchunk *devq_txchunk_new(size_t cap);
+uint8_t *devq_txchunk_data(struct devq_txchunk *c);
+size_t devq_txchunk_cap(const struct devq_txchunk *c);
+int devq_txchunk_grow(struct devq_txchunk **c, size_t cap);
+void devq_txchunk_free(struct devq_txchunk *c);
+/* Queues c's data[start, start + DEVQ_FRAME_HDR + plen) as one frame (no
+ * fds), writing its header at start: the payload must already be in place
+ * after it, so the builder leaves room for the header (and whatever it
+ * can only write last) ahead of the payload, and nothing is copied.  The
+ * tx owns c from then on, on -EINVAL (the frame does not fit c, or plen is
+ * too large) too. */
+int devq_tx_push_chunk(struct devq_tx *tx, struct devq_txchunk *c, uint16_t type, size_t start,
+		       size_t plen);
 /* Writes as much as the socket takes.  0 when everything was sent, -EAGAIN
  * when bytes remain (non-blocking socket), or -errno. */
 int devq_tx_flush(struct devq_tx *tx, int sock);

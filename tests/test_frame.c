@@ -787,6 +787,83 @@ START_TEST(tx_flush_to_closed_peer)
 }
 END_TEST
 
+/* A frame built in a chunk of its own and queued where it lies: a frame
+ * queued before it, the chunk's frame (header written at the start given,
+ * the bytes before it never sent) and one appended after it arrive whole
+ * and in order; the chunk takes no appended frame into its own room.  A
+ * frame that does not fit its chunk is refused (and the chunk freed): at
+ * exactly the chunk's end it fits. */
+START_TEST(tx_push_chunk_in_place)
+{
+	int sv[2];
+	pair(sv);
+	struct devq_tx tx;
+	struct devq_rx rx;
+	devq_tx_init(&tx);
+	devq_rx_init(&rx, DEVQ_FRAME_MAX_DEFAULT);
+	uint8_t *p;
+	ck_assert_int_eq(devq_tx_append(&tx, 7, 3, &p), 0);
+	memcpy(p, "abc", 3);
+	enum { LEAD = 40, PLEN = 100000 };
+	struct devq_txchunk *c = devq_txchunk_new(1000);
+	ck_assert_ptr_nonnull(c);
+	ck_assert_int_eq(devq_txchunk_grow(&c, LEAD + PLEN), 0);
+	ck_assert_uint_eq(devq_txchunk_cap(c), LEAD + PLEN);
+	uint8_t *d = devq_txchunk_data(c);
+	memset(d, 0xee, LEAD);
+	for (size_t i = 0; i < PLEN; i++)
+		d[LEAD + i] = (uint8_t)(i * 31);
+	ck_assert_int_eq(devq_tx_push_chunk(&tx, c, 9, LEAD - DEVQ_FRAME_HDR, PLEN), 0);
+	ck_assert_uint_eq(tx.bytes, 3 + PLEN + 2 * DEVQ_FRAME_HDR);
+	ck_assert_int_eq(devq_tx_append(&tx, 7, 2, &p), 0);
+	memcpy(p, "xy", 2);
+	ck_assert_uint_eq(tx.frames, 3);
+	/* Refused: one byte more than the chunk holds. */
+	struct devq_txchunk *small = devq_txchunk_new(64);
+	ck_assert_ptr_nonnull(small);
+	ck_assert_int_eq(devq_tx_push_chunk(&tx, small, 9, 10, 64 - 10 - DEVQ_FRAME_HDR + 1),
+			 -EINVAL);
+	ck_assert_uint_eq(tx.frames, 3);
+
+	int got = 0;
+	while (got < 3) {
+		if (tx.bytes) {
+			int fr = devq_tx_flush(&tx, sv[0]);
+			ck_assert(fr == 0 || fr == -EAGAIN);
+		}
+		ssize_t n = devq_rx_recv(&rx, sv[1], MSG_DONTWAIT);
+		if (n == -EAGAIN)
+			continue;
+		ck_assert_int_gt(n, 0);
+		struct devq_frame f;
+		int r;
+		while ((r = devq_rx_next(&rx, &f)) == 1) {
+			if (got == 1) {
+				ck_assert_uint_eq(f.type, 9);
+				ck_assert_uint_eq(f.len, PLEN);
+				for (size_t i = 0; i < PLEN; i++)
+					ck_assert_uint_eq(f.payload[i], (uint8_t)(i * 31));
+			} else {
+				ck_assert_uint_eq(f.type, 7);
+				ck_assert_uint_eq(f.len, got ? 2 : 3);
+				ck_assert(!memcmp(f.payload, got ? "xy" : "abc", f.len));
+			}
+			got++;
+		}
+		ck_assert_int_eq(r, 0);
+	}
+	ck_assert_int_eq(devq_rx_recv(&rx, sv[1], MSG_DONTWAIT), -EAGAIN);
+	/* At exactly the chunk's end it fits. */
+	small = devq_txchunk_new(64);
+	ck_assert_ptr_nonnull(small);
+	ck_assert_int_eq(devq_tx_push_chunk(&tx, small, 9, 10, 64 - 10 - DEVQ_FRAME_HDR), 0);
+	devq_rx_fini(&rx);
+	devq_tx_fini(&tx); /* frees the unsent chunk */
+	close(sv[0]);
+	close(sv[1]);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("frame");
@@ -804,6 +881,7 @@ static Suite *suite(void)
 	tcase_add_test(t, tx_fini_closes_unsent_fds);
 	tcase_add_test(t, tx_partial_writes);
 	tcase_add_test(t, tx_flush_to_closed_peer);
+	tcase_add_test(t, tx_push_chunk_in_place);
 	tcase_set_timeout(t, 30); /* valgrind */
 	suite_add_tcase(s, t);
 	return s;

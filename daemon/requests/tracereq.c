@@ -173,8 +173,15 @@ struct trace_job {
 	uint64_t k, kept;  /* counting: records looked at (newest first), of kept */
 	uint64_t lo;       /* packing: the next record's absolute index */
 	size_t n, want;    /* ops packed; ops selected */
-	uint8_t *buf;      /* the packed ops, each with its field tag */
-	size_t len, cap;
+	/* The frame being built, queued as it is when done: LEAD bytes kept
+	 * for the frame header and the DaemonMessage field's tag and length
+	 * (known last), then the packed ops (each with its field tag) and
+	 * gone sessions, then the reply's other fields, packed last
+	 * (protobuf takes fields in any order).  buf: c's data; len: bytes
+	 * used of it, LEAD included. */
+	struct devq_txchunk *c;
+	uint8_t *buf;
+	size_t len;
 	struct idset seen; /* sessions of the packed ops */
 	/* The sessions live when the request came (ids are never reused, and
 	 * every record it covers is older): one of the ops' sessions not among
@@ -187,7 +194,7 @@ struct trace_job {
 
 static void job_free(struct trace_job *j)
 {
-	free(j->buf);
+	devq_txchunk_free(j->c);
 	free(j->seen.slot);
 	free(j->live.slot);
 	free(j->sessions);
@@ -259,18 +266,25 @@ static int put_varint(uint8_t *p, uint64_t v)
 	return n;
 }
 
+/* Room for the frame header and two varints (tag and length). */
+#define LEAD (DEVQ_FRAME_HDR + 16)
+
 static int reserve(struct trace_job *j, size_t more)
 {
-	if (j->len + more <= j->cap)
+	size_t have = j->c ? devq_txchunk_cap(j->c) : 0, used = j->c ? j->len : LEAD;
+	if (have - used >= more && j->c)
 		return 0;
-	size_t cap = j->cap ? j->cap : 64 << 10;
-	while (cap < j->len + more)
+	size_t cap = have ? have : 64 << 10;
+	while (cap - used < more)
 		cap *= 2;
-	uint8_t *n = realloc(j->buf, cap);
-	if (!n)
+	if (!j->c) {
+		if (!(j->c = devq_txchunk_new(cap)))
+			return -ENOMEM;
+		j->len = LEAD;
+	} else if (devq_txchunk_grow(&j->c, cap) < 0) {
 		return -ENOMEM;
-	j->buf = n;
-	j->cap = cap;
+	}
+	j->buf = devq_txchunk_data(j->c);
 	return 0;
 }
 
@@ -444,23 +458,28 @@ static int finish(struct trace_job *j, struct devq_session *s)
 	free(live.slot);
 	rep.gone = m.gonep;
 	rep.n_gone = g;
+	/* The reply's own fields after what is packed already. */
 	size_t head = devq__trace_reply__get_packed_size(&rep);
-	size_t body = head + j->len;
+	if (reserve(j, head) < 0)
+		goto out;
+	j->len += devq__trace_reply__pack(&rep, j->buf + j->len);
+	size_t body = j->len - LEAD;
 	uint8_t pre[16];
 	int np = put_varint(pre, (70 << 3) | 2); /* DaemonMessage.trace_reply */
 	np += put_varint(pre + np, body);
-	uint8_t *p;
 	if (!s->connected) {
 		r = 0;
 		goto out;
 	}
+	memcpy(j->buf + LEAD - np, pre, (size_t)np);
 	devq_outbox_push_completions(s);
-	if (devq_tx_reserve(&s->tx, DEVQ_FRAME_DAEMON, (size_t)np + body, &p) < 0)
+	/* Queued as built: a whole-ring reply is a few MiB, which a copy
+	 * would take a millisecond of the loop to make. */
+	r = devq_tx_push_chunk(&s->tx, j->c, DEVQ_FRAME_DAEMON, LEAD - (size_t)np - DEVQ_FRAME_HDR,
+			       (size_t)np + body);
+	j->c = NULL;
+	if (r < 0)
 		goto out;
-	memcpy(p, pre, (size_t)np);
-	devq__trace_reply__pack(&rep, p + np);
-	if (j->len)
-		memcpy(p + np + head, j->buf, j->len);
 	devq_outbox_mark_dirty(s);
 	r = 0;
 out:
