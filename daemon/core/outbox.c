@@ -29,8 +29,11 @@ int devq_outbox_push_completions(struct devq_session *s)
 	uint8_t *p;
 	int r = devq_tx_reserve(&s->tx, DEVQ_FRAME_DAEMON, plen, &p);
 	if (r < 0) {
-		log_err("session %llu: %s; %zu completions lost", (unsigned long long)s->id,
-			strerror(-r), n);
+		/* Their clients would wait for them forever: the session ends
+		 * once what it has queued is sent. */
+		log_err("session %llu: %s; %zu completions lost; closing the session",
+			(unsigned long long)s->id, strerror(-r), n);
+		s->close_after_flush = true;
 		return r;
 	}
 	devq_cmpl_enc(p, plen, s->cmpl, n);

@@ -438,8 +438,13 @@ static void complete_one(struct devq_engine *d, struct devq_job *op, uint64_t no
 			c->t[6] = op->b.enqueue_ns;
 			devq_outbox_mark_dirty(s);
 		} else {
-			log_err("session %llu: out of memory; completion of queue %u point %llu lost",
+			/* Its client would wait for it forever: the session
+			 * ends once what it has queued is sent. */
+			log_err("session %llu: out of memory; completion of queue %u point %llu "
+				"lost; closing the session",
 				(unsigned long long)s->id, q->id, (unsigned long long)op->point);
+			s->close_after_flush = true;
+			devq_outbox_mark_dirty(s);
 		}
 	}
 	/* Completion first, then the releases it makes possible. */

@@ -1944,6 +1944,38 @@ START_TEST(test_fault_cpage_syscalls)
 }
 END_TEST
 
+/* A completion the daemon has no memory to record (or to queue) would be
+ * lost, and its client would wait for it forever: the session is closed
+ * instead, once what it has queued is sent, and the client learns from the
+ * closed connection. */
+START_TEST(test_fault_completion_unrecorded_closes_session)
+{
+	for (int where = 0; where < 2; where++) {
+		struct devq_session *s = two_queues();
+		submit(s, 1, 5, 0, 0, NULL, NULL);
+		devq_sched_drain(&E);
+		ck_assert_uint_eq(FK->n, 1);
+		if (where == 1) { /* records have room: the frame they go out in */
+			complete(0, 0);
+			submit(s, 1, 5, 0, 0, NULL, NULL);
+			devq_sched_drain(&E);
+		}
+		log_capture();
+		fault_arm(FAULT_ALLOC, 1, 0, ENOMEM);
+		complete(0, 0);
+		ck_assert_uint_ge(fault_failed(FAULT_ALLOC), 1);
+		fault_reset();
+		char got[1024];
+		log_captured(got, sizeof(got));
+		ck_assert_msg(strstr(got, "lost"), "log: '%s'", got);
+		ck_assert_msg(s->close_after_flush, "case %d: a completion was lost and the session "
+			      "stays open", where);
+		session_end(s);
+		engine_down();
+	}
+}
+END_TEST
+
 int main(void)
 {
 	Suite *su = suite_create("core");
@@ -1985,6 +2017,7 @@ int main(void)
 	tcase_add_test(tf, test_fault_import_syscalls);
 	tcase_add_test(tf, test_fault_buffer_worker);
 	tcase_add_test(tf, test_fault_cpage_syscalls);
+	tcase_add_test(tf, test_fault_completion_unrecorded_closes_session);
 	suite_add_tcase(su, tf);
 	suite_add_tcase(su, tv);
 	SRunner *sr = srunner_create(su);
