@@ -464,14 +464,37 @@ static void run_entry(const struct cmd *c)
 
 static struct CUstream_st *default_stream;
 
-/* G held: no other stream's kernel waiting for the device goes before s's:
- * a higher stream priority (a lower number) first, then launch order, as
- * a GPU's block scheduler takes pending work. */
+/* G held: whether stream o has a kernel pending for the device, and its
+ * launch order: one waiting at the gate, or one its thread has not reached
+ * yet (only event records, which take no time, before it).  A GPU's block
+ * scheduler sees a launched kernel at once; a stream thread here may take
+ * milliseconds to wake on a loaded host, and its kernel must not lose its
+ * place meanwhile. */
+static bool pending_kernel(const struct CUstream_st *o, uint64_t *seq)
+{
+	if (o->gate_waiting) {
+		*seq = o->gate_seq;
+		return true;
+	}
+	if (o->busy)
+		return false; /* running a kernel, or something else */
+	for (const struct cmd *c = o->head; c; c = c->next) {
+		if (c->kind == C_RECORD)
+			continue;
+		*seq = c->seq;
+		return c->kind == C_KERNEL || c->kind == C_GRAPH;
+	}
+	return false;
+}
+
+/* G held: no other stream's kernel pending for the device goes before
+ * s's: a higher stream priority (a lower number) first, then launch order,
+ * as a GPU's block scheduler takes pending work. */
 static bool waits_before(const struct CUstream_st *o, const struct CUstream_st *s)
 {
-	return o && o != s && o->gate_waiting &&
-	       (o->priority < s->priority ||
-		(o->priority == s->priority && o->gate_seq < s->gate_seq));
+	uint64_t seq;
+	return o && o != s && pending_kernel(o, &seq) &&
+	       (o->priority < s->priority || (o->priority == s->priority && seq < s->gate_seq));
 }
 
 static bool gate_first(const struct CUstream_st *s)
