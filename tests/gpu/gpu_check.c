@@ -9,6 +9,8 @@
  *                            µs, the buffer released only after device end
  *   gpu_check SOCKET bench N null-op round trips through devqd (no timing
  *                            events): median and p99 in µs
+ *   gpu_check SOCKET sporadic  null ops after idle gaps of 1 and 10 ms
+ *                            (200 each): p50 and p99 of the round trip
  *   gpu_check SOCKET graph N batches of 64 null ops, replayable (one CUDA
  *                            graph launch each after the first) and plain:
  *                            µs per kernel, submit to completion
@@ -247,6 +249,34 @@ static void bench(devq *q, int n)
 	printf("BENCH devqd_roundtrip_us median %.2f p99 %.2f n %d\n", rt[n / 2] / 1e3,
 	       rt[(size_t)n * 99 / 100] / 1e3, n);
 	free(rt);
+}
+
+/* Sporadic ops: a null op and its wait after an idle gap (1 ms, 10 ms;
+ * 200 each), timed by the client as native_bench times a launch and a
+ * synchronize after the same gaps.  Every wake-up on devqd's path (the
+ * loop's, the completion thread's, the client's) is paid here, where a
+ * tight loop hides them. */
+static void sporadic(devq *q)
+{
+	enum { N = 200 };
+	static const unsigned gaps_us[] = { 1000, 10000 };
+	uint64_t rt[N];
+	for (size_t g = 0; g < sizeof(gaps_us) / sizeof(gaps_us[0]); g++) {
+		for (int i = -10; i < N; i++) {
+			struct timespec gap = { 0, (long)gaps_us[g] * 1000 };
+			nanosleep(&gap, NULL);
+			struct devq_arg a[] = { u64("ns", 0) };
+			uint64_t p = submit(q, 0, "spin", a, 1, NULL, 0, false);
+			struct devq_completion c;
+			if (!wait_ok(q, 0, p, &c))
+				die(q, "sporadic op failed");
+			if (i >= 0)
+				rt[i] = c.t.client_received - c.t.client_submit;
+		}
+		qsort(rt, N, sizeof(*rt), cmp_u64);
+		printf("BENCH devqd_sporadic_%uus median %.2f p99 %.2f n %d\n", gaps_us[g],
+		       rt[N / 2] / 1e3, rt[N * 99 / 100] / 1e3, N);
+	}
 }
 
 /* ---- place ------------------------------------------------------------ */
@@ -702,6 +732,8 @@ int main(int argc, char **argv)
 		seed(q);
 	} else if (!strcmp(argv[2], "bench")) {
 		bench(q, argc > 3 ? atoi(argv[3]) : 2000);
+	} else if (!strcmp(argv[2], "sporadic")) {
+		sporadic(q);
 	} else if (!strcmp(argv[2], "graph")) {
 		graph(q, argc > 3 ? atoi(argv[3]) : 200);
 	} else if (!strcmp(argv[2], "devbuf")) {

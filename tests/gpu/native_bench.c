@@ -6,7 +6,11 @@
  * blocking-sync event (a sleeping wait, which is what devqd's completion
  * threads use) and with a default event (the driver may spin: the floor).
  * Then the native way to run a batch: 64 launches and one synchronize, in
- * µs per kernel, the baseline for devqd's replayable (CUDA graph) batches.  Run by tests/gpu/run.sh beside `gpu_check SOCKET bench N`.
+ * µs per kernel, the baseline for devqd's replayable (CUDA graph) batches.
+ * Last, sporadic launches: the null kernel and a blocking synchronize
+ * after an idle gap of 1 ms and of 10 ms (200 each), the baseline for
+ * `gpu_check SOCKET sporadic`.  Run by tests/gpu/run.sh beside
+ * `gpu_check SOCKET bench N`.
  *
  *   native_bench [N] [DEVICE]
  *
@@ -91,6 +95,33 @@ static int batch_loop(CUfunction fn, CUstream s, int nb)
 	return 0;
 }
 
+/* Launch and synchronize after an idle gap: what a client that submits
+ * now and then (an inference request every few milliseconds) pays. */
+static int sporadic(CUfunction fn, CUstream s, unsigned gap_us, int n)
+{
+	CUevent ev;
+	CHECK(d.cuEventCreate(&ev, CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING));
+	uint64_t ns = 0;
+	void *params[] = { &ns };
+	uint64_t *rt = malloc((size_t)n * sizeof(*rt));
+	for (int i = -10; i < n; i++) {
+		struct timespec gap = { 0, (long)gap_us * 1000 };
+		nanosleep(&gap, NULL);
+		uint64_t t0 = now();
+		CHECK(d.cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, s, params, NULL));
+		CHECK(d.cuEventRecord(ev, s));
+		CHECK(d.cuEventSynchronize(ev));
+		if (i >= 0)
+			rt[i] = now() - t0;
+	}
+	qsort(rt, (size_t)n, sizeof(*rt), cmp);
+	printf("BENCH native_sporadic_%uus median %.2f p99 %.2f n %d\n", gap_us, rt[n / 2] / 1e3,
+	       rt[(size_t)n * 99 / 100] / 1e3, n);
+	free(rt);
+	d.cuEventDestroy(ev);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	int n = argc > 1 ? atoi(argv[1]) : 2000, dev = argc > 2 ? atoi(argv[2]) : 0;
@@ -118,6 +149,10 @@ int main(int argc, char **argv)
 		r = run(fn, s, CU_EVENT_DEFAULT, n, "native_spin_roundtrip_us");
 	if (!r)
 		r = batch_loop(fn, s, 200);
+	if (!r)
+		r = sporadic(fn, s, 1000, 200);
+	if (!r)
+		r = sporadic(fn, s, 10000, 200);
 	d.cuStreamDestroy(s);
 	d.cuModuleUnload(m);
 	d.cuDevicePrimaryCtxRelease(cd);

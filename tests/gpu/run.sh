@@ -45,6 +45,9 @@
 #   order, seed, place   gpu_check: cross-queue dependencies on real
 #                streams, the 5 ms seed example, work-conserving placement
 #   bench        INFO: devq/native null-op round trip ratio (target <= 2)
+#   sporadic     INFO: a null op after idle gaps of 1 and 10 ms through
+#                devqd against a native launch + synchronize after the same
+#                gaps (p50 and p99; no target yet)
 #   graph        INFO: replayable batches of 64 (one graph launch) against
 #                a native loop of 64 cuLaunchKernel (target < 1)
 #   devbuf, roimport, prio, cancel, deadlock, onegraph   gpu_check (prio:
@@ -381,6 +384,21 @@ if step graph 120 daemon $RUN "$TOOLS/gpu_check" "$SOCK" graph 200; then
 	else
 		res FAIL "graph replay" "no figures (devqd ${gr:-none}, native ${gn:-none})"
 	fi
+fi
+
+# Sporadic ops (issue 28): devqd's wake-ups on the path of an op that
+# comes after an idle gap, against the native launch and synchronize.
+if step sporadic 60 daemon $RUN "$TOOLS/gpu_check" "$SOCK" sporadic; then
+	for g in 1000 10000; do
+		dv=$(awk -v k="BENCH devqd_sporadic_${g}us" 'index($0, k) == 1 { print $4 "/" $6 }' "$T/out")
+		nv=$(awk -v k="BENCH native_sporadic_${g}us" 'index($0, k) == 1 { print $4 "/" $6 }' "$T/b2")
+		if [ -n "$dv" ]; then
+			res INFO "sporadic $((g / 1000)) ms" "null op after a $((g / 1000)) ms gap," \
+				"p50/p99 devqd $dv µs, native launch + synchronize ${nv:-?} µs"
+		else
+			res FAIL "sporadic $((g / 1000)) ms" "no figures"
+		fi
+	done
 fi
 
 # Device buffers, imports, priorities, cancellation, replayable runs, with
