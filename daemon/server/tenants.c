@@ -570,6 +570,7 @@ static void evict_tick(uv_timer_t *h)
 	}
 	if (!ts->waits)
 		uv_timer_stop(h);
+	ts->flush(d);
 }
 
 static void on_evict(struct devq_daemon *d, struct devq_session *s, const Devq__AdminEvict *a)
