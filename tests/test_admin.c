@@ -417,6 +417,58 @@ START_TEST(tenant_socket_admits_its_uid)
 }
 END_TEST
 
+/* --priority lets the tenant's sessions open high-priority queues; its
+ * uid alone may not (nobody is not in priority-users). */
+START_TEST(grant_priority)
+{
+	if (!root_or_skip("grant_priority"))
+		return;
+	const char *extra[] = { "--priority-streams", "1", NULL };
+	struct daemon_proc d;
+	start(&d, extra);
+	devq *q = conn(d.sock, "admin");
+	struct devq_grant_request r = { .tenant = "job_hi", .uid = NOBODY, .priority = true };
+	struct devq_grant g;
+	ck_assert_int_eq(devq_admin_grant(q, &r, &g), 0);
+	ck_assert(g.priority);
+	ck_assert_int_eq(grant(q, "job_lo", NOBODY, 0, 0, 0, NULL), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		become(NOBODY, NULL, 0);
+		devq *hi = NULL, *lo = NULL;
+		if (devq_connect(tenant_sock(&d, "job_hi"), "hi", &hi) < 0 ||
+		    devq_connect(tenant_sock(&d, "job_lo"), "lo", &lo) < 0)
+			_exit(10);
+		int bad = 0;
+		/* A refused open is an asynchronous error: a status round trip
+		 * makes sure it has come. */
+		struct devq_status *st;
+		struct devq_error e;
+		if (devq_queue_open_priority(hi, 1, 1) < 0 || devq_get_status(hi, &st) < 0)
+			_exit(11);
+		devq_status_free(st);
+		if (devq_next_error(hi, &e) != 0)
+			bad |= 1;
+		struct devq_completion c;
+		uint64_t p = spin(hi, 1, 1000);
+		if (!p || devq_wait(hi, 1, p, 10000, &c) < 0 || c.code != DEVQ_OK)
+			bad |= 2;
+		if (devq_queue_open_priority(lo, 1, 1) < 0 || devq_get_status(lo, &st) < 0)
+			_exit(12);
+		devq_status_free(st);
+		if (devq_next_error(lo, &e) != 1 || e.code != DEVQ_E_PERMISSION_DENIED)
+			bad |= 4;
+		devq_disconnect(hi);
+		devq_disconnect(lo);
+		_exit(bad);
+	}
+	ck_assert_int_eq(child_status(pid), 0);
+	devq_disconnect(q);
+	stop(&d);
+}
+END_TEST
+
 /* ---- memory caps ----------------------------------------------------------- */
 
 /* --memory caps pinned plus device bytes over all of the tenant's sessions:
@@ -941,6 +993,7 @@ static Suite *suite(void)
 	tcase_add_test(t, grant_count_bound);
 	tcase_add_test(t, admin_calls_need_rights);
 	tcase_add_test(t, tenant_socket_admits_its_uid);
+	tcase_add_test(t, grant_priority);
 	tcase_add_test(t, memory_cap_spans_sessions);
 	tcase_add_test(t, evict_waits_for_running_op);
 	tcase_add_test(t, evict_grace_reports_still_running);

@@ -610,6 +610,10 @@ static void on_evict(struct devq_daemon *d, struct devq_session *s, const Devq__
 			ts->close_session(x);
 			closed++;
 		}
+		/* One refused at admission never counted among its sessions:
+		 * t may be freed before it, so it lets go of t now. */
+		if (x->tenant != t)
+			x->grant = NULL;
 	}
 	devq_log_fields(DEVQ_LOG_NOTICE, &(struct devq_log_ctx){ .uid = t->uid, .tenant = t->name },
 			-1, -1, -1, "tenant %s: evicting (%u sessions closed, %" PRIu64
