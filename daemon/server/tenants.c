@@ -79,7 +79,7 @@ static void save(struct devq_daemon *d)
 
 /* ---- sockets ----------------------------------------------------------- */
 
-static struct devq_tsock *sock_of(struct devq_tenants *ts, const struct devq_tenant *t)
+static struct devq_tsock *sock_of(const struct devq_tenants *ts, const struct devq_tenant *t)
 {
 	for (struct devq_tsock *k = ts->socks; k; k = k->next)
 		if (k->t == t)
@@ -439,10 +439,10 @@ static int grant(struct devq_daemon *d, const char *name, uid_t uid, uint32_t sh
 static void grant_msg(const struct devq_tenants *ts, struct devq_tenant *t, Devq__Grant *g)
 {
 	devq__grant__init(g);
-	struct devq_tsock *k = sock_of((struct devq_tenants *)ts, t);
+	const struct devq_tsock *k = sock_of(ts, t);
 	g->tenant = t->name;
 	g->uid = t->uid;
-	g->socket = k ? k->path : "";
+	g->socket = k ? (char *)k->path : "";
 	g->shares = t->shares;
 	g->of = t->of;
 	g->memory_bytes = t->memory_cap;
