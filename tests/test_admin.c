@@ -174,10 +174,13 @@ START_TEST(grant_names)
 	ck_assert_int_eq(devq_admin_tenants(q, &list, &n), 0);
 	ck_assert_uint_eq(n, 2);
 	free(list);
-	/* Shares 1..64, of at least shares. */
+	/* Shares 1..64, of from shares to 65536. */
 	ck_assert_int_eq(grant(q, "s64", NOBODY, 64, 64, 0, NULL), 0);
 	ck_assert_int_eq(grant(q, "s65", NOBODY, 65, 65, 0, NULL), -EINVAL);
 	ck_assert_int_eq(grant(q, "s_of", NOBODY, 3, 2, 0, NULL), -EINVAL);
+	ck_assert_int_eq(grant(q, "s_eq", NOBODY, 3, 3, 0, NULL), 0);
+	ck_assert_int_eq(grant(q, "of_max", NOBODY, 1, 65536, 0, NULL), 0);
+	ck_assert_int_eq(grant(q, "of_over", NOBODY, 1, 65537, 0, NULL), -EINVAL);
 	devq_disconnect(q);
 	stop(&d);
 }
