@@ -48,7 +48,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # do not depend on timing; test_perf, the soak and bench never count.
 CORE = ["test_core"]
 FILES = {
-    "daemon/core/validate.c": CORE + ["test_daemon", "test_badinput"],
+    "daemon/core/validate.c": CORE + ["test_repo_core", "test_daemon", "test_badinput"],
     "daemon/core/buffer.c": CORE + ["test_cring", "test_daemon", "test_badinput", "test_bounds"],
     "daemon/core/timeline.c": CORE + ["test_daemon", "test_badinput"],
     "daemon/core/cpage.c": CORE + ["test_cring", "test_daemon", "test_bounds"],

@@ -501,6 +501,8 @@ START_TEST(test_failure_ranges_past_bound)
 	ck_assert_int_eq(wait_code(s, 1), DEVQ__CODE__FAILED_PRECONDITION);
 	ck_assert_int_eq(wait_code(s, 2), 0);
 	ck_assert_int_eq(wait_code(s, 3), DEVQ__CODE__DEPENDENCY_FAILED);
+	/* The oldest went; the newest before the new one stays. */
+	ck_assert_int_eq(wait_code(s, 2 * DEVQ_FAIL_RANGES_MAX - 1), DEVQ__CODE__DEPENDENCY_FAILED);
 	ck_assert_int_eq(wait_code(s, 2 * DEVQ_FAIL_RANGES_MAX + 1), DEVQ__CODE__DEPENDENCY_FAILED);
 	ck_assert_int_eq(wait_code(s, 2 * DEVQ_FAIL_RANGES_MAX + 2), 0);
 	/* Adjacent failures share one range: no growth from a failing run. */
@@ -1378,7 +1380,9 @@ START_TEST(test_validate_kernel_buffer_extent)
 	validate_fill_u32(s, 0, 64, 0, NULL);
 	validate_fill_u32(s, 0, 68, DEVQ__CODE__OUT_OF_RANGE, "argument 'dst'");
 	validate_fill_u32(s, 1, 61, DEVQ__CODE__INVALID_ARGUMENT, "not a multiple of 4");
-	validate_fill_u32(s, UINT64_MAX / 2, 0, DEVQ__CODE__OUT_OF_RANGE, "'dst': extent overflows");
+	/* The overflow names the dims as given, each once. */
+	validate_fill_u32(s, UINT64_MAX / 2, 0, DEVQ__CODE__OUT_OF_RANGE,
+			  "argument 'dst': extent overflows 64 bits (9223372036854775807 u32)");
 	/* n above the op duration bound is not a duration: only ns is. */
 	validate_fill_u32(s, E.cfg.max_op_ns + 1, 0, DEVQ__CODE__OUT_OF_RANGE, "argument 'dst'");
 	engine_down();
@@ -1976,6 +1980,69 @@ START_TEST(test_fault_completion_unrecorded_closes_session)
 }
 END_TEST
 
+/* A reset sent while the failing op was still the queue's last: its
+ * failure ends at the reset, and the next op (and a wait on it) runs. */
+START_TEST(test_failure_of_last_op_ends_at_its_reset)
+{
+	struct devq_session *s = two_queues();
+	submit(s, 1, 5, 0, 0, NULL, NULL); /* (1,1), the last submitted */
+	devq_timeline_reset(tl(s, 1));
+	complete(0, DEVQ__CODE__DEVICE_ERROR);
+	submit(s, 1, 5, 0, 0, NULL, NULL); /* (1,2) */
+	ck_assert_int_eq(handed(0)->b.code, 0);
+	complete_all();
+	ck_assert_int_eq(wait_code(s, 1), DEVQ__CODE__DEPENDENCY_FAILED);
+	ck_assert_int_eq(wait_code(s, 2), 0);
+	engine_down();
+}
+END_TEST
+
+/* A queue's ring of ops in flight grows (64, 128, 256 points): each op
+ * still finds every earlier one in flight, its predecessor first, whose
+ * order it keeps. */
+START_TEST(test_ring_grows_keeping_every_point)
+{
+	struct devq_session *s = two_queues();
+	enum { N = 200 };
+	for (int i = 0; i < N; i++)
+		submit(s, 1, 5, 0, 0, NULL, NULL);
+	struct devq_timeline *q = tl(s, 1);
+	ck_assert_uint_ge(q->ring_cap, N);
+	for (uint64_t p = 1; p <= N; p++) {
+		struct devq_job *j = devq_timeline_get(q, p);
+		ck_assert_ptr_nonnull(j);
+		ck_assert_uint_eq(j->point, p);
+		if (p > 1)
+			ck_assert(waits_on(j, 1, p - 1));
+	}
+	complete_all();
+	engine_down();
+}
+END_TEST
+
+/* Out of memory for a queue's fifth failure range: the oldest is
+ * forgotten (a wait below its end is refused, never run), the others and
+ * the new one are kept. */
+START_TEST(test_fault_failure_range_without_memory)
+{
+	struct devq_session *s = two_queues();
+	fail_ranges(s, 4); /* failed points 1, 3, 5, 7: the ranges fill 4 slots */
+	ck_assert_uint_eq(tl(s, 1)->fails_cap, 4);
+	submit(s, 1, 5, 0, 0, NULL, NULL); /* (1,9) */
+	fault_arm(FAULT_ALLOC, 1, 0, ENOMEM);
+	complete(0, DEVQ__CODE__DEVICE_ERROR);
+	ck_assert_uint_ge(fault_failed(FAULT_ALLOC), 1);
+	fault_reset();
+	ck_assert_uint_eq(tl(s, 1)->nfails, 4);
+	ck_assert_int_eq(wait_code(s, 1), DEVQ__CODE__FAILED_PRECONDITION);
+	ck_assert_int_eq(wait_code(s, 3), DEVQ__CODE__DEPENDENCY_FAILED);
+	ck_assert_int_eq(wait_code(s, 4), 0);
+	ck_assert_int_eq(wait_code(s, 7), DEVQ__CODE__DEPENDENCY_FAILED);
+	ck_assert_int_eq(wait_code(s, 9), DEVQ__CODE__DEPENDENCY_FAILED);
+	engine_down();
+}
+END_TEST
+
 int main(void)
 {
 	Suite *su = suite_create("core");
@@ -1987,6 +2054,8 @@ int main(void)
 	tcase_add_test(tc, test_failure_range_ends_at_its_own_reset);
 	tcase_add_test(tc, test_failure_ranges_at_bound);
 	tcase_add_test(tc, test_failure_ranges_past_bound);
+	tcase_add_test(tc, test_failure_of_last_op_ends_at_its_reset);
+	tcase_add_test(tc, test_ring_grows_keeping_every_point);
 	tcase_add_test(tc, test_import_refuses_hugetlb_memfd);
 	tcase_add_test(tc, test_fairness_by_tenant);
 	tcase_add_test(tc, test_fairness_window_by_time);
@@ -2018,6 +2087,7 @@ int main(void)
 	tcase_add_test(tf, test_fault_buffer_worker);
 	tcase_add_test(tf, test_fault_cpage_syscalls);
 	tcase_add_test(tf, test_fault_completion_unrecorded_closes_session);
+	tcase_add_test(tf, test_fault_failure_range_without_memory);
 	suite_add_tcase(su, tf);
 	suite_add_tcase(su, tv);
 	SRunner *sr = srunner_create(su);

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/buffer.h"
 #include "core/engine.h"
 #include "core/job.h"
 #include "core/outbox.h"
@@ -347,6 +348,48 @@ START_TEST(test_served_images_unloaded_at_exit)
 }
 END_TEST
 
+/* An extent that overflows names its dims as written, a literal one
+ * included: the client sees which product overflowed. */
+START_TEST(test_overflow_names_literal_dims)
+{
+	struct devq_session *s = up();
+	put("img1", "wide\n");
+	put("wide.exec", "signature = n:u64, x:in f32[n, 4611686018427387904]\ncuda = img1\n");
+	ck_assert_int_eq(rescan(), 0);
+	ck_assert_uint_eq(E.repo.n, 1);
+	int fd = -1;
+	char err[200];
+	ck_assert_int_eq(devq_buffer_create(s, 5, 64, DEVQ__BUFFER_KIND__SHARED, &fd, err,
+					    sizeof(err)),
+			 0);
+	ck_assert_int_eq(close(fd), 0);
+	Devq__Op op = DEVQ__OP__INIT;
+	Devq__KernelOp k = DEVQ__KERNEL_OP__INIT;
+	Devq__Arg n = DEVQ__ARG__INIT, x = DEVQ__ARG__INIT, *ap[] = { &n, &x };
+	Devq__BufferArg b = DEVQ__BUFFER_ARG__INIT;
+	n.name = "n";
+	n.value_case = DEVQ__ARG__VALUE_U64;
+	n.u64 = 3;
+	b.id = 5;
+	x.name = "x";
+	x.value_case = DEVQ__ARG__VALUE_BUFFER;
+	x.buffer = &b;
+	k.executable = E.repo.exes[0]->id;
+	k.n_args = 2;
+	k.args = ap;
+	op.queue = 1;
+	op.body_case = DEVQ__OP__BODY_KERNEL;
+	op.kernel = &k;
+	ck_assert_int_eq(devq_sched_submit(s, &op, 1, err, sizeof(err)), 0);
+	ck_assert_uint_eq(FK->n, 1);
+	ck_assert_int_eq(FK->ops[0]->kind, DEVQ_BOP_FAIL);
+	ck_assert_str_eq(FK->ops[0]->msg, "argument 'x': extent overflows 64 bits "
+					  "(3 x 4611686018427387904 f32)");
+	ck_assert_int_eq(complete_first(), DEVQ__CODE__OUT_OF_RANGE);
+	down(s);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *su = suite_create("repo_core");
@@ -354,6 +397,7 @@ int main(void)
 	tcase_add_test(tc, test_image_outlives_reload_until_last_op);
 	tcase_add_test(tc, test_image_refused_without_entry);
 	tcase_add_test(tc, test_served_images_unloaded_at_exit);
+	tcase_add_test(tc, test_overflow_names_literal_dims);
 	suite_add_tcase(su, tc);
 	SRunner *sr = srunner_create(su);
 	srunner_run_all(sr, CK_NORMAL);
