@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "devctl/cdi.h"
 #include "devctl/metrics.h"
 #include "devctl/trace.h"
 #include "devctl/util.h"
@@ -111,6 +112,7 @@ static void usage(FILE *f)
 	fprintf(f, "  help                this text\n");
 	devctl_metrics_usage(f);
 	devctl_trace_usage(f);
+	devctl_cdi_usage(f);
 }
 
 static int connect_or_die(const char *sock, devq **q)
@@ -1337,6 +1339,8 @@ int main(int argc, char **argv)
 				devctl_metrics_usage(stdout);
 			else if (!strcmp(cmd, "trace") || !strcmp(cmd, "top"))
 				devctl_trace_usage(stdout);
+			else if (!strcmp(cmd, "cdi"))
+				devctl_cdi_usage(stdout);
 			else
 				break;
 			return 0;
@@ -1354,6 +1358,8 @@ int main(int argc, char **argv)
 		return devctl_trace_main(sock, argc - i, argv + i);
 	if (!strcmp(cmd, "top"))
 		return devctl_top_main(sock, argc - i, argv + i);
+	if (!strcmp(cmd, "cdi"))
+		return devctl_cdi_main(sock, argc - i, argv + i);
 	if (!strcmp(cmd, "help")) {
 		usage(stdout);
 		return 0;
