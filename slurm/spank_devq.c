@@ -570,6 +570,9 @@ static void evict(const struct job *j, unsigned gpu, bool quiet_not_found)
 		return;
 	}
 	snprintf(grace, sizeof(grace), "%u", cfg.grace_ms);
+	/* When eviction starts, for whoever times the cleanup. */
+	slurm_info("devq: job %" PRIu32 ": evicting %s from devqd at %s (GPU %u)", j->id, j->tenant,
+		   path, gpu);
 	char *argv[] = {cfg.devctl, "--socket", path, "admin", "evict", (char *)j->tenant,
 			"--grace", grace, "--json", NULL};
 	struct run *r = malloc(sizeof(*r));
