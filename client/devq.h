@@ -436,7 +436,7 @@ struct devq_refused_user {
 /* A tenant (devqd(8) FAIRNESS): a Unix user.  Since its first session of
  * the daemon's run. */
 struct devq_tenant_info {
-	char name[32];        /* "uid:1000" */
+	char name[72];        /* "uid:1000", or a granted tenant's name ("job_42") */
 	uint32_t uid, weight, sessions;
 	uint64_t ops_waiting; /* waiting in the daemon for room on their stream */
 	uint64_t queued_ns;   /* the expected device time of those */
@@ -477,6 +477,59 @@ struct devq_status {
 /* Round trip; free with devq_status_free. */
 DEVQ_EXPORT int devq_get_status(devq *q, struct devq_status **out);
 DEVQ_EXPORT void devq_status_free(struct devq_status *s);
+
+/* ---- admin calls: granted tenants ------------------------------------- */
+/* Root only, or the members of devqd's control-groups; never on a tenant
+ * socket (-EACCES, permission_denied, otherwise).  A granted tenant has a
+ * socket of its own, owned by its uid, mode 0600, in devqd's tenant
+ * directory: every connection on it is the tenant's (its weight, its memory
+ * cap over all of its sessions and processes, its usage).  See devqd(8),
+ * TENANTS. */
+
+#define DEVQ_TENANT_NAME_MAX 64 /* [A-Za-z0-9_.-], not starting with '.' */
+
+struct devq_grant_request {
+	const char *tenant;
+	uint32_t uid;          /* the only uid its socket admits */
+	uint32_t shares, of;   /* weight (0: 1), and the device's shares (0: shares) */
+	uint64_t memory_bytes; /* cap on pinned + device bytes (0: the per-user quotas) */
+	bool priority;         /* its sessions may open high-priority queues */
+};
+
+struct devq_grant {
+	char tenant[DEVQ_TENANT_NAME_MAX + 1];
+	uint32_t uid;
+	char socket[108];
+	uint32_t shares, of;
+	uint64_t memory_bytes;
+	bool priority;
+	/* Usage since the grant (devq_admin_tenants; 0 from devq_admin_grant
+	 * for a new tenant). */
+	uint32_t sessions;
+	uint64_t device_ns, ops, peak_bytes, errors, cancelled;
+	uint64_t bytes, ops_in_flight; /* held and running now */
+};
+
+struct devq_evict_result {
+	char tenant[DEVQ_TENANT_NAME_MAX + 1];
+	uint64_t device_ns, ops, peak_bytes, errors, cancelled;
+	uint64_t still_running; /* ops still running when the grace ran out */
+	uint64_t bytes_left;    /* bytes not yet freed then */
+};
+
+/* Creates the tenant and its socket, or updates its grant (the same uid:
+ * idempotent).  -EINVAL: a bad name, shares or socket path; -EPROTONOSUPPORT
+ * (failed_precondition): granted to another uid; -ENOSPC: too many. */
+DEVQ_EXPORT int devq_admin_grant(devq *q, const struct devq_grant_request *req,
+				 struct devq_grant *out);
+/* Ends the grant: no new work, its sessions closed at once, ops not started
+ * cancelled, running ones left to finish, its socket removed.  Returns once
+ * everything is freed or after grace_ms (0: devqd's max-op-ms plus a
+ * second), with its usage.  -ENOENT: not granted. */
+DEVQ_EXPORT int devq_admin_evict(devq *q, const char *tenant, uint32_t grace_ms,
+				 struct devq_evict_result *out);
+/* Every grant with its usage; free *list with free(). */
+DEVQ_EXPORT int devq_admin_tenants(devq *q, struct devq_grant **list, size_t *n);
 
 /* ---- tracing ---------------------------------------------------------- */
 

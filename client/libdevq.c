@@ -1473,6 +1473,106 @@ void devq_status_free(struct devq_status *s)
 	free(s);
 }
 
+/* ---- admin calls ------------------------------------------------------ */
+
+static void grant_of(struct devq_grant *o, const Devq__Grant *g)
+{
+	memset(o, 0, sizeof(*o));
+	snprintf(o->tenant, sizeof(o->tenant), "%s", g->tenant ? g->tenant : "");
+	o->uid = g->uid;
+	snprintf(o->socket, sizeof(o->socket), "%s", g->socket ? g->socket : "");
+	o->shares = g->shares;
+	o->of = g->of;
+	o->memory_bytes = g->memory_bytes;
+	o->priority = g->priority;
+	o->sessions = g->sessions;
+	o->device_ns = g->device_ns;
+	o->ops = g->ops;
+	o->peak_bytes = g->peak_bytes;
+	o->errors = g->errors;
+	o->cancelled = g->cancelled;
+	o->bytes = g->bytes;
+	o->ops_in_flight = g->ops_in_flight;
+}
+
+int devq_admin_grant(devq *q, const struct devq_grant_request *req, struct devq_grant *out)
+{
+	if (!req || !req->tenant)
+		return fail(q, -EINVAL, "admin grant: no tenant");
+	Devq__AdminGrant a = DEVQ__ADMIN_GRANT__INIT;
+	a.tenant = (char *)req->tenant;
+	a.uid = req->uid;
+	a.shares = req->shares;
+	a.of = req->of;
+	a.memory_bytes = req->memory_bytes;
+	a.priority = req->priority;
+	Devq__ClientMessage m = DEVQ__CLIENT_MESSAGE__INIT;
+	m.body_case = DEVQ__CLIENT_MESSAGE__BODY_ADMIN_GRANT;
+	m.admin_grant = &a;
+	Devq__DaemonMessage *rep;
+	int r = request(q, &m, NULL, 0, "admin_grant", DEVQ__DAEMON_MESSAGE__BODY_GRANT, &rep);
+	if (r < 0)
+		return r;
+	if (out)
+		grant_of(out, rep->grant);
+	devq__daemon_message__free_unpacked(rep, NULL);
+	return 0;
+}
+
+int devq_admin_evict(devq *q, const char *tenant, uint32_t grace_ms, struct devq_evict_result *out)
+{
+	Devq__AdminEvict a = DEVQ__ADMIN_EVICT__INIT;
+	a.tenant = (char *)(tenant ? tenant : "");
+	a.grace_ms = grace_ms;
+	Devq__ClientMessage m = DEVQ__CLIENT_MESSAGE__INIT;
+	m.body_case = DEVQ__CLIENT_MESSAGE__BODY_ADMIN_EVICT;
+	m.admin_evict = &a;
+	Devq__DaemonMessage *rep;
+	int r = request(q, &m, NULL, 0, "admin_evict", DEVQ__DAEMON_MESSAGE__BODY_EVICTED, &rep);
+	if (r < 0)
+		return r;
+	if (out) {
+		const Devq__Evicted *e = rep->evicted;
+		memset(out, 0, sizeof(*out));
+		snprintf(out->tenant, sizeof(out->tenant), "%s", e->tenant ? e->tenant : "");
+		out->device_ns = e->device_ns;
+		out->ops = e->ops;
+		out->peak_bytes = e->peak_bytes;
+		out->errors = e->errors;
+		out->cancelled = e->cancelled;
+		out->still_running = e->still_running;
+		out->bytes_left = e->bytes_left;
+	}
+	devq__daemon_message__free_unpacked(rep, NULL);
+	return 0;
+}
+
+int devq_admin_tenants(devq *q, struct devq_grant **list, size_t *n)
+{
+	*list = NULL;
+	*n = 0;
+	Devq__AdminTenants a = DEVQ__ADMIN_TENANTS__INIT;
+	Devq__ClientMessage m = DEVQ__CLIENT_MESSAGE__INIT;
+	m.body_case = DEVQ__CLIENT_MESSAGE__BODY_ADMIN_TENANTS;
+	m.admin_tenants = &a;
+	Devq__DaemonMessage *rep;
+	int r = request(q, &m, NULL, 0, "admin_tenants", DEVQ__DAEMON_MESSAGE__BODY_GRANTS, &rep);
+	if (r < 0)
+		return r;
+	const Devq__GrantList *l = rep->grants;
+	struct devq_grant *g = calloc(l->n_items ? l->n_items : 1, sizeof(*g));
+	if (!g) {
+		devq__daemon_message__free_unpacked(rep, NULL);
+		return fail(q, -ENOMEM, "out of memory");
+	}
+	for (size_t i = 0; i < l->n_items; i++)
+		grant_of(&g[i], l->items[i]);
+	*list = g;
+	*n = l->n_items;
+	devq__daemon_message__free_unpacked(rep, NULL);
+	return 0;
+}
+
 /* ---- reconnection ---------------------------------------------------- */
 
 static void reset_connection(devq *q)

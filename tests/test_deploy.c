@@ -417,7 +417,7 @@ START_TEST(test_journal_fields)
 	 * finds both. */
 	char state_dir[] = "/tmp/devq-jstate-XXXXXX", state_file[64];
 	ck_assert_ptr_nonnull(mkdtemp(state_dir));
-	snprintf(state_file, sizeof(state_file), "%s/lost-uids.dev0", state_dir);
+	snprintf(state_file, sizeof(state_file), "%s/lost-uids.devqd", state_dir);
 	FILE *sf = fopen(state_file, "w");
 	ck_assert_ptr_nonnull(sf);
 	fprintf(sf, "devqd lost-uids 1\n4242 5 %lld\n", (long long)time(NULL));

@@ -536,7 +536,7 @@ static void state_setup(void)
 {
 	snprintf(state_dir, sizeof(state_dir), "/tmp/devq-state-XXXXXX");
 	ck_assert_ptr_nonnull(mkdtemp(state_dir));
-	snprintf(state_file, sizeof(state_file), "%s/lost-uids.dev0", state_dir);
+	snprintf(state_file, sizeof(state_file), "%s/lost-uids.devqd", state_dir);
 }
 
 static void state_teardown(void)

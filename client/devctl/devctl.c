@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "devctl/admin.h"
 #include "devctl/cdi.h"
 #include "devctl/metrics.h"
 #include "devctl/trace.h"
@@ -112,6 +113,7 @@ static void usage(FILE *f)
 	fprintf(f, "  help                this text\n");
 	devctl_metrics_usage(f);
 	devctl_trace_usage(f);
+	devctl_admin_usage(f);
 	devctl_cdi_usage(f);
 }
 
@@ -1339,6 +1341,8 @@ int main(int argc, char **argv)
 				devctl_metrics_usage(stdout);
 			else if (!strcmp(cmd, "trace") || !strcmp(cmd, "top"))
 				devctl_trace_usage(stdout);
+			else if (!strcmp(cmd, "admin") || !strcmp(cmd, "health"))
+				devctl_admin_usage(stdout);
 			else if (!strcmp(cmd, "cdi"))
 				devctl_cdi_usage(stdout);
 			else
@@ -1358,6 +1362,10 @@ int main(int argc, char **argv)
 		return devctl_trace_main(sock, argc - i, argv + i);
 	if (!strcmp(cmd, "top"))
 		return devctl_top_main(sock, argc - i, argv + i);
+	if (!strcmp(cmd, "admin"))
+		return devctl_admin_main(sock, argc - i, argv + i);
+	if (!strcmp(cmd, "health"))
+		return devctl_health_main(sock, argc - i, argv + i);
 	if (!strcmp(cmd, "cdi"))
 		return devctl_cdi_main(sock, argc - i, argv + i);
 	if (!strcmp(cmd, "help")) {

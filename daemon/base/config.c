@@ -75,6 +75,9 @@ static const struct cfg_key keys[] = {
 	{ "lost-refuse-after", CFG_UINT, F(lost_refuse_after), 1, 1000, 0, NULL },
 	{ "lost-refuse-s", CFG_U64, F(lost_refuse_s), 0, 30ull * 24 * 3600, 1, NULL },
 	{ "state-dir", CFG_STR, F(state_dir), 0, 0, 0, NULL },
+	/* Admin calls and granted tenants (server/tenants.c). */
+	{ "control-groups", CFG_STR, F(control_groups), 0, 0, 0, NULL },
+	{ "tenants-dir", CFG_STR, F(tenants_dir), 0, 0, 0, NULL },
 	/* The executable repository (core/repo.c): DIR[:DIR]... */
 	{ "executables", CFG_STR, F(executables), 0, 0, 0, NULL },
 };
@@ -352,6 +355,7 @@ int devq_config_load_argv(struct devq_config *cfg, int argc, char *const *argv)
 				"--socket",	 "--backend",	   "--streams",	    "--device",
 				"--admin-group", "--allow-users", "--allow-groups", "--fair-shares",
 				"--state-dir",	 "--priority-users", "--priority-groups",
+				"--control-groups", "--tenants-dir",
 			};
 			for (size_t k = 0; k < sizeof(with_value) / sizeof(with_value[0]); k++)
 				if (!strcmp(a, with_value[k]))

@@ -34,6 +34,12 @@ struct devq_config {
 	unsigned lost_refuse_after;
 	uint64_t lost_refuse_s;
 	const char *state_dir;
+	/* Admin calls (grant, evict): root and the members of these groups
+	 * (comma-separated; NULL: root only).  Granted tenants' sockets go in
+	 * tenants_dir (NULL: the socket path without ".sock", plus
+	 * ".tenants"). */
+	const char *control_groups;
+	const char *tenants_dir;
 	unsigned trace_records;   /* core/trace.c: op records kept (0: off) */
 	const char *admin_group;  /* may trace every user's sessions (NULL: root only) */
 	/* Tenancy (policy.c, quota.c, fair.c); 0 or NULL means the default,

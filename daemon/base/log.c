@@ -60,8 +60,8 @@ static void emit(const struct devq_log_src *src, int l, const struct devq_log_ct
 			fprintf(stderr, "devqd: %s: %s\n", names[l], msg);
 		return;
 	}
-	char f[13][1100];
-	struct iovec iov[13];
+	char f[14][1100];
+	struct iovec iov[14];
 	int n = 0;
 	snprintf(f[n++], sizeof(f[0]), "PRIORITY=%d", prio[l]);
 	snprintf(f[n++], sizeof(f[0]), "SYSLOG_IDENTIFIER=devqd");
@@ -75,6 +75,8 @@ static void emit(const struct devq_log_src *src, int l, const struct devq_log_ct
 		snprintf(f[n++], sizeof(f[0]), "DEVQ_CLIENT_PID=%ld", s->pid);
 	if (s)
 		snprintf(f[n++], sizeof(f[0]), "DEVQ_CLIENT_UID=%u", (unsigned)s->uid);
+	if (s && s->tenant)
+		snprintf(f[n++], sizeof(f[0]), "DEVQ_TENANT=%s", s->tenant);
 	if (queue >= 0)
 		snprintf(f[n++], sizeof(f[0]), "DEVQ_QUEUE=%" PRId64, queue);
 	if (point >= 0)

@@ -14,13 +14,15 @@
 enum { DEVQ_LOG_ERR, DEVQ_LOG_WARN, DEVQ_LOG_NOTICE, DEVQ_LOG_INFO, DEVQ_LOG_DEBUG };
 
 /* Who a session event concerns: journal fields DEVQ_SESSION,
- * DEVQ_CLIENT_PID, DEVQ_CLIENT_UID; "session N: " on stderr.  An event of
+ * DEVQ_CLIENT_PID, DEVQ_CLIENT_UID (and DEVQ_TENANT for a granted
+ * tenant's); "session N: " on stderr.  An event of
  * a uid with no session (a refusal remembered across restarts) has session
  * 0 and pid 0: only DEVQ_CLIENT_UID, and no prefix. */
 struct devq_log_ctx {
 	uint64_t session;
 	long pid;
 	unsigned uid;
+	const char *tenant; /* a granted tenant's name: DEVQ_TENANT (NULL: none) */
 };
 
 /* Where a line was logged: the journal's CODE_FILE, CODE_LINE and

@@ -136,6 +136,19 @@ int devq_fair_tenant_init(struct devq_engine *e, struct devq_tenant *t)
 	return 0;
 }
 
+void devq_fair_tenant_weight(struct devq_engine *e, struct devq_tenant *t, unsigned weight)
+{
+	if (weight < 1)
+		weight = 1;
+	if (weight > DEVQ_FAIR_MAX_WEIGHT)
+		weight = DEVQ_FAIR_MAX_WEIGHT;
+	/* Completers read it under the lock (vt_of); the loop's own reads
+	 * (devq_fair_done) are on this thread. */
+	fair_lock(&e->fair);
+	t->fair.weight = weight;
+	fair_unlock(&e->fair);
+}
+
 static inline uint64_t inside_of(const struct devq_tenant *t)
 {
 	return t->fair.handed - atomic_load_explicit(&t->fair.finished, memory_order_relaxed);

@@ -153,6 +153,9 @@ void devq_fair_free(struct devq_fair *f);
 /* A new tenant's turns and weight: 0 or -ENOMEM. */
 int devq_fair_tenant_init(struct devq_engine *e, struct devq_tenant *t);
 void devq_fair_tenant_fini(struct devq_tenant *t);
+/* Sets t's weight (clamped to 1..DEVQ_FAIR_MAX_WEIGHT): a granted tenant's
+ * shares.  Ops already charged keep their charge. */
+void devq_fair_tenant_weight(struct devq_engine *e, struct devq_tenant *t, unsigned weight);
 
 /* t's ops waiting for room, their expected time and its ops inside the
  * backend, read under the lock completers change them under (status). */

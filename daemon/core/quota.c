@@ -52,18 +52,32 @@ void devq_quota_defaults(struct devq_config *c)
 		c->q_outbound = 16ull << 20;
 }
 
+void devq_quota_who(const struct devq_tenant *t, char *out, size_t n)
+{
+	if (t->named)
+		snprintf(out, n, "tenant %s", t->name);
+	else
+		snprintf(out, n, "uid %u", (unsigned)t->uid);
+}
+
 int devq_quota_attach(struct devq_session *s, char *why, size_t whylen)
 {
 	struct devq_engine *d = s->e;
-	struct devq_tenant *u = devq_tenant_get(d, s->uid);
+	/* A connection on a tenant socket is its tenant's, whoever opened it. */
+	struct devq_tenant *u = s->grant ? s->grant : devq_tenant_get(d, s->uid);
 	if (!u) {
 		snprintf(why, whylen, "out of memory");
 		return DEVQ__CODE__RESOURCE_EXHAUSTED;
 	}
+	if (s->grant && !u->granted) {
+		snprintf(why, whylen, "tenant %s is being evicted", u->name);
+		return DEVQ__CODE__FAILED_PRECONDITION;
+	}
 	if (u->sessions >= d->cfg.q_user_sessions) {
-		snprintf(why, whylen,
-			 "uid %u already has %u sessions, the quota (quota-user-sessions)",
-			 (unsigned)s->uid, u->sessions);
+		char who[96];
+		devq_quota_who(u, who, sizeof(who));
+		snprintf(why, whylen, "%s already has %u sessions, the quota (quota-user-sessions)",
+			 who, u->sessions);
 		return DEVQ__CODE__RESOURCE_EXHAUSTED;
 	}
 	if (!u->sessions++)
@@ -98,9 +112,12 @@ int devq_quota_buffer(struct devq_session *s, uint64_t id, uint64_t size, bool d
 			 "(quota-session-buffers)", uid, s->nbufs);
 		return DEVQ__CODE__RESOURCE_EXHAUSTED;
 	}
+	char who[96] = "";
+	if (u)
+		devq_quota_who(u, who, sizeof(who));
 	if (u && u->buffers >= c->q_user_buffers) {
-		snprintf(err, n, "buffer %llu: uid %u already has %" PRIu64 " buffers, the quota "
-			 "(quota-user-buffers)", uid, (unsigned)u->uid, u->buffers);
+		snprintf(err, n, "buffer %llu: %s already has %" PRIu64 " buffers, the quota "
+			 "(quota-user-buffers)", uid, who, u->buffers);
 		return DEVQ__CODE__RESOURCE_EXHAUSTED;
 	}
 	const char *what = device ? "device" : "pinned";
@@ -112,14 +129,24 @@ int devq_quota_buffer(struct devq_session *s, uint64_t id, uint64_t size, bool d
 			 size, what, slim, sess, what);
 		return DEVQ__CODE__RESOURCE_EXHAUSTED;
 	}
-	if (u) {
+	if (u && u->memory_cap) {
+		/* A grant's cap covers both kinds, over all of the tenant's
+		 * sessions and processes, in place of the per-user quotas. */
+		uint64_t used = u->pinned + u->device;
+		if (size > u->memory_cap || used > u->memory_cap - size) {
+			snprintf(err, n, "buffer %llu: %" PRIu64 " more %s bytes would exceed %s's "
+				 "memory cap of %" PRIu64 " (%" PRIu64 " pinned and device bytes "
+				 "in use; devctl admin grant --memory)", uid, size, what, who,
+				 u->memory_cap, used);
+			return DEVQ__CODE__RESOURCE_EXHAUSTED;
+		}
+	} else if (u) {
 		uint64_t used = device ? u->device : u->pinned;
 		uint64_t ulim = device ? c->q_user_device : c->q_user_pinned;
 		if (size > ulim || used > ulim - size) {
-			snprintf(err, n, "buffer %llu: %" PRIu64 " more %s bytes would exceed uid "
-				 "%u's quota of %" PRIu64 " (%" PRIu64 " in use; "
-				 "quota-user-%s-mb)", uid, size, what, (unsigned)u->uid, ulim, used,
-				 what);
+			snprintf(err, n, "buffer %llu: %" PRIu64 " more %s bytes would exceed "
+				 "%s's quota of %" PRIu64 " (%" PRIu64 " in use; "
+				 "quota-user-%s-mb)", uid, size, what, who, ulim, used, what);
 			return DEVQ__CODE__RESOURCE_EXHAUSTED;
 		}
 	}
@@ -136,14 +163,18 @@ void devq_quota_charge_buffer(struct devq_session *s, uint64_t size, bool device
 	uint64_t *used = device ? &u->device : &u->pinned;
 	*used = sign > 0 ? *used + size : *used - size;
 	u->buffers = sign > 0 ? u->buffers + 1 : u->buffers - 1;
+	if (u->pinned + u->device > u->peak)
+		u->peak = u->pinned + u->device;
 }
 
 int devq_quota_queue(struct devq_session *s, uint32_t id, char *err, size_t n)
 {
 	struct devq_tenant *u = s->tenant;
 	if (u && u->queues >= s->e->cfg.q_user_queues) {
-		snprintf(err, n, "queue %u: uid %u already has %" PRIu64 " queues, the quota "
-			 "(quota-user-queues)", id, (unsigned)u->uid, u->queues);
+		char who[96];
+		devq_quota_who(u, who, sizeof(who));
+		snprintf(err, n, "queue %u: %s already has %" PRIu64 " queues, the quota "
+			 "(quota-user-queues)", id, who, u->queues);
 		return DEVQ__CODE__RESOURCE_EXHAUSTED;
 	}
 	return 0;

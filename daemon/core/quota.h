@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Quotas: what one session and one Unix user may hold in the daemon.
  *
- * Per session and per user: buffers, pinned (shared, mapped) bytes, device
+ * Per session and per tenant (a Unix user, or a granted tenant: tenant.h):
+ * buffers, pinned (shared, mapped) bytes, device
  * bytes, ops in flight; per user: queues and sessions; per session: fds
  * received and not yet claimed, and bytes queued for a client that does not
  * read.  Going over a memory or count quota is a RESOURCE_EXHAUSTED error on
@@ -39,6 +40,9 @@ struct devq_quota_sess {
 /* Fills the quotas left at 0 in the config with the defaults (some depend
  * on the host's memory). */
 void devq_quota_defaults(struct devq_config *c);
+
+/* "uid 1000" or "tenant job_42", for messages. */
+void devq_quota_who(const struct devq_tenant *t, char *out, size_t n);
 
 /* A new connection: charges its user for a session.  0, or
  * RESOURCE_EXHAUSTED with why filled in (too many sessions of the user, or

@@ -379,6 +379,12 @@ static void complete_one(struct devq_engine *d, struct devq_job *op, uint64_t no
 	if (op->b.code != DEVQ__CODE__OK) {
 		devq_timeline_note_failure(q, op);
 		d->ops_failed++;
+		if (s->tenant) { /* a tenant's usage (devctl admin tenants, evict) */
+			if (op->b.code == DEVQ__CODE__CANCELLED)
+				s->tenant->cancelled++;
+			else
+				s->tenant->failed++;
+		}
 	}
 	d->ops_completed++;
 	d->ops_in_flight--;

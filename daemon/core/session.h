@@ -30,6 +30,9 @@ struct devq_session {
 	uid_t uid;
 	gid_t gid;
 	bool admin; /* root or in the admin group: may see every user's work */
+	/* may make admin calls (grant, evict): root or control-groups, and
+	 * never on a tenant socket (server/tenants.c) */
+	bool control;
 	/* may open high-priority queues: root, the daemon's user, or granted
 	 * by priority-users/priority-groups (set by the server at connect) */
 	bool may_high;
@@ -66,12 +69,16 @@ struct devq_session {
 	struct devq_fair_sess fair;   /* fair.c */
 	struct devq_quota_sess quota; /* quota.c */
 	struct devq_tenant *tenant;   /* tenant.h: set at admission, NULL before */
+	/* A connection on a granted tenant's socket: that tenant, set by the
+	 * server at accept (admission makes it s->tenant); NULL otherwise. */
+	struct devq_tenant *grant;
 };
 
 /* A session event in the log, with the session's journal fields. */
 #define devq_slog(level, s, code, queue, point, ...)                                    \
 	devq_log_fields((level),                                                        \
-			&(struct devq_log_ctx){ (s)->id, (long)(s)->pid, (unsigned)(s)->uid }, \
+			&(struct devq_log_ctx){ (s)->id, (long)(s)->pid, (unsigned)(s)->uid,   \
+						(s)->grant ? (s)->grant->name : NULL },       \
 			(code), (queue), (point), __VA_ARGS__)
 
 /* A new session of the given peer, held by the transport and connected:

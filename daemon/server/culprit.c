@@ -79,7 +79,7 @@ static bool parse(struct devq_culprits *c, FILE *f, char *why, size_t len)
 	return true;
 }
 
-void devq_culprit_load(struct devq_culprits *c, const char *state_dir, int device,
+void devq_culprit_load(struct devq_culprits *c, const char *state_dir, const char *instance,
 		       const struct devq_config *cfg, int64_t now_s)
 {
 	c->n = 0;
@@ -89,7 +89,7 @@ void devq_culprit_load(struct devq_culprits *c, const char *state_dir, int devic
 			 "until devqd exits");
 		return;
 	}
-	if ((size_t)snprintf(c->path, sizeof(c->path), "%s/lost-uids.dev%d", state_dir, device) >=
+	if ((size_t)snprintf(c->path, sizeof(c->path), "%s/lost-uids.%s", state_dir, instance) >=
 	    sizeof(c->path)) {
 		log_warn("state directory %s: path too long; uids that lose the device are not "
 			 "remembered across restarts", state_dir);

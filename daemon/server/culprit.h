@@ -38,11 +38,12 @@ struct devq_culprits {
 	struct devq_culprit e[DEVQ_CULPRIT_MAX];
 };
 
-/* The state file of device `device` in state_dir (NULL or "": none, the
- * record lasts as long as the process), read now; expired entries are
+/* The state file of this daemon in state_dir, lost-uids.<instance> (the
+ * socket's name: devqd, gpu0; instances share the directory), or none
+ * (state_dir NULL or "": the record lasts as long as the process), read now; expired entries are
  * dropped.  Logs what it finds: a refused uid at the default level, a bad
  * file as a warning. */
-void devq_culprit_load(struct devq_culprits *c, const char *state_dir, int device,
+void devq_culprit_load(struct devq_culprits *c, const char *state_dir, const char *instance,
 		       const struct devq_config *cfg, int64_t now_s);
 /* A loss attributed to uid at now_s: counts it, writes the state file, and
  * returns how many losses now count against uid (0 when lost-refuse-s is

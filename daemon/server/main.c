@@ -67,6 +67,11 @@ static void usage(FILE *f)
 		"      --quota-user-queues N, --quota-user-sessions N\n"
 		"      --quota-session-fds N   received fds waiting for their frames\n"
 		"      --quota-outbound-kb KB  unsent replies before a disconnect\n"
+		"Admin calls and granted tenants:\n"
+		"      --control-groups LIST  groups whose members may grant and evict\n"
+		"                          tenants besides root (default: root only)\n"
+		"      --tenants-dir DIR   where tenant sockets go (default: the socket path\n"
+		"                          without .sock, plus .tenants)\n"
 		"Device losses:\n"
 		"      --lost-refuse-after N  device losses caused by one uid's work before\n"
 		"                          that uid is refused (default 3)\n"
@@ -180,6 +185,8 @@ int main(int argc, char **argv)
 		{ "allow-groups", required_argument, NULL, DEVQ_OPT_BY_KEY },
 		{ "priority-users", required_argument, NULL, DEVQ_OPT_BY_KEY },
 		{ "priority-groups", required_argument, NULL, DEVQ_OPT_BY_KEY },
+		{ "control-groups", required_argument, NULL, DEVQ_OPT_BY_KEY },
+		{ "tenants-dir", required_argument, NULL, DEVQ_OPT_BY_KEY },
 		{ "fair-k", required_argument, NULL, DEVQ_OPT_BY_KEY },
 		{ "priority-streams", required_argument, NULL, DEVQ_OPT_BY_KEY },
 		{ "fair-shares", required_argument, NULL, DEVQ_OPT_BY_KEY },
@@ -343,6 +350,11 @@ int main(int argc, char **argv)
 		if (devq_policy_init_priority(&pol, cfg.priority_users, cfg.priority_groups, perr,
 					      sizeof(perr)) < 0) {
 			fprintf(stderr, "devqd: priority grant: %s\n", perr);
+			devq_config_fini();
+			return 2;
+		}
+		if (devq_policy_init_control(&pol, cfg.control_groups, perr, sizeof(perr)) < 0) {
+			fprintf(stderr, "devqd: admin calls: %s\n", perr);
 			devq_config_fini();
 			return 2;
 		}

@@ -140,6 +140,30 @@ int devq_policy_init_priority(struct devq_policy *p, const char *users, const ch
 		       : 0;
 }
 
+static bool has_gid(const gid_t *list, unsigned n, gid_t g);
+
+int devq_policy_init_control(struct devq_policy *p, const char *groups, char *err,
+			     size_t errlen)
+{
+	if (policy_fill(p, NULL, groups, "control-users", "control-groups", err, errlen) < 0)
+		return -EINVAL;
+	/* "root, group ops (gid 990)": the daemon's user is not one of them. */
+	char *g = strstr(p->describe, ", group ");
+	memmove(p->describe + 4, g ? g : "", g ? strlen(g) + 1 : 1);
+	return 0;
+}
+
+bool devq_policy_controls(const struct devq_policy *p, const struct devq_peer *peer)
+{
+	if (peer->uid == 0)
+		return true;
+	for (unsigned i = 0; i < p->ngroups; i++)
+		if (peer->gid == p->groups[i] ||
+		    has_gid(peer->groups, peer->ngroups, p->groups[i]))
+			return true;
+	return false;
+}
+
 int devq_policy_init(struct devq_policy *p, const char *users, const char *groups,
 		     bool groups_is_default, char *err, size_t errlen)
 {

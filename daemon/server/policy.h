@@ -54,6 +54,15 @@ int devq_policy_init(struct devq_policy *p, const char *users, const char *group
 int devq_policy_init_priority(struct devq_policy *p, const char *users, const char *groups,
 			      char *err, size_t errlen);
 
+/* Who may make admin calls (grant, evict: server/tenants.c): root and the
+ * members of groups (control-groups), not the daemon's own user: a grant
+ * hands out a socket that bypasses allow-users.  Every name must resolve.
+ * Returns 0 or -EINVAL with err filled. */
+int devq_policy_init_control(struct devq_policy *p, const char *groups, char *err,
+			     size_t errlen);
+/* Root, or a member of one of p's groups (as the kernel saw the peer). */
+bool devq_policy_controls(const struct devq_policy *p, const struct devq_peer *peer);
+
 /* Reads the peer's credentials from a connected Unix socket.  pidfd is
  * -1 where SO_PEERPIDFD is unavailable; the caller owns it otherwise. */
 int devq_policy_peer_read(int fd, struct devq_peer *peer);

@@ -243,7 +243,8 @@ static void handle_frame(struct devq_session *s, struct devq_frame *f, uint64_t 
 		devq_frame_close_fds(f);
 		return;
 	}
-	devq_dispatch_message(s, m, f, t);
+	if (!devq_tenants_handle(s, m)) /* admin calls are the server's */
+		devq_dispatch_message(s, m, f, t);
 	devq_pool_arena_reset(&frame_arena);
 	devq_frame_close_fds(f); /* whatever the message did not claim */
 }
@@ -613,8 +614,9 @@ static void conn_cb(uv_poll_t *h, int status, int events)
 	flush_dirty(d);
 }
 
-/* Access policy and per-user session quota, at connect: a refused peer
- * gets an Error saying why, and the connection closes once it is sent. */
+/* Access policy (on a tenant socket: its uid only) and per-tenant session
+ * quota, at connect: a refused peer gets an Error saying why, and the
+ * connection closes once it is sent. */
 static void admit(struct devq_daemon *d, struct devq_session *s, const struct devq_peer *peer,
 		  int peer_err)
 {
@@ -624,7 +626,15 @@ static void admit(struct devq_daemon *d, struct devq_session *s, const struct de
 		snprintf(why, sizeof(why), "cannot read the peer's credentials: %s",
 			 strerror(-peer_err));
 		code = DEVQ__CODE__PERMISSION_DENIED;
-	} else if (!devq_policy_admits(&d->policy, peer, why, sizeof(why))) {
+	} else if (s->grant && peer->uid != s->grant->uid) {
+		/* A tenant socket admits its uid alone, whatever allow-users
+		 * says (root too, unless the grant is root's). */
+		snprintf(why, sizeof(why),
+			 "access denied: uid %u (pid %d) may not use tenant %s's socket, granted "
+			 "to uid %u", (unsigned)peer->uid, (int)peer->pid, s->grant->name,
+			 (unsigned)s->grant->uid);
+		code = DEVQ__CODE__PERMISSION_DENIED;
+	} else if (!s->grant && !devq_policy_admits(&d->policy, peer, why, sizeof(why))) {
 		code = DEVQ__CODE__PERMISSION_DENIED;
 	} else if (!s->admin && devq_culprit_refuses(&d->culprits, peer->uid, &d->e.cfg,
 						     (int64_t)time(NULL), why, sizeof(why))) {
@@ -673,6 +683,7 @@ static void accept_resume(uv_timer_t *t)
 		return;
 	d->accept_paused = false;
 	uv_poll_start(&d->listen_poll, UV_READABLE, on_accept);
+	devq_tenants_pause(d, false);
 }
 
 /* Out of fds (EMFILE, ENFILE): the listening socket stays readable, so
@@ -709,6 +720,7 @@ static int accept_exhausted(struct devq_daemon *d, int err)
 	if (!d->accept_paused) {
 		d->accept_paused = true;
 		uv_poll_stop(&d->listen_poll);
+		devq_tenants_pause(d, true);
 		uv_timer_start(&d->accept_timer, accept_resume, 100, 0);
 	}
 	return fd;
@@ -757,6 +769,63 @@ static bool over_budget_at_accept(struct devq_daemon *d, int fd)
 	return true;
 }
 
+/* A connection accepted on the main socket (grant NULL) or on a granted
+ * tenant's: its session, admitted or refused. */
+static void serve_fd(struct devq_daemon *d, int fd, struct devq_tenant *grant)
+{
+	if (over_budget_at_accept(d, fd))
+		return;
+	struct devq_peer peer;
+	int pr = devq_policy_peer_read(fd, &peer);
+	struct conn *c = calloc(1, sizeof(*c));
+	struct devq_session *s = c ? devq_session_new(&d->e, peer.pid, peer.uid, peer.gid) : NULL;
+	if (!s) {
+		log_err("accept: out of memory");
+		free(c);
+		if (peer.pidfd >= 0 && close(peer.pidfd) < 0)
+			log_err("accept: close: %s", strerror(errno));
+		if (close(fd) < 0)
+			log_err("accept: close: %s", strerror(errno));
+		return;
+	}
+	c->s = s;
+	c->d = d;
+	c->fd = fd;
+	c->pidfd = peer.pidfd;
+	s->conn = c;
+	s->grant = grant;
+	/* Decided once, from the kernel's view of the peer at connect, as the
+	 * access policy is.  A tenant socket's sessions are the job's: no
+	 * admin rights there, and high priority only by its grant. */
+	s->admin = !grant && is_admin(d, fd, peer.uid, peer.gid);
+	s->control = !grant && pr == 0 && devq_policy_controls(&d->tenants.control, &peer);
+	s->may_high = pr == 0 && (grant ? grant->priority : devq_policy_matches(&d->priority, &peer));
+	devq_rx_init(&c->rx, d->e.cfg.max_frame);
+	uv_poll_init(d->loop, &c->poll, fd);
+	c->poll.data = c;
+	c->poll_events = UV_READABLE;
+	uv_poll_start(&c->poll, UV_READABLE, conn_cb);
+	devq_slog(DEVQ_LOG_INFO, s, -1, -1, -1, "connected (pid %d, uid %u, gid %u%s%s%s)",
+		  (int)s->pid, (unsigned)s->uid, (unsigned)s->gid, c->pidfd >= 0 ? ", pidfd" : "",
+		  grant ? ", tenant " : "", grant ? grant->name : "");
+	admit(d, s, &peer, pr);
+	if (!s->close_after_flush && !s->admin) {
+		unsigned n = user_fds(d, s->uid);
+		if (n > d->user_fd_budget) {
+			log_warn("session %llu: refused: uid %u holds %u fds, above its "
+				 "budget of %u", (unsigned long long)s->id,
+				 (unsigned)s->uid, n, d->user_fd_budget);
+			devq_outbox_error(s, DEVQ__CODE__RESOURCE_EXHAUSTED, "hello", NULL,
+					   NULL,
+					   "uid %u holds %u fds in devqd, above the per-user "
+					   "budget of %u (a quarter of devqd's RLIMIT_NOFILE)",
+					   (unsigned)s->uid, n, d->user_fd_budget);
+			s->close_after_flush = true;
+			session_flush(s);
+		}
+	}
+}
+
 static void on_accept(uv_poll_t *h, int status, int events)
 {
 	struct devq_daemon *d = h->data;
@@ -775,55 +844,35 @@ static void on_accept(uv_poll_t *h, int status, int events)
 				log_warn("accept: %s", strerror(errno));
 			return;
 		}
-		if (over_budget_at_accept(d, fd))
-			continue;
-		struct devq_peer peer;
-		int pr = devq_policy_peer_read(fd, &peer);
-		struct conn *c = calloc(1, sizeof(*c));
-		struct devq_session *s = c ? devq_session_new(&d->e, peer.pid, peer.uid, peer.gid)
-					   : NULL;
-		if (!s) {
-			log_err("accept: out of memory");
-			free(c);
-			if (peer.pidfd >= 0 && close(peer.pidfd) < 0)
-				log_err("accept: close: %s", strerror(errno));
-			if (close(fd) < 0)
-				log_err("accept: close: %s", strerror(errno));
-			continue;
+		serve_fd(d, fd, NULL);
+	}
+}
+
+/* A granted tenant's socket (tenants.c): the same, for its uid alone. */
+static void on_tenant_accept(uv_poll_t *h, int status, int events)
+{
+	struct devq_tsock *ts = h->data;
+	struct devq_daemon *d = ts->d;
+	(void)events;
+	if (status < 0 || d->stopping)
+		return;
+	for (int k = 0; k < ACCEPTS_PER_WAKE; k++) {
+		int fd = accept4(ts->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0 && (errno == EMFILE || errno == ENFILE)) {
+			/* As on the main socket: every socket pauses 100 ms; no
+			 * spare fd for a job's connection (admins use the main
+			 * socket). */
+			int afd = accept_exhausted(d, errno);
+			if (afd >= 0) /* an admin's, from the main socket */
+				serve_fd(d, afd, NULL);
+			return;
 		}
-		c->s = s;
-		c->d = d;
-		c->fd = fd;
-		c->pidfd = peer.pidfd;
-		s->conn = c;
-		s->admin = is_admin(d, fd, peer.uid, peer.gid);
-		/* Decided once, from the kernel's view of the peer at connect,
-		 * as the access policy is. */
-		s->may_high = pr == 0 && devq_policy_matches(&d->priority, &peer);
-		devq_rx_init(&c->rx, d->e.cfg.max_frame);
-		uv_poll_init(d->loop, &c->poll, fd);
-		c->poll.data = c;
-		c->poll_events = UV_READABLE;
-		uv_poll_start(&c->poll, UV_READABLE, conn_cb);
-		devq_slog(DEVQ_LOG_INFO, s, -1, -1, -1, "connected (pid %d, uid %u, gid %u%s)",
-			  (int)s->pid, (unsigned)s->uid, (unsigned)s->gid,
-			  c->pidfd >= 0 ? ", pidfd" : "");
-		admit(d, s, &peer, pr);
-		if (!s->close_after_flush && !s->admin) {
-			unsigned n = user_fds(d, s->uid);
-			if (n > d->user_fd_budget) {
-				log_warn("session %llu: refused: uid %u holds %u fds, above its "
-					 "budget of %u", (unsigned long long)s->id,
-					 (unsigned)s->uid, n, d->user_fd_budget);
-				devq_outbox_error(s, DEVQ__CODE__RESOURCE_EXHAUSTED, "hello", NULL,
-						   NULL,
-						   "uid %u holds %u fds in devqd, above the per-user "
-						   "budget of %u (a quarter of devqd's RLIMIT_NOFILE)",
-						   (unsigned)s->uid, n, d->user_fd_budget);
-				s->close_after_flush = true;
-				session_flush(s);
-			}
+		if (fd < 0) {
+			if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
+				log_warn("accept on %s: %s", ts->path, strerror(errno));
+			return;
 		}
+		serve_fd(d, fd, ts->t);
 	}
 }
 
@@ -918,6 +967,7 @@ static void begin_stop(struct devq_daemon *d, const char *why)
 	if (close(d->listen_fd) < 0)
 		log_err("stop: close of the listening socket: %s", strerror(errno));
 	d->listen_fd = -1;
+	devq_tenants_stop(d); /* the grants stay in the state file */
 	/* A socket systemd owns stays: it queues clients for the next start. */
 	if (d->e.cfg.socket_path && !d->socket_inherited && unlink(d->e.cfg.socket_path) < 0 &&
 	    errno != ENOENT)
@@ -1100,7 +1150,6 @@ int devq_server_start(struct devq_daemon *d)
 		log_err("priority grant: %s", perr);
 		return 2;
 	}
-	/* Uids refused after device losses, from before a restart. */
 	const char *state_dir = d->e.cfg.state_dir;
 	char env_dir[PATH_MAX];
 	if (!state_dir && getenv("STATE_DIRECTORY")) {
@@ -1109,8 +1158,6 @@ int devq_server_start(struct devq_daemon *d)
 		env_dir[strcspn(env_dir, ":")] = '\0';
 		state_dir = env_dir;
 	}
-	devq_culprit_load(&d->culprits, state_dir, d->e.cfg.device, &d->e.cfg,
-			  (int64_t)time(NULL));
 	int fd = inherited_socket();
 	if (fd == -EINVAL)
 		return 1;
@@ -1124,6 +1171,28 @@ int devq_server_start(struct devq_daemon *d)
 		}
 	}
 	d->listen_fd = fd;
+	/* The instance is named by its socket: devqd@0's gpu0.sock, devqd's
+	 * devqd.sock share the state directory, not its files. */
+	snprintf(d->sock_path, sizeof(d->sock_path), "%s", d->e.cfg.socket_path);
+	if (d->socket_inherited) {
+		struct sockaddr_un sa = { 0 };
+		socklen_t salen = sizeof(sa) - 1;
+		if (getsockname(fd, (struct sockaddr *)&sa, &salen) == 0 && sa.sun_path[0])
+			snprintf(d->sock_path, sizeof(d->sock_path), "%s", sa.sun_path);
+	}
+	char inst[128];
+	devq_tenants_instance(d->sock_path, inst, sizeof(inst));
+	/* Uids refused after device losses, from before a restart. */
+	devq_culprit_load(&d->culprits, state_dir, inst, &d->e.cfg, (int64_t)time(NULL));
+	d->tenants.on_accept = on_tenant_accept;
+	d->tenants.close_session = session_close;
+	int tr = devq_tenants_start(d, d->sock_path, state_dir);
+	if (tr) {
+		close_or_log(fd, "listen");
+		if (!d->socket_inherited)
+			unlink(d->e.cfg.socket_path);
+		return tr;
+	}
 	if (d->e.cfg.test_faults && getenv("DEVQD_TEST_START_PAUSE_MS")) {
 		/* --test-fault-injection: hold the window between the socket
 		 * accepting and the signal handlers being set open, so that a
@@ -1245,4 +1314,5 @@ void devq_server_fini(struct devq_daemon *d)
 		log_err("close: %s", strerror(errno));
 	d->reserve_fd = -1;
 	devq_pool_arena_fini(&frame_arena);
+	devq_tenants_fini(d);
 }

@@ -14,6 +14,7 @@
 #include "core/engine.h"
 #include "server/culprit.h"
 #include "server/policy.h"
+#include "server/tenants.h"
 
 /* Exit status after the device was lost (EX_UNAVAILABLE): the service
  * manager restarts devqd on a fresh device context. */
@@ -51,6 +52,10 @@ struct devq_daemon {
 	struct devq_policy policy;  /* policy.c: who may connect */
 	struct devq_policy priority; /* policy.c: who may open high-priority queues */
 	struct devq_culprits culprits; /* culprit.c: uids refused after device losses */
+	struct devq_tenants tenants;   /* tenants.c: granted tenants, admin calls */
+	/* The listening socket's path (from systemd: as it was bound), which
+	 * names the instance: its tenant directory and state files. */
+	char sock_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	unsigned nthrottled;        /* sessions not read: over their in-flight quota */
 	/* fd exhaustion (server.c): a spare fd kept open so that at EMFILE one
 	 * pending connection can still be accepted (an admin's is served, any

@@ -281,7 +281,7 @@ check six_losses six_losses
 fault_dropin --lost-refuse-after 2
 useradd -m -G devq carol
 CAROL=$(id -u carol)
-STATE=/var/lib/devqd/lost-uids.dev0
+STATE=/var/lib/devqd/lost-uids.devqd
 culprit_refused() {
 	local i
 	for i in 1 2; do
