@@ -36,6 +36,9 @@ SPANK_PLUGIN(devq, 1);
 
 #define MAX_GPUS 64
 #define OUT_MAX 8192
+/* devqd's bounds on a grant: a weight of 1 to 64, of at most 65536. */
+#define MAX_SHARES 64
+#define MAX_OF 65536
 
 /* plugstack.conf arguments (devq-slurm(8)). */
 static struct {
@@ -117,9 +120,9 @@ static int opt_shares_cb(int val, const char *arg, int remote)
 {
 	(void)val;
 	unsigned n;
-	if (parse_uint(arg, 1, 1000000, &n) < 0) {
+	if (parse_uint(arg, 1, MAX_SHARES, &n) < 0) {
 		if (!remote)
-			slurm_error("devq: --devq-shares=%s: not a whole number from 1 to 1000000",
+			slurm_error("devq: --devq-shares=%s: not a whole number from 1 to 64",
 				    arg ? arg : "");
 		return -1;
 	}
@@ -184,7 +187,7 @@ static int parse_args(int ac, char **av)
 		const char *v = eq + 1;
 		int bad = 0;
 		if (kl == 14 && !strncmp(a, "shards_per_gpu", kl)) {
-			bad = parse_uint(v, 1, 1000000, &cfg.shards_per_gpu);
+			bad = parse_uint(v, 1, MAX_OF, &cfg.shards_per_gpu);
 		} else if (kl == 6 && !strncmp(a, "socket", kl)) {
 			bad = v[0] != '/' || strlen(v) >= sizeof(cfg.socket_tmpl);
 			if (!bad)
@@ -517,6 +520,11 @@ static int grant(spank_t sp, const struct job *j, unsigned gpu, unsigned shares,
 		return -1;
 	}
 	snprintf(uid, sizeof(uid), "%u", (unsigned)j->uid);
+	/* A weight within devqd's bounds: at most 64, and at most M. */
+	if (shares > MAX_SHARES)
+		shares = MAX_SHARES;
+	if (shares > cfg.shards_per_gpu)
+		shares = cfg.shards_per_gpu;
 	snprintf(sh, sizeof(sh), "%u", shares);
 	snprintf(of, sizeof(of), "%u", cfg.shards_per_gpu);
 	char *argv[20];
@@ -599,15 +607,17 @@ static unsigned initial_shares(spank_t sp)
 	char *val = NULL;
 	unsigned n;
 	if (spank_option_getopt(sp, &opt_shares, &val) == ESPANK_SUCCESS && val &&
-	    parse_uint(val, 1, 1000000, &n) == 0)
+	    parse_uint(val, 1, MAX_SHARES, &n) == 0)
 		return n;
 	return 1;
 }
 
 int slurm_spank_job_prolog(spank_t sp, int ac, char **av)
 {
-	(void)ac;
-	(void)av;
+	/* Each hook gets the arguments; slurm_spank_init does not run
+	 * before the prolog and epilog (slurmstepd spank prolog/epilog). */
+	if (parse_args(ac, av) < 0)
+		return -1;
 	struct job j;
 	int k = job_get(sp, &j, getenv("SLURM_JOB_GPUS"));
 	if (k)
@@ -642,8 +652,10 @@ int slurm_spank_job_prolog(spank_t sp, int ac, char **av)
 
 int slurm_spank_task_init_privileged(spank_t sp, int ac, char **av)
 {
-	(void)ac;
-	(void)av;
+	/* Each hook gets the arguments; slurm_spank_init does not run
+	 * before the prolog and epilog (slurmstepd spank prolog/epilog). */
+	if (parse_args(ac, av) < 0)
+		return -1;
 	if (!spank_remote(sp))
 		return 0;
 	/* The step's GPUs (an srun step), else the job's (the batch step). */
@@ -659,7 +671,7 @@ int slurm_spank_task_init_privileged(spank_t sp, int ac, char **av)
 	 * split among its GPUs: each GPU gets an even part, at least one. */
 	unsigned shares = initial_shares(sp), s;
 	if (spank_getenv(sp, "SLURM_SHARDS_ON_NODE", shards, sizeof(shards)) == ESPANK_SUCCESS &&
-	    parse_uint(shards, 1, 1000000, &s) == 0)
+	    parse_uint(shards, 1, 1000000000, &s) == 0)
 		shares = (s + (unsigned)j.ngpus - 1) / (unsigned)j.ngpus;
 	char all[MAX_GPUS * 128] = "", first[512] = "";
 	size_t alen = 0;
@@ -700,8 +712,10 @@ int slurm_spank_task_init_privileged(spank_t sp, int ac, char **av)
 
 int slurm_spank_job_epilog(spank_t sp, int ac, char **av)
 {
-	(void)ac;
-	(void)av;
+	/* Each hook gets the arguments; slurm_spank_init does not run
+	 * before the prolog and epilog (slurmstepd spank prolog/epilog). */
+	if (parse_args(ac, av) < 0)
+		return -1;
 	struct job j;
 	int k = job_get(sp, &j, getenv("SLURM_JOB_GPUS"));
 	if (k)

@@ -11,7 +11,8 @@ job's user, through the socket the SPANK plugin gave them in $DEVQ_SOCKET.
                            with resource_exhausted (the job's memory cap)
   job.py orphan DIR N      leave behind, outside the job's processes, a
                            process holding a session with a 1 s op running
-                           and N more queued behind it; then sleep until
+                           and N more of 1 s queued behind it (6 s in all
+                           for N=5, unless evicted); then sleep until
                            cancelled.  What the orphan saw goes to DIR/orphan.
 Every line printed starts with the node's name.
 """
@@ -94,13 +95,17 @@ def orphan(out_dir, queued):
     os.setsid()
     if os.fork():
         os._exit(0)
+    # As a daemon does: the job's output pipes would keep its step alive.
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
     log = open(os.path.join(out_dir, "orphan"), "w", buffering=1)
     log.write(f"pid {os.getpid()}\n")
     try:
         with devq.connect() as c:
             buf = c.zeros((4 << 20,), np.uint8)
             ops = [c.submit("spin_buf", ns=1_000_000_000, buf=buf)]
-            ops += [c.submit("spin_buf", ns=1_000_000, buf=buf) for _ in range(queued)]
+            ops += [c.submit("spin_buf", ns=1_000_000_000, buf=buf) for _ in range(queued)]
             time.sleep(0.2)         # the first op is running
             os.write(w, b"x")
             for op in ops:
