@@ -518,7 +518,8 @@ struct devq_evict_result {
 };
 
 /* Creates the tenant and its socket, or updates its grant (the same uid:
- * idempotent).  -EINVAL: a bad name, shares or socket path; -EPROTONOSUPPORT
+ * idempotent; the new grant replaces the old whole, fields left 0 take
+ * their defaults).  -EINVAL: a bad name, shares or socket path; -EPROTONOSUPPORT
  * (failed_precondition): granted to another uid; -ENOSPC: too many. */
 DEVQ_EXPORT int devq_admin_grant(devq *q, const struct devq_grant_request *req,
 				 struct devq_grant *out);

@@ -134,7 +134,9 @@ lint: all
 	@# devqd@.service is devqd.service for one GPU: nothing else may differ.
 	sed -e 's/^Description=devq device-sharing daemon$$/& for GPU %i/' \
 	    -e 's/^\(Requires\|After\|Also\)=devqd\.socket$$/\1=devqd@%i.socket/' \
-	    -e 's|^ExecStart=/usr/sbin/devqd$$|& --device %i|' systemd/devqd.service > $(LINT_ROOT)/tmpl
+	    -e 's|^ExecStart=/usr/sbin/devqd$$|& --device %i|' \
+	    -e 's|^RuntimeDirectory=devqd/devqd.tenants$$|RuntimeDirectory=devqd/gpu%i.tenants|' \
+	    systemd/devqd.service > $(LINT_ROOT)/tmpl
 	sed '/^# devqd@N.service/,/^# and the socket/d;/^# (\/run\/devqd/d' systemd/devqd@.service | \
 	  diff -u $(LINT_ROOT)/tmpl - || \
 	  { echo "systemd/devqd@.service differs from devqd.service beyond the instance"; exit 1; }

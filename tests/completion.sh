@@ -29,6 +29,11 @@ expect "$D submit spin ns=1 :: che" "checksum"
 expect "$D submit spin --priority h" "high"
 expect "$D submit spin --re" "--repeat"
 expect "$D top --o" "--once"
+expect "$D ad" "admin"
+expect "$D admin " "grant evict tenants --help"
+expect "$D admin grant job_1 --s" "--shares"
+expect "$D admin evict job_1 --g" "--grace"
+expect "$D he" "health help"
 bash -c 'source client/devctl/devctl.bash; complete -p devctl' | grep -q _devctl &&
 	pass=$((pass + 1)) || { echo "FAIL: not registered for devctl"; fail=$((fail + 1)); }
 kill "$dpid" 2>/dev/null

@@ -37,11 +37,21 @@ _devctl()
 	--socket | -s | -o | --output | --svg) COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
 	esac
 	if [[ -z $cmd ]]; then
-		COMPREPLY=($(compgen -W "submit list status metrics trace top help --socket --help" -- "$cur"))
+		COMPREPLY=($(compgen -W "submit list status metrics trace top admin health help --socket --help" -- "$cur"))
 		return 0
 	fi
 	case $cmd in
-	list | status) COMPREPLY=($(compgen -W "--json --help" -- "$cur")) ;;
+	list | status | health) COMPREPLY=($(compgen -W "--json --help" -- "$cur")) ;;
+	admin)
+		case $prev in
+		--uid | --shares | --of | --memory | --grace) return 0 ;;
+		esac
+		case ${w[ci + 1]} in
+		grant) COMPREPLY=($(compgen -W "--uid --shares --of --memory --priority --json" -- "$cur")) ;;
+		evict) COMPREPLY=($(compgen -W "--grace --json" -- "$cur")) ;;
+		tenants) COMPREPLY=($(compgen -W "--json" -- "$cur")) ;;
+		*) COMPREPLY=($(compgen -W "grant evict tenants --help" -- "$cur")) ;;
+		esac ;;
 	metrics) COMPREPLY=($(compgen -W "--help" -- "$cur")) ;;
 	top)
 		[[ $prev == --interval ]] && return 0

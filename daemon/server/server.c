@@ -1186,6 +1186,7 @@ int devq_server_start(struct devq_daemon *d)
 	devq_culprit_load(&d->culprits, state_dir, inst, &d->e.cfg, (int64_t)time(NULL));
 	d->tenants.on_accept = on_tenant_accept;
 	d->tenants.close_session = session_close;
+	d->tenants.flush = flush_dirty;
 	int tr = devq_tenants_start(d, d->sock_path, state_dir);
 	if (tr) {
 		close_or_log(fd, "listen");

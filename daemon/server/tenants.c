@@ -79,7 +79,7 @@ static void save(struct devq_daemon *d)
 
 /* ---- sockets ----------------------------------------------------------- */
 
-static struct devq_tsock *sock_of(struct devq_tenants *ts, const struct devq_tenant *t)
+static struct devq_tsock *sock_of(const struct devq_tenants *ts, const struct devq_tenant *t)
 {
 	for (struct devq_tsock *k = ts->socks; k; k = k->next)
 		if (k->t == t)
@@ -439,10 +439,10 @@ static int grant(struct devq_daemon *d, const char *name, uid_t uid, uint32_t sh
 static void grant_msg(const struct devq_tenants *ts, struct devq_tenant *t, Devq__Grant *g)
 {
 	devq__grant__init(g);
-	struct devq_tsock *k = sock_of((struct devq_tenants *)ts, t);
+	const struct devq_tsock *k = sock_of(ts, t);
 	g->tenant = t->name;
 	g->uid = t->uid;
-	g->socket = k ? k->path : "";
+	g->socket = k ? (char *)k->path : "";
 	g->shares = t->shares;
 	g->of = t->of;
 	g->memory_bytes = t->memory_cap;
@@ -570,6 +570,7 @@ static void evict_tick(uv_timer_t *h)
 	}
 	if (!ts->waits)
 		uv_timer_stop(h);
+	ts->flush(d);
 }
 
 static void on_evict(struct devq_daemon *d, struct devq_session *s, const Devq__AdminEvict *a)
@@ -609,6 +610,10 @@ static void on_evict(struct devq_daemon *d, struct devq_session *s, const Devq__
 			ts->close_session(x);
 			closed++;
 		}
+		/* One refused at admission never counted among its sessions:
+		 * t may be freed before it, so it lets go of t now. */
+		if (x->tenant != t)
+			x->grant = NULL;
 	}
 	devq_log_fields(DEVQ_LOG_NOTICE, &(struct devq_log_ctx){ .uid = t->uid, .tenant = t->name },
 			-1, -1, -1, "tenant %s: evicting (%u sessions closed, %" PRIu64

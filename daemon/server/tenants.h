@@ -61,6 +61,9 @@ struct devq_tenants {
 	 * and close a session's connection at once. */
 	uv_poll_cb on_accept;
 	void (*close_session)(struct devq_session *s);
+	/* And write what the sessions' outboxes hold (after an evict's
+	 * answer from a timer, which no I/O callback follows). */
+	void (*flush)(struct devq_daemon *d);
 };
 
 /* At start, once the listening socket is known (sock_path: its path; the

@@ -224,7 +224,7 @@ class Histogram(ctypes.Structure):
 
 class TenantInfo(ctypes.Structure):
     _fields_ = [
-        ("name", ctypes.c_char * 32),
+        ("name", ctypes.c_char * 72),
         ("uid", c_u32),
         ("weight", c_u32),
         ("sessions", c_u32),

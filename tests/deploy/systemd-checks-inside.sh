@@ -383,6 +383,33 @@ upgrade_keeps_instances() {
 }
 check upgrade_keeps_instances upgrade_keeps_instances
 
+tenant_grant_restart() {
+	# A grant under the shipped unit (User=devq, CAP_CHOWN only): the socket
+	# is bob's (not in group devq), serves him alone, and is back after a
+	# restart (grants.devqd in the state directory).
+	local ts=/run/devqd/devqd.tenants/job_1.sock
+	devctl admin grant job_1 --uid bob --shares 2 --of 4 --json >g.json 2>&1 ||
+		no "grant: $(cat g.json)"
+	grep -q "\"socket\":\"$ts\"" g.json || no "grant's reply: $(cat g.json)"
+	[ "$(stat -c '%U %a' $ts 2>&1)" = "bob 600" ] || no "$ts: $(stat -c '%U %a' $ts 2>&1)"
+	[ "$(stat -c '%U %a' /run/devqd/devqd.tenants 2>&1)" = "devq 711" ] ||
+		no "tenant directory: $(stat -c '%U %a' /run/devqd/devqd.tenants 2>&1)"
+	as bob devctl --socket $ts submit spin ns=1000 >out 2>&1 || no "bob on job_1's socket: $(cat out)"
+	if as alice devctl --socket $ts status >out 2>&1; then no "alice was served on bob's tenant socket"; fi
+	systemctl restart devqd.service || no "systemctl restart devqd failed"
+	until_ok 50 test -S $ts || no "$ts not back after the restart"
+	as bob devctl --socket $ts submit spin ns=1000 >out 2>&1 || no "bob after the restart: $(cat out)"
+	devctl admin tenants --json >t.json 2>&1 || no "tenants: $(cat t.json)"
+	grep -q '"tenant":"job_1","uid":'"$BOB"',.*"shares":2,"of":4' t.json || no "tenants: $(cat t.json)"
+	devctl admin evict job_1 --json >e.json 2>&1 || no "evict: $(cat e.json)"
+	grep -q '"still_running":0' e.json || no "evict: $(cat e.json)"
+	[ ! -e $ts ] || no "$ts left after evict"
+	journalctl -q -u devqd.service DEVQ_TENANT=job_1 -o cat | grep -q 'evicted' ||
+		no "no usage line with DEVQ_TENANT=job_1 in the journal"
+	devctl health >out 2>&1 || no "devctl health: $(cat out)"
+}
+check tenant_grant_restart tenant_grant_restart
+
 purge() {
 	as alice devctl status >/dev/null 2>&1
 	dpkg --purge python3-devq devctl devqd libdevq0 >purge.log 2>&1 || no "purge failed: $(tail -n 5 purge.log)"

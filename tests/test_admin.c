@@ -1,0 +1,1014 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The admin API against a real devqd (CPU backend): granted tenants and
+ * their sockets, who may make admin calls, names and their bounds, memory
+ * caps over a tenant's sessions, eviction of a tenant with ops in flight,
+ * grants across a restart, per-instance state files, the tenant
+ * directory's safety check, and devctl's admin and health commands. */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "devq.h"
+#include "harness.h"
+
+#define NOBODY 65534
+#define OTHER 65533
+
+static bool root_or_skip(const char *test)
+{
+	if (geteuid() == 0)
+		return true;
+	fprintf(stderr, "SKIP: %s needs root (grants to another uid, clients as it)\n", test);
+	return false;
+}
+
+/* Another uid must reach the tenant directory inside the test's 0700 one. */
+static void start(struct daemon_proc *d, const char *const *extra)
+{
+	harness_start(d, extra);
+	ck_assert_int_eq(chmod(d->dir, 0711), 0);
+}
+
+static void stop(struct daemon_proc *d)
+{
+	ck_assert_int_eq(harness_stop(d), 0);
+}
+
+static void become(uid_t uid, const gid_t *groups, size_t ngroups)
+{
+	if (setgroups(ngroups, groups) < 0 || setgid(uid) < 0 || setuid(uid) < 0)
+		_exit(90);
+}
+
+static int child_status(pid_t pid)
+{
+	int st;
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static int grant(devq *q, const char *name, uid_t uid, uint32_t shares, uint32_t of,
+		 uint64_t mem, struct devq_grant *out)
+{
+	struct devq_grant_request r = { .tenant = name, .uid = uid, .shares = shares, .of = of,
+					.memory_bytes = mem };
+	struct devq_grant tmp;
+	return devq_admin_grant(q, &r, out ? out : &tmp);
+}
+
+static const char *tenant_sock(const struct daemon_proc *d, const char *name)
+{
+	static char p[160];
+	snprintf(p, sizeof(p), "%s/devqd.tenants/%s.sock", d->dir, name);
+	return p;
+}
+
+static uint64_t spin(devq *q, uint32_t queue, uint64_t ns)
+{
+	struct devq_arg a = a_u64("ns", ns);
+	struct devq_op op = { .queue = queue, .kind = DEVQ_OP_KERNEL, .exec = exe(q, "spin"),
+			      .args = &a, .nargs = 1 };
+	uint64_t p = 0;
+	if (devq_submit(q, &op, 1, &p) < 0)
+		return 0;
+	return p;
+}
+
+/* ---- grants and their sockets ------------------------------------------ */
+
+/* A grant makes the tenant and its socket, owned by the uid, mode 0600, in
+ * a 0711 directory; granting again with the same uid updates it. */
+START_TEST(grant_makes_socket)
+{
+	if (!root_or_skip("grant_makes_socket"))
+		return;
+	struct daemon_proc d;
+	start(&d, NULL);
+	devq *q = conn(d.sock, "admin");
+	struct devq_grant g;
+	ck_assert_msg(grant(q, "job_42", NOBODY, 2, 4, 1 << 20, &g) == 0, "%s",
+		      devq_last_error(q));
+	ck_assert_str_eq(g.tenant, "job_42");
+	ck_assert_uint_eq(g.uid, NOBODY);
+	ck_assert_str_eq(g.socket, tenant_sock(&d, "job_42"));
+	ck_assert_uint_eq(g.shares, 2);
+	ck_assert_uint_eq(g.of, 4);
+	ck_assert_uint_eq(g.memory_bytes, 1 << 20);
+	ck_assert(!g.priority);
+	struct stat st;
+	ck_assert_int_eq(stat(g.socket, &st), 0);
+	ck_assert(S_ISSOCK(st.st_mode));
+	ck_assert_uint_eq(st.st_uid, NOBODY);
+	ck_assert_uint_eq(st.st_mode & 07777, 0600);
+	char dir[160];
+	snprintf(dir, sizeof(dir), "%s/devqd.tenants", d.dir);
+	ck_assert_int_eq(stat(dir, &st), 0);
+	ck_assert_uint_eq(st.st_mode & 07777, 0711);
+	ck_assert_uint_eq(st.st_uid, geteuid());
+	/* Idempotent: the same uid again updates the grant, one tenant. */
+	ck_assert_int_eq(grant(q, "job_42", NOBODY, 3, 4, 0, &g), 0);
+	ck_assert_uint_eq(g.shares, 3);
+	ck_assert_uint_eq(g.memory_bytes, 0);
+	struct devq_grant *list;
+	size_t n;
+	ck_assert_int_eq(devq_admin_tenants(q, &list, &n), 0);
+	ck_assert_uint_eq(n, 1);
+	ck_assert_str_eq(list[0].tenant, "job_42");
+	ck_assert_uint_eq(list[0].shares, 3);
+	ck_assert_uint_eq(list[0].sessions, 0);
+	free(list);
+	/* The weight is the shares: status shows it. */
+	struct devq_status *s;
+	ck_assert_int_eq(devq_get_status(q, &s), 0);
+	bool seen = false;
+	for (size_t i = 0; i < s->ntenants; i++)
+		if (!strcmp(s->tenants[i].name, "job_42")) {
+			seen = true;
+			ck_assert_uint_eq(s->tenants[i].weight, 3);
+			ck_assert_uint_eq(s->tenants[i].uid, NOBODY);
+		}
+	ck_assert(seen);
+	devq_status_free(s);
+	devq_disconnect(q);
+	stop(&d);
+	/* A clean stop removes the sockets and the directory it made. */
+	ck_assert_int_eq(stat(g.socket, &st), -1);
+	ck_assert_int_eq(stat(dir, &st), -1);
+}
+END_TEST
+
+/* Names: 1 to 64 characters of [A-Za-z0-9_.-], not starting with a dot,
+ * and the socket path within sun_path; the rest is invalid_argument. */
+START_TEST(grant_names)
+{
+	if (!root_or_skip("grant_names"))
+		return;
+	struct daemon_proc d;
+	start(&d, NULL);
+	devq *q = conn(d.sock, "admin");
+	char n64[65], n65[66];
+	memset(n64, 'a', 64);
+	n64[64] = '\0';
+	memset(n65, 'b', 65);
+	n65[65] = '\0';
+	ck_assert_msg(grant(q, n64, NOBODY, 0, 0, 0, NULL) == 0, "%s", devq_last_error(q));
+	const char *bad[] = { n65, "", "../x", ".x", "a/b", "a b", "x\n", "job:1" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		ck_assert_int_eq(grant(q, bad[i], NOBODY, 0, 0, 0, NULL), -EINVAL);
+		ck_assert_msg(strstr(devq_last_error(q), "invalid_argument"), "%s",
+			      devq_last_error(q));
+	}
+	ck_assert_int_eq(grant(q, "a.b-C_9", NOBODY, 0, 0, 0, NULL), 0);
+	/* Nothing was made for a refused name. */
+	struct devq_grant *list;
+	size_t n;
+	ck_assert_int_eq(devq_admin_tenants(q, &list, &n), 0);
+	ck_assert_uint_eq(n, 2);
+	free(list);
+	/* Shares 1..64, of from shares to 65536. */
+	ck_assert_int_eq(grant(q, "s64", NOBODY, 64, 64, 0, NULL), 0);
+	ck_assert_int_eq(grant(q, "s65", NOBODY, 65, 65, 0, NULL), -EINVAL);
+	ck_assert_int_eq(grant(q, "s_of", NOBODY, 3, 2, 0, NULL), -EINVAL);
+	ck_assert_int_eq(grant(q, "s_eq", NOBODY, 3, 3, 0, NULL), 0);
+	ck_assert_int_eq(grant(q, "of_max", NOBODY, 1, 65536, 0, NULL), 0);
+	ck_assert_int_eq(grant(q, "of_over", NOBODY, 1, 65537, 0, NULL), -EINVAL);
+	devq_disconnect(q);
+	stop(&d);
+}
+END_TEST
+
+/* The whole socket path must fit in sun_path (107 bytes and its NUL). */
+START_TEST(grant_socket_path_bound)
+{
+	if (!root_or_skip("grant_socket_path_bound"))
+		return;
+	char dir[200];
+	char top[] = "/tmp/devq-tdir-XXXXXX";
+	ck_assert_ptr_nonnull(mkdtemp(top));
+	/* A tenant directory of 60 bytes: DIR/NAME.sock is 66 + NAME. */
+	snprintf(dir, sizeof(dir), "%s/%0*d", top, (int)(60 - strlen(top) - 1), 0);
+	ck_assert_uint_eq(strlen(dir), 60);
+	const char *extra[] = { "--tenants-dir", dir, NULL };
+	struct daemon_proc d;
+	start(&d, extra);
+	devq *q = conn(d.sock, "admin");
+	char name[64];
+	memset(name, 'n', 41);
+	name[41] = '\0'; /* 60 + 1 + 41 + 5 = 107: fits */
+	struct devq_grant g;
+	ck_assert_msg(grant(q, name, NOBODY, 0, 0, 0, &g) == 0, "%s", devq_last_error(q));
+	ck_assert_uint_eq(strlen(g.socket), 107);
+	name[41] = 'n';
+	name[42] = '\0'; /* 108: does not */
+	ck_assert_int_eq(grant(q, name, NOBODY, 0, 0, 0, NULL), -EINVAL);
+	ck_assert_msg(strstr(devq_last_error(q), "would not fit"), "%s", devq_last_error(q));
+	devq_disconnect(q);
+	stop(&d);
+	ck_assert_int_eq(rmdir(top), 0); /* the daemon removed its directory */
+}
+END_TEST
+
+START_TEST(grant_conflicts)
+{
+	if (!root_or_skip("grant_conflicts"))
+		return;
+	struct daemon_proc d;
+	start(&d, NULL);
+	devq *q = conn(d.sock, "admin");
+	ck_assert_int_eq(grant(q, "job_7", NOBODY, 0, 0, 0, NULL), 0);
+	ck_assert_int_eq(grant(q, "job_7", OTHER, 0, 0, 0, NULL), -EPROTONOSUPPORT);
+	ck_assert_msg(strstr(devq_last_error(q), "failed_precondition"), "%s", devq_last_error(q));
+	struct devq_evict_result r;
+	ck_assert_int_eq(devq_admin_evict(q, "job_8", 0, &r), -ENOENT);
+	ck_assert_msg(strstr(devq_last_error(q), "not_found"), "%s", devq_last_error(q));
+	devq_disconnect(q);
+	stop(&d);
+}
+END_TEST
+
+/* DEVQ_GRANTS_MAX (256) grants at once: the 256th is made, the 257th is
+ * resource_exhausted; an update of a granted one still works. */
+START_TEST(grant_count_bound)
+{
+	if (!root_or_skip("grant_count_bound"))
+		return;
+	struct daemon_proc d;
+	start(&d, NULL);
+	devq *q = conn(d.sock, "admin");
+	char name[32];
+	for (int i = 0; i < 256; i++) {
+		snprintf(name, sizeof(name), "t%d", i);
+		ck_assert_msg(grant(q, name, NOBODY, 0, 0, 0, NULL) == 0, "%d: %s", i,
+			      devq_last_error(q));
+	}
+	ck_assert_int_eq(grant(q, "t256", NOBODY, 0, 0, 0, NULL), -ENOSPC);
+	ck_assert_int_eq(grant(q, "t0", NOBODY, 2, 0, 0, NULL), 0);
+	struct devq_evict_result r;
+	ck_assert_int_eq(devq_admin_evict(q, "t1", 0, &r), 0);
+	ck_assert_int_eq(grant(q, "t256", NOBODY, 0, 0, 0, NULL), 0);
+	devq_disconnect(q);
+	stop(&d);
+}
+END_TEST
+
+/* ---- who may make admin calls -------------------------------------------- */
+
+/* A non-admin gets permission_denied, on the main socket or its tenant
+ * socket; a member of control-groups may grant; admin-group alone may not. */
+START_TEST(admin_calls_need_rights)
+{
+	if (!root_or_skip("admin_calls_need_rights"))
+		return;
+	const char *extra[] = { "--allow-users", "65534,65533", "--control-groups", "4242",
+				"--admin-group", "root", NULL };
+	struct daemon_proc d;
+	start(&d, extra);
+	ck_assert_int_eq(chmod(d.sock, 0666), 0);
+	devq *q = conn(d.sock, "admin");
+	ck_assert_int_eq(grant(q, "job_1", NOBODY, 0, 0, 0, NULL), 0);
+	devq_disconnect(q);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		become(NOBODY, NULL, 0);
+		int bad = 0;
+		devq *m = NULL;
+		if (devq_connect(d.sock, "user", &m) < 0)
+			_exit(10);
+		if (grant(m, "job_2", NOBODY, 0, 0, 0, NULL) != -EACCES ||
+		    !strstr(devq_last_error(m), "permission_denied"))
+			bad |= 1;
+		struct devq_evict_result r;
+		if (devq_admin_evict(m, "job_1", 0, &r) != -EACCES)
+			bad |= 2;
+		struct devq_grant *l;
+		size_t n;
+		if (devq_admin_tenants(m, &l, &n) != -EACCES)
+			bad |= 4;
+		devq_disconnect(m);
+		devq *t = NULL;
+		if (devq_connect(tenant_sock(&d, "job_1"), "job", &t) < 0)
+			_exit(11);
+		if (grant(t, "job_3", NOBODY, 0, 0, 0, NULL) != -EACCES ||
+		    !strstr(devq_last_error(t), "never on a tenant socket"))
+			bad |= 8;
+		devq_disconnect(t);
+		_exit(bad);
+	}
+	ck_assert_int_eq(child_status(pid), 0);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		gid_t g = 4242;
+		become(OTHER, &g, 1);
+		devq *m = NULL;
+		if (devq_connect(d.sock, "operator", &m) < 0)
+			_exit(10);
+		int r = grant(m, "job_4", NOBODY, 0, 0, 0, NULL);
+		devq_disconnect(m);
+		_exit(r == 0 ? 0 : 1);
+	}
+	ck_assert_int_eq(child_status(pid), 0);
+	stop(&d);
+}
+END_TEST
+
+/* ---- the tenant socket --------------------------------------------------- */
+
+/* Only the granted uid is admitted on a tenant socket, whatever the access
+ * lists say (nobody is in none of them here); root is refused there unless
+ * the grant is root's.  Every connection on it is the tenant's. */
+START_TEST(tenant_socket_admits_its_uid)
+{
+	if (!root_or_skip("tenant_socket_admits_its_uid"))
+		return;
+	struct daemon_proc d;
+	start(&d, NULL);
+	devq *q = conn(d.sock, "admin");
+	ck_assert_int_eq(grant(q, "job_5", NOBODY, 2, 4, 0, NULL), 0);
+	ck_assert_int_eq(grant(q, "root_job", 0, 0, 0, 0, NULL), 0);
+	/* Root is not nobody: the daemon refuses it (the file mode would not). */
+	devq *r = NULL;
+	ck_assert_int_eq(devq_connect(tenant_sock(&d, "job_5"), "root", &r), -EACCES);
+	ck_assert_msg(strstr(devq_last_error(r), "granted to uid 65534"), "%s",
+		      devq_last_error(r));
+	devq_disconnect(r);
+	devq *rj = conn(tenant_sock(&d, "root_job"), "root");
+	devq_disconnect(rj);
+	/* Nobody may not use the main socket but may use its tenant's. */
+	int ready[2], done[2];
+	ck_assert_int_eq(pipe(ready), 0);
+	ck_assert_int_eq(pipe(done), 0);
+	ck_assert_int_eq(chmod(d.sock, 0666), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		become(NOBODY, NULL, 0);
+		devq *m = NULL;
+		if (devq_connect(d.sock, "main", &m) != -EACCES)
+			_exit(10);
+		devq_disconnect(m);
+		devq *a = NULL, *b = NULL;
+		if (devq_connect(tenant_sock(&d, "job_5"), "job-a", &a) < 0 ||
+		    devq_connect(tenant_sock(&d, "job_5"), "job-b", &b) < 0)
+			_exit(11);
+		/* A job's own status shows its sessions and its tenant. */
+		struct devq_status *s;
+		if (devq_get_status(a, &s) < 0)
+			_exit(12);
+		int bad = 0;
+		size_t mine = 0;
+		for (size_t i = 0; i < s->nsessions; i++)
+			mine += s->sessions[i].uid == NOBODY;
+		if (mine != 2)
+			bad |= 1;
+		bool seen = false;
+		for (size_t i = 0; i < s->ntenants; i++)
+			seen |= !strcmp(s->tenants[i].name, "job_5") && s->tenants[i].sessions == 2;
+		if (!seen)
+			bad |= 2;
+		devq_status_free(s);
+		if (write(ready[1], "r", 1) != 1)
+			_exit(13);
+		char c;
+		if (read(done[0], &c, 1) != 1)
+			_exit(14);
+		devq_disconnect(a);
+		devq_disconnect(b);
+		_exit(bad);
+	}
+	char c;
+	ck_assert_int_eq(read(ready[0], &c, 1), 1);
+	struct devq_grant *list;
+	size_t n;
+	ck_assert_int_eq(devq_admin_tenants(q, &list, &n), 0);
+	bool seen = false;
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(list[i].tenant, "job_5")) {
+			seen = true;
+			ck_assert_uint_eq(list[i].sessions, 2);
+		}
+	ck_assert(seen);
+	free(list);
+	/* The metrics label a granted tenant by its name. */
+	char cmd[512];
+	snprintf(cmd, sizeof(cmd), "%s --socket %s metrics", harness_bin("devctl"), d.sock);
+	FILE *p = popen(cmd, "r");
+	ck_assert_ptr_nonnull(p);
+	char line[512];
+	bool weight = false, uidrow = false;
+	while (fgets(line, sizeof(line), p)) {
+		weight |= !strcmp(line, "devq_tenant_weight{tenant=\"job_5\"} 2\n");
+		uidrow |= !strncmp(line, "devq_tenant_sessions{tenant=\"uid:0\"}", 36);
+	}
+	ck_assert_int_eq(pclose(p), 0);
+	ck_assert(weight);
+	ck_assert(uidrow); /* uid tenants keep their label */
+	ck_assert_int_eq(write(done[1], "d", 1), 1);
+	ck_assert_int_eq(child_status(pid), 0);
+	devq_disconnect(q);
+	stop(&d);
+}
+END_TEST
+
+/* --priority lets the tenant's sessions open high-priority queues; its
+ * uid alone may not (nobody is not in priority-users). */
+START_TEST(grant_priority)
+{
+	if (!root_or_skip("grant_priority"))
+		return;
+	const char *extra[] = { "--priority-streams", "1", NULL };
+	struct daemon_proc d;
+	start(&d, extra);
+	devq *q = conn(d.sock, "admin");
+	struct devq_grant_request r = { .tenant = "job_hi", .uid = NOBODY, .priority = true };
+	struct devq_grant g;
+	ck_assert_int_eq(devq_admin_grant(q, &r, &g), 0);
+	ck_assert(g.priority);
+	ck_assert_int_eq(grant(q, "job_lo", NOBODY, 0, 0, 0, NULL), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		become(NOBODY, NULL, 0);
+		devq *hi = NULL, *lo = NULL;
+		if (devq_connect(tenant_sock(&d, "job_hi"), "hi", &hi) < 0 ||
+		    devq_connect(tenant_sock(&d, "job_lo"), "lo", &lo) < 0)
+			_exit(10);
+		int bad = 0;
+		/* A refused open is an asynchronous error: a status round trip
+		 * makes sure it has come. */
+		struct devq_status *st;
+		struct devq_error e;
+		if (devq_queue_open_priority(hi, 1, 1) < 0 || devq_get_status(hi, &st) < 0)
+			_exit(11);
+		devq_status_free(st);
+		if (devq_next_error(hi, &e) != 0)
+			bad |= 1;
+		struct devq_completion c;
+		uint64_t p = spin(hi, 1, 1000);
+		if (!p || devq_wait(hi, 1, p, 10000, &c) < 0 || c.code != DEVQ_OK)
+			bad |= 2;
+		if (devq_queue_open_priority(lo, 1, 1) < 0 || devq_get_status(lo, &st) < 0)
+			_exit(12);
+		devq_status_free(st);
+		if (devq_next_error(lo, &e) != 1 || e.code != DEVQ_E_PERMISSION_DENIED)
+			bad |= 4;
+		devq_disconnect(hi);
+		devq_disconnect(lo);
+		_exit(bad);
+	}
+	ck_assert_int_eq(child_status(pid), 0);
+	devq_disconnect(q);
+	stop(&d);
+}
+END_TEST
+
+/* ---- memory caps ----------------------------------------------------------- */
+
+/* --memory caps pinned plus device bytes over all of the tenant's sessions:
+ * up to the cap exactly is allowed, a byte more is resource_exhausted; the
+ * same uid's other job has its own cap and continues. */
+START_TEST(memory_cap_spans_sessions)
+{
+	if (!root_or_skip("memory_cap_spans_sessions"))
+		return;
+	struct daemon_proc d;
+	start(&d, NULL);
+	devq *q = conn(d.sock, "admin");
+	ck_assert_int_eq(grant(q, "job_a", NOBODY, 0, 0, 1 << 20, NULL), 0);
+	ck_assert_int_eq(grant(q, "job_b", NOBODY, 0, 0, 1 << 20, NULL), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		become(NOBODY, NULL, 0);
+		devq *a = NULL, *b = NULL, *c = NULL;
+		if (devq_connect(tenant_sock(&d, "job_a"), "a1", &a) < 0 ||
+		    devq_connect(tenant_sock(&d, "job_a"), "a2", &b) < 0 ||
+		    devq_connect(tenant_sock(&d, "job_b"), "b1", &c) < 0)
+			_exit(10);
+		struct devq_buffer *x, *y, *z, *w, *v;
+		int bad = 0;
+		if (devq_buffer_create(a, 768 << 10, DEVQ_BUFFER_SHARED, &x) < 0)
+			bad |= 1;
+		if (devq_buffer_create(b, 252 << 10, DEVQ_BUFFER_DEVICE, &y) < 0)
+			bad |= 2;
+		/* 1020 KiB held: 4 KiB fit exactly, then not one byte more. */
+		if (devq_buffer_create(b, 4096, DEVQ_BUFFER_SHARED, &z) < 0)
+			bad |= 4;
+		if (devq_buffer_create(a, 1, DEVQ_BUFFER_DEVICE, &w) != -ENOSPC ||
+		    !strstr(devq_last_error(a), "resource_exhausted") ||
+		    !strstr(devq_last_error(a), "tenant job_a"))
+			bad |= 8;
+		/* The other job of the same uid is not charged for it. */
+		if (devq_buffer_create(c, 1 << 20, DEVQ_BUFFER_SHARED, &v) < 0)
+			bad |= 16;
+		devq_disconnect(a);
+		devq_disconnect(b);
+		devq_disconnect(c);
+		_exit(bad);
+	}
+	ck_assert_int_eq(child_status(pid), 0);
+	struct devq_grant *list;
+	size_t n;
+	ck_assert_int_eq(devq_admin_tenants(q, &list, &n), 0);
+	for (size_t i = 0; i < n; i++)
+		ck_assert_uint_eq(list[i].peak_bytes, 1 << 20);
+	free(list);
+	devq_disconnect(q);
+	stop(&d);
+}
+END_TEST
+
+/* ---- eviction ------------------------------------------------------------ */
+
+struct job {
+	pid_t pid;
+	int ready;
+};
+
+/* A job of nobody on tenant name's socket: a 64 KiB buffer, one spin_buf
+ * of run_ns on it running and `behind` more queued behind it on the same
+ * queue.
+ * Tells the parent once they are submitted; exits 0 when its connection was
+ * closed under it (the evict) and the ops queued behind were cancelled. */
+static struct job start_job(const struct daemon_proc *d, const char *name, uint64_t run_ns,
+			    int behind)
+{
+	int p[2];
+	ck_assert_int_eq(pipe(p), 0);
+	struct job j = { fork(), p[0] };
+	ck_assert_int_ge(j.pid, 0);
+	if (j.pid == 0) {
+		close(p[0]);
+		become(NOBODY, NULL, 0);
+		devq *q = NULL;
+		struct devq_buffer *b;
+		if (devq_connect(tenant_sock(d, name), "job", &q) < 0 ||
+		    devq_buffer_create(q, 64 << 10, DEVQ_BUFFER_SHARED, &b) < 0 ||
+		    devq_queue_open(q, 1) < 0)
+			_exit(10);
+		struct devq_arg a[3] = { a_u64("ns", run_ns), a_u64("n", 64 << 10),
+					 a_buf("buf", b, 0) };
+		struct devq_op op = { .queue = 1, .kind = DEVQ_OP_KERNEL,
+				      .exec = exe(q, "spin_buf"), .args = a, .nargs = 3 };
+		uint64_t last = 0;
+		for (int i = 0; i <= behind; i++)
+			if (devq_submit(q, &op, 1, &last) < 0)
+				last = 0;
+		if (!last || devq_flush(q) < 0)
+			_exit(11);
+		if (write(p[1], "r", 1) != 1)
+			_exit(12);
+		struct devq_completion c;
+		int r = devq_wait(q, 1, last, 30000, &c);
+		/* The last op was cancelled, unless it was the running one. */
+		if (behind && r == 0 && c.code != DEVQ_E_CANCELLED)
+			_exit(2);
+		struct devq_status *st;
+		_exit(devq_get_status(q, &st) < 0 ? 0 : 1); /* closed under it */
+	}
+	close(p[1]);
+	return j;
+}
+
+static void job_ready(const struct job *j)
+{
+	char c;
+	ck_assert_int_eq(read(j->ready, &c, 1), 1);
+	close(j->ready);
+}
+
+/* The ops in the daemon of tenant name, from devctl admin tenants. */
+static uint64_t tenant_inflight(devq *q, const char *name, bool *found)
+{
+	struct devq_grant *list;
+	size_t n;
+	ck_assert_int_eq(devq_admin_tenants(q, &list, &n), 0);
+	uint64_t v = 0;
+	*found = false;
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(list[i].tenant, name)) {
+			*found = true;
+			v = list[i].ops_in_flight;
+		}
+	free(list);
+	return v;
+}
+
+/* Evict with ops in flight: the sessions close at once, the ops not
+ * started are cancelled, the running one finishes, then the buffer is
+ * freed and the answer comes with the usage; the socket is gone. */
+START_TEST(evict_waits_for_running_op)
+{
+	if (!root_or_skip("evict_waits_for_running_op"))
+		return;
+	struct daemon_proc d;
+	start(&d, NULL);
+	devq *q = conn(d.sock, "admin");
+	ck_assert_int_eq(grant(q, "job_ev", NOBODY, 0, 0, 0, NULL), 0);
+	struct job j = start_job(&d, "job_ev", 400000000ull, 5);
+	job_ready(&j);
+	/* The first spin is running once the tenant has ops in the daemon
+	 * and one of them is on the device; wait for the ops to arrive. */
+	bool found;
+	for (int i = 0; i < 500 && tenant_inflight(q, "job_ev", &found) < 6; i++)
+		usleep(2000);
+	ck_assert_uint_eq(tenant_inflight(q, "job_ev", &found), 6);
+	usleep(50000); /* the worker has taken the first spin */
+	struct devq_evict_result r;
+	ck_assert_msg(devq_admin_evict(q, "job_ev", 10000, &r) == 0, "%s", devq_last_error(q));
+	ck_assert_str_eq(r.tenant, "job_ev");
+	ck_assert_uint_eq(r.still_running, 0);
+	ck_assert_uint_eq(r.bytes_left, 0);
+	ck_assert_uint_eq(r.cancelled, 5);
+	ck_assert_uint_eq(r.errors, 0);
+	ck_assert_uint_eq(r.peak_bytes, 64 << 10);
+	/* The running spin ran to its end: its device time is counted. */
+	ck_assert_uint_ge(r.device_ns, 400000000ull);
+	ck_assert_int_eq(child_status(j.pid), 0);
+	struct stat st;
+	ck_assert_int_eq(stat(tenant_sock(&d, "job_ev"), &st), -1);
+	ck_assert_int_eq(errno, ENOENT);
+	tenant_inflight(q, "job_ev", &found);
+	ck_assert(!found);
+	/* Nothing of it is left in the daemon. */
+	struct devq_status *s;
+	ck_assert_int_eq(devq_get_status(q, &s), 0);
+	ck_assert_uint_eq(s->buffers, 0);
+	ck_assert_uint_eq(s->bytes_mapped, 0);
+	for (size_t i = 0; i < s->nsessions; i++)
+		ck_assert_uint_ne(s->sessions[i].uid, NOBODY);
+	devq_status_free(s);
+	/* The name may be granted again, afresh. */
+	struct devq_grant g;
+	ck_assert_int_eq(grant(q, "job_ev", NOBODY, 0, 0, 0, &g), 0);
+	ck_assert_uint_eq(g.ops, 0);
+	devq_disconnect(q);
+	stop(&d);
+}
+END_TEST
+
+/* A grace shorter than the running op: the answer says what still runs,
+ * and the buffer goes when the op ends. */
+START_TEST(evict_grace_reports_still_running)
+{
+	if (!root_or_skip("evict_grace_reports_still_running"))
+		return;
+	struct daemon_proc d;
+	start(&d, NULL);
+	devq *q = conn(d.sock, "admin");
+	ck_assert_int_eq(grant(q, "job_gr", NOBODY, 0, 0, 0, NULL), 0);
+	struct job j = start_job(&d, "job_gr", 1500000000ull, 0);
+	job_ready(&j);
+	bool found;
+	for (int i = 0; i < 500 && tenant_inflight(q, "job_gr", &found) < 1; i++)
+		usleep(2000);
+	usleep(50000);
+	struct devq_evict_result r;
+	ck_assert_int_eq(devq_admin_evict(q, "job_gr", 1, &r), 0);
+	ck_assert_uint_eq(r.still_running, 1);
+	ck_assert_uint_eq(r.bytes_left, 64 << 10);
+	ck_assert_uint_eq(r.cancelled, 0);
+	ck_assert_int_eq(child_status(j.pid), 0);
+	/* Once it ends, its buffer is freed. */
+	struct devq_status *s = NULL;
+	for (int i = 0; i < 400; i++) {
+		devq_status_free(s);
+		ck_assert_int_eq(devq_get_status(q, &s), 0);
+		if (!s->buffers && !s->ops_in_flight)
+			break;
+		usleep(10000);
+	}
+	ck_assert_uint_eq(s->buffers, 0);
+	ck_assert_uint_eq(s->ops_in_flight, 0);
+	devq_status_free(s);
+	devq_disconnect(q);
+	stop(&d);
+}
+END_TEST
+
+/* ---- restarts and instances ------------------------------------------------ */
+
+static void run_on_tenant_socket(const char *path)
+{
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		become(NOBODY, NULL, 0);
+		devq *t = NULL;
+		if (devq_connect(path, "after-restart", &t) < 0)
+			_exit(10);
+		if (devq_queue_open(t, 1) < 0)
+			_exit(11);
+		uint64_t p = spin(t, 1, 1000);
+		struct devq_completion c;
+		if (!p || devq_wait(t, 1, p, 10000, &c) < 0 || c.code != DEVQ_OK)
+			_exit(12);
+		devq_disconnect(t);
+		_exit(0);
+	}
+	ck_assert_int_eq(child_status(pid), 0);
+}
+
+/* A file that keeps the harness from removing d's directory at a clean
+ * stop, for a restart in it. */
+static void keep(const struct daemon_proc *d, bool on)
+{
+	char p[160];
+	snprintf(p, sizeof(p), "%s/keep", d->dir);
+	if (on) {
+		int fd = open(p, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+		ck_assert_int_ge(fd, 0);
+		close(fd);
+	} else {
+		ck_assert_int_eq(unlink(p), 0);
+	}
+}
+
+/* Grants outlive a restart (grants.<instance> in the state directory):
+ * the socket is back and serves; an evicted one does not come back. */
+START_TEST(grants_survive_restart)
+{
+	if (!root_or_skip("grants_survive_restart"))
+		return;
+	char state[] = "/tmp/devq-astate-XXXXXX";
+	ck_assert_ptr_nonnull(mkdtemp(state));
+	const char *extra[] = { "--state-dir", state, NULL };
+	struct daemon_proc d;
+	start(&d, extra);
+	devq *q = conn(d.sock, "admin");
+	ck_assert_int_eq(grant(q, "job_keep", NOBODY, 3, 8, 4096, NULL), 0);
+	ck_assert_int_eq(grant(q, "job_gone", NOBODY, 0, 0, 0, NULL), 0);
+	struct devq_evict_result r;
+	ck_assert_int_eq(devq_admin_evict(q, "job_gone", 0, &r), 0);
+	devq_disconnect(q);
+	keep(&d, true);
+	ck_assert_int_eq(harness_stop(&d), 0);
+	char file[128];
+	snprintf(file, sizeof(file), "%s/grants.devqd", state);
+	struct stat st;
+	ck_assert_int_eq(stat(file, &st), 0);
+	harness_restart(&d, extra);
+	q = conn(d.sock, "admin");
+	struct devq_grant *list;
+	size_t n;
+	ck_assert_int_eq(devq_admin_tenants(q, &list, &n), 0);
+	ck_assert_uint_eq(n, 1);
+	ck_assert_str_eq(list[0].tenant, "job_keep");
+	ck_assert_uint_eq(list[0].uid, NOBODY);
+	ck_assert_uint_eq(list[0].shares, 3);
+	ck_assert_uint_eq(list[0].of, 8);
+	ck_assert_uint_eq(list[0].memory_bytes, 4096);
+	free(list);
+	run_on_tenant_socket(tenant_sock(&d, "job_keep"));
+	ck_assert_int_eq(devq_admin_evict(q, "job_keep", 0, &r), 0);
+	devq_disconnect(q);
+	keep(&d, false);
+	stop(&d);
+	ck_assert_int_eq(unlink(file), 0);
+	ck_assert_int_eq(rmdir(state), 0);
+}
+END_TEST
+
+/* Two instances share the state directory, not its files: devqd.sock's
+ * lost-uids and grants are not gpu0.sock's (they once were, by device). */
+START_TEST(instances_keep_own_state)
+{
+	if (!root_or_skip("instances_keep_own_state"))
+		return;
+	char state[] = "/tmp/devq-istate-XXXXXX";
+	ck_assert_ptr_nonnull(mkdtemp(state));
+	char lost[128];
+	snprintf(lost, sizeof(lost), "%s/lost-uids.devqd", state);
+	FILE *f = fopen(lost, "w");
+	ck_assert_ptr_nonnull(f);
+	fprintf(f, "devqd lost-uids 1\n%d 5 %lld\n", NOBODY, (long long)time(NULL));
+	ck_assert_int_eq(fclose(f), 0);
+	const char *extra[] = { "--state-dir", state, "--allow-users", "65534", NULL };
+	struct daemon_proc a;
+	start(&a, extra);
+	ck_assert_int_eq(chmod(a.sock, 0666), 0);
+	/* The second instance, gpu0.sock, in a directory of its own. */
+	struct daemon_proc b;
+	memset(&b, 0, sizeof(b));
+	snprintf(b.dir, sizeof(b.dir), "/tmp/devq-test-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(b.dir));
+	ck_assert_int_eq(chmod(b.dir, 0711), 0);
+	snprintf(b.sock, sizeof(b.sock), "%s/gpu0.sock", b.dir);
+	snprintf(b.log, sizeof(b.log), "%s/devqd.log", b.dir);
+	harness_restart(&b, extra);
+	ck_assert_int_eq(chmod(b.sock, 0666), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		become(NOBODY, NULL, 0);
+		devq *x = NULL, *y = NULL;
+		int ra = devq_connect(a.sock, "a", &x);
+		int rb = devq_connect(b.sock, "b", &y);
+		devq_disconnect(x);
+		devq_disconnect(y);
+		/* Refused by the instance whose record names it, not the other. */
+		_exit(ra == -EACCES && rb == 0 ? 0 : 1);
+	}
+	ck_assert_int_eq(child_status(pid), 0);
+	devq *qa = conn(a.sock, "admin"), *qb = conn(b.sock, "admin");
+	ck_assert_int_eq(grant(qa, "on_a", NOBODY, 0, 0, 0, NULL), 0);
+	ck_assert_int_eq(grant(qb, "on_b", NOBODY, 0, 0, 0, NULL), 0);
+	devq_disconnect(qa);
+	devq_disconnect(qb);
+	ck_assert_int_eq(harness_stop(&a), 0);
+	keep(&b, true);
+	ck_assert_int_eq(harness_stop(&b), 0);
+	keep(&b, false);
+	harness_restart(&b, extra);
+	qb = conn(b.sock, "admin");
+	struct devq_grant *list;
+	size_t n;
+	ck_assert_int_eq(devq_admin_tenants(qb, &list, &n), 0);
+	ck_assert_uint_eq(n, 1);
+	ck_assert_str_eq(list[0].tenant, "on_b");
+	char bsock[160];
+	snprintf(bsock, sizeof(bsock), "%s/gpu0.tenants/on_b.sock", b.dir);
+	ck_assert_str_eq(list[0].socket, bsock);
+	free(list);
+	devq_disconnect(qb);
+	stop(&b);
+	char file[128];
+	snprintf(file, sizeof(file), "%s/grants.devqd", state);
+	ck_assert_int_eq(unlink(file), 0);
+	snprintf(file, sizeof(file), "%s/grants.gpu0", state);
+	ck_assert_int_eq(unlink(file), 0);
+	ck_assert_int_eq(unlink(lost), 0);
+	ck_assert_int_eq(rmdir(state), 0);
+	rmdir(a.dir);
+}
+END_TEST
+
+/* ---- the tenant directory ------------------------------------------------- */
+
+/* devqd on sock with the tenant directory as given: its exit status, its
+ * log in log. */
+static int start_refused(const char *dir, const char *sock, char *log, size_t n)
+{
+	snprintf(log, n, "%s/refused.log", dir);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		if (fd < 0 || dup2(fd, 2) < 0)
+			_exit(120);
+		harness_cudasim_env();
+		execl(harness_bin("devqd"), "devqd", "--socket", sock, "--backend",
+		      harness_backend(), (char *)NULL);
+		_exit(127);
+	}
+	return child_status(pid);
+}
+
+static bool file_has(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return false;
+	char buf[8192];
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	buf[n] = '\0';
+	fclose(f);
+	return strstr(buf, text) != NULL;
+}
+
+/* A tenant directory made by another user, or that others may write, makes
+ * devqd refuse to start, saying why. */
+START_TEST(tenant_dir_must_be_devqds)
+{
+	if (!root_or_skip("tenant_dir_must_be_devqds"))
+		return;
+	char dir[] = "/tmp/devq-tdir-XXXXXX";
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	char sock[128], tdir[128], log[160];
+	snprintf(sock, sizeof(sock), "%s/devqd.sock", dir);
+	snprintf(tdir, sizeof(tdir), "%s/devqd.tenants", dir);
+	ck_assert_int_eq(mkdir(tdir, 0711), 0);
+	ck_assert_int_eq(chown(tdir, NOBODY, NOBODY), 0);
+	ck_assert_int_ne(start_refused(dir, sock, log, sizeof(log)), 0);
+	ck_assert_msg(file_has(log, "is owned by uid 65534") && file_has(log, "refusing to start"),
+		      "see %s", log);
+	ck_assert_int_eq(chown(tdir, 0, 0), 0);
+	ck_assert_int_eq(chmod(tdir, 0731), 0);
+	ck_assert_int_ne(start_refused(dir, sock, log, sizeof(log)), 0);
+	ck_assert_msg(file_has(log, "writable by group or others"), "see %s", log);
+	/* Its own directory, not writable by others: it starts. */
+	ck_assert_int_eq(chmod(tdir, 0700), 0);
+	const char *extra[] = { "--tenants-dir", tdir, NULL };
+	struct daemon_proc d;
+	start(&d, extra);
+	struct stat st;
+	ck_assert_int_eq(stat(tdir, &st), 0);
+	ck_assert_uint_eq(st.st_mode & 07777, 0711);
+	stop(&d);
+	unlink(log);
+	unlink(sock);
+	rmdir(tdir);
+	ck_assert_int_eq(rmdir(dir), 0);
+}
+END_TEST
+
+/* ---- devctl ----------------------------------------------------------------- */
+
+static int run_out(const char *cmd, char *out, size_t n)
+{
+	FILE *p = popen(cmd, "r");
+	ck_assert_ptr_nonnull(p);
+	size_t k = fread(out, 1, n - 1, p);
+	out[k] = '\0';
+	int st = pclose(p);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+/* The JSON of devctl admin grant, tenants and evict, field by field, and
+ * devctl health's exit status. */
+START_TEST(devctl_admin_json)
+{
+	if (!root_or_skip("devctl_admin_json"))
+		return;
+	struct daemon_proc d;
+	start(&d, NULL);
+	const char *ctl = harness_bin("devctl");
+	char cmd[512], out[4096], want[512];
+	snprintf(cmd, sizeof(cmd),
+		 "%s --socket %s admin grant job_9 --uid 65534 --shares 2 --of 4 --memory 1M "
+		 "--priority --json", ctl, d.sock);
+	ck_assert_int_eq(run_out(cmd, out, sizeof(out)), 0);
+	snprintf(want, sizeof(want),
+		 "{\"tenant\":\"job_9\",\"uid\":65534,\"socket\":\"%s\",\"shares\":2,\"of\":4,"
+		 "\"memory_bytes\":1048576,\"priority\":true}\n", tenant_sock(&d, "job_9"));
+	ck_assert_str_eq(out, want);
+	snprintf(cmd, sizeof(cmd), "%s --socket %s admin tenants --json", ctl, d.sock);
+	ck_assert_int_eq(run_out(cmd, out, sizeof(out)), 0);
+	snprintf(want, sizeof(want),
+		 "[{\"tenant\":\"job_9\",\"uid\":65534,\"socket\":\"%s\",\"shares\":2,\"of\":4,"
+		 "\"memory_bytes\":1048576,\"priority\":true,\"sessions\":0,\"device_ns\":0,"
+		 "\"ops\":0,\"peak_bytes\":0,\"errors\":0,\"cancelled\":0,\"still_running\":0,"
+		 "\"bytes\":0}]\n", tenant_sock(&d, "job_9"));
+	ck_assert_str_eq(out, want);
+	snprintf(cmd, sizeof(cmd), "%s --socket %s admin evict job_9 --grace 1000 --json", ctl,
+		 d.sock);
+	ck_assert_int_eq(run_out(cmd, out, sizeof(out)), 0);
+	ck_assert_str_eq(out, "{\"tenant\":\"job_9\",\"device_ns\":0,\"ops\":0,\"peak_bytes\":0,"
+			      "\"errors\":0,\"cancelled\":0,\"still_running\":0}\n");
+	snprintf(cmd, sizeof(cmd), "%s --socket %s admin evict job_9 2>&1", ctl, d.sock);
+	ck_assert_int_eq(run_out(cmd, out, sizeof(out)), 1);
+	ck_assert_msg(strstr(out, "not_found"), "%s", out);
+	snprintf(cmd, sizeof(cmd), "%s --socket %s admin grant ../x --uid 1 2>&1", ctl, d.sock);
+	ck_assert_int_eq(run_out(cmd, out, sizeof(out)), 1);
+	ck_assert_msg(strstr(out, "invalid_argument"), "%s", out);
+	snprintf(cmd, sizeof(cmd), "%s --socket %s health --json", ctl, d.sock);
+	ck_assert_int_eq(run_out(cmd, out, sizeof(out)), 0);
+	ck_assert_msg(!strncmp(out, "{\"ok\":true,", 11), "%s", out);
+	stop(&d);
+	/* No daemon on the socket: not healthy. */
+	char gone[160];
+	snprintf(gone, sizeof(gone), "/tmp/devq-no-daemon-%d.sock", (int)getpid());
+	snprintf(cmd, sizeof(cmd), "%s --socket %s health --json", ctl, gone);
+	ck_assert_int_eq(run_out(cmd, out, sizeof(out)), 3);
+	ck_assert_msg(!strncmp(out, "{\"ok\":false,", 12), "%s", out);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+	Suite *s = suite_create("admin");
+	TCase *t = tcase_create("admin");
+	tcase_set_timeout(t, 60);
+	tcase_add_test(t, grant_makes_socket);
+	tcase_add_test(t, grant_names);
+	tcase_add_test(t, grant_socket_path_bound);
+	tcase_add_test(t, grant_conflicts);
+	tcase_add_test(t, grant_count_bound);
+	tcase_add_test(t, admin_calls_need_rights);
+	tcase_add_test(t, tenant_socket_admits_its_uid);
+	tcase_add_test(t, grant_priority);
+	tcase_add_test(t, memory_cap_spans_sessions);
+	tcase_add_test(t, evict_waits_for_running_op);
+	tcase_add_test(t, evict_grace_reports_still_running);
+	tcase_add_test(t, grants_survive_restart);
+	tcase_add_test(t, instances_keep_own_state);
+	tcase_add_test(t, tenant_dir_must_be_devqds);
+	tcase_add_test(t, devctl_admin_json);
+	suite_add_tcase(s, t);
+	return s;
+}
+
+int main(void)
+{
+	return harness_main(suite());
+}
