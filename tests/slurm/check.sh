@@ -53,8 +53,13 @@ cleanup() {
 			[ -f "$f" ] && { echo "---- $f"; tail -n 10 "$f"; }
 		done
 	fi
-	# Only what this script started, by pid (slurmd and slurmctld by their
-	# pid files; jobs' leftovers by the pids they wrote).
+	# Jobs first, so that no slurmstepd outlives its slurmd; then only
+	# what this script started, by pid (slurmd and slurmctld by their pid
+	# files; jobs' leftovers by the pids they wrote).
+	if [ -f "$D/slurmctld.pid" ]; then
+		squeue -h -o %i | xargs -r scancel
+		for _ in $(seq 100); do [ -z "$(squeue -h -o %i 2>/dev/null)" ] && break; sleep 0.1; done
+	fi
 	for p in "$D"/slurmd.n1.pid "$D"/slurmd.n2.pid "$D"/slurmctld.pid; do
 		[ -f "$p" ] && kill "$(cat "$p")" 2>/dev/null
 	done
@@ -78,7 +83,7 @@ fail() { echo "check-slurm: FAIL: $*" >&2; exit 1; }
 # wait_for SECONDS COMMAND...: until COMMAND succeeds, polling every 50 ms.
 wait_for() {
 	local end
-	end=$(echo "$(date +%s.%N) $1" | awk '{ print $1 + $2 }')
+	end=$(echo "$(date +%s.%N) $1" | awk '{ printf "%.3f", $1 + $2 }')
 	shift
 	while ! "$@" >/dev/null 2>&1; do
 		awk -v e="$end" -v n="$(date +%s.%N)" 'BEGIN { exit !(n < e) }' || return 1
@@ -99,7 +104,7 @@ cp "$TOP/tests/slurm/job.py" "$D/"
 chmod -R a+rX "$D"
 chown "$JOBUSER" "$D/out"
 DEVCTL=$D/bin/devctl
-JOBENV="PYTHONPATH=$D/py DEVQ_LIBRARY=$D/py/libdevq.so.0"
+JOBENV="PATH=/usr/sbin:/usr/bin:/sbin:/bin PYTHONPATH=$D/py DEVQ_LIBRARY=$D/py/libdevq.so.0"
 
 # ---- a devqd per node ----------------------------------------------------
 start_devqd() { # NODE
@@ -108,7 +113,8 @@ start_devqd() { # NODE
 		--state-dir "$D/$1/state" >>"$D/$1/devqd.log" 2>&1 &
 	echo $! >"$D/$1/devqd.pid"
 	PIDS+=($!)
-	wait_for 10 "$DEVCTL" --socket "$D/$1/gpu0.sock" status || fail "devqd of $1 did not start"
+	wait_for 10 "$DEVCTL" --socket "$D/$1/gpu0.sock" status ||
+		fail "devqd of $1 did not start: $("$DEVCTL" --socket "$D/$1/gpu0.sock" status 2>&1)"
 }
 stop_devqd() { # NODE
 	local p
@@ -224,7 +230,7 @@ set -- $out
 case "$out" in *"[0.0, 3.0, 6.0, 9.0, 12.0, 15.0, 18.0, 21.0]"*) ;; *) fail "(2) wrong result: $out" ;; esac
 wait_for 10 no_tenant n1 "job_$1" || fail "(2) job_$1 still a tenant after the job ended"
 [ ! -e "$2" ] || fail "(2) $2 left behind"
-grep -q "devq: job $1 GPU 0 usage: .*\"tenant\":\"job_$1\"" "$D/log/slurmd.n1.log" || fail "(2) no usage line of job $1"
+wait_for 10 grep -q "devq: job $1 GPU 0 usage: .*\"tenant\":\"job_$1\"" "$D/log/slurmd.n1.log" || fail "(2) no usage line of job $1"
 
 asuser srun -w n1 -J A --gres=shard:2 --devq-memory=64M python3 "$D/job.py" hold "$D/out/A.go" >"$D/out/A" 2>&1 &
 PIDS+=($!)
@@ -281,7 +287,7 @@ EOF
 st=$(dq n1 status --json)
 python3 -c 'import json, sys; s = json.loads(sys.argv[1]); sys.exit(not (s["buffers"] == 0 and s["bytes_mapped"] == 0 and s["ops_in_flight"] == 0))' "$st" ||
 	fail "(3) left on n1: $st"
-log "(3) scancel: sessions closed $d s after the epilog started, $(python3 -c "import json, sys; print(json.loads(sys.argv[1])[\"cancelled\"])" "$u") queued ops cancelled, nothing left: $(elapsed "$t") s"
+log "(3) scancel: sessions closed $(printf %.2f "$d") s after the epilog started, $(python3 -c "import json, sys; print(json.loads(sys.argv[1])[\"cancelled\"])" "$u") queued ops cancelled, nothing left: $(elapsed "$t") s"
 
 # ---- (4) devqd down: the prolog fails, the node drains; back again -------
 t=$(date +%s.%N)
@@ -311,7 +317,7 @@ asuser srun -N2 --gres=shard:1 python3 "$D/job.py" work >"$D/out/E" 2>&1 || fail
 E=$(awk '{ print $3 }' "$D/out/E" | head -1)
 for n in n1 n2; do
 	grep -q "^$n OK $E $D/$n/gpu0.tenants/job_$E.sock " "$D/out/E" || fail "(5) no work through $n's tenant: $(cat "$D/out/E")"
-	grep -q "devq: job $E GPU 0 usage:" "$D/log/slurmd.$n.log" || fail "(5) no usage line on $n"
+	wait_for 10 grep -q "devq: job $E GPU 0 usage:" "$D/log/slurmd.$n.log" || fail "(5) no usage line on $n"
 done
 log "(5) srun -N2: a tenant on each node: $(elapsed "$t") s"
 
