@@ -21,7 +21,7 @@ SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
 INSTALL     ?= install
 # The man pages' headers say "devq @VERSION@" in man/; the build writes
 # them with the version into $(BUILD)/man/, which install and lint use.
-MAN_SRC     = man/devqd.8 man/devctl.1 man/devqd.conf.5 man/libdevq.3
+MAN_SRC     = man/devqd.8 man/devctl.1 man/devqd.conf.5 man/libdevq.3 man/devq-slurm.8
 MAN_PAGES   = $(addprefix $(BUILD)/,$(MAN_SRC))
 
 all: $(MAN_PAGES)

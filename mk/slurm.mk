@@ -23,3 +23,20 @@ $(SPANK_SO): slurm/spank_devq.c
 slurm: $(SPANK_SO)
 check-slurm: all $(SPANK_SO) python
 	tests/slurm/check.sh $(BUILD)
+
+# make install-slurm: the plugin into Slurm's plugin directory (Debian's
+# slurm-wlm path under LIBDIR by default), the HealthCheckProgram into
+# LIBEXECDIR/slurm-devq, devq-slurm(8), and the plugstack.conf and
+# health-check settings as examples.  `make install` leaves Slurm alone.
+SLURM_PLUGINDIR ?= $(LIBDIR)/slurm-wlm
+LIBEXECDIR      ?= $(PREFIX)/libexec
+SLURM_DOCDIR    ?= $(PREFIX)/share/doc/slurm-devq
+.PHONY: install-slurm
+install-slurm: $(SPANK_SO) $(BUILD)/man/devq-slurm.8
+	$(INSTALL) -d $(DESTDIR)$(SLURM_PLUGINDIR) $(DESTDIR)$(LIBEXECDIR)/slurm-devq \
+	  $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(SLURM_DOCDIR)/examples
+	$(INSTALL) -m 0644 $(SPANK_SO) $(DESTDIR)$(SLURM_PLUGINDIR)/spank_devq.so
+	$(INSTALL) -m 0755 slurm/devq-healthcheck $(DESTDIR)$(LIBEXECDIR)/slurm-devq/devq-healthcheck
+	$(INSTALL) -m 0644 $(BUILD)/man/devq-slurm.8 $(DESTDIR)$(MANDIR)/man8/
+	$(INSTALL) -m 0644 slurm/plugstack.conf.example slurm/devq-healthcheck.conf.example \
+	  $(DESTDIR)$(SLURM_DOCDIR)/examples/

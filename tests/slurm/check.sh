@@ -321,6 +321,20 @@ for n in n1 n2; do
 done
 log "(5) srun -N2: a tenant on each node: $(elapsed "$t") s"
 
+# ---- (8) sbatch: the options reach the batch step (id 0xFFFFFFFB), which
+# sees the job's shard count, and gets its tenant socket too ---------------
+t=$(date +%s.%N)
+F=$(asuser sbatch --parsable -w n2 -J F --gres=shard:3 --devq-memory=16M -o "$D/out/F" \
+	--wrap "python3 $D/job.py hold $D/out/F.go") || fail "(8) sbatch: $F"
+wait_for 30 has_line F READY || fail "(8) the batch job did not start"
+grep -q "^n2 READY $F $D/n2/gpu0.tenants/job_$F.sock " "$D/out/F" || fail "(8) $(cat "$D/out/F")"
+[ "$(tenant n2 "job_$F" '(t["shares"], t["of"], t["memory_bytes"])')" = "(3, 4, 16777216)" ] ||
+	fail "(8) job_$F: $(dq n2 admin tenants --json)"
+touch "$D/out/F.go"
+wait_for 30 has_line F OK-AFTER || fail "(8) $(cat "$D/out/F")"
+wait_for 10 grep -q "devq: job $F GPU 0 usage:" "$D/log/slurmd.n2.log" || fail "(8) no usage line"
+log "(8) sbatch --devq-memory: the batch step's tenant, 3 of 4 shares: $(elapsed "$t") s"
+
 # ---- (7) podman with devq's CDI specs ------------------------------------
 t=$(date +%s.%N)
 # A rootfs of devctl and the libraries it loads, imported: no registry.
