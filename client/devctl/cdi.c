@@ -92,7 +92,9 @@ static int scan(const char *dir, struct sock *s, size_t *n)
 }
 
 /* One device's containerEdits: the sockets bind-mounted at their own paths
- * (DEVQ_SOCKET then means the same inside and out), DEVQ_SOCKET the first. */
+ * (DEVQ_SOCKET then means the same inside and out), DEVQ_SOCKET the first.
+ * devqd.socket and devqd@N.socket keep their files across restarts of the
+ * service, so a running container keeps reaching devqd. */
 static void yaml_edits(FILE *f, const struct sock *s, size_t n)
 {
 	fprintf(f, "    containerEdits:\n      env:\n        - ");
@@ -325,10 +327,19 @@ int devctl_cdi_tenant_write(const char *tenant, const char *socket, char *err, s
 			fputc('\\', f);
 		fputc(*c, f);
 	}
+	/* The tenant directory, not the socket file: devqd makes the socket
+	 * anew when it restarts, and a bind mount of the old file would stay
+	 * dead in a running container.  The directory (mode 0711) lists
+	 * nothing, and each socket in it admits its own uid only. */
+	char dir[108];
+	snprintf(dir, sizeof(dir), "%s", socket);
+	char *slash = strrchr(dir, '/');
+	if (slash && slash != dir)
+		*slash = '\0';
 	fprintf(f, "\"],\"mounts\":[{\"hostPath\":");
-	devctl_json_str(f, socket);
+	devctl_json_str(f, dir);
 	fprintf(f, ",\"containerPath\":");
-	devctl_json_str(f, socket);
+	devctl_json_str(f, dir);
 	fprintf(f, ",\"options\":[\"bind\"]}]}}]}\n");
 	fclose(f);
 	int r = make_parent(path, err, n);

@@ -17,7 +17,8 @@ void devctl_cdi_usage(FILE *f);
 int devctl_cdi_main(const char *sock, int argc, char **argv);
 
 /* /var/run/cdi/devq.dev-tenant_<tenant>.json, device devq.dev/tenant=<tenant>
- * giving a container the tenant socket.  0, or -1 with the reason in err. */
+ * giving a container the tenant socket (its directory bind-mounted,
+ * DEVQ_SOCKET set).  0, or -1 with the reason in err. */
 int devctl_cdi_tenant_write(const char *tenant, const char *socket, char *err, size_t n);
 /* Removes that file; a missing one is not an error.  0, or -1 with err. */
 int devctl_cdi_tenant_remove(const char *tenant, char *err, size_t n);
