@@ -108,6 +108,7 @@ help:
 	@echo "make install    install under DESTDIR/PREFIX (default /usr/local): binaries, library, units, man pages"
 	@echo "make deb        Debian packages in BUILD/deb/ (make deb-check: lintian, and dpkg -i as root)"
 	@echo "make check-systemd  the .debs in a booted Debian 12 container, systemd as PID 1 (root)"
+	@echo "make check-slurm  a two-node Slurm cluster here, jobs sharing devqd through spank_devq.so; podman with CDI (root)"
 	@echo "make python     the Python package devq in BUILD/python (PYTHONPATH=BUILD/python)"
 	@echo "make dist       BUILD/devq-VERSION.tar.gz, the source of HEAD, reproducible"
 	@echo "make distcheck  make dist twice (same bytes), then make check (and make deb) in it, unpacked"

@@ -74,7 +74,7 @@ $(BUILD)/promtool/usr/bin/promtool:
 	rm -rf $(BUILD)/promtool/x $(BUILD)/promtool/deb
 
 # ---- Debian packages --------------------------------------------------
-# `make deb` builds devqd, devctl, libdevq0, libdevq-dev and python3-devq from the files
+# `make deb` builds devqd, devctl, libdevq0, libdevq-dev, python3-devq and slurm-devq from the files
 # git tracks (as they are in the working tree; outside git, every file but
 # build*/) with dpkg-buildpackage, into
 # $(BUILD)/deb/.  DEB_BUILD_PROFILES=pkg.devq.nocuda leaves CUDA out.
