@@ -321,6 +321,19 @@ for n in n1 n2; do
 done
 log "(5) srun -N2: a tenant on each node: $(elapsed "$t") s"
 
+# ---- bad options are refused where they are typed; a job without GPUs is
+# no tenant -------------------------------------------------------------
+t=$(date +%s.%N)
+out=$(asuser srun -w n2 --gres=shard:1 --devq-memory=12X true 2>&1) && fail "--devq-memory=12X accepted"
+case "$out" in *"--devq-memory=12X: not a size"*) ;; *) fail "--devq-memory=12X: $out" ;; esac
+out=$(asuser sbatch --devq-shares=65 --wrap true 2>&1) && fail "--devq-shares=65 accepted"
+case "$out" in *"--devq-shares=65: not a whole number from 1 to 64"*) ;; *) fail "--devq-shares=65: $out" ;; esac
+out=$(asuser srun -w n2 --gres=shard:1 --devq-priority true 2>&1) && fail "--devq-priority accepted"
+case "$out" in *"--devq-priority is not allowed"*) ;; *) fail "--devq-priority: $out" ;; esac
+out=$(asuser srun -w n2 sh -c 'echo "${DEVQ_SOCKET:-none}"') || fail "a job without GPUs: $out"
+[ "$out" = none ] || fail "a job without GPUs got DEVQ_SOCKET=$out"
+log "bad --devq-* options refused by srun and sbatch; a job without GPUs left alone: $(elapsed "$t") s"
+
 # ---- (8) sbatch: the options reach the batch step (id 0xFFFFFFFB), which
 # sees the job's shard count, and gets its tenant socket too ---------------
 t=$(date +%s.%N)
