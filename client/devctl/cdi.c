@@ -329,8 +329,9 @@ int devctl_cdi_tenant_write(const char *tenant, const char *socket, char *err, s
 	}
 	/* The tenant directory, not the socket file: devqd makes the socket
 	 * anew when it restarts, and a bind mount of the old file would stay
-	 * dead in a running container.  The directory (mode 0711) lists
-	 * nothing, and each socket in it admits its own uid only. */
+	 * dead in a running container, while the shipped unit keeps the
+	 * directory (RuntimeDirectoryPreserve=restart).  It lists nothing
+	 * (0711), and each socket in it admits its own uid only. */
 	char dir[108];
 	snprintf(dir, sizeof(dir), "%s", socket);
 	char *slash = strrchr(dir, '/');

@@ -350,11 +350,13 @@ log "(8) sbatch --devq-memory: the batch step's tenant, 3 of 4 shares: $(elapsed
 
 # ---- (7) podman with devq's CDI specs ------------------------------------
 t=$(date +%s.%N)
-# A rootfs of devctl and the libraries it loads, imported: no registry.
+# A rootfs of devctl and sh and the libraries they load, imported: no
+# registry.
 R=$D/rootfs
 mkdir -p "$R/bin" "$R/etc" "$R/tmp"
 cp "$BUILD/devctl" "$R/bin/"
-for l in $(ldd "$BUILD/devctl" | grep -o '/[^ ]*'); do
+cp "$(command -v dash)" "$R/bin/sh"
+for l in $(ldd "$BUILD/devctl" "$R/bin/sh" | grep -v ':$' | grep -o '/[^ ]*' | sort -u); do
 	mkdir -p "$R$(dirname "$l")"
 	cp -L "$l" "$R$l"
 done
@@ -371,6 +373,10 @@ PODMAN="podman --runtime runc run --rm --network none --ulimit nofile=1024:1024 
 out=$($PODMAN --device devq.dev/gpu=gpu0 "$IMAGE" /bin/devctl submit fill_u32 n=4 value=7 --json) ||
 	fail "(7) podman --device devq.dev/gpu=gpu0: $out"
 case "$out" in *'"status":"ok"'*'"dst":[7,7,7,7]'*) ;; *) fail "(7) $out" ;; esac
+out=$($PODMAN --device devq.dev/gpu=all "$IMAGE" /bin/sh -c 'echo "$DEVQ_SOCKETS"; /bin/devctl status >/dev/null && echo served') ||
+	fail "(7) podman --device devq.dev/gpu=all: $out"
+[ "$out" = "$D/n2/gpu0.sock
+served" ] || fail "(7) devq.dev/gpu=all: $out"
 uid=$(id -u "$JOBUSER")
 T=ctr_$$
 dq n2 admin grant "$T" --uid "$uid" --cdi --json >/dev/null || fail "(7) admin grant --cdi"
@@ -380,6 +386,6 @@ out=$($PODMAN --device "devq.dev/tenant=$T" --user "$uid" "$IMAGE" /bin/devctl s
 [ "$(tenant n2 "$T" '(t["ops"], t["device_ns"] >= 20000000)')" = "(1, True)" ] || fail "(7) $T: $(dq n2 admin tenants --json)"
 dq n2 admin evict "$T" --json >/dev/null || fail "(7) evict"
 [ ! -e "/var/run/cdi/devq.dev-tenant_$T.json" ] || fail "(7) evict left the tenant's CDI spec"
-log "(7) podman: gpu0 as root, tenant $T as uid $uid: $(elapsed "$t") s"
+log "(7) podman: gpu0 and all as root, tenant $T as uid $uid: $(elapsed "$t") s"
 
 log "passed in $(elapsed "$T0") s"
