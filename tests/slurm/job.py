@@ -2,7 +2,8 @@
 """What the jobs of make check-slurm run (tests/slurm/check.sh), as the
 job's user, through the socket the SPANK plugin gave them in $DEVQ_SOCKET.
 
-  job.py work              a saxpy, its result checked
+  job.py work              a saxpy, its result checked, through each socket
+                           of $DEVQ_SOCKETS
   job.py hold FILE [BYTES] work, then keep a buffer and wait for FILE to
                            exist; then (with BYTES) ask for a shared buffer
                            of BYTES, printing why it was refused, and work
@@ -11,8 +12,8 @@ job's user, through the socket the SPANK plugin gave them in $DEVQ_SOCKET.
                            with resource_exhausted (the job's memory cap)
   job.py orphan DIR N      leave behind, outside the job's processes, a
                            process holding a session with a 1 s op running
-                           and N more of 1 s queued behind it (6 s in all
-                           for N=5, unless evicted); then sleep until
+                           and N more of 1 s queued behind it (N+1 s in
+                           all, unless evicted); then sleep until
                            cancelled.  What the orphan saw goes to DIR/orphan.
 Every line printed starts with the node's name.
 """
@@ -50,6 +51,10 @@ def main():
         return orphan(sys.argv[2], int(sys.argv[3]))
     with devq.connect() as c:
         if mode == "work":
+            # Each further GPU's tenant socket serves too.
+            for other in os.environ.get("DEVQ_SOCKETS", "").split(",")[1:]:
+                with devq.connect(other) as o:
+                    saxpy(o)
             say("OK", os.environ.get("SLURM_JOB_ID"), sock, saxpy(c),
                 os.environ.get("DEVQ_SOCKETS", ""))
         elif mode == "hold":
@@ -106,6 +111,7 @@ def orphan(out_dir, queued):
             buf = c.zeros((4 << 20,), np.uint8)
             ops = [c.submit("spin_buf", ns=1_000_000_000, buf=buf)]
             ops += [c.submit("spin_buf", ns=1_000_000_000, buf=buf) for _ in range(queued)]
+            log.write(f"submitted {time.time()}\n")
             time.sleep(0.2)         # the first op is running
             os.write(w, b"x")
             for op in ops:
