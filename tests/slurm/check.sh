@@ -6,10 +6,11 @@
 #
 # Two slurmd (-N n1, -N n2, own ports) under one slurmctld and munged of
 # their own (own key, own socket: a site's munge and Slurm are not
-# touched); each node's GPU is a stand-in device file in gres.conf
-# (gpu:1, shard:4) and a devqd of its own (CPU backend, its own socket and
-# tenant directory, run as root as devqd.service's socket activation is
-# not what is tested here).  Jobs run as nobody.  Usage: check.sh BUILD
+# touched); each node's GPUs are stand-in device files in gres.conf (n1:
+# gpu:1 and shard:4, n2: gpu:2 and shard:8), each with a devqd of its own
+# (CPU backend, its own socket and tenant directory, run as root: the
+# units' socket activation is not what is tested here).  Jobs run as
+# nobody.  Usage: check.sh BUILD
 set -euo pipefail
 
 TOP=$(cd "$(dirname "$0")/../.." && pwd)
@@ -199,7 +200,7 @@ slurmctld -f "$D/slurm.conf"
 start_slurmd n1
 start_slurmd n2
 wait_for 30 node_idle n1 && wait_for 30 node_idle n2 || fail "nodes not idle: $(sinfo -N)"
-log "(1) munged, slurmctld, slurmd n1 and n2, two devqd: up in $(elapsed "$t") s"
+log "(1) munged, slurmctld, slurmd n1 and n2, a devqd per GPU (n1: 1, n2: 2): up in $(elapsed "$t") s"
 
 # asuser CMD...: as the job's user, from a directory it may enter.
 asuser() { (cd "$D/out" && runuser -u "$JOBUSER" -- env $JOBENV "$@"); }
