@@ -76,7 +76,8 @@ DAEMON_SRC = $(DAEMON_BASE_SRC) $(DAEMON_DEVICE_SRC) $(DAEMON_CORE_SRC) \
 LIB_SRC    = client/libdevq.c
 DEVCTL_SRC = client/devctl/devctl.c client/devctl/metrics.c client/devctl/util.c \
              client/devctl/admin.c \
-             client/devctl/trace.c client/devctl/top.c
+             client/devctl/trace.c client/devctl/top.c \
+             client/devctl/cdi.c
 LIB_SRC    += client/cpage.c
 # Performance: Submit encoded and Completions decoded by hand (mk/cli_codec.mk).
 LIB_SRC    += client/submit_enc.c client/cmpl_dec.c
@@ -107,6 +108,7 @@ help:
 	@echo "make install    install under DESTDIR/PREFIX (default /usr/local): binaries, library, units, man pages"
 	@echo "make deb        Debian packages in BUILD/deb/ (make deb-check: lintian, and dpkg -i as root)"
 	@echo "make check-systemd  the .debs in a booted Debian 12 container, systemd as PID 1 (root)"
+	@echo "make check-slurm  a two-node Slurm cluster here, jobs sharing devqd through spank_devq.so; podman with CDI (root)"
 	@echo "make python     the Python package devq in BUILD/python (PYTHONPATH=BUILD/python)"
 	@echo "make dist       BUILD/devq-VERSION.tar.gz, the source of HEAD, reproducible"
 	@echo "make distcheck  make dist twice (same bytes), then make check (and make deb) in it, unpacked"

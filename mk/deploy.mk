@@ -21,7 +21,7 @@ SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
 INSTALL     ?= install
 # The man pages' headers say "devq @VERSION@" in man/; the build writes
 # them with the version into $(BUILD)/man/, which install and lint use.
-MAN_SRC     = man/devqd.8 man/devctl.1 man/devqd.conf.5 man/libdevq.3
+MAN_SRC     = man/devqd.8 man/devctl.1 man/devqd.conf.5 man/libdevq.3 man/devq-slurm.8
 MAN_PAGES   = $(addprefix $(BUILD)/,$(MAN_SRC))
 
 all: $(MAN_PAGES)
@@ -74,7 +74,7 @@ $(BUILD)/promtool/usr/bin/promtool:
 	rm -rf $(BUILD)/promtool/x $(BUILD)/promtool/deb
 
 # ---- Debian packages --------------------------------------------------
-# `make deb` builds devqd, devctl, libdevq0, libdevq-dev and python3-devq from the files
+# `make deb` builds devqd, devctl, libdevq0, libdevq-dev, python3-devq and slurm-devq from the files
 # git tracks (as they are in the working tree; outside git, every file but
 # build*/) with dpkg-buildpackage, into
 # $(BUILD)/deb/.  DEB_BUILD_PROFILES=pkg.devq.nocuda leaves CUDA out.

@@ -34,6 +34,10 @@ expect "$D admin " "grant evict tenants --help"
 expect "$D admin grant job_1 --s" "--shares"
 expect "$D admin evict job_1 --g" "--grace"
 expect "$D he" "health help"
+expect "$D cd" "cdi"
+expect "$D cdi " "generate --help"
+expect "$D cdi generate --s" "--socket-dir"
+expect "$D admin grant job_1 --c" "--cdi"
 bash -c 'source client/devctl/devctl.bash; complete -p devctl' | grep -q _devctl &&
 	pass=$((pass + 1)) || { echo "FAIL: not registered for devctl"; fail=$((fail + 1)); }
 kill "$dpid" 2>/dev/null

@@ -7,6 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -392,6 +395,93 @@ START_TEST(test_small_messages)
 }
 END_TEST
 
+/* Runs a shell command; its exit status, and its stdout in out. */
+static int shell(char *out, size_t n, const char *cmd)
+{
+	FILE *p = popen(cmd, "r");
+	ck_assert_ptr_nonnull(p);
+	size_t got = fread(out, 1, n - 1, p);
+	out[got] = '\0';
+	int st = pclose(p);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+static void bind_socket(const char *path)
+{
+	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	ck_assert_int_ge(fd, 0);
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	snprintf(a.sun_path, sizeof(a.sun_path), "%s", path);
+	ck_assert_int_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	close(fd);
+}
+
+/* devctl cdi generate: the spec containers get devqd's sockets from. */
+START_TEST(test_cdi_generate)
+{
+	static char out[16384];
+	char cmd[1024], want[1024];
+	/* --socket: that one socket is gpu0, and all. */
+	ck_assert_int_eq(devctl(out, sizeof(out), "cdi generate --output -"), 0);
+	ck_assert_ptr_nonnull(strstr(out, "cdiVersion: \"0.5.0\"\nkind: \"devq.dev/gpu\"\n"));
+	snprintf(want, sizeof(want),
+		 "  - name: \"gpu0\"\n    containerEdits:\n      env:\n        - \"DEVQ_SOCKET=%s\"\n",
+		 D.sock);
+	ck_assert_msg(strstr(out, want) != NULL, "%s", out);
+	snprintf(want, sizeof(want), "        - hostPath: \"%s\"\n          containerPath: \"%s\"\n",
+		 D.sock, D.sock);
+	ck_assert_msg(strstr(out, want) != NULL, "%s", out);
+	ck_assert_ptr_nonnull(strstr(out, "  - name: \"all\"\n"));
+	ck_assert_ptr_null(strstr(out, "gpu1"));
+
+	/* --socket-dir: devqd@N's sockets by N; a file that is no socket, or
+	 * a name that is not gpuN.sock, is not a GPU. */
+	char dir[] = "/tmp/devq-cdi-XXXXXX";
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(cmd, sizeof(cmd), "%s cdi generate --socket-dir %s -o -", harness_bin("devctl"), dir);
+	ck_assert_int_eq(shell(out, sizeof(out), cmd), 0);
+	snprintf(want, sizeof(want), "\"DEVQ_SOCKET=%s/devqd.sock\"", dir);
+	ck_assert_msg(strstr(out, want) != NULL, "no instances: devqd.service's socket: %s", out);
+	char p[512];
+	snprintf(p, sizeof(p), "%s/gpu2.sock", dir);
+	bind_socket(p);
+	snprintf(p, sizeof(p), "%s/gpu0.sock", dir);
+	bind_socket(p);
+	snprintf(p, sizeof(p), "%s/gpux.sock", dir);
+	bind_socket(p);
+	snprintf(p, sizeof(p), "%s/gpu1.sock", dir);
+	FILE *f = fopen(p, "w");
+	ck_assert_ptr_nonnull(f);
+	fclose(f);
+	snprintf(cmd, sizeof(cmd), "%s cdi generate --socket-dir %s --output %s/etc/cdi/devq.yaml",
+		 harness_bin("devctl"), dir, dir);
+	ck_assert_int_eq(shell(out, sizeof(out), cmd), 0);
+	snprintf(p, sizeof(p), "%s/etc/cdi/devq.yaml", dir);
+	struct stat st;
+	ck_assert_int_eq(stat(p, &st), 0);
+	ck_assert_int_eq(st.st_mode & 0777, 0644);
+	f = fopen(p, "r");
+	ck_assert_ptr_nonnull(f);
+	size_t got = fread(out, 1, sizeof(out) - 1, f);
+	out[got] = '\0';
+	fclose(f);
+	ck_assert_msg(strstr(out, "name: \"gpu0\"") && strstr(out, "name: \"gpu2\"") &&
+			      !strstr(out, "gpu1") && !strstr(out, "gpux") &&
+			      strstr(out, "gpu0\"") < strstr(out, "gpu2\""),
+		      "%s", out);
+	snprintf(want, sizeof(want), "\"DEVQ_SOCKETS=%s/gpu0.sock,%s/gpu2.sock\"", dir, dir);
+	ck_assert_msg(strstr(out, want) != NULL, "%s", out);
+
+	/* Usage errors: exit status 2. */
+	ck_assert_int_eq(devctl(out, sizeof(out), "cdi generate --bogus 2>/dev/null"), 2);
+	ck_assert_int_eq(devctl(out, sizeof(out), "cdi generate --output 2>/dev/null"), 2);
+	ck_assert_int_eq(devctl(out, sizeof(out), "cdi frob 2>/dev/null"), 2);
+	ck_assert_int_eq(devctl(out, sizeof(out), "cdi 2>/dev/null"), 2);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("devctl");
@@ -411,6 +501,7 @@ static Suite *suite(void)
 	tcase_add_test(t, test_stdin_stdout);
 	tcase_add_test(t, test_help_hints_interrupt);
 	tcase_add_test(t, test_small_messages);
+	tcase_add_test(t, test_cdi_generate);
 	suite_add_tcase(s, t);
 	TCase *own = tcase_create("own_daemon");
 	tcase_set_timeout(own, harness_slow() ? 300 : 60);

@@ -10,13 +10,14 @@
 #include <string.h>
 #include <time.h>
 
+#include "devctl/cdi.h"
 #include "devctl/util.h"
 
 void devctl_admin_usage(FILE *f)
 {
 	fprintf(f,
 		"  admin grant TENANT --uid UID [--shares N --of M] [--memory BYTES] [--priority]\n"
-		"        [--json]\n"
+		"        [--cdi] [--json]\n"
 		"      Create or update tenant TENANT (A-Z a-z 0-9 _ . -, 1-64 characters, not\n"
 		"      starting with '.') and its socket, owned by UID (a number or a user\n"
 		"      name), mode 0600, in devqd's tenant directory: every connection on it\n"
@@ -24,7 +25,9 @@ void devctl_admin_usage(FILE *f)
 		"      and the device's shares it is of (default N); --memory: a cap on its\n"
 		"      shared plus device bytes over all its sessions (suffixes K, M, G, T);\n"
 		"      --priority: it may open high-priority queues.  Root only, or\n"
-		"      devqd's control-groups.\n"
+		"      devqd's control-groups.  --cdi: also write the CDI spec %s/\n"
+		"      devq.dev-tenant_TENANT.json, device devq.dev/tenant=TENANT (the socket\n"
+		"      and DEVQ_SOCKET), for podman run --device; admin evict removes it.\n"
 		"  admin evict TENANT [--grace MS] [--json]\n"
 		"      End the grant: refuse new work, close its sessions, cancel ops not\n"
 		"      started, let running ones finish, free its buffers, remove its\n"
@@ -34,7 +37,8 @@ void devctl_admin_usage(FILE *f)
 		"      The granted tenants, their sessions and usage.\n"
 		"  health [--json]\n"
 		"      Exit 0 when devqd serves and its device runs an op; 1 when the op\n"
-		"      fails or does not complete within 5 s, 3 when devqd cannot be reached.\n");
+		"      fails or does not complete within 5 s, 3 when devqd cannot be reached.\n",
+		DEVCTL_CDI_RUN_DIR);
 }
 
 static int connect_admin(const char *sock, devq **q)
@@ -132,11 +136,13 @@ static int usage_err(const char *fmt, const char *arg)
 static int cmd_grant(const char *sock, int argc, char **argv)
 {
 	struct devq_grant_request req = { 0 };
-	bool json = false, have_uid = false;
+	bool json = false, have_uid = false, cdi = false;
 	for (int i = 0; i < argc; i++) {
 		const char *a = argv[i];
 		if (!strcmp(a, "--json")) {
 			json = true;
+		} else if (!strcmp(a, "--cdi")) {
+			cdi = true;
 		} else if (!strcmp(a, "--priority")) {
 			req.priority = true;
 		} else if (!strcmp(a, "--uid") || !strcmp(a, "--shares") || !strcmp(a, "--of") ||
@@ -182,6 +188,15 @@ static int cmd_grant(const char *sock, int argc, char **argv)
 	struct devq_grant g;
 	if (devq_admin_grant(q, &req, &g) < 0)
 		return fail_call(q, "admin grant", json);
+	devq_disconnect(q);
+	/* devctl writes the spec, not devqd: the unit's ProtectSystem=strict
+	 * keeps devqd out of /var/run/cdi. */
+	char err[512];
+	if (cdi && devctl_cdi_tenant_write(g.tenant, g.socket, err, sizeof(err)) < 0) {
+		fprintf(stderr, "devctl: admin grant --cdi: tenant %s is granted, but %s\n", g.tenant,
+			err);
+		return 4;
+	}
 	if (json) {
 		json_grant(stdout, &g, false);
 		fputc('\n', stdout);
@@ -194,7 +209,6 @@ static int cmd_grant(const char *sock, int argc, char **argv)
 			printf("no memory cap of its own");
 		printf("%s; socket %s\n", g.priority ? ", high priority allowed" : "", g.socket);
 	}
-	devq_disconnect(q);
 	return 0;
 }
 
@@ -229,6 +243,12 @@ static int cmd_evict(const char *sock, int argc, char **argv)
 	struct devq_evict_result r;
 	if (devq_admin_evict(q, tenant, grace, &r) < 0)
 		return fail_call(q, "admin evict", json);
+	/* The tenant's CDI spec (admin grant --cdi), if any, goes with it. */
+	char err[512];
+	if (devctl_cdi_tenant_remove(tenant, err, sizeof(err)) < 0) {
+		fprintf(stderr, "devctl: admin evict: %s\n", err);
+		rc = 4;
+	}
 	if (json) {
 		fputs("{\"tenant\":", stdout);
 		devctl_json_str(stdout, r.tenant);
@@ -250,7 +270,7 @@ static int cmd_evict(const char *sock, int argc, char **argv)
 			printf("everything freed\n");
 	}
 	devq_disconnect(q);
-	return 0;
+	return rc;
 }
 
 static int cmd_tenants(const char *sock, int argc, char **argv)

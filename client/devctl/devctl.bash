@@ -34,10 +34,10 @@ _devctl()
 		esac
 	done
 	case $prev in
-	--socket | -s | -o | --output | --svg) COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
+	--socket | -s | -o | --output | --svg | --socket-dir) COMPREPLY=($(compgen -f -- "$cur")); return 0 ;;
 	esac
 	if [[ -z $cmd ]]; then
-		COMPREPLY=($(compgen -W "submit list status metrics trace top admin health help --socket --help" -- "$cur"))
+		COMPREPLY=($(compgen -W "submit list status metrics trace top admin health cdi help --socket --help" -- "$cur"))
 		return 0
 	fi
 	case $cmd in
@@ -47,10 +47,15 @@ _devctl()
 		--uid | --shares | --of | --memory | --grace) return 0 ;;
 		esac
 		case ${w[ci + 1]} in
-		grant) COMPREPLY=($(compgen -W "--uid --shares --of --memory --priority --json" -- "$cur")) ;;
+		grant) COMPREPLY=($(compgen -W "--uid --shares --of --memory --priority --cdi --json" -- "$cur")) ;;
 		evict) COMPREPLY=($(compgen -W "--grace --json" -- "$cur")) ;;
 		tenants) COMPREPLY=($(compgen -W "--json" -- "$cur")) ;;
 		*) COMPREPLY=($(compgen -W "grant evict tenants --help" -- "$cur")) ;;
+		esac ;;
+	cdi)
+		case ${w[ci + 1]} in
+		generate) COMPREPLY=($(compgen -W "--output --socket-dir" -- "$cur")) ;;
+		*) COMPREPLY=($(compgen -W "generate --help" -- "$cur")) ;;
 		esac ;;
 	metrics) COMPREPLY=($(compgen -W "--help" -- "$cur")) ;;
 	top)

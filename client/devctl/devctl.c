@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "devctl/admin.h"
+#include "devctl/cdi.h"
 #include "devctl/metrics.h"
 #include "devctl/trace.h"
 #include "devctl/util.h"
@@ -113,6 +114,7 @@ static void usage(FILE *f)
 	devctl_metrics_usage(f);
 	devctl_trace_usage(f);
 	devctl_admin_usage(f);
+	devctl_cdi_usage(f);
 }
 
 static int connect_or_die(const char *sock, devq **q)
@@ -1341,6 +1343,8 @@ int main(int argc, char **argv)
 				devctl_trace_usage(stdout);
 			else if (!strcmp(cmd, "admin") || !strcmp(cmd, "health"))
 				devctl_admin_usage(stdout);
+			else if (!strcmp(cmd, "cdi"))
+				devctl_cdi_usage(stdout);
 			else
 				break;
 			return 0;
@@ -1362,6 +1366,8 @@ int main(int argc, char **argv)
 		return devctl_admin_main(sock, argc - i, argv + i);
 	if (!strcmp(cmd, "health"))
 		return devctl_health_main(sock, argc - i, argv + i);
+	if (!strcmp(cmd, "cdi"))
+		return devctl_cdi_main(sock, argc - i, argv + i);
 	if (!strcmp(cmd, "help")) {
 		usage(stdout);
 		return 0;

@@ -12,7 +12,7 @@ had_user=0; getent passwd devq >/dev/null && had_user=1
 tmp=$(mktemp -d /tmp/devq-deb-XXXXXX)
 cleanup() {
 	[ -n "${pid:-}" ] && kill "$pid" 2>/dev/null || true
-	dpkg --purge python3-devq devqd devctl libdevq-dev libdevq0 >/dev/null 2>&1 || true
+	dpkg --purge slurm-devq python3-devq devqd devctl libdevq-dev libdevq0 >/dev/null 2>&1 || true
 	# The user and group are created by the package, not removed by it
 	# (Debian keeps system users); drop them if this script made them.
 	if [ "$had_user" = 0 ] && getent passwd devq >/dev/null; then
@@ -25,14 +25,14 @@ trap cleanup EXIT
 
 # python3-devq needs python3-numpy (make deps installs it; dpkg -i resolves nothing).
 dpkg -i "$dir"/devqd_*.deb "$dir"/devctl_*.deb "$dir"/libdevq0_*.deb "$dir"/libdevq-dev_*.deb \
-	"$dir"/python3-devq_*.deb
+	"$dir"/python3-devq_*.deb "$dir"/slurm-devq_*.deb
 ma=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
 # One version everywhere: the packages', the tree's VERSION file (the
 # packages were built from it), the binaries', pkg-config's and Python's.
 ver=$(dpkg-query -W -f '${Version}' libdevq0 | cut -d- -f1)
 top=$(cd "$(dirname "$0")/../.." && pwd)
 [ "$ver" = "$(cat "$top/VERSION")" ] || fail "package version $ver is not VERSION's $(cat "$top/VERSION")"
-for p in devqd devctl libdevq-dev python3-devq; do
+for p in devqd devctl libdevq-dev python3-devq slurm-devq; do
 	[ "$(dpkg-query -W -f '${Version}' $p | cut -d- -f1)" = "$ver" ] || fail "$p: version differs from libdevq0's $ver"
 done
 [ "$(/usr/sbin/devqd --version | cut -d' ' -f1-2)" = "devqd $ver" ] || fail "devqd --version: $(/usr/sbin/devqd --version)"
@@ -81,6 +81,15 @@ with devq.connect() as c:
 kill "$pid"; wait "$pid" || fail "devqd did not stop cleanly: $(cat "$tmp/log")"
 pid=
 
-dpkg --purge python3-devq devqd devctl libdevq-dev libdevq0
-[ ! -e /usr/sbin/devqd ] && [ ! -e /usr/lib/python3/dist-packages/devq ] && [ ! -e /etc/devqd/devqd.conf ] || fail "purge left files behind"
+# slurm-devq: the plugin where Debian's slurmd looks, with the hooks it
+# calls (make check-slurm runs it in a cluster), and the health check.
+so=/usr/lib/$ma/slurm-wlm/spank_devq.so
+for sym in slurm_spank_init slurm_spank_job_prolog slurm_spank_task_init_privileged \
+	slurm_spank_job_epilog plugin_name plugin_type spank_plugin_version; do
+	nm -D --defined-only "$so" | grep -q " $sym\$" || fail "$so does not define $sym"
+done
+[ -x /usr/libexec/slurm-devq/devq-healthcheck ] || fail "no /usr/libexec/slurm-devq/devq-healthcheck"
+
+dpkg --purge slurm-devq python3-devq devqd devctl libdevq-dev libdevq0
+[ ! -e "$so" ] && [ ! -e /usr/sbin/devqd ] && [ ! -e /usr/lib/python3/dist-packages/devq ] && [ ! -e /etc/devqd/devqd.conf ] || fail "purge left files behind"
 echo "deb-install-check: ok"
