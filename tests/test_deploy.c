@@ -534,6 +534,53 @@ START_TEST(test_journal_fields)
 END_TEST
 
 /* Without systemd: readable lines on stderr, and -v decides how many. */
+/* devqd started with stdin, stdout and stderr closed (as a careless
+ * launcher may): the numbers 0-2 are /dev/null before anything else is
+ * opened, so no socket or client memfd takes one of them and no log line
+ * lands in a client's buffer. */
+START_TEST(test_closed_std_fds_become_dev_null)
+{
+	struct proc p;
+	proc_dir(&p);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		close(0);
+		close(1);
+		close(2);
+		execl(harness_bin("devqd"), "devqd", "--socket", p.sock, "--backend", "cpu", "-v",
+		      (char *)NULL);
+		_exit(127);
+	}
+	p.pid = pid;
+	devq *q = NULL;
+	for (int i = 0; i < ARRIVAL_MS / 10 && !q; i++) {
+		if (devq_connect(p.sock, "stdfds", &q) < 0) {
+			devq_disconnect(q);
+			q = NULL;
+			usleep(10000);
+		}
+	}
+	ck_assert_ptr_nonnull(q);
+	struct devq_buffer *b;
+	ck_assert_int_eq(devq_buffer_create(q, 4096, DEVQ_BUFFER_SHARED, &b), 0);
+	for (int fd = 0; fd <= 2; fd++) {
+		char link[64], target[256];
+		snprintf(link, sizeof(link), "/proc/%d/fd/%d", (int)pid, fd);
+		ssize_t n = readlink(link, target, sizeof(target) - 1);
+		ck_assert_msg(n > 0, "devqd has no fd %d", fd);
+		target[n] = '\0';
+		ck_assert_msg(!strcmp(target, "/dev/null"), "devqd's fd %d is %s", fd, target);
+	}
+	devq_buffer_release(q, b);
+	devq_disconnect(q);
+	kill(pid, SIGTERM);
+	ck_assert_int_eq(proc_wait(&p), 0);
+	proc_cleanup(&p);
+}
+END_TEST
+
 START_TEST(test_stderr_levels)
 {
 	for (int v = 0; v < 2; v++) {
@@ -1343,6 +1390,7 @@ int main(void)
 	tcase_add_test(tc, test_reload_on_sighup);
 	tcase_add_test(tc, test_journal_fields);
 	tcase_add_test(tc, test_stderr_levels);
+	tcase_add_test(tc, test_closed_std_fds_become_dev_null);
 	tcase_add_test(tc, test_socket_activation);
 	tcase_add_test(tc, test_own_socket_stale_live_and_foreign);
 	tcase_add_test(tc, test_config_file_and_override);

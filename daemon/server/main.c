@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* devqd: argument parsing, backend selection, and the loop's lifetime. */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/config.h"
 #include "base/log.h"
@@ -162,8 +164,30 @@ static int check_executables(const char *dirs, int verbose)
 	return 0;
 }
 
+/* fds 0-2 open before anything else is: started with one of them closed,
+ * devqd would hand that number to its epoll, a socket or a client's memfd,
+ * and its log lines (stderr) would be written into it.  -errno when
+ * /dev/null cannot be opened. */
+static int std_fds_open(void)
+{
+	for (int fd = 0; fd <= 2; fd++) {
+		if (fcntl(fd, F_GETFD) >= 0 || errno != EBADF)
+			continue;
+		int n = open("/dev/null", O_RDWR); /* the lowest free number: fd */
+		if (n < 0)
+			return -errno;
+		if (n != fd) { /* cannot happen: fd was free and lower */
+			close(n);
+			return -EBADF;
+		}
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
+	if (std_fds_open() < 0)
+		return 70; /* EX_SOFTWARE; no stderr to say it on */
 	static const struct option opts[] = {
 		{ "socket", required_argument, NULL, 's' },
 		{ "backend", required_argument, NULL, 'b' },
