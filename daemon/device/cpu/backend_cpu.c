@@ -74,11 +74,14 @@ struct cpu_backend {
 	struct cpu_stream *rq_head[2], *rq_tail[2]; /* [1]: high priority, served first */
 	unsigned free_awake;        /* workers awake that own no stream */
 	struct cpu_worker *sleepers;
-	/* Host executables: their per-stream slots, and how many ops run
-	 * now (a host op may use the cores the others leave). */
+	/* Host executables: their per-stream slots, and the cores they
+	 * share (run_host). */
 	struct devq_hslots *hslots;
-	atomic_uint running;
-	unsigned ncpu;
+	pthread_mutex_t cores_lock;
+	pthread_cond_t cores_back;
+	unsigned ncpu;       /* cores this process may run on */
+	unsigned cores_free; /* under cores_lock */
+	unsigned host_ops;   /* under cores_lock: running or waiting for cores */
 };
 
 /* How long a worker watches a dependency before it sleeps: longer than a
@@ -112,13 +115,26 @@ static int run_host(struct cpu_backend *cb, struct devq_bop *op, const struct de
 		snprintf(op->msg, sizeof(op->msg), "%s: init: %.130s", op->kernel->name, why);
 		return r;
 	}
-	/* Several host ops at once share the cores instead of each taking
-	 * all of them (oversubscribed BLAS threads slow every one down);
-	 * one alone may use every core. */
-	unsigned running = atomic_fetch_add(&cb->running, 1) + 1;
-	call.threads = cb->ncpu / running ? cb->ncpu / running : 1;
+	/* The cores are the device: a host op takes some before it runs
+	 * and gives them back after, so several streams' gemms share them
+	 * instead of each starting ncpu threads (oversubscribed BLAS threads
+	 * thrash each other's caches: 4 at once on 2 cores ran at 0.58x of
+	 * one alone).  One alone takes every core; with others running or
+	 * waiting it asks for its share, and waits while none is free. */
+	pthread_mutex_lock(&cb->cores_lock);
+	cb->host_ops++;
+	while (cb->cores_free == 0)
+		pthread_cond_wait(&cb->cores_back, &cb->cores_lock);
+	unsigned want = cb->ncpu / cb->host_ops ? cb->ncpu / cb->host_ops : 1;
+	call.threads = want < cb->cores_free ? want : cb->cores_free;
+	cb->cores_free -= call.threads;
+	pthread_mutex_unlock(&cb->cores_lock);
 	r = devq_hslots_call(x, op->kernel->name, op->args, &call, op->msg, sizeof(op->msg));
-	atomic_fetch_sub(&cb->running, 1);
+	pthread_mutex_lock(&cb->cores_lock);
+	cb->cores_free += call.threads;
+	cb->host_ops--;
+	pthread_cond_broadcast(&cb->cores_back);
+	pthread_mutex_unlock(&cb->cores_lock);
 	return r;
 }
 
@@ -365,6 +381,8 @@ static void cpu_destroy(struct devq_backend *b)
 			pthread_join(cb->w[i].thread, NULL);
 	/* After the workers: no op runs, every slot can go. */
 	devq_hslots_close(cb->hslots);
+	pthread_cond_destroy(&cb->cores_back);
+	pthread_mutex_destroy(&cb->cores_lock);
 	pthread_cond_destroy(&cb->done);
 	pthread_mutex_destroy(&cb->lock);
 	free(cb->s);
@@ -517,6 +535,9 @@ int devq_backend_cpu_open(const struct devq_backend_config *cfg, struct devq_bac
 	cpu_set_t set;
 	int allowed = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : (int)ncpu;
 	cb->ncpu = allowed > 0 ? (unsigned)allowed : 1;
+	cb->cores_free = cb->ncpu;
+	pthread_mutex_init(&cb->cores_lock, NULL);
+	pthread_cond_init(&cb->cores_back, NULL);
 	snprintf(cb->b.device, sizeof(cb->b.device),
 		 "host CPU (%ld cores), %u worker streams + %u high-priority, %s kernels", ncpu,
 		 n - cfg->high_streams, cfg->high_streams, devq_cpu_isa_name(devq_cpu_isa()));
