@@ -45,3 +45,11 @@ $(BUILD)/tests/test_host: tests/host.sh tests/host_exes.c $(BUILD)/devqd $(BUILD
 	@mkdir -p $(dir $@)
 	printf '#!/bin/sh\nexec sh tests/host.sh "$$@"\n' > $@
 	chmod +x $@
+
+# examples/mlp/mlp.py with 4 processes at small sizes (tests/mlp.sh, the
+# program test_mlp); `make bench-mlp` runs it at full sizes.
+TESTS += test_mlp
+$(BUILD)/tests/test_mlp: tests/mlp.sh examples/mlp/mlp.py $(BUILD)/devqd python
+	@mkdir -p $(dir $@)
+	printf '#!/bin/sh\nPYTHON=%s exec sh tests/mlp.sh "$$@"\n' '$(PYTHON)' > $@
+	chmod +x $@
