@@ -23,7 +23,7 @@ SAN     ?=
 # Debian package for each pkg-config module (and tool) the build needs.
 DEB_PACKAGES = build-essential pkg-config libuv1-dev libprotobuf-c-dev \
                protobuf-c-compiler libsystemd-dev check systemd man-db procps \
-               libopenblas-dev
+               libopenblas-dev libopenblas0-pthread
 PKG_libuv          = libuv1-dev
 PKG_libprotobuf-c  = libprotobuf-c-dev
 PKG_libsystemd     = libsystemd-dev
