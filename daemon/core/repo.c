@@ -822,8 +822,9 @@ void devq_repo_apply(struct devq_repo *r, struct devq_repo_scan *sc)
 #define DEVQ_HOSTDIR "/usr/local/lib/devq"
 #endif
 
-/* Where the built-in host library of backend be is: next to devqd
- * (DIR/host/, a build tree), else DEVQ_HOSTDIR (the install).  0 with the
+/* Where the built-in host library of backend be is: $DEVQ_HOST_DIR, else
+ * next to devqd (DIR/host/, a build tree), else DEVQ_HOSTDIR (the
+ * install).  0 with the
  * path, or -ENOENT with the places looked at in why. */
 static int builtin_path(const char *file, char *path, size_t n, char *why, size_t wn)
 {
@@ -838,15 +839,19 @@ static int builtin_path(const char *file, char *path, size_t n, char *why, size_
 			snprintf(here, sizeof(here), "%.400s/host", self);
 		}
 	}
-	const char *dirs[2] = { here, DEVQ_HOSTDIR };
-	for (int i = 0; i < 2; i++) {
+	/* $DEVQ_HOST_DIR first: a devqd started through another loader
+	 * (the GPU bundle's) sees that loader as /proc/self/exe. */
+	const char *env = getenv("DEVQ_HOST_DIR");
+	const char *dirs[3] = { env ? env : "", here, DEVQ_HOSTDIR };
+	for (int i = 0; i < 3; i++) {
 		if (!dirs[i][0])
 			continue;
 		snprintf(path, n, "%s/%s", dirs[i], file);
 		if (access(path, F_OK) == 0)
 			return 0;
 	}
-	snprintf(why, wn, "no %s in %.200s%s%s", file, here, here[0] ? " or " : "", DEVQ_HOSTDIR);
+	snprintf(why, wn, "no %s in %s%s%.200s%s%s", file, env ? env : "", env ? ", " : "", here,
+		 here[0] ? " or " : "", DEVQ_HOSTDIR);
 	return -ENOENT;
 }
 
