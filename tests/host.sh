@@ -149,6 +149,23 @@ if [ "$backend" = cuda ]; then
 	check "no simulator rule broken: $(cat "$tmp/violations" 2>/dev/null | head -3)" '[ ! -s "$tmp/violations" ]'
 fi
 
+# ---- a host executable that crashes takes devqd down, and says whose
+# code it was (systemd's Restart=on-failure starts a fresh one) ----------
+if [ "$backend" = cpu ]; then
+	printf '%s\ncpu-host = h.so\ncpu-host-symbol = crash_cpu\n' \
+		'signature = n:u64, value:u32, dst:out u32[n]' > "$repo/crash.exec"
+	chmod 0644 "$repo/crash.exec"
+	"$B/devqd" --backend cpu --socket "$tmp/s2" --executables "$repo" >"$tmp/crash.log" 2>&1 &
+	dpid=$!
+	i=0
+	while [ ! -S "$tmp/s2" ] && [ $i -lt 300 ]; do sleep 0.05; i=$((i + 1)); done
+	DEVQ_SOCKET="$tmp/s2" "$B/devctl" submit crash n=12345 value=0 dst=size:49380 >/dev/null 2>&1
+	wait "$dpid"; rc=$?; dpid=
+	check "a crashing host executable ends devqd by its signal (rc $rc)" '[ $rc -gt 128 ]'
+	check "the log names it: $(tail -n 2 "$tmp/crash.log")" \
+		'grep -q "devqd: fatal signal 11 in host executable crash: devqd stops" "$tmp/crash.log"'
+fi
+
 total=$((pass + fail))
 echo "$(( total ? pass * 100 / total : 100 ))%: Checks: $total, Failures: $fail, Errors: 0"
 [ $fail = 0 ]

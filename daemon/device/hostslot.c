@@ -288,13 +288,24 @@ void devq_hslots_release(struct devq_hslots *h, const struct devq_host_exe *x,
 	push(h, j);
 }
 
+/* Read by a signal handler on the same thread: volatile, set before the
+ * call and cleared after. */
+static _Thread_local const char *volatile running;
+
+const char *devq_hslots_running(void)
+{
+	return running;
+}
+
 int devq_hslots_call(const struct devq_host_exe *x, const char *name, const union devq_kval *args,
 		     struct devq_host_call *call, char *msg, size_t msglen)
 {
 	char why[160] = "";
 	call->err = why;
 	call->errlen = sizeof(why);
+	running = name;
 	int r = x->run(args, call);
+	running = NULL;
 	why[sizeof(why) - 1] = '\0';
 	if (r < 0)
 		snprintf(msg, msglen, "%s: %.140s", name, why[0] ? why : strerror(-r));

@@ -47,7 +47,13 @@ int devq_hslots_get_async(struct devq_hslots *h, const struct devq_host_exe *x, 
 void devq_hslots_release(struct devq_hslots *h, const struct devq_host_exe *x,
 			 void (*done)(void *ud), void *ud);
 
-/* Calls x->run and writes its failure into msg as "NAME: why" (why: what
+/* The name of the host executable whose run this thread is in, or NULL:
+ * what devqd's fatal-signal note names (server/main.c).  Async-signal
+ * safe. */
+const char *devq_hslots_running(void);
+
+/* Calls x->run (noting name as this thread's running host executable)
+ * and writes its failure into msg as "NAME: why" (why: what
  * run wrote into call->err, else the errno's text).  Returns run's
  * result. */
 int devq_hslots_call(const struct devq_host_exe *x, const char *name, const union devq_kval *args,
