@@ -13,11 +13,13 @@ after the first matmul (/proc/self/maps), so the ratio always means
   single  m = n = k = N (1024): interleaved rounds of one devq gemm_f32
           (submit to the completion seen by this process) and one NumPy
           matmul; medians, GFLOP/s (2 N^3 / time) and devq/NumPy.
-  multi   P (4) client processes at once, each R gemms through devq,
-          against one process alone doing the same: aggregate GFLOP/s
-          and its ratio to the lone process's.
+  multi   P (4) client processes at once, each R (30) gemms through
+          devq, against one process alone doing the same (each ready and
+          warm before a common start): aggregate GFLOP/s from the first
+          start to the last end, alternated 3 times, medians, and the
+          ratio to the lone process's.
 
-usage: make bench-gemm [GEMM_BENCH_ARGS='--n 1024 --rounds 15 --procs 4']
+usage: make bench-gemm [GEMM_BENCH_ARGS='--n 1024 --rounds 15 --procs 4 --reps 30']
 """
 
 import argparse
@@ -40,34 +42,38 @@ def openblas_mapped():
         return sorted({l.split()[-1] for l in f if "openblas" in l.split()[-1]})
 
 
-def one_client(sock, n, reps, go, out):
+def one_client(sock, n, reps, ready, go, out):
     rng = np.random.default_rng(os.getpid())
     with devq.connect(sock) as c:
         a = c.array(rng.standard_normal((n, n), dtype=np.float32))
         b = c.array(rng.standard_normal((n, n), dtype=np.float32))
         cc = c.zeros((n, n), np.float32)
         c.submit("gemm_f32", alpha=1.0, beta=0.0, a=a, b=b, c=cc).result(timeout=600)
+        ready.put(1)
         go.wait()
         t0 = time.monotonic()
         for _ in range(reps):
             c.submit("gemm_f32", alpha=1.0, beta=0.0, a=a, b=b, c=cc).result(timeout=600)
-        out.put(time.monotonic() - t0)
+        out.put((t0, time.monotonic()))
 
 
 def multi(sock, n, reps, procs):
     ctx = mp.get_context("spawn")
-    go, out = ctx.Event(), ctx.Queue()
-    ps = [ctx.Process(target=one_client, args=(sock, n, reps, go, out)) for _ in range(procs)]
+    ready, go, out = ctx.Queue(), ctx.Event(), ctx.Queue()
+    ps = [ctx.Process(target=one_client, args=(sock, n, reps, ready, go, out))
+          for _ in range(procs)]
     for p in ps:
         p.start()
-    time.sleep(1.0)
-    t0 = time.monotonic()
+    for _ in ps:  # every client connected, its buffers made, one gemm done
+        ready.get(timeout=600)
     go.set()
-    times = [out.get(timeout=3600) for _ in ps]
-    wall = time.monotonic() - t0
+    spans = [out.get(timeout=3600) for _ in ps]
     for p in ps:
         p.join()
-    return procs * reps * 2.0 * n ** 3 / max(wall, max(times)) / 1e9
+    # CLOCK_MONOTONIC is one clock for every process: from the first start
+    # to the last end.
+    wall = max(e for _, e in spans) - min(s for s, _ in spans)
+    return procs * reps * 2.0 * n ** 3 / wall / 1e9
 
 
 def main():
@@ -75,7 +81,9 @@ def main():
     ap.add_argument("--n", type=int, default=1024)
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--procs", type=int, default=4)
-    ap.add_argument("--reps", type=int, default=8, help="gemms per process in the multi part")
+    ap.add_argument("--reps", type=int, default=30, help="gemms per process in the multi part")
+    ap.add_argument("--multi-rounds", type=int, default=3,
+                    help="alone / all at once, alternated this many times (medians)")
     args = ap.parse_args()
     n = args.n
     rng = np.random.default_rng(1)
@@ -120,10 +128,15 @@ def main():
         print("  devq   median %.2f ms  %.1f GFLOP/s" % (md * 1e3, gf(md)))
         print("  NumPy  median %.2f ms  %.1f GFLOP/s" % (mn * 1e3, gf(mn)))
         print("  devq / NumPy speed: %.2fx" % (mn / md))
-        alone = multi(sock, n, args.reps, 1)
-        many = multi(sock, n, args.reps, args.procs)
-        print("  1 process alone: %.1f GFLOP/s; %d at once: %.1f GFLOP/s aggregate (%.2fx)"
-              % (alone, args.procs, many, many / alone))
+        alone, many = [], []
+        for _ in range(args.multi_rounds):
+            alone.append(multi(sock, n, args.reps, 1))
+            many.append(multi(sock, n, args.reps, args.procs))
+        a, m = statistics.median(alone), statistics.median(many)
+        print("  1 process alone: %.1f GFLOP/s; %d at once: %.1f GFLOP/s aggregate (%.2fx); "
+              "medians of %d alternated rounds (alone %s, at once %s)"
+              % (a, args.procs, m, m / a, args.multi_rounds,
+                 " ".join("%.0f" % v for v in alone), " ".join("%.0f" % v for v in many)))
     finally:
         d.send_signal(signal.SIGTERM)
         d.wait(30)
