@@ -18,14 +18,14 @@ OPENBLAS_LIBS   = $(shell pkg-config --libs openblas 2>/dev/null)
 
 $(BUILD)/host/libdevq-host-cpu.so: kernels/host/gemm_cpu.c kernels/devq/kernel.h
 	@mkdir -p $(dir $@)
-	$(CC) -std=c11 -D_GNU_SOURCE $(WARN) -O2 -Ikernels $(OPENBLAS_CFLAGS) -shared -fPIC -pthread \
+	$(CC) -std=c11 -D_GNU_SOURCE $(WARN) -O2 -g -Ikernels $(OPENBLAS_CFLAGS) -shared -fPIC -pthread \
 		-o $@ $< $(OPENBLAS_LIBS)
 
 ifeq ($(CUDA_ENABLED),1)
 HOST_LIBS += $(BUILD)/host/libdevq-host-cuda.so
 $(BUILD)/host/libdevq-host-cuda.so: kernels/host/gemm_cuda.c kernels/devq/kernel.h
 	@mkdir -p $(dir $@)
-	$(CC) -std=c11 -D_GNU_SOURCE $(WARN) -O2 -Ikernels $(CUDA_CFLAGS) -shared -fPIC -pthread \
+	$(CC) -std=c11 -D_GNU_SOURCE $(WARN) -O2 -g -Ikernels $(CUDA_CFLAGS) -shared -fPIC -pthread \
 		-o $@ $< -ldl
 endif
 

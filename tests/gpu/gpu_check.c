@@ -716,7 +716,7 @@ static void gemm_devq(devq *q, uint64_t n, int reps)
 		printf("SKIP gemm: %s\n", cc.message);
 		goto out;
 	}
-	check(cc.code == DEVQ_OK, "gemm_f32 runs", cc.code == DEVQ_OK ? "first call ok" : cc.message);
+	check(cc.code == DEVQ_OK, "gemm_f32 runs", "%s", cc.code == DEVQ_OK ? "first call ok" : cc.message);
 	if (cc.code != DEVQ_OK)
 		goto out;
 	uint64_t *dev = calloc((size_t)reps, sizeof(*dev)), *wall = calloc((size_t)reps, sizeof(*wall));
