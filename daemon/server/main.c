@@ -167,7 +167,9 @@ static int check_executables(const char *dirs, int verbose)
  * host executable's run first writes one line naming it (write(2) only:
  * async-signal safe), then puts back the action there was before (the
  * default, or a sanitizer's) and returns, so the faulting instruction
- * raises it again and the process dies as it would have. */
+ * raises it again and the process dies as it would have.  A signal sent
+ * by kill(2) (systemctl kill -s SEGV) is no fault to re-execute: it is
+ * raised again, to be delivered with that action once this returns. */
 static const int fatal_signals[] = { SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT };
 static struct sigaction fatal_prev[sizeof(fatal_signals) / sizeof(fatal_signals[0])];
 
@@ -183,8 +185,9 @@ static void put(const char *s)
 	}
 }
 
-static void on_fatal(int sig)
+static void on_fatal(int sig, siginfo_t *si, void *uc)
 {
+	(void)uc;
 	const char *name = devq_hslots_running();
 	if (name) {
 		char num[4] = { (char)('0' + sig / 10 % 10), (char)('0' + sig % 10), 0 };
@@ -197,13 +200,16 @@ static void on_fatal(int sig)
 	for (size_t i = 0; i < sizeof(fatal_signals) / sizeof(fatal_signals[0]); i++)
 		if (fatal_signals[i] == sig)
 			sigaction(sig, &fatal_prev[i], NULL);
+	if (si->si_code <= 0) /* SI_USER, SI_TKILL, SI_QUEUE: sent, not a fault */
+		raise(sig);
 }
 
 static void note_fatal_signals(void)
 {
 	struct sigaction sa;
 	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_fatal;
+	sa.sa_sigaction = on_fatal;
+	sa.sa_flags = SA_SIGINFO;
 	sigemptyset(&sa.sa_mask);
 	for (size_t i = 0; i < sizeof(fatal_signals) / sizeof(fatal_signals[0]); i++)
 		sigaction(fatal_signals[i], &sa, &fatal_prev[i]);
