@@ -22,12 +22,14 @@ SAN     ?=
 
 # Debian package for each pkg-config module (and tool) the build needs.
 DEB_PACKAGES = build-essential pkg-config libuv1-dev libprotobuf-c-dev \
-               protobuf-c-compiler libsystemd-dev check systemd man-db procps
+               protobuf-c-compiler libsystemd-dev check systemd man-db procps \
+               libopenblas-dev libopenblas0-pthread
 PKG_libuv          = libuv1-dev
 PKG_libprotobuf-c  = libprotobuf-c-dev
 PKG_libsystemd     = libsystemd-dev
 PKG_check          = check
-MODULES = libuv libprotobuf-c libsystemd check
+PKG_openblas       = libopenblas-dev
+MODULES = libuv libprotobuf-c libsystemd check openblas
 
 NODEPS_GOALS = deps clean help demo dist
 ifeq ($(filter-out $(NODEPS_GOALS),$(or $(MAKECMDGOALS),all)),)
@@ -67,7 +69,7 @@ KERNEL_SRC = kernels/manifest.c kernels/cpu_kernels.c
 # each calls only the ones below it, which `make check-layers` enforces).
 # The CUDA backend (daemon/device/cuda/) joins in mk/cuda.mk when built.
 DAEMON_BASE_SRC     = $(sort $(wildcard daemon/base/*.c))
-DAEMON_DEVICE_SRC   = daemon/device/select.c $(sort $(wildcard daemon/device/cpu/*.c))
+DAEMON_DEVICE_SRC   = daemon/device/select.c daemon/device/hostslot.c $(sort $(wildcard daemon/device/cpu/*.c))
 DAEMON_CORE_SRC     = $(sort $(wildcard daemon/core/*.c))
 DAEMON_REQUESTS_SRC = $(sort $(wildcard daemon/requests/*.c))
 DAEMON_SERVER_SRC   = $(sort $(wildcard daemon/server/*.c))

@@ -292,6 +292,27 @@ int devq_cpu_checksum(const union devq_kval *args, const struct devq_kctx *ctx)
 	return 0;
 }
 
+/* x[i,j] = act(x[i,j] + bias[j]), act 1 ReLU, any other identity (as on
+ * CUDA); the shape's product was checked by
+ * validation, so rows*cols does not overflow. */
+int devq_cpu_bias_act_f32(const union devq_kval *args, const struct devq_kctx *ctx)
+{
+	uint64_t rows = args[0].u64, cols = args[1].u64;
+	uint32_t act = args[2].u32;
+	const float *bias = args[3].ptr;
+	float *x = args[4].ptr;
+
+	(void)ctx;
+	for (uint64_t i = 0; i < rows; i++) {
+		float *row = x + i * cols;
+		for (uint64_t j = 0; j < cols; j++) {
+			float v = row[j] + bias[j];
+			row[j] = act == 1 && v < 0.0f ? 0.0f : v;
+		}
+	}
+	return 0;
+}
+
 /* Wake this long before the deadline: timer slack and scheduling latency are
  * typically tens of microseconds, so the last stretch is polled. */
 #define SPIN_TAIL_NS 50000u

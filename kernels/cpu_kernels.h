@@ -8,7 +8,9 @@
 
 #define DEVQ_KERNEL(name, sig) \
 	int devq_cpu_##name(const union devq_kval *args, const struct devq_kctx *ctx);
+#define DEVQ_HOST_KERNEL(name, sig)
 #include "manifest.def"
+#undef DEVQ_HOST_KERNEL
 #undef DEVQ_KERNEL
 int devq_cpu_fault(const union devq_kval *args, const struct devq_kctx *ctx);
 

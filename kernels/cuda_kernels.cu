@@ -182,6 +182,18 @@ extern "C" __global__ void devq_saxpy_f32(u64 n, float a, const float *x, float 
 		y[i] = __fmaf_rn(a, x[i], y[i]);
 }
 
+/* The same as the CPU's: one add, then the activation (1 ReLU, any
+ * other value identity). */
+extern "C" __global__ void devq_bias_act_f32(u64 rows, u64 cols, unsigned act, const float *bias,
+					     float *x)
+{
+	u64 n = rows * cols;
+	for (u64 i = first_index(); i < n; i += grid_stride()) {
+		float v = __fadd_rn(x[i], bias[i % cols]);
+		x[i] = act == 1 && v < 0.0f ? 0.0f : v;
+	}
+}
+
 extern "C" __global__ void devq_vadd_f32(u64 n, const float *a, const float *b, float *c)
 {
 	for (u64 i = first_index(); i < n; i += grid_stride())

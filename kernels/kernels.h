@@ -72,9 +72,14 @@ struct devq_kernel {
 	 * load_image hook returned (NULL: none for this backend). */
 	bool repository;
 	void *dev;
+	/* A host executable (<devq/kernel.h>): the code a CPU and a CUDA
+	 * backend call, or NULL.  For a built-in marked host, found in the
+	 * built-in host library at start. */
+	bool host;
+	const struct devq_host_exe *cpu_host, *cuda_host;
 };
 
-extern const struct devq_kernel devq_kernels[];
+extern struct devq_kernel devq_kernels[];
 extern const size_t devq_nkernels;
 
 const struct devq_kernel *devq_kernel_find(const char *name);

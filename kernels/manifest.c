@@ -5,9 +5,13 @@
 
 #include "cpu_kernels.h"
 
-const struct devq_kernel devq_kernels[] = {
+/* Not const: a host built-in's code (cpu_host, cuda_host) is filled in at
+ * start, before any thread but main's runs (devq_repo_builtins). */
+struct devq_kernel devq_kernels[] = {
 #define DEVQ_KERNEL(kname, sig) { .name = #kname, .signature = sig, .cpu = devq_cpu_##kname },
+#define DEVQ_HOST_KERNEL(kname, sig) { .name = #kname, .signature = sig, .host = true },
 #include "manifest.def"
+#undef DEVQ_HOST_KERNEL
 #undef DEVQ_KERNEL
 	/* After ns nanoseconds, a sticky device fault: the CUDA version writes
 	 * to an illegal address, the CPU one marks its backend lost.  It

@@ -17,7 +17,7 @@
 CUDASIM_DIR = $(BUILD)/tests/cudasim
 CUDASIM_LIB = $(CUDASIM_DIR)/libcuda.so.1
 CUDASIM_TESTS = test_daemon test_devctl test_badinput test_tenancy test_trace test_lost \
-                test_priority test_perf test_soak test_cudasim test_repo_cuda \
+                test_priority test_perf test_soak test_cudasim test_repo_cuda test_host \
                 test_cudasim_self
 CUDASIM_SOAK_SECONDS ?= 20
 .PHONY: check-cuda-sim check-cuda-sim-asan

@@ -32,9 +32,11 @@ $(BUILD)/tests/test_cuda: $(call obj,tests/test_cuda.c tests/harness.c daemon/de
 GPU_BUNDLE = $(BUILD)/gpu-bundle
 .PHONY: gpu-bundle
 ifeq ($(CUDA_ENABLED),1)
+# The cublas mode dlopens the driver and cuBLAS (types from the toolkit).
+$(call obj,tests/gpu/gpu_check.c): ALL_CFLAGS += $(CUDA_CFLAGS)
 $(BUILD)/tests/gpu/gpu_check: $(call obj,tests/gpu/gpu_check.c) $(BUILD)/libdevq.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) -lm
+	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) -ldl -lm
 $(call obj,tests/gpu/native_bench.c): ALL_CFLAGS += $(CUDA_CFLAGS)
 $(BUILD)/tests/gpu/native_bench: $(call obj,tests/gpu/native_bench.c daemon/device/cuda/cuda_drv.c) $(CUDA_EMBED_OBJ)
 	@mkdir -p $(dir $@)
@@ -46,7 +48,7 @@ all: $(BUILD)/tests/gpu/gpu_check $(BUILD)/tests/gpu/native_bench
 # are written against.  CUDA_TOOLKIT_ANY=1 builds it with another anyway.
 GPU_BUNDLE_TOOLKIT = 13.0
 CUDA_TOOLKIT_VERSION = $(shell $(NVCC) --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\),.*/\1/p')
-gpu-bundle: all $(BUILD)/tests/gpu/gpu_check $(BUILD)/tests/gpu/native_bench
+gpu-bundle: all $(BUILD)/tests/gpu/gpu_check $(BUILD)/tests/gpu/native_bench $(BUILD)/host/libdevq-host-cuda.so
 	@if [ "$(CUDA_TOOLKIT_VERSION)" != "$(GPU_BUNDLE_TOOLKIT)" ] && [ "$(CUDA_TOOLKIT_ANY)" != 1 ]; then \
 	  echo "gpu-bundle: the CUDA toolkit is $(or $(CUDA_TOOLKIT_VERSION),unknown) ($(NVCC)), not" \
 	       "$(GPU_BUNDLE_TOOLKIT), the version devq's driver calls are written against;" \
@@ -55,6 +57,10 @@ gpu-bundle: all $(BUILD)/tests/gpu/gpu_check $(BUILD)/tests/gpu/native_bench
 	mkdir -p $(GPU_BUNDLE)/bin $(GPU_BUNDLE)/lib/glibc
 	cp $(BUILD)/devqd $(BUILD)/devctl $(BUILD)/tests/gpu/gpu_check \
 	   $(BUILD)/tests/gpu/native_bench $(BUILD)/tests/gpu/kernel_check $(GPU_BUNDLE)/bin/
+	# The CUDA host library (gemm on the host's cuBLAS), where devqd
+	# looks beside itself.
+	mkdir -p $(GPU_BUNDLE)/bin/host
+	cp $(BUILD)/host/libdevq-host-cuda.so $(GPU_BUNDLE)/bin/host/
 	cp $(CUDA_FATBIN) $(GPU_BUNDLE)/
 	cp tests/gpu/run.sh $(GPU_BUNDLE)/
 	for b in $(GPU_BUNDLE)/bin/*; do ldd $$b; done | awk '$$2 == "=>" && $$3 ~ /^\// { print $$3 }' | \

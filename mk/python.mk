@@ -58,3 +58,13 @@ bench-kernels: all python
 	env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE DEVQ_BUILD=$(BUILD) \
 	  DEVQ_BENCH_OUT=$(BENCH_OUT) PYTHONPATH=$(BUILD)/python \
 	  $(PYTHON) bench/kernels.py $(KERNEL_BENCH_ARGS)
+
+# gemm_f32 against NumPy's OpenBLAS matmul, and 4 clients against 1
+# (bench/gemm.py); examples/mlp/ at full sizes with 4 processes.
+.PHONY: bench-gemm bench-mlp
+bench-gemm: all python
+	DEVQ_BUILD=$(BUILD) PYTHONPATH=$(BUILD)/python $(PYTHON) bench/gemm.py $(GEMM_BENCH_ARGS)
+bench-mlp: all python
+	sh -c 'd=$$(mktemp -d); $(BUILD)/devqd --backend cpu --socket $$d/s & p=$$!; sleep 1; \
+	  PYTHONPATH=$(BUILD)/python $(PYTHON) examples/mlp/mlp.py --socket $$d/s --procs 4 $(MLP_ARGS); \
+	  rc=$$?; kill $$p; wait $$p; rm -rf $$d; exit $$rc'

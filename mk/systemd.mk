@@ -16,7 +16,10 @@ SYSTEMD_DEB_PACKAGES = debootstrap systemd-container
 SYSTEMD_BUILD_DEB ?= 1
 # What the container needs besides minbase: systemd as init, and the
 # packages' dependencies (dpkg -i installs no dependencies).
-SYSTEMD_ROOT_PACKAGES = systemd,systemd-sysv,dbus,procps,libuv1,libprotobuf-c1,libsystemd0,python3,python3-numpy
+SYSTEMD_ROOT_PACKAGES = systemd,systemd-sysv,dbus,procps,libuv1,libprotobuf-c1,libsystemd0,python3,python3-numpy,libopenblas0-pthread,libopenblas0
+# The root is made again when that list changes (a cached root lacking a
+# package would fail dpkg -i).
+SYSTEMD_STAMP = .devq-root-$(shell echo '$(SYSTEMD_ROOT_PACKAGES)' | cksum | cut -d' ' -f1)
 
 .PHONY: check-systemd systemd-deps systemd-root
 systemd-deps:
@@ -24,15 +27,15 @@ systemd-deps:
 	  { apt-get update && DEBIAN_FRONTEND=noninteractive \
 	    apt-get install -y --no-install-recommends $(SYSTEMD_DEB_PACKAGES); }
 
-systemd-root: $(SYSTEMD_ROOT)/.devq-root
-$(SYSTEMD_ROOT)/.devq-root:
+systemd-root: $(SYSTEMD_ROOT)/$(SYSTEMD_STAMP)
+$(SYSTEMD_ROOT)/$(SYSTEMD_STAMP):
 	rm -rf $(SYSTEMD_ROOT) $(SYSTEMD_ROOT).tmp
 	mkdir -p $(SYSTEMD_DIR)
 	debootstrap --variant=minbase --include=$(SYSTEMD_ROOT_PACKAGES) $(SYSTEMD_SUITE) \
 	  $(SYSTEMD_ROOT).tmp $(DEBIAN_MIRROR) > $(SYSTEMD_DIR)/debootstrap.log 2>&1 || \
 	  { tail -n 20 $(SYSTEMD_DIR)/debootstrap.log; exit 1; }
 	rm -rf $(SYSTEMD_ROOT).tmp/var/cache/apt/archives/*.deb
-	touch $(SYSTEMD_ROOT).tmp/.devq-root
+	touch $(SYSTEMD_ROOT).tmp/$(SYSTEMD_STAMP)
 	mv $(SYSTEMD_ROOT).tmp $(SYSTEMD_ROOT)
 
 check-systemd:
@@ -41,6 +44,12 @@ check-systemd:
 	elif [ $$(( 0x$$(sed -n 's/^CapEff:[[:space:]]*//p' /proc/self/status) >> 21 & 1 )) != 1 ]; then \
 	  echo "check-systemd: SKIPPED: no CAP_SYS_ADMIN here, systemd-nspawn cannot run"; \
 	else \
-	  $(MAKE) --no-print-directory systemd-deps $(if $(filter 0,$(SYSTEMD_BUILD_DEB)),,deb) systemd-root && \
-	  tests/deploy/systemd-check.sh $(SYSTEMD_ROOT) $(DEB_DIR) $(SYSTEMD_DIR)/run; \
+	  $(MAKE) --no-print-directory systemd-deps $(if $(filter 0,$(SYSTEMD_BUILD_DEB)),,deb) systemd-root \
+	    $(BUILD)/tests/host_exes.so && \
+	  tests/deploy/systemd-check.sh $(SYSTEMD_ROOT) $(DEB_DIR) $(SYSTEMD_DIR)/run $(BUILD)/tests/host_exes.so; \
 	fi
+
+# The test host executables (tests/host_exes.c), for the crash check.
+$(BUILD)/tests/host_exes.so: tests/host_exes.c kernels/devq/kernel.h
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 $(WARN) -O2 -Ikernels -shared -fPIC -o $@ $<

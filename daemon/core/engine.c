@@ -83,6 +83,7 @@ int devq_engine_init(struct devq_engine *e, const struct devq_config *cfg,
 		return -ENOMEM;
 	}
 	devq_repo_init(&e->repo, e->be);
+	(void)devq_repo_builtins(e->be); /* logs what it could not load */
 	e->start_ns = devq_now_ns();
 	return 0;
 }

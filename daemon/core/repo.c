@@ -20,15 +20,43 @@
 
 /* ---- lifetime --------------------------------------------------------- */
 
+/* Any thread: closes the shared objects and frees e. */
+static void exe_close(struct devq_exe *e)
+{
+	for (int i = 0; i < 2; i++) {
+		if (e->dl[i] && dlclose(e->dl[i]) != 0)
+			log_err("executables: %s: dlclose: %s", e->path, dlerror());
+		if (e->dl_fd[i] >= 0 && close(e->dl_fd[i]) < 0)
+			log_err("executables: %s: close: %s", e->path, strerror(errno));
+	}
+	free(e);
+}
+
+/* The backend's housekeeping thread: one host part's slots are finied;
+ * the last closes the library (never before: fini is its code). */
+static void host_released(void *ud)
+{
+	struct devq_exe *e = ud;
+	if (atomic_fetch_sub(&e->releasing, 1) == 1)
+		exe_close(e);
+}
+
 static void exe_free(struct devq_exe *e)
 {
 	if (e->k.dev && e->be && e->be->ops->unload_image)
 		e->be->ops->unload_image(e->be, e->k.dev);
-	if (e->dl && dlclose(e->dl) != 0)
-		log_err("executables: %s: dlclose: %s", e->path, dlerror());
-	if (e->dl_fd >= 0 && close(e->dl_fd) < 0)
-		log_err("executables: %s: close: %s", e->path, strerror(errno));
-	free(e);
+	const struct devq_host_exe *h[2] = { e->k.cpu_host, e->k.cuda_host };
+	unsigned n = (h[0] != NULL) + (h[1] != NULL);
+	if (n && e->be && e->be->ops->host_release) {
+		/* Their fini runs on the backend's thread, not here (the loop
+		 * thread): the library is closed there, after it. */
+		atomic_store(&e->releasing, n);
+		for (int i = 0; i < 2; i++)
+			if (h[i])
+				e->be->ops->host_release(e->be, h[i], host_released, e);
+		return;
+	}
+	exe_close(e);
 }
 
 void devq_repo_put(struct devq_exe *e)
@@ -107,6 +135,8 @@ struct exec_text {
 	char signature[256];
 	char cpu[256], cpu_symbol[DEVQ_MAX_NAME * 2];
 	char cuda[256], cuda_entry[128];
+	char cpu_host[256], cpu_host_symbol[128];
+	char cuda_host[256], cuda_host_symbol[128];
 	char description[256];
 };
 
@@ -135,6 +165,8 @@ static int parse_exec(char *buf, struct exec_text *t, char *why, size_t n)
 #define K(k, f) { k, offsetof(struct exec_text, f), sizeof(((struct exec_text *)0)->f) }
 		K("signature", signature), K("cpu", cpu), K("cpu-symbol", cpu_symbol),
 		K("cuda", cuda), K("cuda-entry", cuda_entry), K("description", description),
+		K("cpu-host", cpu_host), K("cpu-host-symbol", cpu_host_symbol),
+		K("cuda-host", cuda_host), K("cuda-host-symbol", cuda_host_symbol),
 #undef K
 	};
 	unsigned seen[sizeof(keys) / sizeof(keys[0])] = { 0 };
@@ -184,14 +216,32 @@ static int parse_exec(char *buf, struct exec_text *t, char *why, size_t n)
 		snprintf(why, n, "no signature");
 		return -EINVAL;
 	}
-	if (!t->cpu[0] && !t->cuda[0]) {
-		snprintf(why, n, "names no code (cpu or cuda)");
+	if (!t->cpu[0] && !t->cuda[0] && !t->cpu_host[0] && !t->cuda_host[0]) {
+		snprintf(why, n, "names no code (cpu, cuda, cpu-host or cuda-host)");
 		return -EINVAL;
 	}
-	if ((t->cpu[0] && rel_path_ok(t->cpu) < 0) || (t->cuda[0] && rel_path_ok(t->cuda) < 0)) {
-		snprintf(why, n, "%s: must be a path inside the directory",
-			 t->cpu[0] && rel_path_ok(t->cpu) < 0 ? "cpu" : "cuda");
+	/* One kind of code per backend: the backend would not know which to
+	 * run. */
+	if ((t->cpu[0] && t->cpu_host[0]) || (t->cuda[0] && t->cuda_host[0])) {
+		snprintf(why, n, "%s: give one of them, not both",
+			 t->cpu[0] && t->cpu_host[0] ? "cpu and cpu-host" : "cuda and cuda-host");
 		return -EINVAL;
+	}
+	static const struct {
+		const char *key;
+		size_t off;
+	} paths[] = {
+		{ "cpu", offsetof(struct exec_text, cpu) },
+		{ "cuda", offsetof(struct exec_text, cuda) },
+		{ "cpu-host", offsetof(struct exec_text, cpu_host) },
+		{ "cuda-host", offsetof(struct exec_text, cuda_host) },
+	};
+	for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
+		const char *v = (const char *)t + paths[i].off;
+		if (v[0] && rel_path_ok(v) < 0) {
+			snprintf(why, n, "%s: must be a path inside the directory", paths[i].key);
+			return -EINVAL;
+		}
 	}
 	return 0;
 }
@@ -241,26 +291,29 @@ static int read_exec(const char *path, char *buf, size_t cap, struct stat *st, c
 	return r;
 }
 
-/* Opens the shared object, checks it and resolves sym in it. */
-static int load_cpu(struct devq_exe *e, const char *path, const char *rel, const char *sym,
-		    char *why, size_t n)
+/* Opens the shared object at path (named rel in the .exec under key) as
+ * e->dl[slot], checks it and resolves sym in it into *fn; fid is where its
+ * identity goes. */
+static int dl_load(struct devq_exe *e, int slot, const char *key, const char *path,
+		   const char *rel, const char *sym, struct devq_fileid *fid, void **fn, char *why,
+		   size_t n)
 {
-	e->dl_fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (e->dl_fd < 0) {
-		snprintf(why, n, "cpu %.200s: %s", rel, strerror(errno));
+	e->dl_fd[slot] = open(path, O_RDONLY | O_CLOEXEC);
+	if (e->dl_fd[slot] < 0) {
+		snprintf(why, n, "%s %.200s: %s", key, rel, strerror(errno));
 		return -ENOENT;
 	}
 	struct stat st;
-	if (fstat(e->dl_fd, &st) < 0) {
-		snprintf(why, n, "cpu %.200s: %s", rel, strerror(errno));
+	if (fstat(e->dl_fd[slot], &st) < 0) {
+		snprintf(why, n, "%s %.200s: %s", key, rel, strerror(errno));
 		return -EIO;
 	}
 	char rule[160];
 	if (owner_ok(&st, false, rule, sizeof(rule)) < 0) {
-		snprintf(why, n, "cpu %.200s: %s", rel, rule);
+		snprintf(why, n, "%s %.200s: %s", key, rel, rule);
 		return -EPERM;
 	}
-	fileid_of(&st, &e->fid[1]);
+	fileid_of(&st, fid);
 	/* By its fd, under a name never used before: ld.so hands back an
 	 * object already loaded under the name asked for (the previous
 	 * version, still used by an op, had this path), and remembers every
@@ -277,26 +330,70 @@ static int load_cpu(struct devq_exe *e, const char *path, const char *rel, const
 		memcpy(fdpath + len, part, strlen(part) + 1);
 		len += strlen(part);
 	}
-	snprintf(fdpath + len, sizeof(fdpath) - len, "fd/%d", e->dl_fd);
-	e->dl = dlopen(fdpath, RTLD_NOW | RTLD_LOCAL);
-	if (!e->dl) {
+	snprintf(fdpath + len, sizeof(fdpath) - len, "fd/%d", e->dl_fd[slot]);
+	e->dl[slot] = dlopen(fdpath, RTLD_NOW | RTLD_LOCAL);
+	if (!e->dl[slot]) {
 		const char *m = dlerror();
-		snprintf(why, n, "cpu %.100s: dlopen: %.200s", rel, m ? m : "failed");
+		snprintf(why, n, "%s %.100s: dlopen: %.200s", key, rel, m ? m : "failed");
 		return -ENOEXEC;
 	}
 	(void)dlerror();
-	void *fn = dlsym(e->dl, sym);
+	void *f = dlsym(e->dl[slot], sym);
 	/* The symbol must be the object's own, not one of a library it
 	 * links (cpu-symbol = free would find libc's). */
 	Dl_info info;
 	struct link_map *lm = NULL;
-	if (!fn || !dladdr(fn, &info) || dlinfo(e->dl, RTLD_DI_LINKMAP, &lm) != 0 || !lm ||
+	if (!f || !dladdr(f, &info) || dlinfo(e->dl[slot], RTLD_DI_LINKMAP, &lm) != 0 || !lm ||
 	    !info.dli_fname || strcmp(info.dli_fname, lm->l_name)) {
-		snprintf(why, n, "cpu %.200s: no symbol '%s' in it", rel, sym);
+		snprintf(why, n, "%s %.200s: no symbol '%s' in it", key, rel, sym);
 		return -ENOENT;
 	}
-	e->k.cpu = (devq_cpu_fn)fn;
+	*fn = f;
 	return 0;
+}
+
+static int load_cpu(struct devq_exe *e, const char *path, const char *rel, const char *sym,
+		    char *why, size_t n)
+{
+	void *fn;
+	int r = dl_load(e, 0, "cpu", path, rel, sym, &e->fid[1], &fn, why, n);
+	if (!r)
+		e->k.cpu = (devq_cpu_fn)fn;
+	return r;
+}
+
+/* A host executable's description: its ABI version must be this devqd's
+ * (another version's structure cannot be read), and it must run
+ * something. */
+static int host_check(const struct devq_host_exe *x, const char *key, const char *rel,
+		      const char *sym, char *why, size_t n)
+{
+	if (x->abi != DEVQ_HOST_ABI) {
+		snprintf(why, n, "%s %.150s: '%s' has host ABI version %u; this devqd runs version %u "
+			 "(<devq/kernel.h> DEVQ_HOST_ABI)", key, rel, sym, (unsigned)x->abi,
+			 (unsigned)DEVQ_HOST_ABI);
+		return -ENOEXEC;
+	}
+	if (!x->run) {
+		snprintf(why, n, "%s %.150s: '%s' has no run function", key, rel, sym);
+		return -ENOEXEC;
+	}
+	return 0;
+}
+
+static int load_host(struct devq_exe *e, int cuda, const char *path, const char *rel,
+		     const char *sym, char *why, size_t n)
+{
+	const char *key = cuda ? "cuda-host" : "cpu-host";
+	void *fn;
+	int r = dl_load(e, cuda, key, path, rel, sym, &e->fid[cuda ? 2 : 1], &fn, why, n);
+	if (!r)
+		r = host_check(fn, key, rel, sym, why, n);
+	if (!r && cuda)
+		e->k.cuda_host = fn;
+	else if (!r)
+		e->k.cpu_host = fn;
+	return r;
 }
 
 static int load_cuda(struct devq_exe *e, struct devq_backend *be, const char *path,
@@ -341,7 +438,7 @@ static int load_one(const char *dir, const char *file, struct devq_backend *be,
 		snprintf(why, n, "out of memory");
 		return -ENOMEM;
 	}
-	e->dl_fd = -1;
+	e->dl_fd[0] = e->dl_fd[1] = -1;
 	e->refs = 1;
 	size_t len = strlen(file) - 5;
 	memcpy(e->name, file, len);
@@ -368,8 +465,12 @@ static int load_one(const char *dir, const char *file, struct devq_backend *be,
 	e->k.signature = e->signature;
 	e->k.repository = true;
 	char cpu[DEVQ_REPO_PATH_MAX + 256], cuda[DEVQ_REPO_PATH_MAX + 256];
-	snprintf(cpu, sizeof(cpu), "%s/%s", dir, t.cpu);
-	snprintf(cuda, sizeof(cuda), "%s/%s", dir, t.cuda);
+	/* The CPU file is cpu or cpu-host, the CUDA one cuda or cuda-host
+	 * (parse_exec allows one of each pair). */
+	const char *cpu_rel = t.cpu[0] ? t.cpu : t.cpu_host;
+	const char *cuda_rel = t.cuda[0] ? t.cuda : t.cuda_host;
+	snprintf(cpu, sizeof(cpu), "%s/%s", dir, cpu_rel);
+	snprintf(cuda, sizeof(cuda), "%s/%s", dir, cuda_rel);
 	/* Unchanged when the .exec and every file it names are the same
 	 * files as those served: stat only, nothing loaded again. */
 	if (prev && !strcmp(prev->path, e->path) && fileid_eq(&prev->fid[0], &e->fid[0])) {
@@ -377,12 +478,12 @@ static int load_one(const char *dir, const char *file, struct devq_backend *be,
 		struct stat s2;
 		char rule[160];
 		bool same = true;
-		if (t.cpu[0]) {
+		if (cpu_rel[0]) {
 			same = stat(cpu, &s2) == 0 && owner_ok(&s2, false, rule, sizeof(rule)) == 0;
 			if (same)
 				fileid_of(&s2, &f1);
 		}
-		if (same && t.cuda[0]) {
+		if (same && cuda_rel[0]) {
 			same = stat(cuda, &s2) == 0 && owner_ok(&s2, false, rule, sizeof(rule)) == 0;
 			if (same)
 				fileid_of(&s2, &f2);
@@ -402,6 +503,21 @@ static int load_one(const char *dir, const char *file, struct devq_backend *be,
 			goto fail;
 		e->backends |= DEVQ_EXE_CUDA;
 	}
+	if (t.cpu_host[0]) {
+		if ((r = load_host(e, 0, cpu, t.cpu_host,
+				   t.cpu_host_symbol[0] ? t.cpu_host_symbol : e->name, why, n)))
+			goto fail;
+		e->backends |= DEVQ_EXE_CPU;
+	}
+	if (t.cuda_host[0]) {
+		if ((r = load_host(e, 1, cuda, t.cuda_host,
+				   t.cuda_host_symbol[0] ? t.cuda_host_symbol : e->name, why, n)))
+			goto fail;
+		e->backends |= DEVQ_EXE_CUDA;
+	}
+	/* The backend that runs it lets its host parts go (exe_free). */
+	if (e->k.cpu_host || e->k.cuda_host)
+		e->be = be;
 	*out = e;
 	return 0;
 fail:
@@ -698,4 +814,103 @@ void devq_repo_apply(struct devq_repo *r, struct devq_repo_scan *sc)
 	else
 		log_info("executables: %u served, %u files refused", nn, sc->broken);
 	devq_repo_scan_discard(sc);
+}
+
+/* ---- built-ins on the host ABI ----------------------------------------- */
+
+#ifndef DEVQ_HOSTDIR
+#define DEVQ_HOSTDIR "/usr/local/lib/devq"
+#endif
+
+/* Where the built-in host library of backend be is: $DEVQ_HOST_DIR, else
+ * next to devqd (DIR/host/, a build tree), else DEVQ_HOSTDIR (the
+ * install).  0 with the
+ * path, or -ENOENT with the places looked at in why. */
+static int builtin_path(const char *file, char *path, size_t n, char *why, size_t wn)
+{
+	char self[DEVQ_REPO_PATH_MAX];
+	ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	char here[DEVQ_REPO_PATH_MAX] = "";
+	if (len > 0) {
+		self[len] = '\0';
+		char *slash = strrchr(self, '/');
+		if (slash) {
+			*slash = '\0';
+			snprintf(here, sizeof(here), "%.400s/host", self);
+		}
+	}
+	/* $DEVQ_HOST_DIR first: a devqd started through another loader
+	 * (the GPU bundle's) sees that loader as /proc/self/exe. */
+	const char *env = getenv("DEVQ_HOST_DIR");
+	const char *dirs[3] = { env ? env : "", here, DEVQ_HOSTDIR };
+	for (int i = 0; i < 3; i++) {
+		if (!dirs[i][0])
+			continue;
+		snprintf(path, n, "%s/%s", dirs[i], file);
+		if (access(path, F_OK) == 0)
+			return 0;
+	}
+	snprintf(why, wn, "no %s in %s%s%.200s%s%s", file, env ? env : "", env ? ", " : "", here,
+		 here[0] ? " or " : "", DEVQ_HOSTDIR);
+	return -ENOENT;
+}
+
+int devq_repo_builtins(struct devq_backend *be)
+{
+	bool cuda = !strcmp(be->name, "cuda");
+	if (!cuda && strcmp(be->name, "cpu"))
+		return 0; /* a test backend: runs no host code */
+	const char *file = cuda ? "libdevq-host-cuda.so" : "libdevq-host-cpu.so";
+	char path[DEVQ_REPO_PATH_MAX + 64], why[400];
+	unsigned want = 0, got = 0;
+	for (size_t i = 0; i < devq_nkernels; i++)
+		want += devq_kernels[i].host;
+	if (!want)
+		return 0;
+	if (builtin_path(file, path, sizeof(path), why, sizeof(why)) < 0) {
+		log_err("built-ins: %s: the %u host built-ins (gemm_f32...) are unavailable", why, want);
+		return -ENOENT;
+	}
+	struct stat st;
+	char rule[160];
+	if (stat(path, &st) < 0) {
+		int e = errno;
+		log_err("built-ins: %s: %s; host built-ins unavailable", path, strerror(e));
+		return -e;
+	}
+	if (owner_ok(&st, false, rule, sizeof(rule)) < 0) {
+		log_err("built-ins: %s: %s; host built-ins unavailable", path, rule);
+		return -EPERM;
+	}
+	/* Never closed: built-ins live as long as devqd. */
+	void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	if (!dl) {
+		const char *m = dlerror();
+		log_err("built-ins: %s: dlopen: %s; host built-ins unavailable", path,
+			m ? m : "failed");
+		return -ENOEXEC;
+	}
+	for (size_t i = 0; i < devq_nkernels; i++) {
+		struct devq_kernel *k = &devq_kernels[i];
+		if (!k->host)
+			continue;
+		char sym[DEVQ_MAX_NAME + 16];
+		snprintf(sym, sizeof(sym), "devq_host_%s", k->name);
+		const struct devq_host_exe *x = dlsym(dl, sym);
+		if (!x) {
+			log_err("built-ins: %s: no symbol '%s' in it; %s unavailable", path, sym, k->name);
+			continue;
+		}
+		if (host_check(x, cuda ? "cuda-host" : "cpu-host", path, sym, why, sizeof(why)) < 0) {
+			log_err("built-ins: %s; %s unavailable", why, k->name);
+			continue;
+		}
+		if (cuda)
+			k->cuda_host = x;
+		else
+			k->cpu_host = x;
+		got++;
+	}
+	log_info("built-ins: %u of %u host built-ins from %s", got, want, path);
+	return got == want ? 0 : -ENOENT;
 }

@@ -54,12 +54,14 @@ struct devq_exe {
 	char signature[256];
 	char description[256];
 	char path[DEVQ_REPO_PATH_MAX]; /* the .exec */
-	/* The .exec, the shared object, the device image: a reload replaces
-	 * the executable when any of them differs. */
+	/* The .exec, the CPU shared object (cpu or cpu-host), the CUDA file
+	 * (device image or cuda-host library): a reload replaces the
+	 * executable when any of them differs. */
 	struct devq_fileid fid[3];
-	void *dl;  /* dlopen handle of the shared object */
-	int dl_fd; /* the shared object, open while dl is (dlopen'd by fd) */
-	struct devq_backend *be; /* unload_image for k.dev */
+	void *dl[2];  /* dlopen handles: [0] cpu or cpu-host, [1] cuda-host */
+	int dl_fd[2]; /* each shared object, open while its dl is (dlopen'd by fd) */
+	struct devq_backend *be; /* unload_image for k.dev, host_release */
+	_Atomic unsigned releasing; /* host parts whose slots are still being let go */
 	struct devq_fair_est est; /* fair.c: its ops' learned device time */
 };
 
@@ -114,6 +116,15 @@ static inline struct devq_exe *devq_repo_ref(struct devq_exe *e)
 	e->refs++;
 	return e;
 }
+/* At start, before any op: finds the built-ins marked host (manifest.def's
+ * DEVQ_HOST_KERNEL) in be's built-in host library (libdevq-host-cpu.so or
+ * libdevq-host-cuda.so, in DIR/host/ next to devqd, else DEVQ_HOSTDIR),
+ * checking each symbol devq_host_NAME as a repository host executable is.
+ * What is missing or refused is logged and stays unavailable (devctl list
+ * says so; a submit is refused).  0, or a negative errno when any is
+ * missing. */
+int devq_repo_builtins(struct devq_backend *be);
+
 /* Loop thread: drops a reference; the last unloads the code and frees e. */
 void devq_repo_put(struct devq_exe *e);
 

@@ -135,6 +135,13 @@ struct devq_backend_ops {
 	int (*load_image)(struct devq_backend *b, const char *path, const char *entry,
 			  const struct devq_sig *sig, void **dev, char *err, size_t errlen);
 	void (*unload_image)(struct devq_backend *b, void *dev);
+	/* Host executables (<devq/kernel.h>, device/hostslot.h): no op of x
+	 * will run any more.  Any thread; the backend finis x's per-stream
+	 * slots on its housekeeping thread and then calls done(ud) there
+	 * (where the caller closes x's library).  NULL for a backend that
+	 * runs no host executables. */
+	void (*host_release)(struct devq_backend *b, const struct devq_host_exe *x,
+			     void (*done)(void *ud), void *ud);
 };
 
 struct devq_backend {

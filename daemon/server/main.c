@@ -17,6 +17,7 @@
 #include "server/server.h"
 #include "base/lock.h"
 #include "core/repo.h"
+#include "device/hostslot.h"
 #include "core/trace.h"
 #include "server/reload.h"
 
@@ -182,6 +183,62 @@ static int std_fds_open(void)
 		}
 	}
 	return 0;
+}
+
+/* ---- a crash in a host executable -------------------------------------- */
+
+/* Host executables run in devqd (<devq/kernel.h>): one that faults takes
+ * the daemon down like any in-process code, and systemd restarts it.  So
+ * that the log says whose code it was, a fatal signal on a thread inside a
+ * host executable's run first writes one line naming it (write(2) only:
+ * async-signal safe), then puts back the action there was before (the
+ * default, or a sanitizer's) and returns, so the faulting instruction
+ * raises it again and the process dies as it would have.  A signal sent
+ * by kill(2) (systemctl kill -s SEGV) is no fault to re-execute: it is
+ * raised again, to be delivered with that action once this returns. */
+static const int fatal_signals[] = { SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT };
+static struct sigaction fatal_prev[sizeof(fatal_signals) / sizeof(fatal_signals[0])];
+
+static void put(const char *s)
+{
+	size_t n = strlen(s);
+	while (n) {
+		ssize_t w = write(STDERR_FILENO, s, n);
+		if (w <= 0)
+			return;
+		s += w;
+		n -= (size_t)w;
+	}
+}
+
+static void on_fatal(int sig, siginfo_t *si, void *uc)
+{
+	(void)uc;
+	const char *name = devq_hslots_running();
+	if (name) {
+		char num[4] = { (char)('0' + sig / 10 % 10), (char)('0' + sig % 10), 0 };
+		put("devqd: fatal signal ");
+		put(sig >= 10 ? num : num + 1);
+		put(" in host executable ");
+		put(name);
+		put(": devqd stops (the fault is in that executable's library)\n");
+	}
+	for (size_t i = 0; i < sizeof(fatal_signals) / sizeof(fatal_signals[0]); i++)
+		if (fatal_signals[i] == sig)
+			sigaction(sig, &fatal_prev[i], NULL);
+	if (si->si_code <= 0) /* SI_USER, SI_TKILL, SI_QUEUE: sent, not a fault */
+		raise(sig);
+}
+
+static void note_fatal_signals(void)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = on_fatal;
+	sa.sa_flags = SA_SIGINFO;
+	sigemptyset(&sa.sa_mask);
+	for (size_t i = 0; i < sizeof(fatal_signals) / sizeof(fatal_signals[0]); i++)
+		sigaction(fatal_signals[i], &sa, &fatal_prev[i]);
 }
 
 int main(int argc, char **argv)
@@ -389,6 +446,7 @@ int main(int argc, char **argv)
 	devq_log_set_level(DEVQ_LOG_NOTICE + cfg.verbose + verbose);
 	cfg.stop_grace_ns = cfg.max_op_ns + 2ull * 1000 * 1000 * 1000;
 	signal(SIGPIPE, SIG_IGN);
+	note_fatal_signals();
 
 	struct devq_engine_events ev = devq_server_events(&d);
 	devq_server_block_signals(); /* until their handlers are set: server.c */

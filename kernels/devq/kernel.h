@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* <devq/kernel.h>: the ABI of a devq CPU kernel, built-in or loaded from an
- * executable repository (devqd(8), "EXECUTABLE REPOSITORY").
+/* <devq/kernel.h>: the ABI of code devqd runs for an executable, built-in or
+ * loaded from an executable repository (devqd(8), "EXECUTABLE REPOSITORY").
+ * Two kinds, both taking the same arguments:
+ *
+ * A CPU kernel (repository keys cpu + cpu-symbol):
  *
  *   int NAME(const union devq_kval *args, const struct devq_kctx *ctx);
  *
@@ -13,11 +16,45 @@
  * threads: it must not keep pointers past its return, nor block for longer
  * than the op should take.
  *
- * Build a repository kernel with `pkg-config --cflags devq-kernel`, as a
- * shared object (-shared -fPIC). */
+ * A host executable (repository keys cpu-host + cpu-host-symbol, cuda-host
+ * + cuda-host-symbol): SYMBOL names a const struct devq_host_exe (below)
+ * whose abi is DEVQ_HOST_ABI; a library whose symbol is missing or whose
+ * abi differs is refused at load.  Its run function gets the same args
+ * (buffers as host pointers on the CPU backend, as CUdeviceptr values in
+ * ptr/u64 on the CUDA backend) and the op's stream:
+ *  - CUDA: stream is the op's CUstream.  run only ENQUEUES work on it (a
+ *    vendor library call, cuLaunchKernel, cuMemsetD32Async...) and
+ *    returns; the op completes when that work has run.  It is called with
+ *    the backend's context current, on the thread that issues the op.
+ *  - CPU: stream is NULL; run computes synchronously on the worker thread
+ *    running the op, using at most call->threads threads.
+ * run must not synchronise the device (cuCtxSynchronize,
+ * cuStreamSynchronize, a blocking copy), wait for other ops, or keep
+ * pointers past its return: devqd orders ops itself, and a host function
+ * that blocks holds up every op issued after it.
+ *
+ * Per-stream state: init, when not NULL, is called once per device stream
+ * before that stream's first op of the executable, with the stream, and
+ * stores what it made (a library handle: cublasHandle_t) in *slot; run
+ * finds it in call->slot; fini gets it back once no op of the executable
+ * can run any more (a reload replaced it, or devqd stops).  init and fini
+ * run on a backend thread, never on the daemon's event loop nor on a
+ * completion thread, so they may take long (cublasCreate: hundreds of
+ * ms).  When init fails, every op of the executable on that stream fails
+ * with its message until devqd restarts or the executable is reloaded.
+ *
+ * Host executables are never captured into a replayable batch's graph:
+ * such an op ends the run and is issued on its own (devqd(8)).
+ *
+ * The code runs inside devqd: a crash in it takes the daemon down, as any
+ * in-process code would (systemd restarts it).
+ *
+ * Build with `pkg-config --cflags devq-kernel`, as a shared object
+ * (-shared -fPIC). */
 #ifndef DEVQ_KERNEL_ABI_H
 #define DEVQ_KERNEL_ABI_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* One argument as a kernel sees it: scalars by value, buffers as a host
@@ -39,5 +76,32 @@ struct devq_kctx {
 /* Returns 0, or a negative errno when the kernel itself failed.
  * -ENOTRECOVERABLE means the device itself is lost (a sticky fault). */
 typedef int (*devq_cpu_fn)(const union devq_kval *args, const struct devq_kctx *ctx);
+
+/* The host-executable ABI version this header describes.  A change that
+ * moves or reinterprets a member of the structures below bumps it. */
+#define DEVQ_HOST_ABI 1
+
+/* One call of a host executable's run. */
+struct devq_host_call {
+	void *stream;       /* CUDA: the op's CUstream; CPU: NULL */
+	void *slot;         /* what init stored for this stream (NULL without init) */
+	unsigned stream_index; /* the daemon's device stream, 0-based */
+	unsigned threads;   /* CPU: threads run may use (>= 1); CUDA: 1 */
+	uint64_t start_ns;  /* CLOCK_MONOTONIC when the op was issued */
+	char *err;          /* run may write why it failed here (NUL-terminated) */
+	size_t errlen;
+};
+
+struct devq_host_exe {
+	uint32_t abi; /* DEVQ_HOST_ABI */
+	uint32_t reserved; /* 0 */
+	/* Per stream; both may be NULL.  init returns 0 or a negative errno,
+	 * with the reason in err. */
+	int (*init)(void *stream, void **slot, char *err, size_t errlen);
+	void (*fini)(void *stream, void *slot);
+	/* 0, or a negative errno (the op fails with err's text, else the
+	 * errno's).  -ENOTRECOVERABLE: the device is lost. */
+	int (*run)(const union devq_kval *args, const struct devq_host_call *call);
+};
 
 #endif

@@ -62,6 +62,13 @@ grep -q '^/etc/devqd/devqd.conf$' /var/lib/dpkg/info/devqd.conffiles || fail "de
 pid=$!
 for _ in $(seq 300); do [ -S "$tmp/s.sock" ] && break; sleep 0.1; done
 devctl --socket "$tmp/s.sock" submit spin ns=1000000 >/dev/null || fail "devctl submit"
+# The built-in gemm from the packaged host library (/usr/lib/devq) on the
+# packaged OpenBLAS: 2x2 ones times ones is 2 everywhere.
+printf '\000\000\200\077\000\000\200\077\000\000\200\077\000\000\200\077' >"$tmp/ones"
+devctl --socket "$tmp/s.sock" submit gemm_f32 m=2 n=2 k=2 alpha=1 beta=0 a=@"$tmp/ones" \
+	b=@"$tmp/ones" c=size:16 --out c="$tmp/c" >/dev/null 2>&1 &&
+	[ "$(od -An -tf4 -v "$tmp/c" | tr -s ' \n' ' ' | sed 's/^ //; s/ $//')" = "2 2 2 2" ] ||
+	fail "gemm_f32 from /usr/lib/devq: $(grep 'built-ins' "$tmp/log")"
 here=$(cd "$(dirname "$0")" && pwd)
 cc -std=c11 "$here/hello_devq.c" $(pkg-config --cflags --libs devq) -o "$tmp/hello" ||
 	fail "building against libdevq-dev"

@@ -1,7 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: Apache-2.0
 # make check-systemd: the Debian packages under a real systemd as PID 1.
-#   tests/deploy/systemd-check.sh CACHE_ROOT DEB_DIR WORK_DIR
+#   tests/deploy/systemd-check.sh CACHE_ROOT DEB_DIR WORK_DIR HOST_EXES_SO
 # CACHE_ROOT is a debootstrapped Debian 12 (make check-systemd builds it
 # once); each run copies it to WORK_DIR/root, boots that copy with
 # systemd-nspawn -b --keep-unit, installs DEB_DIR's packages inside and runs
@@ -12,7 +12,10 @@
 set -uo pipefail
 cache=${1:?usage: $0 CACHE_ROOT DEB_DIR WORK_DIR}
 debs=${2:?usage: $0 CACHE_ROOT DEB_DIR WORK_DIR}
-work=${3:?usage: $0 CACHE_ROOT DEB_DIR WORK_DIR}
+work=${3:?usage: $0 CACHE_ROOT DEB_DIR WORK_DIR HOST_EXES_SO}
+# tests/host_exes.c built as a shared object: a host executable that
+# crashes (the check host_crash_restart).
+hostexes=${4:?usage: $0 CACHE_ROOT DEB_DIR WORK_DIR HOST_EXES_SO}
 here=$(cd "$(dirname "$0")" && pwd)
 skip() { echo "check-systemd: SKIPPED: $*"; exit 0; }
 [ "$(id -u)" = 0 ] || skip "needs root (systemd-nspawn)"
@@ -29,6 +32,7 @@ mkdir -p "$root/opt/devq-check"
 cp "$debs"/devqd_*.deb "$debs"/devctl_*.deb "$debs"/libdevq0_*.deb "$debs"/python3-devq_*.deb \
 	"$root/opt/devq-check/"
 cp "$here/systemd-checks-inside.sh" "$root/opt/devq-check/checks.sh"
+cp "$hostexes" "$root/opt/devq-check/host_exes.so"
 chmod 0755 "$root/opt/devq-check/checks.sh"
 
 # No machined here (--register=no) and no transient scope of our own

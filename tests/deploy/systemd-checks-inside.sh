@@ -216,6 +216,30 @@ sigsegv_restart() {
 }
 check sigsegv_restart sigsegv_restart
 
+# A host executable whose code crashes (tests/host_exes.c's crash_cpu, in
+# the default repository) takes devqd down like any in-process code:
+# systemd starts a fresh one, and the journal names the executable.
+host_crash_restart() {
+	local pid
+	mkdir -p -m 0755 /etc/devqd/executables.d
+	install -m 0644 host_exes.so /etc/devqd/executables.d/host_exes.so
+	printf 'signature = n:u64, value:u32, dst:out u32[n]\ncpu-host = host_exes.so\ncpu-host-symbol = crash_cpu\n' \
+		>/etc/devqd/executables.d/crash.exec
+	chmod 0644 /etc/devqd/executables.d/crash.exec
+	systemctl reload devqd.service
+	until_ok 50 sh -c 'devctl list | grep -q "^crash("' || no "crash.exec not served after a reload"
+	pid=$(mainpid)
+	as alice devctl submit crash n=12345 value=0 dst=size:49380 >out 2>&1
+	until_ok 100 sh -c "p=\$(systemctl show -P MainPID devqd.service); [ \"\$p\" != 0 ] && [ \"\$p\" != $pid ] && devctl status" ||
+		no "not serving again within 10 s of the crash"
+	until_ok 30 sh -c "journalctl -q -u devqd.service -o cat | grep -q 'fatal signal 11 in host executable crash'" ||
+		no "the journal does not name the crashing executable"
+	rm -f /etc/devqd/executables.d/crash.exec /etc/devqd/executables.d/host_exes.so
+	systemctl reload devqd.service
+	note="restarted (pid $pid -> $(mainpid)); journal: $(journalctl -q -u devqd.service -o cat | grep -m1 'fatal signal 11 in host')"
+}
+check host_crash_restart host_crash_restart
+
 # The fault executable; no uid refused after its losses here (lost-refuse-s 0):
 # these checks are about the restarts (culprit_refused below is about that).
 fault_dropin() {

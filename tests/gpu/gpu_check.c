@@ -38,6 +38,17 @@
  *   gpu_check SOCKET counters  devqd's counters (buffers, mapped bytes, ops
  *                            in flight) on one COUNTERS line, for the leak
  *                            check
+ *   gpu_check SOCKET gemm N R  gemm_f32 N^3 on device buffers (A = B = 1,
+ *                            so C = N exactly, checked), R times, each
+ *                            submit to completion: INFO lines with the
+ *                            median device time and wall time; SKIP when
+ *                            devqd reports cuBLAS unavailable
+ *   gpu_check - cublas N R   the baseline, no devqd: cublasSgemm N^3 in
+ *                            this process on its own stream (cuBLAS found as
+ *                            devqd's CUDA host library finds it: $DEVQ_CUBLAS,
+ *                            libcublas.so.13 by the dynamic linker,
+ *                            /usr/local/cuda/lib64, /usr/local/cuda-13/lib64,
+ *                            /usr/lib/x86_64-linux-gnu); SKIP when absent
  *   gpu_check SOCKET fault   the fault kernel: device_lost to every session,
  *                            then reconnect to the restarted daemon (run.sh
  *                            restarts it as systemd would) with shared
@@ -59,6 +70,10 @@
 
 #include "devq.h"
 #include "kernels.h"
+
+#include <dlfcn.h>
+#include <cuda.h>
+#include <cublas_v2.h>
 
 static int failures;
 
@@ -706,11 +721,176 @@ static void fault(devq *q, const char *sock)
 	devq_disconnect(bystander);
 }
 
+static double median_ms(uint64_t *v, size_t n)
+{
+	qsort(v, n, sizeof(*v), cmp_u64);
+	return v[n / 2] / 1e6;
+}
+
+/* gemm_f32 N^3 through devqd on device buffers; copies excluded. */
+static void gemm_devq(devq *q, uint64_t n, int reps)
+{
+	struct devq_buffer *a, *b, *c, *h;
+	if (devq_buffer_create(q, n * n * 4, DEVQ_BUFFER_DEVICE, &a) < 0 ||
+	    devq_buffer_create(q, n * n * 4, DEVQ_BUFFER_DEVICE, &b) < 0 ||
+	    devq_buffer_create(q, n * n * 4, DEVQ_BUFFER_DEVICE, &c) < 0 ||
+	    devq_buffer_create(q, 4096, DEVQ_BUFFER_SHARED, &h) < 0)
+		die(q, "buffers");
+	struct devq_completion cc;
+	xfer(q, 0, DEVQ_OP_FILL, NULL, 0, a, 0, n * n * 4, 0x3f800000u); /* 1.0f */
+	uint64_t p = xfer(q, 0, DEVQ_OP_FILL, NULL, 0, b, 0, n * n * 4, 0x3f800000u);
+	if (!wait_ok(q, 0, p, &cc))
+		die(q, "fill");
+	struct devq_arg args[] = {
+		u64("m", n), u64("n", n), u64("k", n),
+		{ .name = "alpha", .type = DEVQ_ARG_F32, .v.f32 = 1.0f },
+		{ .name = "beta", .type = DEVQ_ARG_F32, .v.f32 = 0.0f },
+		buf("a", a), buf("b", b), buf("c", c),
+	};
+	/* The first: the stream's cuBLAS handle is made (off devqd's loop). */
+	p = submit(q, 0, "gemm_f32", args, 8, NULL, 0, true);
+	if (devq_wait(q, 0, p, 60000, &cc) < 0)
+		die(q, "wait");
+	if (cc.code != DEVQ_OK && strstr(cc.message, "cuBLAS unavailable")) {
+		printf("SKIP gemm: %s\n", cc.message);
+		goto out;
+	}
+	check(cc.code == DEVQ_OK, "gemm_f32 runs", "%s", cc.code == DEVQ_OK ? "first call ok" : cc.message);
+	if (cc.code != DEVQ_OK)
+		goto out;
+	uint64_t *dev = calloc((size_t)reps, sizeof(*dev)), *wall = calloc((size_t)reps, sizeof(*wall));
+	bool ok = dev && wall;
+	for (int i = 0; i < reps && ok; i++) {
+		uint64_t t0 = devq_now_ns();
+		p = submit(q, 0, "gemm_f32", args, 8, NULL, 0, true);
+		ok = wait_ok(q, 0, p, &cc);
+		wall[i] = devq_now_ns() - t0;
+		dev[i] = cc.t.device_end - cc.t.device_start;
+	}
+	p = xfer(q, 0, DEVQ_OP_COPY, c, (n * n - 1) * 4, h, 0, 4, 0);
+	ok = ok && wait_ok(q, 0, p, &cc);
+	float last = ok ? *(float *)h->map : -1.0f;
+	check(ok && last == (float)n, "gemm_f32 result", ok ? "C = N in the last element" : "failed");
+	if (ok)
+		printf("INFO gemm: devq %llu^3 median device %.3f ms, submit to completion %.3f ms "
+		       "(%.0f GFLOP/s)\nGEMM %.6f %.6f\n", (unsigned long long)n,
+		       median_ms(dev, (size_t)reps), median_ms(wall, (size_t)reps),
+		       2.0 * (double)n * n * n / (median_ms(dev, (size_t)reps) * 1e6),
+		       median_ms(dev, (size_t)reps), median_ms(wall, (size_t)reps));
+	free(dev);
+	free(wall);
+out:
+	devq_buffer_release(q, a);
+	devq_buffer_release(q, b);
+	devq_buffer_release(q, c);
+	devq_buffer_release(q, h);
+	devq_buffer_wait_released(q, h, 30000);
+}
+
+/* cuBLAS in this process, the baseline of gemm_devq.  Returns the exit
+ * status. */
+static int gemm_cublas(uint64_t n, int reps)
+{
+	void *drv = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+	if (!drv || !dlsym(drv, "cuGetExportTable")) {
+		printf("SKIP cublas: %s\n", drv ? "libcuda.so.1 is not NVIDIA's driver (no "
+						    "cuGetExportTable: the simulator?)"
+						  : "no libcuda.so.1");
+		return 0;
+	}
+	const char *env = getenv("DEVQ_CUBLAS");
+	const char *paths[] = { env && *env ? env : "libcublas.so.13",
+				"libcublas.so.13",
+				"/usr/local/cuda/lib64/libcublas.so.13",
+				"/usr/local/cuda-13/lib64/libcublas.so.13",
+				"/usr/lib/x86_64-linux-gnu/libcublas.so.13" };
+	void *bl = NULL;
+	const char *found = NULL;
+	for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]) && !bl; i++)
+		if ((bl = dlopen(paths[i], RTLD_NOW | RTLD_LOCAL)))
+			found = paths[i];
+	if (!bl) {
+		printf("SKIP cublas: libcublas.so.13 not found ($DEVQ_CUBLAS, the dynamic linker's "
+		       "path, /usr/local/cuda/lib64, /usr/local/cuda-13/lib64, "
+		       "/usr/lib/x86_64-linux-gnu)\n");
+		return 0;
+	}
+#define SYM(h, name) __typeof__(&name) p_##name = (__typeof__(&name))dlsym(h, #name)
+	SYM(drv, cuInit);
+	SYM(drv, cuDeviceGet);
+	SYM(drv, cuDevicePrimaryCtxRetain);
+	SYM(drv, cuCtxSetCurrent);
+	SYM(drv, cuStreamCreate);
+	SYM(drv, cuEventCreate);
+	SYM(drv, cuEventRecord);
+	SYM(drv, cuEventSynchronize);
+	SYM(drv, cuEventElapsedTime);
+	CUresult (*p_alloc)(CUdeviceptr *, size_t) = (CUresult(*)(CUdeviceptr *, size_t))dlsym(drv, "cuMemAlloc_v2");
+	CUresult (*p_memset)(CUdeviceptr, unsigned, size_t) =
+		(CUresult(*)(CUdeviceptr, unsigned, size_t))dlsym(drv, "cuMemsetD32_v2");
+	SYM(bl, cublasCreate_v2);
+	SYM(bl, cublasSetStream_v2);
+	SYM(bl, cublasSgemm_v2);
+#undef SYM
+	if (!p_cuInit || !p_cuDeviceGet || !p_cuDevicePrimaryCtxRetain || !p_cuCtxSetCurrent ||
+	    !p_cuStreamCreate || !p_cuEventCreate || !p_cuEventRecord || !p_cuEventSynchronize ||
+	    !p_cuEventElapsedTime || !p_alloc || !p_memset || !p_cublasCreate_v2 ||
+	    !p_cublasSetStream_v2 || !p_cublasSgemm_v2) {
+		printf("FAIL cublas: a driver or cuBLAS call is missing\n");
+		return 1;
+	}
+	CUdevice dev;
+	CUcontext ctx;
+	CUstream s;
+	CUdeviceptr a, b, c;
+	CUevent e0, e1;
+	cublasHandle_t h;
+	if (p_cuInit(0) || p_cuDeviceGet(&dev, 0) || p_cuDevicePrimaryCtxRetain(&ctx, dev) ||
+	    p_cuCtxSetCurrent(ctx) || p_cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) ||
+	    p_alloc(&a, n * n * 4) || p_alloc(&b, n * n * 4) || p_alloc(&c, n * n * 4) ||
+	    p_memset(a, 0x3f800000u, n * n) || p_memset(b, 0x3f800000u, n * n) ||
+	    p_cuEventCreate(&e0, CU_EVENT_DEFAULT) || p_cuEventCreate(&e1, CU_EVENT_BLOCKING_SYNC) ||
+	    p_cublasCreate_v2(&h) || p_cublasSetStream_v2(h, (cudaStream_t)s)) {
+		printf("FAIL cublas: setting up the baseline failed\n");
+		return 1;
+	}
+	const float alpha = 1.0f, beta = 0.0f;
+	uint64_t *dv = calloc((size_t)reps + 1, sizeof(*dv)), *wl = calloc((size_t)reps + 1, sizeof(*wl));
+	if (!dv || !wl)
+		return 1;
+	for (int i = 0; i <= reps; i++) { /* the first warms up */
+		uint64_t t0 = devq_now_ns();
+		float ms = 0;
+		if (p_cuEventRecord(e0, s) ||
+		    p_cublasSgemm_v2(h, CUBLAS_OP_N, CUBLAS_OP_N, (int)n, (int)n, (int)n, &alpha,
+				     (const float *)b, (int)n, (const float *)a, (int)n, &beta,
+				     (float *)c, (int)n) ||
+		    p_cuEventRecord(e1, s) || p_cuEventSynchronize(e1) ||
+		    p_cuEventElapsedTime(&ms, e0, e1)) {
+			printf("FAIL cublas: cublasSgemm failed\n");
+			return 1;
+		}
+		wl[i] = devq_now_ns() - t0;
+		dv[i] = (uint64_t)(ms * 1e6);
+	}
+	double dm = median_ms(dv + 1, (size_t)reps), wm = median_ms(wl + 1, (size_t)reps);
+	printf("INFO cublas: in-process %llu^3 median device %.3f ms, call to sync %.3f ms "
+	       "(%.0f GFLOP/s), %s\nCUBLAS %.6f %.6f\n", (unsigned long long)n, dm, wm,
+	       2.0 * (double)n * n * n / (dm * 1e6), found, dm, wm);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
+	/* The baseline runs without devqd (before it starts: a GPU in
+	 * EXCLUSIVE_PROCESS mode takes one context at a time). */
+	if (argc >= 3 && !strcmp(argv[2], "cublas"))
+		return gemm_cublas(argc > 3 ? strtoull(argv[3], NULL, 10) : 4096,
+				   argc > 4 ? atoi(argv[4]) : 10);
 	if (argc < 3) {
 		fprintf(stderr, "usage: gpu_check SOCKET order|seed|bench N|graph N|devbuf|roimport|"
-				"prio|cancel|deadlock|onegraph|stopload|place|counters|fault\n");
+				"prio|cancel|deadlock|onegraph|stopload|place|counters|fault|gemm N R\n"
+				"       gpu_check - cublas N R\n");
 		return 64;
 	}
 	devq *q;
@@ -756,6 +936,8 @@ int main(int argc, char **argv)
 		counters(q);
 	} else if (!strcmp(argv[2], "fault")) {
 		fault(q, argv[1]);
+	} else if (!strcmp(argv[2], "gemm")) {
+		gemm_devq(q, argc > 3 ? strtoull(argv[3], NULL, 10) : 4096, argc > 4 ? atoi(argv[4]) : 10);
 	} else {
 		fprintf(stderr, "gpu_check: unknown mode %s\n", argv[2]);
 		return 64;

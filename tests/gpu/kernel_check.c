@@ -329,6 +329,55 @@ static bool check_elementwise(const struct devq_kernel *k)
 	return ok;
 }
 
+/* bias_act_f32: rows x cols with a bias per column, ReLU and identity, on
+ * the backend's launch (n = 0: one block) and wider grids; bit for bit
+ * against the CPU kernel. */
+static bool check_bias_act(const struct devq_kernel *k)
+{
+	static const uint64_t shapes[][2] = { { 1, 1 }, { 7, 13 }, { 64, 4096 }, { 3, 100003 } };
+	bool ok = true;
+	for (size_t s = 0; s < sizeof shapes / sizeof shapes[0] && ok; s++) {
+		uint64_t rows = shapes[s][0], cols = shapes[s][1];
+		size_t n = rows * cols, bytes = n * 4;
+		struct dims d[4];
+		unsigned nd = dims_for(k->name, 0, d);
+		for (unsigned act = 0; act < 2 && ok; act++)
+			for (unsigned di = 0; di < nd && ok; di++) {
+				float *bias = malloc(cols * 4), *want = malloc(bytes), *got = malloc(bytes);
+				struct dbuf bb = { 0 }, bx = { 0 };
+				ok = bias && want && got;
+				if (ok) {
+					fill_floats(bias, cols, true);
+					fill_floats(want, n, true);
+					ok = dbuf_make(&bb, bias, cols * 4) && dbuf_make(&bx, want, bytes);
+				}
+				union devq_kval args[5] = { { .u64 = rows }, { .u64 = cols }, { .u32 = act } };
+				union devq_kval host[5] = { { .u64 = rows }, { .u64 = cols }, { .u32 = act } };
+				args[3].u64 = dbuf_ptr(&bb);
+				args[4].u64 = dbuf_ptr(&bx);
+				host[3].ptr = bias;
+				host[4].ptr = want;
+				struct devq_kctx ctx = { 0 };
+				if (ok)
+					ok = launch(k->name, args, 5, d[di], NULL);
+				if (ok) {
+					k->cpu(host, &ctx);
+					ok = dbuf_read(&bx, got) && same_bits(got, want, bytes, true, n, k->name);
+					if (!ok)
+						failf("%llux%llu act %u grid %u block %u",
+						      (unsigned long long)rows, (unsigned long long)cols,
+						      act, d[di].grid, d[di].block);
+				}
+				dbuf_free(&bb);
+				dbuf_free(&bx);
+				free(bias);
+				free(want);
+				free(got);
+			}
+	}
+	return ok;
+}
+
 /* copy: disjoint ranges at offsets that do and do not share 16-byte
  * alignment, and overlapping ranges in both directions at distances below,
  * at and above one vector and one window. */
@@ -538,6 +587,7 @@ static const struct {
 	{ "saxpy_f32", check_elementwise }, { "vadd_f32", check_elementwise },
 	{ "reduce_sum_f32", check_reduce }, { "checksum", check_checksum },
 	{ "spin", check_spin }, { "spin_buf", check_spin },
+	{ "bias_act_f32", check_bias_act },
 };
 
 static void report(const char *name, bool ok)
@@ -731,6 +781,8 @@ int main(int argc, char **argv)
 		bool ok = false;
 		if (k->test_only)
 			continue; /* fault: only with --fault, as it ends the context */
+		if (k->host)
+			continue; /* no device code of its own: gpu_check gemm runs it */
 		for (size_t c = 0; c < sizeof checks / sizeof checks[0]; c++)
 			if (!strcmp(checks[c].name, k->name))
 				ok = checks[c].check(k);

@@ -50,6 +50,11 @@
 #                gaps (p50 and p99; no target yet)
 #   graph        INFO: replayable batches of 64 (one graph launch) against
 #                a native loop of 64 cuLaunchKernel (target < 1)
+#   cublas, gemm INFO: gemm_f32 4096^3 on device buffers through devqd
+#                against cuBLAS in one process (median device time, ratio);
+#                SKIP where the host has no libcublas.so.13 (search path:
+#                $DEVQ_CUBLAS, the dynamic linker's, /usr/local/cuda/lib64,
+#                /usr/local/cuda-13/lib64, /usr/lib/x86_64-linux-gnu)
 #   devbuf, roimport, prio, cancel, deadlock, onegraph   gpu_check (prio:
 #                a high-priority queue with every SM busy; roimport SKIPs
 #                where the device lacks read-only host registration)
@@ -307,6 +312,12 @@ step kernel_check 120 host $RUN "$TOOLS/kernel_check"
 # mode a second process cannot have a context beside devqd's.
 step native_bench 120 host $RUN "$TOOLS/native_bench" 2000
 cp "$T/out" "$T/b2"
+# gemm's baseline, also before devqd: cuBLAS in one process (the host's
+# libcublas.so.13: $DEVQ_CUBLAS, the dynamic linker's path,
+# /usr/local/cuda/lib64, /usr/local/cuda-13/lib64, /usr/lib/x86_64-linux-gnu;
+# SKIP when there is none).
+step cublas 120 host $RUN "$TOOLS/gpu_check" - cublas 4096 10
+cp "$T/out" "$T/b3"
 
 # Device free memory: cuMemGetInfo from a process of its own, or, where the
 # compute mode allows devqd's context only, nvidia-smi's count.
@@ -328,8 +339,10 @@ supervise() {
 	n=0
 	while :; do
 		n=$((n + 1))
-		$RUN "$BIN/devqd" --backend cuda --socket "$SOCK" --test-fault-injection -v \
-			>>"$DLOG" 2>&1 &
+		# DEVQ_HOST_DIR: the bundle's host libraries (gemm on cuBLAS),
+		# which devqd would miss when started through the bundled loader.
+		DEVQ_HOST_DIR="$BIN/host" $RUN "$BIN/devqd" --backend cuda --socket "$SOCK" \
+			--test-fault-injection -v >>"$DLOG" 2>&1 &
 		echo $! >"$T/devqd.pid"
 		echo "$(date +%s.%N) devqd run $n started, pid $!" >>"$SLOG"
 		wait $!
@@ -371,6 +384,16 @@ if step bench 120 daemon $RUN "$TOOLS/gpu_check" "$SOCK" bench 2000; then
 			"native spin ${ns:-?} µs"
 	else
 		res FAIL bench "no figures (devqd ${d:-none}, native ${nb:-none})"
+	fi
+fi
+# gemm_f32 4096^3 on device buffers through devqd (its CUDA host library
+# on the host's cuBLAS) against cuBLAS in one process: median device time.
+if step gemm 120 daemon $RUN "$TOOLS/gpu_check" "$SOCK" gemm 4096 10; then
+	gd=$(awk '/^GEMM / { print $2 }' "$T/out")
+	gc=$(awk '/^CUBLAS / { print $2 }' "$T/b3")
+	if [ -n "$gd" ] && [ -n "$gc" ]; then
+		res INFO "gemm ratio" "gemm_f32 4096^3 device time devq $gd ms, in-process cuBLAS $gc ms," \
+			"ratio $(awk -v a="$gd" -v b="$gc" 'BEGIN { printf "%.3f", a / b }') (1 = same speed)"
 	fi
 fi
 if step graph 120 daemon $RUN "$TOOLS/gpu_check" "$SOCK" graph 200; then

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "device/backend.h"
+#include "device/hostslot.h"
 #include "base/lock.h"
 #include "devq.pb-c.h"
 #include "cpu_kernels.h"
@@ -73,6 +74,14 @@ struct cpu_backend {
 	struct cpu_stream *rq_head[2], *rq_tail[2]; /* [1]: high priority, served first */
 	unsigned free_awake;        /* workers awake that own no stream */
 	struct cpu_worker *sleepers;
+	/* Host executables: their per-stream slots, and the cores they
+	 * share (run_host). */
+	struct devq_hslots *hslots;
+	pthread_mutex_t cores_lock;
+	pthread_cond_t cores_back;
+	unsigned ncpu;       /* cores this process may run on */
+	unsigned cores_free; /* under cores_lock */
+	unsigned host_ops;   /* under cores_lock: running or waiting for cores */
 };
 
 /* How long a worker watches a dependency before it sleeps: longer than a
@@ -93,10 +102,54 @@ static inline void cpu_relax(void)
 static const char lost_msg[] =
 	"simulated sticky fault (fault-injection kernel): the device context is lost";
 
+/* A host executable on the worker running the op: its stream's slot
+ * (made here by its init the first time: a worker is neither the loop nor
+ * a completion thread), then its run with the cores no other op holds. */
+static int run_host(struct cpu_backend *cb, struct devq_bop *op, const struct devq_host_exe *x)
+{
+	struct devq_host_call call = { .stream_index = op->stream, .start_ns = op->t_start };
+	char why[DEVQ_BOP_MSG] = "";
+	int r = devq_hslots_get_sync(cb->hslots, x, op->stream, NULL, &call.slot, why,
+				     sizeof(why));
+	if (r < 0) {
+		snprintf(op->msg, sizeof(op->msg), "%s: init: %.130s", op->kernel->name, why);
+		return r;
+	}
+	/* The cores are the device: a host op takes some before it runs
+	 * and gives them back after, so several streams' gemms share them
+	 * instead of each starting ncpu threads (oversubscribed BLAS threads
+	 * thrash each other's caches: 4 at once on 2 cores ran at 0.58x of
+	 * one alone).  One alone takes every core; with others running or
+	 * waiting it asks for its share, and waits while none is free. */
+	pthread_mutex_lock(&cb->cores_lock);
+	cb->host_ops++;
+	while (cb->cores_free == 0)
+		pthread_cond_wait(&cb->cores_back, &cb->cores_lock);
+	unsigned want = cb->ncpu / cb->host_ops ? cb->ncpu / cb->host_ops : 1;
+	call.threads = want < cb->cores_free ? want : cb->cores_free;
+	cb->cores_free -= call.threads;
+	pthread_mutex_unlock(&cb->cores_lock);
+	r = devq_hslots_call(x, op->kernel->name, op->args, &call, op->msg, sizeof(op->msg));
+	pthread_mutex_lock(&cb->cores_lock);
+	cb->cores_free += call.threads;
+	cb->host_ops--;
+	pthread_cond_broadcast(&cb->cores_back);
+	pthread_mutex_unlock(&cb->cores_lock);
+	return r;
+}
+
 static void run_op(struct cpu_backend *cb, struct devq_bop *op)
 {
 	switch (op->kind) {
 	case DEVQ_BOP_KERNEL: {
+		if (op->kernel->cpu_host) {
+			int r = run_host(cb, op, op->kernel->cpu_host);
+			if (r == -ENOTRECOVERABLE)
+				atomic_store(&cb->lost, true);
+			else if (r < 0)
+				op->code = DEVQ__CODE__DEVICE_ERROR;
+			break;
+		}
 		struct devq_kctx ctx = { .start_ns = op->t_start };
 		int r = op->kernel->cpu(op->args, &ctx);
 		if (r == -ENOTRECOVERABLE) {
@@ -326,6 +379,10 @@ static void cpu_destroy(struct devq_backend *b)
 	for (unsigned i = 0; i < cb->nworkers; i++)
 		if (cb->w[i].started)
 			pthread_join(cb->w[i].thread, NULL);
+	/* After the workers: no op runs, every slot can go. */
+	devq_hslots_close(cb->hslots);
+	pthread_cond_destroy(&cb->cores_back);
+	pthread_mutex_destroy(&cb->cores_lock);
 	pthread_cond_destroy(&cb->done);
 	pthread_mutex_destroy(&cb->lock);
 	free(cb->s);
@@ -372,7 +429,13 @@ static void cpu_free(struct devq_backend *b, uint64_t devaddr, size_t len)
 static bool cpu_has_kernel(struct devq_backend *b, const struct devq_kernel *k)
 {
 	(void)b;
-	return k->cpu != NULL;
+	return k->cpu != NULL || k->cpu_host != NULL;
+}
+
+static void cpu_host_release(struct devq_backend *b, const struct devq_host_exe *x,
+			     void (*done)(void *ud), void *ud)
+{
+	devq_hslots_release(((struct cpu_backend *)b)->hslots, x, done, ud);
 }
 
 /* One lock for a burst.  enqueue_ns is stamped under the lock, before the
@@ -448,6 +511,7 @@ static const struct devq_backend_ops cpu_ops = {
 	.enqueue = cpu_enqueue,
 	.enqueue_chain = cpu_enqueue_chain,
 	.flush = cpu_flush,
+	.host_release = cpu_host_release,
 };
 
 int devq_backend_cpu_open(const struct devq_backend_config *cfg, struct devq_backend **out)
@@ -466,6 +530,14 @@ int devq_backend_cpu_open(const struct devq_backend_config *cfg, struct devq_bac
 	cb->b.on_complete = cfg->on_complete;
 	cb->b.ud = cfg->ud;
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	/* The cores this process may run on (a unit's CPUAffinity), which
+	 * host ops share. */
+	cpu_set_t set;
+	int allowed = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : (int)ncpu;
+	cb->ncpu = allowed > 0 ? (unsigned)allowed : 1;
+	cb->cores_free = cb->ncpu;
+	pthread_mutex_init(&cb->cores_lock, NULL);
+	pthread_cond_init(&cb->cores_back, NULL);
 	snprintf(cb->b.device, sizeof(cb->b.device),
 		 "host CPU (%ld cores), %u worker streams + %u high-priority, %s kernels", ncpu,
 		 n - cfg->high_streams, cfg->high_streams, devq_cpu_isa_name(devq_cpu_isa()));
@@ -479,6 +551,11 @@ int devq_backend_cpu_open(const struct devq_backend_config *cfg, struct devq_bac
 	}
 	cb->b.streams = n;
 	cb->b.high_streams = cfg->high_streams;
+	int hr = devq_hslots_open(n, NULL, NULL, &cb->hslots);
+	if (hr < 0) {
+		cpu_destroy(&cb->b);
+		return hr;
+	}
 	for (unsigned i = 0; i < n; i++)
 		cb->s[i].high = i >= n - cfg->high_streams;
 	/* Every worker starts awake and free; it goes to sleep on its own. */

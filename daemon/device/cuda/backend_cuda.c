@@ -47,6 +47,7 @@
 #include "fatbin_embed.h"
 #include "device/cuda/graph_cache.h"
 #include "device/cuda/exe_cuda.h" /* repository executables' images */
+#include "device/hostslot.h"
 
 enum { POOL_SYNC, POOL_TIMED_END, POOL_TIMED_START, NPOOLS };
 
@@ -112,6 +113,9 @@ struct cuda_backend {
 	struct event_pool pool[NPOOLS];
 	struct cu_op *free_ops;
 	struct cu_stream *s;
+	/* Host executables' per-stream slots; its thread runs their init and
+	 * fini with the context current. */
+	struct devq_hslots *hslots;
 
 	/* The replayable run held back until it ends or the daemon flushes. */
 	struct devq_bop *pend_head, *pend_tail;
@@ -442,6 +446,57 @@ static CUresult launch(struct cuda_backend *cb, struct cu_stream *st, struct dev
 	return CUDA_SUCCESS;
 }
 
+/* Lock held: a host executable's run, with its stream's slot (made before
+ * pump let the op through: host_ready).  It only enqueues on the stream. */
+static void run_host(struct cuda_backend *cb, struct cu_stream *st, struct devq_bop *op)
+{
+	const struct devq_host_exe *x = op->kernel->cuda_host;
+	struct devq_host_call call = { .stream = st->stream, .stream_index = op->stream,
+				       .threads = 1, .start_ns = now_ns() };
+	char why[DEVQ_BOP_MSG] = "";
+	int r = devq_hslots_get_async(cb->hslots, x, op->stream, st->stream, &call.slot, why,
+				      sizeof(why), NULL, NULL);
+	if (r == 0)
+		r = devq_hslots_call(x, op->kernel->name, op->args, &call, op->msg,
+				     sizeof(op->msg));
+	else
+		snprintf(op->msg, sizeof(op->msg), "%s: init: %.130s", op->kernel->name,
+			 r > 0 ? "not finished" : why);
+	if (r == -ENOTRECOVERABLE && !cb->lost) {
+		cb->lost = true;
+		snprintf(cb->lost_msg, sizeof(cb->lost_msg), "%.150s", op->msg);
+	}
+	if (r != 0)
+		op->code = DEVQ__CODE__DEVICE_ERROR;
+}
+
+static void pump(struct cuda_backend *cb);
+
+/* The housekeeping thread made a slot: the stream that waited for it goes
+ * on. */
+static void host_slot_made(void *ud)
+{
+	struct cuda_backend *cb = ud;
+	pthread_mutex_lock(&cb->lock);
+	pump(cb);
+	pthread_mutex_unlock(&cb->lock);
+}
+
+/* Lock held: false while op is a host executable whose slot on its stream
+ * is still being made (off this thread: init may take hundreds of ms);
+ * the stream waits, and host_slot_made pumps again. */
+static bool host_ready(struct cuda_backend *cb, struct devq_bop *op)
+{
+	if (op->kind != DEVQ_BOP_KERNEL || !op->kernel->cuda_host || op->code != DEVQ__CODE__OK ||
+	    cb->lost)
+		return true;
+	void *slot;
+	char why[8];
+	return devq_hslots_get_async(cb->hslots, op->kernel->cuda_host, op->stream,
+				     cb->s[op->stream].stream, &slot, why, sizeof(why),
+				     host_slot_made, cb) != 1;
+}
+
 /* Lock held: why op must not run, judged from what is known now.  On this
  * backend a failure is known when the failing op is enqueued (validation,
  * launch errors, cancellation); a fault discovered later is sticky and
@@ -559,7 +614,10 @@ static void issue_one(struct cuda_backend *cb, struct devq_bop *op)
 		lose(cb, r, "cuEventRecord");
 		goto queue;
 	}
-	if (run) {
+	if (run && op->kind == DEVQ_BOP_KERNEL && op->kernel->cuda_host) {
+		run_host(cb, st, op);
+		co->work = op->code == DEVQ__CODE__OK;
+	} else if (run) {
 		const char *call = "launch";
 		r = launch(cb, st, op, &call);
 		co->work = r == CUDA_SUCCESS;
@@ -777,7 +835,7 @@ static void pump(struct cuda_backend *cb)
 				bool fits = st->on_device < DEVQ_CUDA_WINDOW ||
 					    (st->on_device + units <= DEVQ_CUDA_DEPTH_MAX &&
 					     st->dev_ns + est <= DEVQ_CUDA_WINDOW_NS);
-				if (!fits || !unit_ready(op, units))
+				if (!fits || !unit_ready(op, units) || !host_ready(cb, op))
 					break;
 				struct devq_bop *last = op;
 				for (unsigned k = 1; k < n; k++)
@@ -820,8 +878,10 @@ static int cuda_enqueue(struct devq_backend *b, struct devq_bop *op)
 	}
 	op->priv = co;
 	op->next = NULL;
+	/* Host executables are never captured: what their library enqueues
+	 * is its own business (devqd(8)). */
 	bool replay = op->replay && op->kind == DEVQ_BOP_KERNEL && !op->kernel->repository &&
-		      !cb->lost;
+		      !op->kernel->cuda_host && !cb->lost;
 	/* A run is one stream's consecutive replayable kernel ops: anything
 	 * else ends it first, so the device sees every op in handed-over
 	 * order. */
@@ -953,9 +1013,24 @@ static void cuda_free(struct devq_backend *b, uint64_t devaddr, size_t len)
 static bool cuda_has_kernel(struct devq_backend *b, const struct devq_kernel *k)
 {
 	struct cuda_backend *cb = (struct cuda_backend *)b;
+	if (k->cuda_host)
+		return true;
 	if (k->repository)
 		return k->dev != NULL;
 	return cb->fn[k - devq_kernels] != NULL;
+}
+
+static void cuda_host_release(struct devq_backend *b, const struct devq_host_exe *x,
+			      void (*done)(void *ud), void *ud)
+{
+	devq_hslots_release(((struct cuda_backend *)b)->hslots, x, done, ud);
+}
+
+/* The housekeeping thread's context, for init, fini and pump. */
+static void host_thread_enter(void *ud)
+{
+	struct cuda_backend *cb = ud;
+	cb->drv.cuCtxSetCurrent(cb->ctx);
 }
 
 /* Repository executables' device images: exe_cuda.c. */
@@ -987,9 +1062,13 @@ static void cuda_destroy(struct devq_backend *b)
 		for (unsigned i = 0; i < b->streams; i++)
 			pthread_cond_signal(&cb->s[i].work);
 		pthread_mutex_unlock(&cb->lock);
-		for (unsigned i = 0; i < b->streams; i++) {
+		for (unsigned i = 0; i < b->streams; i++)
 			if (cb->s[i].started)
 				pthread_join(cb->s[i].waiter, NULL);
+		/* Host executables' fini, while their streams still exist. */
+		devq_hslots_close(cb->hslots);
+		cb->hslots = NULL;
+		for (unsigned i = 0; i < b->streams; i++) {
 			if (cb->s[i].stream)
 				cb->drv.cuStreamDestroy(cb->s[i].stream);
 			pthread_cond_destroy(&cb->s[i].work);
@@ -1040,6 +1119,7 @@ static const struct devq_backend_ops cuda_ops = {
 	.unload_image = cuda_unload_image,
 	.enqueue = cuda_enqueue,
 	.flush = cuda_flush,
+	.host_release = cuda_host_release,
 };
 
 #define FAIL(code, ...)                               \
@@ -1196,6 +1276,9 @@ int devq_backend_cuda_open(const struct devq_backend_config *cfg, const char *li
 						      i >= n - cfg->high_streams ? prio_high
 										 : prio_low),
 		   "cuStreamCreateWithPriority");
+	int hr = devq_hslots_open(n, host_thread_enter, cb, &cb->hslots);
+	if (hr < 0)
+		FAIL(hr, "host executables' thread: %s", strerror(-hr));
 	for (unsigned i = 0; i < n; i++) {
 		int e = pthread_create(&cb->s[i].waiter, NULL, waiter, &cb->s[i]);
 		if (e)

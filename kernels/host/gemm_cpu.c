@@ -1,0 +1,233 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* libdevq-host-cpu.so: the CPU backend's built-in host executables
+ * (manifest.def's DEVQ_HOST_KERNEL), on the ABI of <devq/kernel.h>:
+ * gemm_f32 and gemm_f32_nt on OpenBLAS's cblas_sgemm.
+ *
+ * Threads.  OpenBLAS's own pthread workers spin for a while after each
+ * call (OPENBLAS_THREAD_TIMEOUT, ~0.1 s by default): in a daemon that
+ * would burn the cores other streams and other processes need, and its one
+ * global thread count cannot give each of several concurrent callers a
+ * share.  So OpenBLAS runs single-threaded (openblas_set_num_threads(1),
+ * where every call runs on its caller), and a gemm is split here into
+ * call->threads blocks of rows (or of columns, for a wide C), each one
+ * cblas_sgemm: the first on the worker running the op, the others on the
+ * stream's helper threads, made by init (the per-stream slot) and asleep
+ * on a condition variable between calls: nothing spins after a gemm.
+ * call->threads is the CPU backend's share of the cores for this op (all
+ * of them when it runs alone, ncpu/running when several host ops run), so
+ * several streams' gemms do not oversubscribe the cores.
+ *
+ * FP32 throughout: sgemm accumulates in single precision. */
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cblas.h>
+
+#include "devq/kernel.h"
+
+/* Helper threads per stream: a bound on what one stream creates. */
+#define GEMM_MAX_HELPERS 63
+/* Below this many multiply-adds a split costs more than it saves. */
+#define GEMM_SPLIT_MIN (1u << 21)
+
+struct gemm_task {
+	const union devq_kval *args;
+	bool nt;
+	bool by_rows;
+	unsigned parts;
+};
+
+struct gemm_pool {
+	pthread_mutex_t lock;
+	pthread_cond_t go, done;
+	pthread_t th[GEMM_MAX_HELPERS];
+	unsigned nhelpers;
+	unsigned gen;     /* bumped per task */
+	unsigned pending; /* helpers' parts not done */
+	bool stop;
+	struct gemm_task task;
+};
+
+struct helper_arg {
+	struct gemm_pool *p;
+	unsigned index; /* its part: 1.. */
+	unsigned seen;  /* the task generation when it was made */
+};
+
+static int ld(uint64_t v)
+{
+	return v ? (int)v : 1; /* BLAS wants a leading dimension >= 1 */
+}
+
+/* Part `part` of parts of C = alpha*A*op(B) + beta*C. */
+static void gemm_part(const union devq_kval *a, bool nt, bool by_rows, unsigned part,
+		      unsigned parts)
+{
+	uint64_t m = a[0].u64, n = a[1].u64, k = a[2].u64;
+	float alpha = a[3].f32, beta = a[4].f32;
+	const float *A = a[5].ptr, *B = a[6].ptr;
+	float *C = a[7].ptr;
+	enum CBLAS_TRANSPOSE tb = nt ? CblasTrans : CblasNoTrans;
+	int ldb = nt ? ld(k) : ld(n);
+	if (by_rows) {
+		uint64_t r0 = m * part / parts, r1 = m * (part + 1) / parts;
+		if (r1 > r0)
+			cblas_sgemm(CblasRowMajor, CblasNoTrans, tb, (int)(r1 - r0), (int)n, (int)k,
+				    alpha, A + r0 * k, ld(k), B, ldb, beta, C + r0 * n, ld(n));
+	} else {
+		uint64_t c0 = n * part / parts, c1 = n * (part + 1) / parts;
+		if (c1 > c0)
+			cblas_sgemm(CblasRowMajor, CblasNoTrans, tb, (int)m, (int)(c1 - c0), (int)k,
+				    alpha, A, ld(k), nt ? B + c0 * k : B + c0, ldb, beta, C + c0,
+				    ld(n));
+	}
+}
+
+static void *helper(void *arg)
+{
+	struct helper_arg *h = arg;
+	struct gemm_pool *p = h->p;
+	/* Not p->gen read here: the task that made this helper may already
+	 * have been posted when the thread starts. */
+	unsigned seen = h->seen;
+	pthread_mutex_lock(&p->lock);
+	for (;;) {
+		while (!p->stop && p->gen == seen)
+			pthread_cond_wait(&p->go, &p->lock);
+		if (p->stop)
+			break;
+		seen = p->gen;
+		struct gemm_task t = p->task;
+		if (h->index >= t.parts)
+			continue;
+		pthread_mutex_unlock(&p->lock);
+		gemm_part(t.args, t.nt, t.by_rows, h->index, t.parts);
+		pthread_mutex_lock(&p->lock);
+		if (--p->pending == 0)
+			pthread_cond_signal(&p->done);
+	}
+	pthread_mutex_unlock(&p->lock);
+	free(h);
+	return NULL;
+}
+
+static int gemm_init(void *stream, void **slot, char *err, size_t errlen)
+{
+	(void)stream;
+	/* Every call on its caller's thread: see the header comment. */
+	openblas_set_num_threads(1);
+	struct gemm_pool *p = calloc(1, sizeof(*p));
+	if (!p) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	pthread_mutex_init(&p->lock, NULL);
+	pthread_cond_init(&p->go, NULL);
+	pthread_cond_init(&p->done, NULL);
+	*slot = p;
+	return 0;
+}
+
+static void gemm_fini(void *stream, void *slot)
+{
+	struct gemm_pool *p = slot;
+	(void)stream;
+	pthread_mutex_lock(&p->lock);
+	p->stop = true;
+	pthread_cond_broadcast(&p->go);
+	pthread_mutex_unlock(&p->lock);
+	for (unsigned i = 0; i < p->nhelpers; i++)
+		pthread_join(p->th[i], NULL);
+	pthread_cond_destroy(&p->go);
+	pthread_cond_destroy(&p->done);
+	pthread_mutex_destroy(&p->lock);
+	free(p);
+}
+
+/* Starts helpers up to want (fewer if threads cannot be made: the parts
+ * then shrink to what runs). */
+static unsigned grow(struct gemm_pool *p, unsigned want)
+{
+	if (want > GEMM_MAX_HELPERS)
+		want = GEMM_MAX_HELPERS;
+	while (p->nhelpers < want) {
+		struct helper_arg *h = malloc(sizeof(*h));
+		if (!h)
+			break;
+		h->p = p;
+		h->index = p->nhelpers + 1;
+		h->seen = p->gen; /* only the caller's thread moves gen */
+		if (pthread_create(&p->th[p->nhelpers], NULL, helper, h) != 0) {
+			free(h);
+			break;
+		}
+		p->nhelpers++;
+	}
+	return p->nhelpers;
+}
+
+static int gemm_run(const union devq_kval *a, const struct devq_host_call *call, bool nt)
+{
+	static const char *const dim[3] = { "m", "n", "k" };
+	for (int i = 0; i < 3; i++)
+		if (a[i].u64 > INT_MAX) {
+			snprintf(call->err, call->errlen,
+				 "%s = %llu: more than this BLAS takes (%d)", dim[i],
+				 (unsigned long long)a[i].u64, INT_MAX);
+			return -EOVERFLOW;
+		}
+	uint64_t m = a[0].u64, n = a[1].u64, k = a[2].u64;
+	if (!m || !n)
+		return 0;
+	struct gemm_pool *p = call->slot;
+	unsigned parts = call->threads ? call->threads : 1;
+	bool by_rows = m >= n;
+	uint64_t span = by_rows ? m : n;
+	if (parts > span)
+		parts = (unsigned)span;
+	if (m * n * (k ? k : 1) < GEMM_SPLIT_MIN)
+		parts = 1;
+	if (parts > 1) {
+		unsigned helpers = grow(p, parts - 1);
+		if (helpers + 1 < parts)
+			parts = helpers + 1;
+	}
+	if (parts <= 1) {
+		gemm_part(a, nt, by_rows, 0, 1);
+		return 0;
+	}
+	pthread_mutex_lock(&p->lock);
+	p->task = (struct gemm_task){ .args = a, .nt = nt, .by_rows = by_rows, .parts = parts };
+	p->pending = parts - 1;
+	p->gen++;
+	pthread_cond_broadcast(&p->go);
+	pthread_mutex_unlock(&p->lock);
+	gemm_part(a, nt, by_rows, 0, parts);
+	pthread_mutex_lock(&p->lock);
+	while (p->pending)
+		pthread_cond_wait(&p->done, &p->lock);
+	pthread_mutex_unlock(&p->lock);
+	return 0;
+}
+
+static int gemm_nn(const union devq_kval *a, const struct devq_host_call *call)
+{
+	return gemm_run(a, call, false);
+}
+
+static int gemm_nt(const union devq_kval *a, const struct devq_host_call *call)
+{
+	return gemm_run(a, call, true);
+}
+
+const struct devq_host_exe devq_host_gemm_f32 = {
+	.abi = DEVQ_HOST_ABI, .init = gemm_init, .fini = gemm_fini, .run = gemm_nn,
+};
+const struct devq_host_exe devq_host_gemm_f32_nt = {
+	.abi = DEVQ_HOST_ABI, .init = gemm_init, .fini = gemm_fini, .run = gemm_nt,
+};
