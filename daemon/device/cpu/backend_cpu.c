@@ -264,6 +264,11 @@ static void *worker(void *arg)
 {
 	struct cpu_worker *me = arg;
 	struct cpu_backend *cb = me->cb;
+	/* Named for top -H and /proc/PID/task/ (at most 15 characters); the
+	 * main thread alone stays "devqd", which scripts look for. */
+	char name[16];
+	snprintf(name, sizeof(name), "devqd-cpu/%u", (unsigned)(me - cb->w) % 10000u);
+	pthread_setname_np(pthread_self(), name);
 	pthread_mutex_lock(&cb->lock);
 	for (;;) {
 		struct cpu_stream *st = rq_pop(cb);
