@@ -4,3 +4,4 @@
 # sporadic op's path.
 TESTS += test_threads
 HARNESS_TESTS += test_threads
+

@@ -123,12 +123,105 @@ START_TEST(test_thread_names)
 }
 END_TEST
 
+/* Voluntary context switches of the CPU backend's workers, summed, once
+ * every worker is asleep (none is awake to take an op at once, which is
+ * the case the loop runs a short op itself in). */
+static unsigned long long workers_asleep_vcsw(void)
+{
+	struct task t[64];
+	for (int tries = 0; tries < 500; tries++) {
+		int n = tasks(D.pid, t, 64);
+		unsigned long long sum = 0;
+		bool asleep = true;
+		for (int i = 0; i < n; i++)
+			if (!strncmp(t[i].comm, "devqd-cpu/", 10)) {
+				asleep &= t[i].state == 'S';
+				sum += t[i].vcsw;
+			}
+		if (asleep)
+			return sum;
+		usleep(2000);
+	}
+	ck_abort_msg("the workers never all slept");
+	return 0;
+}
+
+#define HERE_NS 10000 /* DEVQ_FAIR_HERE_NS */
+
+static struct devq_arg u64arg(const char *n, uint64_t v)
+{
+	return (struct devq_arg){ .name = n, .type = DEVQ_ARG_U64, .v.u64 = v };
+}
+
+/* n sporadic ops (2 ms apart, each waited for): the workers' voluntary
+ * context switches meanwhile. */
+static unsigned long long sporadic(devq *q, const struct devq_op *op, int n)
+{
+	unsigned long long v0 = workers_asleep_vcsw();
+	for (int i = 0; i < n; i++) {
+		uint64_t p;
+		struct devq_completion c;
+		ck_assert_msg(devq_submit(q, op, 1, &p) == 0, "%s", devq_last_error(q));
+		ck_assert_msg(devq_wait(q, 1, p, 30000, &c) == 0, "%s", devq_last_error(q));
+		ck_assert_msg(c.code == DEVQ_OK, "%s", c.message);
+		usleep(2000);
+	}
+	return workers_asleep_vcsw() - v0;
+}
+
+/* A lone op on an idle stream whose expected time is at most
+ * DEVQ_FAIR_HERE_NS runs on the loop thread: no worker wakes for it.  One
+ * past the bound goes to a worker, as does an op of an executable whose
+ * run there once took far longer than expected. */
+START_TEST(test_short_op_runs_on_loop)
+{
+	const char *args[] = { "--streams", "2", "--priority-streams", "0", NULL };
+	harness_start(&D, args);
+	devq *q = conn(D.sock, "here");
+	ck_assert_int_eq(devq_queue_open(q, 1), 0);
+	const struct devq_exec *spin = exe(q, "spin");
+	struct devq_arg at = u64arg("ns", HERE_NS), past = u64arg("ns", HERE_NS + 1);
+	struct devq_op op = { .queue = 1, .kind = DEVQ_OP_KERNEL, .exec = spin, .nargs = 1 };
+	op.args = &at;
+	unsigned long long here = sporadic(q, &op, 20);
+	op.args = &past;
+	unsigned long long worker = sporadic(q, &op, 20);
+	/* Each op handed to a sleeping worker wakes it and it sleeps again. */
+	ck_assert_msg(here == 0, "workers switched %llu times for ops at the bound", here);
+	ck_assert_msg(worker >= 20, "workers switched %llu times for 20 ops past the bound",
+		      worker);
+
+	/* spin_buf declares ns = 0 but then walks its buffer: 16 MiB take
+	 * milliseconds, far past 4 x DEVQ_FAIR_HERE_NS.  The first runs on the
+	 * loop, the ones after go to workers. */
+	struct devq_buffer *b = mkbuf(q, 16u << 20);
+	struct devq_arg ab[] = { u64arg("ns", 0), u64arg("n", 16u << 20), a_buf("buf", b, 0) };
+	struct devq_op sb = { .queue = 1, .kind = DEVQ_OP_KERNEL, .exec = exe(q, "spin_buf"),
+			      .args = ab, .nargs = 3 };
+	ck_assert_int_eq(sporadic(q, &sb, 1), 0);
+	ab[1] = u64arg("n", 16);
+	ck_assert_int_ge(sporadic(q, &sb, 5), 5);
+	/* Every byte was incremented by the first op, the first 16 by all. */
+	const uint8_t *m = b->map;
+	ck_assert_int_eq(m[0], 6);
+	ck_assert_int_eq(m[16], 1);
+	ck_assert_int_eq(m[(16u << 20) - 1], 1);
+	/* The plain spin kernel is still trusted. */
+	op.args = &at;
+	ck_assert_int_eq(sporadic(q, &op, 5), 0);
+	ck_assert_int_eq(devq_buffer_release(q, b), 0);
+	devq_disconnect(q);
+	ck_assert_int_eq(harness_stop(&D), 0);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("threads");
 	TCase *tc = tcase_create("threads");
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_thread_names);
+	tcase_add_test(tc, test_short_op_runs_on_loop);
 	suite_add_tcase(s, tc);
 	return harness_main(s);
 }

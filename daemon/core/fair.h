@@ -75,6 +75,10 @@ struct devq_job;
 struct devq_fair_est {
 	_Atomic uint64_t ns16_per_page;
 	atomic_uint ops; /* handed over: picks which ones are timed */
+	/* Set for good once one of its ops run on the loop thread took more
+	 * than DEVQ_FAIR_HERE_OVER_NS: the estimate is not trusted for that
+	 * again (devq_fair_flush_loop). */
+	atomic_bool not_here;
 };
 
 struct devq_fair_lane {
@@ -184,5 +188,24 @@ void devq_fair_kick(struct devq_engine *e);
  * The loop calls it once per iteration when e->flush_due is set, so the
  * frames of one read share each stream's wake-up. */
 void devq_fair_flush(struct devq_engine *e);
+
+/* The longest expected device time of an op the loop thread runs itself
+ * (backend run_here): a sporadic op on an idle stream then costs the
+ * daemon no wake-up of a worker.  10 us: a null op's whole path is a few
+ * microseconds, waking a sleeping worker costs more than 10 (an idle
+ * vCPU's wake-up, ~35 us on the 2-vCPU VM), and 10 us is 1/200 of the
+ * loop budget a tenant has per turn (DEVQ_FRAMES_SLICE_NS), which the
+ * time is charged to. */
+#define DEVQ_FAIR_HERE_NS 10000ull
+/* An op run there that took longer than this marks its executable's
+ * estimate as not to be trusted for it again (struct devq_fair_est): a
+ * client whose op runs far past its estimate blocks the loop that long
+ * once per executable, and pays for it with its tenant's loop turns. */
+#define DEVQ_FAIR_HERE_OVER_NS (4 * DEVQ_FAIR_HERE_NS)
+/* Loop thread, after a session's frames handed ops over (server.c's
+ * session_read): devq_fair_flush, except that a lone short op may be run
+ * right here (backend run_here).  Returns the ns it ran ops here, to be
+ * charged to that session's tenant's loop share; 0 when none ran. */
+uint64_t devq_fair_flush_loop(struct devq_engine *e);
 
 #endif

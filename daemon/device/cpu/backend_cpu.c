@@ -443,6 +443,65 @@ static void cpu_flush(struct devq_backend *b)
 		futex_wake(w);
 }
 
+/* Whether op can run on the loop thread now without blocking it: every op
+ * it waits on is done. */
+static bool deps_done(const struct devq_bop *op)
+{
+	for (unsigned i = 0; i < op->nwaits; i++)
+		if (!atomic_load(&op->waits[i]->done))
+			return false;
+	return true;
+}
+
+/* See backend.h.  A lone short op on an idle stream, with every worker
+ * asleep, runs here: waking a sleeping worker costs the op a futex wake,
+ * a context switch into the worker (on an idle vCPU, tens of
+ * microseconds), and the worker's own sleep after it, more than a short
+ * op takes; the loop thread was awake anyway.  Only one op, and only a
+ * stream alone in the run queue: a batch goes to a worker, so the loop
+ * reads the next frames while it runs (pipelining), and other streams'
+ * workers are not held back.  The loop is blocked while the op runs: the
+ * caller bounds that by max_ns of expected time and charges what it took
+ * to the op's tenant. */
+static uint64_t cpu_run_here(struct devq_backend *b, uint64_t max_ns)
+{
+	struct cpu_backend *cb = (struct cpu_backend *)b;
+	if (!atomic_load(&cb->queued))
+		return 0;
+	struct cpu_stream *st = NULL;
+	struct devq_bop *op = NULL;
+	pthread_mutex_lock(&cb->lock);
+	unsigned c = cb->rq_head[1] ? 1 : 0;
+	struct cpu_stream *h = cb->rq_head[c];
+	if (h && !h->rnext && !cb->rq_head[c ^ 1] && cb->free_awake == 0 && h->head &&
+	    h->head == h->tail && h->head->expect_ns <= max_ns && deps_done(h->head)) {
+		st = rq_pop(cb);
+		st->owned = true;
+		op = st->head;
+		st->head = st->tail = NULL;
+		atomic_store(&cb->queued, false);
+	}
+	pthread_mutex_unlock(&cb->lock);
+	if (!op) {
+		cpu_flush(b);
+		return 0;
+	}
+	uint64_t t0 = devq_now_ns();
+	op->ran_here = true;
+	run_list(cb, op);
+	uint64_t spent = devq_now_ns() - t0;
+	pthread_mutex_lock(&cb->lock);
+	st->owned = false;
+	/* Its completion handed the session's next ops to this stream. */
+	if (st->head) {
+		rq_push(cb, st);
+		atomic_store(&cb->queued, true);
+	}
+	pthread_mutex_unlock(&cb->lock);
+	cpu_flush(b);
+	return spent ? spent : 1;
+}
+
 static const struct devq_backend_ops cpu_ops = {
 	.destroy = cpu_destroy,
 	.map_host = cpu_map_host,
@@ -453,6 +512,7 @@ static const struct devq_backend_ops cpu_ops = {
 	.enqueue = cpu_enqueue,
 	.enqueue_chain = cpu_enqueue_chain,
 	.flush = cpu_flush,
+	.run_here = cpu_run_here,
 };
 
 int devq_backend_cpu_open(const struct devq_backend_config *cfg, struct devq_backend **out)
