@@ -7,9 +7,12 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <sched.h>
+#include <stdbool.h>
 #include <linux/futex.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -44,6 +47,7 @@ int devq_cpc_open(uint32_t layout, uint32_t size, uint32_t slots, uint32_t hint_
 		goto out;
 	}
 	c->efd = -1;
+	c->daemon_cpu = -1;
 	if (layout != DEVQ_CPAGE_LAYOUT ||
 	    size < sizeof(struct devq_cpage_hdr) + (uint64_t)slots * sizeof(struct devq_cpage_slot) ||
 	    hint_size < sizeof(struct devq_cpage_hints)) {
@@ -103,14 +107,49 @@ const struct devq_cpage_slot *devq_cpc_slot(const struct devq_cpc *c, uint32_t q
 	return NULL;
 }
 
-/* How long a wait polls the page before it sleeps: $DEVQ_SPIN_US, default
- * 50 us (0: sleep at once).  Measured on a 2-vCPU VM, a null op's round
- * trip drops from ~85 us to ~7 us with it (bench/RESULTS.md); a wait on a
- * long op pays at most this much CPU before sleeping. */
+/* The spin rule, libdevq's side (devqd's is in daemon/base/lock.h).  A
+ * wait polls the page before it sleeps: $DEVQ_SPIN_US, default 50 us (0:
+ * sleep at once).  Measured on a 2-vCPU VM, a null op's round trip drops
+ * from ~85 us to ~7 us with it (bench/RESULTS.md); a wait on a long op
+ * pays at most this much CPU before sleeping.
+ *
+ * Adapted per connection (struct devq_cpc): waits that found their point
+ * not yet complete keep an average of how long they took (wait_avg_ns,
+ * over about the last 8).  While that average is below SPIN_ADAPT_MAX
+ * times $DEVQ_SPIN_US (400 us at the default), a wait polls for up to 1.5
+ * times it: a sporadic op after an idle gap takes longer than 50 us
+ * (both the daemon's CPU and this one wake from idle), and a sleep that
+ * starts just before its completion adds a whole wake-up of this thread
+ * to it.  Waits that take longer (long ops) keep the plain budget.
+ *
+ * No poll at all while this thread runs on the one CPU a confined daemon
+ * has (devq_cpc_peer): the daemon cannot run meanwhile. */
 #define SPIN_US_DEFAULT 50
+#define SPIN_ADAPT_MAX 8
 /* Progress extends the spin to at most this many times $DEVQ_SPIN_US
  * (2 ms at the default): past that a sleep and a wake-up cost < 2 %. */
 #define SPIN_PROGRESS_MAX 40
+
+void devq_cpc_peer(struct devq_cpc *c, int fd)
+{
+	struct ucred cr;
+	socklen_t len = sizeof(cr);
+	cpu_set_t set;
+	c->daemon_cpu = -1;
+	/* pid 0: the daemon is in another pid namespace; nothing known. */
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0 || cr.pid <= 0 ||
+	    sched_getaffinity(cr.pid, sizeof(set), &set) < 0 || CPU_COUNT(&set) != 1)
+		return;
+	for (int i = 0; i < CPU_SETSIZE; i++)
+		if (CPU_ISSET(i, &set))
+			c->daemon_cpu = i;
+}
+
+/* Whether polling can help: the daemon may run while this thread polls. */
+static bool spin_useful(const struct devq_cpc *c)
+{
+	return c->daemon_cpu < 0 || sched_getcpu() != c->daemon_cpu;
+}
 
 static uint64_t spin_ns(void)
 {
@@ -127,6 +166,13 @@ static uint64_t spin_ns(void)
 	return (uint64_t)ns;
 }
 
+/* A wait that found its point not complete took ns: the average the spin
+ * budget adapts to. */
+static void note_wait(struct devq_cpc *c, uint64_t ns)
+{
+	c->wait_avg_ns = c->wait_avg_ns ? (7 * c->wait_avg_ns + ns) / 8 : ns;
+}
+
 int devq_cpc_wait(struct devq_cpc *c, const struct devq_cpage_slot *s, uint64_t point,
 		  uint64_t deadline)
 {
@@ -138,11 +184,21 @@ int devq_cpc_wait(struct devq_cpc *c, const struct devq_cpage_slot *s, uint64_t 
 	 * few hundred small ops away is then not paid with a sleep and a
 	 * wake-up, while a wait on a long op sleeps after one spin. */
 	uint64_t now = mono_ns(), t0 = now, spin = spin_ns();
+	if (devq_cpc_completed(s) >= point) {
+		c->hits++;
+		return 0;
+	}
+	if (c->wait_avg_ns && c->wait_avg_ns < SPIN_ADAPT_MAX * spin &&
+	    c->wait_avg_ns + c->wait_avg_ns / 2 > spin)
+		spin = c->wait_avg_ns + c->wait_avg_ns / 2;
+	if (!spin_useful(c))
+		spin = 0;
 	uint64_t spin_until = now + spin, seen = devq_cpc_completed(s);
 	while (now < spin_until && now < deadline) {
 		uint64_t done = devq_cpc_completed(s);
 		if (done >= point) {
 			c->hits++; /* found without a syscall */
+			note_wait(c, mono_ns() - t0);
 			return 0;
 		}
 		/* Records pile up while the queue completes: the caller takes
@@ -160,8 +216,10 @@ int devq_cpc_wait(struct devq_cpc *c, const struct devq_cpage_slot *s, uint64_t 
 		}
 	}
 	for (;;) {
-		if (devq_cpc_completed(s) >= point)
+		if (devq_cpc_completed(s) >= point) {
+			note_wait(c, mono_ns() - t0);
 			return 0;
+		}
 		if (c->ring_armed && devq_cpc_ring_ready(c) >= c->ring_n / 2)
 			return -EAGAIN;
 		atomic_store_explicit(&c->hint->wait_slot,
@@ -172,6 +230,7 @@ int devq_cpc_wait(struct devq_cpc *c, const struct devq_cpage_slot *s, uint64_t 
 		atomic_fetch_add_explicit(&c->hint->waiters, 1, memory_order_seq_cst);
 		if (atomic_load_explicit(&s->completed, memory_order_seq_cst) >= point) {
 			atomic_fetch_sub_explicit(&c->hint->waiters, 1, memory_order_relaxed);
+			note_wait(c, mono_ns() - t0);
 			return 0;
 		}
 		/* The daemon wakes a sleeper whose ring is half full (seq_cst
@@ -222,7 +281,7 @@ void devq_cpc_ring_disarm(struct devq_cpc *c)
 int devq_cpc_wait_any(struct devq_cpc *c, uint32_t seen, uint64_t deadline)
 {
 	_Atomic uint32_t *seq = (_Atomic uint32_t *)&c->pub->seq;
-	uint64_t now = mono_ns(), spin_until = now + spin_ns();
+	uint64_t now = mono_ns(), spin_until = now + (spin_useful(c) ? spin_ns() : 0);
 	while (now < spin_until && now < deadline) {
 		if (atomic_load_explicit(seq, memory_order_acquire) != seen) {
 			c->hits++;

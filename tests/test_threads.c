@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* devqd's threads, seen from outside as top -H and scripts see them
  * (/proc/PID/task/): each has a name that says what it is, the main thread
- * keeps the process's name "devqd"; and which thread runs a short op. */
+ * keeps the process's name "devqd"; which thread runs a short op; and the
+ * rule for spinning (base/lock.c, linked in) when confined to one CPU. */
 #include <check.h>
 #include <dirent.h>
+#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/lock.h"
 #include "devq.h"
 #include "harness.h"
 
@@ -215,6 +219,56 @@ START_TEST(test_short_op_runs_on_loop)
 }
 END_TEST
 
+/* devqd's spinning rule (base/lock.h): no spin while the process may
+ * run on one CPU only, read again within a second of a change; and the
+ * lock still excludes when every contended take sleeps at once. */
+struct counter {
+	struct devq_lock l;
+	unsigned long n;
+};
+
+static void *bump(void *arg)
+{
+	struct counter *c = arg;
+	for (int i = 0; i < 200000; i++) {
+		devq_lock_take(&c->l);
+		c->n++;
+		devq_lock_give(&c->l);
+	}
+	return NULL;
+}
+
+START_TEST(test_spin_rule_one_cpu)
+{
+	cpu_set_t all, one;
+	ck_assert_int_eq(sched_getaffinity(0, sizeof(all), &all), 0);
+	if (CPU_COUNT(&all) < 2) {
+		printf("SKIP: this process may use one CPU only\n");
+		return;
+	}
+	ck_assert(devq_spin_ok());
+	CPU_ZERO(&one);
+	for (int i = 0; i < CPU_SETSIZE; i++)
+		if (CPU_ISSET(i, &all)) {
+			CPU_SET(i, &one);
+			break;
+		}
+	ck_assert_int_eq(sched_setaffinity(0, sizeof(one), &one), 0);
+	usleep(1100000); /* the verdict is at most a second old */
+	ck_assert(!devq_spin_ok());
+	struct counter c = { .l = DEVQ_LOCK_INIT, .n = 0 };
+	pthread_t t[3];
+	for (int i = 0; i < 3; i++)
+		ck_assert_int_eq(pthread_create(&t[i], NULL, bump, &c), 0);
+	for (int i = 0; i < 3; i++)
+		pthread_join(t[i], NULL);
+	ck_assert_uint_eq(c.n, 600000);
+	ck_assert_int_eq(sched_setaffinity(0, sizeof(all), &all), 0);
+	usleep(1100000);
+	ck_assert(devq_spin_ok());
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("threads");
@@ -222,6 +276,7 @@ int main(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_thread_names);
 	tcase_add_test(tc, test_short_op_runs_on_loop);
+	tcase_add_test(tc, test_spin_rule_one_cpu);
 	suite_add_tcase(s, tc);
 	return harness_main(s);
 }

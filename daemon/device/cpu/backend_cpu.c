@@ -55,6 +55,9 @@ struct cpu_stream {
 	bool in_runq;
 	bool high;
 	struct cpu_stream *rnext;
+	/* How long its worker watches a dependency before sleeping (wait_deps;
+	 * only the thread that owns the stream touches it). */
+	uint64_t dep_spin_ns;
 };
 
 struct cpu_backend {
@@ -75,11 +78,18 @@ struct cpu_backend {
 	struct cpu_worker *sleepers;
 };
 
-/* How long a worker watches a dependency before it sleeps: longer than a
- * wake-up of an idle vCPU (~35 us here), so that a chain across streams
- * whose other worker went to sleep is caught when it wakes, instead of
- * both then sleeping at every link. */
+/* How long a worker watches a dependency before it sleeps, at most:
+ * longer than a wake-up of an idle vCPU (~35 us here), so that a chain
+ * across streams whose other worker went to sleep is caught when it
+ * wakes, instead of both then sleeping at every link.  The budget is
+ * adapted per stream (cpu_stream.dep_spin_ns, from DEP_SPIN_NS): a watch
+ * that saw the dependency end after t sets it to 2t (at least
+ * DEP_SPIN_MIN_NS), one that ran out halves it, so a stream whose
+ * dependencies are long ops soon stops paying for watching them.  No
+ * watch at all where the producer cannot run meanwhile (devq_spin_ok:
+ * the daemon is confined to one CPU). */
 #define DEP_SPIN_NS 100000
+#define DEP_SPIN_MIN_NS 2000
 
 static inline void cpu_relax(void)
 {
@@ -125,7 +135,7 @@ static void run_op(struct cpu_backend *cb, struct devq_bop *op)
 
 /* Blocks until every op op waits on is done, as a GPU stream blocks on an
  * event.  The lock is taken only when one is not done yet. */
-static void wait_deps(struct cpu_backend *cb, struct devq_bop *op)
+static void wait_deps(struct cpu_backend *cb, struct cpu_stream *st, struct devq_bop *op)
 {
 	for (unsigned i = 0; i < op->nwaits; i++) {
 		struct devq_bop *w = op->waits[i];
@@ -134,19 +144,25 @@ static void wait_deps(struct cpu_backend *cb, struct devq_bop *op)
 		 * watching it a bounded while costs less than sleeping and
 		 * being woken, as an adaptive mutex spins before it sleeps.  A
 		 * long op costs the waiter DEP_SPIN_NS of CPU once. */
-		if (!atomic_load(&w->done)) {
+		if (!atomic_load(&w->done) && devq_spin_ok()) {
 			/* Yielding after the first microseconds: on a busy
 			 * machine the producer may be waiting for this very
 			 * CPU, and a pure spin would hold it off for the whole
-			 * DEP_SPIN_NS at every link (seen: 100 us per op). */
+			 * budget at every link (seen: 100 us per op). */
+			if (!st->dep_spin_ns)
+				st->dep_spin_ns = DEP_SPIN_NS;
 			uint64_t t0 = devq_now_ns(), now = t0;
-			while (!atomic_load(&w->done) && now - t0 < DEP_SPIN_NS) {
+			while (!atomic_load(&w->done) && now - t0 < st->dep_spin_ns) {
 				if (now - t0 < 2000)
 					cpu_relax();
 				else
 					sched_yield();
 				now = devq_now_ns();
 			}
+			uint64_t b = atomic_load(&w->done) ? 2 * (now - t0) : st->dep_spin_ns / 2;
+			st->dep_spin_ns = b < DEP_SPIN_MIN_NS ? DEP_SPIN_MIN_NS
+				       : b > DEP_SPIN_NS      ? DEP_SPIN_NS
+							      : b;
 		}
 		if (!atomic_load(&w->done)) {
 			pthread_mutex_lock(&cb->lock);
@@ -226,12 +242,12 @@ static struct cpu_worker *need_worker(struct cpu_backend *cb)
  * always reaches the daemon before that of any op that waited on it, and
  * on_complete may hand the session's next ops to any stream
  * (enqueue_any_thread). */
-static void run_list(struct cpu_backend *cb, struct devq_bop *op)
+static void run_list(struct cpu_backend *cb, struct cpu_stream *st, struct devq_bop *op)
 {
 	while (op) {
 		struct devq_bop *next = op->next;
 		if (op->kind != DEVQ_BOP_FAIL)
-			wait_deps(cb, op);
+			wait_deps(cb, st, op);
 		/* Cancellation wins over a failed dependency: the op was not
 		 * wanted any more, whatever happened before it. */
 		if (op->kind != DEVQ_BOP_FAIL && op->cancel &&
@@ -305,7 +321,7 @@ static void *worker(void *arg)
 		pthread_mutex_unlock(&cb->lock);
 		if (next)
 			futex_wake(next);
-		run_list(cb, list);
+		run_list(cb, st, list);
 		pthread_mutex_lock(&cb->lock);
 		st->owned = false;
 		cb->free_awake++;
@@ -488,7 +504,7 @@ static uint64_t cpu_run_here(struct devq_backend *b, uint64_t max_ns)
 	}
 	uint64_t t0 = devq_now_ns();
 	op->ran_here = true;
-	run_list(cb, op);
+	run_list(cb, st, op);
 	uint64_t spent = devq_now_ns() - t0;
 	pthread_mutex_lock(&cb->lock);
 	st->owned = false;
