@@ -120,7 +120,9 @@ const struct devq_cpage_slot *devq_cpc_slot(const struct devq_cpc *c, uint32_t q
  * times it: a sporadic op after an idle gap takes longer than 50 us
  * (both the daemon's CPU and this one wake from idle), and a sleep that
  * starts just before its completion adds a whole wake-up of this thread
- * to it.  Waits that take longer (long ops) keep the plain budget.
+ * to it.  Past $DEVQ_SPIN_US each poll yields the CPU first, so the
+ * longer budget never holds off a daemon thread waiting for this CPU.
+ * Waits that take longer (long ops) keep the plain budget.
  *
  * No poll at all while this thread runs on the one CPU a confined daemon
  * has (devq_cpc_peer): the daemon cannot run meanwhile. */
@@ -183,16 +185,16 @@ int devq_cpc_wait(struct devq_cpc *c, const struct devq_cpage_slot *s, uint64_t 
 	 * it), up to SPIN_PROGRESS_MAX spins in all: a wait for a point a
 	 * few hundred small ops away is then not paid with a sleep and a
 	 * wake-up, while a wait on a long op sleeps after one spin. */
-	uint64_t now = mono_ns(), t0 = now, spin = spin_ns();
+	uint64_t now = mono_ns(), t0 = now, base = spin_ns(), spin = base;
 	if (devq_cpc_completed(s) >= point) {
 		c->hits++;
 		return 0;
 	}
-	if (c->wait_avg_ns && c->wait_avg_ns < SPIN_ADAPT_MAX * spin &&
-	    c->wait_avg_ns + c->wait_avg_ns / 2 > spin)
+	if (c->wait_avg_ns && c->wait_avg_ns < SPIN_ADAPT_MAX * base &&
+	    c->wait_avg_ns + c->wait_avg_ns / 2 > base)
 		spin = c->wait_avg_ns + c->wait_avg_ns / 2;
 	if (!spin_useful(c))
-		spin = 0;
+		spin = base = 0;
 	uint64_t spin_until = now + spin, seen = devq_cpc_completed(s);
 	while (now < spin_until && now < deadline) {
 		uint64_t done = devq_cpc_completed(s);
@@ -205,14 +207,20 @@ int devq_cpc_wait(struct devq_cpc *c, const struct devq_cpage_slot *s, uint64_t 
 		 * them before the ring fills and the daemon turns to the socket. */
 		if (c->ring_armed && devq_cpc_ring_ready(c) >= c->ring_n / 2)
 			return -EAGAIN;
-		/* No sched_yield() here: yielding cost pipelined clients 10-20 %
-		 * (bench/RESULTS.md, run 10) and did not change the one slow
-		 * round trip it was tried for. */
+		/* No sched_yield() within the first $DEVQ_SPIN_US: yielding
+		 * cost pipelined clients 10-20 % (bench/RESULTS.md, run 10) and
+		 * did not change the one slow round trip it was tried for.
+		 * Past it (a budget adapted to sporadic waits) every poll
+		 * yields: the daemon's thread may be waiting for this very CPU,
+		 * and a poll of hundreds of microseconds would hold it off
+		 * (seen: p99 of back-to-back round trips 70 -> 576 us). */
 		now = mono_ns();
+		if (now - t0 >= base)
+			sched_yield();
 		if (done != seen) {
 			seen = done;
-			if (now + spin <= t0 + SPIN_PROGRESS_MAX * spin)
-				spin_until = now + spin;
+			if (now + base <= t0 + SPIN_PROGRESS_MAX * base && now + base > spin_until)
+				spin_until = now + base;
 		}
 	}
 	for (;;) {
