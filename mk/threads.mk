@@ -7,3 +7,8 @@ $(BUILD)/tests/test_threads: $(BUILD)/obj/tests/test_threads.o $(call obj,tests/
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) $(LIBS_CK) -lm
 
+# The sporadic-client benchmark (bench/sporadic.sh; not part of make check).
+$(BUILD)/bench/sporadic: $(call obj,bench/sporadic.c bench/bench_util.c) $(BUILD)/libdevq.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) -lm
+bench-build: $(BUILD)/bench/sporadic
