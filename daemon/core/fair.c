@@ -279,7 +279,8 @@ static uint64_t here_ns(const struct devq_job *op)
 {
 	if (op->b.kind == DEVQ_BOP_FAIL)
 		return 0;
-	if (!op->festp || atomic_load_explicit(&op->festp->not_here, memory_order_relaxed))
+	if (!op->festp || atomic_load_explicit(&op->festp->here_score, memory_order_relaxed) >
+				  DEVQ_FAIR_HERE_DISTRUST)
 		return UINT64_MAX;
 	if (op->fdecl)
 		return op->decl_ns;
@@ -672,10 +673,15 @@ static void release(struct devq_job *op)
 		if (!op->fdecl)
 			learn(op, op->b.t_end - op->b.t_start);
 		/* Declared or learned, the time it was let onto the loop for
-		 * was wrong by far: not again for this executable. */
-		if (op->b.ran_here && op->festp &&
-		    op->b.t_end - op->b.t_start > DEVQ_FAIR_HERE_OVER_NS)
-			atomic_store_explicit(&op->festp->not_here, true, memory_order_relaxed);
+		 * was wrong by far: a strike (fair.h). */
+		uint64_t ns = op->b.t_end - op->b.t_start;
+		struct devq_fair_est *e = op->festp;
+		unsigned sc = e ? atomic_load_explicit(&e->here_score, memory_order_relaxed) : 0;
+		if (e && op->b.ran_here && ns > DEVQ_FAIR_HERE_OVER_NS)
+			atomic_store_explicit(&e->here_score, sc + DEVQ_FAIR_HERE_STRIKE,
+					      memory_order_relaxed);
+		else if (sc && ns <= DEVQ_FAIR_HERE_NS)
+			atomic_store_explicit(&e->here_score, sc - 1, memory_order_relaxed);
 	}
 	if (op->b.stream < f->nstreams) {
 		atomic_fetch_sub(&f->st[op->b.stream].inside,

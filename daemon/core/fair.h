@@ -75,10 +75,13 @@ struct devq_job;
 struct devq_fair_est {
 	_Atomic uint64_t ns16_per_page;
 	atomic_uint ops; /* handed over: picks which ones are timed */
-	/* Set for good once one of its ops run on the loop thread took more
-	 * than DEVQ_FAIR_HERE_OVER_NS: the estimate is not trusted for that
-	 * again (devq_fair_flush_loop). */
-	atomic_bool not_here;
+	/* How far its ops are trusted to run on the loop thread
+	 * (devq_fair_flush_loop): each run there that took more than
+	 * DEVQ_FAIR_HERE_OVER_NS adds DEVQ_FAIR_HERE_STRIKE, each op of it
+	 * that took at most DEVQ_FAIR_HERE_NS (wherever it ran) takes one
+	 * away; above DEVQ_FAIR_HERE_DISTRUST none runs there.  Updated
+	 * racily, like the average. */
+	atomic_uint here_score;
 };
 
 struct devq_fair_lane {
@@ -197,11 +200,18 @@ void devq_fair_flush(struct devq_engine *e);
  * loop budget a tenant has per turn (DEVQ_FRAMES_SLICE_NS), which the
  * time is charged to. */
 #define DEVQ_FAIR_HERE_NS 10000ull
-/* An op run there that took longer than this marks its executable's
- * estimate as not to be trusted for it again (struct devq_fair_est): a
- * client whose op runs far past its estimate blocks the loop that long
- * once per executable, and pays for it with its tenant's loop turns. */
+/* An op run there that took longer than this counts against its
+ * executable (struct devq_fair_est, here_score): after three such runs
+ * close together none of its ops runs there until sixteen of them have
+ * taken no longer than the bound.  Not after one: a loop thread that is
+ * preempted while it runs an op (a loaded machine, a daemon confined to
+ * one CPU) sees a null op take milliseconds.  So a client whose ops run
+ * far past their estimate blocks the loop at most three times, then once
+ * per sixteen short ops, and pays for each with its tenant's loop
+ * turns. */
 #define DEVQ_FAIR_HERE_OVER_NS (4 * DEVQ_FAIR_HERE_NS)
+#define DEVQ_FAIR_HERE_STRIKE 16
+#define DEVQ_FAIR_HERE_DISTRUST (2 * DEVQ_FAIR_HERE_STRIKE)
 /* Loop thread, after a session's frames handed ops over (server.c's
  * session_read): devq_fair_flush, except that a lone short op may be run
  * right here (backend run_here).  Returns the ns it ran ops here, to be
