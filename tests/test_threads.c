@@ -96,7 +96,7 @@ START_TEST(test_thread_names)
 			break;
 		usleep(10000);
 	}
-	bool cpu_seen[4] = { false };
+	bool cpu_seen[4] = { false }, tsan_seen = false;
 	for (int i = 0; i < n; i++) {
 		ck_assert_msg(strlen(t[i].comm) <= 15, "%s", t[i].comm);
 		if (t[i].tid == D.pid) {
@@ -109,6 +109,13 @@ START_TEST(test_thread_names)
 			ck_assert_msg(k < 4 && !cpu_seen[k], "worker %s twice or out of range",
 				      t[i].comm);
 			cpu_seen[k] = true;
+			continue;
+		}
+		/* ThreadSanitizer's runtime starts a thread of its own from
+		 * the main one (so named "devqd"); none of devqd's is. */
+		if (!strcmp(t[i].comm, "devqd") && getenv("DEVQ_SANITIZER") &&
+		    !strcmp(getenv("DEVQ_SANITIZER"), "tsan") && !tsan_seen) {
+			tsan_seen = true;
 			continue;
 		}
 		ck_assert_msg(!strcmp(t[i].comm, "devqd-pool") || !strcmp(t[i].comm, "devqd-buffer"),
@@ -190,8 +197,15 @@ START_TEST(test_short_op_runs_on_loop)
 	unsigned long long here = sporadic(q, &op, 20);
 	op.args = &past;
 	unsigned long long worker = sporadic(q, &op, 20);
-	/* Each op handed to a sleeping worker wakes it and it sleeps again. */
-	ck_assert_msg(here == 0, "workers switched %llu times for ops at the bound", here);
+	/* Each op handed to a sleeping worker wakes it and it sleeps again.
+	 * Where the op is run is timing (an op that seems to overrun by 4x
+	 * counts against its executable): under sanitizers and valgrind only
+	 * the results and the ops past the bound are judged. */
+	bool slow = harness_slow();
+	if (slow)
+		printf("SKIP: ops at the bound on the loop (sanitizer/valgrind build): %llu\n", here);
+	else
+		ck_assert_msg(here == 0, "workers switched %llu times for ops at the bound", here);
 	ck_assert_msg(worker >= 20, "workers switched %llu times for 20 ops past the bound",
 		      worker);
 
@@ -208,11 +222,15 @@ START_TEST(test_short_op_runs_on_loop)
 	/* Short ones now, until one runs on the loop again: not before 16 ran
 	 * on workers (more where a preempted worker made one look long). */
 	int on_workers = 0;
-	while (sporadic(q, &sb, 1) != 0) {
+	while (sporadic(q, &sb, 1) != 0 && on_workers < 64)
 		on_workers++;
+	if (slow) {
+		printf("SKIP: trust regained (sanitizer/valgrind build): %d on workers\n",
+		       on_workers);
+	} else {
 		ck_assert_int_lt(on_workers, 64);
+		ck_assert_int_ge(on_workers, 16);
 	}
-	ck_assert_int_ge(on_workers, 16);
 	/* Every byte was incremented by the long ops, the first 16 by all. */
 	const uint8_t *m = b->map;
 	ck_assert_int_eq(m[0], (3 + on_workers + 1) & 0xff);
@@ -220,7 +238,9 @@ START_TEST(test_short_op_runs_on_loop)
 	ck_assert_int_eq(m[(16u << 20) - 1], 3);
 	/* The plain spin kernel is still trusted. */
 	op.args = &at;
-	ck_assert_int_eq(sporadic(q, &op, 5), 0);
+	unsigned long long again = sporadic(q, &op, 5);
+	if (!slow)
+		ck_assert_int_eq(again, 0);
 	ck_assert_int_eq(devq_buffer_release(q, b), 0);
 	devq_disconnect(q);
 	ck_assert_int_eq(harness_stop(&D), 0);

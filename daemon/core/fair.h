@@ -215,7 +215,10 @@ void devq_fair_flush(struct devq_engine *e);
 /* Loop thread, after a session's frames handed ops over (server.c's
  * session_read): devq_fair_flush, except that a lone short op may be run
  * right here (backend run_here).  Returns the ns it ran ops here, to be
- * charged to that session's tenant's loop share; 0 when none ran. */
+ * charged to that session's tenant's loop share; 0 when none ran.  The
+ * op is that session's but where a completer handed another session's
+ * op to an idle stream in the same instant; then the reader pays for it,
+ * at most DEVQ_FAIR_HERE_NS expected. */
 uint64_t devq_fair_flush_loop(struct devq_engine *e);
 
 #endif

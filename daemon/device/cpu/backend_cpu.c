@@ -478,7 +478,7 @@ static bool deps_done(const struct devq_bop *op)
  * reads the next frames while it runs (pipelining), and other streams'
  * workers are not held back.  The loop is blocked while the op runs: the
  * caller bounds that by max_ns of expected time and charges what it took
- * to the op's tenant. */
+ * to a tenant's loop share (devq_fair_flush_loop). */
 static uint64_t cpu_run_here(struct devq_backend *b, uint64_t max_ns)
 {
 	struct cpu_backend *cb = (struct cpu_backend *)b;
