@@ -120,8 +120,9 @@ const struct devq_cpage_slot *devq_cpc_slot(const struct devq_cpc *c, uint32_t q
  * times it: a sporadic op after an idle gap takes longer than 50 us
  * (both the daemon's CPU and this one wake from idle), and a sleep that
  * starts just before its completion adds a whole wake-up of this thread
- * to it.  Past $DEVQ_SPIN_US each poll yields the CPU first, so the
- * longer budget never holds off a daemon thread waiting for this CPU.
+ * to it.  Past $DEVQ_SPIN_US without a completion each poll yields the
+ * CPU first, so the longer budget never holds off a daemon thread waiting
+ * for this CPU.
  * Waits that take longer (long ops) keep the plain budget.
  *
  * No poll at all while this thread runs on the one CPU a confined daemon
@@ -195,7 +196,7 @@ int devq_cpc_wait(struct devq_cpc *c, const struct devq_cpage_slot *s, uint64_t 
 		spin = c->wait_avg_ns + c->wait_avg_ns / 2;
 	if (!spin_useful(c))
 		spin = base = 0;
-	uint64_t spin_until = now + spin, seen = devq_cpc_completed(s);
+	uint64_t spin_until = now + spin, seen = devq_cpc_completed(s), moved = t0;
 	while (now < spin_until && now < deadline) {
 		uint64_t done = devq_cpc_completed(s);
 		if (done >= point) {
@@ -207,18 +208,20 @@ int devq_cpc_wait(struct devq_cpc *c, const struct devq_cpage_slot *s, uint64_t 
 		 * them before the ring fills and the daemon turns to the socket. */
 		if (c->ring_armed && devq_cpc_ring_ready(c) >= c->ring_n / 2)
 			return -EAGAIN;
-		/* No sched_yield() within the first $DEVQ_SPIN_US: yielding
-		 * cost pipelined clients 10-20 % (bench/RESULTS.md, run 10) and
-		 * did not change the one slow round trip it was tried for.
-		 * Past it (a budget adapted to sporadic waits) every poll
+		/* No sched_yield() while the queue completes, nor within the
+		 * first $DEVQ_SPIN_US: yielding cost pipelined clients 10-20 %
+		 * (bench/RESULTS.md, run 10) and did not change the one slow
+		 * round trip it was tried for.  Past that with nothing
+		 * completing (a budget adapted to sporadic waits) every poll
 		 * yields: the daemon's thread may be waiting for this very CPU,
 		 * and a poll of hundreds of microseconds would hold it off
 		 * (seen: p99 of back-to-back round trips 70 -> 576 us). */
 		now = mono_ns();
-		if (now - t0 >= base)
+		if (now - moved >= base)
 			sched_yield();
 		if (done != seen) {
 			seen = done;
+			moved = now;
 			if (now + base <= t0 + SPIN_PROGRESS_MAX * base && now + base > spin_until)
 				spin_until = now + base;
 		}
