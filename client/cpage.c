@@ -113,9 +113,11 @@ const struct devq_cpage_slot *devq_cpc_slot(const struct devq_cpc *c, uint32_t q
  * from ~85 us to ~7 us with it (bench/RESULTS.md); a wait on a long op
  * pays at most this much CPU before sleeping.
  *
- * Adapted per connection (struct devq_cpc): waits that found their point
- * not yet complete keep an average of how long they took (wait_avg_ns,
- * over about the last 8).  While that average is below SPIN_ADAPT_MAX
+ * Adapted per connection (struct devq_cpc): waits for a queue's next
+ * point that found it not yet complete keep an average of how long they
+ * took (wait_avg_ns, over about the last 8); waits for points further on
+ * (a client that pipelines) neither teach nor use it, and never yield.
+ * While that average is below SPIN_ADAPT_MAX
  * times $DEVQ_SPIN_US (400 us at the default), a wait polls for up to 1.5
  * times it: a sporadic op after an idle gap takes longer than 50 us
  * (both the daemon's CPU and this one wake from idle), and a sleep that
@@ -187,11 +189,16 @@ int devq_cpc_wait(struct devq_cpc *c, const struct devq_cpage_slot *s, uint64_t 
 	 * few hundred small ops away is then not paid with a sleep and a
 	 * wake-up, while a wait on a long op sleeps after one spin. */
 	uint64_t now = mono_ns(), t0 = now, base = spin_ns(), spin = base;
-	if (devq_cpc_completed(s) >= point) {
+	uint64_t first = devq_cpc_completed(s);
+	if (first >= point) {
 		c->hits++;
 		return 0;
 	}
-	if (c->wait_avg_ns && c->wait_avg_ns < SPIN_ADAPT_MAX * base &&
+	/* A wait for the queue's next point (a sporadic op, a round trip)
+	 * adapts; a wait for a point further on (a pipelining client) keeps
+	 * the plain budget and teaches nothing. */
+	bool next = point == first + 1;
+	if (next && c->wait_avg_ns && c->wait_avg_ns < SPIN_ADAPT_MAX * base &&
 	    c->wait_avg_ns + c->wait_avg_ns / 2 > base)
 		spin = c->wait_avg_ns + c->wait_avg_ns / 2;
 	if (!spin_useful(c))
@@ -201,7 +208,8 @@ int devq_cpc_wait(struct devq_cpc *c, const struct devq_cpage_slot *s, uint64_t 
 		uint64_t done = devq_cpc_completed(s);
 		if (done >= point) {
 			c->hits++; /* found without a syscall */
-			note_wait(c, mono_ns() - t0);
+			if (next)
+				note_wait(c, mono_ns() - t0);
 			return 0;
 		}
 		/* Records pile up while the queue completes: the caller takes
@@ -211,13 +219,13 @@ int devq_cpc_wait(struct devq_cpc *c, const struct devq_cpage_slot *s, uint64_t 
 		/* No sched_yield() while the queue completes, nor within the
 		 * first $DEVQ_SPIN_US: yielding cost pipelined clients 10-20 %
 		 * (bench/RESULTS.md, run 10) and did not change the one slow
-		 * round trip it was tried for.  Past that with nothing
-		 * completing (a budget adapted to sporadic waits) every poll
+		 * round trip it was tried for.  Past that, in a wait for the
+		 * next point with nothing completing, every poll
 		 * yields: the daemon's thread may be waiting for this very CPU,
 		 * and a poll of hundreds of microseconds would hold it off
 		 * (seen: p99 of back-to-back round trips 70 -> 576 us). */
 		now = mono_ns();
-		if (now - moved >= base)
+		if (next && now - moved >= base)
 			sched_yield();
 		if (done != seen) {
 			seen = done;
@@ -228,7 +236,8 @@ int devq_cpc_wait(struct devq_cpc *c, const struct devq_cpage_slot *s, uint64_t 
 	}
 	for (;;) {
 		if (devq_cpc_completed(s) >= point) {
-			note_wait(c, mono_ns() - t0);
+			if (next)
+				note_wait(c, mono_ns() - t0);
 			return 0;
 		}
 		if (c->ring_armed && devq_cpc_ring_ready(c) >= c->ring_n / 2)
@@ -241,7 +250,8 @@ int devq_cpc_wait(struct devq_cpc *c, const struct devq_cpage_slot *s, uint64_t 
 		atomic_fetch_add_explicit(&c->hint->waiters, 1, memory_order_seq_cst);
 		if (atomic_load_explicit(&s->completed, memory_order_seq_cst) >= point) {
 			atomic_fetch_sub_explicit(&c->hint->waiters, 1, memory_order_relaxed);
-			note_wait(c, mono_ns() - t0);
+			if (next)
+				note_wait(c, mono_ns() - t0);
 			return 0;
 		}
 		/* The daemon wakes a sleeper whose ring is half full (seq_cst
