@@ -14,8 +14,10 @@
  * each, ~1-4 us in all), because the holder's section is a few hundred
  * instructions at most, shorter than a futex round trip.  Adapted per
  * lock as glibc's adaptive mutex does: a take spins up to twice what
- * takes needed lately, plus a few, and what it needed (or, when it had to
- * sleep, none) moves that figure by an eighth. */
+ * takes spun lately, plus a few, and what it spun (all of it when it
+ * had to sleep) moves that figure by an eighth, so a lock whose holders
+ * are often a little slow earns the whole budget and one taken at once
+ * spins little. */
 #define DEVQ_LOCK_SPINS 100
 #define DEVQ_LOCK_SPINS_MIN 10
 
@@ -68,7 +70,9 @@ void devq_lock_wait(struct devq_lock *l)
 		}
 	}
 	if (max)
-		atomic_store_explicit(&l->spins, past - past / 8, memory_order_relaxed);
+		atomic_store_explicit(&l->spins,
+				      (unsigned)((int)past + ((int)max - (int)past) / 8),
+				      memory_order_relaxed);
 	/* Marked contended before sleeping, so the holder's give wakes one
 	 * sleeper; whoever takes it this way keeps the mark (it cannot know
 	 * whether others sleep), at the cost of one spare wake at most. */

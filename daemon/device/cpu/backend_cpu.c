@@ -482,10 +482,13 @@ static bool deps_done(const struct devq_bop *op)
 static uint64_t cpu_run_here(struct devq_backend *b, uint64_t max_ns)
 {
 	struct cpu_backend *cb = (struct cpu_backend *)b;
-	if (!atomic_load(&cb->queued))
+	/* cpu_flush's work and the check for a lone short op under one
+	 * acquisition of the lock the workers take too. */
+	if (!atomic_exchange(&cb->queued, false))
 		return 0;
 	struct cpu_stream *st = NULL;
 	struct devq_bop *op = NULL;
+	struct cpu_worker *w = NULL;
 	pthread_mutex_lock(&cb->lock);
 	unsigned c = cb->rq_head[1] ? 1 : 0;
 	struct cpu_stream *h = cb->rq_head[c];
@@ -495,11 +498,13 @@ static uint64_t cpu_run_here(struct devq_backend *b, uint64_t max_ns)
 		st->owned = true;
 		op = st->head;
 		st->head = st->tail = NULL;
-		atomic_store(&cb->queued, false);
+	} else {
+		w = need_worker(cb);
 	}
 	pthread_mutex_unlock(&cb->lock);
 	if (!op) {
-		cpu_flush(b);
+		if (w)
+			futex_wake(w);
 		return 0;
 	}
 	uint64_t t0 = devq_now_ns();
