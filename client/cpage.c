@@ -7,9 +7,12 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <sched.h>
+#include <stdbool.h>
 #include <linux/futex.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -44,6 +47,7 @@ int devq_cpc_open(uint32_t layout, uint32_t size, uint32_t slots, uint32_t hint_
 		goto out;
 	}
 	c->efd = -1;
+	c->daemon_cpu = -1;
 	if (layout != DEVQ_CPAGE_LAYOUT ||
 	    size < sizeof(struct devq_cpage_hdr) + (uint64_t)slots * sizeof(struct devq_cpage_slot) ||
 	    hint_size < sizeof(struct devq_cpage_hints)) {
@@ -103,14 +107,54 @@ const struct devq_cpage_slot *devq_cpc_slot(const struct devq_cpc *c, uint32_t q
 	return NULL;
 }
 
-/* How long a wait polls the page before it sleeps: $DEVQ_SPIN_US, default
- * 50 us (0: sleep at once).  Measured on a 2-vCPU VM, a null op's round
- * trip drops from ~85 us to ~7 us with it (bench/RESULTS.md); a wait on a
- * long op pays at most this much CPU before sleeping. */
+/* The spin rule, libdevq's side (devqd's is in daemon/base/lock.h).  A
+ * wait polls the page before it sleeps: $DEVQ_SPIN_US, default 50 us (0:
+ * sleep at once).  Measured on a 2-vCPU VM, a null op's round trip drops
+ * from ~85 us to ~7 us with it (bench/RESULTS.md); a wait on a long op
+ * pays at most this much CPU before sleeping.
+ *
+ * Adapted per connection (struct devq_cpc): waits for a queue's next
+ * point that found it not yet complete keep an average of how long they
+ * took (wait_avg_ns, over about the last 8); waits for points further on
+ * (a client that pipelines) neither teach nor use it, and never yield.
+ * While that average is below SPIN_ADAPT_MAX
+ * times $DEVQ_SPIN_US (400 us at the default), a wait polls for up to 1.5
+ * times it: a sporadic op after an idle gap takes longer than 50 us
+ * (both the daemon's CPU and this one wake from idle), and a sleep that
+ * starts just before its completion adds a whole wake-up of this thread
+ * to it.  Past $DEVQ_SPIN_US without a completion each poll yields the
+ * CPU first, so the longer budget never holds off a daemon thread waiting
+ * for this CPU.
+ * Waits that take longer (long ops) keep the plain budget.
+ *
+ * No poll at all while this thread runs on the one CPU a confined daemon
+ * has (devq_cpc_peer): the daemon cannot run meanwhile. */
 #define SPIN_US_DEFAULT 50
+#define SPIN_ADAPT_MAX 8
 /* Progress extends the spin to at most this many times $DEVQ_SPIN_US
  * (2 ms at the default): past that a sleep and a wake-up cost < 2 %. */
 #define SPIN_PROGRESS_MAX 40
+
+void devq_cpc_peer(struct devq_cpc *c, int fd)
+{
+	struct ucred cr;
+	socklen_t len = sizeof(cr);
+	cpu_set_t set;
+	c->daemon_cpu = -1;
+	/* pid 0: the daemon is in another pid namespace; nothing known. */
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0 || cr.pid <= 0 ||
+	    sched_getaffinity(cr.pid, sizeof(set), &set) < 0 || CPU_COUNT(&set) != 1)
+		return;
+	for (int i = 0; i < CPU_SETSIZE; i++)
+		if (CPU_ISSET(i, &set))
+			c->daemon_cpu = i;
+}
+
+/* Whether polling can help: the daemon may run while this thread polls. */
+static bool spin_useful(const struct devq_cpc *c)
+{
+	return c->daemon_cpu < 0 || sched_getcpu() != c->daemon_cpu;
+}
 
 static uint64_t spin_ns(void)
 {
@@ -127,6 +171,13 @@ static uint64_t spin_ns(void)
 	return (uint64_t)ns;
 }
 
+/* A wait that found its point not complete took ns: the average the spin
+ * budget adapts to. */
+static void note_wait(struct devq_cpc *c, uint64_t ns)
+{
+	c->wait_avg_ns = c->wait_avg_ns ? (7 * c->wait_avg_ns + ns) / 8 : ns;
+}
+
 int devq_cpc_wait(struct devq_cpc *c, const struct devq_cpage_slot *s, uint64_t point,
 		  uint64_t deadline)
 {
@@ -137,31 +188,58 @@ int devq_cpc_wait(struct devq_cpc *c, const struct devq_cpage_slot *s, uint64_t 
 	 * it), up to SPIN_PROGRESS_MAX spins in all: a wait for a point a
 	 * few hundred small ops away is then not paid with a sleep and a
 	 * wake-up, while a wait on a long op sleeps after one spin. */
-	uint64_t now = mono_ns(), t0 = now, spin = spin_ns();
-	uint64_t spin_until = now + spin, seen = devq_cpc_completed(s);
+	uint64_t now = mono_ns(), t0 = now, base = spin_ns(), spin = base;
+	uint64_t first = devq_cpc_completed(s);
+	if (first >= point) {
+		c->hits++;
+		return 0;
+	}
+	/* A wait for the queue's next point (a sporadic op, a round trip)
+	 * adapts; a wait for a point further on (a pipelining client) keeps
+	 * the plain budget and teaches nothing. */
+	bool next = point == first + 1;
+	if (next && c->wait_avg_ns && c->wait_avg_ns < SPIN_ADAPT_MAX * base &&
+	    c->wait_avg_ns + c->wait_avg_ns / 2 > base)
+		spin = c->wait_avg_ns + c->wait_avg_ns / 2;
+	if (!spin_useful(c))
+		spin = base = 0;
+	uint64_t spin_until = now + spin, seen = devq_cpc_completed(s), moved = t0;
 	while (now < spin_until && now < deadline) {
 		uint64_t done = devq_cpc_completed(s);
 		if (done >= point) {
 			c->hits++; /* found without a syscall */
+			if (next)
+				note_wait(c, mono_ns() - t0);
 			return 0;
 		}
 		/* Records pile up while the queue completes: the caller takes
 		 * them before the ring fills and the daemon turns to the socket. */
 		if (c->ring_armed && devq_cpc_ring_ready(c) >= c->ring_n / 2)
 			return -EAGAIN;
-		/* No sched_yield() here: yielding cost pipelined clients 10-20 %
+		/* No sched_yield() while the queue completes, nor within the
+		 * first $DEVQ_SPIN_US: yielding cost pipelined clients 10-20 %
 		 * (bench/RESULTS.md, run 10) and did not change the one slow
-		 * round trip it was tried for. */
+		 * round trip it was tried for.  Past that, in a wait for the
+		 * next point with nothing completing, every poll
+		 * yields: the daemon's thread may be waiting for this very CPU,
+		 * and a poll of hundreds of microseconds would hold it off
+		 * (seen: p99 of back-to-back round trips 70 -> 576 us). */
 		now = mono_ns();
+		if (next && now - moved >= base)
+			sched_yield();
 		if (done != seen) {
 			seen = done;
-			if (now + spin <= t0 + SPIN_PROGRESS_MAX * spin)
-				spin_until = now + spin;
+			moved = now;
+			if (now + base <= t0 + SPIN_PROGRESS_MAX * base && now + base > spin_until)
+				spin_until = now + base;
 		}
 	}
 	for (;;) {
-		if (devq_cpc_completed(s) >= point)
+		if (devq_cpc_completed(s) >= point) {
+			if (next)
+				note_wait(c, mono_ns() - t0);
 			return 0;
+		}
 		if (c->ring_armed && devq_cpc_ring_ready(c) >= c->ring_n / 2)
 			return -EAGAIN;
 		atomic_store_explicit(&c->hint->wait_slot,
@@ -172,6 +250,8 @@ int devq_cpc_wait(struct devq_cpc *c, const struct devq_cpage_slot *s, uint64_t 
 		atomic_fetch_add_explicit(&c->hint->waiters, 1, memory_order_seq_cst);
 		if (atomic_load_explicit(&s->completed, memory_order_seq_cst) >= point) {
 			atomic_fetch_sub_explicit(&c->hint->waiters, 1, memory_order_relaxed);
+			if (next)
+				note_wait(c, mono_ns() - t0);
 			return 0;
 		}
 		/* The daemon wakes a sleeper whose ring is half full (seq_cst
@@ -222,7 +302,7 @@ void devq_cpc_ring_disarm(struct devq_cpc *c)
 int devq_cpc_wait_any(struct devq_cpc *c, uint32_t seen, uint64_t deadline)
 {
 	_Atomic uint32_t *seq = (_Atomic uint32_t *)&c->pub->seq;
-	uint64_t now = mono_ns(), spin_until = now + spin_ns();
+	uint64_t now = mono_ns(), spin_until = now + (spin_useful(c) ? spin_ns() : 0);
 	while (now < spin_until && now < deadline) {
 		if (atomic_load_explicit(seq, memory_order_acquire) != seen) {
 			c->hits++;

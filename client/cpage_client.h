@@ -16,6 +16,12 @@ struct devq_cpc {
 	struct devq_cpage_hints *hint;
 	size_t hint_len;
 	int efd;
+	/* The spin rule's state, per connection (cpage.c): how long waits
+	 * that found their point not yet complete took lately (an average,
+	 * ns; 0: none yet), and the one CPU the daemon is confined to (-1:
+	 * more than one, or unknown). */
+	uint64_t wait_avg_ns;
+	int daemon_cpu;
 	uint64_t hits;        /* points found complete without a syscall */
 	uint64_t futex_waits; /* FUTEX_WAIT calls */
 	/* The record ring (NULL: the daemon made none); armed once at connect. */
@@ -34,6 +40,9 @@ struct devq_cpc {
 int devq_cpc_open(uint32_t layout, uint32_t size, uint32_t slots, uint32_t hint_size,
 		  const int fds[3], struct devq_cpc **out);
 void devq_cpc_free(struct devq_cpc *c); /* accepts NULL */
+/* Notes the daemon's CPUs from its socket fd (SO_PEERCRED's pid): waits
+ * do not spin on the one CPU a confined daemon has. */
+void devq_cpc_peer(struct devq_cpc *c, int fd);
 
 /* The slot of queue id, or NULL when the daemon has none (yet). */
 const struct devq_cpage_slot *devq_cpc_slot(const struct devq_cpc *c, uint32_t queue);

@@ -370,7 +370,11 @@ DEVQ_EXPORT void devq_get_io_stats(const devq *q, struct devq_io_stats *out);
  * no syscall when the point is already complete; otherwise it polls the
  * page for $DEVQ_SPIN_US microseconds (default 50; 0: never), restarting
  * that time whenever the queue completes another point, for at most 40
- * times it in all, and then sleeps on a futex.
+ * times it in all, and then sleeps on a futex.  For the queue's next
+ * point the poll time follows the connection's recent such waits (up to
+ * 1.5 times their average while that is below 8 times $DEVQ_SPIN_US), and
+ * it is 0 on the one CPU a confined daemon may use (libdevq(3),
+ * DEVQ_SPIN_US).
  * Completion records (status, message, timing) come from a ring in the
  * same shared memory (unless $DEVQ_NO_CRING=1 or the daemon has none):
  * devq_wait(..., out) and devq_next_completion copy them from there with

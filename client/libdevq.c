@@ -675,6 +675,8 @@ static int hello(devq *q)
 		if (devq_cpc_open(pg->layout, pg->size, pg->slots, pg->hint_size, q->reply_fds,
 				  &q->cp) < 0)
 			q->cp = NULL;
+		if (q->cp)
+			devq_cpc_peer(q->cp, q->fd);
 		/* Completion records through the ring unless DEVQ_NO_CRING=1
 		 * (comparisons, debugging): armed before any op is sent. */
 		const char *nocr = getenv("DEVQ_NO_CRING");

@@ -93,6 +93,16 @@ check "fill on two queues (rc $rc): $(cat "$tmp/sub.out")" '[ $rc = 0 ]'
 check "queue 0's result is value + tag 1" 'grep -q "dst = 11 11 11 11" "$tmp/sub.out"'
 check "queue 1's result" 'grep -q "dst = 21 21 21 21" "$tmp/sub.out"'
 "$B/devctl" submit fill n=4 value=30 dst=size:16 --repeat 5 >/dev/null 2>&1
+# Sporadic short ops, each alone on an idle device: the loop runs such an
+# op itself when it is learned to be short, but never a host executable's
+# (its init and the cores it waits for would stall the loop).
+j=0
+while [ $j -lt 30 ]; do
+	"$B/devctl" submit fill n=4 value=30 dst=size:16 >/dev/null 2>&1
+	j=$((j + 1))
+done
+check "no host op run on the loop thread: $(grep -c run-on-loop "$hostlog")" \
+	'! grep -q "^run-on-loop" "$hostlog"'
 inits=$(grep -c "^init 1 " "$hostlog")
 check "one init per stream used, no more ($inits: $(tr '\n' ';' < "$hostlog"))" '[ "$inits" -ge 1 ] && [ "$inits" -le 2 ]'
 

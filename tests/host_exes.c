@@ -11,7 +11,8 @@
  *   crash_cpu  dereferences NULL: takes devqd down (tests/deploy)
  * init and fini append "init|fini TAG fill|slow main=0|1" to $DEVQ_TEST_HOSTLOG,
  * main=1 when on the process's first thread (devqd's loop): the test
- * checks that never happens, and that every init gets its fini. */
+ * checks that never happens, and that every init gets its fini.  A run of
+ * fill_cpu on that thread appends "run-on-loop TAG fill main=1". */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
@@ -85,6 +86,8 @@ static int fill_cpu_run(const union devq_kval *a, const struct devq_host_call *c
 			 call->threads);
 		return -EINVAL;
 	}
+	if (gettid() == getpid())
+		note("run-on-loop", s->who);
 	uint32_t *d = a[2].ptr;
 	for (uint64_t i = 0; i < a[0].u64; i++)
 		d[i] = a[1].u32 + s->tag;

@@ -2,7 +2,8 @@
 /* Locks of the op path (backend FIFOs, fair slots, the completion list):
  * each is held for a few hundred instructions by the loop and by every
  * completer at up to millions of ops per second.  Both kinds below spin
- * briefly before they sleep, so a contended acquisition usually costs no
+ * briefly before they sleep (glibc's adaptive mutex: at most 100 spins,
+ * adapted per mutex; devq_lock: see lock.c), so a contended acquisition usually costs no
  * FUTEX_WAIT/FUTEX_WAKE pair; on the launch-bound fit (4 streams, 2 vCPUs)
  * the adaptive mutex halved the daemon's futex calls and took the exposed
  * per-op cost from ~1.1 to ~0.9 us (bench/RESULTS.md, run 10).  The CPU
@@ -14,6 +15,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 
 static inline void devq_mutex_init_hot(pthread_mutex_t *m)
 {
@@ -36,9 +38,23 @@ static inline void devq_mutex_init_hot(pthread_mutex_t *m)
  * variables (use a pthread mutex there). */
 struct devq_lock {
 	atomic_uint v; /* 0 free, 1 held, 2 held and someone may sleep on it */
+	/* Adaptive spin: about how many spins a contended take needed lately
+	 * (lock.c); per lock, updated racily (a lost update only delays it). */
+	atomic_uint spins;
 };
 
-#define DEVQ_LOCK_INIT { 0 }
+#define DEVQ_LOCK_INIT { 0, 0 }
+
+/* The one rule for spinning in devqd (this lock, the CPU workers' wait on
+ * a dependency; libdevq's wait keeps the same rule on its side): a spin
+ * waits for another thread to finish something, so it is worth its CPU
+ * only while that thread can run at the same time.  False when this
+ * process may run on one CPU only (sched_getaffinity: taskset, a cpuset,
+ * CPUAffinity=), read again at most once a second since it can change
+ * while devqd runs: every waiter then sleeps at once (or yields), so it
+ * never holds the one CPU the thread it waits for needs.  Called on
+ * contended paths only. */
+bool devq_spin_ok(void);
 
 void devq_lock_wait(struct devq_lock *l);
 void devq_lock_wake(struct devq_lock *l);

@@ -141,6 +141,7 @@ static void bg_report(struct bg_job *j)
 static void *bg_main(void *arg)
 {
 	(void)arg;
+	pthread_setname_np(pthread_self(), "devqd-buffer"); /* for top -H */
 	pthread_mutex_lock(&bg.lock);
 	for (;;) {
 		while (!bg.head && !bg.stop)

@@ -277,6 +277,31 @@ void devq_fair_flush(struct devq_engine *e)
 		e->be->ops->flush(e->be);
 }
 
+uint64_t devq_fair_flush_loop(struct devq_engine *e)
+{
+	if (e->be->ops->run_here)
+		return e->be->ops->run_here(e->be, DEVQ_FAIR_HERE_NS);
+	devq_fair_flush(e);
+	return 0;
+}
+
+/* What the backend may go by to run op on the loop thread (run_here): a
+ * declared duration, or an estimate learned from timed ops and not yet
+ * caught short there; never a guess for an executable never timed. */
+static uint64_t here_ns(const struct devq_job *op)
+{
+	if (op->b.kind == DEVQ_BOP_FAIL)
+		return 0;
+	if (!op->festp || atomic_load_explicit(&op->festp->here_score, memory_order_relaxed) >
+				  DEVQ_FAIR_HERE_DISTRUST)
+		return UINT64_MAX;
+	if (op->fdecl)
+		return op->decl_ns;
+	if (!atomic_load_explicit(&op->festp->ns16_per_page, memory_order_relaxed))
+		return UINT64_MAX;
+	return op->fest;
+}
+
 /* Stamps t_handoff and gives op to the backend.  from_loop: called on the
  * loop thread (else from a completer). */
 static void handoff(struct devq_job *op, bool from_loop)
@@ -367,6 +392,7 @@ static void hand_over(struct devq_job *op, struct burst *bu)
 			    DEVQ_FAIR_SAMPLE ==
 		    0)
 		op->b.timed = true;
+	op->b.expect_ns = here_ns(op);
 	op->fhanded = true;
 	if (!bu->chain) {
 		handoff(op, bu->from_loop);
@@ -656,8 +682,20 @@ bool devq_fair_waiting(struct devq_session *s)
 static void release(struct devq_job *op)
 {
 	struct devq_fair *f = &op->s->e->fair;
-	if (!op->fdecl && op->b.t_start && op->b.t_end >= op->b.t_start)
-		learn(op, op->b.t_end - op->b.t_start);
+	if (op->b.t_start && op->b.t_end >= op->b.t_start) {
+		if (!op->fdecl)
+			learn(op, op->b.t_end - op->b.t_start);
+		/* Declared or learned, the time it was let onto the loop for
+		 * was wrong by far: a strike (fair.h). */
+		uint64_t ns = op->b.t_end - op->b.t_start;
+		struct devq_fair_est *e = op->festp;
+		unsigned sc = e ? atomic_load_explicit(&e->here_score, memory_order_relaxed) : 0;
+		if (e && op->b.ran_here && ns > DEVQ_FAIR_HERE_OVER_NS)
+			atomic_store_explicit(&e->here_score, sc + DEVQ_FAIR_HERE_STRIKE,
+					      memory_order_relaxed);
+		else if (sc && ns <= DEVQ_FAIR_HERE_NS)
+			atomic_store_explicit(&e->here_score, sc - 1, memory_order_relaxed);
+	}
 	if (op->b.stream < f->nstreams) {
 		atomic_fetch_sub(&f->st[op->b.stream].inside,
 				 (1ull << DEVQ_FAIR_OPS_SHIFT) + op->fest);

@@ -75,6 +75,13 @@ struct devq_job;
 struct devq_fair_est {
 	_Atomic uint64_t ns16_per_page;
 	atomic_uint ops; /* handed over: picks which ones are timed */
+	/* How far its ops are trusted to run on the loop thread
+	 * (devq_fair_flush_loop): each run there that took more than
+	 * DEVQ_FAIR_HERE_OVER_NS adds DEVQ_FAIR_HERE_STRIKE, each op of it
+	 * that took at most DEVQ_FAIR_HERE_NS (wherever it ran) takes one
+	 * away; above DEVQ_FAIR_HERE_DISTRUST none runs there.  Updated
+	 * racily, like the average. */
+	atomic_uint here_score;
 };
 
 struct devq_fair_lane {
@@ -187,5 +194,34 @@ void devq_fair_kick(struct devq_engine *e);
  * The loop calls it once per iteration when e->flush_due is set, so the
  * frames of one read share each stream's wake-up. */
 void devq_fair_flush(struct devq_engine *e);
+
+/* The longest expected device time of an op the loop thread runs itself
+ * (backend run_here): a sporadic op on an idle stream then costs the
+ * daemon no wake-up of a worker.  10 us: a null op's whole path is a few
+ * microseconds, waking a sleeping worker costs more than 10 (an idle
+ * vCPU's wake-up, ~35 us on the 2-vCPU VM), and 10 us is 1/200 of the
+ * loop budget a tenant has per turn (DEVQ_FRAMES_SLICE_NS), which the
+ * time is charged to. */
+#define DEVQ_FAIR_HERE_NS 10000ull
+/* An op run there that took longer than this counts against its
+ * executable (struct devq_fair_est, here_score): after three such runs
+ * close together none of its ops runs there until sixteen of them have
+ * taken no longer than the bound.  Not after one: a loop thread that is
+ * preempted while it runs an op (a loaded machine, a daemon confined to
+ * one CPU) sees a null op take milliseconds.  So a client whose ops run
+ * far past their estimate blocks the loop at most three times, then once
+ * per sixteen short ops, and pays for each with its tenant's loop
+ * turns. */
+#define DEVQ_FAIR_HERE_OVER_NS (4 * DEVQ_FAIR_HERE_NS)
+#define DEVQ_FAIR_HERE_STRIKE 16
+#define DEVQ_FAIR_HERE_DISTRUST (2 * DEVQ_FAIR_HERE_STRIKE)
+/* Loop thread, after a session's frames handed ops over (server.c's
+ * session_read): devq_fair_flush, except that a lone short op may be run
+ * right here (backend run_here).  Returns the ns it ran ops here, to be
+ * charged to that session's tenant's loop share; 0 when none ran.  The
+ * op is that session's but where a completer handed another session's
+ * op to an idle stream in the same instant; then the reader pays for it,
+ * at most DEVQ_FAIR_HERE_NS expected. */
+uint64_t devq_fair_flush_loop(struct devq_engine *e);
 
 #endif

@@ -232,6 +232,7 @@ int devq_sched_submit(struct devq_session *s, const Devq__Op *m, uint64_t t_rece
 	op->t_received = t_received;
 	op->b.cancel = &s->cancel;
 	op->b.timed = !m->no_timing;
+	op->b.expect_ns = UINT64_MAX; /* unknown until fair.c hands it over */
 	op->b.replay = m->replayable;
 	if (devq_timeline_put(q, op, op->point) < 0) {
 		/* Without a ring slot the point cannot be tracked: end the session. */

@@ -15,7 +15,8 @@
  * op names the buffer, and unmap_host (or free) is called once every op
  * that named it has been reported complete.
  * Completions are reported from backend threads through on_complete, which
- * must not call back into the backend unless enqueue_any_thread is set; it
+ * must not call back into the backend unless enqueue_any_thread is set (it
+ * is also called from the loop thread inside run_here); it
  * stores op->done = 1 as its last access to op, so a backend that waits on
  * done sees a dependency complete only once its completion is reported.  An
  * op's completion is reported before that of any op that waited on it, and
@@ -81,6 +82,12 @@ struct devq_bop {
 	 * before its enqueue call returned). */
 	_Atomic uint64_t enqueue_ns;
 	uint64_t t_start, t_end;
+	/* The daemon's estimate of the op's device time (core/fair.c), or
+	 * UINT64_MAX when it has none: what run_here goes by. */
+	uint64_t expect_ns;
+	/* Set by the backend before on_complete when run_here ran the op on
+	 * the daemon's loop thread (the daemon then checks its estimate). */
+	bool ran_here;
 	void *priv; /* backend private */
 };
 
@@ -125,6 +132,15 @@ struct devq_backend_ops {
 	/* The daemon has handed over all it has for now: issue anything held
 	 * back (CUDA: a replayable run captured as a graph).  May be NULL. */
 	void (*flush)(struct devq_backend *b);
+	/* Loop thread, in place of flush where the daemon can charge the time
+	 * to a tenant: when what waits for the device is one op on an idle
+	 * stream, expected to take at most max_ns (expect_ns), whose waits are
+	 * done and which no thread of the backend is awake to take, the
+	 * backend runs it here, on the calling thread, and reports it through
+	 * on_complete from here; then it flushes as flush does.  Returns the
+	 * ns spent running ops here, 0 when none ran.  A sporadic op then
+	 * costs no wake-up of a backend thread.  May be NULL. */
+	uint64_t (*run_here)(struct devq_backend *b, uint64_t max_ns);
 	/* Executable repository (core/repo.c); both NULL for a backend that
 	 * runs repository executables only through their CPU code (k->cpu).
 	 * load_image, from any thread (a rescan runs off the loop): loads the

@@ -86,6 +86,7 @@ static void drop(struct devq_hslots *h, const struct devq_host_exe *x)
 static void *housekeeper(void *arg)
 {
 	struct devq_hslots *h = arg;
+	pthread_setname_np(pthread_self(), "devqd-hslots"); /* for top -H */
 	if (h->enter)
 		h->enter(h->ud);
 	for (;;) {

@@ -8,6 +8,7 @@
 #include "server/reload.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -68,7 +69,18 @@ static void start(struct devq_reload *rl)
 	devq_repo_scan_prepare(&d->e.repo, &rl->sc);
 	rl->work.data = rl;
 	rl->t_start = devq_now_ns();
+	/* libuv starts its thread pool inside the first uv_queue_work, from
+	 * this thread, and a new thread inherits its creator's name: the
+	 * pool's threads are named "devqd-pool" that way (libuv names none),
+	 * and the loop thread gets its own name ("devqd") back at once. */
+	static bool pool_named;
+	char own[16] = "";
+	if (!pool_named && pthread_getname_np(pthread_self(), own, sizeof(own)) == 0)
+		pthread_setname_np(pthread_self(), "devqd-pool");
 	int r = uv_queue_work(d->loop, &rl->work, scan_work, scan_done);
+	if (!pool_named && own[0])
+		pthread_setname_np(pthread_self(), own);
+	pool_named = true;
 	if (r < 0) {
 		log_err("executables: rescan: %s", uv_strerror(r));
 		devq_repo_scan_discard(&rl->sc);

@@ -47,6 +47,9 @@ struct devq_daemon {
 	 * frame read in one iteration goes to the device streams with one
 	 * wake-up per stream. */
 	uv_prepare_t flush_prep;
+	/* An op ran on the loop thread (devq_fair_flush_loop): its completion
+	 * is collected before the loop waits, not by the lazy timer. */
+	bool drain_due;
 	struct devq_notify *notify; /* notify.c: READY/STATUS/WATCHDOG state */
 	struct devq_reload *reload; /* reload.c: the executable repository's rescans */
 	struct devq_policy policy;  /* policy.c: who may connect */

@@ -56,6 +56,9 @@ struct cpu_stream {
 	bool in_runq;
 	bool high;
 	struct cpu_stream *rnext;
+	/* How long its worker watches a dependency before sleeping (wait_deps;
+	 * only the thread that owns the stream touches it). */
+	uint64_t dep_spin_ns;
 };
 
 struct cpu_backend {
@@ -84,11 +87,18 @@ struct cpu_backend {
 	unsigned host_ops;   /* under cores_lock: running or waiting for cores */
 };
 
-/* How long a worker watches a dependency before it sleeps: longer than a
- * wake-up of an idle vCPU (~35 us here), so that a chain across streams
- * whose other worker went to sleep is caught when it wakes, instead of
- * both then sleeping at every link. */
+/* How long a worker watches a dependency before it sleeps, at most:
+ * longer than a wake-up of an idle vCPU (~35 us here), so that a chain
+ * across streams whose other worker went to sleep is caught when it
+ * wakes, instead of both then sleeping at every link.  The budget is
+ * adapted per stream (cpu_stream.dep_spin_ns, from DEP_SPIN_NS): a watch
+ * that saw the dependency end after t sets it to 2t (at least
+ * DEP_SPIN_MIN_NS), one that ran out halves it, so a stream whose
+ * dependencies are long ops soon stops paying for watching them.  No
+ * watch at all where the producer cannot run meanwhile (devq_spin_ok:
+ * the daemon is confined to one CPU). */
 #define DEP_SPIN_NS 100000
+#define DEP_SPIN_MIN_NS 2000
 
 static inline void cpu_relax(void)
 {
@@ -178,7 +188,7 @@ static void run_op(struct cpu_backend *cb, struct devq_bop *op)
 
 /* Blocks until every op op waits on is done, as a GPU stream blocks on an
  * event.  The lock is taken only when one is not done yet. */
-static void wait_deps(struct cpu_backend *cb, struct devq_bop *op)
+static void wait_deps(struct cpu_backend *cb, struct cpu_stream *st, struct devq_bop *op)
 {
 	for (unsigned i = 0; i < op->nwaits; i++) {
 		struct devq_bop *w = op->waits[i];
@@ -187,19 +197,25 @@ static void wait_deps(struct cpu_backend *cb, struct devq_bop *op)
 		 * watching it a bounded while costs less than sleeping and
 		 * being woken, as an adaptive mutex spins before it sleeps.  A
 		 * long op costs the waiter DEP_SPIN_NS of CPU once. */
-		if (!atomic_load(&w->done)) {
+		if (!atomic_load(&w->done) && devq_spin_ok()) {
 			/* Yielding after the first microseconds: on a busy
 			 * machine the producer may be waiting for this very
 			 * CPU, and a pure spin would hold it off for the whole
-			 * DEP_SPIN_NS at every link (seen: 100 us per op). */
+			 * budget at every link (seen: 100 us per op). */
+			if (!st->dep_spin_ns)
+				st->dep_spin_ns = DEP_SPIN_NS;
 			uint64_t t0 = devq_now_ns(), now = t0;
-			while (!atomic_load(&w->done) && now - t0 < DEP_SPIN_NS) {
+			while (!atomic_load(&w->done) && now - t0 < st->dep_spin_ns) {
 				if (now - t0 < 2000)
 					cpu_relax();
 				else
 					sched_yield();
 				now = devq_now_ns();
 			}
+			uint64_t b = atomic_load(&w->done) ? 2 * (now - t0) : st->dep_spin_ns / 2;
+			st->dep_spin_ns = b < DEP_SPIN_MIN_NS ? DEP_SPIN_MIN_NS
+				       : b > DEP_SPIN_NS      ? DEP_SPIN_NS
+							      : b;
 		}
 		if (!atomic_load(&w->done)) {
 			pthread_mutex_lock(&cb->lock);
@@ -279,12 +295,12 @@ static struct cpu_worker *need_worker(struct cpu_backend *cb)
  * always reaches the daemon before that of any op that waited on it, and
  * on_complete may hand the session's next ops to any stream
  * (enqueue_any_thread). */
-static void run_list(struct cpu_backend *cb, struct devq_bop *op)
+static void run_list(struct cpu_backend *cb, struct cpu_stream *st, struct devq_bop *op)
 {
 	while (op) {
 		struct devq_bop *next = op->next;
 		if (op->kind != DEVQ_BOP_FAIL)
-			wait_deps(cb, op);
+			wait_deps(cb, st, op);
 		/* Cancellation wins over a failed dependency: the op was not
 		 * wanted any more, whatever happened before it. */
 		if (op->kind != DEVQ_BOP_FAIL && op->cancel &&
@@ -317,6 +333,11 @@ static void *worker(void *arg)
 {
 	struct cpu_worker *me = arg;
 	struct cpu_backend *cb = me->cb;
+	/* Named for top -H and /proc/PID/task/ (at most 15 characters); the
+	 * main thread alone stays "devqd", which scripts look for. */
+	char name[16];
+	snprintf(name, sizeof(name), "devqd-cpu/%u", (unsigned)(me - cb->w) % 10000u);
+	pthread_setname_np(pthread_self(), name);
 	pthread_mutex_lock(&cb->lock);
 	for (;;) {
 		struct cpu_stream *st = rq_pop(cb);
@@ -353,7 +374,7 @@ static void *worker(void *arg)
 		pthread_mutex_unlock(&cb->lock);
 		if (next)
 			futex_wake(next);
-		run_list(cb, list);
+		run_list(cb, st, list);
 		pthread_mutex_lock(&cb->lock);
 		st->owned = false;
 		cb->free_awake++;
@@ -501,6 +522,79 @@ static void cpu_flush(struct devq_backend *b)
 		futex_wake(w);
 }
 
+/* Whether op can run on the loop thread now without blocking it: every op
+ * it waits on is done. */
+static bool deps_done(const struct devq_bop *op)
+{
+	for (unsigned i = 0; i < op->nwaits; i++)
+		if (!atomic_load(&op->waits[i]->done))
+			return false;
+	return true;
+}
+
+/* See backend.h.  A lone short op on an idle stream, with every worker
+ * asleep, runs here: waking a sleeping worker costs the op a futex wake,
+ * a context switch into the worker (on an idle vCPU, tens of
+ * microseconds), and the worker's own sleep after it, more than a short
+ * op takes; the loop thread was awake anyway.  Only one op, and only a
+ * stream alone in the run queue: a batch goes to a worker, so the loop
+ * reads the next frames while it runs (pipelining), and other streams'
+ * workers are not held back.  The loop is blocked while the op runs: the
+ * caller bounds that by max_ns of expected time and charges what it took
+ * to a tenant's loop share (devq_fair_flush_loop). */
+/* A host executable's op never runs on the loop: its stream's slot may
+ * need its init (a BLAS handle: far longer than the op), and it may wait
+ * for cores other host ops hold (run_host). */
+static bool is_host(const struct devq_bop *op)
+{
+	return op->kind == DEVQ_BOP_KERNEL && op->kernel->cpu_host;
+}
+
+static uint64_t cpu_run_here(struct devq_backend *b, uint64_t max_ns)
+{
+	struct cpu_backend *cb = (struct cpu_backend *)b;
+	/* cpu_flush's work and the check for a lone short op under one
+	 * acquisition of the lock the workers take too. */
+	if (!atomic_exchange(&cb->queued, false))
+		return 0;
+	struct cpu_stream *st = NULL;
+	struct devq_bop *op = NULL;
+	struct cpu_worker *w = NULL;
+	pthread_mutex_lock(&cb->lock);
+	unsigned c = cb->rq_head[1] ? 1 : 0;
+	struct cpu_stream *h = cb->rq_head[c];
+	if (h && !h->rnext && !cb->rq_head[c ^ 1] && cb->free_awake == 0 && h->head &&
+	    h->head == h->tail && h->head->expect_ns <= max_ns && !is_host(h->head) &&
+	    deps_done(h->head)) {
+		st = rq_pop(cb);
+		st->owned = true;
+		op = st->head;
+		st->head = st->tail = NULL;
+	} else {
+		w = need_worker(cb);
+	}
+	pthread_mutex_unlock(&cb->lock);
+	if (!op) {
+		if (w)
+			futex_wake(w);
+		return 0;
+	}
+	uint64_t t0 = devq_now_ns();
+	op->ran_here = true;
+	run_list(cb, st, op);
+	uint64_t spent = devq_now_ns() - t0;
+	pthread_mutex_lock(&cb->lock);
+	st->owned = false;
+	/* Its completion handed the session's next ops to this stream. */
+	if (st->head) {
+		rq_push(cb, st);
+		atomic_store(&cb->queued, true);
+	}
+	pthread_mutex_unlock(&cb->lock);
+	cpu_flush(b);
+	return spent ? spent : 1;
+}
+
 static const struct devq_backend_ops cpu_ops = {
 	.destroy = cpu_destroy,
 	.map_host = cpu_map_host,
@@ -512,6 +606,7 @@ static const struct devq_backend_ops cpu_ops = {
 	.enqueue_chain = cpu_enqueue_chain,
 	.flush = cpu_flush,
 	.host_release = cpu_host_release,
+	.run_here = cpu_run_here,
 };
 
 int devq_backend_cpu_open(const struct devq_backend_config *cfg, struct devq_backend **out)

@@ -322,6 +322,10 @@ static void *waiter(void *arg)
 {
 	struct cu_stream *st = arg;
 	struct cuda_backend *cb = st->cb;
+	/* Named for top -H and /proc/PID/task/ (at most 15 characters). */
+	char name[16];
+	snprintf(name, sizeof(name), "devqd-cuda/%u", (unsigned)(st - cb->s) % 1000u);
+	pthread_setname_np(pthread_self(), name);
 
 	/* Without its context this thread cannot wait for anything: the
 	 * device is as good as lost (a sticky fault raised before the thread

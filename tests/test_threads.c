@@ -1,0 +1,316 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* devqd's threads, seen from outside as top -H and scripts see them
+ * (/proc/PID/task/): each has a name that says what it is, the main thread
+ * keeps the process's name "devqd"; which thread runs a short op; and the
+ * rule for spinning (base/lock.c, linked in) when confined to one CPU. */
+#include <check.h>
+#include <dirent.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <errno.h>
+#include <sys/stat.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/lock.h"
+#include "devq.h"
+#include "harness.h"
+
+static struct daemon_proc D;
+
+struct task {
+	int tid;
+	char comm[32];
+	char state;
+	unsigned long long vcsw; /* voluntary context switches */
+};
+
+/* The daemon's threads now; how many (at most max). */
+static int tasks(pid_t pid, struct task *t, int max)
+{
+	char path[96];
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	DIR *dir = opendir(path);
+	ck_assert_msg(dir, "%s", path);
+	int n = 0;
+	struct dirent *e;
+	while ((e = readdir(dir)) && n < max) {
+		if (e->d_name[0] == '.')
+			continue;
+		struct task *k = &t[n];
+		memset(k, 0, sizeof(*k));
+		k->tid = atoi(e->d_name);
+		snprintf(path, sizeof(path), "/proc/%d/task/%d/status", (int)pid, k->tid);
+		FILE *f = fopen(path, "r");
+		if (!f)
+			continue; /* ended meanwhile */
+		char line[256];
+		while (fgets(line, sizeof(line), f)) {
+			if (!strncmp(line, "Name:\t", 6)) {
+				snprintf(k->comm, sizeof(k->comm), "%.30s", line + 6);
+				k->comm[strcspn(k->comm, "\n")] = '\0';
+			} else if (!strncmp(line, "State:\t", 7)) {
+				k->state = line[7];
+			} else if (!strncmp(line, "voluntary_ctxt_switches:", 24)) {
+				k->vcsw = strtoull(line + 24, NULL, 10);
+			}
+		}
+		fclose(f);
+		n++;
+	}
+	closedir(dir);
+	return n;
+}
+
+static int count_prefix(const struct task *t, int n, const char *prefix)
+{
+	int c = 0;
+	for (int i = 0; i < n; i++)
+		c += !strncmp(t[i].comm, prefix, strlen(prefix));
+	return c;
+}
+
+START_TEST(test_thread_names)
+{
+	char dir[128];
+	snprintf(dir, sizeof(dir), "/tmp/devq-threads-%d", (int)getpid());
+	ck_assert_int_eq(mkdir(dir, 0700) == 0 || errno == EEXIST, 1);
+	char xarg[160];
+	snprintf(xarg, sizeof(xarg), "--executables=%s", dir);
+	const char *args[] = { "--streams", "3", "--priority-streams", "1", xarg, NULL };
+	harness_start(&D, args);
+	/* A rescan starts libuv's thread pool; a buffer of 64 MiB or more is
+	 * installed by the buffer worker. */
+	ck_assert_int_eq(kill(D.pid, SIGHUP), 0);
+	devq *q = conn(D.sock, "names");
+	struct devq_buffer *b = mkbuf(q, 64u << 20);
+	ck_assert_ptr_nonnull(b);
+	struct task t[64];
+	int n = 0;
+	for (int i = 0; i < 500; i++) { /* the pool starts with the rescan */
+		n = tasks(D.pid, t, 64);
+		if (count_prefix(t, n, "devqd-pool") && count_prefix(t, n, "devqd-buffer"))
+			break;
+		usleep(10000);
+	}
+	bool cpu_seen[4] = { false }, tsan_seen = false;
+	for (int i = 0; i < n; i++) {
+		ck_assert_msg(strlen(t[i].comm) <= 15, "%s", t[i].comm);
+		if (t[i].tid == D.pid) {
+			ck_assert_str_eq(t[i].comm, "devqd");
+			continue;
+		}
+		unsigned k;
+		char end;
+		if (sscanf(t[i].comm, "devqd-cpu/%u%c", &k, &end) == 1) {
+			ck_assert_msg(k < 4 && !cpu_seen[k], "worker %s twice or out of range",
+				      t[i].comm);
+			cpu_seen[k] = true;
+			continue;
+		}
+		/* ThreadSanitizer's runtime starts a thread of its own from
+		 * the main one (so named "devqd"); none of devqd's is. */
+		if (!strcmp(t[i].comm, "devqd") && getenv("DEVQ_SANITIZER") &&
+		    !strcmp(getenv("DEVQ_SANITIZER"), "tsan") && !tsan_seen) {
+			tsan_seen = true;
+			continue;
+		}
+		/* devqd-host: threads the built-in host library's BLAS
+		 * starts when loaded (none where it runs single-threaded);
+		 * devqd-hslots: the host executables' slot keeper. */
+		ck_assert_msg(!strcmp(t[i].comm, "devqd-pool") || !strcmp(t[i].comm, "devqd-buffer") ||
+				      !strcmp(t[i].comm, "devqd-host") ||
+				      !strcmp(t[i].comm, "devqd-hslots"),
+			      "thread %d is named '%s'", t[i].tid, t[i].comm);
+	}
+	/* One worker per stream, high-priority ones included. */
+	for (unsigned k = 0; k < 4; k++)
+		ck_assert_msg(cpu_seen[k], "no devqd-cpu/%u", k);
+	ck_assert_int_eq(count_prefix(t, n, "devqd-buffer"), 1);
+	ck_assert_int_eq(count_prefix(t, n, "devqd-hslots"), 1);
+	ck_assert_int_ge(count_prefix(t, n, "devqd-pool"), 1);
+	ck_assert_int_eq(count_prefix(t, n, "devqd"), n); /* nothing else */
+	ck_assert_int_eq(devq_buffer_release(q, b), 0);
+	devq_disconnect(q);
+	ck_assert_int_eq(harness_stop(&D), 0);
+	rmdir(dir);
+}
+END_TEST
+
+/* Voluntary context switches of the CPU backend's workers, summed, once
+ * every worker is asleep (none is awake to take an op at once, which is
+ * the case the loop runs a short op itself in). */
+static unsigned long long workers_asleep_vcsw(void)
+{
+	struct task t[64];
+	for (int tries = 0; tries < 500; tries++) {
+		int n = tasks(D.pid, t, 64);
+		unsigned long long sum = 0;
+		bool asleep = true;
+		for (int i = 0; i < n; i++)
+			if (!strncmp(t[i].comm, "devqd-cpu/", 10)) {
+				asleep &= t[i].state == 'S';
+				sum += t[i].vcsw;
+			}
+		if (asleep)
+			return sum;
+		usleep(2000);
+	}
+	ck_abort_msg("the workers never all slept");
+	return 0;
+}
+
+#define HERE_NS 10000 /* DEVQ_FAIR_HERE_NS */
+
+static struct devq_arg u64arg(const char *n, uint64_t v)
+{
+	return (struct devq_arg){ .name = n, .type = DEVQ_ARG_U64, .v.u64 = v };
+}
+
+/* n sporadic ops (2 ms apart, each waited for): the workers' voluntary
+ * context switches meanwhile. */
+static unsigned long long sporadic(devq *q, const struct devq_op *op, int n)
+{
+	unsigned long long v0 = workers_asleep_vcsw();
+	for (int i = 0; i < n; i++) {
+		uint64_t p;
+		struct devq_completion c;
+		ck_assert_msg(devq_submit(q, op, 1, &p) == 0, "%s", devq_last_error(q));
+		ck_assert_msg(devq_wait(q, 1, p, 30000, &c) == 0, "%s", devq_last_error(q));
+		ck_assert_msg(c.code == DEVQ_OK, "%s", c.message);
+		usleep(2000);
+	}
+	return workers_asleep_vcsw() - v0;
+}
+
+/* A lone op on an idle stream whose expected time is at most
+ * DEVQ_FAIR_HERE_NS runs on the loop thread: no worker wakes for it.  One
+ * past the bound goes to a worker, as do the ops of an executable whose
+ * runs there took far longer than expected, until it earned trust back. */
+START_TEST(test_short_op_runs_on_loop)
+{
+	const char *args[] = { "--streams", "2", "--priority-streams", "0", NULL };
+	harness_start(&D, args);
+	devq *q = conn(D.sock, "here");
+	ck_assert_int_eq(devq_queue_open(q, 1), 0);
+	const struct devq_exec *spin = exe(q, "spin");
+	struct devq_arg at = u64arg("ns", HERE_NS), past = u64arg("ns", HERE_NS + 1);
+	struct devq_op op = { .queue = 1, .kind = DEVQ_OP_KERNEL, .exec = spin, .nargs = 1 };
+	op.args = &at;
+	unsigned long long here = sporadic(q, &op, 20);
+	op.args = &past;
+	unsigned long long worker = sporadic(q, &op, 20);
+	/* Each op handed to a sleeping worker wakes it and it sleeps again.
+	 * Where the op is run is timing (an op that seems to overrun by 4x
+	 * counts against its executable): under sanitizers and valgrind only
+	 * the results and the ops past the bound are judged. */
+	bool slow = harness_slow();
+	if (slow)
+		printf("SKIP: ops at the bound on the loop (sanitizer/valgrind build): %llu\n", here);
+	else
+		ck_assert_msg(here == 0, "workers switched %llu times for ops at the bound", here);
+	ck_assert_msg(worker >= 20, "workers switched %llu times for 20 ops past the bound",
+		      worker);
+
+	/* spin_buf declares ns = 0 but then walks its buffer: 16 MiB take
+	 * milliseconds, far past 4 x DEVQ_FAIR_HERE_NS.  Three such runs on
+	 * the loop, and its ops go to workers until sixteen of them took no
+	 * longer than the bound (DEVQ_FAIR_HERE_STRIKE, _DISTRUST). */
+	struct devq_buffer *b = mkbuf(q, 16u << 20);
+	struct devq_arg ab[] = { u64arg("ns", 0), u64arg("n", 16u << 20), a_buf("buf", b, 0) };
+	struct devq_op sb = { .queue = 1, .kind = DEVQ_OP_KERNEL, .exec = exe(q, "spin_buf"),
+			      .args = ab, .nargs = 3 };
+	ck_assert_int_eq(sporadic(q, &sb, 3), 0);
+	ab[1] = u64arg("n", 16);
+	/* Short ones now, until one runs on the loop again: not before 16 ran
+	 * on workers (more where a preempted worker made one look long). */
+	int on_workers = 0;
+	while (sporadic(q, &sb, 1) != 0 && on_workers < 64)
+		on_workers++;
+	if (slow) {
+		printf("SKIP: trust regained (sanitizer/valgrind build): %d on workers\n",
+		       on_workers);
+	} else {
+		ck_assert_int_lt(on_workers, 64);
+		ck_assert_int_ge(on_workers, 16);
+	}
+	/* Every byte was incremented by the long ops, the first 16 by all. */
+	const uint8_t *m = b->map;
+	ck_assert_int_eq(m[0], (3 + on_workers + 1) & 0xff);
+	ck_assert_int_eq(m[16], 3);
+	ck_assert_int_eq(m[(16u << 20) - 1], 3);
+	/* The plain spin kernel is still trusted. */
+	op.args = &at;
+	unsigned long long again = sporadic(q, &op, 5);
+	if (!slow)
+		ck_assert_int_eq(again, 0);
+	ck_assert_int_eq(devq_buffer_release(q, b), 0);
+	devq_disconnect(q);
+	ck_assert_int_eq(harness_stop(&D), 0);
+}
+END_TEST
+
+/* devqd's spinning rule (base/lock.h): no spin while the process may
+ * run on one CPU only, read again within a second of a change; and the
+ * lock still excludes when every contended take sleeps at once. */
+struct counter {
+	struct devq_lock l;
+	unsigned long n;
+};
+
+static void *bump(void *arg)
+{
+	struct counter *c = arg;
+	for (int i = 0; i < 200000; i++) {
+		devq_lock_take(&c->l);
+		c->n++;
+		devq_lock_give(&c->l);
+	}
+	return NULL;
+}
+
+START_TEST(test_spin_rule_one_cpu)
+{
+	cpu_set_t all, one;
+	ck_assert_int_eq(sched_getaffinity(0, sizeof(all), &all), 0);
+	if (CPU_COUNT(&all) < 2) {
+		printf("SKIP: this process may use one CPU only\n");
+		return;
+	}
+	ck_assert(devq_spin_ok());
+	CPU_ZERO(&one);
+	for (int i = 0; i < CPU_SETSIZE; i++)
+		if (CPU_ISSET(i, &all)) {
+			CPU_SET(i, &one);
+			break;
+		}
+	ck_assert_int_eq(sched_setaffinity(0, sizeof(one), &one), 0);
+	usleep(1100000); /* the verdict is at most a second old */
+	ck_assert(!devq_spin_ok());
+	struct counter c = { .l = DEVQ_LOCK_INIT, .n = 0 };
+	pthread_t t[3];
+	for (int i = 0; i < 3; i++)
+		ck_assert_int_eq(pthread_create(&t[i], NULL, bump, &c), 0);
+	for (int i = 0; i < 3; i++)
+		pthread_join(t[i], NULL);
+	ck_assert_uint_eq(c.n, 600000);
+	ck_assert_int_eq(sched_setaffinity(0, sizeof(all), &all), 0);
+	usleep(1100000);
+	ck_assert(devq_spin_ok());
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("threads");
+	TCase *tc = tcase_create("threads");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_thread_names);
+	tcase_add_test(tc, test_short_op_runs_on_loop);
+	tcase_add_test(tc, test_spin_rule_one_cpu);
+	suite_add_tcase(s, tc);
+	return harness_main(s);
+}
