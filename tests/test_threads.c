@@ -88,6 +88,25 @@ START_TEST(test_thread_names)
 	devq *q = conn(D.sock, "names");
 	struct devq_buffer *b = mkbuf(q, 64u << 20);
 	ck_assert_ptr_nonnull(b);
+	/* A gemm big enough to be split: with two cores or more, its stream
+	 * gets helper threads (devqd-gemm). */
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	struct devq_arg ga[] = {
+		{ .name = "m", .type = DEVQ_ARG_U64, .v.u64 = 256 },
+		{ .name = "n", .type = DEVQ_ARG_U64, .v.u64 = 256 },
+		{ .name = "k", .type = DEVQ_ARG_U64, .v.u64 = 256 },
+		{ .name = "alpha", .type = DEVQ_ARG_F32, .v.f32 = 1.0f },
+		{ .name = "beta", .type = DEVQ_ARG_F32, .v.f32 = 0.0f },
+		a_buf("a", b, 0), a_buf("b", b, 1u << 20), a_buf("c", b, 2u << 20),
+	};
+	ck_assert_int_eq(devq_queue_open(q, 1), 0);
+	struct devq_op gop = { .queue = 1, .kind = DEVQ_OP_KERNEL, .exec = exe(q, "gemm_f32"),
+			       .args = ga, .nargs = 8 };
+	uint64_t gp;
+	struct devq_completion gc;
+	ck_assert_msg(devq_submit(q, &gop, 1, &gp) == 0, "%s", devq_last_error(q));
+	ck_assert_msg(devq_wait(q, 1, gp, 60000, &gc) == 0, "%s", devq_last_error(q));
+	ck_assert_msg(gc.code == DEVQ_OK, "%s", gc.message);
 	struct task t[64];
 	int n = 0;
 	for (int i = 0; i < 500; i++) { /* the pool starts with the rescan */
@@ -96,6 +115,8 @@ START_TEST(test_thread_names)
 			break;
 		usleep(10000);
 	}
+	if (ncpu >= 2)
+		ck_assert_int_ge(count_prefix(t, n, "devqd-gemm"), 1);
 	bool cpu_seen[4] = { false }, tsan_seen = false;
 	for (int i = 0; i < n; i++) {
 		ck_assert_msg(strlen(t[i].comm) <= 15, "%s", t[i].comm);
@@ -120,9 +141,10 @@ START_TEST(test_thread_names)
 		}
 		/* devqd-host: threads the built-in host library's BLAS
 		 * starts when loaded (none where it runs single-threaded);
-		 * devqd-hslots: the host executables' slot keeper. */
+		 * devqd-hslots: the host executables' slot keeper;
+		 * devqd-gemm: the CPU gemm's helpers. */
 		ck_assert_msg(!strcmp(t[i].comm, "devqd-pool") || !strcmp(t[i].comm, "devqd-buffer") ||
-				      !strcmp(t[i].comm, "devqd-host") ||
+				      !strcmp(t[i].comm, "devqd-host") || !strcmp(t[i].comm, "devqd-gemm") ||
 				      !strcmp(t[i].comm, "devqd-hslots"),
 			      "thread %d is named '%s'", t[i].tid, t[i].comm);
 	}

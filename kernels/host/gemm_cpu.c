@@ -92,6 +92,8 @@ static void *helper(void *arg)
 {
 	struct helper_arg *h = arg;
 	struct gemm_pool *p = h->p;
+	/* Named for top -H; it would inherit its creator's (devqd-cpu/N). */
+	pthread_setname_np(pthread_self(), "devqd-gemm");
 	/* Not p->gen read here: the task that made this helper may already
 	 * have been posted when the thread starts. */
 	unsigned seen = h->seen;
