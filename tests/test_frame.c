@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -106,9 +107,9 @@ static void send_raw(int sock, const void *data, size_t len, const int *fds, uns
 {
 	union {
 		struct cmsghdr align;
-		char buf[CMSG_SPACE(sizeof(int) * 8)];
+		char buf[CMSG_SPACE(sizeof(int) * DEVQ_FDS_PER_MSG)];
 	} ctl;
-	ck_assert_uint_le(nfds, 8);
+	ck_assert_uint_le(nfds, DEVQ_FDS_PER_MSG);
 	struct iovec iov = { (void *)data, len };
 	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
 	if (nfds) {
@@ -864,6 +865,170 @@ START_TEST(tx_push_chunk_in_place)
 }
 END_TEST
 
+/* ---- the rx buffer ---------------------------------------------------- */
+
+/* Frames already taken are dropped before the next read, so the header the
+ * read checks against max_payload is that of the frame now arriving, not
+ * that of one handed out long ago. */
+START_TEST(rx_checks_the_arriving_header_after_taken_frames)
+{
+	int sv[2];
+	pair(sv);
+	struct devq_rx rx;
+	devq_rx_init(&rx, 5000);
+	uint8_t a[DEVQ_FRAME_HDR + 20];
+	size_t alen = raw_frame(a, 20, 0, 1);
+	send_raw(sv[0], a, alen, NULL, 0);
+	ck_assert_int_eq(devq_rx_recv(&rx, sv[1], MSG_DONTWAIT), (ssize_t)alen);
+	struct devq_frame f;
+	ck_assert_int_eq(devq_rx_next(&rx, &f), 1);
+	check_payload(&f, 20, 1);
+
+	uint8_t hdr[DEVQ_FRAME_HDR + 8] = { 0 };
+	put_header(hdr, 5001, DEVQ_FRAME_CLIENT, 0);
+	send_raw(sv[0], hdr, sizeof(hdr), NULL, 0);
+	ck_assert_int_eq(devq_rx_recv(&rx, sv[1], MSG_DONTWAIT), -EMSGSIZE);
+	ck_assert_int_eq(devq_rx_next(&rx, &f), -EMSGSIZE);
+	devq_rx_fini(&rx);
+	close(sv[0]);
+	close(sv[1]);
+}
+END_TEST
+
+/* A header is judged once it is whole: seven bytes of one announcing too
+ * much are not an error yet (the read waits for more), the eighth is, and
+ * every read after it refuses at once, even with nothing more to read. */
+START_TEST(header_judged_when_whole)
+{
+	int sv[2];
+	pair(sv);
+	struct devq_rx rx;
+	devq_rx_init(&rx, 5000);
+	uint8_t hdr[DEVQ_FRAME_HDR];
+	put_header(hdr, 5001, DEVQ_FRAME_CLIENT, 0);
+	struct devq_frame f;
+
+	send_raw(sv[0], hdr, DEVQ_FRAME_HDR - 1, NULL, 0);
+	ck_assert_int_eq(devq_rx_recv(&rx, sv[1], MSG_DONTWAIT), DEVQ_FRAME_HDR - 1);
+	ck_assert_int_eq(devq_rx_next(&rx, &f), 0);
+	ck_assert_int_eq(devq_rx_recv(&rx, sv[1], MSG_DONTWAIT), -EAGAIN);
+
+	send_raw(sv[0], hdr + DEVQ_FRAME_HDR - 1, 1, NULL, 0);
+	ck_assert_int_eq(devq_rx_recv(&rx, sv[1], MSG_DONTWAIT), -EMSGSIZE);
+	ck_assert_int_eq(devq_rx_recv(&rx, sv[1], MSG_DONTWAIT), -EMSGSIZE);
+	ck_assert_int_eq(devq_rx_next(&rx, &f), -EMSGSIZE);
+	devq_rx_fini(&rx);
+	close(sv[0]);
+	close(sv[1]);
+}
+END_TEST
+
+/* A reader may read everything there is before taking frames.  When the
+ * buffer is exactly full (here: one frame of exactly the first allocation)
+ * the next read must grow it, not offer the kernel no room: a recvmsg of
+ * zero bytes returns 0, which reads as end of stream. */
+START_TEST(recv_again_before_taking_frames)
+{
+	int sv[2];
+	pair(sv);
+	struct devq_rx rx;
+	devq_rx_init(&rx, DEVQ_FRAME_MAX_DEFAULT);
+	static uint8_t a[4096];
+	uint8_t b[DEVQ_FRAME_HDR + 50];
+	size_t alen = raw_frame(a, sizeof(a) - DEVQ_FRAME_HDR, 0, 1);
+	size_t blen = raw_frame(b, 50, 0, 2);
+	send_raw(sv[0], a, alen, NULL, 0);
+	send_raw(sv[0], b, blen, NULL, 0);
+	size_t got = 0;
+	while (got < alen + blen) {
+		ssize_t n = devq_rx_recv(&rx, sv[1], MSG_DONTWAIT);
+		ck_assert_msg(n > 0, "recv returned %zd after %zu bytes", n, got);
+		got += (size_t)n;
+	}
+	struct devq_frame f;
+	ck_assert_int_eq(devq_rx_next(&rx, &f), 1);
+	check_payload(&f, sizeof(a) - DEVQ_FRAME_HDR, 1);
+	ck_assert_int_eq(devq_rx_next(&rx, &f), 1);
+	check_payload(&f, 50, 2);
+	ck_assert_int_eq(devq_rx_next(&rx, &f), 0);
+	devq_rx_fini(&rx);
+	close(sv[0]);
+	close(sv[1]);
+}
+END_TEST
+
+/* With SO_PASSCRED every read also carries the sender's credentials
+ * (SOL_SOCKET, SCM_CREDENTIALS): control data that holds no fds, which
+ * must not be queued as fds. */
+START_TEST(credentials_are_not_fds)
+{
+	int sv[2];
+	pair(sv);
+	int one = 1;
+	ck_assert_int_eq(setsockopt(sv[1], SOL_SOCKET, SO_PASSCRED, &one, sizeof(one)), 0);
+	struct devq_rx rx;
+	devq_rx_init(&rx, DEVQ_FRAME_MAX_DEFAULT);
+	uint8_t a[DEVQ_FRAME_HDR + 10], b[DEVQ_FRAME_HDR + 10];
+	size_t alen = raw_frame(a, 10, 0, 1);
+	size_t blen = raw_frame(b, 10, 1, 2);
+	int m = memfd_of_size(55);
+	send_raw(sv[0], a, alen, NULL, 0);
+	ck_assert_int_eq(devq_rx_recv(&rx, sv[1], MSG_DONTWAIT), (ssize_t)alen);
+	ck_assert_uint_eq(rx.fd_count, 0);
+	struct devq_frame f;
+	ck_assert_int_eq(devq_rx_next(&rx, &f), 1);
+	check_payload(&f, 10, 1);
+	ck_assert_uint_eq(f.nfds, 0);
+	ck_assert_int_eq(devq_rx_next(&rx, &f), 0);
+
+	send_raw(sv[0], b, blen, &m, 1);
+	ck_assert_int_eq(devq_rx_recv(&rx, sv[1], MSG_DONTWAIT), (ssize_t)blen);
+	ck_assert_uint_eq(rx.fd_count, 1);
+	ck_assert_int_eq(devq_rx_next(&rx, &f), 1);
+	check_payload(&f, 10, 2);
+	ck_assert_uint_eq(f.nfds, 1);
+	ck_assert(same_file(f.fds[0], m));
+	devq_frame_close_fds(&f);
+	ck_assert_int_eq(devq_rx_next(&rx, &f), 0);
+	devq_rx_fini(&rx);
+	close(m);
+	close(sv[0]);
+	close(sv[1]);
+}
+END_TEST
+
+/* A frame declaring one fd more than a sendmsg can carry is refused even
+ * when that many fds did arrive (over two sendmsg calls): a frame has room
+ * for DEVQ_FDS_PER_MSG fds only. */
+START_TEST(too_many_fds_declared_and_sent)
+{
+	int sv[2];
+	pair(sv);
+	int before = open_fd_count();
+	struct devq_rx rx;
+	devq_rx_init(&rx, DEVQ_FRAME_MAX_DEFAULT);
+	uint8_t buf[DEVQ_FRAME_HDR + 4];
+	size_t len = raw_frame(buf, 4, DEVQ_FDS_PER_MSG + 1, 3);
+	int m = memfd_of_size(254);
+	int fds[DEVQ_FDS_PER_MSG];
+	for (unsigned i = 0; i < DEVQ_FDS_PER_MSG; i++)
+		fds[i] = m;
+	send_raw(sv[0], buf, 1, fds, DEVQ_FDS_PER_MSG);
+	send_raw(sv[0], buf + 1, len - 1, &m, 1);
+	struct devq_frame f;
+	ck_assert_int_eq(devq_rx_recv(&rx, sv[1], MSG_DONTWAIT), 1);
+	ck_assert_int_eq(devq_rx_next(&rx, &f), 0);
+	ck_assert_int_eq(devq_rx_recv(&rx, sv[1], MSG_DONTWAIT), (ssize_t)(len - 1));
+	ck_assert_uint_eq(rx.fd_count, DEVQ_FDS_PER_MSG + 1);
+	ck_assert_int_eq(devq_rx_next(&rx, &f), -EPROTO);
+	devq_rx_fini(&rx);
+	close(m);
+	ck_assert_int_eq(open_fd_count(), before);
+	close(sv[0]);
+	close(sv[1]);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("frame");
@@ -882,6 +1047,11 @@ static Suite *suite(void)
 	tcase_add_test(t, tx_partial_writes);
 	tcase_add_test(t, tx_flush_to_closed_peer);
 	tcase_add_test(t, tx_push_chunk_in_place);
+	tcase_add_test(t, rx_checks_the_arriving_header_after_taken_frames);
+	tcase_add_test(t, header_judged_when_whole);
+	tcase_add_test(t, recv_again_before_taking_frames);
+	tcase_add_test(t, credentials_are_not_fds);
+	tcase_add_test(t, too_many_fds_declared_and_sent);
 	tcase_set_timeout(t, 30); /* valgrind */
 	suite_add_tcase(s, t);
 	return s;
