@@ -8,14 +8,17 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "devq.pb-c.h"
@@ -1029,6 +1032,165 @@ START_TEST(too_many_fds_declared_and_sent)
 }
 END_TEST
 
+/* ---- interrupted calls ------------------------------------------------ */
+
+static volatile sig_atomic_t nsig;
+
+static void on_sig(int sig)
+{
+	(void)sig;
+	nsig++;
+}
+
+/* SIGUSR1 interrupts a blocked call (no SA_RESTART): recvmsg and sendmsg
+ * fail with EINTR. */
+static void catch_usr1(void)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_sig;
+	sigemptyset(&sa.sa_mask);
+	ck_assert_int_eq(sigaction(SIGUSR1, &sa, NULL), 0);
+	nsig = 0;
+}
+
+/* In a child: waits until process pid sleeps (blocked in its one blocking
+ * call) and signals it. */
+static void signal_when_blocked(pid_t pid)
+{
+	char path[64], st[512];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	for (;;) {
+		FILE *fp = fopen(path, "r");
+		if (!fp)
+			_exit(2);
+		size_t n = fread(st, 1, sizeof(st) - 1, fp);
+		fclose(fp);
+		st[n] = '\0';
+		const char *p = strrchr(st, ')');
+		if (p && p[1] == ' ' && p[2] == 'S')
+			break;
+		usleep(1000);
+	}
+	kill(pid, SIGUSR1);
+	usleep(2000);
+}
+
+/* A signal while recv blocks is no error: the read is retried. */
+START_TEST(recv_retries_after_signal)
+{
+	int sv[2];
+	pair(sv);
+	catch_usr1();
+	uint8_t buf[DEVQ_FRAME_HDR + 30];
+	size_t len = raw_frame(buf, 30, 0, 8);
+	pid_t parent = getpid(), pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		close(sv[1]);
+		signal_when_blocked(parent);
+		signal_when_blocked(parent);
+		_exit(send(sv[0], buf, len, MSG_NOSIGNAL) == (ssize_t)len ? 0 : 1);
+	}
+	close(sv[0]);
+	struct devq_rx rx;
+	devq_rx_init(&rx, DEVQ_FRAME_MAX_DEFAULT);
+	size_t got = 0;
+	while (got < len) {
+		ssize_t n = devq_rx_recv(&rx, sv[1], 0);
+		ck_assert_msg(n > 0, "recv: %zd", n);
+		got += (size_t)n;
+	}
+	ck_assert_int_ge(nsig, 1);
+	struct devq_frame f;
+	ck_assert_int_eq(devq_rx_next(&rx, &f), 1);
+	check_payload(&f, 30, 8);
+	int status;
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	devq_rx_fini(&rx);
+	close(sv[1]);
+}
+END_TEST
+
+/* The end of the stream is 0 whatever errno held before: EINTR left over
+ * from an earlier interrupted call must not make recv read again (it would
+ * read 0 again, for ever). */
+START_TEST(eof_with_stale_eintr)
+{
+	int sv[2];
+	pair(sv);
+	close(sv[0]);
+	struct devq_rx rx;
+	devq_rx_init(&rx, DEVQ_FRAME_MAX_DEFAULT);
+	errno = EINTR;
+	ck_assert_int_eq(devq_rx_recv(&rx, sv[1], 0), 0);
+	devq_rx_fini(&rx);
+	close(sv[1]);
+}
+END_TEST
+
+/* Fills n bytes from seed, as raw_frame does. */
+static void fill(uint8_t *p, size_t n, uint8_t seed)
+{
+	for (size_t i = 0; i < n; i++)
+		p[i] = (uint8_t)(seed + i * 7);
+}
+
+/* A signal while a blocking flush waits for room is no error either: the
+ * write is retried and everything goes.  The reader (a child) signals
+ * twice before it reads: the second signal finds a sendmsg that has sent
+ * nothing yet, which fails with EINTR rather than returning a count. */
+START_TEST(flush_retries_after_signal)
+{
+	enum { N = 4, PLEN = 60000 };
+	int sv[2];
+	pair(sv);
+	catch_usr1();
+	struct devq_tx tx;
+	devq_tx_init(&tx);
+	for (int k = 0; k < N; k++) {
+		uint8_t *p;
+		ck_assert_int_eq(devq_tx_reserve(&tx, DEVQ_FRAME_CLIENT, PLEN, &p), 0);
+		fill(p, PLEN, (uint8_t)k);
+	}
+	pid_t parent = getpid(), pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		close(sv[0]);
+		signal_when_blocked(parent);
+		signal_when_blocked(parent);
+		struct devq_rx rx;
+		devq_rx_init(&rx, DEVQ_FRAME_MAX_DEFAULT);
+		int got = 0;
+		while (got < N) {
+			if (devq_rx_recv(&rx, sv[1], 0) <= 0)
+				_exit(1);
+			struct devq_frame f;
+			while (devq_rx_next(&rx, &f) == 1) {
+				if (f.len != PLEN)
+					_exit(1);
+				for (size_t i = 0; i < PLEN; i++)
+					if (f.payload[i] != (uint8_t)(got + i * 7))
+						_exit(1);
+				got++;
+			}
+		}
+		_exit(0);
+	}
+	close(sv[1]);
+	ck_assert_int_eq(devq_tx_flush(&tx, sv[0]), 0);
+	ck_assert_int_ge(nsig, 1);
+	ck_assert_uint_eq(tx.bytes, 0);
+	ck_assert_uint_eq(tx.frames, 0);
+	int status;
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	devq_tx_fini(&tx);
+	close(sv[0]);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("frame");
@@ -1052,6 +1214,9 @@ static Suite *suite(void)
 	tcase_add_test(t, recv_again_before_taking_frames);
 	tcase_add_test(t, credentials_are_not_fds);
 	tcase_add_test(t, too_many_fds_declared_and_sent);
+	tcase_add_test(t, recv_retries_after_signal);
+	tcase_add_test(t, eof_with_stale_eintr);
+	tcase_add_test(t, flush_retries_after_signal);
 	tcase_set_timeout(t, 30); /* valgrind */
 	suite_add_tcase(s, t);
 	return s;
