@@ -1191,6 +1191,142 @@ START_TEST(flush_retries_after_signal)
 }
 END_TEST
 
+/* ---- fds and their numbers -------------------------------------------- */
+
+/* 0 is an fd like any other: with stdin closed a received fd, or one handed
+ * to the tx, may well be 0, and is closed like the rest. */
+START_TEST(fd_zero_is_closed)
+{
+	int sv[2];
+	pair(sv);
+	int m = memfd_of_size(66);
+	close(0);
+	struct devq_rx rx;
+	devq_rx_init(&rx, DEVQ_FRAME_MAX_DEFAULT);
+	uint8_t buf[DEVQ_FRAME_HDR + 4];
+	size_t len = raw_frame(buf, 4, 1, 1);
+	send_raw(sv[0], buf, len, &m, 1);
+	ck_assert_int_eq(devq_rx_recv(&rx, sv[1], MSG_DONTWAIT), (ssize_t)len);
+	struct devq_frame f;
+	ck_assert_int_eq(devq_rx_next(&rx, &f), 1);
+	ck_assert_uint_eq(f.nfds, 1);
+	ck_assert_int_eq(f.fds[0], 0); /* the lowest free number */
+	ck_assert(same_file(0, m));
+	devq_frame_close_fds(&f);
+	ck_assert(!fd_is_open(0));
+	devq_rx_fini(&rx);
+
+	struct devq_tx tx;
+	devq_tx_init(&tx);
+	int z = dup(m);
+	ck_assert_int_eq(z, 0);
+	Devq__ClientMessage msg = DEVQ__CLIENT_MESSAGE__INIT;
+	ck_assert_int_eq(devq_tx_push(&tx, DEVQ_FRAME_CLIENT, &msg.base, &z, 1), 0);
+	ck_assert(fd_is_open(0));
+	devq_tx_fini(&tx); /* never sent: the tx closes it */
+	ck_assert(!fd_is_open(0));
+	close(m);
+	close(sv[0]);
+	close(sv[1]);
+}
+END_TEST
+
+/* devq_tx_push takes up to DEVQ_FDS_PER_MSG fds, all in one sendmsg; one
+ * more is refused, and the fds handed over are closed then too (they
+ * belong to the tx), every one of them and not one past them. */
+START_TEST(tx_push_fd_bound)
+{
+	int sv[2];
+	pair(sv);
+	struct devq_tx tx;
+	struct devq_rx rx;
+	devq_tx_init(&tx);
+	devq_rx_init(&rx, DEVQ_FRAME_MAX_DEFAULT);
+	Devq__ClientMessage msg = DEVQ__CLIENT_MESSAGE__INIT;
+	int m = memfd_of_size(253);
+	int fds[DEVQ_FDS_PER_MSG + 2];
+	for (unsigned i = 0; i < DEVQ_FDS_PER_MSG + 2; i++) {
+		fds[i] = fcntl(m, F_DUPFD_CLOEXEC, 0);
+		ck_assert_int_ge(fds[i], 0);
+	}
+	int keep = fds[DEVQ_FDS_PER_MSG + 1];
+	ck_assert_int_eq(devq_tx_push(&tx, DEVQ_FRAME_CLIENT, &msg.base, fds, DEVQ_FDS_PER_MSG + 1),
+			 -EINVAL);
+	for (unsigned i = 0; i < DEVQ_FDS_PER_MSG + 1; i++)
+		ck_assert_msg(!fd_is_open(fds[i]), "fd %u still open", i);
+	ck_assert(fd_is_open(keep));
+	ck_assert_uint_eq(tx.frames, 0);
+	ck_assert_uint_eq(tx.bytes, 0);
+	close(keep);
+
+	for (unsigned i = 0; i < DEVQ_FDS_PER_MSG; i++)
+		fds[i] = fcntl(m, F_DUPFD_CLOEXEC, 0);
+	ck_assert_int_eq(devq_tx_push(&tx, DEVQ_FRAME_CLIENT, &msg.base, fds, DEVQ_FDS_PER_MSG), 0);
+	ck_assert_int_eq(devq_tx_flush(&tx, sv[0]), 0);
+	ck_assert_int_eq(devq_rx_recv(&rx, sv[1], MSG_DONTWAIT), DEVQ_FRAME_HDR);
+	struct devq_frame f;
+	ck_assert_int_eq(devq_rx_next(&rx, &f), 1);
+	ck_assert_uint_eq(f.nfds, DEVQ_FDS_PER_MSG);
+	for (unsigned i = 0; i < DEVQ_FDS_PER_MSG; i++)
+		ck_assert(same_file(f.fds[i], m));
+	devq_frame_close_fds(&f);
+	devq_rx_fini(&rx);
+	devq_tx_fini(&tx);
+	close(m);
+	close(sv[0]);
+	close(sv[1]);
+}
+END_TEST
+
+/* A frame's fds are the kernel's once its first byte went: the tx closes
+ * its copies then, all of them, even when the rest of the frame waits for
+ * room. */
+START_TEST(tx_closes_fds_once_first_byte_sent)
+{
+	int sv[2];
+	pair(sv);
+	int small = 4096;
+	ck_assert_int_eq(setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof(small)), 0);
+	ck_assert_int_eq(fcntl(sv[0], F_SETFL, fcntl(sv[0], F_GETFL) | O_NONBLOCK), 0);
+	struct devq_tx tx;
+	struct devq_rx rx;
+	devq_tx_init(&tx);
+	devq_rx_init(&rx, DEVQ_FRAME_MAX_DEFAULT);
+	static char name[TX_BIG + 1];
+	memset(name, 'q', TX_BIG);
+	Devq__Hello h = DEVQ__HELLO__INIT;
+	h.client_name = name;
+	Devq__ClientMessage msg = DEVQ__CLIENT_MESSAGE__INIT;
+	msg.body_case = DEVQ__CLIENT_MESSAGE__BODY_HELLO;
+	msg.hello = &h;
+	int fds[2] = { memfd_of_size(21), memfd_of_size(22) };
+	ck_assert_int_eq(devq_tx_push(&tx, DEVQ_FRAME_CLIENT, &msg.base, fds, 2), 0);
+	ck_assert_int_eq(devq_tx_flush(&tx, sv[0]), -EAGAIN);
+	ck_assert_uint_eq(tx.frames, 1); /* cut: the frame is still queued */
+	ck_assert(!fd_is_open(fds[0]));
+	ck_assert(!fd_is_open(fds[1]));
+
+	int r = -EAGAIN;
+	struct devq_frame f;
+	int got = 0;
+	while (!got) {
+		ssize_t n = devq_rx_recv(&rx, sv[1], MSG_DONTWAIT);
+		ck_assert(n > 0 || n == -EAGAIN);
+		if ((got = devq_rx_next(&rx, &f)) == 0 && r == -EAGAIN)
+			r = devq_tx_flush(&tx, sv[0]);
+	}
+	ck_assert_int_eq(got, 1);
+	ck_assert_uint_eq(f.nfds, 2);
+	ck_assert_int_eq(fd_size(f.fds[0]), 21);
+	ck_assert_int_eq(fd_size(f.fds[1]), 22);
+	devq_frame_close_fds(&f);
+	devq_rx_fini(&rx);
+	devq_tx_fini(&tx);
+	close(sv[0]);
+	close(sv[1]);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("frame");
@@ -1217,6 +1353,9 @@ static Suite *suite(void)
 	tcase_add_test(t, recv_retries_after_signal);
 	tcase_add_test(t, eof_with_stale_eintr);
 	tcase_add_test(t, flush_retries_after_signal);
+	tcase_add_test(t, fd_zero_is_closed);
+	tcase_add_test(t, tx_push_fd_bound);
+	tcase_add_test(t, tx_closes_fds_once_first_byte_sent);
 	tcase_set_timeout(t, 30); /* valgrind */
 	suite_add_tcase(s, t);
 	return s;
