@@ -10,11 +10,13 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -1327,6 +1329,363 @@ START_TEST(tx_closes_fds_once_first_byte_sent)
 }
 END_TEST
 
+/* ---- tx frames and chunks --------------------------------------------- */
+
+struct want {
+	uint16_t type;
+	uint32_t len;
+	uint8_t seed;
+};
+
+/* Flushes tx into non-blocking sv[0], then drains sv[1] until it is empty,
+ * and again, until n frames came out; each must be want[k], its payload
+ * filled by fill(). */
+static void pump_and_check(struct devq_tx *tx, struct devq_rx *rx, int sv[2], const struct want *w,
+			   int n)
+{
+	int got = 0;
+	long rounds = 0;
+	while (got < n) {
+		ck_assert_int_lt(++rounds, 1000000);
+		if (tx->head) {
+			int fr = devq_tx_flush(tx, sv[0]);
+			ck_assert_msg(fr == 0 || fr == -EAGAIN, "flush: %d", fr);
+		}
+		ssize_t m;
+		while ((m = devq_rx_recv(rx, sv[1], MSG_DONTWAIT)) != -EAGAIN) {
+			ck_assert_msg(m > 0, "recv: %zd", m);
+			struct devq_frame f;
+			int r;
+			while ((r = devq_rx_next(rx, &f)) == 1) {
+				ck_assert_int_lt(got, n);
+				ck_assert_uint_eq(f.type, w[got].type);
+				ck_assert_uint_eq(f.len, w[got].len);
+				for (uint32_t i = 0; i < f.len; i++)
+					if (f.payload[i] != (uint8_t)(w[got].seed + i * 7))
+						ck_abort_msg("frame %d: byte %u differs", got, i);
+				got++;
+			}
+			ck_assert_int_eq(r, 0);
+		}
+	}
+	ck_assert_uint_eq(tx->bytes, 0);
+	ck_assert_uint_eq(tx->frames, 0);
+}
+
+static void nonblocking_pair(int sv[2])
+{
+	pair(sv);
+	ck_assert_int_eq(fcntl(sv[0], F_SETFL, fcntl(sv[0], F_GETFL) | O_NONBLOCK), 0);
+}
+
+static uint8_t *append(struct devq_tx *tx, uint32_t plen, uint8_t seed)
+{
+	uint8_t *p;
+	ck_assert_int_eq(devq_tx_append(tx, 5, plen, &p), 0);
+	fill(p, plen, seed);
+	return p;
+}
+
+/* Appended frames fill a slab of DEVQ_TX_SLAB bytes to its last byte and
+ * never past it; a frame larger than a slab gets a chunk of its own (the
+ * next frame is not put after it); one sent slab is kept and taken by the
+ * next frames that fit a slab, a frame of exactly a slab too. */
+START_TEST(tx_append_slabs)
+{
+	int sv[2];
+	nonblocking_pair(sv);
+	struct devq_tx tx;
+	struct devq_rx rx;
+	devq_tx_init(&tx);
+	devq_rx_init(&rx, DEVQ_FRAME_MAX_DEFAULT);
+	const uint32_t H = DEVQ_FRAME_HDR, S = DEVQ_TX_SLAB;
+
+	/* a leaves 108 bytes: b's 108 fill them. */
+	uint8_t *a = append(&tx, S - H - 108, 1);
+	uint8_t *b = append(&tx, 100, 2);
+	ck_assert_ptr_eq(b, a + (S - H - 108) + H);
+	/* c leaves 109 bytes: d needs 110 and goes elsewhere. */
+	uint8_t *c = append(&tx, S - H - 109, 3);
+	uint8_t *d = append(&tx, 102, 4);
+	ck_assert_ptr_ne(d, c + (S - H - 109) + H);
+	ck_assert_ptr_null(tx.spare);
+	const struct want w1[] = { { 5, S - H - 108, 1 }, { 5, 100, 2 }, { 5, S - H - 109, 3 },
+				   { 5, 102, 4 } };
+	pump_and_check(&tx, &rx, sv, w1, 4);
+	ck_assert_ptr_nonnull(tx.spare);
+
+	/* One byte more than a slab: not into the spare, and alone. */
+	uint8_t *e = append(&tx, S + 1 - H, 5);
+	ck_assert_ptr_nonnull(tx.spare);
+	uint8_t *g = append(&tx, 10, 6);
+	ck_assert_ptr_ne(g, e + (S + 1 - H) + H);
+	ck_assert_ptr_null(tx.spare);
+	const struct want w2[] = { { 5, S + 1 - H, 5 }, { 5, 10, 6 } };
+	pump_and_check(&tx, &rx, sv, w2, 2);
+	ck_assert_ptr_nonnull(tx.spare);
+
+	/* Exactly a slab: into the spare. */
+	append(&tx, S - H, 7);
+	ck_assert_ptr_null(tx.spare);
+	const struct want w3[] = { { 5, S - H, 7 } };
+	pump_and_check(&tx, &rx, sv, w3, 1);
+	devq_rx_fini(&rx);
+	devq_tx_fini(&tx);
+	close(sv[0]);
+	close(sv[1]);
+}
+END_TEST
+
+/* The largest payload a header can announce is UINT32_MAX bytes: queued
+ * (when memory allows), and one byte more is refused.  Nothing is sent:
+ * the memory is never touched past the header. */
+START_TEST(tx_payload_u32_max)
+{
+	struct devq_tx tx;
+	devq_tx_init(&tx);
+	uint8_t *p;
+	int r = devq_tx_reserve(&tx, 1, UINT32_MAX, &p);
+	ck_assert_msg(r == 0 || r == -ENOMEM, "reserve: %d", r);
+	devq_tx_fini(&tx);
+	ck_assert_int_eq(devq_tx_reserve(&tx, 1, (size_t)UINT32_MAX + 1, &p), -EINVAL);
+
+	r = devq_tx_append(&tx, 1, UINT32_MAX, &p);
+	ck_assert_msg(r == 0 || r == -ENOMEM, "append: %d", r);
+	devq_tx_fini(&tx);
+	ck_assert_int_eq(devq_tx_append(&tx, 1, (size_t)UINT32_MAX + 1, &p), -EINVAL);
+
+	struct devq_txchunk *c = devq_txchunk_new(DEVQ_FRAME_HDR + (size_t)UINT32_MAX);
+	if (c) { /* else no memory for it here */
+		ck_assert_int_eq(devq_tx_push_chunk(&tx, c, 1, 0, UINT32_MAX), 0);
+		ck_assert_uint_eq(tx.bytes, DEVQ_FRAME_HDR + (size_t)UINT32_MAX);
+		devq_tx_fini(&tx);
+	}
+	c = devq_txchunk_new(64);
+	ck_assert_ptr_nonnull(c);
+	ck_assert_int_eq(devq_tx_push_chunk(&tx, c, 1, 0, (size_t)UINT32_MAX + 1), -EINVAL);
+	ck_assert_uint_eq(tx.frames, 0);
+	devq_tx_fini(&tx);
+}
+END_TEST
+
+/* A message of a type of its own with one bytes field, so that its packed
+ * size can be made anything without the bytes existing: devq.proto has no
+ * bytes field, and a string's size is its strlen. */
+struct blob {
+	ProtobufCMessage base;
+	ProtobufCBinaryData data;
+};
+
+static const ProtobufCFieldDescriptor blob_field = {
+	.name = "data",
+	.id = 1,
+	.label = PROTOBUF_C_LABEL_REQUIRED,
+	.type = PROTOBUF_C_TYPE_BYTES,
+	.offset = offsetof(struct blob, data),
+};
+static const unsigned blob_by_name[] = { 0 };
+static const ProtobufCIntRange blob_ranges[] = { { 1, 0 }, { 0, 1 } };
+static const ProtobufCMessageDescriptor blob_desc = {
+	.magic = PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+	.name = "test.Blob",
+	.short_name = "Blob",
+	.c_name = "Blob",
+	.package_name = "test",
+	.sizeof_message = sizeof(struct blob),
+	.n_fields = 1,
+	.fields = &blob_field,
+	.fields_sorted_by_name = blob_by_name,
+	.n_field_ranges = 1,
+	.field_ranges = blob_ranges,
+};
+
+/* A message of exactly UINT32_MAX bytes with DEVQ_FDS_PER_MSG fds is
+ * within both bounds: when memory for it runs out, devq_tx_push fails with
+ * -ENOMEM, not -EINVAL (and still closes the fds); one byte more is
+ * -EINVAL.  The memory is made to run out with RLIMIT_AS, in this test's
+ * own process, so nothing of the 4 GiB is ever allocated. */
+START_TEST(tx_push_u32_max_without_memory)
+{
+#ifdef __SANITIZE_ADDRESS__
+	return; /* ASan's allocator aborts when memory runs out, not returning NULL */
+#endif
+	static const uint8_t byte = 0;
+	struct blob m = { .base = { .descriptor = &blob_desc } };
+	m.data.data = (uint8_t *)&byte; /* never read: nothing is packed */
+	m.data.len = UINT32_MAX - 6;    /* + a 1-byte tag and a 5-byte length */
+	ck_assert_uint_eq(protobuf_c_message_get_packed_size(&m.base), UINT32_MAX);
+
+	long pages = 0;
+	FILE *fp = fopen("/proc/self/statm", "r");
+	ck_assert_ptr_nonnull(fp);
+	ck_assert_int_eq(fscanf(fp, "%ld", &pages), 1);
+	fclose(fp);
+	struct rlimit lim;
+	lim.rlim_cur = lim.rlim_max = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + (256u << 20);
+	ck_assert_int_eq(setrlimit(RLIMIT_AS, &lim), 0);
+	void *probe = malloc((size_t)UINT32_MAX);
+	ck_assert_ptr_null(probe); /* the limit holds */
+
+	int fd = memfd_of_size(9);
+	int fds[DEVQ_FDS_PER_MSG];
+	for (unsigned i = 0; i < DEVQ_FDS_PER_MSG; i++) {
+		fds[i] = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+		ck_assert_int_ge(fds[i], 0);
+	}
+	struct devq_tx tx;
+	devq_tx_init(&tx);
+	ck_assert_int_eq(devq_tx_push(&tx, DEVQ_FRAME_CLIENT, &m.base, fds, DEVQ_FDS_PER_MSG),
+			 -ENOMEM);
+	for (unsigned i = 0; i < DEVQ_FDS_PER_MSG; i++)
+		ck_assert(!fd_is_open(fds[i]));
+	m.data.len++;
+	ck_assert_int_eq(devq_tx_push(&tx, DEVQ_FRAME_CLIENT, &m.base, NULL, 0), -EINVAL);
+	ck_assert_uint_eq(tx.frames, 0);
+	devq_tx_fini(&tx);
+	close(fd);
+}
+END_TEST
+
+/* Growing a chunk by a single byte grows it; asking for its size or less
+ * keeps it; an empty chunk grows too. */
+START_TEST(txchunk_grow_by_one)
+{
+	struct devq_txchunk *c = devq_txchunk_new(0);
+	ck_assert_ptr_nonnull(c);
+	ck_assert_int_eq(devq_txchunk_grow(&c, 1), 0);
+	ck_assert_uint_eq(devq_txchunk_cap(c), 1);
+	devq_txchunk_free(c);
+	c = devq_txchunk_new(100);
+	ck_assert_ptr_nonnull(c);
+	ck_assert_int_eq(devq_txchunk_grow(&c, 100), 0);
+	ck_assert_uint_eq(devq_txchunk_cap(c), 100);
+	ck_assert_int_eq(devq_txchunk_grow(&c, 50), 0);
+	ck_assert_uint_eq(devq_txchunk_cap(c), 100);
+	ck_assert_int_eq(devq_txchunk_grow(&c, 101), 0);
+	ck_assert_uint_eq(devq_txchunk_cap(c), 101);
+	memset(devq_txchunk_data(c), 0x5a, 101);
+	devq_txchunk_free(c);
+}
+END_TEST
+
+/* devq_tx_push_chunk's bounds: a start past the chunk's end (an empty
+ * chunk's too), or a header that does not fit after it, is refused; an empty frame whose header ends
+ * exactly at the chunk's end is queued and arrives. */
+START_TEST(tx_push_chunk_bounds)
+{
+	int sv[2];
+	nonblocking_pair(sv);
+	struct devq_tx tx;
+	struct devq_rx rx;
+	devq_tx_init(&tx);
+	devq_rx_init(&rx, DEVQ_FRAME_MAX_DEFAULT);
+	struct devq_txchunk *c = devq_txchunk_new(64);
+	ck_assert_ptr_nonnull(c);
+	ck_assert_int_eq(devq_tx_push_chunk(&tx, c, 9, 65, 0), -EINVAL);
+	c = devq_txchunk_new(0);
+	ck_assert_ptr_nonnull(c);
+	ck_assert_int_eq(devq_tx_push_chunk(&tx, c, 9, 1, 0), -EINVAL);
+	c = devq_txchunk_new(64);
+	ck_assert_ptr_nonnull(c);
+	ck_assert_int_eq(devq_tx_push_chunk(&tx, c, 9, 64 - DEVQ_FRAME_HDR + 1, 0), -EINVAL);
+	ck_assert_uint_eq(tx.frames, 0);
+	ck_assert_uint_eq(tx.bytes, 0);
+
+	c = devq_txchunk_new(64);
+	ck_assert_ptr_nonnull(c);
+	ck_assert_int_eq(devq_tx_push_chunk(&tx, c, 9, 64 - DEVQ_FRAME_HDR, 0), 0);
+	ck_assert_uint_eq(tx.bytes, DEVQ_FRAME_HDR);
+	const struct want w[] = { { 9, 0, 0 } };
+	pump_and_check(&tx, &rx, sv, w, 1);
+	devq_rx_fini(&rx);
+	devq_tx_fini(&tx);
+	close(sv[0]);
+	close(sv[1]);
+}
+END_TEST
+
+/* More frames than one sendmsg gathers (64 iovecs), the first with an fd:
+ * all arrive in order, the fd with the first. */
+START_TEST(tx_flush_many_chunks)
+{
+	enum { N = 150 };
+	int sv[2];
+	pair(sv);
+	struct devq_tx tx;
+	struct devq_rx rx;
+	devq_tx_init(&tx);
+	devq_rx_init(&rx, DEVQ_FRAME_MAX_DEFAULT);
+	Devq__ClientMessage msg = DEVQ__CLIENT_MESSAGE__INIT;
+	int m = memfd_of_size(150);
+	ck_assert_int_eq(devq_tx_push(&tx, DEVQ_FRAME_CLIENT, &msg.base, &m, 1), 0);
+	for (int k = 1; k < N; k++) {
+		uint8_t *p;
+		ck_assert_int_eq(devq_tx_reserve(&tx, DEVQ_FRAME_CLIENT, (size_t)k % 13, &p), 0);
+		fill(p, (size_t)k % 13, (uint8_t)k);
+	}
+	ck_assert_int_eq(devq_tx_flush(&tx, sv[0]), 0);
+	ck_assert_uint_eq(tx.frames, 0);
+	int got = 0;
+	while (got < N) {
+		ck_assert_int_gt(devq_rx_recv(&rx, sv[1], MSG_DONTWAIT), 0);
+		struct devq_frame f;
+		while (devq_rx_next(&rx, &f) == 1) {
+			if (got == 0) {
+				ck_assert_uint_eq(f.len, 0);
+				ck_assert_uint_eq(f.nfds, 1);
+				ck_assert_int_eq(fd_size(f.fds[0]), 150);
+				devq_frame_close_fds(&f);
+			} else {
+				ck_assert_uint_eq(f.nfds, 0);
+				ck_assert_uint_eq(f.len, (uint32_t)got % 13);
+				for (uint32_t i = 0; i < f.len; i++)
+					ck_assert_uint_eq(f.payload[i], (uint8_t)(got + i * 7));
+			}
+			got++;
+		}
+	}
+	ck_assert_int_eq(devq_rx_recv(&rx, sv[1], MSG_DONTWAIT), -EAGAIN);
+	devq_rx_fini(&rx);
+	devq_tx_fini(&tx);
+	close(sv[0]);
+	close(sv[1]);
+}
+END_TEST
+
+/* Many frames, each in a chunk of its own, through a small non-blocking
+ * send buffer: a write stops wherever the buffer fills, mid-frame, and
+ * what went must be cut from each frame exactly.  The frames are 145 bytes,
+ * prime to the 8064 bytes (two 4032-byte skbs) each write takes on Linux
+ * with this buffer, so the stops fall on every offset within a frame
+ * (its first byte, its last) over 145 writes. */
+START_TEST(tx_partial_writes_every_offset)
+{
+	enum { N = 9000, PLEN = 145 - DEVQ_FRAME_HDR };
+	int sv[2];
+	nonblocking_pair(sv);
+	int small = 4096;
+	ck_assert_int_eq(setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof(small)), 0);
+	struct devq_tx tx;
+	struct devq_rx rx;
+	devq_tx_init(&tx);
+	devq_rx_init(&rx, DEVQ_FRAME_MAX_DEFAULT);
+	static struct want w[N];
+	for (int k = 0; k < N; k++) {
+		w[k].type = DEVQ_FRAME_CLIENT;
+		w[k].len = PLEN;
+		w[k].seed = (uint8_t)k;
+		uint8_t *p;
+		ck_assert_int_eq(devq_tx_reserve(&tx, DEVQ_FRAME_CLIENT, w[k].len, &p), 0);
+		fill(p, w[k].len, w[k].seed);
+	}
+	pump_and_check(&tx, &rx, sv, w, N);
+	devq_rx_fini(&rx);
+	devq_tx_fini(&tx);
+	close(sv[0]);
+	close(sv[1]);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("frame");
@@ -1356,6 +1715,13 @@ static Suite *suite(void)
 	tcase_add_test(t, fd_zero_is_closed);
 	tcase_add_test(t, tx_push_fd_bound);
 	tcase_add_test(t, tx_closes_fds_once_first_byte_sent);
+	tcase_add_test(t, tx_append_slabs);
+	tcase_add_test(t, tx_payload_u32_max);
+	tcase_add_test(t, tx_push_u32_max_without_memory);
+	tcase_add_test(t, txchunk_grow_by_one);
+	tcase_add_test(t, tx_push_chunk_bounds);
+	tcase_add_test(t, tx_flush_many_chunks);
+	tcase_add_test(t, tx_partial_writes_every_offset);
 	tcase_set_timeout(t, 30); /* valgrind */
 	suite_add_tcase(s, t);
 	return s;
