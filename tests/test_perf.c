@@ -346,6 +346,16 @@ START_TEST(page_failure_state)
 	ck_assert_int_eq(devq_submit(q, &good, 1, &p3), 0);
 	ck_assert_int_eq(devq_wait(q, 1, p3, 60000, NULL), 0);
 	ck_assert_int_eq(devq_point_state(q, 1, p3), DEVQ_POINT_OK);
+	/* A queue whose first point fails and nothing after it: the page
+	 * marks that point, not only a later one. */
+	ck_assert_int_eq(devq_queue_open(q, 2), 0);
+	struct devq_op bad2 = bad;
+	bad2.queue = 2;
+	uint64_t p4;
+	ck_assert_int_eq(devq_submit(q, &bad2, 1, &p4), 0);
+	ck_assert_uint_eq(p4, 1);
+	ck_assert_int_eq(devq_wait(q, 2, p4, 60000, NULL), 0);
+	ck_assert_int_eq(devq_point_state(q, 2, p4), DEVQ_POINT_SEE_RECORD);
 	int want[3] = { DEVQ_E_INVALID_ARGUMENT, DEVQ_E_DEPENDENCY_FAILED, DEVQ_OK };
 	for (int i = 0; i < 3; i++) {
 		struct devq_completion c;
@@ -369,18 +379,22 @@ START_TEST(eventfd_signals_completion)
 	struct devq_arg ns = a_u64("ns", 1000 * 1000);
 	struct devq_op o = spin_op(e, &ns, 1);
 	ck_assert_int_eq(devq_queue_open(q, 1), 0);
-	uint64_t pt;
-	ck_assert_int_eq(devq_submit(q, &o, 1, &pt), 0);
-	ck_assert_int_eq(devq_flush(q), 0);
-	/* Poll the eventfd until the point reads complete. */
-	while (devq_completed(q, 1) < pt) {
-		struct pollfd p = { .fd = efd, .events = POLLIN };
-		ck_assert_int_eq(poll(&p, 1, 60000), 1);
-		uint64_t v;
-		ck_assert_int_eq(read(efd, &v, sizeof(v)), (ssize_t)sizeof(v));
-		ck_assert_uint_ge(v, 1);
+	/* Armed once, it signals every completion after: 20 ops, each
+	 * waited for on the eventfd alone. */
+	for (int i = 0; i < 20; i++) {
+		uint64_t pt;
+		ck_assert_int_eq(devq_submit(q, &o, 1, &pt), 0);
+		ck_assert_int_eq(devq_flush(q), 0);
+		/* Poll the eventfd until the point reads complete. */
+		while (devq_completed(q, 1) < pt) {
+			struct pollfd p = { .fd = efd, .events = POLLIN };
+			ck_assert_msg(poll(&p, 1, 20000) == 1, "op %d: the eventfd stayed silent", i);
+			uint64_t v;
+			ck_assert_int_eq(read(efd, &v, sizeof(v)), (ssize_t)sizeof(v));
+			ck_assert_uint_ge(v, 1);
+		}
+		ck_assert_int_eq(devq_point_state(q, 1, pt), DEVQ_POINT_OK);
 	}
-	ck_assert_int_eq(devq_point_state(q, 1, pt), DEVQ_POINT_OK);
 	devq_disconnect(q);
 	ck_assert_int_eq(harness_stop(&d), 0);
 }
