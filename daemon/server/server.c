@@ -318,7 +318,7 @@ static struct devq_loop_share *loop_share(struct devq_session *s)
 /* Whether more than one tenant has sessions: a lone tenant has nobody to
  * share the loop with, and yielding would only cost it loop iterations (a
  * null op in batches of 64 took 10 % more instructions under callgrind,
- * where 2 ms is a frame or two).  The other I/O of the loop is still
+ * when the budget was 2 ms, a frame or two there).  The other I/O of the loop is still
  * served between its reads (READS_PER_WAKE). */
 static bool tenants_contend(const struct devq_daemon *d)
 {
