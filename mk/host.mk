@@ -16,14 +16,14 @@ $(call obj,daemon/core/repo.c): ALL_CFLAGS += -DDEVQ_HOSTDIR='"$(HOSTDIR)"'
 OPENBLAS_CFLAGS = $(shell pkg-config --cflags openblas 2>/dev/null)
 OPENBLAS_LIBS   = $(shell pkg-config --libs openblas 2>/dev/null)
 
-$(BUILD)/host/libdevq-host-cpu.so: kernels/host/gemm_cpu.c kernels/devq/kernel.h
+$(BUILD)/host/libdevq-host-cpu.so: kernels/host/gemm_cpu.c kernels/host/gemm_exes.h kernels/devq/kernel.h
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 -D_GNU_SOURCE $(WARN) -O2 -g -Ikernels $(OPENBLAS_CFLAGS) -shared -fPIC -pthread \
 		-o $@ $< $(OPENBLAS_LIBS)
 
 ifeq ($(CUDA_ENABLED),1)
 HOST_LIBS += $(BUILD)/host/libdevq-host-cuda.so
-$(BUILD)/host/libdevq-host-cuda.so: kernels/host/gemm_cuda.c kernels/devq/kernel.h
+$(BUILD)/host/libdevq-host-cuda.so: kernels/host/gemm_cuda.c kernels/host/gemm_exes.h kernels/devq/kernel.h
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 -D_GNU_SOURCE $(WARN) -O2 -g -Ikernels $(CUDA_CFLAGS) -shared -fPIC -pthread \
 		-o $@ $< -ldl

@@ -31,6 +31,7 @@
 #include <cublas_v2.h>
 
 #include "devq/kernel.h"
+#include "gemm_exes.h"
 
 typedef cublasStatus_t (*create_fn)(cublasHandle_t *);
 typedef cublasStatus_t (*destroy_fn)(cublasHandle_t);
@@ -160,19 +161,4 @@ static int gemm_run(const union devq_kval *a, const struct devq_host_call *call,
 	return 0;
 }
 
-static int gemm_nn(const union devq_kval *a, const struct devq_host_call *call)
-{
-	return gemm_run(a, call, false);
-}
-
-static int gemm_nt(const union devq_kval *a, const struct devq_host_call *call)
-{
-	return gemm_run(a, call, true);
-}
-
-const struct devq_host_exe devq_host_gemm_f32 = {
-	.abi = DEVQ_HOST_ABI, .init = gemm_init, .fini = gemm_fini, .run = gemm_nn,
-};
-const struct devq_host_exe devq_host_gemm_f32_nt = {
-	.abi = DEVQ_HOST_ABI, .init = gemm_init, .fini = gemm_fini, .run = gemm_nt,
-};
+DEVQ_GEMM_EXES(gemm_run, gemm_init, gemm_fini);
