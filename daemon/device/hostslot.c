@@ -3,6 +3,7 @@
 #include "device/hostslot.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -197,32 +198,47 @@ static int answer(const struct hs_entry *e, void **slot, char *err, size_t errle
 	return e->state;
 }
 
-int devq_hslots_get_sync(struct devq_hslots *h, const struct devq_host_exe *x, unsigned stream,
-			 void *stream_handle, void **slot, char *err, size_t errlen)
+/* How both gets start: the answer of the entry made before, or 0 (no init
+ * to run), or -EINVAL (no such stream); *miss when the stream has none
+ * yet, and then h->lock is held. */
+static int lookup(struct devq_hslots *h, const struct devq_host_exe *x, unsigned stream,
+		  void **slot, char *err, size_t errlen, bool *miss)
 {
 	*slot = NULL;
+	*miss = false;
 	if (!x->init)
 		return 0;
 	if (stream >= h->streams)
 		return -EINVAL;
 	pthread_mutex_lock(&h->lock);
 	struct hs_entry *e = find(h, x, stream);
-	if (e) {
-		int r = answer(e, slot, err, errlen);
-		pthread_mutex_unlock(&h->lock);
-		return r;
+	if (!e) {
+		*miss = true;
+		return 0;
 	}
+	int r = answer(e, slot, err, errlen);
+	pthread_mutex_unlock(&h->lock);
+	return r;
+}
+
+int devq_hslots_get_sync(struct devq_hslots *h, const struct devq_host_exe *x, unsigned stream,
+			 void *stream_handle, void **slot, char *err, size_t errlen)
+{
+	bool miss;
+	int r = lookup(h, x, stream, slot, err, errlen, &miss);
+	if (!miss)
+		return r;
 	pthread_mutex_unlock(&h->lock);
 	/* Only this stream's worker makes this entry (a stream runs on one
 	 * worker at a time), so it is linked once made. */
-	e = calloc(1, sizeof(*e));
+	struct hs_entry *e = calloc(1, sizeof(*e));
 	if (!e) {
 		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
 	e->x = x;
 	e->handle = stream_handle;
-	int r = x->init(stream_handle, &e->slot, e->msg, sizeof(e->msg));
+	r = x->init(stream_handle, &e->slot, e->msg, sizeof(e->msg));
 	e->msg[HS_MSG - 1] = '\0';
 	e->state = r < 0 ? r : HS_READY;
 	pthread_mutex_lock(&h->lock);
@@ -237,19 +253,11 @@ int devq_hslots_get_async(struct devq_hslots *h, const struct devq_host_exe *x, 
 			  void *stream_handle, void **slot, char *err, size_t errlen,
 			  void (*ready)(void *ud), void *ud)
 {
-	*slot = NULL;
-	if (!x->init)
-		return 0;
-	if (stream >= h->streams)
-		return -EINVAL;
-	pthread_mutex_lock(&h->lock);
-	struct hs_entry *e = find(h, x, stream);
-	if (e) {
-		int r = answer(e, slot, err, errlen);
-		pthread_mutex_unlock(&h->lock);
+	bool miss;
+	int r = lookup(h, x, stream, slot, err, errlen, &miss);
+	if (!miss)
 		return r;
-	}
-	e = calloc(1, sizeof(*e));
+	struct hs_entry *e = calloc(1, sizeof(*e));
 	struct hs_job *j = calloc(1, sizeof(*j));
 	if (!e || !j) {
 		pthread_mutex_unlock(&h->lock);
