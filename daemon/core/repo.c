@@ -5,7 +5,6 @@
 #include <ctype.h>
 #include <dirent.h>
 #include <dlfcn.h>
-#include <pthread.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <link.h>
@@ -18,6 +17,7 @@
 
 #include "base/config.h"
 #include "base/log.h"
+#include "base/tname.h"
 
 /* ---- lifetime --------------------------------------------------------- */
 
@@ -884,15 +884,12 @@ int devq_repo_builtins(struct devq_backend *be)
 		return -EPERM;
 	}
 	/* Never closed: built-ins live as long as devqd.  A BLAS library
-	 * starts its thread pool when loaded, from this thread, and a new
-	 * thread inherits its creator's name: named "devqd-host" that way
-	 * (for top -H), this thread gets its own name back at once. */
-	char own[16] = "";
-	if (pthread_getname_np(pthread_self(), own, sizeof(own)) == 0)
-		pthread_setname_np(pthread_self(), "devqd-host");
+	 * starts its thread pool when loaded, from this thread: its threads
+	 * are named "devqd-host" (base/tname.h). */
+	char own[16];
+	devq_tname_push("devqd-host", own);
 	void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-	if (own[0])
-		pthread_setname_np(pthread_self(), own);
+	devq_tname_pop(own);
 	if (!dl) {
 		const char *m = dlerror();
 		log_err("built-ins: %s: dlopen: %s; host built-ins unavailable", path,

@@ -8,11 +8,11 @@
 #include "server/reload.h"
 
 #include <errno.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/log.h"
+#include "base/tname.h"
 #include "core/repo.h"
 #include "kernels.h"
 
@@ -74,12 +74,12 @@ static void start(struct devq_reload *rl)
 	 * pool's threads are named "devqd-pool" that way (libuv names none),
 	 * and the loop thread gets its own name ("devqd") back at once. */
 	static bool pool_named;
-	char own[16] = "";
-	if (!pool_named && pthread_getname_np(pthread_self(), own, sizeof(own)) == 0)
-		pthread_setname_np(pthread_self(), "devqd-pool");
+	char own[16];
+	if (!pool_named)
+		devq_tname_push("devqd-pool", own);
 	int r = uv_queue_work(d->loop, &rl->work, scan_work, scan_done);
-	if (!pool_named && own[0])
-		pthread_setname_np(pthread_self(), own);
+	if (!pool_named)
+		devq_tname_pop(own);
 	pool_named = true;
 	if (r < 0) {
 		log_err("executables: rescan: %s", uv_strerror(r));
