@@ -195,29 +195,59 @@ static void flood(const char *sock, int stop_fd, int out_fd, bool refill)
 
 /* ---- tenant B ----------------------------------------------------------- */
 
+/* Where the slowest round trips' time went, by the completion's own
+ * timestamps: to the daemon's receipt (the loop not yet reading B's
+ * socket), inside the daemon (receipt to completion observed), and from
+ * there to B holding the completion (publication, wake-up, B scheduled).
+ * Means over the round trips at or above the p99. */
 struct lat {
 	uint64_t p50, p99, max, n;
+	double tail_n, tail_to_receipt, tail_in_daemon, tail_to_client;
 };
 
 static struct lat round_trips(devq *q, const struct devq_exec *spin, uint64_t ns)
 {
 	size_t cap = 1 << 20, n = 0;
 	uint64_t *v = malloc(cap * sizeof(*v));
-	if (!v)
+	struct devq_timing *tm = malloc(cap * sizeof(*tm));
+	if (!v || !tm)
 		die("out of memory", NULL);
 	struct devq_op op = { .queue = 1, .kind = DEVQ_OP_KERNEL, .exec = spin, .args = &ns0,
 			      .nargs = 1 };
 	uint64_t end = bu_now_ns() + ns;
 	while (n < cap && bu_now_ns() < end) {
 		uint64_t t0 = bu_now_ns(), p;
+		struct devq_completion c;
 		if (devq_submit(q, &op, 1, &p) < 0 || devq_flush(q) < 0 ||
-		    devq_wait(q, 1, p, -1, NULL) < 0)
+		    devq_wait(q, 1, p, -1, &c) < 0)
 			die("B: null op", q);
+		tm[n] = c.t;
 		v[n++] = bu_now_ns() - t0;
 		usleep(200); /* a client with work of its own between ops */
 	}
-	bu_sort(v, n);
-	struct lat l = { bu_quantile(v, n, 0.5), bu_quantile(v, n, 0.99), v[n - 1], n };
+	uint64_t *sorted = malloc(n * sizeof(*sorted));
+	if (!sorted)
+		die("out of memory", NULL);
+	memcpy(sorted, v, n * sizeof(*v));
+	bu_sort(sorted, n);
+	struct lat l = { bu_quantile(sorted, n, 0.5), bu_quantile(sorted, n, 0.99), sorted[n - 1],
+			 n, 0, 0, 0, 0 };
+	for (size_t i = 0; i < n; i++) {
+		const struct devq_timing *t = &tm[i];
+		if (v[i] < l.p99)
+			continue;
+		l.tail_n++;
+		l.tail_to_receipt += (double)(t->received - t->client_submit);
+		l.tail_in_daemon += (double)(t->observed - t->received);
+		l.tail_to_client += (double)(t->client_received - t->observed);
+	}
+	if (l.tail_n) {
+		l.tail_to_receipt /= l.tail_n;
+		l.tail_in_daemon /= l.tail_n;
+		l.tail_to_client /= l.tail_n;
+	}
+	free(sorted);
+	free(tm);
 	free(v);
 	return l;
 }
@@ -329,6 +359,10 @@ int main(int argc, char **argv)
 	       (unsigned long long)alone.n, alone.p50 / 1e6, alone.p99 / 1e6, alone.max / 1e6);
 	printf("  B under A:    n=%-6llu p50 %7.3f ms  p99 %7.3f ms  max %7.3f ms\n",
 	       (unsigned long long)loaded.n, loaded.p50 / 1e6, loaded.p99 / 1e6, loaded.max / 1e6);
+	printf("  B's slowest 1 %% (%.0f): %.3f ms to the daemon's receipt, %.3f ms in it, "
+	       "%.3f ms from completion to B\n",
+	       loaded.tail_n, loaded.tail_to_receipt / 1e6, loaded.tail_in_daemon / 1e6,
+	       loaded.tail_to_client / 1e6);
 	printf("  A's requests: %.0f status/s, %.0f list/s, %.0f trace/s (%.0f ops each)\n",
 	       total[0] / took, total[1] / took, total[2] / took,
 	       total[2] ? (double)total[3] / total[2] : 0.0);
@@ -342,6 +376,9 @@ int main(int argc, char **argv)
 		bu_json_key_num(&j, "loaded_p50_ns", (double)loaded.p50);
 		bu_json_key_num(&j, "loaded_p99_ns", (double)loaded.p99);
 		bu_json_key_num(&j, "loaded_max_ns", (double)loaded.max);
+		bu_json_key_num(&j, "tail_to_receipt_ns", loaded.tail_to_receipt);
+		bu_json_key_num(&j, "tail_in_daemon_ns", loaded.tail_in_daemon);
+		bu_json_key_num(&j, "tail_to_client_ns", loaded.tail_to_client);
 		bu_json_key_num(&j, "status_per_s", total[0] / took);
 		bu_json_key_num(&j, "list_per_s", total[1] / took);
 		bu_json_key_num(&j, "trace_per_s", total[2] / took);
