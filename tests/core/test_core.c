@@ -24,6 +24,7 @@
 #include "core/repo.h"
 #include "core/sched.h"
 #include "core/session.h"
+#include "core/tenant.h"
 #include "core/timeline.h"
 #include "core/validate.h"
 #include "devq.pb-c.h"
@@ -214,6 +215,9 @@ struct opmsg {
 	Devq__BufferArg a, b;
 };
 
+/* Ops submitted while set ask for no device timing (Op.no_timing). */
+static bool untimed;
+
 /* Submits an op on queue q: writer (fill of buffer w) when w, reader (copy
  * from r into scratch buffer 99) when r, with explicit waits (queue,
  * point) pairs. */
@@ -224,6 +228,7 @@ static int try_submit(struct devq_session *s, uint32_t q, uint64_t w, uint64_t r
 	struct opmsg m;
 	devq__op__init(&m.op);
 	m.op.queue = q;
+	m.op.no_timing = untimed;
 	for (unsigned i = 0; i < nwaits; i++) {
 		devq__wait__init(&m.w[i]);
 		m.w[i].queue = wq[i];
@@ -571,6 +576,7 @@ static void spin(struct devq_session *s, uint32_t q, uint64_t ns)
 	k.n_args = 1;
 	k.args = &ap;
 	op.queue = q;
+	op.no_timing = untimed;
 	op.body_case = DEVQ__OP__BODY_KERNEL;
 	op.kernel = &k;
 	char err[160];
@@ -589,6 +595,17 @@ static struct devq_session *complete_and_refill(void)
 {
 	unsigned before = FK->enqueued;
 	complete(0, 0);
+	if (FK->enqueued == before)
+		return NULL;
+	ck_assert_uint_eq(FK->enqueued, before + 1);
+	return last_handed();
+}
+
+/* As complete_and_refill, for the backend's k-th outstanding op. */
+static struct devq_session *complete_and_refill_at(unsigned k)
+{
+	unsigned before = FK->enqueued;
+	complete(k, 0);
 	if (FK->enqueued == before)
 		return NULL;
 	ck_assert_uint_eq(FK->enqueued, before + 1);
@@ -754,6 +771,221 @@ START_TEST(test_fairness_no_run_when_shared)
 }
 END_TEST
 
+/* Completes the backend's k-th outstanding op as having run for ns on the
+ * device (ns = 0 and start = 0: an op that was not timed, as on CUDA). */
+static void complete_ran(unsigned k, int code, uint64_t ns, bool timed)
+{
+	ck_assert_uint_lt(k, FK->n);
+	struct devq_bop *b = FK->ops[k];
+	memmove(&FK->ops[k], &FK->ops[k + 1], (FK->n - k - 1) * sizeof(FK->ops[0]));
+	FK->n--;
+	b->code = code;
+	if (code)
+		snprintf(b->msg, sizeof(b->msg), "failed on purpose");
+	b->t_start = timed ? b->t_handoff + 1 : 0;
+	b->t_end = timed ? b->t_start + ns : 0;
+	E.be->on_complete(E.be->ud, b);
+	devq_sched_drain(&E);
+	flush_dirty();
+}
+
+/* An executable's expected time is learned from its timed ops: never
+ * timed, fair-k of them fill the window; then an average over about the
+ * last 8 (per 4 KiB page of arguments); failed ops teach nothing. */
+START_TEST(test_fairness_learns_estimate)
+{
+	engine_up((struct devq_config){ .fair_k = 4, .streams = 1 });
+	struct devq_session *s = session(1000);
+	queue(s, 1, 0);
+	buffer(s, 5, 64);
+	submit(s, 1, 5, 0, 0, NULL, NULL);
+	const struct devq_job *j = handed(0);
+	uint64_t pages = 1 + j->arg_bytes / 4096;
+	ck_assert_uint_eq(j->fest, E.fair.window_ns / 4);
+	complete_ran(0, 0, 8000 * pages, true);
+	ck_assert_uint_eq(E.fair.est_fill.ns16_per_page, 8000 * 16);
+	submit(s, 1, 5, 0, 0, NULL, NULL);
+	ck_assert_uint_eq(handed(0)->fest, 8000 * pages);
+	complete_ran(0, 0, 16000 * pages, true);
+	ck_assert_uint_eq(E.fair.est_fill.ns16_per_page, (7 * 8000 * 16 + 16000 * 16) / 8);
+	submit(s, 1, 5, 0, 0, NULL, NULL);
+	ck_assert_uint_eq(handed(0)->fest, 9000 * pages);
+	/* A failed op's time says nothing of the executable's. */
+	complete_ran(0, DEVQ__CODE__DEVICE_ERROR, 1000000 * pages, true);
+	ck_assert_uint_eq(E.fair.est_fill.ns16_per_page, 9000 * 16);
+	complete_all();
+	engine_down();
+}
+END_TEST
+
+/* Where timing is optional (CUDA), one untimed op in DEVQ_FAIR_SAMPLE of
+ * an executable is timed anyway, so its estimate keeps learning; an op
+ * that declares its duration (spin) needs no sample. */
+START_TEST(test_fairness_samples_untimed_ops)
+{
+	engine_up((struct devq_config){ .fair_k = 4, .streams = 1 });
+	ck_assert(!E.be->always_timed);
+	struct devq_session *s = session(1000);
+	queue(s, 1, 0);
+	buffer(s, 5, 64);
+	untimed = true;
+	unsigned timed = 0;
+	for (unsigned i = 0; i < 2 * DEVQ_FAIR_SAMPLE; i++) {
+		submit(s, 1, 5, 0, 0, NULL, NULL);
+		if (handed(0)->b.timed) {
+			ck_assert_uint_eq(i % DEVQ_FAIR_SAMPLE, 0);
+			timed++;
+		}
+		complete_ran(0, 0, 0, handed(0)->b.timed);
+	}
+	ck_assert_uint_eq(timed, 2);
+	for (unsigned i = 0; i < DEVQ_FAIR_SAMPLE + 1; i++) {
+		spin(s, 1, 1000);
+		ck_assert(!handed(0)->b.timed);
+		complete_ran(0, 0, 0, false);
+	}
+	untimed = false;
+	/* Timed ops stay timed. */
+	submit(s, 1, 5, 0, 0, NULL, NULL);
+	ck_assert(handed(0)->b.timed);
+	complete_all();
+	engine_down();
+}
+END_TEST
+
+/* An untimed op is charged to its tenant's device time at its estimate
+ * (what it declared), not at nothing, and counts no wait. */
+START_TEST(test_fairness_charges_untimed_at_estimate)
+{
+	engine_up((struct devq_config){ .fair_k = 4, .streams = 1 });
+	struct devq_session *s = session(1000);
+	queue(s, 1, 0);
+	untimed = true;
+	spin(s, 1, 5000);
+	untimed = false;
+	complete_ran(0, 0, 0, false);
+	ck_assert_uint_eq(s->tenant->fair.device_ns, 5000);
+	ck_assert_uint_eq(s->tenant->fair.waits, 0);
+	spin(s, 1, 7000);
+	complete(0, 0);
+	ck_assert_uint_eq(s->tenant->fair.device_ns, 12000);
+	ck_assert_uint_eq(s->tenant->fair.waits, 1);
+	engine_down();
+}
+END_TEST
+
+/* Trust to run on the loop (fair.h): an op that took at most
+ * DEVQ_FAIR_HERE_NS takes one strike away, one ns more takes none. */
+START_TEST(test_fairness_here_score_at_bound)
+{
+	engine_up((struct devq_config){ .fair_k = 4, .streams = 1 });
+	struct devq_session *s = session(1000);
+	queue(s, 1, 0);
+	struct devq_fair_est *e = &E.fair.est_builtin[devq_kernel_find("spin") - devq_kernels];
+	atomic_store(&e->here_score, 3);
+	spin(s, 1, DEVQ_FAIR_HERE_NS);
+	complete(0, 0);
+	ck_assert_uint_eq(atomic_load(&e->here_score), 2);
+	spin(s, 1, DEVQ_FAIR_HERE_NS + 1);
+	complete(0, 0);
+	ck_assert_uint_eq(atomic_load(&e->here_score), 2);
+	engine_down();
+}
+END_TEST
+
+/* A lone tenant's sessions take turns too: four rooms at once go to its
+ * two sessions alternately, not as a run to whichever was served first
+ * (the run without a choice per op is for a lone session only). */
+START_TEST(test_fairness_lone_tenant_sessions_alternate)
+{
+	engine_up((struct devq_config){ .fair_k = 4, .streams = 1 });
+	struct devq_session *a = session(1000), *b = session(1000);
+	queue(a, 1, 0);
+	queue(b, 1, 0);
+	for (int i = 0; i < 8; i++)
+		spin(a, 1, 10000);
+	for (int i = 0; i < 8; i++)
+		spin(b, 1, 10000);
+	ck_assert_uint_eq(FK->n, 4);
+	complete_n_then_drain(4);
+	ck_assert_uint_eq(FK->n, 4);
+	for (unsigned i = 1; i < 4; i++)
+		ck_assert_msg(handed(i)->s != handed(i - 1)->s, "rooms %u and %u to one session",
+			      i - 1, i);
+	complete_all();
+	engine_down();
+}
+END_TEST
+
+/* Streams 0 and 1, fair-k 1.  Tenant A's session a1 waits on stream 0
+ * and its session a2 on stream 1 (a2 ahead of nothing on stream 0);
+ * tenant B waits on stream 0.  Stream 0's room is chosen among the
+ * tenants with ops for it, whatever A's other sessions wait on. */
+START_TEST(test_fairness_sessions_on_other_streams)
+{
+	engine_up((struct devq_config){ .fair_k = 1, .streams = 2 });
+	struct devq_session *a1 = session(1000), *a2 = session(1000), *b = session(1001);
+	queue(a1, 1, 0);
+	queue(a2, 1, 0);
+	queue(b, 1, 0);
+	ck_assert_uint_eq(tl(a1, 1)->stream, 0);
+	ck_assert_uint_eq(tl(a2, 1)->stream, 1);
+	ck_assert_uint_eq(tl(b, 1)->stream, 0);
+	for (int i = 0; i < 3; i++)
+		spin(a1, 1, 10000);
+	for (int i = 0; i < 3; i++)
+		spin(a2, 1, 10000);
+	for (int i = 0; i < 2; i++)
+		spin(b, 1, 10000);
+	ck_assert_uint_eq(FK->n, 2);
+	ck_assert_ptr_eq(a1->tenant->fair.rr_head, a1);
+	ck_assert_ptr_eq(a1->tenant->fair.rr_tail, a2);
+	unsigned nb = 0;
+	for (int i = 0; i < 4; i++) {
+		unsigned k = handed(0)->b.stream == 0 ? 0 : 1;
+		struct devq_session *s = complete_and_refill_at(k);
+		ck_assert_ptr_nonnull(s);
+		ck_assert_ptr_ne(s, a2);
+		nb += s == b;
+	}
+	ck_assert_uint_eq(nb, 2);
+	complete_all();
+	ck_assert_uint_eq(FK->enqueued, 8);
+	engine_down();
+}
+END_TEST
+
+/* An op that waits for an op not yet handed over holds no room: another
+ * tenant's op for the same idle stream goes at once. */
+START_TEST(test_fairness_waiting_dependency_holds_no_room)
+{
+	engine_up((struct devq_config){ .fair_k = 1, .streams = 2 });
+	struct devq_session *s = session(1000), *b = session(1001);
+	queue(s, 1, 0);
+	queue(s, 2, 0);
+	queue(b, 1, 0);
+	buffer(s, 5, 64);
+	buffer(s, 6, 64);
+	buffer(b, 5, 64);
+	ck_assert_uint_eq(tl(s, 1)->stream, 0);
+	ck_assert_uint_eq(tl(s, 2)->stream, 1);
+	ck_assert_uint_eq(tl(b, 1)->stream, 0);
+	submit(s, 2, 6, 0, 0, NULL, NULL); /* stream 1: runs */
+	submit(s, 2, 6, 0, 0, NULL, NULL); /* stream 1: waits for room */
+	uint32_t wq = 2;
+	uint64_t wp = 2;
+	submit(s, 1, 5, 0, 1, &wq, &wp); /* stream 0: waits for (2, 2) */
+	ck_assert_uint_eq(FK->n, 1);
+	submit(b, 1, 5, 0, 0, NULL, NULL);
+	ck_assert_uint_eq(FK->n, 2);
+	ck_assert_ptr_eq(handed(1)->s, b);
+	ck_assert_uint_eq(handed(1)->b.stream, 0);
+	complete_all();
+	ck_assert_uint_eq(FK->enqueued, 4);
+	engine_down();
+}
+END_TEST
+
 /* fair-shares: user:weight entries, weights 1..64, at most 64 entries of
  * at most 127 characters; anything else refused naming the entry. */
 START_TEST(test_fair_shares_parse)
@@ -770,6 +1002,10 @@ START_TEST(test_fair_shares_parse)
 	ck_assert_int_eq(devq_fair_init(&f, "1000:2x", err, sizeof(err)), -EINVAL);
 	ck_assert_int_eq(devq_fair_init(&f, "no-such-user-here:2", err, sizeof(err)), -EINVAL);
 	ck_assert_msg(strstr(err, "no user named"), "%s", err);
+	/* A name that starts with digits is a name, not the uid it starts
+	 * with. */
+	ck_assert_int_eq(devq_fair_init(&f, "12no-such-user:2", err, sizeof(err)), -EINVAL);
+	ck_assert_msg(strstr(err, "no user named '12no-such-user'"), "%s", err);
 	/* 64 entries, then 65. */
 	size_t n = 0;
 	for (int i = 0; i < 64; i++)
@@ -789,6 +1025,33 @@ START_TEST(test_fair_shares_parse)
 	memcpy(entry + 126, ":2", 3); /* 128 */
 	ck_assert_int_eq(devq_fair_init(&f, entry, err, sizeof(err)), -EINVAL);
 	ck_assert_msg(strstr(err, "too long"), "%s", err);
+}
+END_TEST
+
+/* A grant's shares become the tenant's weight, clamped to 1..64 whatever
+ * the caller passes (a weight of 0 would divide by zero), and a new grant
+ * replaces the old weight. */
+START_TEST(test_fair_grant_weight_clamped)
+{
+	engine_up((struct devq_config){ 0 });
+	struct devq_tenant *t;
+	ck_assert_int_eq(devq_tenant_grant(&E, "job-1", 2000, 5, 10, 0, false, &t), 0);
+	ck_assert_uint_eq(t->fair.weight, 5);
+	ck_assert_int_eq(devq_tenant_grant(&E, "job-1", 2000, 0, 10, 0, false, &t), 0);
+	ck_assert_uint_eq(t->fair.weight, 1);
+	ck_assert_int_eq(devq_tenant_grant(&E, "job-1", 2000, 1, 10, 0, false, &t), 0);
+	ck_assert_uint_eq(t->fair.weight, 1);
+	ck_assert_int_eq(devq_tenant_grant(&E, "job-1", 2000, DEVQ_FAIR_MAX_WEIGHT, 64, 0, false,
+					       &t),
+			 0);
+	ck_assert_uint_eq(t->fair.weight, DEVQ_FAIR_MAX_WEIGHT);
+	ck_assert_int_eq(devq_tenant_grant(&E, "job-1", 2000, 5, 10, 0, false, &t), 0);
+	ck_assert_int_eq(devq_tenant_grant(&E, "job-1", 2000, DEVQ_FAIR_MAX_WEIGHT + 1, 65, 0,
+					       false, &t),
+			 0);
+	ck_assert_uint_eq(t->fair.weight, DEVQ_FAIR_MAX_WEIGHT);
+	devq_tenant_ungrant(&E, t);
+	engine_down();
 }
 END_TEST
 
@@ -1645,6 +1908,43 @@ START_TEST(test_fault_each_allocation_of_a_client)
 }
 END_TEST
 
+/* Each allocation of a session's admission failed in turn: it is refused
+ * with a reason, or admitted whole, so that its ops still wait their turn
+ * (fair-k 1: the second of two ops waits for the first). */
+START_TEST(test_fault_each_allocation_of_admission)
+{
+	unsigned n;
+	for (n = 1; n < 100; n++) {
+		engine_up((struct devq_config){ .fair_k = 1, .streams = 1 });
+		struct devq_session *s = devq_session_new(&E, 1234, 1000, 1000);
+		ck_assert_ptr_nonnull(s);
+		char why[200] = "";
+		fault_arm(FAULT_ALLOC, n, 1, ENOMEM);
+		int r = devq_session_admit(s, why, sizeof(why));
+		unsigned failed = fault_failed(FAULT_ALLOC);
+		fault_reset();
+		if (r == 0) {
+			queue(s, 1, 0);
+			spin(s, 1, 1000);
+			spin(s, 1, 1000);
+			ck_assert_msg(FK->n == 1, "allocation %u failed: %u ops handed at once", n,
+				      FK->n);
+			complete_all();
+		} else {
+			ck_assert_msg(why[0], "allocation %u failed: refused without a reason", n);
+		}
+		session_end(s);
+		engine_down();
+		if (!failed) {
+			ck_assert_int_eq(r, 0);
+			break;
+		}
+	}
+	ck_assert_uint_lt(n, 100);
+	ck_assert_uint_gt(n, 1);
+}
+END_TEST
+
 /* The engine's own allocations at start, failed in turn: -ENOMEM, and
  * nothing half made is left (ASan's leak check in check-asan). */
 START_TEST(test_fault_each_allocation_at_engine_start)
@@ -1659,10 +1959,20 @@ START_TEST(test_fault_each_allocation_at_engine_start)
 		int r = devq_engine_init(&E, &cfg, &ev, fake_open);
 		unsigned failed = fault_failed(FAULT_ALLOC);
 		fault_reset();
-		if (r == 0)
-			devq_engine_fini(&E);
-		else
+		if (r == 0) {
+			/* A start that says it worked works: an op goes
+			 * through (a table the start did not get would be
+			 * used here). */
+			wakes = lost = 0;
+			struct devq_session *s = session(1000);
+			queue(s, 1, 0);
+			spin(s, 1, 1000);
+			ck_assert_uint_eq(FK->n, 1);
+			complete_all();
+			engine_down();
+		} else {
 			ck_assert_int_eq(r, -ENOMEM);
+		}
 		if (!failed) {
 			ck_assert_int_eq(r, 0);
 			break;
@@ -2078,6 +2388,14 @@ int main(void)
 	tcase_add_test(tc, test_fairness_weights);
 	tcase_add_test(tc, test_fairness_rooms_at_once);
 	tcase_add_test(tc, test_fair_shares_parse);
+	tcase_add_test(tc, test_fair_grant_weight_clamped);
+	tcase_add_test(tc, test_fairness_learns_estimate);
+	tcase_add_test(tc, test_fairness_samples_untimed_ops);
+	tcase_add_test(tc, test_fairness_charges_untimed_at_estimate);
+	tcase_add_test(tc, test_fairness_here_score_at_bound);
+	tcase_add_test(tc, test_fairness_lone_tenant_sessions_alternate);
+	tcase_add_test(tc, test_fairness_sessions_on_other_streams);
+	tcase_add_test(tc, test_fairness_waiting_dependency_holds_no_room);
 	tcase_add_test(tc, test_fairness_no_run_when_shared);
 	tcase_add_test(tc, test_placement_moves_idle_queue);
 	tcase_add_test(tc, test_submit_on_closed_queue);
@@ -2098,6 +2416,7 @@ int main(void)
 	tcase_set_timeout(tf, 60);
 	tcase_add_test(tf, test_fault_each_allocation_of_a_client);
 	tcase_add_test(tf, test_fault_each_allocation_at_engine_start);
+	tcase_add_test(tf, test_fault_each_allocation_of_admission);
 	tcase_add_test(tf, test_fault_shared_buffer_syscalls);
 	tcase_add_test(tf, test_fault_import_syscalls);
 	tcase_add_test(tf, test_fault_buffer_worker);
