@@ -44,6 +44,7 @@ struct fake {
 	struct devq_bop *ops[FAKE_MAX]; /* enqueued, in order, not completed */
 	unsigned n;
 	unsigned enqueued, flushes;
+	int refuse; /* enqueue returns this when set (a negative errno) */
 };
 
 static bool fake_has_kernel(struct devq_backend *b, const struct devq_kernel *k)
@@ -55,6 +56,8 @@ static bool fake_has_kernel(struct devq_backend *b, const struct devq_kernel *k)
 static int fake_enqueue(struct devq_backend *b, struct devq_bop *op)
 {
 	struct fake *f = (struct fake *)b;
+	if (f->refuse)
+		return f->refuse;
 	ck_assert_uint_lt(f->n, FAKE_MAX);
 	f->ops[f->n++] = op;
 	f->enqueued++;
@@ -982,6 +985,92 @@ START_TEST(test_fairness_waiting_dependency_holds_no_room)
 	ck_assert_uint_eq(handed(1)->b.stream, 0);
 	complete_all();
 	ck_assert_uint_eq(FK->enqueued, 4);
+	engine_down();
+}
+END_TEST
+
+/* What the backend is told to go by to run an op on the loop thread
+ * (b.expect_ns): a declared duration, or an estimate once one was learned;
+ * never for an executable never timed, nor once its strikes pass
+ * DEVQ_FAIR_HERE_DISTRUST; and an op that only fails runs nothing. */
+START_TEST(test_fairness_expect_for_loop)
+{
+	engine_up((struct devq_config){ .fair_k = 4, .streams = 1 });
+	struct devq_session *s = session(1000);
+	queue(s, 1, 0);
+	buffer(s, 5, 64);
+	submit(s, 1, 5, 0, 0, NULL, NULL);
+	uint64_t pages = 1 + handed(0)->arg_bytes / 4096;
+	ck_assert_uint_eq(handed(0)->b.expect_ns, UINT64_MAX);
+	complete_ran(0, 0, 0, true); /* 0 ns: learned as the least, not as never */
+	ck_assert_uint_eq(E.fair.est_fill.ns16_per_page, 1);
+	submit(s, 1, 5, 0, 0, NULL, NULL);
+	ck_assert_uint_eq(handed(0)->b.expect_ns, handed(0)->fest);
+	ck_assert_uint_eq(handed(0)->fest, 1 * pages / 16);
+	complete_ran(0, 0, 8000 * pages, true);
+	submit(s, 1, 5, 0, 0, NULL, NULL);
+	ck_assert_uint_eq(handed(0)->b.expect_ns, handed(0)->fest);
+	ck_assert_uint_ne(handed(0)->fest, 0);
+	complete_all();
+	struct devq_fair_est *e = &E.fair.est_builtin[devq_kernel_find("spin") - devq_kernels];
+	spin(s, 1, 1000);
+	ck_assert_uint_eq(handed(0)->b.expect_ns, 1000);
+	complete_all();
+	atomic_store(&e->here_score, DEVQ_FAIR_HERE_DISTRUST);
+	spin(s, 1, 1000);
+	ck_assert_uint_eq(handed(0)->b.expect_ns, 1000);
+	complete_all(); /* 1 us: one strike off */
+	atomic_store(&e->here_score, DEVQ_FAIR_HERE_DISTRUST + 1);
+	spin(s, 1, 1000);
+	ck_assert_uint_eq(handed(0)->b.expect_ns, UINT64_MAX);
+	complete_all();
+	engine_down();
+}
+END_TEST
+
+/* A backend that refuses an op: the op fails with the reason, in order,
+ * and its room is given back (the next op goes once it is accepted). */
+START_TEST(test_fairness_enqueue_refused)
+{
+	engine_up((struct devq_config){ .fair_k = 1, .streams = 1 });
+	struct devq_session *s = session(1000);
+	queue(s, 1, 0);
+	FK->refuse = -EIO;
+	spin(s, 1, 1000);
+	FK->refuse = 0;
+	ck_assert_uint_eq(FK->n, 0);
+	devq_sched_drain(&E);
+	flush_dirty();
+	struct devq_timeline *q = tl(s, 1);
+	ck_assert_uint_eq(q->completed, 1);
+	ck_assert_uint_eq(E.ops_failed, 1);
+	ck_assert_uint_eq(E.fair.st[0].inside, 0);
+	devq_timeline_reset(q);
+	spin(s, 1, 1000);
+	ck_assert_uint_eq(FK->n, 1);
+	complete_all();
+	engine_down();
+}
+END_TEST
+
+/* The window by time at its edge: a stream whose ops inside are expected
+ * to take exactly the window has no room; one ns less has. */
+START_TEST(test_fairness_window_at_bound)
+{
+	engine_up((struct devq_config){ .fair_k = 16, .streams = 1, .fair_window_ns = 1000000 });
+	struct devq_session *s = session(1000);
+	queue(s, 1, 0);
+	spin(s, 1, 500000);
+	spin(s, 1, 500000);
+	spin(s, 1, 1);
+	ck_assert_uint_eq(FK->n, 2); /* 1 000 000 inside: full */
+	complete_all();
+	spin(s, 1, 999999);
+	spin(s, 1, 1);
+	ck_assert_uint_eq(FK->n, 2); /* 999 999 inside: room for one */
+	spin(s, 1, 1);
+	ck_assert_uint_eq(FK->n, 2);
+	complete_all();
 	engine_down();
 }
 END_TEST
@@ -2396,6 +2485,9 @@ int main(void)
 	tcase_add_test(tc, test_fairness_lone_tenant_sessions_alternate);
 	tcase_add_test(tc, test_fairness_sessions_on_other_streams);
 	tcase_add_test(tc, test_fairness_waiting_dependency_holds_no_room);
+	tcase_add_test(tc, test_fairness_expect_for_loop);
+	tcase_add_test(tc, test_fairness_enqueue_refused);
+	tcase_add_test(tc, test_fairness_window_at_bound);
 	tcase_add_test(tc, test_fairness_no_run_when_shared);
 	tcase_add_test(tc, test_placement_moves_idle_queue);
 	tcase_add_test(tc, test_submit_on_closed_queue);
