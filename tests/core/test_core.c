@@ -133,7 +133,8 @@ static void engine_up(struct devq_config cfg)
 		cfg.streams = 4;
 	cfg.max_op_ns = 1000000000ull;
 	cfg.max_buffer_bytes = 1 << 20;
-	cfg.max_queues = 8;
+	if (!cfg.max_queues)
+		cfg.max_queues = 8;
 	struct devq_engine_events ev = { .wake = ev_wake, .arm_lazy = ev_arm_lazy,
 					 .device_lost = ev_device_lost };
 	wakes = lost = 0;
@@ -399,6 +400,56 @@ END_TEST
 
 /* ---- failure ranges ---------------------------------------------------- */
 
+static void spin(struct devq_session *s, uint32_t q, uint64_t ns);
+
+/* An op with no buffers that waits on 39 other queues' pending ops and
+ * follows a pending op of its own queue: 40 waits, all kept, the queue's
+ * own first (the wait set is sized for every explicit wait plus the
+ * queue's previous op). */
+START_TEST(test_waits_on_many_queues)
+{
+	enum { NQ = 40 };
+	engine_up((struct devq_config){ .max_queues = NQ });
+	struct devq_session *s = session(1000);
+	for (uint32_t q = 1; q <= NQ; q++) {
+		queue(s, q, 0);
+		spin(s, q, 1000);
+	}
+	Devq__Op op = DEVQ__OP__INIT;
+	Devq__KernelOp k = DEVQ__KERNEL_OP__INIT;
+	Devq__Arg a = DEVQ__ARG__INIT, *ap = &a;
+	Devq__Wait w[NQ - 1], *wp[NQ - 1];
+	for (unsigned i = 0; i < NQ - 1; i++) {
+		devq__wait__init(&w[i]);
+		w[i].queue = i + 2;
+		w[i].point = 1;
+		wp[i] = &w[i];
+	}
+	a.name = "ns";
+	a.value_case = DEVQ__ARG__VALUE_U64;
+	a.u64 = 1000;
+	k.executable = (uint32_t)(devq_kernel_find("spin") - devq_kernels);
+	k.n_args = 1;
+	k.args = &ap;
+	op.queue = 1;
+	op.n_waits = NQ - 1;
+	op.waits = wp;
+	op.body_case = DEVQ__OP__BODY_KERNEL;
+	op.kernel = &k;
+	char err[160];
+	ck_assert_int_eq(devq_sched_submit(s, &op, 1, err, sizeof(err)), 0);
+	const struct devq_job *j = devq_timeline_get(tl(s, 1), 2);
+	ck_assert_ptr_nonnull(j);
+	ck_assert_uint_eq(j->b.nwaits, NQ);
+	ck_assert_uint_eq(j->b.nstrict, NQ);
+	ck_assert(waits_on(j, 1, 1));
+	for (uint32_t q = 2; q <= NQ; q++)
+		ck_assert_msg(waits_on(j, q, 1), "no wait on queue %u", q);
+	complete_all();
+	engine_down();
+}
+END_TEST
+
 START_TEST(test_sticky_failure_and_reset)
 {
 	struct devq_session *s = two_queues();
@@ -660,7 +711,12 @@ START_TEST(test_fairness_by_tenant)
 		prev_a = s;
 	}
 	ck_assert_uint_eq(nb, 4);
-	/* B has nothing left: A alone takes every room (work-conserving). */
+	/* B has nothing left: it leaves the tenants that wait (A was
+	 * first there, B after it), and A alone takes every room
+	 * (work-conserving). */
+	ck_assert(!b->tenant->fair.active);
+	ck_assert_ptr_eq(E.fair.act_head, a[0]->tenant);
+	ck_assert_ptr_eq(E.fair.act_tail, a[0]->tenant);
 	for (int i = 0; i < 4; i++)
 		ck_assert_ptr_eq(complete_and_refill()->tenant, a[0]->tenant);
 	complete_all();
@@ -2472,6 +2528,7 @@ int main(void)
 	tcase_add_test(tc, test_failure_of_last_op_ends_at_its_reset);
 	tcase_add_test(tc, test_ring_grows_keeping_every_point);
 	tcase_add_test(tc, test_import_refuses_hugetlb_memfd);
+	tcase_add_test(tc, test_waits_on_many_queues);
 	tcase_add_test(tc, test_fairness_by_tenant);
 	tcase_add_test(tc, test_fairness_window_by_time);
 	tcase_add_test(tc, test_fairness_weights);
