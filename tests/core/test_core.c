@@ -219,8 +219,10 @@ struct opmsg {
 	Devq__BufferArg a, b;
 };
 
-/* Ops submitted while set ask for no device timing (Op.no_timing). */
-static bool untimed;
+/* Ops submitted while set ask for no device timing (Op.no_timing), or
+ * are marked replayable (Op.replayable: one of a batch that may pass
+ * fair-k). */
+static bool untimed, replayable;
 
 /* Submits an op on queue q: writer (fill of buffer w) when w, reader (copy
  * from r into scratch buffer 99) when r, with explicit waits (queue,
@@ -233,6 +235,7 @@ static int try_submit(struct devq_session *s, uint32_t q, uint64_t w, uint64_t r
 	devq__op__init(&m.op);
 	m.op.queue = q;
 	m.op.no_timing = untimed;
+	m.op.replayable = replayable;
 	for (unsigned i = 0; i < nwaits; i++) {
 		devq__wait__init(&m.w[i]);
 		m.w[i].queue = wq[i];
@@ -631,6 +634,7 @@ static void spin(struct devq_session *s, uint32_t q, uint64_t ns)
 	k.args = &ap;
 	op.queue = q;
 	op.no_timing = untimed;
+	op.replayable = replayable;
 	op.body_case = DEVQ__OP__BODY_KERNEL;
 	op.kernel = &k;
 	char err[160];
@@ -872,6 +876,21 @@ START_TEST(test_fairness_learns_estimate)
 	/* A failed op's time says nothing of the executable's. */
 	complete_ran(0, DEVQ__CODE__DEVICE_ERROR, 1000000 * pages, true);
 	ck_assert_uint_eq(E.fair.est_fill.ns16_per_page, 9000 * 16);
+	devq_timeline_reset(tl(s, 1));
+	/* Nor does an untimed op's, nor a backend's end before its start. */
+	submit(s, 1, 5, 0, 0, NULL, NULL);
+	complete_ran(0, 0, 0, false);
+	ck_assert_uint_eq(E.fair.est_fill.ns16_per_page, 9000 * 16);
+	submit(s, 1, 5, 0, 0, NULL, NULL);
+	struct devq_bop *b = FK->ops[0];
+	FK->n = 0;
+	b->code = 0;
+	b->t_start = b->t_handoff + 2;
+	b->t_end = b->t_handoff + 1;
+	E.be->on_complete(E.be->ud, b);
+	devq_sched_drain(&E);
+	flush_dirty();
+	ck_assert_uint_eq(E.fair.est_fill.ns16_per_page, 9000 * 16);
 	complete_all();
 	engine_down();
 }
@@ -929,6 +948,27 @@ START_TEST(test_fairness_charges_untimed_at_estimate)
 	complete(0, 0);
 	ck_assert_uint_eq(s->tenant->fair.device_ns, 12000);
 	ck_assert_uint_eq(s->tenant->fair.waits, 1);
+	/* Timed at 0 ns: charged 0; an end before its start (a backend's
+	 * clock gone wrong): charged the estimate. */
+	spin(s, 1, 3000);
+	complete_ran(0, 0, 0, true);
+	ck_assert_uint_eq(s->tenant->fair.device_ns, 12000);
+	spin(s, 1, 3000);
+	struct devq_bop *b = FK->ops[0];
+	FK->n = 0;
+	b->code = 0;
+	b->t_start = b->t_handoff + 2;
+	b->t_end = b->t_handoff + 1;
+	E.be->on_complete(E.be->ud, b);
+	devq_sched_drain(&E);
+	flush_dirty();
+	ck_assert_uint_eq(s->tenant->fair.device_ns, 15000);
+	/* What ran corrects the charge made at hand-over: declared 1 us,
+	 * ran 5 us, so 4 us more of virtual time (weight 1). */
+	uint64_t fix = atomic_load(&s->tenant->fair.vt_fix);
+	spin(s, 1, 1000);
+	complete_ran(0, 0, 5000, true);
+	ck_assert_uint_eq(atomic_load(&s->tenant->fair.vt_fix) - fix, 4000 * DEVQ_FAIR_VT_SCALE);
 	engine_down();
 }
 END_TEST
@@ -948,6 +988,25 @@ START_TEST(test_fairness_here_score_at_bound)
 	spin(s, 1, DEVQ_FAIR_HERE_NS + 1);
 	complete(0, 0);
 	ck_assert_uint_eq(atomic_load(&e->here_score), 2);
+	/* None to take away: stays 0. */
+	atomic_store(&e->here_score, 0);
+	spin(s, 1, 1000);
+	complete(0, 0);
+	ck_assert_uint_eq(atomic_load(&e->here_score), 0);
+	/* A strike: an op that ran on the loop thread and took more than
+	 * DEVQ_FAIR_HERE_OVER_NS; exactly that much, or off the loop, is
+	 * none. */
+	spin(s, 1, 1000);
+	FK->ops[0]->ran_here = true;
+	complete_ran(0, 0, DEVQ_FAIR_HERE_OVER_NS, true);
+	ck_assert_uint_eq(atomic_load(&e->here_score), 0);
+	spin(s, 1, 1000);
+	complete_ran(0, 0, DEVQ_FAIR_HERE_OVER_NS + 1, true);
+	ck_assert_uint_eq(atomic_load(&e->here_score), 0);
+	spin(s, 1, 1000);
+	FK->ops[0]->ran_here = true;
+	complete_ran(0, 0, DEVQ_FAIR_HERE_OVER_NS + 1, true);
+	ck_assert_uint_eq(atomic_load(&e->here_score), DEVQ_FAIR_HERE_STRIKE);
 	engine_down();
 }
 END_TEST
@@ -1018,7 +1077,9 @@ END_TEST
  * tenant's op for the same idle stream goes at once. */
 START_TEST(test_fairness_waiting_dependency_holds_no_room)
 {
-	engine_up((struct devq_config){ .fair_k = 1, .streams = 2 });
+	/* Weight 64 for the tenant whose op is held: it is the one the room
+	 * goes to by virtual time, so the others must be asked next. */
+	engine_up((struct devq_config){ .fair_k = 1, .streams = 2, .fair_shares = "1000:64" });
 	struct devq_session *s = session(1000), *b = session(1001);
 	queue(s, 1, 0);
 	queue(s, 2, 0);
@@ -1126,6 +1187,99 @@ START_TEST(test_fairness_window_at_bound)
 	ck_assert_uint_eq(FK->n, 2); /* 999 999 inside: room for one */
 	spin(s, 1, 1);
 	ck_assert_uint_eq(FK->n, 2);
+	complete_all();
+	engine_down();
+}
+END_TEST
+
+/* A replayable op may pass fair-k (its batch goes as one): a stream full
+ * by count takes it when it is the choice, and still not the ordinary op
+ * waiting beside it. */
+START_TEST(test_fairness_replay_passes_count)
+{
+	engine_up((struct devq_config){ .fair_k = 1, .streams = 1 });
+	struct devq_session *a = session(1000), *b = session(1001);
+	queue(a, 1, 0);
+	queue(b, 1, 0);
+	spin(a, 1, 10000);
+	spin(a, 1, 10000);
+	ck_assert_uint_eq(FK->n, 1);
+	replayable = true;
+	spin(b, 1, 10000);
+	replayable = false;
+	ck_assert_uint_eq(FK->n, 2);
+	ck_assert_ptr_eq(handed(1)->s, b);
+	ck_assert_uint_eq(a->tenant->fair.waiting, 1);
+	complete_all();
+	engine_down();
+}
+END_TEST
+
+/* A tenant that comes back after idling starts level with the latest
+ * choice even when its first op goes straight to an idle stream: it
+ * earned no credit meanwhile, so it shares the busy stream's rooms with
+ * the tenant that kept it busy instead of taking them all. */
+START_TEST(test_fairness_no_credit_for_idling)
+{
+	engine_up((struct devq_config){ .fair_k = 1, .streams = 2 });
+	struct devq_session *a = session(1000), *b = session(1001);
+	queue(a, 1, 0);
+	queue(b, 1, 0);
+	queue(b, 2, 0);
+	ck_assert_uint_eq(tl(a, 1)->stream, 0);
+	ck_assert_uint_eq(tl(b, 1)->stream, 1);
+	ck_assert_uint_eq(tl(b, 2)->stream, 0);
+	for (int i = 0; i < 10; i++) { /* A alone for a while */
+		spin(a, 1, 10000);
+		complete_all();
+	}
+	for (int i = 0; i < 6; i++)
+		spin(a, 1, 10000);
+	spin(b, 1, 10000); /* straight to idle stream 1 */
+	ck_assert_uint_eq(FK->n, 2);
+	for (int i = 0; i < 4; i++)
+		spin(b, 2, 10000);
+	unsigned nb = 0;
+	for (int i = 0; i < 4; i++) {
+		unsigned k = handed(0)->b.stream == 0 ? 0 : 1;
+		struct devq_session *s = complete_and_refill_at(k);
+		ck_assert_ptr_nonnull(s);
+		nb += s == b;
+	}
+	ck_assert_msg(nb <= 2, "B took %u of 4 rooms after idling", nb);
+	complete_all();
+	engine_down();
+}
+END_TEST
+
+/* A tenant's long op on one stream counts against it on the others: B
+ * keeps stream 0 busy; A hands a 10 ms op to idle stream 1, then queues
+ * short ops for stream 0.  B's waiting ops take stream 0's next rooms,
+ * though A has fewer ops inside. */
+START_TEST(test_fairness_long_op_elsewhere_counts)
+{
+	engine_up((struct devq_config){ .fair_k = 3, .streams = 2 });
+	struct devq_session *a = session(1000), *b = session(1001);
+	queue(b, 1, 0);
+	queue(a, 1, 0);
+	queue(a, 2, 0);
+	ck_assert_uint_eq(tl(b, 1)->stream, 0);
+	ck_assert_uint_eq(tl(a, 1)->stream, 1);
+	ck_assert_uint_eq(tl(a, 2)->stream, 0);
+	for (int i = 0; i < 7; i++)
+		spin(b, 1, 10000);
+	ck_assert_uint_eq(FK->n, 3);
+	spin(a, 1, 10000000);
+	ck_assert_uint_eq(FK->n, 4);
+	for (int i = 0; i < 4; i++)
+		spin(a, 2, 10000);
+	for (int i = 0; i < 4; i++) {
+		unsigned k = 0;
+		while (handed(k)->b.stream != 0)
+			k++;
+		struct devq_session *s = complete_and_refill_at(k);
+		ck_assert_msg(s == b, "room %d of stream 0 went to %s", i, s == a ? "A" : "none");
+	}
 	complete_all();
 	engine_down();
 }
@@ -2545,6 +2699,9 @@ int main(void)
 	tcase_add_test(tc, test_fairness_expect_for_loop);
 	tcase_add_test(tc, test_fairness_enqueue_refused);
 	tcase_add_test(tc, test_fairness_window_at_bound);
+	tcase_add_test(tc, test_fairness_replay_passes_count);
+	tcase_add_test(tc, test_fairness_no_credit_for_idling);
+	tcase_add_test(tc, test_fairness_long_op_elsewhere_counts);
 	tcase_add_test(tc, test_fairness_no_run_when_shared);
 	tcase_add_test(tc, test_placement_moves_idle_queue);
 	tcase_add_test(tc, test_submit_on_closed_queue);
