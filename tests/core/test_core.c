@@ -1285,6 +1285,74 @@ START_TEST(test_fairness_long_op_elsewhere_counts)
 }
 END_TEST
 
+/* Virtual time decides to the unit: a tenant one unit (1/64 ns at weight
+ * 1) behind another gets the room, whichever waits first. */
+START_TEST(test_fairness_vt_by_one)
+{
+	engine_up((struct devq_config){ .fair_k = 1, .streams = 1 });
+	struct devq_session *a = session(1000), *b = session(1001);
+	queue(a, 1, 0);
+	queue(b, 1, 0);
+	for (int round = 0; round < 2; round++) {
+		spin(a, 1, 10000);
+		spin(a, 1, 10000);
+		spin(b, 1, 10000);
+		ck_assert_uint_eq(FK->n, 1);
+		struct devq_fair_tenant *ta = &a->tenant->fair, *tb = &b->tenant->fair;
+		uint64_t va = ta->vt + atomic_load(&ta->vt_fix);
+		/* Round 0: B one unit behind A; round 1: one unit ahead. */
+		tb->vt = va + (round ? 1 : -1) - atomic_load(&tb->vt_fix);
+		ck_assert_ptr_eq(complete_and_refill(), round ? a : b);
+		complete_all();
+	}
+	engine_down();
+}
+END_TEST
+
+/* The loop's flush (devq_fair_flush_loop) reaches a backend that cannot
+ * run ops on the loop thread, and says no time was spent there. */
+START_TEST(test_fairness_loop_flush)
+{
+	engine_up((struct devq_config){ .fair_k = 1, .streams = 1 });
+	struct devq_session *s = session(1000);
+	queue(s, 1, 0);
+	spin(s, 1, 1000);
+	unsigned before = FK->flushes;
+	ck_assert_uint_eq(devq_fair_flush_loop(&E), 0);
+	ck_assert_uint_eq(FK->flushes, before + 1);
+	complete_all();
+	engine_down();
+}
+END_TEST
+
+/* A wait (device start - daemon receipt) is counted when the op started
+ * after its receipt, not when it started at it; the longest is kept to
+ * the ns. */
+START_TEST(test_fairness_wait_counted)
+{
+	engine_up((struct devq_config){ .fair_k = 1, .streams = 1 });
+	struct devq_session *s = session(1000);
+	queue(s, 1, 0);
+	struct devq_fair_tenant *t = &s->tenant->fair;
+	for (uint64_t start = 1; start <= 3; start++) {
+		spin(s, 1, 1000);
+		struct devq_bop *b = FK->ops[0];
+		ck_assert_uint_eq(devq_job_of(b)->t_received, 1); /* try_submit's */
+		FK->n = 0;
+		b->code = 0;
+		b->t_start = start;
+		b->t_end = start + 1000;
+		E.be->on_complete(E.be->ud, b);
+		devq_sched_drain(&E);
+		flush_dirty();
+		ck_assert_uint_eq(t->waits, start - 1);
+		ck_assert_uint_eq(t->wait_max_ns, start - 1);
+	}
+	ck_assert_uint_eq(t->wait_ns, 1 + 2);
+	engine_down();
+}
+END_TEST
+
 /* fair-shares: user:weight entries, weights 1..64, at most 64 entries of
  * at most 127 characters; anything else refused naming the entry. */
 START_TEST(test_fair_shares_parse)
@@ -2702,6 +2770,9 @@ int main(void)
 	tcase_add_test(tc, test_fairness_replay_passes_count);
 	tcase_add_test(tc, test_fairness_no_credit_for_idling);
 	tcase_add_test(tc, test_fairness_long_op_elsewhere_counts);
+	tcase_add_test(tc, test_fairness_vt_by_one);
+	tcase_add_test(tc, test_fairness_loop_flush);
+	tcase_add_test(tc, test_fairness_wait_counted);
 	tcase_add_test(tc, test_fairness_no_run_when_shared);
 	tcase_add_test(tc, test_placement_moves_idle_queue);
 	tcase_add_test(tc, test_submit_on_closed_queue);
