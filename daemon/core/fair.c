@@ -536,7 +536,8 @@ static struct devq_session *ready_session(struct devq_tenant *t, unsigned x)
 /* The session whose op goes to stream x next: of the tenants with ops
  * for x, the one whose virtual time would be least once this op is
  * charged (its turn ends earliest; ties to the one with fewer ops inside
- * the backend), and inside it the next session in turn.  A tenant whose
+ * the backend, then to the one waiting longest: first in the active
+ * list), and inside it the next session in turn.  A tenant whose
  * ops for x all wait for dependencies lets the others go first. */
 static struct devq_session *pick(struct devq_fair *f, unsigned x)
 {

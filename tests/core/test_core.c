@@ -1286,22 +1286,26 @@ START_TEST(test_fairness_long_op_elsewhere_counts)
 END_TEST
 
 /* Virtual time decides to the unit: a tenant one unit (1/64 ns at weight
- * 1) behind another gets the room, whichever waits first. */
+ * 1) behind another gets the room, whichever waits first; level, with as
+ * many ops inside, the one that waited first does. */
 START_TEST(test_fairness_vt_by_one)
 {
 	engine_up((struct devq_config){ .fair_k = 1, .streams = 1 });
 	struct devq_session *a = session(1000), *b = session(1001);
 	queue(a, 1, 0);
 	queue(b, 1, 0);
-	for (int round = 0; round < 2; round++) {
+	for (int round = 0; round < 3; round++) {
 		spin(a, 1, 10000);
 		spin(a, 1, 10000);
 		spin(b, 1, 10000);
 		ck_assert_uint_eq(FK->n, 1);
 		struct devq_fair_tenant *ta = &a->tenant->fair, *tb = &b->tenant->fair;
 		uint64_t va = ta->vt + atomic_load(&ta->vt_fix);
-		/* Round 0: B one unit behind A; round 1: one unit ahead. */
-		tb->vt = va + (round ? 1 : -1) - atomic_load(&tb->vt_fix);
+		/* Round 0: B one unit behind A; round 1: one unit ahead;
+		 * round 2: level (and neither has an op inside once A's
+		 * completes). */
+		static const int64_t by[] = { -1, 1, 0 };
+		tb->vt = va + (uint64_t)by[round] - atomic_load(&tb->vt_fix);
 		ck_assert_ptr_eq(complete_and_refill(), round ? a : b);
 		complete_all();
 	}
