@@ -1357,6 +1357,53 @@ START_TEST(test_fairness_wait_counted)
 }
 END_TEST
 
+/* The choice goes by when each tenant's turn would end with its next op
+ * charged, not by where it stands now: A is 1 us behind B in virtual
+ * time but its next op takes 10 ms, B's 1 us; B goes first. */
+START_TEST(test_fairness_next_op_cost)
+{
+	engine_up((struct devq_config){ .fair_k = 1, .streams = 1 });
+	struct devq_session *a = session(1000), *b = session(1001);
+	queue(a, 1, 0);
+	queue(b, 1, 0);
+	spin(a, 1, 1000);
+	spin(a, 1, 10000000);
+	spin(b, 1, 1000);
+	ck_assert_uint_eq(FK->n, 1);
+	struct devq_fair_tenant *ta = &a->tenant->fair, *tb = &b->tenant->fair;
+	uint64_t va = ta->vt + atomic_load(&ta->vt_fix);
+	tb->vt = va + 1000 * DEVQ_FAIR_VT_SCALE - atomic_load(&tb->vt_fix);
+	ck_assert_ptr_eq(complete_and_refill(), b);
+	complete_all();
+	engine_down();
+}
+END_TEST
+
+/* A tenant that is owed time (behind the latest choice) keeps its lead
+ * when it submits more: only a tenant with nothing in the daemon is
+ * brought level (it earned nothing while idle). */
+START_TEST(test_fairness_owed_keeps_lead)
+{
+	engine_up((struct devq_config){ .fair_k = 1, .streams = 1 });
+	struct devq_session *a = session(1000), *b = session(1001);
+	queue(a, 1, 0);
+	queue(b, 1, 0);
+	spin(a, 1, 1000);
+	spin(a, 1, 1000);
+	spin(b, 1, 1000);
+	ck_assert_uint_eq(FK->n, 1);
+	struct devq_fair_tenant *ta = &a->tenant->fair, *tb = &b->tenant->fair;
+	ta->vt = E.fair.vnow - atomic_load(&ta->vt_fix);
+	tb->vt = E.fair.vnow - 5000 * DEVQ_FAIR_VT_SCALE - atomic_load(&tb->vt_fix);
+	spin(b, 1, 1000);
+	ck_assert_uint_eq(tb->vt + atomic_load(&tb->vt_fix),
+			  E.fair.vnow - 5000 * DEVQ_FAIR_VT_SCALE);
+	ck_assert_ptr_eq(complete_and_refill(), b);
+	complete_all();
+	engine_down();
+}
+END_TEST
+
 /* fair-shares: user:weight entries, weights 1..64, at most 64 entries of
  * at most 127 characters; anything else refused naming the entry. */
 START_TEST(test_fair_shares_parse)
@@ -2777,6 +2824,8 @@ int main(void)
 	tcase_add_test(tc, test_fairness_vt_by_one);
 	tcase_add_test(tc, test_fairness_loop_flush);
 	tcase_add_test(tc, test_fairness_wait_counted);
+	tcase_add_test(tc, test_fairness_next_op_cost);
+	tcase_add_test(tc, test_fairness_owed_keeps_lead);
 	tcase_add_test(tc, test_fairness_no_run_when_shared);
 	tcase_add_test(tc, test_placement_moves_idle_queue);
 	tcase_add_test(tc, test_submit_on_closed_queue);
