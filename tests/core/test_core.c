@@ -405,24 +405,16 @@ END_TEST
 
 static void spin(struct devq_session *s, uint32_t q, uint64_t ns);
 
-/* An op with no buffers that waits on 39 other queues' pending ops and
- * follows a pending op of its own queue: 40 waits, all kept, the queue's
- * own first (the wait set is sized for every explicit wait plus the
- * queue's previous op). */
-START_TEST(test_waits_on_many_queues)
+/* Submits on queue 1 a spin with no buffers that waits on point 1 of
+ * queues 2..nq. */
+static int submit_waiting_on_queues(struct devq_session *s, unsigned nq)
 {
-	enum { NQ = 40 };
-	engine_up((struct devq_config){ .max_queues = NQ });
-	struct devq_session *s = session(1000);
-	for (uint32_t q = 1; q <= NQ; q++) {
-		queue(s, q, 0);
-		spin(s, q, 1000);
-	}
 	Devq__Op op = DEVQ__OP__INIT;
 	Devq__KernelOp k = DEVQ__KERNEL_OP__INIT;
 	Devq__Arg a = DEVQ__ARG__INIT, *ap = &a;
-	Devq__Wait w[NQ - 1], *wp[NQ - 1];
-	for (unsigned i = 0; i < NQ - 1; i++) {
+	Devq__Wait w[64], *wp[64];
+	ck_assert_uint_le(nq, 65);
+	for (unsigned i = 0; i + 1 < nq; i++) {
 		devq__wait__init(&w[i]);
 		w[i].queue = i + 2;
 		w[i].point = 1;
@@ -435,21 +427,123 @@ START_TEST(test_waits_on_many_queues)
 	k.n_args = 1;
 	k.args = &ap;
 	op.queue = 1;
-	op.n_waits = NQ - 1;
+	op.n_waits = nq - 1;
 	op.waits = wp;
 	op.body_case = DEVQ__OP__BODY_KERNEL;
 	op.kernel = &k;
 	char err[160];
-	ck_assert_int_eq(devq_sched_submit(s, &op, 1, err, sizeof(err)), 0);
-	const struct devq_job *j = devq_timeline_get(tl(s, 1), 2);
-	ck_assert_ptr_nonnull(j);
-	ck_assert_uint_eq(j->b.nwaits, NQ);
-	ck_assert_uint_eq(j->b.nstrict, NQ);
-	ck_assert(waits_on(j, 1, 1));
-	for (uint32_t q = 2; q <= NQ; q++)
-		ck_assert_msg(waits_on(j, q, 1), "no wait on queue %u", q);
-	complete_all();
-	engine_down();
+	return devq_sched_submit(s, &op, 1, err, sizeof(err));
+}
+
+/* An engine whose session has queues 1..nq, each with one pending spin. */
+static struct devq_session *pending_on_queues(unsigned nq)
+{
+	engine_up((struct devq_config){ .max_queues = nq });
+	struct devq_session *s = session(1000);
+	for (uint32_t q = 1; q <= nq; q++) {
+		queue(s, q, 0);
+		spin(s, q, 1000);
+	}
+	return s;
+}
+
+/* An op with no buffers that waits on the pending ops of nq - 1 other
+ * queues and follows a pending op of its own: nq waits, all kept, the
+ * queue's own too.  The wait set is sized for every explicit wait plus
+ * the queue's previous op, on the stack up to 32 entries: 32, 33 and 34
+ * entries cross that edge (check-asan sees a set one entry short). */
+START_TEST(test_waits_on_many_queues)
+{
+	static const unsigned sizes[] = { 32, 33, 34, 40 };
+	for (unsigned i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		unsigned nq = sizes[i];
+		struct devq_session *s = pending_on_queues(nq);
+		ck_assert_int_eq(submit_waiting_on_queues(s, nq), 0);
+		const struct devq_job *j = devq_timeline_get(tl(s, 1), 2);
+		ck_assert_ptr_nonnull(j);
+		ck_assert_uint_eq(j->b.nwaits, nq);
+		ck_assert_uint_eq(j->b.nstrict, nq);
+		for (uint32_t q = 1; q <= nq; q++)
+			ck_assert_msg(waits_on(j, q, 1), "%u queues: no wait on queue %u", nq, q);
+		complete_all();
+		engine_down();
+	}
+}
+END_TEST
+
+/* Each allocation of that submit failed in turn: the op fails (in order)
+ * or keeps all its waits; a failed one holds none. */
+START_TEST(test_fault_waits_on_many_queues)
+{
+	unsigned n;
+	for (n = 1; n < 100; n++) {
+		struct devq_session *s = pending_on_queues(40);
+		fault_arm(FAULT_ALLOC, n, 1, ENOMEM);
+		int r = submit_waiting_on_queues(s, 40);
+		unsigned failed = fault_failed(FAULT_ALLOC);
+		fault_reset();
+		if (r == 0) {
+			const struct devq_job *j = devq_timeline_get(tl(s, 1), 2);
+			ck_assert_ptr_nonnull(j);
+			if (j->b.kind == DEVQ_BOP_FAIL) {
+				ck_assert_int_eq(j->b.code, DEVQ__CODE__RESOURCE_EXHAUSTED);
+				ck_assert_uint_eq(j->b.nwaits, 0);
+			} else {
+				ck_assert_uint_eq(j->b.nwaits, 40);
+			}
+		} else {
+			ck_assert_int_eq(r, -ENOMEM);
+		}
+		complete_all();
+		engine_down();
+		if (!failed)
+			break;
+	}
+	ck_assert_uint_lt(n, 100);
+	ck_assert_uint_gt(n, 2);
+}
+END_TEST
+
+/* A reader whose buffer bookkeeping runs out of memory after its waits
+ * were collected: it fails in order, holding none of them (their
+ * references were dropped). */
+START_TEST(test_fault_refused_op_holds_no_waits)
+{
+	unsigned n, refused = 0;
+	for (n = 1; n < 100; n++) {
+		engine_up((struct devq_config){ 0 });
+		struct devq_session *s = session(1000);
+		for (uint32_t q = 1; q <= 3; q++) {
+			queue(s, q, 0);
+			spin(s, q, 1000);
+		}
+		buffer(s, 5, 64);
+		buffer(s, 99, 64);
+		const uint32_t wq[] = { 2, 3 };
+		const uint64_t wpt[] = { 1, 1 };
+		char err[160];
+		fault_arm(FAULT_ALLOC, n, 1, ENOMEM);
+		int r = try_submit(s, 1, 0, 5, 2, wq, wpt, err, sizeof(err));
+		unsigned failed = fault_failed(FAULT_ALLOC);
+		fault_reset();
+		if (r == 0) {
+			const struct devq_job *j = devq_timeline_get(tl(s, 1), 2);
+			ck_assert_ptr_nonnull(j);
+			if (j->b.kind == DEVQ_BOP_FAIL) {
+				refused++;
+				ck_assert_uint_eq(j->b.nwaits, 0);
+				ck_assert_ptr_null(j->b.waits);
+			} else {
+				ck_assert_uint_eq(j->b.nwaits, 3);
+			}
+		}
+		complete_all();
+		engine_down();
+		if (!failed)
+			break;
+	}
+	ck_assert_uint_lt(n, 100);
+	ck_assert_uint_gt(refused, 0);
 }
 END_TEST
 
@@ -2847,6 +2941,8 @@ int main(void)
 	tcase_add_test(tf, test_fault_each_allocation_of_a_client);
 	tcase_add_test(tf, test_fault_each_allocation_at_engine_start);
 	tcase_add_test(tf, test_fault_each_allocation_of_admission);
+	tcase_add_test(tf, test_fault_waits_on_many_queues);
+	tcase_add_test(tf, test_fault_refused_op_holds_no_waits);
 	tcase_add_test(tf, test_fault_shared_buffer_syscalls);
 	tcase_add_test(tf, test_fault_import_syscalls);
 	tcase_add_test(tf, test_fault_buffer_worker);
