@@ -371,6 +371,62 @@ START_TEST(test_writer_after_readers)
 }
 END_TEST
 
+static void spin(struct devq_session *s, uint32_t q, uint64_t ns);
+
+/* A reader that completed, still listed on its buffer (no writer came
+ * since), imposes nothing on a writer on another queue. */
+START_TEST(test_writer_after_completed_reader)
+{
+	engine_up((struct devq_config){ 0 });
+	struct devq_session *s = session(1000);
+	queue(s, 1, 0);
+	queue(s, 2, 0);
+	buffer(s, 5, 64);
+	buffer(s, 99, 64);
+	submit(s, 2, 0, 5, 0, NULL, NULL); /* reader (2,1) */
+	complete_all();
+	submit(s, 1, 5, 0, 0, NULL, NULL); /* writer of 5 */
+	ck_assert_uint_eq(handed(0)->b.nwaits, 0);
+	complete_all();
+	engine_down();
+}
+END_TEST
+
+/* An explicit wait on a queue covers an ordering wait on the same queue
+ * at or below its point, and only those: reader R on queue 1 reads
+ * buffer 5, whose last writer is on queue 2. */
+START_TEST(test_strict_wait_covers_order_wait)
+{
+	engine_up((struct devq_config){ 0 });
+	struct devq_session *s = session(1000);
+	queue(s, 1, 0);
+	queue(s, 2, 0);
+	buffer(s, 5, 64);
+	buffer(s, 99, 64);
+	submit(s, 2, 5, 0, 0, NULL, NULL); /* (2,1) writes 5 */
+	const uint32_t wq = 2;
+	uint64_t wp = 1;
+	submit(s, 1, 0, 5, 1, &wq, &wp); /* waits on (2,1), which it also reads after */
+	struct devq_job *r = handed(1);
+	ck_assert_uint_eq(r->b.nwaits, 1);
+	ck_assert_uint_eq(r->b.nstrict, 1);
+	ck_assert(waits_on(r, 2, 1));
+	complete_all();
+	/* An explicit wait on (2,2) and the writer (2,3): both kept. */
+	spin(s, 2, 1000); /* (2,2) */
+	submit(s, 2, 5, 0, 0, NULL, NULL); /* (2,3) writes 5 */
+	wp = 2;
+	submit(s, 1, 0, 5, 1, &wq, &wp);
+	r = devq_timeline_get(tl(s, 1), 2);
+	ck_assert_ptr_nonnull(r);
+	ck_assert_uint_eq(r->b.nwaits, 2);
+	ck_assert(waits_on(r, 2, 2));
+	ck_assert(waits_on(r, 2, 3));
+	complete_all();
+	engine_down();
+}
+END_TEST
+
 START_TEST(test_explicit_waits_across_queues)
 {
 	struct devq_session *s = two_queues();
@@ -402,8 +458,6 @@ START_TEST(test_explicit_waits_across_queues)
 END_TEST
 
 /* ---- failure ranges ---------------------------------------------------- */
-
-static void spin(struct devq_session *s, uint32_t q, uint64_t ns);
 
 /* Submits on queue 1 a spin with no buffers that waits on point 1 of
  * queues 2..nq. */
@@ -450,11 +504,12 @@ static struct devq_session *pending_on_queues(unsigned nq)
 /* An op with no buffers that waits on the pending ops of nq - 1 other
  * queues and follows a pending op of its own: nq waits, all kept, the
  * queue's own too.  The wait set is sized for every explicit wait plus
- * the queue's previous op, on the stack up to 32 entries: 32, 33 and 34
- * entries cross that edge (check-asan sees a set one entry short). */
+ * the queue's previous op, on the stack up to 32 entries, and the op
+ * keeps up to 4 waits inline: 4 and 5, 32, 33 and 34 entries cross those
+ * edges (check-asan sees a set one entry short). */
 START_TEST(test_waits_on_many_queues)
 {
-	static const unsigned sizes[] = { 32, 33, 34, 40 };
+	static const unsigned sizes[] = { 4, 5, 32, 33, 34, 40 };
 	for (unsigned i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
 		unsigned nq = sizes[i];
 		struct devq_session *s = pending_on_queues(nq);
@@ -2896,6 +2951,8 @@ int main(void)
 	tcase_add_test(tc, test_ring_grows_keeping_every_point);
 	tcase_add_test(tc, test_import_refuses_hugetlb_memfd);
 	tcase_add_test(tc, test_waits_on_many_queues);
+	tcase_add_test(tc, test_writer_after_completed_reader);
+	tcase_add_test(tc, test_strict_wait_covers_order_wait);
 	tcase_add_test(tc, test_fairness_by_tenant);
 	tcase_add_test(tc, test_fairness_window_by_time);
 	tcase_add_test(tc, test_fairness_weights);
