@@ -392,6 +392,28 @@ START_TEST(test_writer_after_completed_reader)
 }
 END_TEST
 
+/* A buffer read over and over from two queues keeps only the readers
+ * still running: each new reader drops the completed ones, so the list
+ * (and the references it holds) stays short however long it is read. */
+START_TEST(test_readers_list_stays_short)
+{
+	engine_up((struct devq_config){ 0 });
+	struct devq_session *s = session(1000);
+	queue(s, 1, 0);
+	queue(s, 2, 0);
+	buffer(s, 5, 64);
+	buffer(s, 99, 64);
+	const struct devq_buf *b = devq_idmap_get(&s->bufs, 5);
+	ck_assert_ptr_nonnull(b);
+	for (unsigned i = 0; i < 20; i++) {
+		submit(s, 1 + i % 2, 0, 5, 0, NULL, NULL);
+		ck_assert_uint_eq(b->nreaders, 1);
+		complete_all();
+	}
+	engine_down();
+}
+END_TEST
+
 /* An explicit wait on a queue covers an ordering wait on the same queue
  * at or below its point, and only those: reader R on queue 1 reads
  * buffer 5, whose last writer is on queue 2. */
@@ -2952,6 +2974,7 @@ int main(void)
 	tcase_add_test(tc, test_import_refuses_hugetlb_memfd);
 	tcase_add_test(tc, test_waits_on_many_queues);
 	tcase_add_test(tc, test_writer_after_completed_reader);
+	tcase_add_test(tc, test_readers_list_stays_short);
 	tcase_add_test(tc, test_strict_wait_covers_order_wait);
 	tcase_add_test(tc, test_fairness_by_tenant);
 	tcase_add_test(tc, test_fairness_window_by_time);
