@@ -14,6 +14,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "base/log.h"
 #include "core/buffer.h"
 #include "core/cpage.h"
 #include "core/engine.h"
@@ -25,6 +26,7 @@
 #include "core/sched.h"
 #include "core/session.h"
 #include "core/tenant.h"
+#include "core/trace.h"
 #include "core/timeline.h"
 #include "core/validate.h"
 #include "devq.pb-c.h"
@@ -2935,6 +2937,77 @@ START_TEST(test_ring_grows_keeping_every_point)
 }
 END_TEST
 
+/* A queue's ring (64 slots to start) with 64 ops in flight: point 64
+ * shares slot 0 with point 0.  Completing point 1 clears its own slot
+ * only; every other point stays in flight, and nothing is logged about
+ * the order (completions come in stream order). */
+START_TEST(test_ring_full_completion_clears_its_slot)
+{
+	struct devq_session *s = two_queues();
+	for (int i = 0; i < 64; i++)
+		submit(s, 1, 5, 0, 0, NULL, NULL);
+	struct devq_timeline *q = tl(s, 1);
+	ck_assert_uint_eq(q->ring_cap, 64);
+	log_capture();
+	complete(0, 0);
+	char got[4096];
+	log_captured(got, sizeof(got));
+	ck_assert_uint_eq(q->completed, 1);
+	ck_assert_ptr_null(devq_timeline_get(q, 1));
+	for (uint64_t p = 2; p <= 64; p++) {
+		struct devq_job *j = devq_timeline_get(q, p);
+		ck_assert_msg(j && j->point == p, "point %llu lost", (unsigned long long)p);
+	}
+	ck_assert_msg(!strstr(got, "order"), "logged: %s", got);
+	complete_all();
+	engine_down();
+}
+END_TEST
+
+/* The first op that completes with DEVICE_LOST tells the server once;
+ * later ones do not again.  An op observed by the loop is stamped then
+ * (the trace keeps it). */
+START_TEST(test_device_lost_told_once)
+{
+	engine_up((struct devq_config){ .trace_records = 16 });
+	struct devq_session *s = session(1000);
+	queue(s, 1, 0);
+	queue(s, 2, 0);
+	buffer(s, 5, 64);
+	buffer(s, 6, 64);
+	submit(s, 1, 5, 0, 0, NULL, NULL);
+	submit(s, 2, 6, 0, 0, NULL, NULL);
+	uint64_t t0 = devq_now_ns();
+	complete(0, DEVQ__CODE__DEVICE_LOST);
+	ck_assert_uint_eq(lost, 1);
+	const struct devq_trace_rec *r = &E.trace->recs[(E.trace->recorded - 1) % E.trace->cap];
+	ck_assert_uint_ge(r->t[5], t0);
+	complete(0, DEVQ__CODE__DEVICE_LOST);
+	ck_assert_uint_eq(lost, 1);
+	engine_down();
+}
+END_TEST
+
+/* At debug level, a failed op's completion is logged with its reason;
+ * an op that succeeded is not. */
+START_TEST(test_failed_completion_logged_at_debug)
+{
+	struct devq_session *s = two_queues();
+	submit(s, 1, 5, 0, 0, NULL, NULL);
+	submit(s, 2, 6, 0, 0, NULL, NULL);
+	devq_log_set_level(DEVQ_LOG_DEBUG);
+	log_capture();
+	complete(0, 0);
+	complete(0, DEVQ__CODE__DEVICE_ERROR);
+	char got[4096];
+	log_captured(got, sizeof(got));
+	devq_log_set_level(DEVQ_LOG_INFO);
+	ck_assert_msg(strstr(got, "queue 2 point 1 failed: failed on purpose"), "logged: %s", got);
+	ck_assert_msg(!strstr(got, "queue 1 point 1"), "logged: %s", got);
+	engine_down();
+}
+END_TEST
+
 /* Out of memory for a queue's fifth failure range: the oldest is
  * forgotten (a wait below its end is refused, never run), the others and
  * the new one are kept. */
@@ -2974,6 +3047,9 @@ int main(void)
 	tcase_add_test(tc, test_import_refuses_hugetlb_memfd);
 	tcase_add_test(tc, test_waits_on_many_queues);
 	tcase_add_test(tc, test_writer_after_completed_reader);
+	tcase_add_test(tc, test_ring_full_completion_clears_its_slot);
+	tcase_add_test(tc, test_device_lost_told_once);
+	tcase_add_test(tc, test_failed_completion_logged_at_debug);
 	tcase_add_test(tc, test_readers_list_stays_short);
 	tcase_add_test(tc, test_strict_wait_covers_order_wait);
 	tcase_add_test(tc, test_fairness_by_tenant);
