@@ -8,6 +8,7 @@
  * (DEVQD_CRING_ENTRIES) so the bounds are quick to reach.  No timed
  * assertions. */
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -182,6 +183,38 @@ END_TEST
 
 /* No ring on either side: a client that does not arm it (DEVQ_NO_CRING),
  * and a daemon that makes none, both deliver every record. */
+/* A queue beyond the page's slots (the page has min(max-queues, 1024);
+ * max-queues 1025 leaves queue 1025 without one) still wakes a client
+ * that polls the completion eventfd, when its record goes to the ring. */
+START_TEST(slotless_queue_wakes_eventfd)
+{
+	struct daemon_proc d;
+	setenv("DEVQD_CRING_ENTRIES", "64", 1);
+	const char *extra[] = { "--max-queues", "1025", NULL };
+	harness_start(&d, extra);
+	unsetenv("DEVQD_CRING_ENTRIES");
+	devq *q = conn(d.sock, "slotless");
+	ck_assert(devq_has_completion_page(q));
+	const struct devq_exec *e = exe(q, "spin");
+	for (uint32_t id = 1; id <= 1025; id++)
+		ck_assert_int_eq(devq_queue_open(q, id), 0);
+	int efd = devq_completion_fd(q);
+	ck_assert_int_ge(efd, 0);
+	struct devq_arg ns = a_u64("ns", 0);
+	struct devq_op o = spin_op(e, &ns, 1025);
+	uint64_t pt;
+	ck_assert_int_eq(devq_submit(q, &o, 1, &pt), 0);
+	ck_assert_int_eq(devq_flush(q), 0);
+	struct pollfd p = { .fd = efd, .events = POLLIN };
+	ck_assert_int_eq(poll(&p, 1, 30000), 1);
+	struct devq_completion c;
+	ck_assert_int_eq(devq_wait(q, 1025, pt, 60000, &c), 0);
+	ck_assert_int_eq(c.code, DEVQ_OK);
+	devq_disconnect(q);
+	ck_assert_int_eq(harness_stop(&d), 0);
+}
+END_TEST
+
 START_TEST(without_a_ring)
 {
 	const char *modes[][2] = { { "64", "1" }, { "0", NULL } };
@@ -226,6 +259,7 @@ int main(void)
 	tcase_add_test(tc, unread_at_ring_size_and_one_past);
 	tcase_add_test(tc, point_waiter_reads_all_later);
 	tcase_add_test(tc, without_a_ring);
+	tcase_add_test(tc, slotless_queue_wakes_eventfd);
 	suite_add_tcase(s, tc);
 	return harness_main(s);
 }
