@@ -1775,6 +1775,71 @@ START_TEST(test_quota_refusals)
 }
 END_TEST
 
+/* Byte quotas at exactly the limit and one byte past: the session's
+ * pinned bytes, the user's, and a granted tenant's memory cap. */
+static int try_buffer(struct devq_session *s, uint64_t id, uint64_t size, char *err, size_t n)
+{
+	int fd = -1;
+	int r = devq_buffer_create(s, id, size, DEVQ__BUFFER_KIND__SHARED, &fd, err, n);
+	if (fd >= 0)
+		ck_assert_int_eq(close(fd), 0);
+	return r;
+}
+
+START_TEST(test_quota_bytes_at_bound_and_past)
+{
+	engine_up((struct devq_config){ .q_session_pinned = 8192, .q_user_pinned = 16384 });
+	char err[300];
+	struct devq_session *s = session(1000);
+	ck_assert_int_eq(try_buffer(s, 1, 8192, err, sizeof(err)), 0);
+	ck_assert_int_eq(try_buffer(s, 2, 1, err, sizeof(err)), DEVQ__CODE__RESOURCE_EXHAUSTED);
+	ck_assert_msg(strstr(err, "quota-session-pinned-mb"), "%s", err);
+	struct devq_session *s2 = session(1000);
+	ck_assert_int_eq(try_buffer(s2, 1, 8193, err, sizeof(err)),
+			 DEVQ__CODE__RESOURCE_EXHAUSTED);
+	ck_assert_msg(strstr(err, "quota-session-pinned-mb"), "%s", err);
+	ck_assert_int_eq(try_buffer(s2, 1, 8192, err, sizeof(err)), 0);
+	struct devq_session *s3 = session(1000);
+	ck_assert_int_eq(try_buffer(s3, 1, 1, err, sizeof(err)), DEVQ__CODE__RESOURCE_EXHAUSTED);
+	ck_assert_msg(strstr(err, "quota-user-pinned-mb"), "%s", err);
+	/* A grant's memory cap, in place of the user's quotas. */
+	struct devq_tenant *t;
+	ck_assert_int_eq(devq_tenant_grant(&E, "job-1", 2000, 1, 1, 4096, false, &t), 0);
+	struct devq_session *g = devq_session_new(&E, 1234, 2000, 2000);
+	ck_assert_ptr_nonnull(g);
+	g->grant = t;
+	ck_assert_int_eq(devq_session_admit(g, err, sizeof(err)), 0);
+	ck_assert_int_eq(try_buffer(g, 1, 4097, err, sizeof(err)), DEVQ__CODE__RESOURCE_EXHAUSTED);
+	ck_assert_msg(strstr(err, "memory cap"), "%s", err);
+	ck_assert_int_eq(try_buffer(g, 1, 4096, err, sizeof(err)), 0);
+	ck_assert_int_eq(try_buffer(g, 2, 1, err, sizeof(err)), DEVQ__CODE__RESOURCE_EXHAUSTED);
+	devq_tenant_ungrant(&E, t);
+	engine_down();
+}
+END_TEST
+
+/* Tenants with sessions are counted once each, however many sessions
+ * (the server shares its loop only when more than one has any). */
+START_TEST(test_tenants_live_counted_once)
+{
+	engine_up((struct devq_config){ 0 });
+	ck_assert_uint_eq(E.tenants_live, 0);
+	struct devq_session *a = session(1000);
+	ck_assert_uint_eq(E.tenants_live, 1);
+	struct devq_session *a2 = session(1000);
+	ck_assert_uint_eq(E.tenants_live, 1);
+	struct devq_session *b = session(1001);
+	ck_assert_uint_eq(E.tenants_live, 2);
+	session_end(a2);
+	ck_assert_uint_eq(E.tenants_live, 2);
+	session_end(a);
+	ck_assert_uint_eq(E.tenants_live, 1);
+	session_end(b);
+	ck_assert_uint_eq(E.tenants_live, 0);
+	engine_down();
+}
+END_TEST
+
 START_TEST(test_session_freed_after_last_op)
 {
 	engine_up((struct devq_config){ 0 });
@@ -3080,6 +3145,8 @@ int main(void)
 	tcase_add_test(tc, test_placement_moves_idle_queue);
 	tcase_add_test(tc, test_submit_on_closed_queue);
 	tcase_add_test(tc, test_quota_refusals);
+	tcase_add_test(tc, test_quota_bytes_at_bound_and_past);
+	tcase_add_test(tc, test_tenants_live_counted_once);
 	tcase_add_test(tc, test_session_freed_after_last_op);
 	tcase_add_test(tc, test_cring_at_bound_and_past);
 	tcase_add_test(tc, test_cpage_failed_close_logged);
