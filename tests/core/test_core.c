@@ -1815,6 +1815,17 @@ START_TEST(test_quota_bytes_at_bound_and_past)
 	ck_assert_int_eq(try_buffer(g, 2, 1, err, sizeof(err)), DEVQ__CODE__RESOURCE_EXHAUSTED);
 	devq_tenant_ungrant(&E, t);
 	engine_down();
+	/* A session quota above the user's: the user's decides, at one byte
+	 * past it too; and the user's peak follows its use to the byte. */
+	engine_up((struct devq_config){ .q_session_pinned = 32768, .q_user_pinned = 16384 });
+	s = session(1000);
+	ck_assert_int_eq(try_buffer(s, 1, 16385, err, sizeof(err)), DEVQ__CODE__RESOURCE_EXHAUSTED);
+	ck_assert_msg(strstr(err, "quota-user-pinned-mb"), "%s", err);
+	ck_assert_int_eq(try_buffer(s, 1, 4096, err, sizeof(err)), 0);
+	ck_assert_uint_eq(s->tenant->peak, 4096);
+	ck_assert_int_eq(try_buffer(s, 2, 1, err, sizeof(err)), 0);
+	ck_assert_uint_eq(s->tenant->peak, 4097);
+	engine_down();
 }
 END_TEST
 
