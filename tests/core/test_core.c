@@ -1829,6 +1829,28 @@ START_TEST(test_quota_bytes_at_bound_and_past)
 }
 END_TEST
 
+/* quota-user-queues at exactly the limit and one past, over all of the
+ * user's sessions. */
+START_TEST(test_quota_user_queues_at_bound_and_past)
+{
+	engine_up((struct devq_config){ .q_user_queues = 3 });
+	struct devq_session *a = session(1000), *b = session(1000);
+	char err[200];
+	for (uint32_t id = 1; id <= 3; id++) {
+		struct devq_session *s = id == 2 ? b : a;
+		ck_assert_int_eq(devq_quota_queue(s, id, err, sizeof(err)), 0);
+		queue(s, id, 0);
+		devq_quota_queue_opened(s);
+	}
+	ck_assert_int_eq(devq_quota_queue(b, 4, err, sizeof(err)), DEVQ__CODE__RESOURCE_EXHAUSTED);
+	ck_assert_msg(strstr(err, "quota-user-queues"), "%s", err);
+	/* Another user is not affected. */
+	struct devq_session *c = session(1001);
+	ck_assert_int_eq(devq_quota_queue(c, 1, err, sizeof(err)), 0);
+	engine_down();
+}
+END_TEST
+
 /* Tenants with sessions are counted once each, however many sessions
  * (the server shares its loop only when more than one has any). */
 START_TEST(test_tenants_live_counted_once)
@@ -3158,6 +3180,7 @@ int main(void)
 	tcase_add_test(tc, test_quota_refusals);
 	tcase_add_test(tc, test_quota_bytes_at_bound_and_past);
 	tcase_add_test(tc, test_tenants_live_counted_once);
+	tcase_add_test(tc, test_quota_user_queues_at_bound_and_past);
 	tcase_add_test(tc, test_session_freed_after_last_op);
 	tcase_add_test(tc, test_cring_at_bound_and_past);
 	tcase_add_test(tc, test_cpage_failed_close_logged);
