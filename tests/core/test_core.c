@@ -2825,6 +2825,60 @@ static struct devq_session *large_buffers_allowed(void)
 	return session(1000);
 }
 
+/* Large shared buffers are prefaulted and unmapped by the worker in steps
+ * (buffer.c's BG_STEP, 16 MiB): whole steps only, a step and a byte, a
+ * step and a page and a byte.  Every page is resident once the buffer is
+ * ready, every page is gone once it is released, and nothing is logged. */
+START_TEST(test_buffer_worker_steps)
+{
+	const uint64_t bg_step = 16u << 20;
+	static const uint64_t sizes[] = { DEVQ_BUFFER_BG_BYTES, DEVQ_BUFFER_BG_BYTES + 1,
+					  DEVQ_BUFFER_BG_BYTES + 4096 + 1 };
+	long pg = sysconf(_SC_PAGESIZE);
+	ck_assert_uint_eq(DEVQ_BUFFER_BG_BYTES % bg_step, 0);
+	for (unsigned k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+		struct devq_session *s = large_buffers_allowed();
+		log_capture();
+		int fd = -1;
+		char err[200] = "";
+		ck_assert_int_eq(devq_buffer_create(s, 1, sizes[k], DEVQ__BUFFER_KIND__SHARED, &fd,
+						    err, sizeof(err)),
+				 0);
+		struct devq_buf *b = devq_idmap_get(&s->bufs, 1);
+		ck_assert_ptr_nonnull(b);
+		ck_assert(b->bg);
+		devq_buffer_reply_ready(b, fd);
+		worker_settle(s, 1);
+		ck_assert(b->mapped);
+		char *addr = b->host;
+		size_t pages = (sizes[k] + (size_t)pg - 1) / (size_t)pg;
+		unsigned char *vec = malloc(pages);
+		ck_assert_ptr_nonnull(vec);
+		ck_assert_int_eq(mincore(addr, pages * (size_t)pg, vec), 0);
+		for (size_t i = 0; i < pages; i++)
+			ck_assert_msg(vec[i] & 1, "%llu bytes: page %zu not prefaulted",
+				      (unsigned long long)sizes[k], i);
+		devq_buffer_release(b);
+		worker_settle(s, 0);
+		for (size_t i = 0; i < pages; i++) {
+			unsigned char v;
+			errno = 0;
+			ck_assert_msg(mincore(addr + i * (size_t)pg, (size_t)pg, &v) < 0 &&
+					      errno == ENOMEM,
+				      "%llu bytes: page %zu still mapped", (unsigned long long)sizes[k],
+				      i);
+		}
+		free(vec);
+		char got[4096];
+		log_captured(got, sizeof(got));
+		ck_assert_msg(!strstr(got, "buffer 1"), "%llu bytes: logged '%s'",
+			      (unsigned long long)sizes[k], got);
+		session_end(s);
+		engine_down();
+	}
+}
+END_TEST
+
 /* The buffer worker's faults: no thread can be made (the job runs on the
  * caller), no job record (likewise, reported at once), prefaulting or
  * unmapping refused by the kernel (logged, naming the buffer), a device
@@ -3202,6 +3256,7 @@ int main(void)
 	tcase_add_test(tf, test_fault_refused_op_holds_no_waits);
 	tcase_add_test(tf, test_fault_shared_buffer_syscalls);
 	tcase_add_test(tf, test_fault_import_syscalls);
+	tcase_add_test(tf, test_buffer_worker_steps);
 	tcase_add_test(tf, test_fault_buffer_worker);
 	tcase_add_test(tf, test_fault_cpage_syscalls);
 	tcase_add_test(tf, test_fault_completion_unrecorded_closes_session);
