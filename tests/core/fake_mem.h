@@ -11,9 +11,14 @@
 
 #include "device/backend.h"
 
+/* Set to a negative errno: map_host refuses (pinning failed). */
+static int fake_map_host_err;
+
 static int fake_map_host(struct devq_backend *b, void *addr, size_t len, bool ro, uint64_t *dev)
 {
 	(void)b, (void)len, (void)ro;
+	if (fake_map_host_err)
+		return fake_map_host_err;
 	*dev = (uint64_t)(uintptr_t)addr;
 	return 0;
 }

@@ -2491,6 +2491,18 @@ static void log_captured(char *got, size_t n)
 	ck_assert_int_eq(unlink(cap_path), 0);
 }
 
+/* Whether the log captured so far has needle (another thread may still be
+ * writing it). */
+static bool log_has(const char *needle)
+{
+	char buf[4096];
+	ssize_t k = pread(cap_fd, buf, sizeof(buf) - 1, 0);
+	if (k < 0)
+		return false;
+	buf[k] = '\0';
+	return strstr(buf, needle) != NULL;
+}
+
 static unsigned open_fds(void)
 {
 	unsigned n = 0;
@@ -2824,6 +2836,73 @@ static struct devq_session *large_buffers_allowed(void)
 	E.cfg.max_buffer_bytes = 2 * DEVQ_BUFFER_BG_BYTES;
 	return session(1000);
 }
+
+/* Mappings of devqd's buffer memfds in this process (/proc/self/maps). */
+static unsigned memfd_maps(void)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	ck_assert_ptr_nonnull(f);
+	char line[512];
+	unsigned n = 0;
+	while (fgets(line, sizeof(line), f))
+		n += strstr(line, "memfd:devq-s") != NULL;
+	ck_assert_int_eq(fclose(f), 0);
+	return n;
+}
+
+/* A shared buffer whose pinning the backend refuses, after it was
+ * mapped: small (refused at once) or large (refused by the worker), its
+ * mapping is gone and nothing is logged; a failed unmap there is. */
+START_TEST(test_buffer_pinning_refused_unmaps)
+{
+	static const uint64_t sizes[] = { 64, DEVQ_BUFFER_BG_BYTES };
+	for (unsigned k = 0; k < 2; k++) {
+		for (int bad_unmap = 0; bad_unmap < 2; bad_unmap++) {
+			struct devq_session *s = large_buffers_allowed();
+			unsigned maps = memfd_maps();
+			log_capture();
+			fake_map_host_err = -ENOMEM;
+			if (bad_unmap)
+				fault_arm(FAULT_MUNMAP, 1, 1, EINVAL);
+			int fd = -1;
+			char err[200] = "";
+			int r = devq_buffer_create(s, 1, sizes[k], DEVQ__BUFFER_KIND__SHARED, &fd,
+						   err, sizeof(err));
+			if (k == 0) {
+				ck_assert_int_eq(r, DEVQ__CODE__RESOURCE_EXHAUSTED);
+				ck_assert_msg(strstr(err, "pinning failed"), "%s", err);
+			} else {
+				ck_assert_int_eq(r, 0);
+				devq_buffer_reply_ready(devq_idmap_get(&s->bufs, 1), fd);
+				worker_settle(s, 0);
+			}
+			ck_assert_ptr_null(devq_idmap_get(&s->bufs, 1));
+			fake_map_host_err = 0;
+			/* A large one's worker unmaps after it left the session. */
+			for (int i = 0; i < 10000 && (bad_unmap ? !log_has("buffer 1: munmap of")
+								: memfd_maps() != maps);
+			     i++)
+				usleep(1000);
+			ck_assert_uint_eq(fault_failed(FAULT_MUNMAP), bad_unmap ? 1 : 0);
+			fault_reset();
+			char got[4096];
+			log_captured(got, sizeof(got));
+			if (!bad_unmap) {
+				ck_assert_msg(memfd_maps() == maps, "%llu bytes: mapping left",
+					      (unsigned long long)sizes[k]);
+				ck_assert_msg(!strstr(got, "munmap"), "logged '%s'", got);
+			} else {
+				ck_assert_msg(strstr(got, "buffer 1: munmap of"),
+					      "%llu bytes: logged '%s'", (unsigned long long)sizes[k],
+					      got);
+			}
+			ck_assert_uint_eq(E.bytes_mapped, 0);
+			session_end(s);
+			engine_down();
+		}
+	}
+}
+END_TEST
 
 /* Large shared buffers are prefaulted and unmapped by the worker in steps
  * (buffer.c's BG_STEP, 16 MiB): whole steps only, a step and a byte, a
@@ -3257,6 +3336,7 @@ int main(void)
 	tcase_add_test(tf, test_fault_shared_buffer_syscalls);
 	tcase_add_test(tf, test_fault_import_syscalls);
 	tcase_add_test(tf, test_buffer_worker_steps);
+	tcase_add_test(tf, test_buffer_pinning_refused_unmaps);
 	tcase_add_test(tf, test_fault_buffer_worker);
 	tcase_add_test(tf, test_fault_cpage_syscalls);
 	tcase_add_test(tf, test_fault_completion_unrecorded_closes_session);
