@@ -2850,6 +2850,39 @@ static unsigned memfd_maps(void)
 	return n;
 }
 
+/* The worker takes buffers of DEVQ_BUFFER_BG_BYTES and more; one byte
+ * less is mapped and pinned at once.  After the worker is stopped
+ * (devq_buffer_worker_fini, at shutdown), its jobs run inline: a large
+ * buffer released then is still unmapped. */
+START_TEST(test_buffer_worker_bound_and_fini)
+{
+	struct devq_session *s = large_buffers_allowed();
+	int fd = -1;
+	char err[200] = "";
+	ck_assert_int_eq(devq_buffer_create(s, 1, DEVQ_BUFFER_BG_BYTES - 1,
+					    DEVQ__BUFFER_KIND__SHARED, &fd, err, sizeof(err)),
+			 0);
+	struct devq_buf *b = devq_idmap_get(&s->bufs, 1);
+	ck_assert(!b->bg);
+	ck_assert(b->mapped);
+	ck_assert_int_eq(close(fd), 0);
+	devq_buffer_release(b);
+	flush_dirty();
+	unsigned maps = memfd_maps();
+	b = large_buffer(s, 2, DEVQ__BUFFER_KIND__SHARED, 0);
+	worker_settle(s, 1);
+	ck_assert(b->bg);
+	ck_assert_uint_eq(memfd_maps(), maps + 1);
+	devq_buffer_worker_fini(&E);
+	devq_buffer_release(b);
+	worker_settle(s, 0);
+	ck_assert_uint_eq(memfd_maps(), maps);
+	ck_assert_uint_eq(E.bytes_mapped, 0);
+	session_end(s);
+	engine_down();
+}
+END_TEST
+
 /* A shared buffer whose pinning the backend refuses, after it was
  * mapped: small (refused at once) or large (refused by the worker), its
  * mapping is gone and nothing is logged; a failed unmap there is. */
@@ -3337,6 +3370,7 @@ int main(void)
 	tcase_add_test(tf, test_fault_import_syscalls);
 	tcase_add_test(tf, test_buffer_worker_steps);
 	tcase_add_test(tf, test_buffer_pinning_refused_unmaps);
+	tcase_add_test(tf, test_buffer_worker_bound_and_fini);
 	tcase_add_test(tf, test_fault_buffer_worker);
 	tcase_add_test(tf, test_fault_cpage_syscalls);
 	tcase_add_test(tf, test_fault_completion_unrecorded_closes_session);
