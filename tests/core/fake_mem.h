@@ -23,9 +23,13 @@ static int fake_map_host(struct devq_backend *b, void *addr, size_t len, bool ro
 	return 0;
 }
 
+/* Host ranges unpinned so far. */
+static unsigned fake_unmaps;
+
 static void fake_unmap_host(struct devq_backend *b, void *addr, size_t len)
 {
 	(void)b, (void)addr, (void)len;
+	fake_unmaps++;
 }
 
 static int fake_alloc(struct devq_backend *b, size_t len, uint64_t *dev)

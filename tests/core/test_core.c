@@ -2850,6 +2850,52 @@ static unsigned memfd_maps(void)
 	return n;
 }
 
+/* Any negative errno from the backend's pinning refuses the buffer, -1
+ * (EPERM) too: made here (small), by the worker (large) or imported.  A
+ * large buffer that was pinned is unpinned once when released. */
+START_TEST(test_buffer_pinning_any_errno)
+{
+	struct devq_session *s = large_buffers_allowed();
+	char err[200] = "";
+	int fd = -1;
+	fake_map_host_err = -EPERM;
+	ck_assert_int_eq(devq_buffer_create(s, 1, 64, DEVQ__BUFFER_KIND__SHARED, &fd, err,
+					    sizeof(err)),
+			 DEVQ__CODE__RESOURCE_EXHAUSTED);
+	ck_assert_msg(strstr(err, "pinning failed: Operation not permitted"), "%s", err);
+	ck_assert_int_eq(devq_buffer_create(s, 2, DEVQ_BUFFER_BG_BYTES, DEVQ__BUFFER_KIND__SHARED,
+					    &fd, err, sizeof(err)),
+			 0);
+	devq_buffer_reply_ready(devq_idmap_get(&s->bufs, 2), fd);
+	worker_settle(s, 0);
+	ck_assert_ptr_null(devq_idmap_get(&s->bufs, 2));
+	/* Imported: refused, its mapping gone, nothing charged. */
+	unsigned maps = memfd_maps();
+	int mfd = memfd_create("devq-s99-b3", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	ck_assert_int_ge(mfd, 0);
+	ck_assert_int_eq(ftruncate(mfd, 4096), 0);
+	ck_assert_int_eq(fcntl(mfd, F_ADD_SEALS, F_SEAL_SHRINK), 0);
+	ck_assert_int_eq(devq_buffer_import(s, 3, 4096, false, mfd, err, sizeof(err)),
+			 DEVQ__CODE__RESOURCE_EXHAUSTED);
+	ck_assert_msg(strstr(err, "pinning failed"), "%s", err);
+	ck_assert_ptr_null(devq_idmap_get(&s->bufs, 3));
+	ck_assert_uint_eq(memfd_maps(), maps);
+	ck_assert_uint_eq(E.bytes_mapped, 0);
+	fake_map_host_err = 0;
+	ck_assert_int_eq(devq_buffer_import(s, 3, 4096, false, mfd, err, sizeof(err)), 0);
+	ck_assert_int_eq(close(mfd), 0);
+	/* Pinned by the worker, unpinned once when released. */
+	struct devq_buf *b = large_buffer(s, 4, DEVQ__BUFFER_KIND__SHARED, 0);
+	worker_settle(s, 2);
+	unsigned before = fake_unmaps;
+	devq_buffer_release(b);
+	worker_settle(s, 1);
+	ck_assert_uint_eq(fake_unmaps, before + 1);
+	session_end(s);
+	engine_down();
+}
+END_TEST
+
 /* The worker takes buffers of DEVQ_BUFFER_BG_BYTES and more; one byte
  * less is mapped and pinned at once.  After the worker is stopped
  * (devq_buffer_worker_fini, at shutdown), its jobs run inline: a large
@@ -3371,6 +3417,7 @@ int main(void)
 	tcase_add_test(tf, test_buffer_worker_steps);
 	tcase_add_test(tf, test_buffer_pinning_refused_unmaps);
 	tcase_add_test(tf, test_buffer_worker_bound_and_fini);
+	tcase_add_test(tf, test_buffer_pinning_any_errno);
 	tcase_add_test(tf, test_fault_buffer_worker);
 	tcase_add_test(tf, test_fault_cpage_syscalls);
 	tcase_add_test(tf, test_fault_completion_unrecorded_closes_session);
