@@ -32,9 +32,14 @@ static void fake_unmap_host(struct devq_backend *b, void *addr, size_t len)
 	fake_unmaps++;
 }
 
+/* Set to a negative errno: alloc refuses (device memory exhausted). */
+static int fake_alloc_err;
+
 static int fake_alloc(struct devq_backend *b, size_t len, uint64_t *dev)
 {
 	(void)b;
+	if (fake_alloc_err)
+		return fake_alloc_err;
 	void *p = malloc(len);
 	*dev = (uint64_t)(uintptr_t)p;
 	return p ? 0 : -ENOMEM;
