@@ -380,6 +380,114 @@ START_TEST(type_helpers)
 }
 END_TEST
 
+/* The parser and type helpers at their edges: types and accesses one past
+ * the table, every whitespace character, the first and last character of
+ * each class a name may hold and the ones just outside, names of 31
+ * characters and 32, the largest literal and one more, the 16th parameter
+ * named in its message, and buffers for the message of 0 and 8 bytes. */
+START_TEST(sig_edges)
+{
+	char err[160];
+	struct devq_sig s;
+
+	ck_assert_str_eq(devq_type_name((enum devq_type)0), "?");
+	ck_assert_str_eq(devq_type_name((enum devq_type)(DEVQ_T_F64 + 1)), "?");
+	ck_assert_uint_eq(devq_type_size((enum devq_type)(DEVQ_T_F64 + 1)), 0);
+	ck_assert_str_eq(devq_access_name((enum devq_access)(DEVQ_ACC_INOUT + 1)), "?");
+
+	ck_assert_int_eq(devq_sig_parse(" \ta\n:\ru32\v,\fb:u64", &s, err, sizeof err), 0);
+	ck_assert_uint_eq(s.nparams, 2);
+	ck_assert_int_eq(devq_sig_parse("A:u32, Z:u32, a:u32, z:u32, _0:u32, x9:u32", &s, err,
+					sizeof err),
+			 0);
+	ck_assert_uint_eq(s.nparams, 6);
+	static const char *bad_names[] = { "a@b:u32", "a`b:u32", "a{b:u32", "a/b:u32", "ab@:u32",
+					   "9a:u32" };
+	for (unsigned i = 0; i < sizeof bad_names / sizeof bad_names[0]; i++) {
+		ck_assert_int_eq(devq_sig_parse(bad_names[i], &s, err, sizeof err), -EINVAL);
+		ck_assert_msg(strstr(err, "invalid name"), "'%s': %s", bad_names[i], err);
+	}
+
+	char text[256], n31[32], n32[33];
+	memset(n31, 'n', 31);
+	n31[31] = '\0';
+	memset(n32, 'n', 32);
+	n32[32] = '\0';
+	snprintf(text, sizeof text, "%s: u64, x: in u8[%s]", n31, n31);
+	ck_assert_msg(devq_sig_parse(text, &s, err, sizeof err) == 0, "%s", err);
+	ck_assert_str_eq(s.p[0].name, n31);
+	ck_assert_int_eq(s.p[1].dim_param[0], 0);
+	snprintf(text, sizeof text, "%s: u64", n32);
+	ck_assert_int_eq(devq_sig_parse(text, &s, err, sizeof err), -EINVAL);
+	ck_assert_msg(strstr(err, "longer than 31"), "%s", err);
+	snprintf(text, sizeof text, "x: in u8[%s]", n32);
+	ck_assert_int_eq(devq_sig_parse(text, &s, err, sizeof err), -EINVAL);
+
+	ck_assert_int_eq(devq_sig_parse("x: in u8[18446744073709551615]", &s, err, sizeof err), 0);
+	ck_assert_uint_eq(s.p[0].dim_lit[0], UINT64_MAX);
+	ck_assert_int_eq(devq_sig_parse("x: in u8[18446744073709551616]", &s, err, sizeof err),
+			 -EINVAL);
+	ck_assert_msg(strstr(err, "too large"), "%s", err);
+
+	size_t n = 0;
+	for (int i = 0; i < DEVQ_MAX_PARAMS - 1; i++)
+		n += (size_t)snprintf(text + n, sizeof text - n, "p%d:u32,", i);
+	snprintf(text + n, sizeof text - n, "p%d:f16", DEVQ_MAX_PARAMS - 1);
+	ck_assert_int_eq(devq_sig_parse(text, &s, err, sizeof err), -EINVAL);
+	ck_assert_str_eq(err, "parameter 16 (p15): unknown type 'f16'");
+
+	char buf[64];
+	memset(buf, 'Z', sizeof buf);
+	ck_assert_int_eq(devq_sig_parse("x:f16", &s, buf, 8), -EINVAL);
+	ck_assert_str_eq(buf, "paramet");
+	for (size_t i = 8; i < sizeof buf; i++)
+		ck_assert_msg(buf[i] == 'Z', "byte %zu of a buffer of 8 written", i);
+	memset(buf, 'Z', sizeof buf);
+	ck_assert_int_eq(devq_sig_parse("x:f16", &s, buf, 0), -EINVAL);
+	ck_assert_int_eq(buf[0], 'Z');
+	ck_assert_int_eq(devq_sig_parse(NULL, &s, err, sizeof err), -EINVAL);
+}
+END_TEST
+
+/* devq_sig_extent_bytes refuses what the parser never makes, should a
+ * signature come from elsewhere: no type, no dims, more than
+ * DEVQ_MAX_DIMS, a dim naming no parameter, an index past the last. */
+START_TEST(extent_refuses_malformed)
+{
+	struct devq_sig s;
+	memset(&s, 0, sizeof s);
+	s.nparams = 2;
+	s.p[0].access = DEVQ_ACC_SCALAR;
+	s.p[0].type = DEVQ_T_U64;
+	s.p[1].access = DEVQ_ACC_IN;
+	s.p[1].type = DEVQ_T_U8;
+	s.p[1].ndims = 1;
+	s.p[1].dim_param[0] = -1;
+	s.p[1].dim_lit[0] = 8;
+	union devq_kval args[DEVQ_MAX_PARAMS] = { { .u64 = 4 } };
+	uint64_t bytes = 77;
+	ck_assert_int_eq(devq_sig_extent_bytes(&s, 1, args, &bytes), 0);
+	ck_assert_uint_eq(bytes, 8);
+	ck_assert_int_eq(devq_sig_extent_bytes(&s, 2, args, &bytes), -EINVAL);
+	s.p[1].type = (enum devq_type)0;
+	ck_assert_int_eq(devq_sig_extent_bytes(&s, 1, args, &bytes), -EINVAL);
+	s.p[1].type = DEVQ_T_U8;
+	s.p[1].ndims = 0;
+	ck_assert_int_eq(devq_sig_extent_bytes(&s, 1, args, &bytes), -EINVAL);
+	s.p[1].ndims = DEVQ_MAX_DIMS + 1;
+	ck_assert_int_eq(devq_sig_extent_bytes(&s, 1, args, &bytes), -EINVAL);
+	s.p[1].ndims = 1;
+	s.p[1].dim_param[0] = 2;
+	ck_assert_int_eq(devq_sig_extent_bytes(&s, 1, args, &bytes), -EINVAL);
+	s.p[1].dim_param[0] = 0;
+	ck_assert_int_eq(devq_sig_extent_bytes(&s, 1, args, &bytes), 0);
+	ck_assert_uint_eq(bytes, 4);
+	/* A full table: the index one past it. */
+	s.nparams = DEVQ_MAX_PARAMS;
+	ck_assert_int_eq(devq_sig_extent_bytes(&s, DEVQ_MAX_PARAMS, args, &bytes), -EINVAL);
+}
+END_TEST
+
 /* ---- CPU kernels ---- */
 
 START_TEST(k_fill_u32)
@@ -742,6 +850,8 @@ static Suite *suite(void)
 	tcase_add_test(p, parse_matrix);
 	tcase_add_test(p, matrix_extent_overflow);
 	tcase_add_test(p, type_helpers);
+	tcase_add_test(p, sig_edges);
+	tcase_add_test(p, extent_refuses_malformed);
 	suite_add_tcase(s, p);
 
 	tcase_add_loop_test(k, k_fill_u32, 0, NSIZES);
