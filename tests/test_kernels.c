@@ -436,6 +436,15 @@ START_TEST(sig_edges)
 	ck_assert_int_eq(devq_sig_parse(text, &s, err, sizeof err), -EINVAL);
 	ck_assert_str_eq(err, "parameter 16 (p15): unknown type 'f16'");
 
+	/* All 16 parameters used, the last of them the duration. */
+	n = 0;
+	for (int i = 0; i < DEVQ_MAX_PARAMS - 1; i++)
+		n += (size_t)snprintf(text + n, sizeof text - n, "p%d:u32,", i);
+	snprintf(text + n, sizeof text - n, "ns:u64");
+	ck_assert_msg(devq_sig_parse(text, &s, err, sizeof err) == 0, "%s", err);
+	ck_assert_uint_eq(s.nparams, DEVQ_MAX_PARAMS);
+	ck_assert_int_eq(s.duration, DEVQ_MAX_PARAMS - 1);
+
 	char buf[64];
 	memset(buf, 'Z', sizeof buf);
 	ck_assert_int_eq(devq_sig_parse("x:f16", &s, buf, 8), -EINVAL);
