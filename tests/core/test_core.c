@@ -2946,6 +2946,54 @@ START_TEST(test_buffer_paths_log_nothing)
 }
 END_TEST
 
+/* Each allocation of making a shared buffer failed in turn, small and
+ * large: refused cleanly (no mapping, nothing charged), or made whole and
+ * entered in the session.  A refusal after the small one was pinned
+ * unpins it; a large one, not yet pinned (the worker does that), is not
+ * unpinned. */
+START_TEST(test_fault_buffer_each_allocation)
+{
+	static const uint64_t sizes[] = { 64, DEVQ_BUFFER_BG_BYTES };
+	for (unsigned k = 0; k < 2; k++) {
+		struct devq_session *s = large_buffers_allowed();
+		unsigned unpinned = 0, n;
+		for (n = 1; n < 50; n++) {
+			for (int i = 0; i < 10000 && memfd_maps(); i++)
+				usleep(1000); /* a large refused one's worker unmap */
+			ck_assert_uint_eq(memfd_maps(), 0);
+			unsigned before = fake_unmaps;
+			int fd = -1;
+			char err[200] = "";
+			fault_arm(FAULT_ALLOC, n, 1, ENOMEM);
+			int r = devq_buffer_create(s, 1, sizes[k], DEVQ__BUFFER_KIND__SHARED, &fd, err,
+						   sizeof(err));
+			unsigned failed = fault_failed(FAULT_ALLOC);
+			fault_reset();
+			if (r == 0) {
+				ck_assert_ptr_nonnull(devq_idmap_get(&s->bufs, 1));
+				ck_assert_int_eq(close(fd), 0);
+				if (!failed)
+					break;
+				continue;
+			}
+			ck_assert_int_eq(r, DEVQ__CODE__RESOURCE_EXHAUSTED);
+			ck_assert_int_eq(fd, -1);
+			ck_assert_ptr_null(devq_idmap_get(&s->bufs, 1));
+			ck_assert_uint_eq(s->nbufs, 0);
+			ck_assert_uint_eq(E.bytes_mapped, 0);
+			unpinned += fake_unmaps - before;
+		}
+		ck_assert_uint_lt(n, 50);
+		/* Small: the refusal after pinning (entering the session)
+		 * unpinned it once; large: never pinned, never unpinned. */
+		ck_assert_uint_eq(unpinned, k == 0 ? 1 : 0);
+		session_end(s);
+		worker_settle(s, 0);
+		engine_down();
+	}
+}
+END_TEST
+
 /* The worker takes buffers of DEVQ_BUFFER_BG_BYTES and more; one byte
  * less is mapped and pinned at once.  After the worker is stopped
  * (devq_buffer_worker_fini, at shutdown), its jobs run inline: a large
@@ -3469,6 +3517,7 @@ int main(void)
 	tcase_add_test(tf, test_buffer_worker_bound_and_fini);
 	tcase_add_test(tf, test_buffer_pinning_any_errno);
 	tcase_add_test(tf, test_buffer_paths_log_nothing);
+	tcase_add_test(tf, test_fault_buffer_each_allocation);
 	tcase_add_test(tf, test_fault_buffer_worker);
 	tcase_add_test(tf, test_fault_cpage_syscalls);
 	tcase_add_test(tf, test_fault_completion_unrecorded_closes_session);
