@@ -6,6 +6,7 @@
  * time.  Sessions are made as the server makes them (devq_session_new,
  * devq_session_admit) and fed Ops as the request layer would. */
 #include <check.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -2994,6 +2995,29 @@ START_TEST(test_fault_buffer_each_allocation)
 }
 END_TEST
 
+/* Threads of this process named devqd-buffer (the buffer worker). */
+static unsigned worker_threads(void)
+{
+	DIR *d = opendir("/proc/self/task");
+	ck_assert_ptr_nonnull(d);
+	unsigned n = 0;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;
+		char path[300], comm[32] = "";
+		snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
+		FILE *f = fopen(path, "r");
+		if (!f)
+			continue; /* exited meanwhile */
+		if (fgets(comm, sizeof(comm), f) && !strncmp(comm, "devqd-buffer", 12))
+			n++;
+		ck_assert_int_eq(fclose(f), 0);
+	}
+	ck_assert_int_eq(closedir(d), 0);
+	return n;
+}
+
 /* The worker takes buffers of DEVQ_BUFFER_BG_BYTES and more; one byte
  * less is mapped and pinned at once.  After the worker is stopped
  * (devq_buffer_worker_fini, at shutdown), its jobs run inline: a large
@@ -3017,7 +3041,13 @@ START_TEST(test_buffer_worker_bound_and_fini)
 	worker_settle(s, 1);
 	ck_assert(b->bg);
 	ck_assert_uint_eq(memfd_maps(), maps + 1);
+	ck_assert_uint_eq(worker_threads(), 1);
 	devq_buffer_worker_fini(&E);
+	/* Gone (joined), not merely told to stop: what comes next cannot be
+	 * left to it. */
+	for (int i = 0; i < 10000 && worker_threads(); i++)
+		usleep(1000);
+	ck_assert_uint_eq(worker_threads(), 0);
 	devq_buffer_release(b);
 	worker_settle(s, 0);
 	ck_assert_uint_eq(memfd_maps(), maps);
