@@ -3018,6 +3018,126 @@ static unsigned worker_threads(void)
 	return n;
 }
 
+/* A memfd for import: size bytes, sealed with seals (0: none; made with
+ * MFD_ALLOW_SEALING), named name. */
+static int import_memfd(const char *name, off_t size, int seals)
+{
+	int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(ftruncate(fd, size), 0);
+	if (seals)
+		ck_assert_int_eq(fcntl(fd, F_ADD_SEALS, seals), 0);
+	return fd;
+}
+
+/* Imports refused for what they are, each with its own code: a tmpfs
+ * file that is not a memfd, a memfd without F_SEAL_SHRINK, one a byte
+ * short of the size declared, one sealed against writing imported
+ * writable (read-only is fine), and one over the session's quota; a
+ * memfd with the longest name Linux allows is accepted. */
+START_TEST(test_import_refusals)
+{
+	engine_up((struct devq_config){ .q_session_pinned = 8192 });
+	struct devq_session *s = session(1000);
+	char err[300];
+	char shm[] = "/dev/shm/devq-test-XXXXXX";
+	int f = mkstemp(shm);
+	ck_assert_int_ge(f, 0);
+	ck_assert_int_eq(unlink(shm), 0);
+	ck_assert_int_eq(ftruncate(f, 4096), 0);
+	ck_assert_int_eq(devq_buffer_import(s, 1, 4096, false, f, err, sizeof(err)),
+			 DEVQ__CODE__INVALID_ARGUMENT);
+	ck_assert_msg(strstr(err, "not a memfd"), "%s", err);
+	ck_assert_int_eq(close(f), 0);
+
+	f = import_memfd("devq-import", 4096, 0);
+	ck_assert_int_eq(devq_buffer_import(s, 1, 4096, false, f, err, sizeof(err)),
+			 DEVQ__CODE__FAILED_PRECONDITION);
+	ck_assert_msg(strstr(err, "F_SEAL_SHRINK"), "%s", err);
+	ck_assert_int_eq(close(f), 0);
+
+	f = import_memfd("devq-import", 4095, F_SEAL_SHRINK);
+	ck_assert_int_eq(devq_buffer_import(s, 1, 4096, false, f, err, sizeof(err)),
+			 DEVQ__CODE__OUT_OF_RANGE);
+	ck_assert_int_eq(devq_buffer_import(s, 1, 4095, false, f, err, sizeof(err)), 0);
+	ck_assert_int_eq(close(f), 0);
+
+	f = import_memfd("devq-import", 4096, F_SEAL_SHRINK | F_SEAL_WRITE);
+	ck_assert_int_eq(devq_buffer_import(s, 2, 4096, false, f, err, sizeof(err)),
+			 DEVQ__CODE__PERMISSION_DENIED);
+	ck_assert_msg(strstr(err, "read-only"), "%s", err);
+	ck_assert_int_eq(devq_buffer_import(s, 2, 4096, true, f, err, sizeof(err)), 0);
+	ck_assert_int_eq(close(f), 0);
+
+	/* 4095 + 4096 in use of 8192: 2 more bytes are over the quota. */
+	f = import_memfd("devq-import", 4096, F_SEAL_SHRINK);
+	ck_assert_int_eq(devq_buffer_import(s, 3, 2, false, f, err, sizeof(err)),
+			 DEVQ__CODE__RESOURCE_EXHAUSTED);
+	ck_assert_msg(strstr(err, "quota-session-pinned-mb"), "%s", err);
+	ck_assert_int_eq(devq_buffer_import(s, 3, 1, false, f, err, sizeof(err)), 0);
+	ck_assert_int_eq(close(f), 0);
+	devq_buffer_release(devq_idmap_get(&s->bufs, 3));
+	flush_dirty();
+
+	/* Its /proc link ("/memfd:NAME (deleted)") is longer than is_memfd's
+	 * buffer: read truncated, still a memfd. */
+	char name[250];
+	memset(name, 'm', 249);
+	name[249] = '\0';
+	f = import_memfd(name, 1, F_SEAL_SHRINK);
+	ck_assert_int_eq(devq_buffer_import(s, 3, 1, false, f, err, sizeof(err)), 0);
+	ck_assert_int_eq(close(f), 0);
+	engine_down();
+}
+END_TEST
+
+/* BufferReleased goes out when a buffer of a connected session is
+ * released; BufferReady once the worker has installed a large one.  A
+ * large buffer released while the worker still installs it is unmapped
+ * once that is done. */
+START_TEST(test_buffer_replies_and_release_while_installing)
+{
+	struct devq_session *s = large_buffers_allowed();
+	int fd = -1;
+	char err[200] = "";
+	ck_assert_int_eq(devq_buffer_create(s, 1, 64, DEVQ__BUFFER_KIND__SHARED, &fd, err,
+					    sizeof(err)),
+			 0);
+	ck_assert_int_eq(close(fd), 0);
+	size_t frames = s->tx.frames;
+	devq_buffer_release(devq_idmap_get(&s->bufs, 1));
+	flush_dirty();
+	ck_assert_uint_eq(s->tx.frames, frames + 1);
+
+	frames = s->tx.frames;
+	unsigned fds = open_fds();
+	struct devq_buf *b = large_buffer(s, 2, DEVQ__BUFFER_KIND__SHARED, 0);
+	worker_settle(s, 1);
+	ck_assert_uint_eq(s->tx.frames, frames + 1); /* BufferReady, with the fd */
+	devq_buffer_release(b);
+	worker_settle(s, 0);
+	ck_assert_uint_eq(open_fds(), fds + 1); /* the memfd, in BufferReady till sent */
+
+	bool busy_seen = false;
+	for (uint64_t id = 3; id < 23 && !busy_seen; id++) {
+		for (int i = 0; i < 10000 && memfd_maps(); i++)
+			usleep(1000);
+		ck_assert_uint_eq(memfd_maps(), 0);
+		b = large_buffer(s, id, DEVQ__BUFFER_KIND__SHARED, 0);
+		busy_seen = b->bg_busy; /* the worker has not reported yet */
+		devq_buffer_release(b);
+		worker_settle(s, 0);
+	}
+	ck_assert(busy_seen);
+	for (int i = 0; i < 10000 && memfd_maps(); i++)
+		usleep(1000);
+	ck_assert_uint_eq(memfd_maps(), 0);
+	ck_assert_uint_eq(E.bytes_mapped, 0);
+	session_end(s);
+	engine_down();
+}
+END_TEST
+
 /* The worker takes buffers of DEVQ_BUFFER_BG_BYTES and more; one byte
  * less is mapped and pinned at once.  After the worker is stopped
  * (devq_buffer_worker_fini, at shutdown), its jobs run inline: a large
@@ -3034,6 +3154,14 @@ START_TEST(test_buffer_worker_bound_and_fini)
 	ck_assert(!b->bg);
 	ck_assert(b->mapped);
 	ck_assert_int_eq(close(fd), 0);
+	devq_buffer_release(b);
+	/* Device memory too: one byte under, allocated at once. */
+	ck_assert_int_eq(devq_buffer_create(s, 3, DEVQ_BUFFER_BG_BYTES - 1,
+					    DEVQ__BUFFER_KIND__DEVICE, &fd, err, sizeof(err)),
+			 0);
+	b = devq_idmap_get(&s->bufs, 3);
+	ck_assert(!b->bg);
+	ck_assert(b->mapped);
 	devq_buffer_release(b);
 	flush_dirty();
 	unsigned maps = memfd_maps();
@@ -3548,6 +3676,8 @@ int main(void)
 	tcase_add_test(tf, test_buffer_pinning_any_errno);
 	tcase_add_test(tf, test_buffer_paths_log_nothing);
 	tcase_add_test(tf, test_fault_buffer_each_allocation);
+	tcase_add_test(tf, test_import_refusals);
+	tcase_add_test(tf, test_buffer_replies_and_release_while_installing);
 	tcase_add_test(tf, test_fault_buffer_worker);
 	tcase_add_test(tf, test_fault_cpage_syscalls);
 	tcase_add_test(tf, test_fault_completion_unrecorded_closes_session);
