@@ -2767,6 +2767,11 @@ START_TEST(test_fault_import_syscalls)
 	ck_assert_int_eq(ftruncate(fd, 4096), 0);
 	ck_assert_int_eq(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK), 0);
 	char err[200] = "";
+	/* F_GET_SEALS refused: as for a fd that is not a memfd. */
+	fault_arm(FAULT_FCNTL, 1, 1, EIO);
+	ck_assert_int_eq(devq_buffer_import(s, 1, 4096, false, fd, err, sizeof(err)),
+			 DEVQ__CODE__INVALID_ARGUMENT);
+	ck_assert_msg(strstr(err, "not a memfd"), "%s", err);
 	fault_arm(FAULT_FSTATFS, 1, 1, EIO);
 	ck_assert_int_eq(devq_buffer_import(s, 1, 4096, false, fd, err, sizeof(err)),
 			 DEVQ__CODE__INVALID_ARGUMENT);
