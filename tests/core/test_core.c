@@ -2993,8 +2993,9 @@ START_TEST(test_fault_buffer_each_allocation)
 		/* Small: the refusal after pinning (entering the session)
 		 * unpinned it once; large: never pinned, never unpinned. */
 		ck_assert_uint_eq(unpinned, k == 0 ? 1 : 0);
-		session_end(s);
+		devq_session_disconnect(s);
 		worker_settle(s, 0);
+		session_end(s);
 		engine_down();
 	}
 }
