@@ -833,6 +833,17 @@ static struct devq_session *complete_and_refill(void)
 	return last_handed();
 }
 
+/* An engine with one stream of fair_k rooms, and two tenants (uids 1000
+ * and 1001) of one session each, with queue 1 open. */
+static void two_tenants(unsigned fair_k, struct devq_session **a, struct devq_session **b)
+{
+	engine_up((struct devq_config){ .fair_k = fair_k, .streams = 1 });
+	*a = session(1000);
+	*b = session(1001);
+	queue(*a, 1, 0);
+	queue(*b, 1, 0);
+}
+
 /* As complete_and_refill, for the backend's k-th outstanding op. */
 static struct devq_session *complete_and_refill_at(unsigned k)
 {
@@ -954,10 +965,8 @@ static void complete_n_then_drain(unsigned n)
  * choice per op only when nobody else waits. */
 START_TEST(test_fairness_rooms_at_once)
 {
-	engine_up((struct devq_config){ .fair_k = 4, .streams = 1 });
-	struct devq_session *a = session(1000), *b = session(1001);
-	queue(a, 1, 0);
-	queue(b, 1, 0);
+	struct devq_session *a, *b;
+	two_tenants(4, &a, &b);
 	for (int i = 0; i < 8; i++)
 		spin(a, 1, 10000);
 	ck_assert_uint_eq(FK->n, 4);
@@ -985,10 +994,8 @@ END_TEST
  * tenant gets. */
 START_TEST(test_fairness_no_run_when_shared)
 {
-	engine_up((struct devq_config){ .fair_k = 4, .streams = 1 });
-	struct devq_session *a = session(1000), *b = session(1001);
-	queue(a, 1, 0);
-	queue(b, 1, 0);
+	struct devq_session *a, *b;
+	two_tenants(4, &a, &b);
 	for (int i = 0; i < 8; i++)
 		spin(a, 1, 10000); /* 4 go at once, 4 wait */
 	for (int i = 0; i < 8; i++)
@@ -1026,6 +1033,22 @@ static void complete_ran(unsigned k, int code, uint64_t ns, bool timed)
 	flush_dirty();
 }
 
+/* Completes the backend's only outstanding op, successful, with the
+ * device start and end stamps given (an end before the start: a backend
+ * whose clock went wrong). */
+static void complete_only_at(uint64_t start, uint64_t end)
+{
+	ck_assert_uint_eq(FK->n, 1);
+	struct devq_bop *b = FK->ops[0];
+	FK->n = 0;
+	b->code = 0;
+	b->t_start = start;
+	b->t_end = end;
+	E.be->on_complete(E.be->ud, b);
+	devq_sched_drain(&E);
+	flush_dirty();
+}
+
 /* An executable's expected time is learned from its timed ops: never
  * timed, fair-k of them fill the window; then an average over about the
  * last 8 (per 4 KiB page of arguments); failed ops teach nothing. */
@@ -1056,14 +1079,7 @@ START_TEST(test_fairness_learns_estimate)
 	complete_ran(0, 0, 0, false);
 	ck_assert_uint_eq(E.fair.est_fill.ns16_per_page, 9000 * 16);
 	submit(s, 1, 5, 0, 0, NULL, NULL);
-	struct devq_bop *b = FK->ops[0];
-	FK->n = 0;
-	b->code = 0;
-	b->t_start = b->t_handoff + 2;
-	b->t_end = b->t_handoff + 1;
-	E.be->on_complete(E.be->ud, b);
-	devq_sched_drain(&E);
-	flush_dirty();
+	complete_only_at(FK->ops[0]->t_handoff + 2, FK->ops[0]->t_handoff + 1);
 	ck_assert_uint_eq(E.fair.est_fill.ns16_per_page, 9000 * 16);
 	complete_all();
 	engine_down();
@@ -1128,14 +1144,7 @@ START_TEST(test_fairness_charges_untimed_at_estimate)
 	complete_ran(0, 0, 0, true);
 	ck_assert_uint_eq(s->tenant->fair.device_ns, 12000);
 	spin(s, 1, 3000);
-	struct devq_bop *b = FK->ops[0];
-	FK->n = 0;
-	b->code = 0;
-	b->t_start = b->t_handoff + 2;
-	b->t_end = b->t_handoff + 1;
-	E.be->on_complete(E.be->ud, b);
-	devq_sched_drain(&E);
-	flush_dirty();
+	complete_only_at(FK->ops[0]->t_handoff + 2, FK->ops[0]->t_handoff + 1);
 	ck_assert_uint_eq(s->tenant->fair.device_ns, 15000);
 	/* What ran corrects the charge made at hand-over: declared 1 us,
 	 * ran 5 us, so 4 us more of virtual time (weight 1). */
@@ -1371,10 +1380,8 @@ END_TEST
  * waiting beside it. */
 START_TEST(test_fairness_replay_passes_count)
 {
-	engine_up((struct devq_config){ .fair_k = 1, .streams = 1 });
-	struct devq_session *a = session(1000), *b = session(1001);
-	queue(a, 1, 0);
-	queue(b, 1, 0);
+	struct devq_session *a, *b;
+	two_tenants(1, &a, &b);
 	spin(a, 1, 10000);
 	spin(a, 1, 10000);
 	ck_assert_uint_eq(FK->n, 1);
@@ -1464,10 +1471,8 @@ END_TEST
  * many ops inside, the one that waited first does. */
 START_TEST(test_fairness_vt_by_one)
 {
-	engine_up((struct devq_config){ .fair_k = 1, .streams = 1 });
-	struct devq_session *a = session(1000), *b = session(1001);
-	queue(a, 1, 0);
-	queue(b, 1, 0);
+	struct devq_session *a, *b;
+	two_tenants(1, &a, &b);
 	for (int round = 0; round < 3; round++) {
 		spin(a, 1, 10000);
 		spin(a, 1, 10000);
@@ -1514,15 +1519,8 @@ START_TEST(test_fairness_wait_counted)
 	struct devq_fair_tenant *t = &s->tenant->fair;
 	for (uint64_t start = 1; start <= 3; start++) {
 		spin(s, 1, 1000);
-		struct devq_bop *b = FK->ops[0];
-		ck_assert_uint_eq(devq_job_of(b)->t_received, 1); /* try_submit's */
-		FK->n = 0;
-		b->code = 0;
-		b->t_start = start;
-		b->t_end = start + 1000;
-		E.be->on_complete(E.be->ud, b);
-		devq_sched_drain(&E);
-		flush_dirty();
+		ck_assert_uint_eq(devq_job_of(FK->ops[0])->t_received, 1); /* try_submit's */
+		complete_only_at(start, start + 1000);
 		ck_assert_uint_eq(t->waits, start - 1);
 		ck_assert_uint_eq(t->wait_max_ns, start - 1);
 	}
@@ -1536,10 +1534,8 @@ END_TEST
  * time but its next op takes 10 ms, B's 1 us; B goes first. */
 START_TEST(test_fairness_next_op_cost)
 {
-	engine_up((struct devq_config){ .fair_k = 1, .streams = 1 });
-	struct devq_session *a = session(1000), *b = session(1001);
-	queue(a, 1, 0);
-	queue(b, 1, 0);
+	struct devq_session *a, *b;
+	two_tenants(1, &a, &b);
 	spin(a, 1, 1000);
 	spin(a, 1, 10000000);
 	spin(b, 1, 1000);
@@ -1558,10 +1554,8 @@ END_TEST
  * brought level (it earned nothing while idle). */
 START_TEST(test_fairness_owed_keeps_lead)
 {
-	engine_up((struct devq_config){ .fair_k = 1, .streams = 1 });
-	struct devq_session *a = session(1000), *b = session(1001);
-	queue(a, 1, 0);
-	queue(b, 1, 0);
+	struct devq_session *a, *b;
+	two_tenants(1, &a, &b);
 	spin(a, 1, 1000);
 	spin(a, 1, 1000);
 	spin(b, 1, 1000);
