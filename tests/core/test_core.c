@@ -40,7 +40,7 @@
 
 /* ---- the fake backend ------------------------------------------------ */
 
-#define FAKE_MAX 256
+#define FAKE_MAX 2048
 
 struct fake {
 	struct devq_backend be;
@@ -118,9 +118,15 @@ static void ev_wake(void *ud)
 	wakes++;
 }
 
+/* Set while a test completes an op as a backend thread would: the lazy
+ * poll is the loop's (a libuv timer), never armed from there. */
+static bool in_completer;
+static unsigned armed_from_completer;
+
 static void ev_arm_lazy(void *ud)
 {
 	(void)ud;
+	armed_from_completer += in_completer;
 }
 
 static void ev_device_lost(void *ud, const struct devq_job *j)
@@ -309,7 +315,9 @@ static void complete(unsigned k, int code)
 	/* A spin ran as long as it said (fairness charges what ran). */
 	b->t_start = b->t_handoff + 1;
 	b->t_end = b->t_start + (devq_job_of(b)->fdecl ? devq_job_of(b)->decl_ns : 1);
+	in_completer = true;
 	E.be->on_complete(E.be->ud, b);
+	in_completer = false;
 	devq_sched_drain(&E);
 	flush_dirty();
 }
@@ -1567,6 +1575,79 @@ START_TEST(test_fairness_owed_keeps_lead)
 	ck_assert_uint_eq(tb->vt + atomic_load(&tb->vt_fix),
 			  E.fair.vnow - 5000 * DEVQ_FAIR_VT_SCALE);
 	ck_assert_ptr_eq(complete_and_refill(), b);
+	complete_all();
+	engine_down();
+}
+END_TEST
+
+/* A tenant's sessions keep their turn when one of them hands an op
+ * straight to an idle stream: A and B (one tenant) wait on stream 0, A
+ * first; A's op for idle stream 1 goes at once and A stays first. */
+START_TEST(test_fairness_turn_kept_by_straight_handover)
+{
+	engine_up((struct devq_config){ .fair_k = 1, .streams = 2 });
+	struct devq_session *a = session(1000), *b = session(1000);
+	queue(a, 1, 0);
+	queue(a, 2, 0);
+	queue(b, 1, 0);
+	ck_assert_uint_eq(tl(a, 1)->stream, 0);
+	ck_assert_uint_eq(tl(a, 2)->stream, 1);
+	ck_assert_uint_eq(tl(b, 1)->stream, 0);
+	spin(a, 2, 1000); /* stream 1 busy, so that B's queue stays on 0 */
+	spin(a, 1, 1000);
+	spin(a, 1, 1000); /* waits */
+	spin(b, 1, 1000); /* waits, after A in the turn */
+	ck_assert_uint_eq(FK->n, 2);
+	ck_assert_ptr_eq(a->tenant->fair.rr_head, a);
+	complete(handed(0)->b.stream == 1 ? 0 : 1, 0); /* stream 1 idle again */
+	spin(a, 2, 1000); /* straight to stream 1 */
+	ck_assert_uint_eq(handed(FK->n - 1)->b.stream, 1);
+	ck_assert_ptr_eq(a->tenant->fair.rr_head, a);
+	ck_assert_ptr_eq(complete_and_refill_at(handed(0)->b.stream == 0 ? 0 : 1), a);
+	complete_all();
+	engine_down();
+}
+END_TEST
+
+/* On a backend that refills from its completing thread, the ops handed
+ * over there do not arm the loop's lazy poll (a libuv timer, loop thread
+ * only), even for a queue with a completion slot. */
+START_TEST(test_fairness_completer_does_not_arm_lazy)
+{
+	engine_up((struct devq_config){ .fair_k = 1, .streams = 1 });
+	FK->be.enqueue_any_thread = true;
+	struct devq_session *s = session(1000);
+	int fds[3];
+	ck_assert_int_eq(devq_cpage_create(4, &s->cpage, fds), 0);
+	for (int i = 0; i < 3; i++)
+		ck_assert_int_eq(close(fds[i]), 0);
+	queue(s, 1, 0);
+	ck_assert_ptr_nonnull(tl(s, 1)->cslot);
+	spin(s, 1, 1000);
+	spin(s, 1, 1000);
+	ck_assert_uint_eq(FK->n, 1);
+	armed_from_completer = 0;
+	complete(0, 0); /* hands the second over, from the "completer" */
+	ck_assert_uint_eq(FK->n, 1);
+	ck_assert_uint_eq(armed_from_completer, 0);
+	complete_all();
+	engine_down();
+}
+END_TEST
+
+/* Replayable ops pass fair-k by at most DEVQ_FAIR_REPLAY_MAX (1024): of
+ * 1100 of 1 ns each, fair-k 16, the stream takes 1040 and 60 wait. */
+START_TEST(test_fairness_replay_cap)
+{
+	engine_up((struct devq_config){ .fair_k = 16, .streams = 1 });
+	struct devq_session *s = session(1000);
+	queue(s, 1, 0);
+	replayable = true;
+	for (int i = 0; i < 1100; i++)
+		spin(s, 1, 1);
+	replayable = false;
+	ck_assert_uint_eq(FK->n, 16 + 1024);
+	ck_assert_uint_eq(s->tenant->fair.waiting, 60);
 	complete_all();
 	engine_down();
 }
@@ -3642,6 +3723,9 @@ int main(void)
 	tcase_add_test(tc, test_fairness_wait_counted);
 	tcase_add_test(tc, test_fairness_next_op_cost);
 	tcase_add_test(tc, test_fairness_owed_keeps_lead);
+	tcase_add_test(tc, test_fairness_turn_kept_by_straight_handover);
+	tcase_add_test(tc, test_fairness_completer_does_not_arm_lazy);
+	tcase_add_test(tc, test_fairness_replay_cap);
 	tcase_add_test(tc, test_fairness_no_run_when_shared);
 	tcase_add_test(tc, test_placement_moves_idle_queue);
 	tcase_add_test(tc, test_submit_on_closed_queue);
