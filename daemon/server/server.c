@@ -1125,14 +1125,18 @@ static int listen_on(const char *path)
 			return -e;
 		}
 	}
+	/* The mode before listen: once it listens, a client may connect, and
+	 * must find the socket as it stays (a test that opened it to all
+	 * raced with this chmod when it came after listen, and so could a
+	 * client meant to be refused). */
+	if (chmod(path, 0660) < 0)
+		log_warn("%s: chmod 0660: %s (the socket keeps the umask's mode)", path,
+			 strerror(errno));
 	if (listen(fd, 128) < 0) {
 		int e = errno;
 		close_or_log(fd, "listen");
 		return -e;
 	}
-	if (chmod(path, 0660) < 0)
-		log_warn("%s: chmod 0660: %s (the socket keeps the umask's mode)", path,
-			 strerror(errno));
 	return fd;
 }
 
