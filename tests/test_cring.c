@@ -24,11 +24,18 @@ static struct devq_op spin_op(const struct devq_exec *e, const struct devq_arg *
 				 .nargs = 1 };
 }
 
-static void start(struct daemon_proc *d, const char *entries)
+/* A daemon whose ring holds entries records, with extra arguments (may
+ * be NULL). */
+static void start_with(struct daemon_proc *d, const char *entries, const char *const *extra)
 {
 	setenv("DEVQD_CRING_ENTRIES", entries, 1);
-	harness_start(d, NULL);
+	harness_start(d, extra);
 	unsetenv("DEVQD_CRING_ENTRIES");
+}
+
+static void start(struct daemon_proc *d, const char *entries)
+{
+	start_with(d, entries, NULL);
 }
 
 /* Waits without reading anything (no record taken, no socket read) until
@@ -181,18 +188,14 @@ START_TEST(point_waiter_reads_all_later)
 }
 END_TEST
 
-/* No ring on either side: a client that does not arm it (DEVQ_NO_CRING),
- * and a daemon that makes none, both deliver every record. */
 /* A queue beyond the page's slots (the page has min(max-queues, 1024);
  * max-queues 1025 leaves queue 1025 without one) still wakes a client
  * that polls the completion eventfd, when its record goes to the ring. */
 START_TEST(slotless_queue_wakes_eventfd)
 {
 	struct daemon_proc d;
-	setenv("DEVQD_CRING_ENTRIES", "64", 1);
 	const char *extra[] = { "--max-queues", "1025", NULL };
-	harness_start(&d, extra);
-	unsetenv("DEVQD_CRING_ENTRIES");
+	start_with(&d, "64", extra);
 	devq *q = conn(d.sock, "slotless");
 	ck_assert(devq_has_completion_page(q));
 	const struct devq_exec *e = exe(q, "spin");
@@ -215,6 +218,8 @@ START_TEST(slotless_queue_wakes_eventfd)
 }
 END_TEST
 
+/* No ring on either side: a client that does not arm it (DEVQ_NO_CRING),
+ * and a daemon that makes none, both deliver every record. */
 START_TEST(without_a_ring)
 {
 	const char *modes[][2] = { { "64", "1" }, { "0", NULL } };
