@@ -303,7 +303,10 @@ static bool waits_on(const struct devq_job *j, uint32_t q, uint64_t point)
 
 /* Completes the backend's k-th outstanding op with code, as a backend
  * thread would, and lets the loop process it. */
-static void complete(unsigned k, int code)
+/* Completes the backend's k-th outstanding op with code and the device
+ * start and end stamps given, as a backend thread would, and lets the
+ * loop process it. */
+static void complete_at(unsigned k, int code, uint64_t start, uint64_t end)
 {
 	ck_assert_uint_lt(k, FK->n);
 	struct devq_bop *b = FK->ops[k];
@@ -312,14 +315,23 @@ static void complete(unsigned k, int code)
 	b->code = code;
 	if (code)
 		snprintf(b->msg, sizeof(b->msg), "failed on purpose");
-	/* A spin ran as long as it said (fairness charges what ran). */
-	b->t_start = b->t_handoff + 1;
-	b->t_end = b->t_start + (devq_job_of(b)->fdecl ? devq_job_of(b)->decl_ns : 1);
+	b->t_start = start;
+	b->t_end = end;
 	in_completer = true;
 	E.be->on_complete(E.be->ud, b);
 	in_completer = false;
 	devq_sched_drain(&E);
 	flush_dirty();
+}
+
+static void complete(unsigned k, int code)
+{
+	ck_assert_uint_lt(k, FK->n);
+	struct devq_bop *b = FK->ops[k];
+	/* A spin ran as long as it said (fairness charges what ran). */
+	uint64_t start = b->t_handoff + 1;
+	complete_at(k, code, start,
+		    start + (devq_job_of(b)->fdecl ? devq_job_of(b)->decl_ns : 1));
 }
 
 static void complete_all(void)
@@ -1028,17 +1040,8 @@ END_TEST
 static void complete_ran(unsigned k, int code, uint64_t ns, bool timed)
 {
 	ck_assert_uint_lt(k, FK->n);
-	struct devq_bop *b = FK->ops[k];
-	memmove(&FK->ops[k], &FK->ops[k + 1], (FK->n - k - 1) * sizeof(FK->ops[0]));
-	FK->n--;
-	b->code = code;
-	if (code)
-		snprintf(b->msg, sizeof(b->msg), "failed on purpose");
-	b->t_start = timed ? b->t_handoff + 1 : 0;
-	b->t_end = timed ? b->t_start + ns : 0;
-	E.be->on_complete(E.be->ud, b);
-	devq_sched_drain(&E);
-	flush_dirty();
+	uint64_t start = timed ? FK->ops[k]->t_handoff + 1 : 0;
+	complete_at(k, code, start, timed ? start + ns : 0);
 }
 
 /* Completes the backend's only outstanding op, successful, with the
@@ -1047,14 +1050,7 @@ static void complete_ran(unsigned k, int code, uint64_t ns, bool timed)
 static void complete_only_at(uint64_t start, uint64_t end)
 {
 	ck_assert_uint_eq(FK->n, 1);
-	struct devq_bop *b = FK->ops[0];
-	FK->n = 0;
-	b->code = 0;
-	b->t_start = start;
-	b->t_end = end;
-	E.be->on_complete(E.be->ud, b);
-	devq_sched_drain(&E);
-	flush_dirty();
+	complete_at(0, 0, start, end);
 }
 
 /* An executable's expected time is learned from its timed ops: never
