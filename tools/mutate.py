@@ -136,6 +136,9 @@ class Site:
         return "%s:%s:%s:%d" % (self.file, self.func, self.op, self.n)
 
 
+ATTR = re.compile(r"__attribute__\s*\(\((?:[^()]|\([^()]*\))*\)\)")
+
+
 def functions(m):
     """(name, returns_void, body_start, body_end) of each function
     definition in masked source m."""
@@ -146,7 +149,10 @@ def functions(m):
     while i < len(m):
         c = m[i]
         if c == "{" and depth == 0:
-            head = m[last:i]
+            # __attribute__((...)) is not the function's name: blank it,
+            # keeping offsets, so "static inline __attribute__((x)) int
+            # f(...)" is named f and each such function counts its own sites.
+            head = ATTR.sub(lambda a: " " * len(a.group(0)), m[last:i])
             fm = re.search(r"(\w+)\s*\(([^;{}]*)\)\s*$", head)
             j = match_brace(m, i)
             if fm and "=" not in head:
@@ -247,7 +253,12 @@ def sites_of(path, rel):
             k = bs + pm.start() - 1
             while k >= bs and m[k].isspace():
                 k -= 1
-            if k >= bs and (m[k].isalnum() or m[k] in "_)]"):  # binary, not a sign
+            # Binary, not a sign: "return -1" and "case -1" are signs, and
+            # blanking them left "return ;", which builds (a warning) and
+            # returns whatever the register held.
+            word = re.search(r"\w+$", m[bs:k + 1]) if k >= bs else None
+            if (k >= bs and (m[k].isalnum() or m[k] in "_)]") and
+                    not (word and word.group(0) in ("return", "case"))):
                 found.append((bs + pm.start(), "one", pm.group(0)))
         loops = loop_depths(m, bs, be)
         for im in re.finditer(r"\bif\s*\(", seg):
