@@ -21,12 +21,15 @@
  * input it failed on. */
 #include <check.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "codec/msg_dec.h"
 #include "devq.pb-c.h"
@@ -337,6 +340,9 @@ static bool eq_msg(const Devq__ClientMessage *x, const Devq__ClientMessage *y)
 
 /* ---- an allocator that counts, and fails on request ------------------- */
 
+static const char *what; /* the input's kind, for failure messages */
+
+
 struct counting {
 	ProtobufCAllocator pa;
 	long live;    /* blocks handed out and not freed */
@@ -344,21 +350,39 @@ struct counting {
 	long fail_at; /* the call (0-based) that gets NULL; -1: none */
 };
 
+/* Each block carries its size before it and CANARY bytes of 0xa5 after
+ * it, checked when it is freed: a write one byte past a block fails the
+ * test in every build, not only under ASan. */
+#define HDR 16u
+#define CANARY 8u
+
 static void *c_alloc(void *ud, size_t n)
 {
 	struct counting *c = ud;
 	if (c->calls++ == c->fail_at)
 		return NULL;
-	void *p = malloc(n ? n : 1);
-	if (p)
-		c->live++;
-	return p;
+	unsigned char *p = malloc(HDR + n + CANARY);
+	if (!p)
+		return NULL;
+	c->live++;
+	memcpy(p, &n, sizeof(n));
+	memset(p + HDR + n, 0xa5, CANARY);
+	return p + HDR;
 }
 
-static void c_free(void *ud, void *p)
+static void c_free(void *ud, void *q)
 {
 	struct counting *c = ud;
-	if (p) {
+	if (q) {
+		unsigned char *p = (unsigned char *)q - HDR;
+		size_t n;
+		memcpy(&n, p, sizeof(n));
+		/* A plain test first: each ck_assert, passing or not, costs
+		 * Check a write to its log. */
+		for (unsigned i = 0; i < CANARY; i++)
+			if (p[HDR + n + i] != 0xa5)
+				ck_abort_msg("%s: a write past the end of a block of %zu bytes",
+					     what, n);
 		c->live--;
 		free(p);
 	}
@@ -373,9 +397,43 @@ static void counting_init(struct counting *c)
 	c->fail_at = -1;
 }
 
+/* A frame arena (daemon/base/pool.c) that counts its allocations: the
+ * daemon decodes into one, and frees nothing piecewise. */
+struct arena_count {
+	ProtobufCAllocator pa;
+	struct devq_arena arena;
+	long calls;
+};
+
+static void *ac_alloc(void *ud, size_t n)
+{
+	struct arena_count *c = ud;
+	c->calls++;
+	return c->arena.pa.alloc(c->arena.pa.allocator_data, n);
+}
+
+static void ac_free(void *ud, void *p)
+{
+	(void)ud;
+	(void)p;
+}
+
+static void arena_count_init(struct arena_count *c)
+{
+	devq_pool_arena_init(&c->arena);
+	c->pa.alloc = ac_alloc;
+	c->pa.free = ac_free;
+	c->pa.allocator_data = c;
+	c->calls = 0;
+}
+
+static void arena_count_fini(struct arena_count *c)
+{
+	devq_pool_arena_fini(&c->arena);
+}
+
 /* ---- the check every input goes through ------------------------------- */
 
-static const char *what; /* the input's kind, for failure messages */
 static unsigned long n_fast, n_fast_declined, n_both_reject;
 
 static void dump(const uint8_t *buf, size_t len, char *out, size_t cap)
@@ -403,12 +461,40 @@ static bool lone_submit(const uint8_t *buf, size_t len)
 	return false;
 }
 
+/* A copy of buf that ends where an inaccessible page begins, so that a
+ * read of even one byte past the payload faults in every build, not only
+ * under ASan: the decoders read the frame in place, and a payload can end
+ * a frame buffer. */
+static const uint8_t *guarded(const uint8_t *buf, size_t len)
+{
+	static uint8_t *region;
+	static size_t room; /* bytes before the guard page */
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+	if (len > room) {
+		if (region)
+			ck_assert_int_eq(munmap(region, room + pg), 0);
+		room = (len + pg - 1) / pg * pg;
+		if (!room)
+			room = pg;
+		region = mmap(NULL, room + pg, PROT_READ | PROT_WRITE,
+			      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		ck_assert_ptr_ne(region, MAP_FAILED);
+		ck_assert_int_eq(mprotect(region + room, pg, PROT_NONE), 0);
+	}
+	uint8_t *p = region + room - len;
+	if (len)
+		memcpy(p, buf, len);
+	return p;
+}
+
 /* Decodes buf with protobuf-c and with both entry points of msg_dec (each
  * through a counting allocator) and asserts that they agree, that the
- * hand-written path took it when it should, and that nothing leaks. */
+ * hand-written path took it when it should, and that nothing leaks.  The
+ * payload is read where it ends at an inaccessible page (guarded). */
 static void check_payload(const uint8_t *buf, size_t len, unsigned long iter)
 {
 	char hex[200];
+	buf = guarded(buf, len);
 	Devq__ClientMessage *ref = devq__client_message__unpack(NULL, len, buf);
 
 	struct counting c;
@@ -455,6 +541,21 @@ static void check_payload(const uint8_t *buf, size_t len, unsigned long iter)
 	}
 	ck_assert_msg(c.live == 0, "seed %#" PRIx64 " %s #%lu: devq_msg_dec leaked %ld", seed,
 		      what, iter, c.live);
+
+	/* The daemon's entry point, into a frame arena: the one-block layout
+	 * of the common kernel op and of a Submit's ops. */
+	struct arena_count ac;
+	arena_count_init(&ac);
+	m = devq_msg_dec_arena(&ac.pa, len, buf);
+	ck_assert_msg((m != NULL) == (ref != NULL),
+		      "seed %#" PRIx64 " %s #%lu: devq_msg_dec_arena %s", seed, what, iter,
+		      m ? "accepts" : "rejects");
+	if (m) {
+		y_is_hand = fast != NULL;
+		ck_assert_msg(eq_msg(ref, m), "seed %#" PRIx64 " %s #%lu: devq_msg_dec_arena: %s",
+			      seed, what, iter, diff);
+	}
+	arena_count_fini(&ac);
 	devq__client_message__free_unpacked(ref, NULL);
 }
 
@@ -1630,6 +1731,422 @@ START_TEST(arena_path)
 }
 END_TEST
 
+/* ---- Submits as trees, written with one site changed ------------------- */
+
+/* A field of a message to write: a varint, a fixed32 or fixed64, bytes (a
+ * name), or a message of its own fields. */
+enum nk { N_VAR, N_FIX32, N_FIX64, N_BYTES, N_MSG };
+
+struct node {
+	uint32_t num;
+	enum nk kind;
+	uint64_t v;              /* N_VAR, N_FIX32, N_FIX64 */
+	const char *bytes;       /* N_BYTES */
+	const struct node *kids; /* N_MSG */
+	unsigned nkids;
+};
+
+#define VAR(n, x) { .num = (n), .kind = N_VAR, .v = (x) }
+#define FIX32(n, x) { .num = (n), .kind = N_FIX32, .v = (x) }
+#define FIX64(n, x) { .num = (n), .kind = N_FIX64, .v = (x) }
+#define BYTES(n, s) { .num = (n), .kind = N_BYTES, .bytes = (s) }
+#define MSG(n, k) { .num = (n), .kind = N_MSG, .kids = (k), .nkids = sizeof(k) / sizeof((k)[0]) }
+
+/* The changes, each at one site (a field's tag, or its value):
+ *  - TAG_PAD: the tag overlong by arg bytes (1 to 5; 5 makes it 6 long);
+ *  - VAR_PAD: a varint overlong by arg bytes, up to 11 long;
+ *  - CUT: a value cut to its first arg bytes (a varint, a fixed one, or a
+ *    length-delimited one's content, the prefix then saying arg);
+ *  - LEN_DELTA: a length prefix off by arg - 2 (-2, -1, +1, +2), the content
+ *    as it was, the enclosing prefixes counting the bytes written;
+ *  - LEN_PAD: a length prefix overlong by arg bytes (1 to 5). */
+enum pk { P_NONE, TAG_PAD, VAR_PAD, CUT, LEN_DELTA, LEN_PAD, P_KINDS };
+
+static struct {
+	unsigned site; /* the site to change */
+	enum pk kind;
+	unsigned arg;
+	unsigned next;    /* sites seen so far while writing */
+	bool applied;     /* the change fit the site */
+	unsigned vlen[256]; /* pass P_NONE: each value site's length in bytes */
+	enum nk vkind[256];
+} pt;
+
+static void wt_varint(struct wb *b, uint64_t v, unsigned site, bool is_len)
+{
+	unsigned n = vlen(v);
+	if (pt.kind != P_NONE && pt.site == site) {
+		if (pt.kind == VAR_PAD && !is_len && pt.arg >= 1 && n + pt.arg <= 11) {
+			pt.applied = true;
+			wb_varint(b, v, pt.arg);
+			return;
+		}
+		if (pt.kind == LEN_PAD && is_len && pt.arg >= 1 && pt.arg <= 5) {
+			pt.applied = true;
+			wb_varint(b, v, pt.arg);
+			return;
+		}
+		if (pt.kind == CUT && !is_len && pt.arg < n) {
+			pt.applied = true;
+			struct wb t = { 0 };
+			wb_varint(&t, v, 0);
+			wb_bytes(b, t.p, pt.arg);
+			free(t.p);
+			return;
+		}
+	}
+	wb_varint(b, v, 0);
+}
+
+static void wt_fields(struct wb *b, const struct node *f, unsigned n);
+
+static void wt_field(struct wb *b, const struct node *f)
+{
+	static const unsigned wts[] = { [N_VAR] = 0, [N_FIX32] = 5, [N_FIX64] = 1,
+					[N_BYTES] = 2, [N_MSG] = 2 };
+	unsigned tag_site = pt.next++, val_site = pt.next++;
+	uint64_t t = (uint64_t)f->num << 3 | wts[f->kind];
+	if (pt.kind == TAG_PAD && pt.site == tag_site && pt.arg >= 1 && pt.arg <= 5) {
+		pt.applied = true;
+		wb_varint(b, t, pt.arg);
+	} else {
+		wb_varint(b, t, 0);
+	}
+	bool here = pt.site == val_site;
+	switch (f->kind) {
+	case N_VAR:
+		if (pt.kind == P_NONE && val_site < 256) {
+			pt.vlen[val_site] = vlen(f->v);
+			pt.vkind[val_site] = N_VAR;
+		}
+		wt_varint(b, f->v, val_site, false);
+		return;
+	case N_FIX32:
+	case N_FIX64: {
+		unsigned n = f->kind == N_FIX32 ? 4 : 8;
+		if (pt.kind == P_NONE && val_site < 256) {
+			pt.vlen[val_site] = n;
+			pt.vkind[val_site] = f->kind;
+		}
+		if (here && pt.kind == CUT && pt.arg < n) {
+			pt.applied = true;
+			n = pt.arg;
+		}
+		for (unsigned i = 0; i < n; i++)
+			wb_byte(b, (uint8_t)(f->v >> (8 * i)));
+		return;
+	}
+	default: {
+		struct wb c = { 0 };
+		if (f->kind == N_BYTES)
+			wb_bytes(&c, f->bytes, strlen(f->bytes));
+		else
+			wt_fields(&c, f->kids, f->nkids);
+		if (pt.kind == P_NONE && val_site < 256) {
+			pt.vlen[val_site] = (unsigned)c.n;
+			pt.vkind[val_site] = f->kind;
+		}
+		size_t n = c.n, prefix = n;
+		if (here && pt.kind == CUT && pt.arg < n) {
+			pt.applied = true;
+			n = prefix = pt.arg;
+		} else if (here && pt.kind == LEN_DELTA && pt.arg < 4) {
+			int d = (int)pt.arg - 2 + (pt.arg >= 2); /* -2, -1, +1, +2 */
+			if ((long)n + d >= 0) {
+				pt.applied = true;
+				prefix = (size_t)((long)n + d);
+			}
+		}
+		wt_varint(b, prefix, val_site, true);
+		wb_bytes(b, c.p, n);
+		free(c.p);
+	}
+	}
+}
+
+static void wt_fields(struct wb *b, const struct node *f, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++)
+		wt_field(b, &f[i]);
+}
+
+/* Kernel ops in the straight shape (dec_op_fast's) and around its limits,
+ * ops with waits and flags, copies and fills: Submits of several ops, so
+ * that a change lands before, inside and after the op counted. */
+static const struct node arg_u64[] = { BYTES(1, "n"), VAR(2, 1ULL << 35) };
+static const struct node arg_f32[] = { BYTES(1, "alpha"), FIX32(6, 0x3fc00000) };
+static const struct node arg_f64[] = { BYTES(1, "x"), FIX64(7, 0x400921fb54442d18ULL) };
+static const struct node arg_u32[] = { BYTES(1, "m"), VAR(3, 200) };
+static const struct node arg_i64[] = { BYTES(1, "i"), VAR(4, UINT64_MAX) };
+static const struct node arg_i32[] = { BYTES(1, "abcdefghijklmno"), VAR(5, 7) };
+static const struct node arg_long[] = { BYTES(1, "abcdefghijklmnop"), VAR(2, 0x7f) };
+static const struct node arg_buf_v[] = { VAR(1, 7), VAR(2, 4096) };
+static const struct node arg_buf[] = { BYTES(1, "buf"), MSG(8, arg_buf_v) };
+static const struct node arg_noval[] = { BYTES(1, "q") };
+static const struct node kern6[] = {
+	VAR(1, 3),	   MSG(2, arg_u64), MSG(2, arg_f32), MSG(2, arg_f64),
+	MSG(2, arg_u32), MSG(2, arg_i64), MSG(2, arg_i32),
+};
+static const struct node kern9[] = {
+	VAR(1, 1ULL << 55), MSG(2, arg_u64), MSG(2, arg_f32), MSG(2, arg_f64),
+	MSG(2, arg_u32),    MSG(2, arg_i64), MSG(2, arg_i32), MSG(2, arg_long),
+	MSG(2, arg_u64),    MSG(2, arg_u32),
+};
+static const struct node kern1[] = { VAR(1, 2), MSG(2, arg_u32) };
+static const struct node kern_buf[] = { VAR(1, 1), MSG(2, arg_buf), MSG(2, arg_noval) };
+static const struct node op_common[] = { VAR(1, 5), VAR(2, (1ULL << 40) + 123), MSG(4, kern6) };
+static const struct node op_small[] = { VAR(1, 0x7f), VAR(2, 0x80), MSG(4, kern1) };
+static const struct node op_nine[] = { VAR(2, 1ULL << 49), MSG(4, kern9) };
+static const struct node wait1[] = { VAR(1, 1), VAR(2, 2) };
+static const struct node wait2[] = { VAR(1, 3), VAR(2, 1ULL << 50) };
+static const struct node op_waits[] = {
+	VAR(1, 300), MSG(3, wait1), MSG(3, wait2), MSG(4, kern_buf), VAR(30, 1), VAR(60, 1),
+};
+static const struct node buf_src[] = { VAR(1, 1), VAR(2, 0) };
+static const struct node buf_dst[] = { VAR(1, 2), VAR(2, 8) };
+static const struct node copy_b[] = { MSG(1, buf_src), MSG(2, buf_dst), VAR(3, 64) };
+static const struct node fill_b[] = { MSG(1, buf_dst), VAR(2, 16), VAR(3, 0xdeadbeef) };
+static const struct node op_copy[] = { VAR(1, 2), MSG(5, copy_b) };
+static const struct node op_fill[] = { MSG(6, fill_b), VAR(2, 9) };
+static const struct node sub_a[] = { MSG(1, op_common), MSG(1, op_small) };
+static const struct node sub_b[] = { MSG(1, op_small), MSG(1, op_nine) };
+static const struct node sub_c[] = { MSG(1, op_waits), MSG(1, op_copy), MSG(1, op_fill) };
+static const struct node sub_d[] = { MSG(1, op_common) };
+static const struct node kern_f32[] = { VAR(1, 4), MSG(2, arg_f32) };
+static const struct node kern_f64[] = { VAR(1, 4), MSG(2, arg_f64) };
+static const struct node op_f32[] = { VAR(1, 1), MSG(4, kern_f32) };
+static const struct node op_f64[] = { MSG(4, kern_f64) };
+static const struct node sub_e[] = { MSG(1, op_small), MSG(1, op_f32) };
+static const struct node sub_f[] = { MSG(1, op_f64) };
+static const struct {
+	const struct node *f;
+	unsigned n;
+} trees[] = {
+	{ sub_a, 2 },
+	{ sub_b, 2 },
+	{ sub_c, 3 },
+	{ sub_d, 1 },
+	{ sub_e, 2 },
+	{ sub_f, 1 },
+};
+
+static void wt_submit(struct wb *msg, unsigned t)
+{
+	struct wb body = { 0 };
+	pt.next = 0;
+	pt.applied = false;
+	wt_fields(&body, trees[t].f, trees[t].n);
+	wrap_submit(msg, body.p, body.n);
+	free(body.p);
+}
+
+/* Every site of every tree with every change that fits it: each length
+ * off by one and two either way, each value cut at every byte, each tag
+ * and varint padded to and past protobuf-c's limit.  Written deliberately
+ * rather than at random, these are the inputs that tell a bound from one
+ * off by one: a length one past its message, a varint one byte too long. */
+START_TEST(every_site_every_edge)
+{
+	what = "edges";
+	struct wb msg = { 0 };
+	unsigned long iter = 0, applied = 0, fast_before = n_fast;
+	for (unsigned t = 0; t < sizeof(trees) / sizeof(trees[0]); t++) {
+		pt.kind = P_NONE;
+		pt.site = UINT_MAX;
+		wt_submit(&msg, t);
+		check_payload(msg.p, msg.n, iter++);
+		unsigned sites = pt.next;
+		ck_assert_uint_le(sites, 256);
+		unsigned vlens[256];
+		memcpy(vlens, pt.vlen, sizeof(vlens));
+		for (unsigned s = 0; s < sites; s++) {
+			for (enum pk k = TAG_PAD; k < P_KINDS; k++) {
+				unsigned max = k == CUT ? vlens[s] : 12;
+				for (unsigned arg = 0; arg <= max; arg++) {
+					pt.kind = k;
+					pt.site = s;
+					pt.arg = arg;
+					wt_submit(&msg, t);
+					if (!pt.applied)
+						continue;
+					applied++;
+					check_payload(msg.p, msg.n, iter++);
+				}
+			}
+		}
+	}
+	pt.kind = P_NONE;
+	/* Every kind of change fitted many sites; many inputs stayed whole. */
+	ck_assert_uint_gt(applied, 2000);
+	ck_assert_uint_gt(n_fast - fast_before, 500);
+	free(msg.p);
+}
+END_TEST
+
+/* ---- the straight shape, at its limits ---------------------------------- */
+
+/* One op of the straight shape (dec_op_fast's) with a kernel and nargs u64
+ * arguments; widths are of the varints as written (overlong beyond a
+ * value's own), name_len the first argument's name length. */
+struct shape {
+	unsigned queue_w, ts_w, exe_w;
+	unsigned val_w; /* the arguments' u64 width; F32, F64: of that type; X7F: u64 0x7f */
+	unsigned nargs, name_len;
+	bool fast; /* read straight through */
+};
+
+enum { F32 = 100, F64, X7F };
+
+static void wb_width(struct wb *b, unsigned w)
+{
+	/* 1 << 7(w-1) has w bytes, up to 1 << 63 (10 bytes). */
+	wb_varint(b, w > 1 ? 1ULL << (7 * (w - 1) < 63 ? 7 * (w - 1) : 63) : 1, 0);
+}
+
+static void wb_shape_op(struct wb *body, const struct shape *s)
+{
+	struct wb op = { 0 }, k = { 0 };
+	wb_byte(&op, 0x08);
+	wb_width(&op, s->queue_w);
+	wb_byte(&op, 0x10);
+	wb_width(&op, s->ts_w);
+	wb_byte(&k, 0x08);
+	wb_width(&k, s->exe_w);
+	for (unsigned i = 0; i < s->nargs; i++) {
+		struct wb g = { 0 };
+		unsigned nl = i ? 1 : s->name_len;
+		wb_byte(&g, 0x0a);
+		wb_varint(&g, nl, 0);
+		for (unsigned j = 0; j < nl; j++)
+			wb_byte(&g, (uint8_t)('a' + j % 26));
+		if (s->val_w == F32) {
+			wb_bytes(&g, "\x35\x00\x00\xc0\x3f", 5);
+		} else if (s->val_w == F64) {
+			wb_bytes(&g, "\x39\x18\x2d\x44\x54\xfb\x21\x09\x40", 9);
+		} else {
+			wb_byte(&g, 0x10);
+			if (s->val_w == X7F)
+				wb_byte(&g, 0x7f);
+			else
+				wb_width(&g, s->val_w);
+		}
+		wb_byte(&k, 0x12);
+		wb_varint(&k, g.n, 0);
+		wb_bytes(&k, g.p, g.n);
+		free(g.p);
+	}
+	wb_byte(&op, 0x22);
+	wb_varint(&op, k.n, 0);
+	wb_bytes(&op, k.p, k.n);
+	wb_byte(body, 0x0a);
+	wb_varint(body, op.n, 0);
+	wb_bytes(body, op.p, op.n);
+	free(op.p);
+	free(k.p);
+}
+
+/* What the daemon gets from libdevq is read in one pass and lands in the
+ * frame arena as one block per kernel op (its kernel, argument array,
+ * arguments and names) plus one for the Submit's ops: ClientMessage,
+ * Submit, the ops, and one block per op.  Each limit of the shape at
+ * exactly the limit (still one block) and one past it (read field by field
+ * by dec_op: more blocks, the same message). */
+START_TEST(straight_shape_one_block)
+{
+	what = "straight shape";
+	static const struct shape cases[] = {
+		{ 1, 6, 1, 1, 2, 1, true },
+		/* varints: one byte, then one load of up to 8; 9 and 10 are read
+		 * byte by byte */
+		{ 8, 6, 1, 1, 2, 1, true },   { 9, 6, 1, 1, 2, 1, false },
+		{ 10, 6, 1, 1, 2, 1, false }, { 1, 1, 1, 1, 2, 1, true },
+		{ 1, 8, 1, 1, 2, 1, true },   { 1, 9, 1, 1, 2, 1, false },
+		{ 1, 6, 2, 1, 2, 1, true },   { 1, 6, 8, 1, 2, 1, true },
+		{ 1, 6, 9, 1, 2, 1, false },  { 1, 6, 1, 8, 2, 1, true },
+		{ 1, 6, 1, 9, 2, 1, false },  { 1, 6, 1, 10, 2, 1, false },
+		/* FAST_ARGS arguments, and one more */
+		{ 1, 6, 1, 1, 1, 1, true },   { 1, 6, 1, 1, 8, 1, true },
+		{ 1, 6, 1, 1, 9, 1, false },
+		/* a kernel of 127 bytes (one-byte length), and of 128 */
+		{ 1, 6, 1, 1, 1, 119, true }, { 1, 6, 1, 1, 1, 120, false },
+		{ 1, 6, 1, 1, 1, 0, true },
+		/* values of every type, each ending its argument: a fixed32 or
+		 * fixed64 exactly filling it, a one-byte varint of 0x7f */
+		{ 1, 6, 1, F32, 1, 1, true }, { 1, 6, 1, F64, 1, 1, true },
+		{ 1, 6, 1, F32, 3, 4, true }, { 1, 6, 1, F64, 3, 4, true },
+		{ 1, 6, 1, X7F, 1, 1, true }, { 1, 6, 1, X7F, 8, 2, true },
+	};
+	struct wb body = { 0 }, msg = { 0 };
+	for (unsigned i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		for (unsigned nops = 1; nops <= 3; nops++) {
+			body.n = 0;
+			for (unsigned j = 0; j < nops; j++)
+				wb_shape_op(&body, &cases[i]);
+			wrap_submit(&msg, body.p, body.n);
+			check_payload(msg.p, msg.n, i);
+			struct arena_count ac;
+			arena_count_init(&ac);
+			const uint8_t *g = guarded(msg.p, msg.n);
+			Devq__ClientMessage *m = devq_msg_dec_arena(&ac.pa, msg.n, g);
+			ck_assert_ptr_nonnull(m);
+			ck_assert_uint_eq(m->submit->n_ops, nops);
+			long one_pass = 3 + (long)nops;
+			if (cases[i].fast)
+				ck_assert_msg(ac.calls == one_pass, "case %u, %u ops: %ld blocks, not %ld",
+					      i, nops, ac.calls, one_pass);
+			else
+				ck_assert_msg(ac.calls > one_pass,
+					      "case %u, %u ops: %ld blocks, read in one pass", i, nops,
+					      ac.calls);
+			arena_count_fini(&ac);
+		}
+	}
+	free(body.p);
+	free(msg.p);
+}
+END_TEST
+
+
+/* A length of 128 or more takes two bytes, the first with bit 7 set: read
+ * as a one-byte length of 0x80, a kernel whose real length (1024) runs past
+ * its op would end exactly at the op's end, and its second length byte
+ * (0x08) would read as the executable's tag.  protobuf-c rejects it; so
+ * must the straight path.  And a kernel of exactly 128 bytes is read. */
+START_TEST(two_byte_lengths)
+{
+	what = "two-byte lengths";
+	struct wb op = { 0 }, body = { 0 }, msg = { 0 };
+	for (int real = 0; real < 2; real++) {
+		op.n = 0;
+		wb_bytes(&op, real ? "\x22\x80\x01\x08\x05\x12\x7c\x0a\x78"
+				   : "\x22\x80\x08\x05\x12\x7c\x0a\x78",
+			 real ? 9 : 8);
+		for (int i = 0; i < 120; i++)
+			wb_byte(&op, 'a');
+		wb_bytes(&op, "\x10\x01", 2);
+		ck_assert_uint_eq(op.n, real ? 131u : 130u);
+		body.n = 0;
+		wb_byte(&body, 0x0a);
+		wb_varint(&body, op.n, 0);
+		wb_bytes(&body, op.p, op.n);
+		wrap_submit(&msg, body.p, body.n);
+		check_payload(msg.p, msg.n, (unsigned long)real);
+		Devq__ClientMessage *m = devq_msg_dec(NULL, msg.n, msg.p);
+		if (real) {
+			ck_assert_ptr_nonnull(m);
+			ck_assert_uint_eq(m->submit->ops[0]->kernel->n_args, 1);
+			ck_assert_uint_eq(strlen(m->submit->ops[0]->kernel->args[0]->name), 120);
+			devq__client_message__free_unpacked(m, NULL);
+		} else {
+			ck_assert_ptr_null(m);
+		}
+	}
+	free(op.p);
+	free(body.p);
+	free(msg.p);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("msg_dec");
@@ -1646,6 +2163,9 @@ static Suite *suite(void)
 	tcase_add_test(t, common_kernel_op_shape);
 	tcase_add_test(t, allocation_failures);
 	tcase_add_test(t, arena_path);
+	tcase_add_test(t, every_site_every_edge);
+	tcase_add_test(t, straight_shape_one_block);
+	tcase_add_test(t, two_byte_lengths);
 	suite_add_tcase(s, t);
 	return s;
 }
