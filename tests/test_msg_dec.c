@@ -172,6 +172,15 @@ static void wb_lfield(struct wb *b, uint32_t num, const uint8_t *d, size_t n)
 	wb_bytes(b, d, n);
 }
 
+/* A length-delimited field with a one-byte tag, c's bytes as its value,
+ * its length of the shortest form (as libdevq writes it). */
+static void wb_nested(struct wb *b, uint8_t tag, const struct wb *c)
+{
+	wb_byte(b, tag);
+	wb_varint(b, c->n, 0);
+	wb_bytes(b, c->p, c->n);
+}
+
 static void wb_fixed(struct wb *b, uint32_t num, unsigned wt, uint64_t v)
 {
 	uint8_t x[8];
@@ -1572,14 +1581,10 @@ static void wb_common_op(struct wb *b)
 				for (int j = 0; j < 8; j++)
 					wb_byte(&g, (uint8_t)(x >> (8 * j)));
 			}
-			wb_byte(&k, 0x12);
-			wb_varint(&k, g.n, 0);
-			wb_bytes(&k, g.p, g.n);
+			wb_nested(&k, 0x12, &g);
 			free(g.p);
 		}
-		wb_byte(&op, 0x22);
-		wb_varint(&op, k.n, 0);
-		wb_bytes(&op, k.p, k.n);
+		wb_nested(&op, 0x22, &k);
 	}
 	if (odd && !rndn(2)) { /* no_timing after the kernel */
 		wb_byte(&op, 0xf0);
@@ -1589,9 +1594,7 @@ static void wb_common_op(struct wb *b)
 		wb_byte(&op, 0x08);
 		wb_varint(&op, rnd_u64(), 0);
 	}
-	wb_byte(b, 0x0a);
-	wb_varint(b, op.n, 0);
-	wb_bytes(b, op.p, op.n);
+	wb_nested(b, 0x0a, &op);
 	free(op.p);
 	free(k.p);
 }
@@ -2039,17 +2042,11 @@ static void wb_shape_op(struct wb *body, const struct shape *s)
 			else
 				wb_width(&g, s->val_w);
 		}
-		wb_byte(&k, 0x12);
-		wb_varint(&k, g.n, 0);
-		wb_bytes(&k, g.p, g.n);
+		wb_nested(&k, 0x12, &g);
 		free(g.p);
 	}
-	wb_byte(&op, 0x22);
-	wb_varint(&op, k.n, 0);
-	wb_bytes(&op, k.p, k.n);
-	wb_byte(body, 0x0a);
-	wb_varint(body, op.n, 0);
-	wb_bytes(body, op.p, op.n);
+	wb_nested(&op, 0x22, &k);
+	wb_nested(body, 0x0a, &op);
 	free(op.p);
 	free(k.p);
 }
@@ -2135,9 +2132,7 @@ START_TEST(two_byte_lengths)
 		wb_bytes(&op, "\x10\x01", 2);
 		ck_assert_uint_eq(op.n, real ? 131u : 130u);
 		body.n = 0;
-		wb_byte(&body, 0x0a);
-		wb_varint(&body, op.n, 0);
-		wb_bytes(&body, op.p, op.n);
+		wb_nested(&body, 0x0a, &op);
 		wrap_submit(&msg, body.p, body.n);
 		check_payload(msg.p, msg.n, (unsigned long)real);
 		Devq__ClientMessage *m = devq_msg_dec(NULL, msg.n, msg.p);
