@@ -16,7 +16,12 @@
  * tags and varints, duplicated scalars, oneofs and messages, bools of every
  * wire type, unknown fields anywhere, now and then a wrong wire type), and
  * mutations of both: truncation at every length, flipped bytes, random
- * bytes, duplicated fields at any depth.  Random but reproducible:
+ * bytes, duplicated fields at any depth; and, written deliberately, every
+ * length of a set of Submits off by one and two, every value cut at each
+ * byte, every tag and varint padded past protobuf-c's limits.  Each
+ * payload is decoded where it ends at an inaccessible page, and each block
+ * the decoder allocates ends in a canary, so that reading or writing one
+ * byte too far fails in every build.  Random but reproducible:
  * DEVQ_TEST_SEED picks the seed, and every failure names the seed and the
  * input it failed on. */
 #include <check.h>
