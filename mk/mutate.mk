@@ -3,7 +3,9 @@
 # mutants of the daemon's decision code, each built in a worker's copy of the
 # tree (BUILD/mutate/wN) and run against the fast tests that cover its file.
 # A mutant no test kills, and that tests/mutants-equivalent.txt does not
-# list with a reason, fails the run.
+# list with a reason, fails the run.  make mutate rebuilds each survivor with
+# ASan and UBSan and runs its killers again (--asan): a read or write one
+# past an array, which a plain build cannot see, kills it there.
 #
 #   make mutate                      every mutant of every file (long)
 #   make mutate MUTATE_ARGS='--files daemon/core/validate.c'
@@ -15,7 +17,7 @@ MUTATE_ARGS ?=
 
 .PHONY: mutate mutate-ci
 mutate:
-	python3 tools/mutate.py -j $(MUTATE_JOBS) --build $(BUILD) $(MUTATE_ARGS)
+	python3 tools/mutate.py -j $(MUTATE_JOBS) --build $(BUILD) --asan $(MUTATE_ARGS)
 
 # CI: a fixed list of mutants across the core's validation, buffers,
 # timelines and completion pages, the framing and the submit decoder (about

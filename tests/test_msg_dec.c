@@ -1774,8 +1774,8 @@ struct node {
  *  - VAR_PAD: a varint overlong by arg bytes, up to 11 long;
  *  - CUT: a value cut to its first arg bytes (a varint, a fixed one, or a
  *    length-delimited one's content, the prefix then saying arg);
- *  - LEN_DELTA: a length prefix off by arg - 2 (-2, -1, +1, +2), the content
- *    as it was, the enclosing prefixes counting the bytes written;
+ *  - LEN_DELTA: a length prefix off by -2, -1, +1 or +2 (arg 0 to 3), the
+ *    content as it was, the enclosing prefixes counting the bytes written;
  *  - LEN_PAD: a length prefix overlong by arg bytes (1 to 5). */
 enum pk { P_NONE, TAG_PAD, VAR_PAD, CUT, LEN_DELTA, LEN_PAD, P_KINDS };
 
@@ -1786,7 +1786,6 @@ static struct {
 	unsigned next;    /* sites seen so far while writing */
 	bool applied;     /* the change fit the site */
 	unsigned vlen[256]; /* pass P_NONE: each value site's length in bytes */
-	enum nk vkind[256];
 } pt;
 
 static void wt_varint(struct wb *b, uint64_t v, unsigned site, bool is_len)
@@ -1834,7 +1833,6 @@ static void wt_field(struct wb *b, const struct node *f)
 	case N_VAR:
 		if (pt.kind == P_NONE && val_site < 256) {
 			pt.vlen[val_site] = vlen(f->v);
-			pt.vkind[val_site] = N_VAR;
 		}
 		wt_varint(b, f->v, val_site, false);
 		return;
@@ -1843,7 +1841,6 @@ static void wt_field(struct wb *b, const struct node *f)
 		unsigned n = f->kind == N_FIX32 ? 4 : 8;
 		if (pt.kind == P_NONE && val_site < 256) {
 			pt.vlen[val_site] = n;
-			pt.vkind[val_site] = f->kind;
 		}
 		if (here && pt.kind == CUT && pt.arg < n) {
 			pt.applied = true;
@@ -1861,7 +1858,6 @@ static void wt_field(struct wb *b, const struct node *f)
 			wt_fields(&c, f->kids, f->nkids);
 		if (pt.kind == P_NONE && val_site < 256) {
 			pt.vlen[val_site] = (unsigned)c.n;
-			pt.vkind[val_site] = f->kind;
 		}
 		size_t n = c.n, prefix = n;
 		if (here && pt.kind == CUT && pt.arg < n) {

@@ -71,6 +71,9 @@ TIMING_TESTS = {"test_spin_timing"}
 
 EQUIV_FILE = "tests/mutants-equivalent.txt"
 
+# Where --asan builds a worker's tree with ASan and UBSan.
+ASAN_BUILD = "build-asan"
+
 REL = {"<": "lt", "<=": "le", ">": "gt", ">=": "ge", "==": "eq", "!=": "ne"}
 SWAP = {"<": "<=", "<=": "<", ">": ">=", ">=": ">", "==": "!=", "!=": "=="}
 
@@ -424,8 +427,17 @@ class Worker:
         self.env.pop("MAKELEVEL", None)
         self.dirty = None  # the file rewritten by the last mutant
 
-    def obj(self, rel):
-        return os.path.join(self.dir, "build/obj", rel[:-2] + ".o")
+    def obj(self, rel, build="build"):
+        return os.path.join(self.dir, build, "obj", rel[:-2] + ".o")
+
+    def unlink_objs(self, rel):
+        # The object of a mutant must not survive into the next build,
+        # nor its ASan object (the same second's mtime may not tell).
+        for b in ("build", ASAN_BUILD):
+            try:
+                os.unlink(self.obj(rel, b))
+            except FileNotFoundError:
+                pass
 
     def build(self, tests):
         # The integration tests start build/devqd (and some run devctl).
@@ -437,11 +449,7 @@ class Worker:
         if self.dirty:
             with open(os.path.join(self.dir, self.dirty), "w") as f:
                 f.write(srcs[self.dirty])
-            # The object of the mutant must not survive into the next build.
-            try:
-                os.unlink(self.obj(self.dirty))
-            except FileNotFoundError:
-                pass
+            self.unlink_objs(self.dirty)
             self.dirty = None
 
     def run_tests(self, tests, limit, test_limit):
@@ -465,15 +473,34 @@ class Worker:
         with open(os.path.join(self.dir, s.file), "w") as f:
             f.write(src[: s.start] + s.repl + src[s.end:])
         self.dirty = s.file
-        try:
-            os.unlink(self.obj(s.file))
-        except FileNotFoundError:
-            pass
+        self.unlink_objs(s.file)
         tests = FILES[s.file]
         b = self.build(tests)
         if b.returncode != 0:
             return "nobuild", None
         return self.run_tests(tests, limit, test_limit)
+
+    def asan(self, s, test_limit):
+        """The mutant in place (after mutant() left it surviving), built with
+        ASan and UBSan (SAN=1, as make check-asan) and its killers run
+        again: 'killed' and the killer when a test fails there, for
+        instance on a read one past an array, which a plain build cannot
+        see.  A test past five times its plain limit is not counted as a
+        kill here: sanitizers are slow, and the plain run did not hang."""
+        tests = FILES[s.file]
+        targets = [ASAN_BUILD + "/devqd", ASAN_BUILD + "/devctl"] + \
+            [ASAN_BUILD + "/tests/" + t for t in tests]
+        make = [a for a in MAKE if not a.startswith("BUILD=")] + ["BUILD=" + ASAN_BUILD, "SAN=1"]
+        b = subprocess.run(make + targets, cwd=self.dir, env=self.env,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        if b.returncode != 0:
+            return "survived", None
+        env = dict(self.env, DEVQ_BUILD=ASAN_BUILD, DEVQ_SANITIZER="1")
+        for t in tests:
+            rc, out, to = run_group([ASAN_BUILD + "/tests/" + t], self.dir, env, 5 * test_limit[t])
+            if not to and failed_for_real(rc, out):
+                return "killed", t + " (asan)"
+        return "survived", None
 
 
 def main():
@@ -496,6 +523,9 @@ def main():
     ap.add_argument("--first-test", action="store_true",
                     help="run only the first (fastest) killer test of each file: a quick pass "
                          "that shows which mutants it alone kills (to choose a CI list)")
+    ap.add_argument("--asan", action="store_true",
+                    help="build each survivor again with ASan and UBSan and rerun its killers: "
+                         "a memory error (one past an array) kills it")
     args = ap.parse_args()
 
     if args.first_test:
@@ -591,6 +621,8 @@ def main():
                     break
                 s = todo.pop(0)
             r, killer = w.mutant(s, srcs, limit_of(s), test_limit)
+            if r == "survived" and args.asan:
+                r, killer = w.asan(s, test_limit)
             if r == "survived" and s.ident in equiv:
                 r = "equivalent"
             with lock:
