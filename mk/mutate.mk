@@ -15,7 +15,14 @@
 MUTATE_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 MUTATE_ARGS ?=
 
-.PHONY: mutate mutate-ci
+.PHONY: mutate mutate-ci check-mutate-sites
+# The tool's site finder names the identities the lists above hold: its
+# self-test runs with make check.
+check-mutate-sites:
+	@out=$$(python3 tools/test_mutate.py 2>&1) || { echo "$$out"; exit 1; }; \
+	  echo "check-mutate-sites: tools/mutate.py names functions and finds sites as it should"
+check: check-mutate-sites
+
 mutate:
 	python3 tools/mutate.py -j $(MUTATE_JOBS) --build $(BUILD) --asan $(MUTATE_ARGS)
 
