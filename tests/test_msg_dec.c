@@ -357,7 +357,6 @@ static bool eq_msg(const Devq__ClientMessage *x, const Devq__ClientMessage *y)
 
 static const char *what; /* the input's kind, for failure messages */
 
-
 struct counting {
 	ProtobufCAllocator pa;
 	long live;    /* blocks handed out and not freed */
@@ -493,12 +492,10 @@ static const uint8_t *guarded(const uint8_t *buf, size_t len)
 	static uint8_t *region;
 	static size_t room; /* bytes before the guard page */
 	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
-	if (len > room) {
+	if (!region || len > room) {
 		if (region)
 			ck_assert_int_eq(munmap(region, room + pg), 0);
-		room = (len + pg - 1) / pg * pg;
-		if (!room)
-			room = pg;
+		room = len ? (len + pg - 1) / pg * pg : pg;
 		region = mmap(NULL, room + pg, PROT_READ | PROT_WRITE,
 			      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		ck_assert_ptr_ne(region, MAP_FAILED);
@@ -525,7 +522,7 @@ static void check_payload(const uint8_t *buf, size_t len, unsigned long iter)
 	Devq__ClientMessage *fast = devq_msg_dec_fast(&c.pa, len, buf);
 	if (!fast) {
 		CHECK(c.live == 0, "seed %#" PRIx64 " %s #%lu: %ld blocks leaked", seed, what,
-			      iter, c.live);
+		      iter, c.live);
 	}
 	bool must_take = ref && lone_submit(buf, len);
 	if ((fast != NULL) != must_take || (!ref && fast)) {
@@ -544,7 +541,7 @@ static void check_payload(const uint8_t *buf, size_t len, unsigned long iter)
 		}
 		devq__client_message__free_unpacked(fast, &c.pa);
 		CHECK(c.live == 0, "seed %#" PRIx64 " %s #%lu: %ld blocks left after free",
-			      seed, what, iter, c.live);
+		      seed, what, iter, c.live);
 	} else if (ref) {
 		n_fast_declined++;
 	} else {
@@ -555,15 +552,15 @@ static void check_payload(const uint8_t *buf, size_t len, unsigned long iter)
 	counting_init(&c);
 	Devq__ClientMessage *m = devq_msg_dec(&c.pa, len, buf);
 	CHECK((m != NULL) == (ref != NULL), "seed %#" PRIx64 " %s #%lu: devq_msg_dec %s",
-		      seed, what, iter, m ? "accepts" : "rejects");
+	      seed, what, iter, m ? "accepts" : "rejects");
 	if (m) {
 		y_is_hand = fast != NULL;
 		CHECK(eq_msg(ref, m), "seed %#" PRIx64 " %s #%lu: devq_msg_dec: %s", seed,
-			      what, iter, diff);
+		      what, iter, diff);
 		devq__client_message__free_unpacked(m, &c.pa);
 	}
 	CHECK(c.live == 0, "seed %#" PRIx64 " %s #%lu: devq_msg_dec leaked %ld", seed,
-		      what, iter, c.live);
+	      what, iter, c.live);
 
 	/* The daemon's entry point, into a frame arena: the one-block layout
 	 * of the common kernel op and of a Submit's ops. */
@@ -571,12 +568,12 @@ static void check_payload(const uint8_t *buf, size_t len, unsigned long iter)
 	arena_count_init(&ac);
 	m = devq_msg_dec_arena(&ac.pa, len, buf);
 	CHECK((m != NULL) == (ref != NULL),
-		      "seed %#" PRIx64 " %s #%lu: devq_msg_dec_arena %s", seed, what, iter,
-		      m ? "accepts" : "rejects");
+	      "seed %#" PRIx64 " %s #%lu: devq_msg_dec_arena %s", seed, what, iter,
+	      m ? "accepts" : "rejects");
 	if (m) {
 		y_is_hand = fast != NULL;
 		CHECK(eq_msg(ref, m), "seed %#" PRIx64 " %s #%lu: devq_msg_dec_arena: %s",
-			      seed, what, iter, diff);
+		      seed, what, iter, diff);
 	}
 	arena_count_fini(&ac);
 	devq__client_message__free_unpacked(ref, NULL);
@@ -1970,11 +1967,9 @@ START_TEST(every_site_every_edge)
 		check_payload(msg.p, msg.n, iter++);
 		unsigned sites = pt.next;
 		ck_assert_uint_le(sites, 256);
-		unsigned vlens[256];
-		memcpy(vlens, pt.vlen, sizeof(vlens));
 		for (unsigned s = 0; s < sites; s++) {
 			for (enum pk k = TAG_PAD; k < P_KINDS; k++) {
-				unsigned max = k == CUT ? vlens[s] : 12;
+				unsigned max = k == CUT ? pt.vlen[s] : 12;
 				for (unsigned arg = 0; arg <= max; arg++) {
 					pt.kind = k;
 					pt.site = s;
