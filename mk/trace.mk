@@ -27,3 +27,10 @@ bench-trace: $(BUILD)/bench/trace_overhead $(BUILD)/devqd
 $(BUILD)/bench/trace_overhead: $(call obj,bench/trace_overhead.c) $(BUILD)/libdevq.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) -lm
+
+# The hand-written TraceOp of a TraceReply (daemon/requests/trace_enc.c)
+# against protobuf-c's packer: a unit test, no daemon.
+TESTS += test_trace_enc
+$(BUILD)/tests/test_trace_enc: $(call obj,tests/test_trace_enc.c daemon/requests/trace_enc.c) $(COMMON_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) $(LIBS_CK) -lm

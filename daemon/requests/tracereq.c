@@ -23,6 +23,7 @@
 #include "core/session.h"
 #include "core/timeline.h"
 #include "core/trace.h"
+#include "requests/trace_enc.h"
 
 /* ---- the reply ------------------------------------------------------- */
 
@@ -331,54 +332,13 @@ static int note_session(struct trace_job *j, const struct devq_trace_rec *x)
 	return 0;
 }
 
-/* One record as a TraceOp, appended to the buffer as field 10 (`ops`). */
+/* One record as a TraceOp, appended to the buffer as field 10 (`ops`),
+ * its bytes written by hand (trace_enc.h). */
 static int pack_op(struct trace_job *j, const struct devq_trace_rec *x)
 {
-	Devq__TraceOp o = DEVQ__TRACE_OP__INIT;
-	Devq__Timing tm = DEVQ__TIMING__INIT;
-	Devq__TraceWait w[DEVQ_TRACE_WAITS], *wp[DEVQ_TRACE_WAITS];
-	Devq__TraceBuffer b[DEVQ_MAX_PARAMS], *bp[DEVQ_MAX_PARAMS];
-	o.session = x->session;
-	o.queue = x->queue;
-	o.point = x->point;
-	o.stream = x->stream;
-	o.executable = x->exec;
-	o.code = x->code;
-	tm.client_submit = x->t[0];
-	tm.received = x->t[1];
-	tm.handoff = x->t[2];
-	tm.device_start = x->t[3];
-	tm.device_end = x->t[4];
-	tm.observed = x->t[5];
-	tm.enqueue_ns = x->t[6];
-	o.timing = &tm;
-	unsigned nw = x->nwaits < DEVQ_TRACE_WAITS ? x->nwaits : DEVQ_TRACE_WAITS;
-	for (unsigned i = 0; i < nw; i++) {
-		devq__trace_wait__init(&w[i]);
-		w[i].queue = x->waits[i].queue;
-		w[i].point = x->waits[i].point;
-		w[i].kind = x->waits[i].kind;
-		wp[i] = &w[i];
-	}
-	o.waits = wp;
-	o.n_waits = nw;
-	o.waits_dropped = x->waits_dropped;
-	unsigned nb = x->nbufs < DEVQ_MAX_PARAMS ? x->nbufs : DEVQ_MAX_PARAMS;
-	for (unsigned i = 0; i < nb; i++) {
-		devq__trace_buffer__init(&b[i]);
-		b[i].id = x->bufs[i].id;
-		b[i].access = x->bufs[i].access;
-		b[i].released = x->bufs[i].released;
-		bp[i] = &b[i];
-	}
-	o.buffers = bp;
-	o.n_buffers = nb;
-	size_t size = devq__trace_op__get_packed_size(&o);
-	if (reserve(j, size + 11) < 0)
+	if (reserve(j, DEVQ_TRACE_ENC_OP_MAX) < 0)
 		return -ENOMEM;
-	j->buf[j->len++] = (10 << 3) | 2; /* TraceReply.ops, length-delimited */
-	j->len += (size_t)put_varint(j->buf + j->len, size);
-	j->len += devq__trace_op__pack(&o, j->buf + j->len);
+	j->len += devq_trace_enc_op(j->buf + j->len, x);
 	j->n++;
 	return note_session(j, x);
 }
