@@ -14,7 +14,7 @@ $(BUILD)/tests/test_attack $(BUILD)/tests/test_badinput: $(call obj,tests/hostil
 # the request handlers against an engine without transport.
 TESTS += test_tracereq
 $(BUILD)/tests/test_tracereq: $(call obj,tests/core/test_tracereq.c) \
-		$(call obj,daemon/requests/tracereq.c) $(BUILD)/libdevqd-core.a \
+		$(call obj,daemon/requests/tracereq.c daemon/requests/trace_enc.c) $(BUILD)/libdevqd-core.a \
 		$(KERNEL_OBJ) $(COMMON_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) $(LIBS_SD) $(LIBS_CK) -ldl -lm

@@ -343,6 +343,17 @@ int devq_txchunk_grow(struct devq_txchunk **c, size_t cap)
 	return 0;
 }
 
+void devq_txchunk_shrink(struct devq_txchunk **c, size_t cap)
+{
+	if (cap >= (*c)->cap)
+		return;
+	struct devq_txchunk *n = realloc(*c, sizeof(*n) + cap);
+	if (!n)
+		return;
+	n->cap = cap;
+	*c = n;
+}
+
 void devq_txchunk_free(struct devq_txchunk *c)
 {
 	if (c)

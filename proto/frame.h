@@ -93,6 +93,10 @@ struct devq_txchunk *devq_txchunk_new(size_t cap);
 uint8_t *devq_txchunk_data(struct devq_txchunk *c);
 size_t devq_txchunk_cap(const struct devq_txchunk *c);
 int devq_txchunk_grow(struct devq_txchunk **c, size_t cap);
+/* Gives back the room past cap bytes (a chunk sized for the most a reply
+ * could take, once it is built): never fails; the larger chunk stays when
+ * the allocator cannot move it. */
+void devq_txchunk_shrink(struct devq_txchunk **c, size_t cap);
 void devq_txchunk_free(struct devq_txchunk *c);
 /* Queues c's data[start, start + DEVQ_FRAME_HDR + plen) as one frame (no
  * fds), writing its header at start: the payload must already be in place

@@ -20,6 +20,7 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <time.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "devq.h"
@@ -1271,6 +1272,55 @@ START_TEST(held_submit_past_slice)
 }
 END_TEST
 
+/* A client that writes trace requests faster than it reads the replies:
+ * while the trace builder has a request, the daemon does not read the
+ * session, and when it handed the request back the daemon found the
+ * client's socket full (the client was busy writing) and waited for it to
+ * drain before reading on, while the client waited for the daemon to read:
+ * neither moved.  The requests here are more than the sockets hold (and
+ * the replies too), the replies well under the outbound quota. */
+START_TEST(traces_written_faster_than_read)
+{
+	struct daemon_proc d;
+	harness_start(&d, NULL);
+	struct raw r;
+	raw_open(&r, &d);
+	raw_hello(&r);
+	raw_open_queue(&r, 1);
+	raw_create(&r, 1, 4096, DEVQ__BUFFER_KIND__SHARED);
+	devq__daemon_message__free_unpacked(raw_expect(&r, DEVQ__DAEMON_MESSAGE__BODY_BUFFER_READY),
+					    NULL);
+	struct rawbuf b = { 0 };
+	for (int i = 0; i < 8; i++) /* records in the ring: the builder has work */
+		rawbuf_fill(&b, 1, 1, 64, (uint32_t)i, NULL, 0);
+	rawbuf_send(&r, &b);
+	raw_expect_completion(&r, 1, 8, DEVQ__CODE__OK, NULL, NULL);
+	/* A write that does not finish would mean the daemon stopped
+	 * reading: it fails after 20 s instead of hanging the test. */
+	struct timeval tv = { .tv_sec = 10 };
+	ck_assert_int_eq(setsockopt(r.fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)), 0);
+	enum { N = 40000 };
+	Devq__TraceRequest tr = DEVQ__TRACE_REQUEST__INIT;
+	tr.last = 1;
+	Devq__ClientMessage m = DEVQ__CLIENT_MESSAGE__INIT;
+	m.body_case = DEVQ__CLIENT_MESSAGE__BODY_TRACE_REQUEST;
+	m.trace_request = &tr;
+	for (int i = 0; i < N; i++)
+		rawbuf_msg(&b, &m);
+	ck_assert_uint_gt(b.len, 400u << 10); /* more than both sockets' buffers */
+	rawbuf_send(&r, &b);
+	rawbuf_free(&b);
+	for (int i = 0; i < N; i++) {
+		Devq__DaemonMessage *rep = raw_expect(&r, DEVQ__DAEMON_MESSAGE__BODY_TRACE_REPLY);
+		ck_assert_uint_eq(rep->trace_reply->n_ops, 1);
+		devq__daemon_message__free_unpacked(rep, NULL);
+	}
+	raw_expect_alive(&r);
+	raw_close(&r);
+	stop_ok(&d);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("badinput");
@@ -1302,6 +1352,7 @@ static Suite *suite(void)
 	tcase_add_test(r, big_buffer_does_not_block);
 	tcase_add_test(r, big_buffer_pipelined_op);
 	tcase_add_test(r, held_submit_past_slice);
+	tcase_add_test(r, traces_written_faster_than_read);
 	tcase_set_timeout(r, harness_slow() ? 300 : 30);
 	suite_add_tcase(s, r);
 	return s;

@@ -107,11 +107,18 @@ START_TEST(test_thread_names)
 	ck_assert_msg(devq_submit(q, &gop, 1, &gp) == 0, "%s", devq_last_error(q));
 	ck_assert_msg(devq_wait(q, 1, gp, 60000, &gc) == 0, "%s", devq_last_error(q));
 	ck_assert_msg(gc.code == DEVQ_OK, "%s", gc.message);
+	/* A trace of the gemm's record: the trace builder starts with it. */
+	struct devq_trace *tr;
+	struct devq_trace_query tq = { 0 };
+	ck_assert_msg(devq_trace_get(q, &tq, &tr) == 0, "%s", devq_last_error(q));
+	ck_assert_uint_ge(tr->nops, 1);
+	devq_trace_free(tr);
 	struct task t[64];
 	int n = 0;
 	for (int i = 0; i < 500; i++) { /* the pool starts with the rescan */
 		n = tasks(D.pid, t, 64);
-		if (count_prefix(t, n, "devqd-pool") && count_prefix(t, n, "devqd-buffer"))
+		if (count_prefix(t, n, "devqd-pool") && count_prefix(t, n, "devqd-buffer") &&
+		    count_prefix(t, n, "devqd-trace"))
 			break;
 		usleep(10000);
 	}
@@ -142,10 +149,12 @@ START_TEST(test_thread_names)
 		/* devqd-host: threads the built-in host library's BLAS
 		 * starts when loaded (none where it runs single-threaded);
 		 * devqd-hslots: the host executables' slot keeper;
-		 * devqd-gemm: the CPU gemm's helpers. */
+		 * devqd-gemm: the CPU gemm's helpers; devqd-trace: the trace
+		 * builder. */
 		ck_assert_msg(!strcmp(t[i].comm, "devqd-pool") || !strcmp(t[i].comm, "devqd-buffer") ||
 				      !strcmp(t[i].comm, "devqd-host") || !strcmp(t[i].comm, "devqd-gemm") ||
-				      !strcmp(t[i].comm, "devqd-hslots"),
+				      !strcmp(t[i].comm, "devqd-hslots") ||
+				      !strcmp(t[i].comm, "devqd-trace"),
 			      "thread %d is named '%s'", t[i].tid, t[i].comm);
 	}
 	/* One worker per stream, high-priority ones included. */

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The op recorder: see trace.h.  Everything here runs on the loop thread. */
+/* The op recorder: see trace.h.  Everything here runs on the loop thread
+ * but devq_trace_read. */
 #include "core/trace.h"
 
 #include <errno.h>
@@ -71,7 +72,12 @@ void devq_trace_record(struct devq_trace_ring *t, const struct devq_job *op)
 		t->busy_ns[b->stream] += b->t_end - b->t_start;
 	if (!t->cap)
 		return;
-	struct devq_trace_rec *r = &t->recs[t->recorded++ % t->cap];
+	/* The loop is the one writer: plain loads of its own counter. */
+	uint64_t n = atomic_load_explicit(&t->recorded, memory_order_relaxed);
+	atomic_store_explicit(&t->writing, n + 1, memory_order_relaxed);
+	/* The mark before any byte of the slot (the sequence lock's begin). */
+	atomic_thread_fence(memory_order_release);
+	struct devq_trace_rec *r = &t->recs[n % t->cap];
 	const struct devq_session *s = op->s;
 	r->session = s->id;
 	r->uid = (uint32_t)s->uid;
@@ -117,5 +123,42 @@ void devq_trace_record(struct devq_trace_ring *t, const struct devq_job *op)
 		 * its completion frees the buffer and sends BufferReleased. */
 		r->bufs[i].released = x->releasing && x->inflight == 1;
 	}
+	atomic_store_explicit(&t->recorded, n + 1, memory_order_release);
+}
+
+_Static_assert(sizeof(struct devq_trace_rec) % sizeof(uint64_t) == 0,
+	       "devq_trace_read copies records a word at a time");
+
+/* The reader's side of the sequence lock.  The copy races with the loop
+ * rewriting the slot by design, and the counters tell afterwards whether
+ * it did: the copy is of volatile words (no memcpy, which the thread
+ * sanitizer intercepts and checks) in a function it does not instrument,
+ * the way a sequence lock's reader is written for it. */
+__attribute__((no_sanitize_thread)) bool devq_trace_read(const struct devq_trace_ring *t,
+							  uint64_t a, struct devq_trace_rec *out)
+{
+	if (!t->cap || a >= devq_trace_recorded(t))
+		return false;
+	const volatile uint64_t *src = (const volatile uint64_t *)&t->recs[a % t->cap];
+	uint64_t *dst = (uint64_t *)out;
+	for (size_t i = 0; i < sizeof(*out) / sizeof(uint64_t); i++)
+		dst[i] = src[i];
+	atomic_thread_fence(memory_order_acquire);
+	/* Record a + cap, the next in this slot, marks itself before its
+	 * first byte: writing <= a + cap means it had not started. */
+	return atomic_load_explicit(&t->writing, memory_order_relaxed) - a <= t->cap;
+}
+
+__attribute__((no_sanitize_thread)) bool devq_trace_peek(const struct devq_trace_ring *t,
+							  uint64_t a, uint32_t *uid,
+							  uint64_t *observed)
+{
+	if (!t->cap || a >= devq_trace_recorded(t))
+		return false;
+	const volatile struct devq_trace_rec *r = &t->recs[a % t->cap];
+	*uid = r->uid;
+	*observed = r->t[5];
+	atomic_thread_fence(memory_order_acquire);
+	return atomic_load_explicit(&t->writing, memory_order_relaxed) - a <= t->cap;
 }
 

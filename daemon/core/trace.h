@@ -6,10 +6,15 @@
  * The ring is allocated once at start; recording an op is one copy into the
  * next slot on the loop thread, with no allocation and no lock, so it stays
  * on whether or not anyone is tracing.  A capacity of 0 turns the records
- * off (the counters remain).  Reading happens only when a client asks. */
+ * off (the counters remain).  Reading happens only when a client asks, on
+ * the thread that builds trace replies (requests/tracereq.c): the loop
+ * never waits for a reader, and a reader finds out from the two counters
+ * below whether the record it copied was overwritten meanwhile (a
+ * sequence lock, with the loop the one writer). */
 #ifndef DEVQ_TRACE_H
 #define DEVQ_TRACE_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -60,7 +65,13 @@ struct devq_trace_rec {
 struct devq_trace_ring {
 	struct devq_trace_rec *recs;
 	uint32_t cap;
-	uint64_t recorded;   /* ops recorded since start; next slot is recorded % cap */
+	/* Ops recorded since start; the next slot is recorded % cap.  Stored
+	 * (release) after the slot is filled. */
+	_Atomic uint64_t recorded;
+	/* recorded + 1 while the loop fills slot recorded % cap, stored
+	 * before it starts: a record a copied by another thread is whole when
+	 * writing - a <= cap after the copy (devq_trace_read). */
+	_Atomic uint64_t writing;
 	uint64_t *busy_ns;   /* per device stream */
 	unsigned streams;
 	bool admin_group_set;
@@ -74,7 +85,23 @@ int devq_trace_ring_new(const struct devq_config *cfg, unsigned streams,
 void devq_trace_ring_free(struct devq_trace_ring *t);
 
 /* Called once per op as its completion is processed, before its waits and
- * buffers are let go. */
+ * buffers are let go.  Loop thread. */
 void devq_trace_record(struct devq_trace_ring *t, const struct devq_job *op);
+
+/* Records so far (any thread): those below it are or were in the ring. */
+static inline uint64_t devq_trace_recorded(const struct devq_trace_ring *t)
+{
+	return atomic_load_explicit(&t->recorded, memory_order_acquire);
+}
+
+/* Copies record a (an absolute index, below devq_trace_recorded) to out:
+ * true when it was whole, false when it is gone or was being overwritten
+ * during the copy (out is then garbage).  Any thread. */
+bool devq_trace_read(const struct devq_trace_ring *t, uint64_t a, struct devq_trace_rec *out);
+
+/* Of record a, only whose it is and when it was observed (what a reader
+ * selects by): as devq_trace_read, without copying the rest. */
+bool devq_trace_peek(const struct devq_trace_ring *t, uint64_t a, uint32_t *uid,
+		     uint64_t *observed);
 
 #endif

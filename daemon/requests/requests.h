@@ -26,15 +26,29 @@ int devq_held_submit(struct devq_session *s, const Devq__Submit *m, uint64_t t_r
 bool devq_held_resume(struct devq_session *s);
 
 /* tracereq.c: answers a TraceRequest (TraceReply or Error{request "trace"}).
- * An error is queued at once; a reply is built in steps (s->trace_job set
- * meanwhile), each devq_tracereq_step returning by deadline_ns (plus one
- * record's work), so that a whole ring does not hold the loop: true once
- * the reply is queued and the job gone.  The server reads nothing more of
- * the session until then, which keeps replies in order. */
+ * An error is queued at once; a reply's ops are selected and packed on the
+ * trace builder thread (s->trace_job set meanwhile, and
+ * devq_tracereq_pending true), which wakes the loop (devq_tracereq_start's
+ * eventfd) when they are: devq_tracereq_collect then marks the session dirty, and its next
+ * devq_tracereq_step finishes the reply and queues it (true: the job is
+ * gone).  Without a builder thread, each step builds a part, returning by
+ * deadline_ns (plus one record's work).  The server reads nothing more of
+ * the session until the reply is queued, which keeps replies in order. */
 void devq_tracereq_handle(struct devq_session *s, const Devq__TraceRequest *r);
 bool devq_tracereq_step(struct devq_session *s, uint64_t deadline_ns);
+/* The builder's wake-up: an eventfd that turns readable when replies are
+ * handed back (read it, then devq_tracereq_collect), or -1 when there is
+ * none and the loop builds every reply.  Call once before serving. */
+int devq_tracereq_start(void);
+/* Whether s's reply is with the builder (no step can finish it yet). */
+bool devq_tracereq_pending(const struct devq_session *s);
+/* Loop thread: the replies the builder handed back (cheap when none). */
+void devq_tracereq_collect(void);
 /* Drops a reply being built (the session is closing). */
 void devq_tracereq_abort(struct devq_session *s);
+/* Stops the builder thread (before the loop's wake-up handle closes);
+ * later requests are built on the loop. */
+void devq_tracereq_fini(void);
 
 /* status.c: answers GetStatus. */
 void devq_status_handle(struct devq_session *s);

@@ -2,22 +2,41 @@
 /* Trace requests: a TraceReply built from the op recorder's ring
  * (core/trace.h), filtered to what the asking user may see.
  *
- * A whole ring is tens of thousands of ops: built at once, one reply held
- * the loop for over 10 ms.  So it is built in steps, each within the time
- * the server's loop share gives the asking tenant (devq_tracereq_step),
- * and the session reads nothing more until it is sent.  The ops are packed
- * as they are found, each as one `ops` field of the TraceReply, into a
- * buffer of the request's own (no copy of the records is kept); the rest of
- * the reply (sessions, gone ones, counters) is packed when the ops are
- * done, and the frame assembled from both: a protobuf message may carry its
- * fields in any order and a repeated field in pieces. */
+ * A whole ring is tens of thousands of ops.  Built on the loop, even in
+ * steps within the asking tenant's share of it, a tenant asking for traces
+ * in a loop kept the loop thread busy most of the time, and a busy thread
+ * waits for a CPU when another tenant's request wakes it: on two vCPUs
+ * that other tenant's round trip p99 was 8 ms and more (bench/RESULTS.md,
+ * "The loop shared by tenant").  So the ops are selected and packed on a
+ * thread of their own, `devqd-trace`, at the lowest priority (SCHED_IDLE):
+ * the loop only starts a reply and finishes it, and the builder runs on
+ * what CPU time the daemon's other threads and its clients leave.  The
+ * builder takes the requests by tenant, in slices of TRACE_SLICE_NS, the
+ * tenant served least first: a tenant with six sessions tracing gets no
+ * more of it than one with one.  Where the thread cannot be made, the
+ * reply is built on the loop in steps, as before it existed.
+ *
+ * The ops are packed as they are found, each as one `ops` field of the
+ * TraceReply, into a buffer of the request's own (no copy of the records
+ * is kept); the rest of the reply (sessions, gone ones, counters) is
+ * packed on the loop when the ops are done, and the frame assembled from
+ * both: a protobuf message may carry its fields in any order and a
+ * repeated field in pieces.  The session reads nothing more until its
+ * reply is queued, which keeps replies in order. */
 #include "requests/requests.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
+#include "base/log.h"
 #include "core/engine.h"
 #include "core/outbox.h"
 #include "core/session.h"
@@ -49,6 +68,7 @@ static bool visible(const struct devq_session *s, bool all, uid_t uid)
 {
 	return all || uid == s->uid;
 }
+
 
 static void fill_session(Devq__TraceSession *o, const struct devq_session *x)
 {
@@ -163,8 +183,23 @@ struct seen_session {
 	char name[32];
 };
 
+/* Where a reply is.  LOOP: built on the loop in steps (no builder
+ * thread), or handed back by the builder with its ops packed.  QUEUED:
+ * the builder's (it alone touches the fields below `c`, and the
+ * selection's); the loop may only set `cancelled`. */
+enum job_state { JOB_LOOP, JOB_QUEUED };
+
 /* A reply being built (struct devq_session's trace_job). */
 struct trace_job {
+	struct devq_engine *e;
+	uid_t uid;          /* the asking user: whose ops it may see */
+	uintptr_t tenant;   /* the builder's fairness key */
+	enum job_state state; /* the builder's lock (tr.lock) guards it */
+	bool packed;        /* the builder is done with it (under tr.lock) */
+	atomic_bool cancelled; /* its session closed: nobody to send it to */
+	struct trace_job *next; /* the builder's queue, then its done list */
+	struct devq_session *s; /* the asking session (loop only; none once cancelled) */
+	int err;            /* of the packing: -ENOMEM */
 	bool all, no_ops;
 	uint32_t last;
 	uint64_t since_ns;
@@ -193,6 +228,11 @@ struct trace_job {
 	size_t nsessions, sessions_cap;
 };
 
+static bool job_sees(const struct trace_job *j, uint32_t uid)
+{
+	return j->all || uid == (uint32_t)j->uid;
+}
+
 static void job_free(struct trace_job *j)
 {
 	devq_txchunk_free(j->c);
@@ -202,40 +242,29 @@ static void job_free(struct trace_job *j)
 	free(j);
 }
 
-void devq_tracereq_abort(struct devq_session *s)
-{
-	if (s->trace_job)
-		job_free(s->trace_job);
-	s->trace_job = NULL;
-}
 
 /* Records are checked against the clock this often: one record costs well
  * under a microsecond to look at and a few to pack. */
 #define CLOCK_EVERY 64
 
-static bool rec_live(const struct devq_trace_ring *t, uint64_t a)
-{
-	return t->recorded - a <= t->cap; /* not yet overwritten */
-}
-
 /* First pass, newest first: how far back the reply goes (since_ns, last,
  * DEVQ_TRACE_MAX_REPLY_OPS), as select_recs did in one go.  true when done. */
-static bool count_step(struct trace_job *j, const struct devq_session *s,
-		       const struct devq_trace_ring *t, uint64_t deadline)
+static bool count_step(struct trace_job *j, const struct devq_trace_ring *t, uint64_t deadline)
 {
 	while (j->k < j->kept) {
 		if (j->k % CLOCK_EVERY == 0 && j->k && devq_now_ns() >= deadline)
 			return false;
 		uint64_t a = j->top - 1 - j->k;
-		if (!rec_live(t, a)) {
+		uint32_t uid;
+		uint64_t observed;
+		if (!devq_trace_peek(t, a, &uid, &observed)) {
 			/* Overwritten while we counted: what is older is gone. */
 			j->truncated = true;
 			break;
 		}
-		const struct devq_trace_rec *x = &t->recs[a % t->cap];
-		if (j->since_ns && x->t[5] <= j->since_ns)
+		if (j->since_ns && observed <= j->since_ns)
 			break; /* appended in completion order: the rest is older */
-		if (visible(s, j->all, x->uid)) {
+		if (job_sees(j, uid)) {
 			if (j->last && j->want == j->last)
 				break;
 			if (j->want == DEVQ_TRACE_MAX_REPLY_OPS) {
@@ -248,7 +277,7 @@ static bool count_step(struct trace_job *j, const struct devq_session *s,
 		j->lo = a;
 	}
 	/* Ran out of records before reaching since: older ones were dropped. */
-	if (j->kept && j->k == j->kept && j->since_ns && t->recorded > t->cap)
+	if (j->kept && j->k == j->kept && j->since_ns && devq_trace_recorded(t) > t->cap)
 		j->truncated = true;
 	if (!j->want)
 		j->lo = j->top;
@@ -275,7 +304,8 @@ static int reserve(struct trace_job *j, size_t more)
 	size_t have = j->c ? devq_txchunk_cap(j->c) : 0, used = j->c ? j->len : LEAD;
 	if (have - used >= more && j->c)
 		return 0;
-	size_t cap = have ? have : 64 << 10;
+	/* First: room for exactly this much (at least 64 KiB); then doubled. */
+	size_t cap = have ? have : used + more > (64u << 10) ? used + more : 64u << 10;
 	while (cap - used < more)
 		cap *= 2;
 	if (!j->c) {
@@ -288,6 +318,11 @@ static int reserve(struct trace_job *j, size_t more)
 	j->buf = devq_txchunk_data(j->c);
 	return 0;
 }
+
+/* The most bytes one record adds to a reply: its op, and its session's
+ * `gone` field (tag, length, id, pid, uid, a name of up to 31 bytes: 58,
+ * for which pack_gone asks room for 67). */
+#define REC_MAX (DEVQ_TRACE_ENC_OP_MAX + 80)
 
 /* A gone session as field 11 (`gone`) of the reply. */
 static int pack_gone(struct trace_job *j, const struct devq_trace_rec *x)
@@ -346,19 +381,25 @@ static int pack_op(struct trace_job *j, const struct devq_trace_rec *x)
 /* Second pass, oldest first: packs the records the first pass chose.  One
  * overwritten meanwhile is left out (the reply says truncated).  true when
  * done; -ENOMEM through *err. */
-static bool pack_step(struct trace_job *j, const struct devq_session *s,
-		      const struct devq_trace_ring *t, uint64_t deadline, int *err)
+static bool pack_step(struct trace_job *j, const struct devq_trace_ring *t, uint64_t deadline,
+		      int *err)
 {
+	struct devq_trace_rec rec, *x = &rec;
 	for (unsigned i = 0; j->lo < j->top && j->n < j->want; i++, j->lo++) {
 		if (i % CLOCK_EVERY == 0 && i && devq_now_ns() >= deadline)
 			return false;
-		if (!rec_live(t, j->lo)) {
+		uint32_t uid;
+		uint64_t observed;
+		if (!devq_trace_peek(t, j->lo, &uid, &observed)) {
 			j->truncated = true;
 			continue;
 		}
-		const struct devq_trace_rec *x = &t->recs[j->lo % t->cap];
-		if (!visible(s, j->all, x->uid))
+		if (!job_sees(j, uid))
+			continue; /* another user's: not copied */
+		if (!devq_trace_read(t, j->lo, x) || !job_sees(j, x->uid)) {
+			j->truncated = true; /* overwritten since the look */
 			continue;
+		}
 		if ((*err = pack_op(j, x)) < 0)
 			return true;
 	}
@@ -378,7 +419,7 @@ static int finish(struct trace_job *j, struct devq_session *s)
 	rep.device = d->be->device;
 	rep.streams = d->be->streams;
 	rep.capacity = t->cap;
-	rep.recorded = t->recorded;
+	rep.recorded = devq_trace_recorded(t);
 	rep.truncated = j->truncated;
 	int r = -ENOMEM;
 	m.busy = calloc(t->streams + 1, sizeof(*m.busy));
@@ -423,6 +464,12 @@ static int finish(struct trace_job *j, struct devq_session *s)
 	if (reserve(j, head) < 0)
 		goto out;
 	j->len += devq__trace_reply__pack(&rep, j->buf + j->len);
+	/* The room for the most the ops could take, given back: a reply
+	 * waiting to be sent holds its size (a client with a thousand small
+	 * replies unsent, test_attack's 7-snoop, would keep gigabytes of
+	 * address space otherwise). */
+	devq_txchunk_shrink(&j->c, j->len);
+	j->buf = devq_txchunk_data(j->c);
 	size_t body = j->len - LEAD;
 	uint8_t pre[16];
 	int np = put_varint(pre, (70 << 3) | 2); /* DaemonMessage.trace_reply */
@@ -447,17 +494,289 @@ out:
 	return r;
 }
 
+/* ---- the builder thread ---------------------------------------------- */
+
+/* What the builder runs of one request before it looks again for the
+ * least served tenant: some thousands of records. */
+#define TRACE_SLICE_NS 1000000ull
+
+/* A tenant with requests queued, and how many slices of the builder it
+ * had.  One that comes (back) starts level with the least served tenant
+ * queued: what it did not ask for before is not owed to it. */
+struct tr_tenant {
+	uintptr_t key;
+	uint64_t served;
+	unsigned njobs;
+	struct tr_tenant *next;
+};
+
+/* One builder per process (like core/buffer.c's worker): started at the
+ * first TraceRequest, stopped by devq_tracereq_fini. */
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	pthread_t thread;
+	bool started, failed, stop;
+	/* Written once per reply handed back, read by the loop (a uv_poll of
+	 * the server's).  Not uv_async_send: its sender marks the handle busy
+	 * before its write and the loop spins until the mark is cleared, and a
+	 * builder at nice 19 preempted in between had the loop spinning and
+	 * yielding for milliseconds (42 % of the loop's CPU under bench/loopfair). */
+	int efd;
+	struct trace_job *head, *tail; /* queued, oldest first */
+	struct trace_job *done;        /* packed or cancelled, for the loop */
+	atomic_bool any_done;          /* done is not empty: a lock-free look */
+	struct tr_tenant *tenants;
+} tr = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER, .efd = -1 };
+
+static struct tr_tenant *tr_tenant_of(uintptr_t key)
+{
+	for (struct tr_tenant *t = tr.tenants; t; t = t->next)
+		if (t->key == key)
+			return t;
+	return NULL;
+}
+
+/* The least served tenant's oldest request, or NULL.  Under tr.lock. */
+static struct trace_job *tr_pick(void)
+{
+	struct tr_tenant *best = NULL;
+	for (struct tr_tenant *t = tr.tenants; t; t = t->next)
+		if (!best || t->served < best->served)
+			best = t;
+	if (!best)
+		return NULL;
+	for (struct trace_job *j = tr.head; j; j = j->next)
+		if (j->tenant == best->key)
+			return j;
+	return NULL; /* not reached: a tenant listed has a job queued */
+}
+
+/* j leaves the queue for the done list.  Under tr.lock. */
+static void tr_done(struct trace_job *j)
+{
+	struct trace_job **p = &tr.head, *prev = NULL;
+	while (*p != j) {
+		prev = *p;
+		p = &(*p)->next;
+	}
+	*p = j->next;
+	if (tr.tail == j)
+		tr.tail = prev;
+	struct tr_tenant **tp = &tr.tenants;
+	while ((*tp)->key != j->tenant)
+		tp = &(*tp)->next;
+	if (!--(*tp)->njobs) {
+		struct tr_tenant *t = *tp;
+		*tp = t->next;
+		free(t);
+	}
+	j->packed = true;
+	j->next = tr.done;
+	tr.done = j;
+	atomic_store_explicit(&tr.any_done, true, memory_order_release);
+}
+
+/* One slice of j: true when its ops are all packed (or it ran out of
+ * memory: j->err). */
+static bool tr_slice(struct trace_job *j)
+{
+	const struct devq_trace_ring *t = j->e->trace;
+	uint64_t deadline = devq_now_ns() + TRACE_SLICE_NS;
+	if (j->counting && !count_step(j, t, deadline))
+		return false;
+	return j->counting || pack_step(j, t, deadline, &j->err);
+}
+
+static void *tr_main(void *arg)
+{
+	(void)arg;
+	pthread_setname_np(pthread_self(), "devqd-trace"); /* for top -H */
+	/* The lowest priority, SCHED_IDLE: the builder runs when the loop, the
+	 * device threads and the clients leave a CPU free, and any of them
+	 * that wakes takes its CPU at once (at nice 19 a waking thread could
+	 * still wait out the builder's time slice: another tenant's round
+	 * trip p99 under bench/loopfair was 5.9-6.6 ms, and 4.6-4.7 ms with
+	 * SCHED_IDLE).  The price: while normal threads keep every CPU busy
+	 * (the CPU backend's own kernels included) a trace waits for them.
+	 * Lowering one's own priority needs no privilege. */
+	struct sched_param sp = { .sched_priority = 0 };
+	int e = pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp);
+	if (e)
+		log_warn("trace: cannot lower the builder thread's priority: %s", strerror(e));
+	pthread_mutex_lock(&tr.lock);
+	for (;;) {
+		struct trace_job *j = NULL;
+		while (!tr.stop && !(j = tr_pick()))
+			pthread_cond_wait(&tr.cond, &tr.lock);
+		if (tr.stop)
+			break;
+		pthread_mutex_unlock(&tr.lock);
+		bool done = atomic_load_explicit(&j->cancelled, memory_order_relaxed) || tr_slice(j);
+		pthread_mutex_lock(&tr.lock);
+		tr_tenant_of(j->tenant)->served++;
+		if (done) {
+			tr_done(j); /* the loop's once unlocked */
+			uint64_t one = 1;
+			/* Full (2^64 - 2 unread): the loop has as many to read. */
+			if (write(tr.efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+				log_err("trace: waking the loop: %s", strerror(errno));
+		}
+	}
+	pthread_mutex_unlock(&tr.lock);
+	return NULL;
+}
+
+/* Hands j to the builder, started on first use; false when there is none
+ * (it could not be made, or it was stopped): then the loop builds j. */
+static bool tr_submit(struct trace_job *j)
+{
+	pthread_mutex_lock(&tr.lock);
+	if (!tr.started && !tr.failed && !tr.stop && tr.efd >= 0) {
+		/* Signals stay with the loop: the builder blocks them all. */
+		sigset_t all, old;
+		sigfillset(&all);
+		pthread_sigmask(SIG_BLOCK, &all, &old);
+		int e = pthread_create(&tr.thread, NULL, tr_main, NULL);
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		if (e) {
+			tr.failed = true;
+			log_warn("trace: no builder thread (%s): trace replies are built on the loop",
+				 strerror(e));
+		} else {
+			tr.started = true;
+		}
+	}
+	struct tr_tenant *t = NULL;
+	if (tr.started && !tr.stop && !(t = tr_tenant_of(j->tenant))) {
+		t = calloc(1, sizeof(*t));
+		if (t) {
+			t->key = j->tenant;
+			t->served = UINT64_MAX;
+			for (struct tr_tenant *o = tr.tenants; o; o = o->next)
+				if (o->served < t->served)
+					t->served = o->served;
+			if (t->served == UINT64_MAX)
+				t->served = 0;
+			t->next = tr.tenants;
+			tr.tenants = t;
+		}
+	}
+	if (!t) {
+		pthread_mutex_unlock(&tr.lock);
+		return false;
+	}
+	t->njobs++;
+	j->state = JOB_QUEUED;
+	j->next = NULL;
+	if (tr.tail)
+		tr.tail->next = j;
+	else
+		tr.head = j;
+	tr.tail = j;
+	pthread_cond_signal(&tr.cond);
+	pthread_mutex_unlock(&tr.lock);
+	return true;
+}
+
+int devq_tracereq_start(void)
+{
+	pthread_mutex_lock(&tr.lock);
+	if (tr.efd < 0 && !tr.stop) {
+		tr.efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+		if (tr.efd < 0)
+			log_warn("trace: no eventfd for the builder thread (%s): trace replies "
+				 "are built on the loop", strerror(errno));
+	}
+	int fd = tr.efd;
+	pthread_mutex_unlock(&tr.lock);
+	return fd;
+}
+
+void devq_tracereq_collect(void)
+{
+	if (!atomic_load_explicit(&tr.any_done, memory_order_acquire))
+		return; /* every wake-up of the loop passes here */
+	pthread_mutex_lock(&tr.lock);
+	struct trace_job *j = tr.done;
+	tr.done = NULL;
+	atomic_store_explicit(&tr.any_done, false, memory_order_relaxed);
+	pthread_mutex_unlock(&tr.lock);
+	while (j) {
+		struct trace_job *n = j->next;
+		if (atomic_load_explicit(&j->cancelled, memory_order_relaxed)) {
+			job_free(j);
+		} else {
+			j->state = JOB_LOOP; /* its session finishes it (step) */
+			devq_outbox_mark_dirty(j->s);
+		}
+		j = n;
+	}
+}
+
+void devq_tracereq_fini(void)
+{
+	pthread_mutex_lock(&tr.lock);
+	tr.stop = true;
+	pthread_cond_signal(&tr.cond);
+	bool started = tr.started;
+	pthread_mutex_unlock(&tr.lock);
+	if (started) {
+		int e = pthread_join(tr.thread, NULL);
+		if (e)
+			log_err("trace: joining the builder thread: %s", strerror(e));
+		pthread_mutex_lock(&tr.lock);
+		tr.started = false;
+		pthread_mutex_unlock(&tr.lock);
+	}
+	/* What it left queued goes back to the loop, which builds it (its
+	 * session's next step) or frees it (cancelled). */
+	pthread_mutex_lock(&tr.lock);
+	while (tr.head)
+		tr_done(tr.head);
+	pthread_mutex_unlock(&tr.lock);
+	for (struct trace_job *j = tr.done; j; j = j->next)
+		j->packed = atomic_load_explicit(&j->cancelled, memory_order_relaxed) ||
+			    (!j->counting && (j->lo >= j->top || j->n >= j->want));
+	devq_tracereq_collect();
+	if (tr.efd >= 0 && close(tr.efd) < 0)
+		log_err("trace: close: %s", strerror(errno));
+	tr.efd = -1;
+}
+
+bool devq_tracereq_pending(const struct devq_session *s)
+{
+	const struct trace_job *j = s->trace_job;
+	return j && j->state == JOB_QUEUED;
+}
+
+void devq_tracereq_abort(struct devq_session *s)
+{
+	struct trace_job *j = s->trace_job;
+	if (!j)
+		return;
+	s->trace_job = NULL;
+	if (j->state == JOB_QUEUED) /* the builder's: freed when it hands it back */
+		atomic_store_explicit(&j->cancelled, true, memory_order_relaxed);
+	else
+		job_free(j);
+}
+
 bool devq_tracereq_step(struct devq_session *s, uint64_t deadline_ns)
 {
 	struct trace_job *j = s->trace_job;
 	if (!j)
 		return true;
+	if (j->state == JOB_QUEUED)
+		return false; /* with the builder: collect hands it back */
 	const struct devq_trace_ring *t = s->e->trace;
-	int err = 0;
-	if (j->counting && !count_step(j, s, t, deadline_ns))
-		return false;
-	if (!j->counting && !pack_step(j, s, t, deadline_ns, &err))
-		return false;
+	int err = j->err;
+	if (!j->packed) { /* no builder: in steps here */
+		if (j->counting && !count_step(j, t, deadline_ns))
+			return false;
+		if (!j->counting && !pack_step(j, t, deadline_ns, &err))
+			return false;
+	}
 	if (!err)
 		err = finish(j, s);
 	devq_tracereq_abort(s);
@@ -486,27 +805,50 @@ void devq_tracereq_handle(struct devq_session *s, const Devq__TraceRequest *r)
 	}
 	devq_tracereq_abort(s); /* none: the server reads nothing while one is built */
 	struct trace_job *j = calloc(1, sizeof(*j));
-	size_t nlive = 0;
-	for (const struct devq_session *y = d->sessions; y; y = y->next)
-		nlive++;
-	if (!j || idset_init(&j->seen, 16) < 0 || idset_init(&j->live, nlive) < 0) {
-		if (j)
-			free(j->seen.slot);
-		free(j);
-		devq_outbox_error(s, DEVQ__CODE__RESOURCE_EXHAUSTED, "trace", NULL, NULL,
-				   "out of memory building the trace");
-		return;
-	}
+	if (!j)
+		goto oom;
 	j->all = r->all;
 	j->no_ops = r->no_ops;
 	j->last = r->last;
 	j->since_ns = r->since_ns;
 	j->counting = true;
-	j->top = t->recorded;
-	j->kept = r->no_ops || !t->cap ? 0 : t->recorded < t->cap ? t->recorded : t->cap;
+	j->top = devq_trace_recorded(t);
+	j->kept = r->no_ops || !t->cap ? 0 : j->top < t->cap ? j->top : t->cap;
 	j->lo = j->top;
+	/* Everything the reply can need, allocated here, for the most ops it
+	 * can carry (untouched room costs address space, not memory; the
+	 * buffer is trimmed to size when finished): the builder thread then
+	 * allocates nothing.  It runs at the lowest priority, and memory it
+	 * allocated is its malloc arena's, which the loop must lock to free
+	 * or resize: a builder preempted while holding that lock (its CPU
+	 * taken by any other thread) held the loop up for as long. */
+	uint64_t most = j->kept < DEVQ_TRACE_MAX_REPLY_OPS ? j->kept : DEVQ_TRACE_MAX_REPLY_OPS;
+	if (j->last && j->last < most)
+		most = j->last;
+	size_t nlive = 0;
+	for (const struct devq_session *y = d->sessions; y; y = y->next)
+		nlive++;
+	if (idset_init(&j->seen, most) < 0 || idset_init(&j->live, nlive) < 0 ||
+	    !(j->sessions = malloc((most ? most : 1) * sizeof(*j->sessions))) ||
+	    reserve(j, most * REC_MAX) < 0)
+		goto oom;
+	j->sessions_cap = most;
 	for (const struct devq_session *y = d->sessions; y; y = y->next)
 		j->live.slot[idset_find(&j->live, y->id)] = y->id;
 	j->live.n = nlive;
+	j->e = d;
+	j->s = s;
+	j->uid = s->uid;
+	j->tenant = s->tenant ? (uintptr_t)s->tenant : (uintptr_t)s->uid;
+	j->state = JOB_LOOP;
 	s->trace_job = j;
+	if (!j->kept)
+		return; /* no ops to look at: finished by the first step */
+	tr_submit(j);
+	return;
+oom:
+	if (j)
+		job_free(j);
+	devq_outbox_error(s, DEVQ__CODE__RESOURCE_EXHAUSTED, "trace", NULL, NULL,
+			   "out of memory building the trace");
 }

@@ -58,6 +58,7 @@ struct conn {
 	bool tx_full;   /* reading paused: outbox at its quota until it drains */
 	bool ready_wait; /* reading paused: a BufferReply waits for a populate */
 	bool yielded;    /* reading paused: its tenant's loop budget is spent (frames_idle) */
+	bool trace_wait; /* reading paused: its TraceReply is with the builder thread */
 	uint64_t fds_since; /* received fds wait for their frame since, 0: none */
 	/* The loop share of a session that has no tenant record (refused at
 	 * admission: it handles no frame, but nothing relies on that). */
@@ -148,7 +149,8 @@ static void set_events(struct devq_session *s, int events)
 	struct conn *c = CONN(s);
 	/* Stopping: no new requests, only the last replies go out.
 	 * Throttled: backpressure until completions free room (quota.h). */
-	if (c->d->stopping || c->throttled || c->tx_full || c->ready_wait || c->yielded)
+	if (c->d->stopping || c->throttled || c->tx_full || c->ready_wait || c->yielded ||
+	    c->trace_wait)
 		events &= ~UV_READABLE;
 	if (!s->connected || events == c->poll_events)
 		return;
@@ -163,6 +165,16 @@ static void session_flush(struct devq_session *s)
 {
 	if (!s->connected)
 		return;
+	if (CONN(s)->trace_wait && !devq_tracereq_pending(s)) {
+		/* The builder handed the trace back: its reply is finished and
+		 * the frames after it answered now, before the write below,
+		 * whatever it finds (a client blocked writing more requests
+		 * reads nothing until the daemon reads). */
+		CONN(s)->trace_wait = false;
+		session_frames(s, devq_now_ns());
+		if (!s->connected)
+			return;
+	}
 	devq_outbox_push_completions(s);
 	size_t queued = s->tx.bytes;
 	int r = devq_tx_flush(&s->tx, CONN(s)->fd);
@@ -374,8 +386,16 @@ static void session_frames(struct devq_session *s, uint64_t t)
 			break;
 		}
 		if (s->trace_job) {
-			/* A reply built in steps, each within what is left of
-			 * the budget; the next frame waits for it (order). */
+			/* With the builder thread: not read until it is done
+			 * (session_flush reads on). */
+			if (devq_tracereq_pending(s)) {
+				CONN(s)->trace_wait = true;
+				set_events(s, CONN(s)->poll_events);
+				break;
+			}
+			/* Finished here, or without a builder built in steps,
+			 * each within what is left of the budget; the next
+			 * frame waits for it (order). */
 			uint64_t left = sh->spent_ns < DEVQ_FRAMES_SLICE_NS
 						? DEVQ_FRAMES_SLICE_NS - sh->spent_ns
 						: DEVQ_FRAMES_SLICE_NS; /* alone: a step of its own */
@@ -550,7 +570,8 @@ static void session_read(struct devq_session *s)
 	struct conn *c = CONN(s);
 	struct devq_daemon *d = c->d;
 	for (int i = 0; i < READS_PER_WAKE && s->connected && !s->close_after_flush &&
-			!c->throttled && !c->tx_full && !c->ready_wait && !c->yielded;
+			!c->throttled && !c->tx_full && !c->ready_wait && !c->yielded &&
+			!c->trace_wait;
 	     i++) {
 		ssize_t n = devq_rx_recv(&c->rx, c->fd, MSG_DONTWAIT);
 		uint64_t t = devq_now_ns();
@@ -900,6 +921,14 @@ static void finish_stop(struct devq_daemon *d)
 	}
 	/* A session still marked dirty is never freed when its connection
 	 * closes (a refused one, closed before any wake-up drained the list). */
+	/* The trace builder: stopped, what it held freed (the sessions are
+	 * closed), its eventfd closed after the loop stops polling it. */
+	if (d->trace_fd >= 0)
+		uv_poll_stop(&d->trace_poll);
+	devq_tracereq_fini();
+	if (d->trace_fd >= 0)
+		close_handle((uv_handle_t *)&d->trace_poll);
+	d->trace_fd = -1;
 	flush_dirty(d);
 	close_handle((uv_handle_t *)&d->wake);
 	close_handle((uv_handle_t *)&d->lazy_timer);
@@ -1006,6 +1035,18 @@ static void on_wake(uv_async_t *a)
 	devq_sched_drain(&d->e);
 	devq_buffer_collect(&d->e); /* the buffer worker's populates and unmaps */
 	resume_throttled(d);
+	flush_dirty(d);
+}
+
+/* The trace builder handed replies back (requests/tracereq.c). */
+static void on_trace_ready(uv_poll_t *h, int status, int events)
+{
+	struct devq_daemon *d = h->data;
+	(void)status, (void)events;
+	uint64_t n;
+	if (read(h->io_watcher.fd, &n, sizeof(n)) < 0 && errno != EAGAIN)
+		log_err("trace: reading the builder's eventfd: %s", strerror(errno));
+	devq_tracereq_collect();
 	flush_dirty(d);
 }
 
@@ -1159,6 +1200,7 @@ static int inherited_socket(void)
 int devq_server_start(struct devq_daemon *d)
 {
 	char perr[256];
+	d->trace_fd = -1;
 	if (devq_policy_init(&d->policy, d->e.cfg.allow_users,
 			     d->e.cfg.allow_groups ? d->e.cfg.allow_groups : "devq", !d->e.cfg.allow_groups,
 			     perr, sizeof(perr)) < 0) {
@@ -1244,6 +1286,12 @@ int devq_server_start(struct devq_daemon *d)
 	uv_poll_start(&d->listen_poll, UV_READABLE, on_accept);
 	uv_async_init(d->loop, &d->wake, on_wake);
 	d->wake.data = d;
+	d->trace_fd = devq_tracereq_start();
+	if (d->trace_fd >= 0) {
+		uv_poll_init(d->loop, &d->trace_poll, d->trace_fd);
+		d->trace_poll.data = d;
+		uv_poll_start(&d->trace_poll, UV_READABLE, on_trace_ready);
+	}
 	uv_timer_init(d->loop, &d->lazy_timer);
 	d->lazy_timer.data = d;
 	uv_prepare_init(d->loop, &d->flush_prep);
@@ -1329,6 +1377,7 @@ int devq_server_session_fd(const struct devq_session *s)
 
 void devq_server_fini(struct devq_daemon *d)
 {
+	devq_tracereq_fini(); /* stopped already, unless the loop never ran */
 	devq_buffer_worker_fini(&d->e); /* the last large unmaps */
 	flush_dirty(d);                 /* and the sessions they kept */
 	if (d->reserve_fd >= 0 && close(d->reserve_fd) < 0)

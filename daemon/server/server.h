@@ -35,6 +35,9 @@ struct devq_daemon {
 	bool socket_inherited; /* from systemd: not ours to unlink */
 	uv_poll_t listen_poll;
 	uv_async_t wake;
+	/* The trace builder's eventfd (requests/tracereq.c), -1 without one. */
+	int trace_fd;
+	uv_poll_t trace_poll;
 	uv_signal_t sig_term, sig_int;
 	uv_timer_t stop_timer;
 	bool stopping;
