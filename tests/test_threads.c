@@ -16,6 +16,8 @@
 #include <unistd.h>
 
 #include "base/lock.h"
+#include "base/slice.h"
+#include "server/server.h"
 #include "devq.h"
 #include "harness.h"
 
@@ -334,6 +336,78 @@ START_TEST(test_spin_rule_one_cpu)
 }
 END_TEST
 
+/* A field of /proc/PID/task/TID/sched ("se.slice", "policy"); -1 when
+ * the kernel does not show it. */
+static long long sched_field(pid_t pid, pid_t tid, const char *name)
+{
+	char path[96], line[256], fmt[64];
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/sched", (int)pid, (int)tid);
+	snprintf(fmt, sizeof(fmt), "%s : %%lld", name);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return -1;
+	long long v = -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, fmt, &v) == 1)
+			break;
+	fclose(f);
+	return v;
+}
+
+static void *try_slice(void *arg)
+{
+	*(int *)arg = devq_slice_set(DEVQ_LOOP_SLICE_NS);
+	return NULL;
+}
+
+/* The loop thread runs with the shortest time slice (where the kernel has
+ * slices of their own: Linux 6.12), and the trace builder at SCHED_IDLE:
+ * what lets another tenant's request take a CPU from a trace flood
+ * (requests/tracereq.c, server.c's devq_server_run). */
+START_TEST(test_loop_slice_and_idle_builder)
+{
+	harness_start(&D, NULL);
+	devq *q = conn(D.sock, "sched");
+	ck_assert_int_eq(devq_queue_open(q, 1), 0);
+	struct devq_arg sa[] = { { .name = "ns", .type = DEVQ_ARG_U64, .v.u64 = 0 } };
+	struct devq_op sop = { .queue = 1, .kind = DEVQ_OP_KERNEL, .exec = exe(q, "spin"),
+			       .args = sa, .nargs = 1 };
+	uint64_t p;
+	struct devq_completion c;
+	ck_assert_int_eq(devq_submit(q, &sop, 1, &p), 0);
+	ck_assert_int_eq(devq_wait(q, 1, p, 10000, &c), 0);
+	struct devq_trace *tr;
+	struct devq_trace_query tq = { 0 };
+	ck_assert_msg(devq_trace_get(q, &tq, &tr) == 0, "%s", devq_last_error(q));
+	devq_trace_free(tr);
+	struct task t[64];
+	int n = tasks(D.pid, t, 64), builder = -1;
+	for (int i = 0; i < n; i++)
+		if (!strcmp(t[i].comm, "devqd-trace"))
+			builder = i;
+	ck_assert_msg(builder >= 0, "no devqd-trace thread after a trace");
+	long long policy = sched_field(D.pid, t[builder].tid, "policy");
+	ck_assert_msg(policy == SCHED_IDLE, "devqd-trace's policy is %lld, not SCHED_IDLE (%d)",
+		      policy, SCHED_IDLE);
+	pthread_t th;
+	int here = 0;
+	ck_assert_int_eq(pthread_create(&th, NULL, try_slice, &here), 0);
+	ck_assert_int_eq(pthread_join(th, NULL), 0);
+	long long slice = sched_field(D.pid, D.pid, "se.slice");
+	if (here == -EINVAL) {
+		fprintf(stderr, "loop slice: this kernel has no slices of their own (se.slice %lld); "
+			"not checked\n", slice);
+	} else {
+		ck_assert_int_eq(here, 0);
+		ck_assert_msg(slice == (long long)DEVQ_LOOP_SLICE_NS,
+			      "devqd's loop thread has a slice of %lld ns, not %llu", slice,
+			      DEVQ_LOOP_SLICE_NS);
+	}
+	devq_disconnect(q);
+	ck_assert_int_eq(harness_stop(&D), 0);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("threads");
@@ -342,6 +416,7 @@ int main(void)
 	tcase_add_test(tc, test_thread_names);
 	tcase_add_test(tc, test_short_op_runs_on_loop);
 	tcase_add_test(tc, test_spin_rule_one_cpu);
+	tcase_add_test(tc, test_loop_slice_and_idle_builder);
 	suite_add_tcase(s, tc);
 	return harness_main(s);
 }

@@ -87,6 +87,10 @@ struct devq_daemon {
 	uv_timer_t trim_timer; /* malloc_trim a second after a session closed */
 };
 
+/* The loop thread's scheduler time slice (base/slice.h): the kernel's
+ * shortest. */
+#define DEVQ_LOOP_SLICE_NS 100000ull
+
 /* What one tenant's requests may take of a loop turn (one iteration),
  * across all its sessions: past it, the rest waits for a later turn (other
  * tenants' I/O first; a tenant's waiting sessions take turns), and what a
