@@ -1361,9 +1361,9 @@ int devq_server_run(struct devq_daemon *d)
 	 * slice the kernel gives (base/slice.h) lets it take a CPU busy with
 	 * other processes when a request comes, instead of waiting a slice or
 	 * a tick.  Under a flood of another tenant's costly requests, a
-	 * tenant's null-op round trip p99 went from 5.3-7.6 ms to 4.6-4.8 ms
-	 * (bench/loopfair, 2 vCPUs; bench/RESULTS.md).  Threads the loop
-	 * starts later inherit it. */
+	 * tenant's null-op round trip p99 had a median of 5.7 ms without it
+	 * and 5.1 ms with it (bench/loopfair, 2 vCPUs, 6 runs each;
+	 * bench/RESULTS.md).  Threads the loop starts later inherit it. */
 	int sl = devq_slice_set(DEVQ_LOOP_SLICE_NS);
 	if (sl < 0)
 		log_info("loop thread: the kernel's default time slice (a slice of its own: %s)",
