@@ -1225,6 +1225,18 @@ START_TEST(big_buffer_pipelined_op)
 }
 END_TEST
 
+/* A raw connection past Hello, with queue 1 and a 4 KiB shared buffer 1
+ * ready. */
+static void raw_with_buffer(struct raw *r, const struct daemon_proc *d)
+{
+	raw_open(r, d);
+	raw_hello(r);
+	raw_open_queue(r, 1);
+	raw_create(r, 1, 4096, DEVQ__BUFFER_KIND__SHARED);
+	devq__daemon_message__free_unpacked(raw_expect(r, DEVQ__DAEMON_MESSAGE__BODY_BUFFER_READY),
+					    NULL);
+}
+
 /* Large Submits, most of their ops held over the in-flight quota, while
  * the session's slice of the loop runs out: the session must be throttled
  * while its first ops are in flight, so that their completions resume it
@@ -1237,12 +1249,7 @@ START_TEST(held_submit_past_slice)
 	const char *args[] = { "--quota-session-ops", "8", NULL };
 	harness_start(&d, args);
 	struct raw r;
-	raw_open(&r, &d);
-	raw_hello(&r);
-	raw_open_queue(&r, 1);
-	raw_create(&r, 1, 4096, DEVQ__BUFFER_KIND__SHARED);
-	devq__daemon_message__free_unpacked(raw_expect(&r, DEVQ__DAEMON_MESSAGE__BODY_BUFFER_READY),
-					    NULL);
+	raw_with_buffer(&r, &d);
 	enum { N = 20000 };
 	Devq__BufferArg dst = DEVQ__BUFFER_ARG__INIT;
 	dst.id = 1;
@@ -1284,19 +1291,14 @@ START_TEST(traces_written_faster_than_read)
 	struct daemon_proc d;
 	harness_start(&d, NULL);
 	struct raw r;
-	raw_open(&r, &d);
-	raw_hello(&r);
-	raw_open_queue(&r, 1);
-	raw_create(&r, 1, 4096, DEVQ__BUFFER_KIND__SHARED);
-	devq__daemon_message__free_unpacked(raw_expect(&r, DEVQ__DAEMON_MESSAGE__BODY_BUFFER_READY),
-					    NULL);
+	raw_with_buffer(&r, &d);
 	struct rawbuf b = { 0 };
 	for (int i = 0; i < 8; i++) /* records in the ring: the builder has work */
 		rawbuf_fill(&b, 1, 1, 64, (uint32_t)i, NULL, 0);
 	rawbuf_send(&r, &b);
 	raw_expect_completion(&r, 1, 8, DEVQ__CODE__OK, NULL, NULL);
 	/* A write that does not finish would mean the daemon stopped
-	 * reading: it fails after 20 s instead of hanging the test. */
+	 * reading: it fails after 10 s instead of hanging the test. */
 	struct timeval tv = { .tv_sec = 10 };
 	ck_assert_int_eq(setsockopt(r.fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)), 0);
 	enum { N = 40000 };

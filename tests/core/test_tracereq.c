@@ -278,11 +278,19 @@ START_TEST(ring_read_bounds)
 	ck_assert(devq_trace_read(t, cap - 1, &x));
 	t->writing = a + cap; /* record a + cap - 1 being written: not a's slot */
 	ck_assert(devq_trace_read(t, a, &x));
+	uint32_t uid;
+	uint64_t observed;
+	ck_assert(devq_trace_peek(t, a, &uid, &observed));
+	ck_assert_uint_eq(observed, 1 + a);
 	t->writing = a + cap + 1; /* record a + cap being written: a's slot */
 	ck_assert(!devq_trace_read(t, a, &x));
+	ck_assert(!devq_trace_peek(t, a, &uid, &observed));
 	t->recorded = a + cap + 1; /* and done: a is gone */
 	ck_assert(!devq_trace_read(t, a, &x));
+	ck_assert(!devq_trace_peek(t, a, &uid, &observed));
 	ck_assert(devq_trace_read(t, a + 1, &x));
+	ck_assert(devq_trace_peek(t, a + 1, &uid, &observed));
+	ck_assert(!devq_trace_peek(t, a + cap + 1, &uid, &observed)); /* not yet recorded */
 	engine_done(&e, NULL, 0);
 }
 END_TEST
