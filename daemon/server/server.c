@@ -1045,7 +1045,7 @@ static void on_trace_ready(uv_poll_t *h, int status, int events)
 	struct devq_daemon *d = h->data;
 	(void)status, (void)events;
 	uint64_t n;
-	if (read(h->io_watcher.fd, &n, sizeof(n)) < 0 && errno != EAGAIN)
+	if (read(d->trace_fd, &n, sizeof(n)) < 0 && errno != EAGAIN)
 		log_err("trace: reading the builder's eventfd: %s", strerror(errno));
 	devq_tracereq_collect();
 	flush_dirty(d);
