@@ -22,6 +22,11 @@ struct devq_cpc {
 	 * more than one, or unknown). */
 	uint64_t wait_avg_ns;
 	int daemon_cpu;
+	/* Whether threads other than this one were runnable on every CPU at
+	 * the last look (/proc/loadavg, at most every CPUS_LOOK_NS, cpage.c):
+	 * waits for a queue's next point then sleep at once. */
+	bool cpus_busy;
+	uint64_t cpus_looked_ns;
 	uint64_t hits;        /* points found complete without a syscall */
 	uint64_t futex_waits; /* FUTEX_WAIT calls */
 	/* The record ring (NULL: the daemon made none); armed once at connect. */
