@@ -520,8 +520,9 @@ static struct {
 	/* Written once per reply handed back, read by the loop (a uv_poll of
 	 * the server's).  Not uv_async_send: its sender marks the handle busy
 	 * before its write and the loop spins until the mark is cleared, and a
-	 * builder at nice 19 preempted in between had the loop spinning and
-	 * yielding for milliseconds (42 % of the loop's CPU under bench/loopfair). */
+	 * low-priority builder (then at nice 19) preempted in between had the
+	 * loop spinning and yielding for milliseconds (42 % of the loop's CPU
+	 * under bench/loopfair). */
 	int efd;
 	struct trace_job *head, *tail; /* queued, oldest first */
 	struct trace_job *done;        /* packed or cancelled, for the loop */
