@@ -1581,6 +1581,31 @@ START_TEST(txchunk_grow_by_one)
 }
 END_TEST
 
+/* Shrinking a chunk by a single byte shrinks it and keeps its data;
+ * asking for its size or more keeps it (a trace reply is trimmed this way
+ * once built, requests/tracereq.c). */
+START_TEST(txchunk_shrink_by_one)
+{
+	struct devq_txchunk *c = devq_txchunk_new(1000);
+	ck_assert_ptr_nonnull(c);
+	uint8_t *d = devq_txchunk_data(c);
+	for (int i = 0; i < 1000; i++)
+		d[i] = (uint8_t)i;
+	devq_txchunk_shrink(&c, 999);
+	ck_assert_uint_eq(devq_txchunk_cap(c), 999);
+	devq_txchunk_shrink(&c, 100);
+	ck_assert_uint_eq(devq_txchunk_cap(c), 100);
+	d = devq_txchunk_data(c);
+	for (int i = 0; i < 100; i++)
+		ck_assert_uint_eq(d[i], (uint8_t)i);
+	devq_txchunk_shrink(&c, 100);
+	ck_assert_uint_eq(devq_txchunk_cap(c), 100);
+	devq_txchunk_shrink(&c, 200); /* never grows */
+	ck_assert_uint_eq(devq_txchunk_cap(c), 100);
+	devq_txchunk_free(c);
+}
+END_TEST
+
 /* devq_tx_push_chunk's bounds: a start past the chunk's end (an empty
  * chunk's too), or a header that does not fit after it, is refused; an empty frame whose header ends
  * exactly at the chunk's end is queued and arrives. */
@@ -1732,6 +1757,7 @@ static Suite *suite(void)
 	tcase_add_test(t, tx_payload_u32_max);
 	tcase_add_test(t, tx_push_u32_max_without_memory);
 	tcase_add_test(t, txchunk_grow_by_one);
+	tcase_add_test(t, txchunk_shrink_by_one);
 	tcase_add_test(t, tx_push_chunk_bounds);
 	tcase_add_test(t, tx_flush_many_chunks);
 	tcase_add_test(t, tx_partial_writes_every_offset);
