@@ -134,6 +134,14 @@ _Static_assert(sizeof(struct devq_trace_rec) % sizeof(uint64_t) == 0,
  * it did: the copy is of volatile words (no memcpy, which the thread
  * sanitizer intercepts and checks) in a function it does not instrument,
  * the way a sequence lock's reader is written for it. */
+/* Record a + cap, the next in record a's slot, marks itself before its
+ * first byte: writing <= a + cap after the copy means it had not started. */
+static bool still_whole(const struct devq_trace_ring *t, uint64_t a)
+{
+	atomic_thread_fence(memory_order_acquire);
+	return atomic_load_explicit(&t->writing, memory_order_relaxed) - a <= t->cap;
+}
+
 __attribute__((no_sanitize_thread)) bool devq_trace_read(const struct devq_trace_ring *t,
 							  uint64_t a, struct devq_trace_rec *out)
 {
@@ -143,10 +151,7 @@ __attribute__((no_sanitize_thread)) bool devq_trace_read(const struct devq_trace
 	uint64_t *dst = (uint64_t *)out;
 	for (size_t i = 0; i < sizeof(*out) / sizeof(uint64_t); i++)
 		dst[i] = src[i];
-	atomic_thread_fence(memory_order_acquire);
-	/* Record a + cap, the next in this slot, marks itself before its
-	 * first byte: writing <= a + cap means it had not started. */
-	return atomic_load_explicit(&t->writing, memory_order_relaxed) - a <= t->cap;
+	return still_whole(t, a);
 }
 
 __attribute__((no_sanitize_thread)) bool devq_trace_peek(const struct devq_trace_ring *t,
@@ -158,7 +163,5 @@ __attribute__((no_sanitize_thread)) bool devq_trace_peek(const struct devq_trace
 	const volatile struct devq_trace_rec *r = &t->recs[a % t->cap];
 	*uid = r->uid;
 	*observed = r->t[5];
-	atomic_thread_fence(memory_order_acquire);
-	return atomic_load_explicit(&t->writing, memory_order_relaxed) - a <= t->cap;
+	return still_whole(t, a);
 }
-

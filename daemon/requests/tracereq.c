@@ -553,8 +553,9 @@ static struct trace_job *tr_pick(void)
 	return NULL; /* not reached: a tenant listed has a job queued */
 }
 
-/* j leaves the queue for the done list.  Under tr.lock. */
-static void tr_done(struct trace_job *j)
+/* j leaves the queue for the done list, its ops all packed or not (a
+ * builder stopped midway: the loop goes on with it).  Under tr.lock. */
+static void tr_done(struct trace_job *j, bool packed)
 {
 	struct trace_job **p = &tr.head, *prev = NULL;
 	while (*p != j) {
@@ -572,7 +573,7 @@ static void tr_done(struct trace_job *j)
 		*tp = t->next;
 		free(t);
 	}
-	j->packed = true;
+	j->packed = packed;
 	j->next = tr.done;
 	tr.done = j;
 	atomic_store_explicit(&tr.any_done, true, memory_order_release);
@@ -617,7 +618,7 @@ static void *tr_main(void *arg)
 		pthread_mutex_lock(&tr.lock);
 		tr_tenant_of(j->tenant)->served++;
 		if (done) {
-			tr_done(j); /* the loop's once unlocked */
+			tr_done(j, true); /* the loop's once unlocked */
 			uint64_t one = 1;
 			/* Full (2^64 - 2 unread): the loop has as many to read. */
 			if (write(tr.efd, &one, sizeof(one)) < 0 && errno != EAGAIN)
@@ -734,11 +735,8 @@ void devq_tracereq_fini(void)
 	 * session's next step) or frees it (cancelled). */
 	pthread_mutex_lock(&tr.lock);
 	while (tr.head)
-		tr_done(tr.head);
+		tr_done(tr.head, false);
 	pthread_mutex_unlock(&tr.lock);
-	for (struct trace_job *j = tr.done; j; j = j->next)
-		j->packed = atomic_load_explicit(&j->cancelled, memory_order_relaxed) ||
-			    (!j->counting && (j->lo >= j->top || j->n >= j->want));
 	devq_tracereq_collect();
 	if (tr.efd >= 0 && close(tr.efd) < 0)
 		log_err("trace: close: %s", strerror(errno));
