@@ -14,6 +14,14 @@
 # DEVQ_CG_OP=checksum measures a kernel op with two buffer arguments
 # instead of the null op.
 #
+# The completion record ring is sized to the client's window
+# (DEVQD_CRING_ENTRIES=8192, which devqd has honoured since before
+# d7a7c26): devq_bench reads records 2048 at a time, so with the default
+# 1024 entries whether records spill to the socket (devq_cmpl_enc, ~670
+# instructions an op) depends on timing under callgrind, and batch 64
+# moved by a third from one run to the next.  DEVQ_CG_RING=1024 measures
+# the default ring, spill and all.
+#
 # usage: bench/callgrind.sh BUILD OUTDIR [--quick]
 set -eu
 BUILD=${1:?build dir}
@@ -29,7 +37,7 @@ trap 'rm -rf "$DIR"' EXIT
 run() { # batch n -> prints total Ir
 	sock=$DIR/s.sock
 	# shellcheck disable=SC2086
-	valgrind --tool=callgrind --callgrind-out-file="$DIR/cg.$1.$2" \
+	DEVQD_CRING_ENTRIES=${DEVQ_CG_RING:-8192} valgrind --tool=callgrind --callgrind-out-file="$DIR/cg.$1.$2" \
 		"$BUILD/devqd" --socket "$sock" --backend cpu ${DEVQD_ARGS:-} 2>"$DIR/vg.$1.$2.log" &
 	pid=$!
 	i=0
@@ -48,9 +56,9 @@ run() { # batch n -> prints total Ir
 	awk '/^totals:/ { print $2 }' "$DIR/cg.$1.$2"
 }
 
-printf '## callgrind: daemon instructions per %s op (N1=%s, N2=%s)\n' "${DEVQ_CG_OP:-null}" $N1 $N2
+printf '## callgrind: daemon instructions per %s op (N1=%s, N2=%s, record ring %s)\n' "${DEVQ_CG_OP:-null}" $N1 $N2 "${DEVQ_CG_RING:-8192}"
 printf '%10s %16s %16s %14s\n' batch "Ir(N1)" "Ir(N2)" "Ir/op"
-json="{\n  \"date\": \"$(date -u +%Y-%m-%dT%H:%M:%SZ)\",\n  \"n1\": $N1,\n  \"n2\": $N2,\n  \"devqd_args\": \"${DEVQD_ARGS:-}\",\n  \"op\": \"${DEVQ_CG_OP:-null}\",\n  \"rows\": ["
+json="{\n  \"date\": \"$(date -u +%Y-%m-%dT%H:%M:%SZ)\",\n  \"n1\": $N1,\n  \"n2\": $N2,\n  \"devqd_args\": \"${DEVQD_ARGS:-}\",\n  \"op\": \"${DEVQ_CG_OP:-null}\",\n  \"cring_entries\": ${DEVQ_CG_RING:-8192},\n  \"rows\": ["
 sepc=""
 for b in 1 64; do
 	i1=$(run $b $N1)
