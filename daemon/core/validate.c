@@ -16,6 +16,9 @@
 #include "core/repo.h"
 #include "core/session.h"
 
+/* validate_kernel's `given`: one bit per parameter. */
+_Static_assert(DEVQ_MAX_PARAMS <= 32, "a parameter bit set in a uint32_t");
+
 static const char *case_name(Devq__Arg__ValueCase c)
 {
 	switch (c) {
@@ -164,7 +167,10 @@ static int validate_kernel(struct devq_session *s, const Devq__KernelOp *k, stru
 	op->festp = exe ? &exe->est : &d->fair.est_builtin[k->executable];
 	if (exe)
 		op->exe = devq_repo_ref(exe);
-	const Devq__Arg *byparam[DEVQ_MAX_PARAMS] = { 0 };
+	/* byparam[p] is set where bit p of given is: one word to clear per
+	 * op, not the whole array. */
+	const Devq__Arg *byparam[DEVQ_MAX_PARAMS];
+	uint32_t given = 0;
 	for (size_t i = 0; i < k->n_args; i++) {
 		const Devq__Arg *a = k->args[i];
 		/* Clients name the arguments in the signature's order: the
@@ -177,17 +183,17 @@ static int validate_kernel(struct devq_session *s, const Devq__KernelOp *k, stru
 			snprintf(err, n, "%s has no argument '%.40s'", kern->name, a->name);
 			return DEVQ__CODE__INVALID_ARGUMENT;
 		}
-		if (byparam[p]) {
+		if (given >> p & 1) {
 			snprintf(err, n, "argument '%s' given twice", a->name);
 			return DEVQ__CODE__INVALID_ARGUMENT;
 		}
 		byparam[p] = a;
+		given |= 1u << p;
 	}
 	/* Scalars first: buffer extents are computed from them. */
 	for (unsigned p = 0; p < sig->nparams; p++) {
 		const struct devq_param *pp = &sig->p[p];
-		const Devq__Arg *a = byparam[p];
-		if (!a) {
+		if (!(given >> p & 1)) {
 			snprintf(err, n, "argument '%s' (%s%s%s) missing", pp->name,
 				 pp->access ? devq_access_name(pp->access) : "",
 				 pp->access ? " " : "", devq_type_name(pp->type));
@@ -195,6 +201,7 @@ static int validate_kernel(struct devq_session *s, const Devq__KernelOp *k, stru
 		}
 		if (pp->access != DEVQ_ACC_SCALAR)
 			continue;
+		const Devq__Arg *a = byparam[p];
 		if (a->value_case != case_of(pp->type)) {
 			snprintf(err, n, "argument '%s': expected %s, got %s", pp->name,
 				 devq_type_name(pp->type), case_name(a->value_case));
