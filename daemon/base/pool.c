@@ -99,6 +99,7 @@ void devq_pool_arena_fini(struct devq_arena *a)
 void devq_pool_init(struct devq_pool *p, size_t size, unsigned keep)
 {
 	p->size = size < sizeof(void *) ? sizeof(void *) : size;
+	p->zero = 0;
 	p->keep = keep;
 	p->nfree = 0;
 	p->free = NULL;
@@ -124,7 +125,7 @@ void *devq_pool_get(struct devq_pool *p)
 	memcpy(&p->free, x, sizeof(void *));
 	p->nfree--;
 	cached -= p->chunk;
-	memset(x, 0, p->size);
+	memset(x, 0, p->zero ? p->zero : p->size);
 	return x;
 }
 

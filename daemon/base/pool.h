@@ -29,6 +29,10 @@ void devq_pool_arena_fini(struct devq_arena *a);
 /* Free list of records of one size; keeps at most `keep` of them. */
 struct devq_pool {
 	size_t size;
+	/* Bytes devq_pool_get clears from the start of a reused record
+	 * (0: all of it): a record whose tail is written before it is read
+	 * need not be cleared there. */
+	size_t zero;
 	size_t chunk; /* heap bytes of one item (malloc's usable size + its
 		       * size word): the same for every item of one size, so
 		       * measured once, not at every get and put */
@@ -38,7 +42,7 @@ struct devq_pool {
 
 void devq_pool_init(struct devq_pool *p, size_t size, unsigned keep);
 void devq_pool_fini(struct devq_pool *p);
-void *devq_pool_get(struct devq_pool *p); /* zeroed, or NULL */
+void *devq_pool_get(struct devq_pool *p); /* zeroed (its first `zero` bytes), or NULL */
 void devq_pool_put(struct devq_pool *p, void *x); /* accepts NULL */
 
 /* Heap bytes all pools and arenas keep for reuse (loop thread). */

@@ -3,11 +3,14 @@
  * Loop thread only, like every job's allocation and last unref. */
 #include "core/job.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 
 #include "base/pool.h"
 
-static struct devq_pool job_pool = { .size = sizeof(struct devq_job), .keep = 8192 };
+static struct devq_pool job_pool = { .size = sizeof(struct devq_job),
+				      .zero = offsetof(struct devq_job, bufs),
+				      .keep = 8192 };
 
 struct devq_job *devq_job_new(void)
 {

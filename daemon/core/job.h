@@ -27,9 +27,7 @@ struct devq_job {
 	unsigned refs;
 	bool completed;
 	bool reset_after; /* timeline.c: a ResetQueue came right after this point */
-	struct devq_buf *bufs[DEVQ_MAX_PARAMS]; /* referenced, each once */
-	unsigned acc[DEVQ_MAX_PARAMS];          /* access of bufs[i] */
-	unsigned nbufs;
+	unsigned nbufs; /* of bufs[], below */
 	uint64_t t_client_submit, t_received, t_observed;
 	struct devq_job *cnext; /* completion list link (backend threads -> loop) */
 	struct devq_bop *winline[4]; /* b.waits when it has at most 4 entries */
@@ -49,6 +47,10 @@ struct devq_job {
 	 * before its executable was known. */
 	struct devq_fair_est *festp;
 	bool rec_ring; /* its completion record went into the session's ring */
+	/* Last, and not cleared by devq_job_new (only what is before them
+	 * is): entry i is written before it is read, for i < nbufs. */
+	struct devq_buf *bufs[DEVQ_MAX_PARAMS]; /* referenced, each once */
+	unsigned acc[DEVQ_MAX_PARAMS];          /* access of bufs[i] */
 };
 
 /* The job a backend op belongs to: every devq_bop the daemon hands to a
@@ -59,7 +61,8 @@ static inline struct devq_job *devq_job_of(struct devq_bop *b)
 	return (struct devq_job *)b;
 }
 
-/* A zeroed record with one reference, or NULL when out of memory. */
+/* A zeroed record (but for bufs and acc) with one reference, or NULL when
+ * out of memory. */
 struct devq_job *devq_job_new(void);
 static inline struct devq_job *devq_job_ref(struct devq_job *j)
 {
