@@ -367,6 +367,34 @@ static void burst_go(struct devq_engine *d, struct burst *bu)
 	}
 }
 
+/* What hand_over does to an op besides charging it: whether it is timed,
+ * what run_here may go by, and the mark that lets its dependants go. */
+static inline void ready_op(struct devq_job *op)
+{
+	/* Where timing is optional, one op in DEVQ_FAIR_SAMPLE keeps the
+	 * estimate learning. */
+	if (!op->b.timed && op->festp && !op->fdecl && !op->s->e->be->always_timed &&
+	    atomic_fetch_add_explicit(&op->festp->ops, 1, memory_order_relaxed) %
+			    DEVQ_FAIR_SAMPLE ==
+		    0)
+		op->b.timed = true;
+	op->b.expect_ns = here_ns(op);
+	op->fhanded = true;
+}
+
+/* Charges ns of expected time to t's virtual time, as k ops whose last
+ * one is last_ns (part of ns): the latest choice's virtual time is t's
+ * before that last op's charge. */
+static inline void charge_tenant(struct devq_fair *f, struct devq_tenant *t, uint64_t ns,
+				 uint64_t last_ns, unsigned k)
+{
+	uint64_t vt = vt_now(t) + vt_of(t, ns - last_ns);
+	if (vt_before(f->vnow, vt))
+		f->vnow = vt;
+	t->fair.vt += vt_of(t, ns);
+	t->fair.handed += k;
+}
+
 /* Called with the lock held: a lane hands over in order, so the enqueue
  * happens under it too (burst_go before the unlock).  Charges the op's
  * expected time to its stream and its tenant. */
@@ -378,22 +406,9 @@ static void hand_over(struct devq_job *op, struct burst *bu)
 		atomic_fetch_add(&f->st[op->b.stream].inside,
 				 (1ull << DEVQ_FAIR_OPS_SHIFT) + op->fest);
 	}
-	if (t) {
-		uint64_t vt = vt_now(t);
-		if (vt_before(f->vnow, vt))
-			f->vnow = vt;
-		t->fair.vt += vt_of(t, op->fest);
-		t->fair.handed++;
-	}
-	/* Where timing is optional, one op in DEVQ_FAIR_SAMPLE keeps the
-	 * estimate learning. */
-	if (!op->b.timed && op->festp && !op->fdecl && !op->s->e->be->always_timed &&
-	    atomic_fetch_add_explicit(&op->festp->ops, 1, memory_order_relaxed) %
-			    DEVQ_FAIR_SAMPLE ==
-		    0)
-		op->b.timed = true;
-	op->b.expect_ns = here_ns(op);
-	op->fhanded = true;
+	if (t)
+		charge_tenant(f, t, op->fest, op->fest, 1);
+	ready_op(op);
 	if (!bu->chain) {
 		handoff(op, bu->from_loop);
 		return;
@@ -573,6 +588,82 @@ static struct devq_session *pick(struct devq_fair *f, unsigned x)
 	return NULL;
 }
 
+/* The only session waiting, of the only tenant (a lone client's
+ * refills): nobody to choose between, so its ops for stream x go on while
+ * there is room, in order, up to a replayable one (fill's own choice) or
+ * one whose dependencies are not all handed over.  What dequeue and
+ * hand_over count per op is counted once for the run: one atomic add to
+ * the stream's room, one charge to the tenant.  The room is judged from
+ * one read of it plus the run: completers only free room meanwhile, so
+ * the run may stop short, never long, and the completer that freed the
+ * room refills after it (the lock orders them).  Lock held; how many. */
+static unsigned take_run(struct devq_fair *f, struct devq_session *s, unsigned x,
+			 struct burst *bu)
+{
+	struct devq_fair_lane *l = &s->fair.lanes[x];
+	struct devq_job *h = l->head, *first = h, *last = NULL;
+	uint64_t v = atomic_load(&f->st[x].inside);
+	uint64_t in_n = v >> DEVQ_FAIR_OPS_SHIFT, in_ns = v & ((1ull << DEVQ_FAIR_OPS_SHIFT) - 1);
+	/* time_room and count_room as the run goes: the count below depth,
+	 * the time below the window.  (An empty stream's first op, which
+	 * time_room lets past the window, is fill's: the run comes after
+	 * one op was handed over.)  Stopping short costs nothing but speed:
+	 * fill's loop looks again. */
+	unsigned room_n = in_n < f->depth ? f->depth - (unsigned)in_n : 0;
+	uint64_t room_ns = in_ns < f->window_ns ? f->window_ns - in_ns : 0;
+	uint64_t ns = 0;
+	unsigned k = 0;
+	bool arm = false, from_loop = bu->from_loop;
+	while (h && k < room_n && ns < room_ns && !h->b.replay && deps_handed(h)) {
+		ns += h->fest;
+		k++;
+		ready_op(h); /* fhanded: the next op may wait on this one */
+		struct devq_job *nx = h->fnext;
+		h->fnext = NULL;
+		h->b.next = nx ? &nx->b : NULL; /* the run, in order */
+		arm |= from_loop && h->q->cslot;
+		last = h;
+		h = nx;
+	}
+	if (!k)
+		return 0;
+	last->b.next = NULL;
+	/* Out of the lane and its counts, as dequeue does op by op. */
+	l->head = h;
+	if (!h)
+		l->tail = NULL;
+	struct devq_tenant *t = s->tenant;
+	s->fair.waiting -= k;
+	t->fair.waiting -= k;
+	t->fair.waiting_on[x] -= k;
+	t->fair.queued_ns -= ns;
+	atomic_fetch_sub(&f->st[x].waiting, k);
+	f->waiting -= k;
+	if (!s->fair.waiting)
+		rr_del(t, s);
+	if (!t->fair.waiting)
+		act_del(f, t);
+	/* Charged before any of them reaches the backend, so no completion
+	 * gives back room not yet taken. */
+	atomic_fetch_add(&f->st[x].inside, ((uint64_t)k << DEVQ_FAIR_OPS_SHIFT) + ns);
+	charge_tenant(f, t, ns, last->fest, k);
+	if (!bu->chain) {
+		for (struct devq_job *op = first, *next; op; op = next) {
+			next = op->b.next ? devq_job_of(op->b.next) : NULL;
+			op->b.next = NULL;
+			handoff(op, bu->from_loop);
+		}
+		return k;
+	}
+	if (bu->tail)
+		bu->tail->b.next = &first->b;
+	else
+		bu->head = first;
+	bu->tail = last;
+	bu->arm |= arm;
+	return k;
+}
+
 /* Hands stream x what it has room for, lock held; how many.  A stream
  * full by count is told before any choice is made (the usual answer
  * while a client submits faster than its ops run), unless a replayable
@@ -590,16 +681,8 @@ static unsigned fill(struct devq_fair *f, unsigned x, struct burst *bu)
 			break;
 		hand_over(dequeue(f, s, x), bu);
 		n++;
-		/* The only session waiting, of the only tenant: nobody to
-		 * choose between, so its ops go on while there is room, with
-		 * no choice made again per op (a lone client's refills). */
-		struct devq_job *h;
-		while (f->act_head && f->act_head == f->act_tail && !s->fair.rr_prev &&
-		       !s->fair.rr_next && (h = s->fair.lanes[x].head) && !h->b.replay &&
-		       time_room(f, x) && count_room(f, x, false) && deps_handed(h)) {
-			hand_over(dequeue(f, s, x), bu);
-			n++;
-		}
+		if (f->act_head && f->act_head == f->act_tail && !s->fair.rr_prev && !s->fair.rr_next)
+			n += take_run(f, s, x, bu);
 	}
 	return n;
 }
@@ -626,9 +709,58 @@ static inline bool others_wait(const struct devq_fair *f, unsigned x)
 	return f->waiting > atomic_load_explicit(&f->st[x].waiting, memory_order_relaxed);
 }
 
-/* One op of devq_fair_submit's list, with the lock held. */
-static void submit_one(struct devq_fair *f, struct devq_job *op, struct burst *bu)
+/* Enqueues op and the ops after it in devq_fair_submit's list that are
+ * for the same stream (a batch's usual shape): they would each wait
+ * behind op in the lane anyway, so they go in as one run, linked as the
+ * list already links them, with the counts that enqueue keeps per op
+ * kept once.  n: the op after op in the list.  Returns the first op of
+ * the list after the run. */
+static struct devq_job *enqueue_run(struct devq_fair *f, struct devq_job *op, struct devq_job *n)
 {
+	struct devq_session *s = op->s;
+	unsigned x = op->b.stream;
+	struct devq_job *last = op;
+	uint64_t ns = op->fest;
+	unsigned k = 1, replay = op->b.replay;
+	for (; n && n->s == s && n->b.stream == x; n = n->fnext, k++) {
+		last->fnext = n;
+		last = n;
+		n->fhanded = false;
+		n->fest = expected_ns(f, n);
+		ns += n->fest;
+		replay += n->b.replay;
+	}
+	last->fnext = NULL;
+	if (k == 1) {
+		enqueue(f, op);
+		return n;
+	}
+	struct devq_tenant *t = s->tenant;
+	struct devq_fair_lane *l = &s->fair.lanes[x];
+	if (l->tail)
+		l->tail->fnext = op;
+	else
+		l->head = op;
+	l->tail = last;
+	s->fair.waiting += k;
+	t->fair.waiting += k;
+	t->fair.waiting_on[x] += k;
+	t->fair.queued_ns += ns;
+	f->st[x].waiting_replay += replay;
+	atomic_fetch_add(&f->st[x].waiting, k); /* before the room is looked at: enqueue */
+	f->waiting += k;
+	if (!s->fair.in_rr)
+		rr_add(t, s);
+	if (!t->fair.active)
+		act_add(f, t);
+	return n;
+}
+
+/* One op of devq_fair_submit's list, with the lock held; returns the
+ * next op of the list not yet taken. */
+static struct devq_job *submit_one(struct devq_fair *f, struct devq_job *op, struct burst *bu)
+{
+	struct devq_job *next = op->fnext;
 	struct devq_session *s = op->s;
 	struct devq_tenant *t = s->tenant;
 	op->fhanded = false;
@@ -636,7 +768,7 @@ static void submit_one(struct devq_fair *f, struct devq_job *op, struct burst *b
 	op->fest = expected_ns(f, op);
 	if (!s->fair.lanes || !t || op->b.stream >= f->nstreams) {
 		hand_over(op, bu);
-		return;
+		return next;
 	}
 	/* A tenant that had nothing in the daemon starts from the latest
 	 * choice's virtual time: idling earns no credit. */
@@ -649,14 +781,15 @@ static void submit_one(struct devq_fair *f, struct devq_job *op, struct burst *b
 	if (!s->fair.lanes[x].head && !atomic_load(&f->st[x].waiting) && time_room(f, x) &&
 	    count_room(f, x, op->b.replay) && deps_handed(op)) {
 		hand_over(op, bu);
-		return;
+		return next;
 	}
-	enqueue(f, op);
+	next = enqueue_run(f, op, next);
 	/* fill()'s own first test, inline: a full stream (the usual case
 	 * here) costs no call. */
 	if (time_room(f, x) && (count_room(f, x, false) || f->st[x].waiting_replay) &&
 	    fill(f, x, bu) && others_wait(f, x))
 		fill_all(f, bu);
+	return next;
 }
 
 void devq_fair_submit(struct devq_job *first)
@@ -665,10 +798,8 @@ void devq_fair_submit(struct devq_job *first)
 	struct devq_fair *f = &d->fair;
 	struct burst bu = burst_of(d, true);
 	fair_lock(f);
-	for (struct devq_job *op = first, *next; op; op = next) {
-		next = op->fnext;
-		submit_one(f, op, &bu);
-	}
+	for (struct devq_job *op = first; op;)
+		op = submit_one(f, op, &bu);
 	burst_go(d, &bu);
 	fair_unlock(f);
 }

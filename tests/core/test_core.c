@@ -89,6 +89,31 @@ static const struct devq_backend_ops fake_ops = {
 	.flush = fake_flush,
 };
 
+/* enqueue_chain, as the CPU backend has it: the list by b.next, in one
+ * call (refused whole when refuse is set).  fake_chain_ops: the fake
+ * backend with it, for the tests of fair.c's burst path. */
+static int fake_enqueue_chain(struct devq_backend *b, struct devq_bop *first)
+{
+	struct fake *f = (struct fake *)b;
+	if (f->refuse)
+		return f->refuse;
+	for (struct devq_bop *op = first; op; op = op->next)
+		ck_assert_int_eq(fake_enqueue(b, op), 0);
+	return 0;
+}
+
+static const struct devq_backend_ops fake_chain_ops = {
+	.destroy = fake_destroy,
+	.map_host = fake_map_host,
+	.unmap_host = fake_unmap_host,
+	.alloc = fake_alloc,
+	.free = fake_free,
+	.has_kernel = fake_has_kernel,
+	.enqueue = fake_enqueue,
+	.enqueue_chain = fake_enqueue_chain,
+	.flush = fake_flush,
+};
+
 static struct fake *FK;
 
 static int fake_open(const struct devq_backend_config *bc, struct devq_backend **out)
@@ -1605,13 +1630,25 @@ START_TEST(test_fairness_turn_kept_by_straight_handover)
 }
 END_TEST
 
+/* Submits n spin(ns) on queue q, replayable where replay_at == i. */
+static void spins(struct devq_session *s, uint32_t q, unsigned n, uint64_t ns, int replay_at)
+{
+	for (unsigned i = 0; i < n; i++) {
+		replayable = (int)i == replay_at;
+		spin(s, q, ns);
+	}
+	replayable = false;
+}
+
 /* On a backend that refills from its completing thread, the ops handed
  * over there do not arm the loop's lazy poll (a libuv timer, loop thread
  * only), even for a queue with a completion slot. */
-START_TEST(test_fairness_completer_does_not_arm_lazy)
+static void completer_does_not_arm_lazy(bool chain)
 {
 	engine_up((struct devq_config){ .fair_k = 1, .streams = 1 });
 	FK->be.enqueue_any_thread = true;
+	if (chain)
+		FK->be.ops = &fake_chain_ops;
 	struct devq_session *s = session(1000);
 	int fds[3];
 	ck_assert_int_eq(devq_cpage_create(4, &s->cpage, fds), 0);
@@ -1628,6 +1665,245 @@ START_TEST(test_fairness_completer_does_not_arm_lazy)
 	ck_assert_uint_eq(armed_from_completer, 0);
 	complete_all();
 	engine_down();
+
+	/* Two rooms from one completer, fair-k 4: the second completion
+	 * refills (half free), a run of two, and still no arming. */
+	engine_up((struct devq_config){ .fair_k = 4, .streams = 1 });
+	FK->be.enqueue_any_thread = true;
+	if (chain)
+		FK->be.ops = &fake_chain_ops;
+	s = session(1000);
+	ck_assert_int_eq(devq_cpage_create(4, &s->cpage, fds), 0);
+	for (int i = 0; i < 3; i++)
+		ck_assert_int_eq(close(fds[i]), 0);
+	queue(s, 1, 0);
+	spins(s, 1, 6, 1000, -1);
+	ck_assert_uint_eq(FK->n, 4);
+	armed_from_completer = 0;
+	complete(0, 0);
+	ck_assert_uint_eq(FK->n, 3);
+	complete(0, 0);
+	ck_assert_uint_eq(FK->n, 4);
+	ck_assert_uint_eq(armed_from_completer, 0);
+	complete_all();
+	engine_down();
+}
+
+/* Through the backend's enqueue_chain too (a burst arms the loop's lazy
+ * poll only when built on the loop). */
+START_TEST(test_fairness_completer_does_not_arm_lazy)
+{
+	completer_does_not_arm_lazy(false);
+	completer_does_not_arm_lazy(true);
+}
+END_TEST
+
+
+/* Every op handed to stream x so far, in order, is on queue q with points
+ * first, first + 1, ...; how many. */
+static unsigned handed_in_order(unsigned x, uint32_t q, uint64_t first)
+{
+	unsigned n = 0;
+	for (unsigned i = 0; i < FK->n; i++) {
+		const struct devq_job *j = handed(i);
+		if (j->b.stream != x)
+			continue;
+		ck_assert_uint_eq(j->q->id, q);
+		ck_assert_uint_eq(j->point, first + n);
+		n++;
+	}
+	return n;
+}
+
+/* The ops of one frame (a batch) go to fairness as one list; the ops of
+ * it for one stream wait as one run (fair.c enqueue_run), each stream's
+ * in order, and every count comes out as op by op.  Streams 0 and 1 (queues
+ * 1 and 2), fair-k 2: 3 ops for stream 0, 3 for stream 1, 2 more for
+ * stream 0, two of them replayable. */
+START_TEST(test_fairness_batch_waits_as_runs)
+{
+	engine_up((struct devq_config){ .fair_k = 2, .streams = 2 });
+	struct devq_session *s = session(1000);
+	queue(s, 1, 0);
+	queue(s, 2, 0);
+	ck_assert_uint_eq(tl(s, 1)->stream, 0);
+	ck_assert_uint_eq(tl(s, 2)->stream, 1);
+	struct devq_tenant *t = s->tenant;
+	devq_sched_batch_begin(&E);
+	for (int i = 0; i < 3; i++)
+		spin(s, 1, 10000);
+	replayable = true;
+	spin(s, 2, 10000);
+	replayable = false;
+	for (int i = 0; i < 2; i++)
+		spin(s, 2, 10000);
+	spin(s, 1, 10000);
+	replayable = true;
+	spin(s, 1, 10000);
+	replayable = false;
+	ck_assert_uint_eq(FK->n, 0);
+	devq_sched_batch_end(&E);
+	/* Two each; stream 0's third (point 3) and the two after it wait,
+	 * as does stream 1's third.  Stream 1 took its replayable op. */
+	ck_assert_uint_eq(FK->n, 4);
+	ck_assert_uint_eq(handed_in_order(0, 1, 1), 2);
+	ck_assert_uint_eq(handed_in_order(1, 2, 1), 2);
+	ck_assert_uint_eq(s->fair.waiting, 4);
+	ck_assert_uint_eq(t->fair.waiting, 4);
+	ck_assert_uint_eq(t->fair.waiting_on[0], 3);
+	ck_assert_uint_eq(t->fair.waiting_on[1], 1);
+	ck_assert_uint_eq(t->fair.queued_ns, 40000);
+	ck_assert_uint_eq(E.fair.waiting, 4);
+	ck_assert_uint_eq(atomic_load(&E.fair.st[0].waiting), 3);
+	ck_assert_uint_eq(atomic_load(&E.fair.st[1].waiting), 1);
+	ck_assert_uint_eq(E.fair.st[0].waiting_replay, 1);
+	ck_assert_uint_eq(E.fair.st[1].waiting_replay, 0);
+	ck_assert(s->fair.lanes[0].tail->b.replay);
+	ck_assert_uint_eq(s->fair.lanes[0].head->point, 3);
+	ck_assert_uint_eq(s->fair.lanes[0].tail->point, 5);
+	ck_assert_ptr_null(s->fair.lanes[0].tail->fnext);
+	ck_assert_uint_eq(s->fair.lanes[1].head->point, 3);
+	ck_assert(s->fair.in_rr && t->fair.active);
+	/* Stream 0's replayable op passes the count once it heads the lane:
+	 * all are handed, each stream's in order. */
+	complete_all();
+	ck_assert_uint_eq(FK->enqueued, 8);
+	ck_assert_uint_eq(s->fair.waiting, 0);
+	ck_assert_uint_eq(t->fair.waiting, 0);
+	ck_assert_uint_eq(t->fair.queued_ns, 0);
+	ck_assert_uint_eq(E.fair.waiting, 0);
+	ck_assert_uint_eq(E.fair.st[0].waiting_replay, 0);
+	ck_assert(!s->fair.in_rr && !t->fair.active);
+	ck_assert_ptr_null(E.fair.act_head);
+	engine_down();
+}
+END_TEST
+
+/* A lone session's refill goes as a run (fair.c take_run), through the
+ * backend's enqueue_chain or op by op: up to the count, exactly (fair-k
+ * 4: three rooms take three ops, not four), and to the window by time
+ * (250 us ops, 1 ms: the op that would start at 1 ms waits). */
+static void run_to_count_and_window(bool chain)
+{
+	engine_up((struct devq_config){ .fair_k = 4, .streams = 1 });
+	if (chain)
+		FK->be.ops = &fake_chain_ops;
+	struct devq_session *s = session(1000);
+	queue(s, 1, 0);
+	spins(s, 1, 10, 1000, -1);
+	ck_assert_uint_eq(FK->n, 4);
+	complete_n_then_drain(3);
+	ck_assert_uint_eq(FK->n, 4);
+	ck_assert_uint_eq(handed_in_order(0, 1, 4), 4);
+	ck_assert_uint_eq(E.fair.st[0].inside, (4ull << DEVQ_FAIR_OPS_SHIFT) + 4000);
+	ck_assert_uint_eq(s->fair.waiting, 3);
+	ck_assert_uint_eq(s->tenant->fair.handed, 7);
+	complete_all();
+	ck_assert_uint_eq(FK->enqueued, 10);
+	engine_down();
+
+	engine_up((struct devq_config){ .fair_k = 16, .streams = 1, .fair_window_ns = 1000000 });
+	if (chain)
+		FK->be.ops = &fake_chain_ops;
+	s = session(1000);
+	queue(s, 1, 0);
+	spins(s, 1, 8, 250000, -1); /* 0, 250, 500, 750 us inside: four go */
+	ck_assert_uint_eq(FK->n, 4);
+	complete_n_then_drain(2); /* 500 us inside: two more, to 1 ms */
+	ck_assert_uint_eq(FK->n, 4);
+	ck_assert_uint_eq(handed_in_order(0, 1, 3), 4);
+	ck_assert_uint_eq(E.fair.st[0].inside, (4ull << DEVQ_FAIR_OPS_SHIFT) + 1000000);
+	complete_all();
+	ck_assert_uint_eq(FK->enqueued, 8);
+	engine_down();
+}
+
+START_TEST(test_fairness_run_to_count_and_window)
+{
+	run_to_count_and_window(false);
+	run_to_count_and_window(true);
+}
+END_TEST
+
+/* Completes the n oldest ops of stream x as a backend thread would (each
+ * ran as long as it declared), then lets the loop run once. */
+static void complete_stream_then_drain(unsigned x, unsigned n)
+{
+	for (unsigned k = 0, i = 0; k < n; k++) {
+		while (handed(i)->b.stream != x)
+			i++;
+		struct devq_bop *op = FK->ops[i];
+		memmove(&FK->ops[i], &FK->ops[i + 1], (FK->n - i - 1) * sizeof(FK->ops[0]));
+		FK->n--;
+		op->code = 0;
+		op->t_start = op->t_handoff + 1;
+		op->t_end = op->t_start + devq_job_of(op)->decl_ns;
+		E.be->on_complete(E.be->ud, op);
+	}
+	devq_sched_drain(&E);
+	flush_dirty();
+}
+
+/* A run stops at an op that waits for one not yet handed over, and at a
+ * replayable op (fill's own choice, which keeps its count); what is left
+ * goes once that op is handed.  Through enqueue_chain or op by op. */
+static void run_stops(bool chain)
+{
+	/* Streams 0 and 1 (queues 1 and 2), fair-k 3, one session. */
+	engine_up((struct devq_config){ .fair_k = 3, .streams = 2 });
+	if (chain)
+		FK->be.ops = &fake_chain_ops;
+	struct devq_session *s = session(1000);
+	queue(s, 1, 0);
+	queue(s, 2, 0);
+	buffer(s, 5, 64);
+	buffer(s, 6, 64);
+	for (int i = 0; i < 4; i++)
+		submit(s, 2, 6, 0, 0, NULL, NULL); /* stream 1: 1-3 go, 4 waits */
+	for (int i = 0; i < 4; i++)
+		submit(s, 1, 5, 0, 0, NULL, NULL); /* stream 0: 1-3 go, 4 waits */
+	uint32_t wq = 2;
+	uint64_t wp = 4;
+	submit(s, 1, 5, 0, 1, &wq, &wp); /* 5 waits for stream 1's point 4 */
+	submit(s, 1, 5, 0, 0, NULL, NULL); /* 6 */
+	ck_assert_uint_eq(FK->n, 6);
+	/* Stream 0's three rooms at once: 4 goes, the run stops at 5. */
+	complete_stream_then_drain(0, 3);
+	ck_assert_uint_eq(FK->n, 4);
+	ck_assert_uint_eq(handed_in_order(0, 1, 4), 1);
+	ck_assert_uint_eq(s->fair.waiting, 3);
+	ck_assert_uint_eq(s->fair.lanes[0].head->point, 5);
+	/* Stream 1's point 4 handed: 5 and 6 follow on stream 0. */
+	complete_stream_then_drain(1, 1);
+	ck_assert_uint_eq(handed_in_order(1, 2, 2), 3);
+	ck_assert_uint_eq(handed_in_order(0, 1, 4), 3);
+	ck_assert_uint_eq(s->fair.waiting, 0);
+	complete_all();
+	ck_assert_uint_eq(FK->enqueued, 10);
+	engine_down();
+
+	/* One stream, fair-k 3: 1-3 go; 4, replayable 5 and 6 wait. */
+	engine_up((struct devq_config){ .fair_k = 3, .streams = 1 });
+	if (chain)
+		FK->be.ops = &fake_chain_ops;
+	s = session(1000);
+	queue(s, 1, 0);
+	spins(s, 1, 6, 1000, 4);
+	ck_assert_uint_eq(E.fair.st[0].waiting_replay, 1);
+	/* Two rooms: 4, then 5 by fill's choice, which counts it out. */
+	complete_stream_then_drain(0, 2);
+	ck_assert_uint_eq(handed_in_order(0, 1, 3), 3);
+	ck_assert_uint_eq(E.fair.st[0].waiting_replay, 0);
+	ck_assert_uint_eq(s->fair.waiting, 1);
+	complete_all();
+	ck_assert_uint_eq(FK->enqueued, 6);
+	engine_down();
+}
+
+START_TEST(test_fairness_run_stops)
+{
+	run_stops(false);
+	run_stops(true);
 }
 END_TEST
 
@@ -3722,6 +3998,9 @@ int main(void)
 	tcase_add_test(tc, test_fairness_turn_kept_by_straight_handover);
 	tcase_add_test(tc, test_fairness_completer_does_not_arm_lazy);
 	tcase_add_test(tc, test_fairness_replay_cap);
+	tcase_add_test(tc, test_fairness_batch_waits_as_runs);
+	tcase_add_test(tc, test_fairness_run_to_count_and_window);
+	tcase_add_test(tc, test_fairness_run_stops);
 	tcase_add_test(tc, test_fairness_no_run_when_shared);
 	tcase_add_test(tc, test_placement_moves_idle_queue);
 	tcase_add_test(tc, test_submit_on_closed_queue);
