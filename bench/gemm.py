@@ -12,14 +12,20 @@ after the first matmul (/proc/self/maps), so the ratio always means
 
   single  m = n = k = N (1024): interleaved rounds of one devq gemm_f32
           (submit to the completion seen by this process) and one NumPy
-          matmul; medians, GFLOP/s (2 N^3 / time) and devq/NumPy.
+          matmul; medians, GFLOP/s (2 N^3 / time) and devq/NumPy.  Each
+          timed call starts SETTLE (0.2) s after the previous one ended:
+          NumPy's OpenBLAS pthread workers spin ~0.1 s after each call
+          (OpenBLAS's default thread timeout), and a devq gemm timed right
+          after a matmul shared the two CPUs with them (this process used
+          4-7 ms of CPU during a 14 ms devq gemm, against 1.5 ms with the
+          pause).  --settle 0 measures back to back.
   multi   P (4) client processes at once, each R (30) gemms through
           devq, against one process alone doing the same (each ready and
           warm before a common start): aggregate GFLOP/s from the first
           start to the last end, alternated 3 times, medians, and the
           ratio to the lone process's.
 
-usage: make bench-gemm [GEMM_BENCH_ARGS='--n 1024 --rounds 15 --procs 4 --reps 30']
+usage: make bench-gemm [GEMM_BENCH_ARGS='--n 1024 --rounds 15 --settle 0.2 --procs 4 --reps 30']
 """
 
 import argparse
@@ -82,6 +88,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--procs", type=int, default=4)
     ap.add_argument("--reps", type=int, default=30, help="gemms per process in the multi part")
+    ap.add_argument("--settle", type=float, default=0.2,
+                    help="seconds before each timed call of the single part (0: none)")
     ap.add_argument("--multi-rounds", type=int, default=3,
                     help="alone / all at once, alternated this many times (medians)")
     args = ap.parse_args()
@@ -113,6 +121,8 @@ def main():
             for r in range(args.rounds):
                 order = (0, 1) if r % 2 == 0 else (1, 0)
                 for which in order:
+                    if args.settle > 0:
+                        time.sleep(args.settle)
                     t0 = time.perf_counter()
                     if which == 0:
                         c.submit("gemm_f32", alpha=1.0, beta=0.0, a=a, b=b, c=cc).result(
@@ -123,8 +133,8 @@ def main():
                         tn.append(time.perf_counter() - t0)
         md, mn = statistics.median(td), statistics.median(tn)
         gf = lambda t: 2.0 * n ** 3 / t / 1e9
-        print("gemm_f32 %dx%dx%d, %d rounds, NumPy's BLAS: %s, %d CPUs"
-              % (n, n, n, args.rounds, ", ".join(libs), os.cpu_count()))
+        print("gemm_f32 %dx%dx%d, %d rounds, %g s before each timed call, NumPy's BLAS: %s, "
+              "%d CPUs" % (n, n, n, args.rounds, args.settle, ", ".join(libs), os.cpu_count()))
         print("  devq   median %.2f ms  %.1f GFLOP/s" % (md * 1e3, gf(md)))
         print("  NumPy  median %.2f ms  %.1f GFLOP/s" % (mn * 1e3, gf(mn)))
         print("  devq / NumPy speed: %.2fx" % (mn / md))
