@@ -73,10 +73,12 @@ if [ -z "$leader" ]; then
 fi
 ct() { nsenter -t "$leader" -m -u -i -n -p -r -w -- /usr/bin/env -i \
 	PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 TERM=dumb "$@"; }
-# PID 1 is found before its bus socket exists: ask again until it answers.
+# PID 1 is found before its bus socket exists, and before it made
+# /run/systemd/system (until then systemctl says "offline": not booted
+# with systemd): ask again until it answers.
 for _ in $(seq 300); do
 	state=$(ct timeout 120 systemctl is-system-running --wait 2>&1)
-	case $state in *"Failed to connect to bus"*) sleep 0.1 ;; *) break ;; esac
+	case $state in *"Failed to connect to bus"* | offline) sleep 0.1 ;; *) break ;; esac
 done
 case $state in
 running|degraded) ;;

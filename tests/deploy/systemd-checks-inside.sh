@@ -15,6 +15,11 @@ why=
 # The first reason a check gives is the one reported; a check passes when
 # it returns 0 and gave none.
 no() { [ -n "$why" ] || why="$*"; return 1; }
+# grep -q for the end of a pipeline: it reads all its input.  Under
+# pipefail, grep -q's exit at the first match kills a writer still
+# writing (a journal past the pipe's 64 KiB) with SIGPIPE, and the
+# pipeline fails although it matched.
+hasline() { grep -c "$@" >/dev/null; }
 check() {
 	local name=$1 t0 t1
 	shift
@@ -133,22 +138,22 @@ journal_fields() {
 	as bob devctl status >out 2>&1
 	chmod 0660 $SOCK
 	grep -q 'access denied' out || no "bob was not refused by devqd's policy: $(cat out)"
-	journalctl -q -u devqd.service DEVQ_CLIENT_UID=$BOB -o cat | grep -q refused ||
+	journalctl -q -u devqd.service DEVQ_CLIENT_UID=$BOB -o cat | hasline refused ||
 		no "journalctl -u devqd DEVQ_CLIENT_UID=$BOB shows no refusal"
 	journalctl -q -u devqd.service DEVQ_CLIENT_UID=$ALICE -o cat >j.txt
 	grep -q connected j.txt || no "journalctl -u devqd DEVQ_CLIENT_UID=$ALICE shows no connect line"
 	grep -q hello j.txt || no "journalctl -u devqd DEVQ_CLIENT_UID=$ALICE shows no hello line"
 	# The caller's location, not the log helper's.
 	journalctl -q -u devqd.service DEVQ_CLIENT_UID=$BOB CODE_FILE=daemon/server/server.c \
-		CODE_FUNC=admit -o cat | grep -q refused ||
+		CODE_FUNC=admit -o cat | hasline refused ||
 		no "the refusal's CODE_FILE/CODE_FUNC are not server.c's admit: $(journalctl -q \
 			-u devqd.service DEVQ_CLIENT_UID=$BOB -o export | grep '^CODE_' | sort -u | tr '\n' ' ')"
-	if journalctl -q -u devqd.service CODE_FILE=daemon/base/log.c -o cat | grep -q .; then
+	if journalctl -q -u devqd.service CODE_FILE=daemon/base/log.c -o cat | hasline .; then
 		no "lines with CODE_FILE=daemon/base/log.c"
 	fi
-	journalctl -q -u devqd.service DEVQ_CLIENT_UID=$BOB -o export | grep -q '^DEVQ_SESSION=' ||
+	journalctl -q -u devqd.service DEVQ_CLIENT_UID=$BOB -o export | hasline '^DEVQ_SESSION=' ||
 		no "refusal without DEVQ_SESSION"
-	journalctl -q -u devqd.service DEVQ_CLIENT_UID=$BOB -o export | grep -q '^DEVQ_CLIENT_PID=' ||
+	journalctl -q -u devqd.service DEVQ_CLIENT_UID=$BOB -o export | hasline '^DEVQ_CLIENT_PID=' ||
 		no "refusal without DEVQ_CLIENT_PID"
 }
 check journal_fields journal_fields
@@ -236,7 +241,7 @@ host_crash_restart() {
 		no "the journal does not name the crashing executable"
 	rm -f /etc/devqd/executables.d/crash.exec /etc/devqd/executables.d/host_exes.so
 	systemctl reload devqd.service
-	note="restarted (pid $pid -> $(mainpid)); journal: $(journalctl -q -u devqd.service -o cat | grep -m1 'fatal signal 11 in host')"
+	note="restarted (pid $pid -> $(mainpid)); journal: $(journalctl -q -u devqd.service -o cat | grep 'fatal signal 11 in host' | tail -n 1)"
 }
 check host_crash_restart host_crash_restart
 
@@ -319,7 +324,7 @@ culprit_refused() {
 	grep -q "uid $CAROL is refused until" out || no "carol's refusal does not say why: $(cat out)"
 	as alice devctl status >/dev/null 2>&1 || no "alice was refused too"
 	[ -s $STATE ] || no "no $STATE"
-	systemctl show -P StatusText devqd.service | grep -q "uids refused after device losses: $CAROL" ||
+	systemctl show -P StatusText devqd.service | hasline "uids refused after device losses: $CAROL" ||
 		no "StatusText does not name uid $CAROL: '$(systemctl show -P StatusText devqd.service)'"
 	# (journald may take a moment to store a line under load.)
 	until_ok 30 sh -c "journalctl -q -u devqd.service DEVQ_CLIENT_UID=$CAROL -o cat | grep -q 'uid $CAROL refused for 600 s'" ||
@@ -375,12 +380,12 @@ template_instances() {
 	for n in 0 1; do
 		as alice devctl --device $n status >out 2>&1 || no "devctl --device $n status: $(cat out)"
 		[ "$(systemctl is-active devqd@$n.service)" = active ] || no "devqd@$n.service not active"
-		journalctl -q -u devqd@$n.service -o cat | grep -q "listening on /run/devqd/gpu$n.sock" ||
+		journalctl -q -u devqd@$n.service -o cat | hasline "listening on /run/devqd/gpu$n.sock" ||
 			no "devqd@$n.service's journal does not say it listens on gpu$n.sock"
 	done
 	p0=$(systemctl show -P MainPID devqd@0.service) p1=$(systemctl show -P MainPID devqd@1.service)
 	[ "$p0" != "$p1" ] && [ "$p0" != 0 ] || no "the instances share MainPID $p0"
-	grep -q -- '--device 1' /proc/$p1/cmdline 2>/dev/null || tr '\0' ' ' </proc/$p1/cmdline | grep -q -- '--device 1' ||
+	grep -q -- '--device 1' /proc/$p1/cmdline 2>/dev/null || tr '\0' ' ' </proc/$p1/cmdline | hasline -- '--device 1' ||
 		no "devqd@1 runs '$(tr '\0' ' ' </proc/$p1/cmdline)'"
 	as alice devctl status >out 2>&1 || no "the default instance stopped serving: $(cat out)"
 	systemctl stop devqd@1.socket devqd@1.service 2>/dev/null || no "stopping devqd@1 failed"
@@ -428,7 +433,7 @@ tenant_grant_restart() {
 	devctl admin evict job_1 --json >e.json 2>&1 || no "evict: $(cat e.json)"
 	grep -q '"still_running":0' e.json || no "evict: $(cat e.json)"
 	[ ! -e $ts ] || no "$ts left after evict"
-	journalctl -q -u devqd.service DEVQ_TENANT=job_1 -o cat | grep -q 'evicted' ||
+	journalctl -q -u devqd.service DEVQ_TENANT=job_1 -o cat | hasline 'evicted' ||
 		no "no usage line with DEVQ_TENANT=job_1 in the journal"
 	devctl health >out 2>&1 || no "devctl health: $(cat out)"
 }
