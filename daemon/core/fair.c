@@ -478,34 +478,6 @@ static void act_del(struct devq_fair *f, struct devq_tenant *t)
 	t->fair.active = false;
 }
 
-static void enqueue(struct devq_fair *f, struct devq_job *op)
-{
-	struct devq_session *s = op->s;
-	struct devq_tenant *t = s->tenant;
-	unsigned x = op->b.stream;
-	struct devq_fair_lane *l = &s->fair.lanes[x];
-	if (l->tail)
-		l->tail->fnext = op;
-	else
-		l->head = op;
-	l->tail = op;
-	s->fair.waiting++;
-	t->fair.waiting++;
-	t->fair.waiting_on[x]++;
-	t->fair.queued_ns += op->fest;
-	f->st[x].waiting_replay += op->b.replay;
-	/* Counted before the stream's room is looked at, while a completer
-	 * frees room before it looks at this count (both sequentially
-	 * consistent): one of the two sees the other, so room freed just now
-	 * is never missed by both. */
-	atomic_fetch_add(&f->st[x].waiting, 1);
-	f->waiting++;
-	if (!s->fair.in_rr)
-		rr_add(t, s);
-	if (!t->fair.active)
-		act_add(f, t);
-}
-
 /* Takes the head of s's lane x (the caller checked it may go). */
 static struct devq_job *dequeue(struct devq_fair *f, struct devq_session *s, unsigned x)
 {
@@ -709,12 +681,12 @@ static inline bool others_wait(const struct devq_fair *f, unsigned x)
 	return f->waiting > atomic_load_explicit(&f->st[x].waiting, memory_order_relaxed);
 }
 
-/* Enqueues op and the ops after it in devq_fair_submit's list that are
- * for the same stream (a batch's usual shape): they would each wait
- * behind op in the lane anyway, so they go in as one run, linked as the
- * list already links them, with the counts that enqueue keeps per op
- * kept once.  n: the op after op in the list.  Returns the first op of
- * the list after the run. */
+/* Puts op at the back of its session's lane for its stream, with the ops
+ * after it in devq_fair_submit's list that are for the same stream (a
+ * batch's usual shape): they would each wait behind op anyway, so they go
+ * in as one run, linked as the list already links them, counted once.
+ * n: the op after op in the list.  Returns the first op of the list
+ * after the run. */
 static struct devq_job *enqueue_run(struct devq_fair *f, struct devq_job *op, struct devq_job *n)
 {
 	struct devq_session *s = op->s;
@@ -731,10 +703,6 @@ static struct devq_job *enqueue_run(struct devq_fair *f, struct devq_job *op, st
 		replay += n->b.replay;
 	}
 	last->fnext = NULL;
-	if (k == 1) {
-		enqueue(f, op);
-		return n;
-	}
 	struct devq_tenant *t = s->tenant;
 	struct devq_fair_lane *l = &s->fair.lanes[x];
 	if (l->tail)
@@ -747,7 +715,11 @@ static struct devq_job *enqueue_run(struct devq_fair *f, struct devq_job *op, st
 	t->fair.waiting_on[x] += k;
 	t->fair.queued_ns += ns;
 	f->st[x].waiting_replay += replay;
-	atomic_fetch_add(&f->st[x].waiting, k); /* before the room is looked at: enqueue */
+	/* Counted before the stream's room is looked at, while a completer
+	 * frees room before it looks at this count (both sequentially
+	 * consistent): one of the two sees the other, so room freed just now
+	 * is never missed by both. */
+	atomic_fetch_add(&f->st[x].waiting, k);
 	f->waiting += k;
 	if (!s->fair.in_rr)
 		rr_add(t, s);

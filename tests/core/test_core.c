@@ -89,9 +89,10 @@ static const struct devq_backend_ops fake_ops = {
 	.flush = fake_flush,
 };
 
+static struct fake *FK;
+
 /* enqueue_chain, as the CPU backend has it: the list by b.next, in one
- * call (refused whole when refuse is set).  fake_chain_ops: the fake
- * backend with it, for the tests of fair.c's burst path. */
+ * call (refused whole when refuse is set). */
 static int fake_enqueue_chain(struct devq_backend *b, struct devq_bop *first)
 {
 	struct fake *f = (struct fake *)b;
@@ -102,19 +103,15 @@ static int fake_enqueue_chain(struct devq_backend *b, struct devq_bop *first)
 	return 0;
 }
 
-static const struct devq_backend_ops fake_chain_ops = {
-	.destroy = fake_destroy,
-	.map_host = fake_map_host,
-	.unmap_host = fake_unmap_host,
-	.alloc = fake_alloc,
-	.free = fake_free,
-	.has_kernel = fake_has_kernel,
-	.enqueue = fake_enqueue,
-	.enqueue_chain = fake_enqueue_chain,
-	.flush = fake_flush,
-};
-
-static struct fake *FK;
+/* Gives the fake backend enqueue_chain, for the tests of fair.c's burst
+ * path: fake_ops and that. */
+static void fake_use_chain(void)
+{
+	static struct devq_backend_ops chain_ops;
+	chain_ops = fake_ops;
+	chain_ops.enqueue_chain = fake_enqueue_chain;
+	FK->be.ops = &chain_ops;
+}
 
 static int fake_open(const struct devq_backend_config *bc, struct devq_backend **out)
 {
@@ -1648,7 +1645,7 @@ static void completer_does_not_arm_lazy(bool chain)
 	engine_up((struct devq_config){ .fair_k = 1, .streams = 1 });
 	FK->be.enqueue_any_thread = true;
 	if (chain)
-		FK->be.ops = &fake_chain_ops;
+		fake_use_chain();
 	struct devq_session *s = session(1000);
 	int fds[3];
 	ck_assert_int_eq(devq_cpage_create(4, &s->cpage, fds), 0);
@@ -1671,7 +1668,7 @@ static void completer_does_not_arm_lazy(bool chain)
 	engine_up((struct devq_config){ .fair_k = 4, .streams = 1 });
 	FK->be.enqueue_any_thread = true;
 	if (chain)
-		FK->be.ops = &fake_chain_ops;
+		fake_use_chain();
 	s = session(1000);
 	ck_assert_int_eq(devq_cpage_create(4, &s->cpage, fds), 0);
 	for (int i = 0; i < 3; i++)
@@ -1787,7 +1784,7 @@ static void run_to_count_and_window(bool chain)
 {
 	engine_up((struct devq_config){ .fair_k = 4, .streams = 1 });
 	if (chain)
-		FK->be.ops = &fake_chain_ops;
+		fake_use_chain();
 	struct devq_session *s = session(1000);
 	queue(s, 1, 0);
 	spins(s, 1, 10, 1000, -1);
@@ -1804,7 +1801,7 @@ static void run_to_count_and_window(bool chain)
 
 	engine_up((struct devq_config){ .fair_k = 16, .streams = 1, .fair_window_ns = 1000000 });
 	if (chain)
-		FK->be.ops = &fake_chain_ops;
+		fake_use_chain();
 	s = session(1000);
 	queue(s, 1, 0);
 	spins(s, 1, 8, 250000, -1); /* 0, 250, 500, 750 us inside: four go */
@@ -1852,7 +1849,7 @@ static void run_stops(bool chain)
 	/* Streams 0 and 1 (queues 1 and 2), fair-k 3, one session. */
 	engine_up((struct devq_config){ .fair_k = 3, .streams = 2 });
 	if (chain)
-		FK->be.ops = &fake_chain_ops;
+		fake_use_chain();
 	struct devq_session *s = session(1000);
 	queue(s, 1, 0);
 	queue(s, 2, 0);
@@ -1885,7 +1882,7 @@ static void run_stops(bool chain)
 	/* One stream, fair-k 3: 1-3 go; 4, replayable 5 and 6 wait. */
 	engine_up((struct devq_config){ .fair_k = 3, .streams = 1 });
 	if (chain)
-		FK->be.ops = &fake_chain_ops;
+		fake_use_chain();
 	s = session(1000);
 	queue(s, 1, 0);
 	spins(s, 1, 6, 1000, 4);
