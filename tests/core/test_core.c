@@ -985,13 +985,16 @@ START_TEST(test_fairness_window_by_time)
 }
 END_TEST
 
-/* Completes the n oldest ops as a backend thread would (each ran as long
- * as it declared), then lets the loop run once: n rooms at once. */
-static void complete_n_then_drain(unsigned n)
+/* Completes the n oldest ops of stream x (of any stream: x < 0) as a
+ * backend thread would (each ran as long as it declared), then lets the
+ * loop run once: n rooms at once. */
+static void complete_stream_then_drain(int x, unsigned n)
 {
-	for (unsigned k = 0; k < n; k++) {
-		struct devq_bop *op = FK->ops[0];
-		memmove(&FK->ops[0], &FK->ops[1], (FK->n - 1) * sizeof(FK->ops[0]));
+	for (unsigned k = 0, i = 0; k < n; k++) {
+		while (x >= 0 && handed(i)->b.stream != (unsigned)x)
+			i++;
+		struct devq_bop *op = FK->ops[i];
+		memmove(&FK->ops[i], &FK->ops[i + 1], (FK->n - i - 1) * sizeof(FK->ops[0]));
 		FK->n--;
 		op->code = 0;
 		op->t_start = op->t_handoff + 1;
@@ -1000,6 +1003,12 @@ static void complete_n_then_drain(unsigned n)
 	}
 	devq_sched_drain(&E);
 	flush_dirty();
+}
+
+/* The n oldest ops, whatever their streams. */
+static void complete_n_then_drain(unsigned n)
+{
+	complete_stream_then_drain(-1, n);
 }
 
 /* Several rooms at once (two completions before the loop hands over):
@@ -1821,25 +1830,6 @@ START_TEST(test_fairness_run_to_count_and_window)
 	run_to_count_and_window(true);
 }
 END_TEST
-
-/* Completes the n oldest ops of stream x as a backend thread would (each
- * ran as long as it declared), then lets the loop run once. */
-static void complete_stream_then_drain(unsigned x, unsigned n)
-{
-	for (unsigned k = 0, i = 0; k < n; k++) {
-		while (handed(i)->b.stream != x)
-			i++;
-		struct devq_bop *op = FK->ops[i];
-		memmove(&FK->ops[i], &FK->ops[i + 1], (FK->n - i - 1) * sizeof(FK->ops[0]));
-		FK->n--;
-		op->code = 0;
-		op->t_start = op->t_handoff + 1;
-		op->t_end = op->t_start + devq_job_of(op)->decl_ns;
-		E.be->on_complete(E.be->ud, op);
-	}
-	devq_sched_drain(&E);
-	flush_dirty();
-}
 
 /* A run stops at an op that waits for one not yet handed over, and at a
  * replayable op (fill's own choice, which keeps its count); what is left
