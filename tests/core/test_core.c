@@ -1381,6 +1381,16 @@ START_TEST(test_fairness_enqueue_refused)
 	ck_assert_uint_eq(E.ops_failed, 1);
 	ck_assert_uint_eq(E.fair.st[0].inside, 0);
 	devq_timeline_reset(q);
+	/* The errno nearest 0 (EPERM, -1) is a refusal too. */
+	FK->refuse = -EPERM;
+	spin(s, 1, 1000);
+	FK->refuse = 0;
+	devq_sched_drain(&E);
+	flush_dirty();
+	ck_assert_uint_eq(q->completed, 2);
+	ck_assert_uint_eq(E.ops_failed, 2);
+	ck_assert_uint_eq(E.fair.st[0].inside, 0);
+	devq_timeline_reset(q);
 	spin(s, 1, 1000);
 	ck_assert_uint_eq(FK->n, 1);
 	complete_all();
