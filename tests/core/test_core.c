@@ -1646,6 +1646,14 @@ START_TEST(test_fairness_turn_kept_by_straight_handover)
 }
 END_TEST
 
+/* engine_up, with the fake backend's enqueue_chain when chain is set. */
+static void engine_up_chain(struct devq_config cfg, bool chain)
+{
+	engine_up(cfg);
+	if (chain)
+		fake_use_chain();
+}
+
 /* Submits n spin(ns) on queue q, replayable where replay_at == i. */
 static void spins(struct devq_session *s, uint32_t q, unsigned n, uint64_t ns, int replay_at)
 {
@@ -1661,10 +1669,8 @@ static void spins(struct devq_session *s, uint32_t q, unsigned n, uint64_t ns, i
  * only), even for a queue with a completion slot. */
 static void completer_does_not_arm_lazy(bool chain)
 {
-	engine_up((struct devq_config){ .fair_k = 1, .streams = 1 });
+	engine_up_chain((struct devq_config){ .fair_k = 1, .streams = 1 }, chain);
 	FK->be.enqueue_any_thread = true;
-	if (chain)
-		fake_use_chain();
 	struct devq_session *s = session(1000);
 	int fds[3];
 	ck_assert_int_eq(devq_cpage_create(4, &s->cpage, fds), 0);
@@ -1684,10 +1690,8 @@ static void completer_does_not_arm_lazy(bool chain)
 
 	/* Two rooms from one completer, fair-k 4: the second completion
 	 * refills (half free), a run of two, and still no arming. */
-	engine_up((struct devq_config){ .fair_k = 4, .streams = 1 });
+	engine_up_chain((struct devq_config){ .fair_k = 4, .streams = 1 }, chain);
 	FK->be.enqueue_any_thread = true;
-	if (chain)
-		fake_use_chain();
 	s = session(1000);
 	ck_assert_int_eq(devq_cpage_create(4, &s->cpage, fds), 0);
 	for (int i = 0; i < 3; i++)
@@ -1801,9 +1805,7 @@ END_TEST
  * (250 us ops, 1 ms: the op that would start at 1 ms waits). */
 static void run_to_count_and_window(bool chain)
 {
-	engine_up((struct devq_config){ .fair_k = 4, .streams = 1 });
-	if (chain)
-		fake_use_chain();
+	engine_up_chain((struct devq_config){ .fair_k = 4, .streams = 1 }, chain);
 	struct devq_session *s = session(1000);
 	queue(s, 1, 0);
 	spins(s, 1, 10, 1000, -1);
@@ -1818,9 +1820,8 @@ static void run_to_count_and_window(bool chain)
 	ck_assert_uint_eq(FK->enqueued, 10);
 	engine_down();
 
-	engine_up((struct devq_config){ .fair_k = 16, .streams = 1, .fair_window_ns = 1000000 });
-	if (chain)
-		fake_use_chain();
+	engine_up_chain((struct devq_config){ .fair_k = 16, .streams = 1, .fair_window_ns = 1000000 },
+			chain);
 	s = session(1000);
 	queue(s, 1, 0);
 	spins(s, 1, 8, 250000, -1); /* 0, 250, 500, 750 us inside: four go */
@@ -1847,9 +1848,7 @@ END_TEST
 static void run_stops(bool chain)
 {
 	/* Streams 0 and 1 (queues 1 and 2), fair-k 3, one session. */
-	engine_up((struct devq_config){ .fair_k = 3, .streams = 2 });
-	if (chain)
-		fake_use_chain();
+	engine_up_chain((struct devq_config){ .fair_k = 3, .streams = 2 }, chain);
 	struct devq_session *s = session(1000);
 	queue(s, 1, 0);
 	queue(s, 2, 0);
@@ -1880,9 +1879,7 @@ static void run_stops(bool chain)
 	engine_down();
 
 	/* One stream, fair-k 3: 1-3 go; 4, replayable 5 and 6 wait. */
-	engine_up((struct devq_config){ .fair_k = 3, .streams = 1 });
-	if (chain)
-		fake_use_chain();
+	engine_up_chain((struct devq_config){ .fair_k = 3, .streams = 1 }, chain);
 	s = session(1000);
 	queue(s, 1, 0);
 	spins(s, 1, 6, 1000, 4);
