@@ -129,11 +129,6 @@ void devq_trace_record(struct devq_trace_ring *t, const struct devq_job *op)
 _Static_assert(sizeof(struct devq_trace_rec) % sizeof(uint64_t) == 0,
 	       "devq_trace_read copies records a word at a time");
 
-/* The reader's side of the sequence lock.  The copy races with the loop
- * rewriting the slot by design, and the counters tell afterwards whether
- * it did: the copy is of volatile words (no memcpy, which the thread
- * sanitizer intercepts and checks) in a function it does not instrument,
- * the way a sequence lock's reader is written for it. */
 /* Record a + cap, the next in record a's slot, marks itself before its
  * first byte: writing <= a + cap after the copy means it had not started. */
 static bool still_whole(const struct devq_trace_ring *t, uint64_t a)
@@ -142,6 +137,11 @@ static bool still_whole(const struct devq_trace_ring *t, uint64_t a)
 	return atomic_load_explicit(&t->writing, memory_order_relaxed) - a <= t->cap;
 }
 
+/* The reader's side of the sequence lock.  The copy races with the loop
+ * rewriting the slot by design, and the counters tell afterwards whether
+ * it did: the copy is of volatile words (no memcpy, which the thread
+ * sanitizer intercepts and checks) in a function it does not instrument,
+ * the way a sequence lock's reader is written for it. */
 __attribute__((no_sanitize_thread)) bool devq_trace_read(const struct devq_trace_ring *t,
 							  uint64_t a, struct devq_trace_rec *out)
 {
