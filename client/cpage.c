@@ -170,8 +170,8 @@ static bool spin_useful(const struct devq_cpc *c)
 
 /* Whether threads other than this one are runnable on every CPU now:
  * /proc/loadavg's fourth field counts the runnable ones (this one
- * included), against the CPUs online.  Unknown: false. */
-static bool cpus_taken(void)
+ * included), against cpus, the CPUs online.  Unknown: false. */
+static bool cpus_taken(long cpus)
 {
 	int fd = open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
@@ -186,7 +186,6 @@ static bool cpus_taken(void)
 	unsigned running, total;
 	if (sscanf(buf, "%lf %lf %lf %u/%u", &l1, &l5, &l15, &running, &total) != 5)
 		return false;
-	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	return cpus > 0 && running > (unsigned long)cpus;
 }
 
@@ -195,8 +194,12 @@ static bool cpus_taken(void)
 static bool cpus_busy(struct devq_cpc *c, uint64_t now)
 {
 	if (now - c->cpus_looked_ns >= CPUS_LOOK_NS) {
+		/* The CPUs online once per connection: sysconf reads a file
+		 * under /sys for them each time. */
+		if (!c->cpus)
+			c->cpus = sysconf(_SC_NPROCESSORS_ONLN);
 		c->cpus_looked_ns = now;
-		c->cpus_busy = cpus_taken();
+		c->cpus_busy = cpus_taken(c->cpus);
 	}
 	return c->cpus_busy;
 }

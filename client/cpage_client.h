@@ -27,6 +27,7 @@ struct devq_cpc {
 	 * waits for a queue's next point then sleep at once. */
 	bool cpus_busy;
 	uint64_t cpus_looked_ns;
+	long cpus; /* CPUs online, read at the first look (0: not yet) */
 	uint64_t hits;        /* points found complete without a syscall */
 	uint64_t futex_waits; /* FUTEX_WAIT calls */
 	/* The record ring (NULL: the daemon made none); armed once at connect. */
