@@ -136,6 +136,28 @@ bool harness_cudasim_violations(const char *log, char *out, size_t outlen)
 	return found;
 }
 
+bool harness_log_has(const char *log, const char *what)
+{
+	FILE *f = fopen(log, "r");
+	ck_assert_msg(f, "%s", log);
+	char line[2048];
+	bool found = false;
+	while (!found && fgets(line, sizeof(line), f))
+		found = strstr(line, what) != NULL;
+	fclose(f);
+	return found;
+}
+
+bool harness_log_wait(const char *log, const char *what, unsigned ms)
+{
+	for (unsigned t = 0; t <= ms; t += 10) {
+		if (harness_log_has(log, what))
+			return true;
+		usleep(10000);
+	}
+	return false;
+}
+
 static bool can_connect(const char *path)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };

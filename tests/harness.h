@@ -50,6 +50,10 @@ bool harness_cudasim(void);
 void harness_cudasim_env(void);
 /* Whether a daemon log holds a simulator rule violation (its first in out). */
 bool harness_cudasim_violations(const char *log, char *out, size_t outlen);
+/* Whether a daemon log holds a line containing what. */
+bool harness_log_has(const char *log, const char *what);
+/* Waits up to ms for such a line; false if none came. */
+bool harness_log_wait(const char *log, const char *what, unsigned ms);
 uint64_t harness_now_ns(void);
 
 /* ---- libdevq helpers: each aborts the test on failure ---------------- */

@@ -599,7 +599,9 @@ START_TEST(test_sigterm_at_startup)
 	const char *const extra[] = { "--test-fault-injection", NULL };
 	harness_start(&d, extra);
 	unsetenv("DEVQD_TEST_START_PAUSE_MS");
-	kill(d.pid, SIGHUP); /* a reload then, too, must not end it */
+	kill(d.pid, SIGHUP); /* a reload then, too, must not end it, nor be lost */
+	ck_assert_msg(harness_log_wait(d.log, "reload: done", 30000),
+		      "no reload logged 30 s after a SIGHUP at startup (see %s)", d.log);
 	int st = harness_stop(&d);
 	ck_assert_msg(st == 0, "devqd signalled as its socket began to accept: exit %d", st);
 }

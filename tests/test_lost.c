@@ -28,14 +28,7 @@ static const char *const FAULTS[] = { "--test-fault-injection", NULL };
 
 static bool log_has(const char *what)
 {
-	FILE *f = fopen(D.log, "r");
-	ck_assert_ptr_nonnull(f);
-	char line[2048];
-	bool found = false;
-	while (!found && fgets(line, sizeof(line), f))
-		found = strstr(line, what) != NULL;
-	fclose(f);
-	return found;
+	return harness_log_has(D.log, what);
 }
 
 static uint64_t submit_kernel(devq *q, uint32_t queue, const struct devq_exec *e,
