@@ -414,6 +414,50 @@ START_TEST(test_loop_slice_and_idle_builder)
 }
 END_TEST
 
+/* The loop thread's voluntary context switches (its wake-ups). */
+static unsigned long long loop_vcsw(void)
+{
+	struct task t[64];
+	int n = tasks(D.pid, t, 64);
+	for (int i = 0; i < n; i++)
+		if (t[i].tid == D.pid)
+			return t[i].vcsw;
+	ck_abort_msg("no loop thread");
+	return 0;
+}
+
+/* While one op longer than a millisecond runs, the loop sleeps: its lazy
+ * poll for completions published in the page parks after one empty
+ * period, and the completion wakes it (server.c, on_lazy).  It used to
+ * tick every millisecond until the op ended: about 200 wake-ups for this
+ * 200 ms op, taken from the CPUs the op runs on. */
+START_TEST(test_loop_sleeps_through_long_op)
+{
+	const char *args[] = { "--streams", "2", "--priority-streams", "0", NULL };
+	harness_start(&D, args);
+	devq *q = conn(D.sock, "long");
+	ck_assert_int_eq(devq_queue_open(q, 1), 0);
+	struct devq_arg ns = u64arg("ns", 200000000);
+	struct devq_op op = { .queue = 1, .kind = DEVQ_OP_KERNEL, .exec = exe(q, "spin"),
+			      .args = &ns, .nargs = 1 };
+	for (int i = 0; i < 3; i++) {
+		unsigned long long v0 = loop_vcsw();
+		uint64_t p;
+		struct devq_completion c;
+		ck_assert_msg(devq_submit(q, &op, 1, &p) == 0, "%s", devq_last_error(q));
+		ck_assert_msg(devq_wait(q, 1, p, 30000, &c) == 0, "%s", devq_last_error(q));
+		ck_assert_msg(c.code == DEVQ_OK, "%s", c.message);
+		usleep(20000); /* the completion collected */
+		unsigned long long v = loop_vcsw() - v0;
+		/* Its submit, a poll or two, its completion; the margin is for
+		 * the harness's and the kernel's own. */
+		ck_assert_msg(v <= 20, "the loop woke %llu times during a 200 ms op", v);
+	}
+	devq_disconnect(q);
+	ck_assert_int_eq(harness_stop(&D), 0);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("threads");
@@ -423,6 +467,7 @@ int main(void)
 	tcase_add_test(tc, test_short_op_runs_on_loop);
 	tcase_add_test(tc, test_spin_rule_one_cpu);
 	tcase_add_test(tc, test_loop_slice_and_idle_builder);
+	tcase_add_test(tc, test_loop_sleeps_through_long_op);
 	suite_add_tcase(s, tc);
 	return harness_main(s);
 }

@@ -61,6 +61,8 @@ int devq_engine_init(struct devq_engine *e, const struct devq_config *cfg,
 		return r == -EINVAL ? -EIO : r; /* a broken manifest is not a setting */
 	}
 	atomic_init(&e->cmpl_lock.v, 0);
+	e->cmpl_parked = true; /* no poll yet: a deferred completion wakes the loop */
+	e->loop_thread = pthread_self();
 	struct devq_backend_config bc = { .streams = e->cfg.streams,
 					  .high_streams = e->cfg.priority_streams,
 					  .on_complete = devq_sched_on_complete,

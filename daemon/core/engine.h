@@ -21,6 +21,7 @@
 #ifndef DEVQ_ENGINE_H
 #define DEVQ_ENGINE_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -52,10 +53,6 @@ struct devq_engine_events {
 	/* Any thread (backend completers included): completions are queued
 	 * for the loop; it must call devq_sched_drain soon. */
 	void (*wake)(void *ud);
-	/* Loop thread: completions may now be published in a completion page
-	 * without a wake; the loop must still drain within about a
-	 * millisecond while ops are in flight. */
-	void (*arm_lazy)(void *ud);
 	/* Loop thread, once: job reported DEVICE_LOST (a sticky fault).  The
 	 * layer above tells the sessions and stops the daemon. */
 	void (*device_lost)(void *ud, const struct devq_job *job);
@@ -81,9 +78,23 @@ struct devq_engine {
 	struct devq_job **stream_last;
 	struct devq_lock cmpl_lock; /* base/lock.h: held for a few hundred instructions */
 	struct devq_job *cmpl_head, *cmpl_tail; /* from backend threads */
-	/* Completions published in a page whose loop wake-up was deferred:
-	 * the lazy poll (ev.arm_lazy) drains them within a millisecond. */
-	unsigned cmpl_deferred; /* under cmpl_lock */
+	/* Completions published in a page whose loop wake-up was deferred
+	 * (sched.c): the loop's lazy poll collects them within a
+	 * millisecond while it runs.  While it is parked (cmpl_parked,
+	 * devq_sched_park) the first such completion wakes the loop, which
+	 * starts the poll again: a poll that found nothing parks, so an op
+	 * longer than a millisecond costs the loop at most two wake-ups (its
+	 * completion's, and one empty poll when other ops are in flight), not
+	 * one per millisecond on the CPUs the op runs on. */
+	unsigned cmpl_deferred; /* under cmpl_lock: since the last wake-up */
+	unsigned cmpl_lazy;     /* under cmpl_lock: since the last drain */
+	bool cmpl_parked;       /* under cmpl_lock */
+	/* The thread that called devq_engine_init: the loop's.  A deferred
+	 * completion reported on it (an op the loop ran itself, an enqueue
+	 * refused) needs no wake-up: it sets drain_due (loop thread only),
+	 * and the loop drains before it waits. */
+	pthread_t loop_thread;
+	bool drain_due;
 	/* Ops were handed to the backend since its last flush: the loop
 	 * flushes once at the end of its iteration (devq_fair_flush). */
 	bool flush_due;

@@ -302,16 +302,10 @@ static uint64_t here_ns(const struct devq_job *op)
 	return op->fest;
 }
 
-/* Stamps t_handoff and gives op to the backend.  from_loop: called on the
- * loop thread (else from a completer). */
-static void handoff(struct devq_job *op, bool from_loop)
+/* Stamps t_handoff and gives op to the backend. */
+static void handoff(struct devq_job *op)
 {
 	struct devq_engine *d = op->s->e;
-	/* Its completion may not wake the loop.  From a completer the lazy
-	 * poll already runs: the op has been in flight since it was
-	 * submitted. */
-	if (from_loop && op->q->cslot)
-		d->ev.arm_lazy(d->ev.ud);
 	/* Stamped before the push: the device may start the op at once. */
 	op->b.t_handoff = devq_now_ns();
 	int r = d->be->ops->enqueue(d->be, &op->b);
@@ -334,14 +328,12 @@ static void handoff(struct devq_job *op, bool from_loop)
  * without it gets each op at once, as it is handed over. */
 struct burst {
 	struct devq_job *head, *tail;
-	bool chain;     /* the backend has enqueue_chain */
-	bool from_loop; /* on the loop thread, else a completer */
-	bool arm;       /* an op's completion may not wake the loop */
+	bool chain; /* the backend has enqueue_chain */
 };
 
-static inline struct burst burst_of(const struct devq_engine *d, bool from_loop)
+static inline struct burst burst_of(const struct devq_engine *d)
 {
-	return (struct burst){ .chain = d->be->ops->enqueue_chain != NULL, .from_loop = from_loop };
+	return (struct burst){ .chain = d->be->ops->enqueue_chain != NULL };
 }
 
 static void burst_go(struct devq_engine *d, struct burst *bu)
@@ -350,9 +342,6 @@ static void burst_go(struct devq_engine *d, struct burst *bu)
 	if (!op)
 		return;
 	bu->head = bu->tail = NULL;
-	if (bu->arm) /* as handoff: before any of them can complete */
-		d->ev.arm_lazy(d->ev.ud);
-	bu->arm = false;
 	/* One stamp for the burst: every op in it is handed over now. */
 	uint64_t t = devq_now_ns();
 	for (struct devq_job *j = op; j; j = j->b.next ? devq_job_of(j->b.next) : NULL)
@@ -362,7 +351,7 @@ static void burst_go(struct devq_engine *d, struct burst *bu)
 	/* Refused whole: op by op, so each gets its own error. */
 	while (op) {
 		struct devq_job *next = op->b.next ? devq_job_of(op->b.next) : NULL;
-		handoff(op, bu->from_loop);
+		handoff(op);
 		op = next;
 	}
 }
@@ -410,7 +399,7 @@ static void hand_over(struct devq_job *op, struct burst *bu)
 		charge_tenant(f, t, op->fest, op->fest, 1);
 	ready_op(op);
 	if (!bu->chain) {
-		handoff(op, bu->from_loop);
+		handoff(op);
 		return;
 	}
 	op->b.next = NULL;
@@ -419,7 +408,6 @@ static void hand_over(struct devq_job *op, struct burst *bu)
 	else
 		bu->head = op;
 	bu->tail = op;
-	bu->arm |= bu->from_loop && op->q->cslot;
 }
 
 /* ---- the waiting ops: lanes, a tenant's turns, the active tenants ----- */
@@ -585,7 +573,6 @@ static unsigned take_run(struct devq_fair *f, struct devq_session *s, unsigned x
 	uint64_t room_ns = in_ns < f->window_ns ? f->window_ns - in_ns : 0;
 	uint64_t ns = 0;
 	unsigned k = 0;
-	bool arm = false, from_loop = bu->from_loop;
 	while (h && k < room_n && ns < room_ns && !h->b.replay && deps_handed(h)) {
 		ns += h->fest;
 		k++;
@@ -593,7 +580,6 @@ static unsigned take_run(struct devq_fair *f, struct devq_session *s, unsigned x
 		struct devq_job *nx = h->fnext;
 		h->fnext = NULL;
 		h->b.next = nx ? &nx->b : NULL; /* the run, in order */
-		arm |= from_loop && h->q->cslot;
 		last = h;
 		h = nx;
 	}
@@ -623,7 +609,7 @@ static unsigned take_run(struct devq_fair *f, struct devq_session *s, unsigned x
 		for (struct devq_job *op = first, *next; op; op = next) {
 			next = op->b.next ? devq_job_of(op->b.next) : NULL;
 			op->b.next = NULL;
-			handoff(op, bu->from_loop);
+			handoff(op);
 		}
 		return k;
 	}
@@ -632,7 +618,6 @@ static unsigned take_run(struct devq_fair *f, struct devq_session *s, unsigned x
 	else
 		bu->head = first;
 	bu->tail = last;
-	bu->arm |= arm;
 	return k;
 }
 
@@ -768,7 +753,7 @@ void devq_fair_submit(struct devq_job *first)
 {
 	struct devq_engine *d = first->s->e;
 	struct devq_fair *f = &d->fair;
-	struct burst bu = burst_of(d, true);
+	struct burst bu = burst_of(d);
 	fair_lock(f);
 	for (struct devq_job *op = first; op;)
 		op = submit_one(f, op, &bu);
@@ -816,7 +801,7 @@ void devq_fair_completed(struct devq_job *op)
 	unsigned x = op->b.stream;
 	if (x >= f->nstreams || !atomic_load(&f->st[x].waiting) || !refill_due(f, x))
 		return;
-	struct burst bu = burst_of(d, false);
+	struct burst bu = burst_of(d);
 	fair_lock(f);
 	if (fill(f, x, &bu) && others_wait(f, x))
 		fill_all(f, &bu);
@@ -872,7 +857,7 @@ void devq_fair_kick(struct devq_engine *d)
 	 * room-making event already looked, so the loop has nothing to add. */
 	if (d->be->enqueue_any_thread)
 		return;
-	struct burst bu = burst_of(d, true);
+	struct burst bu = burst_of(d);
 	fair_lock(f);
 	fill_all(f, &bu);
 	burst_go(d, &bu);

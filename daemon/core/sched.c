@@ -9,6 +9,7 @@
  * session. */
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -352,11 +353,22 @@ void devq_sched_on_complete(void *ud, struct devq_bop *bop)
 	/* The backend's dependents may go only now that this completion is
 	 * queued ahead of theirs (backend.h); the last access to op. */
 	atomic_store(&op->b.done, 1);
-	/* Bounded laziness: a long list is drained at once. */
-	bool wake = !lazy || ++d->cmpl_deferred >= 256;
+	/* Bounded laziness: a long list is drained at once, and so is one
+	 * nobody polls for (parked: engine.h). */
+	bool wake = true;
+	if (lazy) {
+		d->cmpl_lazy++;
+		wake = d->cmpl_parked || ++d->cmpl_deferred >= 256;
+	}
 	if (wake)
 		d->cmpl_deferred = 0;
 	devq_lock_give(&d->cmpl_lock);
+	/* On the loop thread a wake-up would only send the loop a write to
+	 * itself: it drains before it waits. */
+	if (lazy && pthread_equal(pthread_self(), d->loop_thread)) {
+		d->drain_due = true;
+		return;
+	}
 	if (wake)
 		d->ev.wake(d->ev.ud);
 }
@@ -464,12 +476,14 @@ static void complete_one(struct devq_engine *d, struct devq_job *op, uint64_t no
 	devq_outbox_mark_dirty(s);
 }
 
-void devq_sched_drain(struct devq_engine *d)
+unsigned devq_sched_drain(struct devq_engine *d)
 {
 	devq_lock_take(&d->cmpl_lock);
 	struct devq_job *list = d->cmpl_head;
 	d->cmpl_head = d->cmpl_tail = NULL;
 	d->cmpl_deferred = 0;
+	unsigned lazy = d->cmpl_lazy;
+	d->cmpl_lazy = 0;
 	devq_lock_give(&d->cmpl_lock);
 	uint64_t now = devq_now_ns();
 	while (list) {
@@ -485,4 +499,21 @@ void devq_sched_drain(struct devq_engine *d)
 			    !devq_fair_waiting(s))
 				atomic_store(&s->cp_eager, false);
 		}
+	return lazy;
+}
+
+bool devq_sched_park(struct devq_engine *d)
+{
+	devq_lock_take(&d->cmpl_lock);
+	d->cmpl_parked = true;
+	bool pending = d->cmpl_head != NULL;
+	devq_lock_give(&d->cmpl_lock);
+	return pending;
+}
+
+void devq_sched_unpark(struct devq_engine *d)
+{
+	devq_lock_take(&d->cmpl_lock);
+	d->cmpl_parked = false;
+	devq_lock_give(&d->cmpl_lock);
 }

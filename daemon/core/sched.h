@@ -4,6 +4,7 @@
 #ifndef DEVQ_SCHED_H
 #define DEVQ_SCHED_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -28,8 +29,17 @@ int devq_sched_submit(struct devq_session *s, const Devq__Op *m, uint64_t t_rece
 void devq_sched_batch_begin(struct devq_engine *e);
 void devq_sched_batch_end(struct devq_engine *e);
 /* Processes the completions the backend reported since the last drain:
- * records, releases, counters; refills the backend (fairness). */
-void devq_sched_drain(struct devq_engine *e);
+ * records, releases, counters; refills the backend (fairness).  Returns
+ * how many of them had been deferred (published in a page without waking
+ * the loop): the loop polls while they come (engine.h, cmpl_parked). */
+unsigned devq_sched_drain(struct devq_engine *e);
+/* Loop thread: the loop stops polling for deferred completions; from now
+ * on the first one wakes it.  True when some are already waiting: the
+ * caller must see that they are drained. */
+bool devq_sched_park(struct devq_engine *e);
+/* Loop thread: the loop polls for deferred completions again (at most a
+ * millisecond apart); they no longer wake it. */
+void devq_sched_unpark(struct devq_engine *e);
 /* The backend's completion callback (backend.h), ud being the engine:
  * any thread. */
 void devq_sched_on_complete(void *ud, struct devq_bop *bop);

@@ -618,10 +618,8 @@ static void session_read(struct devq_session *s)
 			/* A lone short op may run right here: its time is
 			 * the tenant's, like its frames'. */
 			uint64_t here = devq_fair_flush_loop(&d->e);
-			if (here) {
+			if (here)
 				loop_share(s)->spent_ns += here;
-				d->drain_due = true;
-			}
 		}
 	}
 }
@@ -1030,13 +1028,49 @@ static void on_signal(uv_signal_t *h, int signum)
 	begin_stop(h->data, signum == SIGTERM ? "SIGTERM" : "SIGINT");
 }
 
-static void on_wake(uv_async_t *a)
+/* What a wake-up of the loop does; returns how many of the completions
+ * it collected had been deferred (devq_sched_drain). */
+static unsigned collect(struct devq_daemon *d)
 {
-	struct devq_daemon *d = a->data;
-	devq_sched_drain(&d->e);
+	unsigned lazy = devq_sched_drain(&d->e);
 	devq_buffer_collect(&d->e); /* the buffer worker's populates and unmaps */
 	resume_throttled(d);
 	flush_dirty(d);
+	return lazy;
+}
+
+/* The lazy poll (engine.h, cmpl_parked): it runs while deferred
+ * completions come, every millisecond, and parks when one period brought
+ * none, or nothing is in flight; while parked, the first deferred
+ * completion wakes the loop (on_wake), which starts it again.  Ticking
+ * through a long op instead cost that op's CPUs a loop wake-up every
+ * millisecond (13 during a 1024^3 gemm_f32 on the CPU backend). */
+static void on_lazy(uv_timer_t *t);
+
+static void lazy_start(struct devq_daemon *d)
+{
+	if (uv_is_active((uv_handle_t *)&d->lazy_timer) || d->stopping)
+		return;
+	devq_sched_unpark(&d->e);
+	uv_timer_start(&d->lazy_timer, on_lazy, 1, 1);
+}
+
+static void lazy_stop(struct devq_daemon *d)
+{
+	if (!uv_is_active((uv_handle_t *)&d->lazy_timer))
+		return;
+	uv_timer_stop(&d->lazy_timer);
+	/* Deferred after the last drain, while the poll still ran: no
+	 * completer woke the loop for them, so the loop wakes itself. */
+	if (devq_sched_park(&d->e))
+		uv_async_send(&d->wake);
+}
+
+static void on_wake(uv_async_t *a)
+{
+	struct devq_daemon *d = a->data;
+	if (collect(d) && d->e.ops_in_flight)
+		lazy_start(d);
 }
 
 /* The trace builder handed replies back (requests/tracereq.c). */
@@ -1056,9 +1090,8 @@ static void on_trace_ready(uv_poll_t *h, int status, int events)
 static void on_lazy(uv_timer_t *t)
 {
 	struct devq_daemon *d = t->data;
-	on_wake(&d->wake);
-	if (!d->e.ops_in_flight)
-		uv_timer_stop(t);
+	if (!collect(d) || !d->e.ops_in_flight)
+		lazy_stop(d);
 }
 
 /* Runs once per loop iteration, before the loop waits for I/O: the
@@ -1074,15 +1107,16 @@ static void on_flush_prep(uv_prepare_t *h)
 		d->e.flush_due = false;
 		devq_fair_flush(&d->e);
 	}
-	/* The completion of an op the loop ran itself is taken now, and the
-	 * lazy timer stopped when nothing else is in flight: a sporadic op
-	 * then wakes the loop once, for its submit, not again a millisecond
-	 * later.  Here and not in session_read: draining may free sessions. */
-	if (d->drain_due) {
-		d->drain_due = false;
-		on_wake(&d->wake);
+	/* The completion of an op the loop ran itself (engine.h, drain_due)
+	 * is taken now, and the lazy poll stopped when nothing else is in
+	 * flight: a sporadic op then wakes the loop once, for its submit, not
+	 * again a millisecond later.  Here and not in session_read: draining
+	 * may free sessions. */
+	if (d->e.drain_due) {
+		d->e.drain_due = false;
+		collect(d);
 		if (!d->e.ops_in_flight)
-			uv_timer_stop(&d->lazy_timer);
+			lazy_stop(d);
 	}
 }
 
@@ -1091,13 +1125,6 @@ static void on_flush_prep(uv_prepare_t *h)
 static void ev_wake(void *ud)
 {
 	uv_async_send(&DAEMON(ud)->wake);
-}
-
-static void ev_arm_lazy(void *ud)
-{
-	struct devq_daemon *d = DAEMON(ud);
-	if (!uv_is_active((uv_handle_t *)&d->lazy_timer) && !d->stopping)
-		uv_timer_start(&d->lazy_timer, on_lazy, 1, 1);
 }
 
 static void ev_device_lost(void *ud, const struct devq_job *job)
@@ -1115,7 +1142,6 @@ static unsigned ev_refused_uids(void *ud, struct devq_refused_uid *out, unsigned
 struct devq_engine_events devq_server_events(struct devq_daemon *d)
 {
 	return (struct devq_engine_events){ .wake = ev_wake,
-					    .arm_lazy = ev_arm_lazy,
 					    .device_lost = ev_device_lost,
 					    .refused_uids = ev_refused_uids,
 					    .ud = d };

@@ -44,15 +44,13 @@ struct devq_daemon {
 	uint64_t stop_started;
 	int exit_code;
 	/* Completions published in a completion page do not wake the loop:
-	 * this timer drains them within a millisecond (ev.arm_lazy). */
+	 * this timer drains them within a millisecond while they come
+	 * (server.c, on_lazy). */
 	uv_timer_t lazy_timer;
 	/* Backend flush deferred to the end of the loop iteration: every
 	 * frame read in one iteration goes to the device streams with one
 	 * wake-up per stream. */
 	uv_prepare_t flush_prep;
-	/* An op ran on the loop thread (devq_fair_flush_loop): its completion
-	 * is collected before the loop waits, not by the lazy timer. */
-	bool drain_due;
 	struct devq_notify *notify; /* notify.c: READY/STATUS/WATCHDOG state */
 	struct devq_reload *reload; /* reload.c: the executable repository's rescans */
 	struct devq_policy policy;  /* policy.c: who may connect */

@@ -9,6 +9,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -140,17 +141,6 @@ static void ev_wake(void *ud)
 	wakes++;
 }
 
-/* Set while a test completes an op as a backend thread would: the lazy
- * poll is the loop's (a libuv timer), never armed from there. */
-static bool in_completer;
-static unsigned armed_from_completer;
-
-static void ev_arm_lazy(void *ud)
-{
-	(void)ud;
-	armed_from_completer += in_completer;
-}
-
 static void ev_device_lost(void *ud, const struct devq_job *j)
 {
 	(void)ud, (void)j;
@@ -166,7 +156,7 @@ static void engine_up(struct devq_config cfg)
 	cfg.max_buffer_bytes = 1 << 20;
 	if (!cfg.max_queues)
 		cfg.max_queues = 8;
-	struct devq_engine_events ev = { .wake = ev_wake, .arm_lazy = ev_arm_lazy,
+	struct devq_engine_events ev = { .wake = ev_wake,
 					 .device_lost = ev_device_lost };
 	wakes = lost = 0;
 	ck_assert_int_eq(devq_engine_init(&E, &cfg, &ev, fake_open), 0);
@@ -339,9 +329,7 @@ static void complete_at(unsigned k, int code, uint64_t start, uint64_t end)
 		snprintf(b->msg, sizeof(b->msg), "failed on purpose");
 	b->t_start = start;
 	b->t_end = end;
-	in_completer = true;
 	E.be->on_complete(E.be->ud, b);
-	in_completer = false;
 	devq_sched_drain(&E);
 	flush_dirty();
 }
@@ -1664,10 +1652,10 @@ static void spins(struct devq_session *s, uint32_t q, unsigned n, uint64_t ns, i
 	replayable = false;
 }
 
-/* On a backend that refills from its completing thread, the ops handed
- * over there do not arm the loop's lazy poll (a libuv timer, loop thread
- * only), even for a queue with a completion slot. */
-static void completer_does_not_arm_lazy(bool chain)
+/* On a backend that refills from its completing thread, a completion
+ * there hands the session's next op over at once, a run where rooms
+ * allow. */
+static void completer_refills(bool chain)
 {
 	engine_up_chain((struct devq_config){ .fair_k = 1, .streams = 1 }, chain);
 	FK->be.enqueue_any_thread = true;
@@ -1681,15 +1669,13 @@ static void completer_does_not_arm_lazy(bool chain)
 	spin(s, 1, 1000);
 	spin(s, 1, 1000);
 	ck_assert_uint_eq(FK->n, 1);
-	armed_from_completer = 0;
 	complete(0, 0); /* hands the second over, from the "completer" */
 	ck_assert_uint_eq(FK->n, 1);
-	ck_assert_uint_eq(armed_from_completer, 0);
 	complete_all();
 	engine_down();
 
 	/* Two rooms from one completer, fair-k 4: the second completion
-	 * refills (half free), a run of two, and still no arming. */
+	 * refills (half free), a run of two. */
 	engine_up_chain((struct devq_config){ .fair_k = 4, .streams = 1 }, chain);
 	FK->be.enqueue_any_thread = true;
 	s = session(1000);
@@ -1699,22 +1685,86 @@ static void completer_does_not_arm_lazy(bool chain)
 	queue(s, 1, 0);
 	spins(s, 1, 6, 1000, -1);
 	ck_assert_uint_eq(FK->n, 4);
-	armed_from_completer = 0;
 	complete(0, 0);
 	ck_assert_uint_eq(FK->n, 3);
 	complete(0, 0);
 	ck_assert_uint_eq(FK->n, 4);
-	ck_assert_uint_eq(armed_from_completer, 0);
 	complete_all();
 	engine_down();
 }
 
 /* Through the backend's enqueue_chain too (a burst arms the loop's lazy
  * poll only when built on the loop). */
-START_TEST(test_fairness_completer_does_not_arm_lazy)
+START_TEST(test_fairness_completer_refills)
 {
-	completer_does_not_arm_lazy(false);
-	completer_does_not_arm_lazy(true);
+	completer_refills(false);
+	completer_refills(true);
+}
+END_TEST
+
+/* A completion reported by a backend thread other than the loop's. */
+static void *completer_main(void *arg)
+{
+	E.be->on_complete(E.be->ud, arg);
+	return NULL;
+}
+
+static void complete_elsewhere(unsigned k)
+{
+	ck_assert_uint_lt(k, FK->n);
+	struct devq_bop *b = FK->ops[k];
+	memmove(&FK->ops[k], &FK->ops[k + 1], (FK->n - k - 1) * sizeof(FK->ops[0]));
+	FK->n--;
+	b->code = 0;
+	b->t_start = b->t_handoff + 1;
+	b->t_end = b->t_start + 1;
+	pthread_t th;
+	ck_assert_int_eq(pthread_create(&th, NULL, completer_main, b), 0);
+	ck_assert_int_eq(pthread_join(th, NULL), 0);
+}
+
+/* The loop's lazy poll (engine.h, cmpl_parked).  Parked, as at start, a
+ * completion published in a page wakes the loop; polling, it does not,
+ * and the drain counts it; parking with one waiting says so; one reported
+ * on the loop thread wakes nothing and asks for a drain (drain_due). */
+START_TEST(test_lazy_poll_parks)
+{
+	engine_up((struct devq_config){ .fair_k = 4, .streams = 1 });
+	struct devq_session *s = session(1000);
+	int fds[3];
+	ck_assert_int_eq(devq_cpage_create(4, &s->cpage, fds), 0);
+	for (int i = 0; i < 3; i++)
+		ck_assert_int_eq(close(fds[i]), 0);
+	queue(s, 1, 0);
+	ck_assert_ptr_nonnull(tl(s, 1)->cslot);
+	spins(s, 1, 4, 1000, -1);
+	ck_assert_uint_eq(FK->n, 4);
+
+	wakes = 0;
+	complete_elsewhere(0); /* parked: wakes the loop */
+	ck_assert_uint_eq(wakes, 1);
+	ck_assert_uint_eq(devq_sched_drain(&E), 1);
+	ck_assert(!devq_sched_park(&E)); /* nothing waiting */
+
+	devq_sched_unpark(&E); /* the poll runs: no wake-up */
+	complete_elsewhere(0);
+	ck_assert_uint_eq(wakes, 1);
+	ck_assert(devq_sched_park(&E)); /* it waits for a drain */
+	ck_assert_uint_eq(devq_sched_drain(&E), 1);
+
+	E.drain_due = false;
+	complete(0, 0); /* on the loop thread, parked: no wake-up either */
+	ck_assert_uint_eq(wakes, 1);
+	ck_assert(E.drain_due);
+	E.drain_due = false;
+
+	devq_sched_unpark(&E);
+	complete_elsewhere(0);
+	ck_assert_uint_eq(wakes, 1);
+	ck_assert_uint_eq(devq_sched_drain(&E), 1);
+	ck_assert_uint_eq(devq_sched_drain(&E), 0); /* counted once */
+	devq_sched_park(&E);
+	engine_down();
 }
 END_TEST
 
@@ -2994,7 +3044,7 @@ START_TEST(test_fault_each_allocation_at_engine_start)
 {
 	struct devq_config cfg = { .backend = "cpu", .streams = 4, .max_op_ns = 1000000000ull,
 				   .max_buffer_bytes = 1 << 20, .max_queues = 8 };
-	struct devq_engine_events ev = { .wake = ev_wake, .arm_lazy = ev_arm_lazy,
+	struct devq_engine_events ev = { .wake = ev_wake,
 					 .device_lost = ev_device_lost };
 	unsigned n;
 	for (n = 1; n < 200; n++) {
@@ -3990,7 +4040,8 @@ int main(void)
 	tcase_add_test(tc, test_fairness_next_op_cost);
 	tcase_add_test(tc, test_fairness_owed_keeps_lead);
 	tcase_add_test(tc, test_fairness_turn_kept_by_straight_handover);
-	tcase_add_test(tc, test_fairness_completer_does_not_arm_lazy);
+	tcase_add_test(tc, test_fairness_completer_refills);
+	tcase_add_test(tc, test_lazy_poll_parks);
 	tcase_add_test(tc, test_fairness_replay_cap);
 	tcase_add_test(tc, test_fairness_batch_waits_as_runs);
 	tcase_add_test(tc, test_fairness_run_to_count_and_window);

@@ -139,11 +139,6 @@ static void ev_wake(void *ud)
 	(void)ud;
 }
 
-static void ev_arm_lazy(void *ud)
-{
-	(void)ud;
-}
-
 static void ev_device_lost(void *ud, const struct devq_job *j)
 {
 	(void)ud, (void)j;
@@ -168,7 +163,7 @@ static struct devq_session *up(void)
 	cfg.max_op_ns = 1000000000ull;
 	cfg.max_buffer_bytes = 1 << 20;
 	cfg.max_queues = 8;
-	struct devq_engine_events ev = { .wake = ev_wake, .arm_lazy = ev_arm_lazy,
+	struct devq_engine_events ev = { .wake = ev_wake,
 					 .device_lost = ev_device_lost };
 	ck_assert_int_eq(devq_engine_init(&E, &cfg, &ev, fake_open), 0);
 	struct devq_session *s = devq_session_new(&E, 1234, 1000, 1000);

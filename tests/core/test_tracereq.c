@@ -31,11 +31,6 @@ static void ev_wake(void *ud)
 	(void)ud;
 }
 
-static void ev_arm_lazy(void *ud)
-{
-	(void)ud;
-}
-
 static void ev_device_lost(void *ud, const struct devq_job *j)
 {
 	(void)ud, (void)j;
@@ -76,7 +71,6 @@ static void engine_with_ring(struct devq_engine *e)
 	cfg.max_queues = 8;
 	cfg.trace_records = DEVQ_TRACE_MAX_REPLY_OPS;
 	static struct devq_engine_events ev = { .wake = ev_wake,
-						.arm_lazy = ev_arm_lazy,
 						.device_lost = ev_device_lost };
 	ck_assert_int_eq(devq_engine_init(e, &cfg, &ev, NULL), 0);
 	ck_assert_uint_eq(e->trace->cap, DEVQ_TRACE_MAX_REPLY_OPS);
