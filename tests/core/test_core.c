@@ -1652,6 +1652,20 @@ static void spins(struct devq_session *s, uint32_t q, unsigned n, uint64_t ns, i
 	replayable = false;
 }
 
+/* A session of uid with a completion page (its fds closed: the engine
+ * keeps its own mapping) and queue 1, which gets a slot in it. */
+static struct devq_session *session_paged(uid_t uid)
+{
+	struct devq_session *s = session(uid);
+	int fds[3];
+	ck_assert_int_eq(devq_cpage_create(4, &s->cpage, fds), 0);
+	for (int i = 0; i < 3; i++)
+		ck_assert_int_eq(close(fds[i]), 0);
+	queue(s, 1, 0);
+	ck_assert_ptr_nonnull(tl(s, 1)->cslot);
+	return s;
+}
+
 /* On a backend that refills from its completing thread, a completion
  * there hands the session's next op over at once, a run where rooms
  * allow. */
@@ -1659,13 +1673,7 @@ static void completer_refills(bool chain)
 {
 	engine_up_chain((struct devq_config){ .fair_k = 1, .streams = 1 }, chain);
 	FK->be.enqueue_any_thread = true;
-	struct devq_session *s = session(1000);
-	int fds[3];
-	ck_assert_int_eq(devq_cpage_create(4, &s->cpage, fds), 0);
-	for (int i = 0; i < 3; i++)
-		ck_assert_int_eq(close(fds[i]), 0);
-	queue(s, 1, 0);
-	ck_assert_ptr_nonnull(tl(s, 1)->cslot);
+	struct devq_session *s = session_paged(1000);
 	spin(s, 1, 1000);
 	spin(s, 1, 1000);
 	ck_assert_uint_eq(FK->n, 1);
@@ -1678,11 +1686,7 @@ static void completer_refills(bool chain)
 	 * refills (half free), a run of two. */
 	engine_up_chain((struct devq_config){ .fair_k = 4, .streams = 1 }, chain);
 	FK->be.enqueue_any_thread = true;
-	s = session(1000);
-	ck_assert_int_eq(devq_cpage_create(4, &s->cpage, fds), 0);
-	for (int i = 0; i < 3; i++)
-		ck_assert_int_eq(close(fds[i]), 0);
-	queue(s, 1, 0);
+	s = session_paged(1000);
 	spins(s, 1, 6, 1000, -1);
 	ck_assert_uint_eq(FK->n, 4);
 	complete(0, 0);
@@ -1730,13 +1734,7 @@ static void complete_elsewhere(unsigned k)
 START_TEST(test_lazy_poll_parks)
 {
 	engine_up((struct devq_config){ .fair_k = 4, .streams = 1 });
-	struct devq_session *s = session(1000);
-	int fds[3];
-	ck_assert_int_eq(devq_cpage_create(4, &s->cpage, fds), 0);
-	for (int i = 0; i < 3; i++)
-		ck_assert_int_eq(close(fds[i]), 0);
-	queue(s, 1, 0);
-	ck_assert_ptr_nonnull(tl(s, 1)->cslot);
+	struct devq_session *s = session_paged(1000);
 	spins(s, 1, 4, 1000, -1);
 	ck_assert_uint_eq(FK->n, 4);
 
