@@ -9,7 +9,9 @@
  * reach a quarter of the flooding user's fastest whole-ring trace (before
  * the replies were built in steps, a null op that arrived during one waited
  * for all of its building, about half of the round trip, the rest being
- * the client's decoding: nearly one such wait per trace).  Timing decides,
+ * the client's decoding: nearly one such wait per trace).  A miss is
+ * measured once more, with a new flood: a stalled VM misses now and then,
+ * null ops that wait behind whole traces miss every time.  Timing decides,
  * so under sanitizers and valgrind the figures are printed, not judged.
  * The absolute target (p99 <= 5 ms) is bench/loopfair's. */
 #include <check.h>
@@ -117,29 +119,11 @@ static int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-START_TEST(null_ops_between_trace_steps)
+/* One flood of whole-ring traces from FLOODERS sessions of uid 65534 for
+ * 3 s, with q's null ops between: whether few enough of them waited a
+ * quarter of a trace (why: the figures). */
+static bool flood_and_measure(devq *q, char *why, size_t whylen)
 {
-	if (geteuid() != 0) {
-		fprintf(stderr, "SKIP: null_ops_between_trace_steps needs root to run a client as "
-				"uid %d\n",
-			NOBODY);
-		return;
-	}
-	const char *extra[] = { "--allow-users", "65534", "--trace-records", "131072", NULL };
-	harness_start(&D, extra);
-	ck_assert_int_eq(chmod(D.dir, 0755), 0);
-	ck_assert_int_eq(chmod(D.sock, 0666), 0);
-	pid_t filler = fork();
-	ck_assert_int_ge(filler, 0);
-	if (filler == 0) {
-		become_nobody();
-		_exit(fill_ring());
-	}
-	int st;
-	ck_assert_int_eq(waitpid(filler, &st, 0), filler);
-	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "filling the ring: exit %d",
-		      WIFEXITED(st) ? WEXITSTATUS(st) : -1);
-
 	int stop[2], out[2];
 	ck_assert_int_eq(pipe(stop), 0);
 	ck_assert_int_eq(pipe(out), 0);
@@ -158,8 +142,6 @@ START_TEST(null_ops_between_trace_steps)
 	close(stop[0]);
 	close(out[1]);
 
-	devq *q = conn(D.sock, "bystander");
-	ck_assert_int_eq(devq_queue_open(q, 1), 0);
 	struct devq_op op = { .queue = 1, .kind = DEVQ_OP_KERNEL, .exec = exe(q, "spin"),
 			      .args = &ns0, .nargs = 1 };
 	usleep(200000); /* the traces under way */
@@ -183,7 +165,9 @@ START_TEST(null_ops_between_trace_steps)
 		if (res[1] < fastest)
 			fastest = res[1];
 	}
+	ck_assert_int_eq(close(out[0]), 0);
 	for (int i = 0; i < FLOODERS; i++) {
+		int st;
 		ck_assert_int_eq(waitpid(kids[i], &st, 0), kids[i]);
 		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "flood: exit %d",
 			      WIFEXITED(st) ? WEXITSTATUS(st) : -1);
@@ -200,13 +184,52 @@ START_TEST(null_ops_between_trace_steps)
 		RING, fastest / 1e6);
 	ck_assert_msg(traces >= 3, "the flood made only %llu traces",
 		      (unsigned long long)traces);
+	snprintf(why, whylen,
+		 "%zu null ops waited a quarter of a trace (%.1f ms) or more beside %llu traces, "
+		 "the longest %.3f ms",
+		 over, fastest / 4e6, (unsigned long long)traces, lat[n - 1] / 1e6);
+	return over * OVER_PER_TRACE <= traces;
+}
+
+START_TEST(null_ops_between_trace_steps)
+{
+	if (geteuid() != 0) {
+		fprintf(stderr, "SKIP: null_ops_between_trace_steps needs root to run a client as "
+				"uid %d\n",
+			NOBODY);
+		return;
+	}
+	const char *extra[] = { "--allow-users", "65534", "--trace-records", "131072", NULL };
+	harness_start(&D, extra);
+	ck_assert_int_eq(chmod(D.dir, 0755), 0);
+	ck_assert_int_eq(chmod(D.sock, 0666), 0);
+	pid_t filler = fork();
+	ck_assert_int_ge(filler, 0);
+	if (filler == 0) {
+		become_nobody();
+		_exit(fill_ring());
+	}
+	int st;
+	ck_assert_int_eq(waitpid(filler, &st, 0), filler);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "filling the ring: exit %d",
+		      WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+
+	devq *q = conn(D.sock, "bystander");
+	ck_assert_int_eq(devq_queue_open(q, 1), 0);
+	char why[256], first[256];
+	bool ok = flood_and_measure(q, first, sizeof(first));
+	/* Once more when the bound was missed: the machine stalls devqd's
+	 * thread now and then (once, 10 null ops in 4 133 beside 23 traces,
+	 * in a clean clone's make check), while null ops that wait behind
+	 * whole traces miss it in every measurement (0.8 or more per trace). */
+	if (!ok && !harness_slow()) {
+		fprintf(stderr, "loop share: missed once (%s); measuring again\n", first);
+		ok = flood_and_measure(q, why, sizeof(why));
+	}
 	if (harness_slow())
 		fprintf(stderr, "SKIP: the bound on the round trip (sanitizer run)\n");
 	else
-		ck_assert_msg(over * OVER_PER_TRACE <= traces,
-			      "%zu null ops waited a quarter of a trace (%.1f ms) or more beside "
-			      "%llu traces, the longest %.3f ms",
-			      over, fastest / 4e6, (unsigned long long)traces, lat[n - 1] / 1e6);
+		ck_assert_msg(ok, "missed twice: %s; then %s", first, why);
 	devq_disconnect(q);
 	ck_assert_int_eq(harness_stop(&D), 0);
 }
