@@ -313,17 +313,22 @@ static bool waits_on(const struct devq_job *j, uint32_t q, uint64_t point)
 	return false;
 }
 
-/* Completes the backend's k-th outstanding op with code, as a backend
- * thread would, and lets the loop process it. */
-/* Completes the backend's k-th outstanding op with code and the device
- * start and end stamps given, as a backend thread would, and lets the
- * loop process it. */
-static void complete_at(unsigned k, int code, uint64_t start, uint64_t end)
+/* The backend's k-th outstanding op, taken off its list as done. */
+static struct devq_bop *take_op(unsigned k)
 {
 	ck_assert_uint_lt(k, FK->n);
 	struct devq_bop *b = FK->ops[k];
 	memmove(&FK->ops[k], &FK->ops[k + 1], (FK->n - k - 1) * sizeof(FK->ops[0]));
 	FK->n--;
+	return b;
+}
+
+/* Completes the backend's k-th outstanding op with code and the device
+ * start and end stamps given, as a backend thread would, and lets the
+ * loop process it. */
+static void complete_at(unsigned k, int code, uint64_t start, uint64_t end)
+{
+	struct devq_bop *b = take_op(k);
 	b->code = code;
 	if (code)
 		snprintf(b->msg, sizeof(b->msg), "failed on purpose");
@@ -1715,10 +1720,7 @@ static void *completer_main(void *arg)
 
 static void complete_elsewhere(unsigned k)
 {
-	ck_assert_uint_lt(k, FK->n);
-	struct devq_bop *b = FK->ops[k];
-	memmove(&FK->ops[k], &FK->ops[k + 1], (FK->n - k - 1) * sizeof(FK->ops[0]));
-	FK->n--;
+	struct devq_bop *b = take_op(k);
 	b->code = 0;
 	b->t_start = b->t_handoff + 1;
 	b->t_end = b->t_start + 1;
