@@ -14,6 +14,11 @@
  *     slot.completed, both release stores; then seq += 1 (seq_cst); then
  *     loads hints.waiters (seq_cst) and FUTEX_WAKEs seq when non-zero and
  *     the publication reaches hints.wait_slot/wait_point.
+ *   daemon, after each write to the session's socket: tx_bytes += bytes
+ *     (release), seq += 1 (seq_cst), loads hints.waiters (seq_cst) and
+ *     FUTEX_WAKEs seq when non-zero and hints.wait_slot is 0 (a thread that
+ *     waits for anything); after closing the socket: seq += 1, and
+ *     FUTEX_WAKE when hints.waiters is non-zero.
  *   client: loads slot.completed with acquire; a point p is complete when
  *     completed >= p, and succeeded when, in addition, p > failed (loaded
  *     after completed).  To sleep: set wait_slot/wait_point, read seq,

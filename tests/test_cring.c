@@ -218,6 +218,41 @@ START_TEST(slotless_queue_wakes_eventfd)
 }
 END_TEST
 
+/* A thread waiting in devq_next_completion for a long op sleeps through
+ * it: the daemon wakes the page for what comes on the socket too, so the
+ * wait needs no short slices to look at the socket.  With 1 ms slices a
+ * 200 ms op woke it ~190 times (four clients waiting on gemms so took 11 %
+ * of two CPUs); now the 50 ms slice that notices a dead daemon bounds it. */
+START_TEST(next_completion_sleeps_through_long_op)
+{
+	struct daemon_proc d;
+	start(&d, "64");
+	devq *q = conn(d.sock, "sleeper");
+	ck_assert(devq_has_completion_page(q));
+	const struct devq_exec *e = exe(q, "spin");
+	ck_assert_int_eq(devq_queue_open(q, 1), 0);
+	struct devq_arg ns = a_u64("ns", 200000000);
+	struct devq_op o = spin_op(e, &ns, 1);
+	for (int i = 0; i < 2; i++) {
+		uint64_t pt;
+		struct devq_io_stats s0, s1;
+		ck_assert_int_eq(devq_submit(q, &o, 1, &pt), 0);
+		devq_get_io_stats(q, &s0);
+		struct devq_completion c;
+		ck_assert_int_eq(devq_next_completion(q, &c, 60000), 0);
+		devq_get_io_stats(q, &s1);
+		ck_assert_uint_eq(c.point, pt);
+		ck_assert_int_eq(c.code, DEVQ_OK);
+		ck_assert_uint_ge(c.t.device_end - c.t.device_start, 200000000);
+		ck_assert_msg(s1.futex_waits - s0.futex_waits <= 10,
+			      "devq_next_completion slept %llu times during a 200 ms op",
+			      (unsigned long long)(s1.futex_waits - s0.futex_waits));
+	}
+	devq_disconnect(q);
+	ck_assert_int_eq(harness_stop(&d), 0);
+}
+END_TEST
+
 /* No ring on either side: a client that does not arm it (DEVQ_NO_CRING),
  * and a daemon that makes none, both deliver every record. */
 START_TEST(without_a_ring)
@@ -264,6 +299,7 @@ int main(void)
 	tcase_add_test(tc, unread_at_ring_size_and_one_past);
 	tcase_add_test(tc, point_waiter_reads_all_later);
 	tcase_add_test(tc, without_a_ring);
+	tcase_add_test(tc, next_completion_sleeps_through_long_op);
 	tcase_add_test(tc, slotless_queue_wakes_eventfd);
 	suite_add_tcase(s, tc);
 	return harness_main(s);

@@ -266,8 +266,32 @@ bool devq_cpage_client_reading(const struct devq_cpage *cp)
 	return atomic_load_explicit(&cp->hint->reading, memory_order_seq_cst) != 0;
 }
 
+/* Something the page does not carry happened: seq moves, as for a
+ * publication (seq_cst, before the load of waiters), and a sleeper is
+ * woken when anyone is (all) or when it waits for anything (wait_slot 0):
+ * a thread waiting for a slot's point learns of that point from the slot. */
+static void wake_for_socket(struct devq_cpage *cp, bool all)
+{
+	atomic_fetch_add_explicit(&cp->pub->seq, 1, memory_order_seq_cst);
+	if (!atomic_load_explicit(&cp->hint->waiters, memory_order_seq_cst))
+		return;
+	if (all || cp->always_wake ||
+	    !atomic_load_explicit(&cp->hint->wait_slot, memory_order_relaxed))
+		syscall(SYS_futex, &cp->pub->seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
 void devq_cpage_note_tx(struct devq_cpage *cp, uint64_t bytes)
 {
-	if (cp && bytes)
-		atomic_fetch_add_explicit(&cp->pub->tx_bytes, bytes, memory_order_release);
+	if (!cp || !bytes)
+		return;
+	atomic_fetch_add_explicit(&cp->pub->tx_bytes, bytes, memory_order_release);
+	/* After the write: a client that polled the socket before it and
+	 * then went to sleep on the page finds seq moved, or is woken. */
+	wake_for_socket(cp, false);
+}
+
+void devq_cpage_note_closed(struct devq_cpage *cp)
+{
+	if (cp)
+		wake_for_socket(cp, true);
 }

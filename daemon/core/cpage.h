@@ -72,7 +72,14 @@ static inline bool devq_cpage_ring_armed(const struct devq_cpage *cp)
  * hint: it only makes the daemon's loop hurry). */
 bool devq_cpage_client_reading(const struct devq_cpage *cp);
 
-/* Loop thread: bytes written to the session's socket since it connected. */
+/* Loop thread: bytes just written to the session's socket.  Also wakes a
+ * client thread asleep on the page waiting for anything (hints.wait_slot
+ * 0): what came on the socket (records of an overflow, errors, releases)
+ * is what it waits for, and nothing else would wake it. */
 void devq_cpage_note_tx(struct devq_cpage *cp, uint64_t bytes);
+
+/* Loop thread: the session's socket is closed.  Wakes every client thread
+ * asleep on the page, so it reads the end of the connection at once. */
+void devq_cpage_note_closed(struct devq_cpage *cp);
 
 #endif

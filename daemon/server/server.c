@@ -115,6 +115,7 @@ static void on_conn_closed(uv_handle_t *h)
 		uv_timer_start(&c->d->trim_timer, trim_cb, 1000, 0);
 	if (close(c->fd) < 0)
 		log_err("session %llu: close: %s", (unsigned long long)s->id, strerror(errno));
+	devq_cpage_note_closed(s->cpage); /* after the close: the client reads the end */
 	if (c->pidfd >= 0 && close(c->pidfd) < 0)
 		log_err("session %llu: close pidfd: %s", (unsigned long long)s->id, strerror(errno));
 	devq_rx_fini(&c->rx);

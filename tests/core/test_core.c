@@ -13,7 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/futex.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "base/log.h"
@@ -2320,6 +2322,113 @@ START_TEST(test_cpage_failed_close_logged)
 }
 END_TEST
 
+/* A client thread asleep on the completion page, as libdevq's waits
+ * sleep (proto/cpage_layout.h): wait_slot (0: anything), seq read,
+ * waiters += 1, FUTEX_WAIT on seq for at most timeout_ms. */
+struct page_sleeper {
+	struct devq_cpage *cp;
+	uint32_t wait_slot;
+	int timeout_ms;
+	_Atomic pid_t tid;
+	long rc;
+	int err;
+};
+
+static void *page_sleep(void *arg)
+{
+	struct page_sleeper *z = arg;
+	atomic_store(&z->cp->hint->wait_slot, z->wait_slot);
+	uint32_t v = atomic_load(&z->cp->pub->seq);
+	atomic_fetch_add(&z->cp->hint->waiters, 1);
+	atomic_store(&z->tid, (pid_t)syscall(SYS_gettid));
+	struct timespec ts = { z->timeout_ms / 1000, (long)(z->timeout_ms % 1000) * 1000000 };
+	z->rc = syscall(SYS_futex, &z->cp->pub->seq, FUTEX_WAIT, v, &ts, NULL, 0);
+	z->err = errno;
+	atomic_fetch_sub(&z->cp->hint->waiters, 1);
+	return NULL;
+}
+
+/* Until the thread tid sleeps (state S in /proc): a FUTEX_WAKE after this
+ * finds it in FUTEX_WAIT, so a timeout then means nobody woke it. */
+static void until_asleep(pid_t tid)
+{
+	char path[64], buf[256];
+	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)tid);
+	for (int i = 0;; i++) {
+		ck_assert_int_lt(i, 10000);
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		ck_assert_int_ge(fd, 0);
+		ssize_t n = read(fd, buf, sizeof(buf) - 1);
+		ck_assert_int_eq(close(fd), 0);
+		ck_assert_int_gt(n, 0);
+		buf[n] = '\0';
+		const char *st = strrchr(buf, ')');
+		if (st && st[1] == ' ' && st[2] == 'S')
+			return;
+		usleep(1000);
+	}
+}
+
+static void start_sleeper(pthread_t *th, struct page_sleeper *z)
+{
+	ck_assert_int_eq(pthread_create(th, NULL, page_sleep, z), 0);
+	while (!atomic_load(&z->tid))
+		usleep(100);
+	until_asleep(atomic_load(&z->tid));
+}
+
+/* What the daemon writes on the socket wakes a client thread asleep on the
+ * page for anything (libdevq's devq_next_completion: records of an
+ * overflow, errors and releases travel the socket, and the thread would
+ * otherwise sleep through them); a thread asleep for a queue's point is
+ * not woken by it (its point comes in the slot), but is when the session's
+ * socket closes.  Before the socket woke the page, libdevq slept in 1 ms
+ * slices instead: a client waiting on a 25 ms op woke 40 times. */
+START_TEST(test_cpage_socket_wakes_sleepers)
+{
+	struct devq_cpage *cp;
+	int fds[3];
+	ck_assert_int_eq(devq_cpage_create(4, &cp, fds), 0);
+	for (int i = 0; i < 3; i++)
+		ck_assert_int_eq(close(fds[i]), 0);
+	/* Asleep for anything: woken (or seq moved first), long before its
+	 * 2 s. */
+	struct page_sleeper any = { .cp = cp, .wait_slot = 0, .timeout_ms = 2000 };
+	pthread_t th;
+	start_sleeper(&th, &any);
+	uint64_t tx0 = atomic_load(&cp->pub->tx_bytes);
+	devq_cpage_note_tx(cp, 100);
+	ck_assert_int_eq(pthread_join(th, NULL), 0);
+	ck_assert_msg(any.rc == 0 || any.err == EAGAIN,
+		      "a thread asleep for anything was not woken by socket bytes (%s)",
+		      strerror(any.err));
+	ck_assert_uint_eq(atomic_load(&cp->pub->tx_bytes), tx0 + 100);
+	/* Nothing written: no bytes counted, seq unmoved. */
+	uint32_t seq = atomic_load(&cp->pub->seq);
+	devq_cpage_note_tx(cp, 0);
+	ck_assert_uint_eq(atomic_load(&cp->pub->seq), seq);
+	ck_assert_uint_eq(atomic_load(&cp->pub->tx_bytes), tx0 + 100);
+	/* Asleep for slot 1's point: socket bytes leave it asleep (its
+	 * 300 ms run out), a close wakes it. */
+	struct page_sleeper pt = { .cp = cp, .wait_slot = 1, .timeout_ms = 300 };
+	start_sleeper(&th, &pt);
+	devq_cpage_note_tx(cp, 100);
+	ck_assert_int_eq(pthread_join(th, NULL), 0);
+	ck_assert_msg(pt.rc == -1 && pt.err == ETIMEDOUT,
+		      "a thread asleep for a point was woken by socket bytes (rc %ld, %s)", pt.rc,
+		      strerror(pt.err));
+	pt = (struct page_sleeper){ .cp = cp, .wait_slot = 1, .timeout_ms = 2000 };
+	start_sleeper(&th, &pt);
+	devq_cpage_note_closed(cp);
+	ck_assert_int_eq(pthread_join(th, NULL), 0);
+	ck_assert_msg(pt.rc == 0 || pt.err == EAGAIN,
+		      "a thread asleep for a point was not woken by the close (%s)",
+		      strerror(pt.err));
+	devq_cpage_note_closed(NULL); /* a session without a page */
+	devq_cpage_free(cp);
+}
+END_TEST
+
 /* The completion record ring at its bound: exactly ring-size records fit;
  * the next goes to the socket, and so does every record after it until the
  * client says it read those, even once the ring has room again; then the
@@ -4055,6 +4164,7 @@ int main(void)
 	tcase_add_test(tc, test_quota_user_queues_at_bound_and_past);
 	tcase_add_test(tc, test_session_freed_after_last_op);
 	tcase_add_test(tc, test_cring_at_bound_and_past);
+	tcase_add_test(tc, test_cpage_socket_wakes_sleepers);
 	tcase_add_test(tc, test_cpage_failed_close_logged);
 	tcase_add_test(tc, test_cring_size_setting);
 	tcase_add_test(tc, test_metrics_buckets_at_bounds);
