@@ -21,6 +21,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,6 +49,11 @@ struct gemm_pool {
 	pthread_cond_t go, done;
 	pthread_t th[GEMM_MAX_HELPERS];
 	unsigned nhelpers;
+	/* The CPUs the stream's worker may use (when init ran), and the CPU
+	 * the helpers are kept off (-1: none; see keep_apart). */
+	cpu_set_t cpus;
+	bool have_cpus;
+	int apart_from;
 	unsigned gen;     /* bumped per task */
 	unsigned pending; /* helpers' parts not done */
 	bool stop;
@@ -132,8 +138,33 @@ static int gemm_init(void *stream, void **slot, char *err, size_t errlen)
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_cond_init(&p->go, NULL);
 	pthread_cond_init(&p->done, NULL);
+	p->have_cpus = sched_getaffinity(0, sizeof(p->cpus), &p->cpus) == 0;
+	p->apart_from = -1;
 	*slot = p;
 	return 0;
+}
+
+/* Keeps the helpers off the CPU the caller runs on.  A helper woken while
+ * every CPU was busy for a moment (the client's poll, the loop going back
+ * to sleep) was placed on its caller's CPU, and the scheduler moved one of
+ * the two only after a few milliseconds (an idle CPU that was recently
+ * busy does not pull at once): 20-30 % of lone 1024^3 gemms took 17-21 ms
+ * instead of 11-12, and in some runs most did (bench/RESULTS.md).  Only
+ * when the caller's CPU changed since the last call: a syscall per helper,
+ * not per gemm.  Best effort: a mask that cannot be set leaves the
+ * scheduler to place them. */
+static void keep_apart(struct gemm_pool *p)
+{
+	int cpu = sched_getcpu();
+	if (!p->have_cpus || cpu < 0 || cpu >= CPU_SETSIZE || cpu == p->apart_from)
+		return;
+	cpu_set_t others = p->cpus;
+	CPU_CLR(cpu, &others);
+	if (!CPU_COUNT(&others))
+		return;
+	for (unsigned i = 0; i < p->nhelpers; i++)
+		(void)pthread_setaffinity_np(p->th[i], sizeof(others), &others);
+	p->apart_from = cpu;
 }
 
 static void gemm_fini(void *stream, void *slot)
@@ -170,6 +201,7 @@ static unsigned grow(struct gemm_pool *p, unsigned want)
 			break;
 		}
 		p->nhelpers++;
+		p->apart_from = -1; /* the new one has the creator's mask */
 	}
 	return p->nhelpers;
 }
@@ -204,6 +236,7 @@ static int gemm_run(const union devq_kval *a, const struct devq_host_call *call,
 		gemm_part(a, nt, by_rows, 0, 1);
 		return 0;
 	}
+	keep_apart(p);
 	pthread_mutex_lock(&p->lock);
 	p->task = (struct gemm_task){ .args = a, .nt = nt, .by_rows = by_rows, .parts = parts };
 	p->pending = parts - 1;
