@@ -91,7 +91,8 @@ def main():
     ap.add_argument("--settle", type=float, default=0.2,
                     help="seconds before each timed call of the single part (0: none)")
     ap.add_argument("--multi-rounds", type=int, default=3,
-                    help="alone / all at once, alternated this many times (medians)")
+                    help="alone / all at once, alternated this many times (medians; "
+                    "0: the single part only)")
     args = ap.parse_args()
     n = args.n
     rng = np.random.default_rng(1)
@@ -142,6 +143,8 @@ def main():
         for _ in range(args.multi_rounds):
             alone.append(multi(sock, n, args.reps, 1))
             many.append(multi(sock, n, args.reps, args.procs))
+        if not alone:  # --multi-rounds 0: the single part only
+            return 0
         a, m = statistics.median(alone), statistics.median(many)
         print("  1 process alone: %.1f GFLOP/s; %d at once: %.1f GFLOP/s aggregate (%.2fx); "
               "medians of %d alternated rounds (alone %s, at once %s)"
