@@ -64,15 +64,24 @@ static void expect_records(devq *q, uint32_t queue, uint64_t first, uint64_t las
 	ck_assert_int_eq(devq_next_completion(q, &c, 0), -ETIMEDOUT);
 }
 
+/* A daemon with a 64-entry ring, and a client of it with a completion
+ * page and queue 1 open; *e: the spin kernel. */
+static devq *ring_client(struct daemon_proc *d, const char *name, const struct devq_exec **e)
+{
+	start(d, "64");
+	devq *q = conn(d->sock, name);
+	ck_assert(devq_has_completion_page(q));
+	*e = exe(q, "spin");
+	ck_assert_int_eq(devq_queue_open(q, 1), 0);
+	return q;
+}
+
 /* Records, failures included, come from memory: no socket read at all. */
 START_TEST(records_from_memory)
 {
 	struct daemon_proc d;
-	start(&d, "64");
-	devq *q = conn(d.sock, "ring");
-	ck_assert(devq_has_completion_page(q));
-	const struct devq_exec *e = exe(q, "spin");
-	ck_assert_int_eq(devq_queue_open(q, 1), 0);
+	const struct devq_exec *e;
+	devq *q = ring_client(&d, "ring", &e);
 	struct devq_arg ns = a_u64("ns", 0), bad = a_u64("nope", 1);
 	struct devq_op o = spin_op(e, &ns, 1);
 	uint64_t pt;
@@ -226,11 +235,8 @@ END_TEST
 START_TEST(next_completion_sleeps_through_long_op)
 {
 	struct daemon_proc d;
-	start(&d, "64");
-	devq *q = conn(d.sock, "sleeper");
-	ck_assert(devq_has_completion_page(q));
-	const struct devq_exec *e = exe(q, "spin");
-	ck_assert_int_eq(devq_queue_open(q, 1), 0);
+	const struct devq_exec *e;
+	devq *q = ring_client(&d, "sleeper", &e);
 	struct devq_arg ns = a_u64("ns", 200000000);
 	struct devq_op o = spin_op(e, &ns, 1);
 	for (int i = 0; i < 2; i++) {

@@ -75,6 +75,29 @@ static int count_prefix(const struct task *t, int n, const char *prefix)
 	return c;
 }
 
+/* A 256^3 gemm_f32 on queue 1 (opened here) over b's first 3 MiB, to
+ * completion: big enough for the CPU gemm to split it when it has two
+ * cores or more. */
+static void split_gemm(devq *q, struct devq_buffer *b)
+{
+	struct devq_arg ga[] = {
+		{ .name = "m", .type = DEVQ_ARG_U64, .v.u64 = 256 },
+		{ .name = "n", .type = DEVQ_ARG_U64, .v.u64 = 256 },
+		{ .name = "k", .type = DEVQ_ARG_U64, .v.u64 = 256 },
+		{ .name = "alpha", .type = DEVQ_ARG_F32, .v.f32 = 1.0f },
+		{ .name = "beta", .type = DEVQ_ARG_F32, .v.f32 = 0.0f },
+		a_buf("a", b, 0), a_buf("b", b, 1u << 20), a_buf("c", b, 2u << 20),
+	};
+	ck_assert_int_eq(devq_queue_open(q, 1), 0);
+	struct devq_op gop = { .queue = 1, .kind = DEVQ_OP_KERNEL, .exec = exe(q, "gemm_f32"),
+			       .args = ga, .nargs = 8 };
+	uint64_t gp;
+	struct devq_completion gc;
+	ck_assert_msg(devq_submit(q, &gop, 1, &gp) == 0, "%s", devq_last_error(q));
+	ck_assert_msg(devq_wait(q, 1, gp, 60000, &gc) == 0, "%s", devq_last_error(q));
+	ck_assert_msg(gc.code == DEVQ_OK, "%s", gc.message);
+}
+
 START_TEST(test_thread_names)
 {
 	char dir[128];
@@ -99,22 +122,7 @@ START_TEST(test_thread_names)
 	/* A gemm big enough to be split: with two cores or more, its stream
 	 * gets helper threads (devqd-gemm). */
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-	struct devq_arg ga[] = {
-		{ .name = "m", .type = DEVQ_ARG_U64, .v.u64 = 256 },
-		{ .name = "n", .type = DEVQ_ARG_U64, .v.u64 = 256 },
-		{ .name = "k", .type = DEVQ_ARG_U64, .v.u64 = 256 },
-		{ .name = "alpha", .type = DEVQ_ARG_F32, .v.f32 = 1.0f },
-		{ .name = "beta", .type = DEVQ_ARG_F32, .v.f32 = 0.0f },
-		a_buf("a", b, 0), a_buf("b", b, 1u << 20), a_buf("c", b, 2u << 20),
-	};
-	ck_assert_int_eq(devq_queue_open(q, 1), 0);
-	struct devq_op gop = { .queue = 1, .kind = DEVQ_OP_KERNEL, .exec = exe(q, "gemm_f32"),
-			       .args = ga, .nargs = 8 };
-	uint64_t gp;
-	struct devq_completion gc;
-	ck_assert_msg(devq_submit(q, &gop, 1, &gp) == 0, "%s", devq_last_error(q));
-	ck_assert_msg(devq_wait(q, 1, gp, 60000, &gc) == 0, "%s", devq_last_error(q));
-	ck_assert_msg(gc.code == DEVQ_OK, "%s", gc.message);
+	split_gemm(q, b);
 	/* A trace of the gemm's record: the trace builder starts with it. */
 	struct devq_trace *tr;
 	struct devq_trace_query tq = { 0 };
@@ -195,22 +203,7 @@ START_TEST(test_gemm_helpers_apart)
 	devq *q = conn(D.sock, "apart");
 	struct devq_buffer *b = mkbuf(q, 3u << 20);
 	ck_assert_ptr_nonnull(b);
-	struct devq_arg ga[] = {
-		{ .name = "m", .type = DEVQ_ARG_U64, .v.u64 = 256 },
-		{ .name = "n", .type = DEVQ_ARG_U64, .v.u64 = 256 },
-		{ .name = "k", .type = DEVQ_ARG_U64, .v.u64 = 256 },
-		{ .name = "alpha", .type = DEVQ_ARG_F32, .v.f32 = 1.0f },
-		{ .name = "beta", .type = DEVQ_ARG_F32, .v.f32 = 0.0f },
-		a_buf("a", b, 0), a_buf("b", b, 1u << 20), a_buf("c", b, 2u << 20),
-	};
-	ck_assert_int_eq(devq_queue_open(q, 1), 0);
-	struct devq_op gop = { .queue = 1, .kind = DEVQ_OP_KERNEL, .exec = exe(q, "gemm_f32"),
-			       .args = ga, .nargs = 8 };
-	uint64_t gp;
-	struct devq_completion gc;
-	ck_assert_msg(devq_submit(q, &gop, 1, &gp) == 0, "%s", devq_last_error(q));
-	ck_assert_msg(devq_wait(q, 1, gp, 60000, &gc) == 0, "%s", devq_last_error(q));
-	ck_assert_msg(gc.code == DEVQ_OK, "%s", gc.message);
+	split_gemm(q, b);
 	cpu_set_t daemon_cpus;
 	ck_assert_int_eq(sched_getaffinity(D.pid, sizeof(daemon_cpus), &daemon_cpus), 0);
 	struct task t[64];
