@@ -109,11 +109,6 @@ static inline void devq_cpc_sock_seen(struct devq_cpc *c, uint64_t n)
 	c->sock_seen += n;
 	atomic_store_explicit(&c->hint->sock_seen, c->sock_seen, memory_order_release);
 }
-/* Whether the daemon currently sends records on the socket. */
-static inline bool devq_cpc_ring_overflow(const struct devq_cpc *c)
-{
-	return c->ring_armed && atomic_load_explicit(&c->pub->ring_overflow, memory_order_relaxed);
-}
 
 /* Bytes the daemon has written to the socket so far. */
 static inline uint64_t devq_cpc_tx_bytes(const struct devq_cpc *c)
