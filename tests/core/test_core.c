@@ -2287,16 +2287,25 @@ START_TEST(test_session_freed_after_last_op)
 }
 END_TEST
 
-/* A completion page whose eventfd close fails (here: already closed, the
- * double close a bug would make) says so in the log instead of passing in
- * silence: cleanup syscalls are checked. */
-START_TEST(test_cpage_failed_close_logged)
+/* A completion page as the daemon makes it, the client's three fds
+ * (published page, hint page, eventfd) closed at once: the daemon's side
+ * alone. */
+static struct devq_cpage *page_alone(void)
 {
 	struct devq_cpage *cp;
 	int fds[3];
 	ck_assert_int_eq(devq_cpage_create(4, &cp, fds), 0);
 	for (int i = 0; i < 3; i++)
 		ck_assert_int_eq(close(fds[i]), 0);
+	return cp;
+}
+
+/* A completion page whose eventfd close fails (here: already closed, the
+ * double close a bug would make) says so in the log instead of passing in
+ * silence: cleanup syscalls are checked. */
+START_TEST(test_cpage_failed_close_logged)
+{
+	struct devq_cpage *cp = page_alone();
 	/* Every fd this test opens is opened first, so that none takes the
 	 * number the page's eventfd frees. */
 	char path[] = "/tmp/devq-cpage-log-XXXXXX";
@@ -2386,11 +2395,7 @@ static void start_sleeper(pthread_t *th, struct page_sleeper *z)
  * slices instead: a client waiting on a 25 ms op woke 40 times. */
 START_TEST(test_cpage_socket_wakes_sleepers)
 {
-	struct devq_cpage *cp;
-	int fds[3];
-	ck_assert_int_eq(devq_cpage_create(4, &cp, fds), 0);
-	for (int i = 0; i < 3; i++)
-		ck_assert_int_eq(close(fds[i]), 0);
+	struct devq_cpage *cp = page_alone();
 	/* Asleep for anything: woken (or seq moved first), long before its
 	 * 2 s. */
 	struct page_sleeper any = { .cp = cp, .wait_slot = 0, .timeout_ms = 2000 };
@@ -2436,12 +2441,8 @@ END_TEST
 START_TEST(test_cring_at_bound_and_past)
 {
 	setenv("DEVQD_CRING_ENTRIES", "8", 1);
-	struct devq_cpage *cp;
-	int fds[3];
-	ck_assert_int_eq(devq_cpage_create(4, &cp, fds), 0);
+	struct devq_cpage *cp = page_alone();
 	unsetenv("DEVQD_CRING_ENTRIES");
-	for (int i = 0; i < 3; i++)
-		ck_assert_int_eq(close(fds[i]), 0);
 	ck_assert_uint_eq(cp->ring_n, 8);
 	ck_assert_uint_eq(cp->pub->ring_size, 8);
 	ck_assert_uint_ge(cp->pub->ring_off, sizeof(struct devq_cpage_hdr));
@@ -2542,12 +2543,8 @@ START_TEST(test_cring_size_setting)
 		      { "0", 0 } };
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		setenv("DEVQD_CRING_ENTRIES", cases[i].env, 1);
-		struct devq_cpage *cp;
-		int fds[3];
-		ck_assert_int_eq(devq_cpage_create(4, &cp, fds), 0);
+		struct devq_cpage *cp = page_alone();
 		unsetenv("DEVQD_CRING_ENTRIES");
-		for (int k = 0; k < 3; k++)
-			ck_assert_int_eq(close(fds[k]), 0);
 		ck_assert_uint_eq(cp->ring_n, cases[i].want);
 		ck_assert_uint_eq(cp->pub->ring_size, cases[i].want);
 		ck_assert(cases[i].want ? cp->ring != NULL : cp->ring == NULL);
