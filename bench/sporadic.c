@@ -8,7 +8,11 @@
  * of CHUNK ops (interleaved: they see the same moments of machine noise);
  * percentiles are pooled per run.  Also: the daemon's voluntary context
  * switches per op (summed over the status files of /proc/PID/task/, over the devq chunks
- * only) and the daemon's CPU over 10 s of idling after the runs.
+ * only) and the daemon's CPU over 10 s of idling after the runs.  Where a
+ * devq op's time goes, from its completion's stamps (median per run and
+ * gap): client submit -> devqd read it (the socket, and the wake-up of
+ * devqd's loop), read -> handed to the backend (decode, validate, order,
+ * fairness), handed over -> start, the op itself, end -> the client saw it.
  *
  *   sporadic [--runs R] [--ops N] [--daemon-cpu C --client-cpu C] [--tag T]
  *
@@ -40,6 +44,19 @@
 #define NSER 4 /* devq, futex, socket, spin */
 static const uint64_t gaps_ns[NGAPS] = { 0, 1000000, 10000000 };
 static const char *const ser_name[NSER] = { "devq", "futex", "socket", "spin" };
+#define NPH 5
+static const char *const ph_name[NPH] = { "to_read", "read_to_handoff", "handoff_to_start",
+					  "device", "end_to_client" };
+
+/* The phases of one devq op from its completion's stamps; a stamp that
+ * runs backwards (none should) counts as 0. */
+static void phases(const struct devq_timing *t, uint64_t out[NPH])
+{
+	const uint64_t st[NPH + 1] = { t->client_submit, t->received,   t->handoff,
+				       t->device_start,  t->device_end, t->client_received };
+	for (int k = 0; k < NPH; k++)
+		out[k] = st[k + 1] > st[k] ? st[k + 1] - st[k] : 0;
+}
 
 static int client_cpu = 0, floor_cpu = 1;
 
@@ -270,8 +287,11 @@ int main(int argc, char **argv)
 		bu_json_begin_array(&j, "results");
 	}
 	uint64_t *s[NSER];
+	uint64_t *ph[NPH];
 	for (int k = 0; k < NSER; k++)
 		s[k] = calloc((size_t)nops, sizeof(uint64_t));
+	for (int k = 0; k < NPH; k++)
+		ph[k] = calloc((size_t)nops, sizeof(uint64_t));
 	int meet[NGAPS] = { 0 };
 	double csw_sum[NGAPS] = { 0 };
 	printf("%-4s %-6s %9s %9s %9s %9s %9s %9s %9s %9s %8s %8s %7s\n", "run", "gap", "devq p50",
@@ -304,13 +324,17 @@ int main(int argc, char **argv)
 					unsigned long long c0 = daemon_vcsw(d.pid);
 					for (int i = 0; i < CHUNK; i++) {
 						idle_for(gaps_ns[g]);
-						uint64_t p, t0 = bu_now_ns();
+						uint64_t p, t0 = bu_now_ns(), one[NPH];
+						struct devq_completion cm;
 						if (devq_submit(q, &op, 1, &p) < 0 ||
-						    devq_wait(q, 1, p, -1, NULL) < 0) {
+						    devq_wait(q, 1, p, -1, &cm) < 0) {
 							fprintf(stderr, "op: %s\n", devq_last_error(q));
 							return 1;
 						}
 						out[i] = bu_now_ns() - t0;
+						phases(&cm.t, one);
+						for (int k = 0; k < NPH; k++)
+							ph[k][c * CHUNK + i] = one[k];
 					}
 					csw += daemon_vcsw(d.pid) - c0;
 				}
@@ -322,6 +346,11 @@ int main(int argc, char **argv)
 				p50[k] = bu_quantile(s[k], (size_t)nops, 0.50);
 				p99[k] = bu_quantile(s[k], (size_t)nops, 0.99);
 			}
+			uint64_t ph50[NPH];
+			for (int k = 0; k < NPH; k++) {
+				bu_sort(ph[k], (size_t)nops);
+				ph50[k] = bu_quantile(ph[k], (size_t)nops, 0.50);
+			}
 			double r50 = (double)p50[0] / (double)p50[1];
 			double r99 = (double)p99[0] / (double)p99[1];
 			double cpo = (double)csw / nops;
@@ -332,6 +361,10 @@ int main(int argc, char **argv)
 			       r + 1, g == 0 ? "0" : g == 1 ? "1ms" : "10ms", p50[0] / 1e3,
 			       p99[0] / 1e3, p50[1] / 1e3, p99[1] / 1e3, p50[2] / 1e3, p99[2] / 1e3,
 			       p50[3] / 1e3, p99[3] / 1e3, r50, r99, cpo);
+			printf("     devq p50 by phase (us): to read %.1f, read to handoff %.1f, "
+			       "handoff to start %.1f, op %.1f, end to client %.1f\n",
+			       ph50[0] / 1e3, ph50[1] / 1e3, ph50[2] / 1e3, ph50[3] / 1e3,
+			       ph50[4] / 1e3);
 			fflush(stdout);
 			if (json) {
 				bu_json_begin_obj(&j);
@@ -347,6 +380,11 @@ int main(int argc, char **argv)
 				bu_json_key_num(&j, "p50_over_futex", r50);
 				bu_json_key_num(&j, "p99_over_futex", r99);
 				bu_json_key_num(&j, "daemon_vcsw_per_op", cpo);
+				for (int k = 0; k < NPH; k++) {
+					char key[48];
+					snprintf(key, sizeof(key), "devq_%s_p50_us", ph_name[k]);
+					bu_json_key_num(&j, key, ph50[k] / 1e3);
+				}
 				bu_json_end_obj(&j);
 			}
 		}
@@ -387,5 +425,7 @@ int main(int argc, char **argv)
 	}
 	for (int k = 0; k < NSER; k++)
 		free(s[k]);
+	for (int k = 0; k < NPH; k++)
+		free(ph[k]);
 	return bu_daemon_stop(&d) == 0 ? 0 : 1;
 }
