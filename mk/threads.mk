@@ -12,3 +12,11 @@ $(BUILD)/bench/sporadic: $(call obj,bench/sporadic.c bench/bench_util.c) $(BUILD
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) -lm
 bench-build: $(BUILD)/bench/sporadic
+
+# What waking an idle CPU's thread costs by futex, socket, epoll and
+# eventfd (bench/wake.c: the floor under any submit path; not part of make
+# check).
+$(BUILD)/bench/wake: $(call obj,bench/wake.c bench/bench_util.c) $(BUILD)/libdevq.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) -lm
+bench-build: $(BUILD)/bench/wake
