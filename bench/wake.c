@@ -156,10 +156,8 @@ static void chunk(int m, int n, uint64_t gap, uint64_t *call, uint64_t *rtt)
 		rtt[i] = bu_now_ns() - t0;
 	}
 	must(waitpid(pid, NULL, 0) == pid, "waitpid");
-	close(sv[0]);
-	close(sv[1]);
-	close(efd);
-	munmap(w, 4096);
+	must(close(sv[0]) == 0 && close(sv[1]) == 0 && close(efd) == 0, "close");
+	must(munmap(w, 4096) == 0, "munmap");
 }
 
 int main(int argc, char **argv)
