@@ -292,6 +292,11 @@ int main(int argc, char **argv)
 		s[k] = calloc((size_t)nops, sizeof(uint64_t));
 	for (int k = 0; k < NPH; k++)
 		ph[k] = calloc((size_t)nops, sizeof(uint64_t));
+	for (int k = 0; k < NSER || k < NPH; k++)
+		if ((k < NSER && !s[k]) || (k < NPH && !ph[k])) {
+			fprintf(stderr, "sporadic: out of memory\n");
+			return 1;
+		}
 	int meet[NGAPS] = { 0 };
 	double csw_sum[NGAPS] = { 0 };
 	printf("%-4s %-6s %9s %9s %9s %9s %9s %9s %9s %9s %8s %8s %7s\n", "run", "gap", "devq p50",
