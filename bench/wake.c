@@ -13,6 +13,9 @@
  *   socket-epoll  the sleeper in epoll_wait on the socket, then a
  *                 nonblocking recv (devqd's loop: libuv, then recvmsg)
  *   eventfd-epoll the sleeper in epoll_wait on an eventfd, then its read
+ *   bell-socket   the sleeper in epoll_wait on the socket and an eventfd;
+ *                 the waker writes the eventfd (a doorbell) and then the
+ *                 socket; the sleeper recvs, answers, then drains the bell
  *
  * Per means: p50 and p99 of the waker's call alone (the send, with the
  * wake-up it starts) and of the round trip to the answer.
@@ -40,10 +43,10 @@
 #include "bench_util.h"
 
 #define CHUNK 25
-#define NM 4
+#define NM 5
 #define NGAPS 2
 static const char *const m_name[NM] = { "futex", "socket-read", "socket-epoll",
-					"eventfd-epoll" };
+					"eventfd-epoll", "bell-socket" };
 static const uint64_t gaps_ns[NGAPS] = { 1000000, 10000000 };
 
 static void pin(int cpu)
@@ -85,7 +88,9 @@ static void sleeper(int m, int n, atomic_uint *w, int sock, int efd)
 	if (m >= 2) {
 		struct epoll_event ev = { .events = EPOLLIN };
 		must((ep = epoll_create1(EPOLL_CLOEXEC)) >= 0, "epoll_create1");
-		must(epoll_ctl(ep, EPOLL_CTL_ADD, m == 2 ? sock : efd, &ev) == 0, "epoll_ctl");
+		must(epoll_ctl(ep, EPOLL_CTL_ADD, m == 3 ? efd : sock, &ev) == 0, "epoll_ctl");
+		if (m == 4)
+			must(epoll_ctl(ep, EPOLL_CTL_ADD, efd, &ev) == 0, "epoll_ctl");
 	}
 	for (unsigned i = 0; i < (unsigned)n; i++) {
 		char buf[64];
@@ -104,13 +109,26 @@ static void sleeper(int m, int n, atomic_uint *w, int sock, int efd)
 				;
 			must(recv(sock, buf, sizeof(buf), MSG_DONTWAIT) == sizeof(buf), "recv");
 			break;
-		default:
+		case 3:
 			while (epoll_wait(ep, &ev, 1, -1) != 1)
 				;
 			must(read(efd, &one, sizeof(one)) == sizeof(one), "read eventfd");
 			break;
+		default:
+			for (;;) {
+				while (epoll_wait(ep, &ev, 1, -1) != 1)
+					;
+				ssize_t k = recv(sock, buf, sizeof(buf), MSG_DONTWAIT);
+				if (k == sizeof(buf))
+					break;
+				must(k < 0 && errno == EAGAIN, "recv");
+			}
+			break;
 		}
 		atomic_store(w, 2 * i + 2);
+		if (m == 4) /* the bell, drained off the answer's path */
+			must(read(efd, &one, sizeof(one)) == sizeof(one) || errno == EAGAIN,
+			     "read eventfd");
 	}
 	_exit(0);
 }
@@ -145,8 +163,12 @@ static void chunk(int m, int n, uint64_t gap, uint64_t *call, uint64_t *rtt)
 		case 2:
 			must(write(sv[0], buf, sizeof(buf)) == sizeof(buf), "write");
 			break;
+		case 3:
+			must(write(efd, &one, sizeof(one)) == sizeof(one), "write eventfd");
+			break;
 		default:
 			must(write(efd, &one, sizeof(one)) == sizeof(one), "write eventfd");
+			must(write(sv[0], buf, sizeof(buf)) == sizeof(buf), "write");
 			break;
 		}
 		uint64_t t1 = bu_now_ns();
