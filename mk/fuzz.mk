@@ -51,7 +51,7 @@ fuzz-deps:
 
 fuzz-corpus: $(BUILD)/fuzz/mkcorpus
 	@mkdir -p tests/fuzz/corpus
-	rm -f tests/fuzz/corpus/ok-* tests/fuzz/corpus/edge-* tests/fuzz/corpus/reset-*
+	rm -f tests/fuzz/corpus/ok-* tests/fuzz/corpus/edge-* tests/fuzz/corpus/reset-* tests/fuzz/corpus/ring-*
 	$(BUILD)/fuzz/mkcorpus tests/fuzz/corpus
 
 # New inputs go to build-fuzz/fuzz/corpus (the first directory), never into

@@ -45,7 +45,36 @@
  *     the socket, first takes what the ring holds, then the socket record,
  *     then sock_seen += 1 (release).
  * hints.ring_head and hints.sock_seen are untrusted like every hint: a
- * wrong value only loses or reorders that client's own records. */
+ * wrong value only loses or reorders that client's own records.
+ *
+ * The submit ring (io_uring's SQ ring in spirit; asked for with
+ * Hello.submit_ring) lets a Submit reach devqd's loop without the socket:
+ * a write to a Unix socket costs the idle daemon's wake-up 10-25 us more
+ * than an eventfd's (bench/RESULTS.md, bench/wake).  In the hint page,
+ * after the hints: struct devq_sq_hdr at DEVQ_SQ_HDR_OFF, then
+ * CompletionPage.sq_entries entries of struct devq_sqe from DEVQ_SQ_OFF.
+ * Each entry holds one ClientMessage whose body is a Submit (a frame's
+ * payload, without the frame header) and the number of bytes the client
+ * had written to the socket when it wrote the entry (off):
+ *   client (one thread at a time per connection), only when every frame
+ *     it queued for the socket has been written (so the daemon can reach
+ *     off): if tail - hdr.sq_head < sq_entries, writes entry
+ *     tail % sq_entries, then sq.tail = tail + 1 (seq_cst); then, when
+ *     exchange(sq.rung, 1) returns 0, writes 1 to the doorbell eventfd.
+ *   daemon (loop thread): on the doorbell, reads the eventfd, stores
+ *     sq.rung = 0 (seq_cst), then loads sq.tail (seq_cst): either it sees
+ *     the entry or the client's exchange saw 0 and rang again.  It takes
+ *     the entry at its head before any socket frame that starts at or
+ *     after the entry's off, and only once it has taken every socket
+ *     frame that ends at or before off: the two inputs keep the order the
+ *     client wrote them in.  It copies the entry out before it reads it,
+ *     then hdr.sq_head = head + 1 (release; 32 bits, modulo 2^32).
+ * Everything in the submit ring is untrusted input, checked like a
+ * socket frame: a tail more than sq_entries past the daemon's head, a
+ * length over DEVQ_SQE_FRAME, an off below the previous entry's or a
+ * message other than a Submit is a protocol error that closes the
+ * session.  An entry whose off the socket never reaches waits, and holds
+ * only that session's entries behind it. */
 #ifndef DEVQ_CPAGE_LAYOUT_H
 #define DEVQ_CPAGE_LAYOUT_H
 
@@ -68,7 +97,8 @@ struct devq_cpage_hdr {
 	uint32_t ring_off;  /* byte offset of the record ring; 0: none */
 	uint32_t ring_size; /* entries in it (a power of two); 0: none */
 	_Atomic uint32_t ring_overflow; /* 1: records go on the socket for now */
-	uint8_t pad1[12];
+	_Atomic uint32_t sq_head; /* submit-ring entries the daemon took (mod 2^32) */
+	uint8_t pad1[8];
 };
 
 /* One cache line per queue, so completers of different queues do not
@@ -110,7 +140,33 @@ struct devq_crec {
 	char msg[DEVQ_CREC_MSG]; /* NUL-terminated; "" when none */
 };
 
+/* The submit ring's header in the hint page (its own cache line). */
+#define DEVQ_SQ_HDR_OFF 128u
+struct devq_sq_hdr {
+	_Atomic uint32_t rung; /* 1: the doorbell was written, the daemon will look */
+	uint32_t pad0;
+	_Atomic uint64_t tail; /* entries the client wrote */
+	uint8_t pad1[48];
+};
+
+/* One submit-ring entry: a ClientMessage (a Submit) of len bytes. */
+#define DEVQ_SQ_OFF 256u
+#define DEVQ_SQE_FRAME 240u
+struct devq_sqe {
+	uint32_t len;
+	uint32_t pad;
+	uint64_t off; /* bytes the client had written to the socket */
+	uint8_t frame[DEVQ_SQE_FRAME];
+};
+
+/* Entries per submit ring unless DEVQD_SQ_ENTRIES says otherwise (0: none). */
+#define DEVQ_SQ_DEFAULT 32u
+#define DEVQ_SQ_MAX 1024u
+
 _Static_assert(sizeof(struct devq_cpage_hdr) == 64, "header is one cache line");
+_Static_assert(sizeof(struct devq_cpage_hints) <= DEVQ_SQ_HDR_OFF, "the hints end before the SQ");
+_Static_assert(sizeof(struct devq_sq_hdr) == 64, "SQ header is one cache line");
+_Static_assert(sizeof(struct devq_sqe) == 256, "SQ entry is four cache lines");
 _Static_assert(sizeof(struct devq_cpage_slot) == 64, "slot is one cache line");
 _Static_assert(sizeof(struct devq_crec) == 256, "ring entry is four cache lines");
 _Static_assert(offsetof(struct devq_cpage_hints, ring_armed) == 64, "ring hints: 2nd line");
@@ -118,6 +174,16 @@ _Static_assert(offsetof(struct devq_cpage_hints, ring_armed) == 64, "ring hints:
 static inline struct devq_cpage_slot *devq_cpage_slots(struct devq_cpage_hdr *h)
 {
 	return (struct devq_cpage_slot *)(h + 1);
+}
+
+static inline struct devq_sq_hdr *devq_sq_hdr(void *hint_page)
+{
+	return (struct devq_sq_hdr *)((char *)hint_page + DEVQ_SQ_HDR_OFF);
+}
+
+static inline struct devq_sqe *devq_sq_entries(void *hint_page)
+{
+	return (struct devq_sqe *)((char *)hint_page + DEVQ_SQ_OFF);
 }
 
 /* Entries per ring unless DEVQD_CRING_ENTRIES says otherwise (0: no ring). */

@@ -194,6 +194,7 @@ int devq_rx_next(struct devq_rx *rx, struct devq_frame *f)
 	for (unsigned i = 0; i < nfds; i++)
 		f->fds[i] = fifo_pop(rx);
 	rx->consumed += DEVQ_FRAME_HDR + plen;
+	rx->taken += DEVQ_FRAME_HDR + plen;
 	return 1;
 }
 

@@ -34,6 +34,7 @@ struct devq_frame {
 struct devq_rx {
 	uint8_t *buf;
 	size_t len, cap, consumed;
+	uint64_t taken; /* bytes of the stream in frames taken so far */
 	uint32_t max_payload;
 	int *fds;
 	size_t fd_head, fd_count, fd_cap;

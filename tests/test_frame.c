@@ -285,20 +285,30 @@ START_TEST(roundtrip_several_frames)
 	for (int k = 0; k < NMSG; k++)
 		push_msg(&tx, k, big);
 	ck_assert_uint_eq(tx.frames, NMSG);
+	size_t total = tx.bytes;
 	ck_assert_int_eq(devq_tx_flush(&tx, sv[0]), 0);
 	ck_assert_uint_eq(tx.frames, 0);
 	ck_assert_uint_eq(tx.bytes, 0);
 
+	/* taken counts the stream's bytes in frames taken (the submit ring's
+	 * offsets are compared with it), not bytes received. */
 	int got = 0;
+	ck_assert_uint_eq(rx.taken, 0);
 	while (got < NMSG) {
 		ssize_t n = devq_rx_recv(&rx, sv[1], MSG_DONTWAIT);
 		ck_assert_msg(n > 0, "recv returned %zd after %d frames", n, got);
 		struct devq_frame f;
 		int r;
-		while ((r = devq_rx_next(&rx, &f)) == 1)
+		uint64_t before = rx.taken;
+		while ((r = devq_rx_next(&rx, &f)) == 1) {
+			ck_assert_uint_eq(rx.taken, before + DEVQ_FRAME_HDR + f.len);
+			before = rx.taken;
 			check_msg(&f, got++, big);
+		}
 		ck_assert_int_eq(r, 0);
+		ck_assert_uint_eq(rx.taken, before);
 	}
+	ck_assert_uint_eq(rx.taken, total);
 	/* Nothing more: the stream ended exactly at a frame boundary. */
 	ck_assert_int_eq(devq_rx_recv(&rx, sv[1], MSG_DONTWAIT), -EAGAIN);
 	close(sv[0]);

@@ -53,7 +53,7 @@ FILES = {
     "daemon/core/validate.c": CORE + ["test_repo_core", "test_daemon", "test_badinput"],
     "daemon/core/buffer.c": CORE + ["test_cring", "test_daemon", "test_badinput", "test_bounds"],
     "daemon/core/timeline.c": CORE + ["test_daemon", "test_badinput"],
-    "daemon/core/cpage.c": CORE + ["test_cring", "test_perf", "test_daemon", "test_bounds"],
+    "daemon/core/cpage.c": CORE + ["test_cring", "test_sring", "test_perf", "test_daemon", "test_bounds"],
     # sched.c's completer (devq_sched_on_complete) writes the completion
     # page and ring: test_cring and test_perf check what a client sees.
     "daemon/core/sched.c": CORE + ["test_cring", "test_perf", "test_daemon", "test_badinput",

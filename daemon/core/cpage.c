@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdio.h>
 #include <linux/futex.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,31 +66,47 @@ void devq_cpage_free(struct devq_cpage *cp)
 	if (cp->hint && munmap(cp->hint, cp->hint_len) < 0)
 		log_err("completion page hint: munmap: %s", strerror(errno));
 	close_or_log(cp->efd, "completion page eventfd");
+	close_or_log(cp->bell, "submit ring doorbell");
 	free(cp);
 }
 
-int devq_cpage_create(unsigned nslots, struct devq_cpage **out, int fds_out[3])
+/* Entries of a ring from the environment variable name: a power of two up
+ * to max (others round down), def when unset; 0: none. */
+static unsigned long ring_entries(const char *name, unsigned long def, unsigned long max)
 {
-	int fd_pub = -1, fd_hint = -1, efd_client = -1, r;
+	const char *e = getenv(name);
+	unsigned long n = e && *e ? strtoul(e, NULL, 10) : def;
+	if (n > max)
+		n = max;
+	while (n & (n - 1))
+		n &= n - 1;
+	return n;
+}
+
+int devq_cpage_create(unsigned nslots, bool submit_ring, struct devq_cpage **out,
+		      int fds_out[4])
+{
+	int fd_pub = -1, fd_hint = -1, efd_client = -1, bell_client = -1, r;
 	struct devq_cpage *cp = calloc(1, sizeof(*cp));
 	if (!cp)
 		return -ENOMEM;
-	cp->efd = -1;
+	cp->efd = cp->bell = -1;
 	const char *w = getenv("DEVQD_CPAGE_WAKE");
 	cp->always_wake = w && !strcmp(w, "always");
 	/* DEVQD_CRING_ENTRIES: entries of the record ring, a power of two
 	 * up to 65536 (others round down); 0: no ring (the benchmarks'
-	 * comparison: every record on the socket). */
-	const char *re = getenv("DEVQD_CRING_ENTRIES");
-	unsigned long ring_n = re && *re ? strtoul(re, NULL, 10) : DEVQ_CRING_DEFAULT;
-	if (ring_n > 65536)
-		ring_n = 65536;
-	while (ring_n & (ring_n - 1))
-		ring_n &= ring_n - 1;
+	 * comparison: every record on the socket).  DEVQD_SQ_ENTRIES: the
+	 * same for the submit ring, up to DEVQ_SQ_MAX; 0: none (every
+	 * Submit on the socket). */
+	unsigned long ring_n = ring_entries("DEVQD_CRING_ENTRIES", DEVQ_CRING_DEFAULT, 65536);
+	unsigned long sq_n = submit_ring ? ring_entries("DEVQD_SQ_ENTRIES", DEVQ_SQ_DEFAULT,
+							DEVQ_SQ_MAX)
+					 : 0;
 	size_t slots_end = round_page(sizeof(struct devq_cpage_hdr) +
 				      (size_t)nslots * sizeof(struct devq_cpage_slot));
 	cp->pub_len = slots_end + ring_n * sizeof(struct devq_crec);
-	cp->hint_len = round_page(sizeof(struct devq_cpage_hints));
+	cp->hint_len = round_page(sq_n ? DEVQ_SQ_OFF + sq_n * sizeof(struct devq_sqe)
+				       : sizeof(struct devq_cpage_hints));
 
 	if ((r = fd_pub = make_memfd("devq-cpage", cp->pub_len)) < 0 ||
 	    (r = fd_hint = make_memfd("devq-cpage-hints", cp->hint_len)) < 0)
@@ -124,6 +141,16 @@ int devq_cpage_create(unsigned nslots, struct devq_cpage **out, int fds_out[3])
 		r = -errno;
 		goto fail;
 	}
+	if (sq_n) {
+		cp->bell = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+		if (cp->bell < 0 || (bell_client = fcntl(cp->bell, F_DUPFD_CLOEXEC, 0)) < 0) {
+			r = -errno;
+			goto fail;
+		}
+		cp->sq = devq_sq_hdr(cp->hint);
+		cp->sqe = devq_sq_entries(cp->hint);
+		cp->sq_n = (uint32_t)sq_n;
+	}
 	cp->pub->magic = DEVQ_CPAGE_MAGIC;
 	cp->pub->layout = DEVQ_CPAGE_LAYOUT;
 	cp->pub->nslots = nslots;
@@ -136,12 +163,14 @@ int devq_cpage_create(unsigned nslots, struct devq_cpage **out, int fds_out[3])
 	fds_out[0] = fd_pub;
 	fds_out[1] = fd_hint;
 	fds_out[2] = efd_client;
+	fds_out[3] = bell_client;
 	*out = cp;
 	return 0;
 fail:
 	close_or_log(fd_pub, "completion page");
 	close_or_log(fd_hint, "completion page hint");
 	close_or_log(efd_client, "completion page client eventfd");
+	close_or_log(bell_client, "submit ring client doorbell");
 	devq_cpage_free(cp);
 	return r;
 }
@@ -294,4 +323,57 @@ void devq_cpage_note_closed(struct devq_cpage *cp)
 {
 	if (cp)
 		wake_for_socket(cp, true);
+}
+
+void devq_cpage_sq_answer(struct devq_cpage *cp)
+{
+	if (!cp || !cp->sq)
+		return;
+	uint64_t v;
+	/* Nonblocking: EAGAIN when a wake-up found it drained already. */
+	if (read(cp->bell, &v, sizeof(v)) < 0 && errno != EAGAIN)
+		log_err("submit ring doorbell: read: %s", strerror(errno));
+	atomic_store_explicit(&cp->sq->rung, 0, memory_order_seq_cst);
+}
+
+int devq_cpage_sq_take(struct devq_cpage *cp, uint64_t taken, uint8_t buf[DEVQ_SQE_FRAME],
+		       uint32_t *len, char *err, size_t errlen)
+{
+	if (!cp || !cp->sq)
+		return 0;
+	uint64_t tail = atomic_load_explicit(&cp->sq->tail, memory_order_seq_cst);
+	if (tail == cp->sq_head)
+		return 0;
+	if (tail - cp->sq_head > cp->sq_n) {
+		snprintf(err, errlen,
+			 "submit ring: tail %llu is more than its %u entries past the %llu taken",
+			 (unsigned long long)tail, cp->sq_n, (unsigned long long)cp->sq_head);
+		return -EPROTO;
+	}
+	/* Each field read once into our memory: the client may write on
+	 * while we look, and nothing checked may change after its check. */
+	const volatile struct devq_sqe *e = &cp->sqe[cp->sq_head & (cp->sq_n - 1)];
+	uint64_t off = e->off;
+	if (off > taken)
+		return 0; /* socket frames written before it are still to come */
+	if (off < cp->sq_off) {
+		snprintf(err, errlen,
+			 "submit ring: entry %llu says socket offset %llu, before the previous "
+			 "entry's %llu",
+			 (unsigned long long)cp->sq_head, (unsigned long long)off,
+			 (unsigned long long)cp->sq_off);
+		return -EPROTO;
+	}
+	uint32_t n = e->len;
+	if (n > DEVQ_SQE_FRAME) {
+		snprintf(err, errlen, "submit ring: entry %llu of %u bytes, above the %u an entry holds",
+			 (unsigned long long)cp->sq_head, n, DEVQ_SQE_FRAME);
+		return -EPROTO;
+	}
+	memcpy(buf, (const void *)e->frame, n);
+	cp->sq_off = off;
+	cp->sq_head++;
+	atomic_store_explicit(&cp->pub->sq_head, (uint32_t)cp->sq_head, memory_order_release);
+	*len = n;
+	return 1;
 }

@@ -31,13 +31,22 @@ struct devq_cpage {
 	uint64_t ring_tail;     /* entries written */
 	bool overflow;          /* records go on the socket until the client caught up */
 	uint64_t sock_sent;     /* records routed to the socket since the client armed */
+	/* The submit ring (proto/cpage_layout.h), loop thread only. */
+	struct devq_sq_hdr *sq;  /* NULL: none */
+	struct devq_sqe *sqe;
+	uint32_t sq_n;           /* entries, a power of two */
+	uint64_t sq_head;        /* entries taken */
+	uint64_t sq_off;         /* the last taken entry's socket offset */
+	int bell;                /* the doorbell eventfd; the client got a copy */
 };
 
 /* Makes the two memfds and the eventfd; fds_out gets the published page,
- * the hint page and the eventfd for the client (the caller sends them and
- * closes them).  nslots: queue slots.  Negative errno on failure, with
- * nothing left allocated. */
-int devq_cpage_create(unsigned nslots, struct devq_cpage **out, int fds_out[3]);
+ * the hint page and the eventfd for the client, and with submit_ring (and
+ * a ring made: cp->sq_n) the doorbell eventfd as a fourth (the caller sends
+ * them and closes them).  nslots: queue slots.  Negative errno on failure,
+ * with nothing left allocated. */
+int devq_cpage_create(unsigned nslots, bool submit_ring, struct devq_cpage **out,
+		      int fds_out[4]);
 void devq_cpage_free(struct devq_cpage *cp); /* accepts NULL */
 
 /* Loop thread: the slot of a newly opened queue, or NULL when all slots are
@@ -71,6 +80,23 @@ static inline bool devq_cpage_ring_armed(const struct devq_cpage *cp)
 /* Whether a client thread is blocked reading the socket (an untrusted
  * hint: it only makes the daemon's loop hurry). */
 bool devq_cpage_client_reading(const struct devq_cpage *cp);
+
+/* Loop thread, on the doorbell: drains the eventfd and clears sq.rung, so
+ * that a client that writes an entry after the look that follows rings
+ * again.  Call before taking entries. */
+void devq_cpage_sq_answer(struct devq_cpage *cp);
+/* Whether the submit ring holds entries not taken yet (ready or not). */
+static inline bool devq_cpage_sq_pending(const struct devq_cpage *cp)
+{
+	return cp && cp->sq && atomic_load_explicit(&cp->sq->tail, memory_order_seq_cst) != cp->sq_head;
+}
+/* Loop thread: takes the entry at the submit ring's head when it is ready,
+ * that is when its socket offset is at most taken (the bytes of the socket
+ * frames taken so far).  1: copied out into buf (*len bytes of a
+ * ClientMessage); 0: none ready; -EPROTO: the client broke the ring's
+ * rules, err says how (proto/cpage_layout.h). */
+int devq_cpage_sq_take(struct devq_cpage *cp, uint64_t taken, uint8_t buf[DEVQ_SQE_FRAME],
+		       uint32_t *len, char *err, size_t errlen);
 
 /* Loop thread: bytes just written to the session's socket.  Also wakes a
  * client thread asleep on the page waiting for anything (hints.wait_slot

@@ -76,10 +76,10 @@ static void on_hello(struct devq_session *s, const Devq__Hello *h)
 	/* The completion page is an optimisation: without one (or when it
 	 * cannot be made) completions still come on the socket. */
 	Devq__CompletionPage cp = DEVQ__COMPLETION_PAGE__INIT;
-	int fds[3];
+	int fds[4];
 	unsigned nslots = d->cfg.max_queues < 1024 ? d->cfg.max_queues : 1024;
 	if (h->completion_page && !s->cpage) {
-		int e = devq_cpage_create(nslots, &s->cpage, fds);
+		int e = devq_cpage_create(nslots, h->submit_ring, &s->cpage, fds);
 		if (e < 0) {
 			log_warn("session %llu: no completion page: %s", (unsigned long long)s->id,
 				 strerror(-e));
@@ -88,11 +88,12 @@ static void on_hello(struct devq_session *s, const Devq__Hello *h)
 			cp.size = (uint32_t)s->cpage->pub_len;
 			cp.slots = nslots;
 			cp.hint_size = (uint32_t)s->cpage->hint_len;
+			cp.sq_entries = s->cpage->sq_n;
 			r.completion_page = &cp;
 		}
 	}
 	reply(s, DEVQ__DAEMON_MESSAGE__BODY_HELLO_REPLY, &r, r.completion_page ? fds : NULL,
-	      r.completion_page ? 3 : 0);
+	      r.completion_page ? (cp.sq_entries ? 4 : 3) : 0);
 }
 
 static void on_create(struct devq_session *s, const Devq__CreateBuffer *c)

@@ -1664,8 +1664,8 @@ static void spins(struct devq_session *s, uint32_t q, unsigned n, uint64_t ns, i
 static struct devq_session *session_paged(uid_t uid)
 {
 	struct devq_session *s = session(uid);
-	int fds[3];
-	ck_assert_int_eq(devq_cpage_create(4, &s->cpage, fds), 0);
+	int fds[4];
+	ck_assert_int_eq(devq_cpage_create(4, false, &s->cpage, fds), 0);
 	for (int i = 0; i < 3; i++)
 		ck_assert_int_eq(close(fds[i]), 0);
 	queue(s, 1, 0);
@@ -2293,8 +2293,8 @@ END_TEST
 static struct devq_cpage *page_alone(void)
 {
 	struct devq_cpage *cp;
-	int fds[3];
-	ck_assert_int_eq(devq_cpage_create(4, &cp, fds), 0);
+	int fds[4];
+	ck_assert_int_eq(devq_cpage_create(4, false, &cp, fds), 0);
 	for (int i = 0; i < 3; i++)
 		ck_assert_int_eq(close(fds[i]), 0);
 	return cp;
@@ -2551,6 +2551,192 @@ START_TEST(test_cring_size_setting)
 		ck_assert_uint_eq(cp->pub->ring_off != 0, cases[i].want != 0);
 		devq_cpage_free(cp);
 	}
+}
+END_TEST
+
+/* ---- the submit ring (proto/cpage_layout.h) ---------------------------- */
+
+static void log_capture(void);
+static void log_captured(char *out, size_t n);
+
+/* A page with a submit ring of DEVQD_SQ_ENTRIES=entries (NULL: the
+ * default); *bell gets the client's doorbell (-1: none). */
+static struct devq_cpage *page_sq(const char *entries, int *bell)
+{
+	struct devq_cpage *cp;
+	int fds[4];
+	if (entries)
+		setenv("DEVQD_SQ_ENTRIES", entries, 1);
+	ck_assert_int_eq(devq_cpage_create(4, true, &cp, fds), 0);
+	unsetenv("DEVQD_SQ_ENTRIES");
+	for (int i = 0; i < 3; i++)
+		ck_assert_int_eq(close(fds[i]), 0);
+	*bell = cp->sq_n ? fds[3] : -1;
+	if (!cp->sq_n)
+		ck_assert_int_eq(fds[3], -1);
+	return cp;
+}
+
+/* What a client does: entry tail % n gets len bytes of fill and offset
+ * off, then tail = tail + 1.  Returns the new tail. */
+static uint64_t sq_write(struct devq_cpage *cp, uint64_t tail, uint32_t len, uint8_t fill,
+			 uint64_t off)
+{
+	struct devq_sqe *e = &cp->sqe[tail % cp->sq_n];
+	e->len = len;
+	e->off = off;
+	memset(e->frame, fill, len < DEVQ_SQE_FRAME ? len : DEVQ_SQE_FRAME);
+	atomic_store(&cp->sq->tail, tail + 1);
+	return tail + 1;
+}
+
+START_TEST(test_sq_size_setting)
+{
+	static const struct {
+		const char *env;
+		uint32_t want;
+	} cases[] = { { "1024", 1024 }, { "1025", 1024 }, { "100", 64 }, { "1", 1 }, { "0", 0 } };
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		int bell;
+		struct devq_cpage *cp = page_sq(cases[i].env, &bell);
+		ck_assert_uint_eq(cp->sq_n, cases[i].want);
+		ck_assert(cases[i].want ? cp->sq != NULL && cp->bell >= 0 : cp->sq == NULL && cp->bell < 0);
+		/* The hint page holds the ring whole. */
+		ck_assert_uint_ge(cp->hint_len, DEVQ_SQ_OFF + (size_t)cases[i].want * sizeof(struct devq_sqe));
+		if (bell >= 0)
+			ck_assert_int_eq(close(bell), 0);
+		devq_cpage_free(cp);
+	}
+	/* Not asked for: none, whatever the setting. */
+	struct devq_cpage *cp = page_alone();
+	ck_assert_ptr_null(cp->sq);
+	ck_assert_int_eq(cp->bell, -1);
+	devq_cpage_free(cp);
+}
+END_TEST
+
+/* An entry is taken once the socket frames before its offset are, in
+ * order, copied out whole; the head is published for the client. */
+START_TEST(test_sq_take_in_order)
+{
+	int bell;
+	struct devq_cpage *cp = page_sq("4", &bell);
+	uint8_t buf[DEVQ_SQE_FRAME];
+	uint32_t len = 0;
+	char err[200] = "";
+	ck_assert(!devq_cpage_sq_pending(cp));
+	ck_assert_int_eq(devq_cpage_sq_take(cp, 0, buf, &len, err, sizeof(err)), 0);
+	uint64_t tail = sq_write(cp, 0, 10, 0xa1, 100);
+	ck_assert(devq_cpage_sq_pending(cp));
+	/* 99 bytes of socket frames taken: the frame before it is not. */
+	ck_assert_int_eq(devq_cpage_sq_take(cp, 99, buf, &len, err, sizeof(err)), 0);
+	ck_assert_int_eq(devq_cpage_sq_take(cp, 100, buf, &len, err, sizeof(err)), 1);
+	ck_assert_uint_eq(len, 10);
+	ck_assert_uint_eq(buf[0], 0xa1);
+	ck_assert_uint_eq(buf[9], 0xa1);
+	ck_assert_uint_eq(atomic_load(&cp->pub->sq_head), 1);
+	ck_assert(!devq_cpage_sq_pending(cp));
+	/* Same offset again (no socket frame between): in order; an entry of
+	 * exactly DEVQ_SQE_FRAME bytes is whole. */
+	tail = sq_write(cp, tail, DEVQ_SQE_FRAME, 0xb2, 100);
+	tail = sq_write(cp, tail, 0, 0, 150);
+	ck_assert_int_eq(devq_cpage_sq_take(cp, 200, buf, &len, err, sizeof(err)), 1);
+	ck_assert_uint_eq(len, DEVQ_SQE_FRAME);
+	ck_assert_uint_eq(buf[DEVQ_SQE_FRAME - 1], 0xb2);
+	ck_assert_int_eq(devq_cpage_sq_take(cp, 200, buf, &len, err, sizeof(err)), 1);
+	ck_assert_uint_eq(len, 0);
+	ck_assert_uint_eq(atomic_load(&cp->pub->sq_head), 3);
+	/* A full ring (n entries past the head) is taken whole, across the
+	 * wrap. */
+	for (int i = 0; i < 4; i++)
+		tail = sq_write(cp, tail, 1, (uint8_t)i, 150);
+	for (int i = 0; i < 4; i++) {
+		ck_assert_int_eq(devq_cpage_sq_take(cp, 150, buf, &len, err, sizeof(err)), 1);
+		ck_assert_uint_eq(buf[0], (uint8_t)i);
+	}
+	ck_assert_int_eq(devq_cpage_sq_take(cp, 150, buf, &len, err, sizeof(err)), 0);
+	ck_assert_str_eq(err, "");
+	ck_assert_int_eq(close(bell), 0);
+	devq_cpage_free(cp);
+}
+END_TEST
+
+/* The client breaks the ring's rules: one past each bound is a protocol
+ * error that says which, and nothing is taken. */
+START_TEST(test_sq_take_refuses)
+{
+	uint8_t buf[DEVQ_SQE_FRAME];
+	uint32_t len = 0;
+	char err[200];
+	int bell;
+	/* A tail n + 1 past the head. */
+	struct devq_cpage *cp = page_sq("4", &bell);
+	atomic_store(&cp->sq->tail, 5);
+	ck_assert_int_eq(devq_cpage_sq_take(cp, 0, buf, &len, err, sizeof(err)), -EPROTO);
+	ck_assert_msg(strstr(err, "tail 5 is more than its 4 entries past the 0 taken"), "%s", err);
+	ck_assert_uint_eq(atomic_load(&cp->pub->sq_head), 0);
+	/* Behind the head (a wrapped subtraction): the same. */
+	atomic_store(&cp->sq->tail, 0);
+	cp->sq_head = 2;
+	ck_assert_int_eq(devq_cpage_sq_take(cp, 0, buf, &len, err, sizeof(err)), -EPROTO);
+	ck_assert_int_eq(close(bell), 0);
+	devq_cpage_free(cp);
+	/* One byte over an entry. */
+	cp = page_sq("4", &bell);
+	sq_write(cp, 0, DEVQ_SQE_FRAME + 1, 0, 0);
+	ck_assert_int_eq(devq_cpage_sq_take(cp, 0, buf, &len, err, sizeof(err)), -EPROTO);
+	ck_assert_msg(strstr(err, "entry 0 of 241 bytes, above the 240 an entry holds"), "%s", err);
+	ck_assert_int_eq(close(bell), 0);
+	devq_cpage_free(cp);
+	/* An offset below the previous entry's. */
+	cp = page_sq("4", &bell);
+	uint64_t tail = sq_write(cp, 0, 1, 0, 64);
+	sq_write(cp, tail, 1, 0, 63);
+	ck_assert_int_eq(devq_cpage_sq_take(cp, 64, buf, &len, err, sizeof(err)), 1);
+	ck_assert_int_eq(devq_cpage_sq_take(cp, 64, buf, &len, err, sizeof(err)), -EPROTO);
+	ck_assert_msg(strstr(err, "entry 1 says socket offset 63, before the previous entry's 64"),
+		      "%s", err);
+	ck_assert_uint_eq(atomic_load(&cp->pub->sq_head), 1);
+	ck_assert_int_eq(close(bell), 0);
+	devq_cpage_free(cp);
+}
+END_TEST
+
+/* Answering the doorbell drains its eventfd and clears rung, so that the
+ * client's next entry rings again. */
+START_TEST(test_sq_answer_clears_rung)
+{
+	int bell;
+	struct devq_cpage *cp = page_sq(NULL, &bell);
+	ck_assert_uint_eq(cp->sq_n, DEVQ_SQ_DEFAULT);
+	uint64_t one = 1, v;
+	atomic_store(&cp->sq->rung, 1);
+	ck_assert_int_eq(write(bell, &one, sizeof(one)), sizeof(one));
+	devq_cpage_sq_answer(cp);
+	ck_assert_uint_eq(atomic_load(&cp->sq->rung), 0);
+	ck_assert_int_eq(read(cp->bell, &v, sizeof(v)), -1);
+	ck_assert_int_eq(errno, EAGAIN);
+	/* Already drained (a wake-up for nothing): no error. */
+	log_capture();
+	devq_cpage_sq_answer(cp);
+	char got[256];
+	log_captured(got, sizeof(got));
+	ck_assert_str_eq(got, "");
+	/* A read that fails otherwise is logged (a closed doorbell: a bug). */
+	ck_assert_int_eq(close(cp->bell), 0);
+	log_capture();
+	devq_cpage_sq_answer(cp);
+	log_captured(got, sizeof(got));
+	ck_assert_msg(strstr(got, "submit ring doorbell: read: Bad file descriptor"), "log: '%s'",
+		      got);
+	cp->bell = -1;
+	ck_assert_int_eq(close(bell), 0);
+	devq_cpage_free(cp);
+	/* No ring, or no page: nothing to answer. */
+	cp = page_alone();
+	devq_cpage_sq_answer(cp);
+	devq_cpage_sq_answer(NULL);
+	devq_cpage_free(cp);
 }
 END_TEST
 
@@ -3056,8 +3242,8 @@ static bool client_life(void)
 		goto end;
 	devq_sched_drain(&E);
 	complete_all();
-	int fds[3];
-	if (STEP, (r = devq_cpage_create(4, &s->cpage, fds)) < 0) {
+	int fds[4];
+	if (STEP, (r = devq_cpage_create(4, false, &s->cpage, fds)) < 0) {
 		snprintf(why, sizeof(why), "completion page: %s", strerror(-r));
 		goto end;
 	}
@@ -3868,22 +4054,25 @@ START_TEST(test_fault_buffer_worker)
 }
 END_TEST
 
-/* The completion page's memfds, mappings, seals and eventfd, each refused
- * in turn: an error, nothing left open or mapped. */
+/* The completion page's memfds, mappings, seals and eventfds (with and
+ * without the submit ring's doorbell), each refused in turn: an error,
+ * nothing left open or mapped. */
 START_TEST(test_fault_cpage_syscalls)
 {
 	static const enum fault_call calls[] = { FAULT_ALLOC, FAULT_MEMFD_CREATE, FAULT_FTRUNCATE,
 						 FAULT_MMAP, FAULT_FCNTL, FAULT_EVENTFD };
 	unsigned fds = open_fds();
-	for (size_t i = 0; i < sizeof(calls) / sizeof(calls[0]); i++) {
+	for (size_t j = 0; j < 2 * sizeof(calls) / sizeof(calls[0]); j++) {
+		size_t i = j % (sizeof(calls) / sizeof(calls[0]));
+		bool sq = j >= sizeof(calls) / sizeof(calls[0]);
 		for (unsigned n = 1;; n++) {
 			struct devq_cpage *cp = NULL;
-			int f[3];
+			int f[4];
 			/* EPERM is 1: -EPERM is -1, which a check against -1
 			 * instead of 0 would take for a descriptor. */
 			fault_arm(calls[i], n, 1, EPERM);
 			log_capture();
-			int r = devq_cpage_create(4, &cp, f);
+			int r = devq_cpage_create(4, sq, &cp, f);
 			char got[512];
 			log_captured(got, sizeof(got));
 			/* Undoing closes only what was opened. */
@@ -3892,7 +4081,8 @@ START_TEST(test_fault_cpage_syscalls)
 			fault_reset();
 			if (!failed) {
 				ck_assert_int_eq(r, 0);
-				for (int k = 0; k < 3; k++)
+				ck_assert_uint_eq(cp->sq_n, sq ? DEVQ_SQ_DEFAULT : 0);
+				for (int k = 0; k < 3 + sq; k++)
 					ck_assert_int_eq(close(f[k]), 0);
 				devq_cpage_free(cp);
 				ck_assert_uint_ge(n, 2);
@@ -3905,15 +4095,15 @@ START_TEST(test_fault_cpage_syscalls)
 	/* A memfd refused with EINVAL (a kernel without MFD_NOEXEC_SEAL) is
 	 * made again without it; a page made and freed logs nothing. */
 	struct devq_cpage *cp = NULL;
-	int f[3];
+	int f[4];
 	log_capture();
 	fault_arm(FAULT_MEMFD_CREATE, 1, 1, EINVAL);
-	ck_assert_int_eq(devq_cpage_create(4, &cp, f), 0);
+	ck_assert_int_eq(devq_cpage_create(4, false, &cp, f), 0);
 	fault_reset();
 	for (int k = 0; k < 3; k++)
 		ck_assert_int_eq(close(f[k]), 0);
 	struct devq_cpage *quiet = NULL;
-	ck_assert_int_eq(devq_cpage_create(4, &quiet, f), 0);
+	ck_assert_int_eq(devq_cpage_create(4, false, &quiet, f), 0);
 	for (int k = 0; k < 3; k++)
 		ck_assert_int_eq(close(f[k]), 0);
 	devq_cpage_free(quiet);
@@ -4164,6 +4354,10 @@ int main(void)
 	tcase_add_test(tc, test_cpage_socket_wakes_sleepers);
 	tcase_add_test(tc, test_cpage_failed_close_logged);
 	tcase_add_test(tc, test_cring_size_setting);
+	tcase_add_test(tc, test_sq_size_setting);
+	tcase_add_test(tc, test_sq_take_in_order);
+	tcase_add_test(tc, test_sq_take_refuses);
+	tcase_add_test(tc, test_sq_answer_clears_rung);
 	tcase_add_test(tc, test_metrics_buckets_at_bounds);
 	suite_add_tcase(su, tc);
 	TCase *tv = tcase_create("validate");

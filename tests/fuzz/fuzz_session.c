@@ -15,7 +15,13 @@
  * Record format (the seed generator mkcorpus.c writes the same):
  *   u8  nfds      low 2 bits: fds to attach (0..3); 0x80: a flood of 253;
  *                 0x40: send on the second connection (same user), which
- *                 otherwise never speaks
+ *                 otherwise never speaks; 0x20: write the payload into
+ *                 the connection's submit ring instead (once a HelloReply
+ *                 gave it one; dropped before), as an entry of len bytes
+ *                 whose socket offset is the bytes sent so far plus kinds
+ *                 (as a signed 16-bit value), then ring the doorbell
+ *                 unless 0x10; 0x08: first move the ring's tail past its
+ *                 size (a hostile tail)
  *   u16 kinds     3 bits per fd, fd i of kind (kinds >> 3*(i%5)) & 7
  *   u16 len       payload bytes (clamped to what is left)
  *   len bytes     sent as they are: frame headers and protobuf payloads
@@ -36,6 +42,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/cpage.h"
 #include "core/session.h"
 #include "core/timeline.h"
 #include "core/trace.h"
@@ -167,7 +174,38 @@ struct client {
 		uint64_t point;
 	} *oks;
 	size_t noks;
+	uint64_t sent; /* bytes written to the socket */
+	/* The submit ring, mapped from the HelloReply (sq NULL: none). */
+	void *hint;
+	size_t hint_len;
+	struct devq_sq_hdr *sq;
+	struct devq_sqe *sqe;
+	uint32_t sq_n;
+	uint64_t sq_tail;
+	int bell;
 };
+
+/* A HelloReply that made a submit ring: map it and keep its doorbell. */
+static void client_map_ring(struct client *c, const Devq__HelloReply *r, struct devq_frame *f)
+{
+	const Devq__CompletionPage *pg = r->completion_page;
+	if (!pg || !pg->sq_entries || c->hint)
+		return;
+	if (f->nfds != 4 || pg->sq_entries & (pg->sq_entries - 1) ||
+	    (uint64_t)DEVQ_SQ_OFF + (uint64_t)pg->sq_entries * sizeof(struct devq_sqe) > pg->hint_size)
+		die("HelloReply: a submit ring of %u entries, hint page of %u bytes, %u fds",
+		    pg->sq_entries, pg->hint_size, f->nfds);
+	void *p = mmap(NULL, pg->hint_size, PROT_READ | PROT_WRITE, MAP_SHARED, f->fds[1], 0);
+	if (p == MAP_FAILED)
+		die("mmap of the hint page: %s", strerror(errno));
+	c->hint = p;
+	c->hint_len = pg->hint_size;
+	c->sq = devq_sq_hdr(p);
+	c->sqe = devq_sq_entries(p);
+	c->sq_n = pg->sq_entries;
+	c->bell = f->fds[3];
+	f->fds[3] = -1;
+}
 
 /* Everything the daemon sends must be a well-formed DaemonMessage frame. */
 static void client_read(struct client *c)
@@ -212,6 +250,7 @@ static void client_read(struct client *c)
 				}
 			} else if (m->body_case == DEVQ__DAEMON_MESSAGE__BODY_HELLO_REPLY) {
 				c->session = m->hello_reply->session;
+				client_map_ring(c, m->hello_reply, &f);
 			} else if (m->body_case == DEVQ__DAEMON_MESSAGE__BODY_BUFFER_READY) {
 				if (m->buffer_ready->has_fd != (f.nfds == 1))
 					die("BufferReady has_fd %d with %u fds",
@@ -408,6 +447,7 @@ static bool send_record(struct client *c, const uint8_t *p, size_t len, unsigned
 			ssize_t n = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
 			if (n >= 0) {
 				fuzz_stats.bytes_sent += (size_t)n;
+				c->sent += (uint64_t)n;
 				if ((size_t)n < iov.iov_len) {
 					/* The rest goes without the fds (sent already). */
 					iov.iov_base = (char *)iov.iov_base + n;
@@ -433,6 +473,50 @@ static bool send_record(struct client *c, const uint8_t *p, size_t len, unsigned
 	return ok;
 }
 
+/* Every connected session's submit ring is taken up to its tail. */
+static bool rings_taken(void)
+{
+	for (struct devq_session *s = D.e.sessions; s; s = s->next)
+		if (s->connected && !s->close_after_flush && devq_cpage_sq_pending(s->cpage))
+			return false;
+	return true;
+}
+
+static struct client *ring_client;
+
+/* The HelloReply that maps ring_client's submit ring has been read (or
+ * the connection ended). */
+static bool ring_known(void)
+{
+	return ring_client->sq || ring_client->eof;
+}
+
+/* A record for the submit ring (the 0x20 flag): see the format above. */
+static void ring_record(struct client *c, const uint8_t *p, size_t len, unsigned flags,
+			unsigned kinds)
+{
+	/* A Hello sent just before: its reply may not have been read yet.
+	 * Without one (or without a ring) the record is dropped. */
+	ring_client = c;
+	pump(ring_known, 100 * 1000 * 1000, true);
+	if (!c->sq)
+		return;
+	if (flags & 0x08)
+		c->sq_tail += c->sq_n + 1;
+	struct devq_sqe *e = &c->sqe[c->sq_tail & (c->sq_n - 1)];
+	int64_t off = (int64_t)c->sent + (int16_t)kinds;
+	e->len = (uint32_t)len;
+	e->off = off < 0 ? 0 : (uint64_t)off;
+	memcpy(e->frame, p, len < DEVQ_SQE_FRAME ? len : DEVQ_SQE_FRAME);
+	atomic_store(&c->sq->tail, ++c->sq_tail);
+	uint64_t one = 1;
+	if (!(flags & 0x10) && write(c->bell, &one, sizeof(one)) < 0)
+		die("doorbell: %s", strerror(errno));
+	/* Taken, or waiting for socket bytes that may never come: at most
+	 * 10 ms, not an error. */
+	pump(rings_taken, 10 * 1000 * 1000, true);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	if (!ready)
@@ -448,6 +532,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sockpath);
 	for (int i = 0; i < NCONN; i++) {
 		memset(&c[i], 0, sizeof(c[i]));
+		c[i].bell = -1;
 		c[i].fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 		if (c[i].fd < 0 || connect(c[i].fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
 			die("connect: %s", strerror(errno));
@@ -471,7 +556,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		off += 5;
 		if (len > size - off)
 			len = size - off;
-		if (open[to] && !send_record(&c[to], data + off, len, nfds, kinds))
+		if (data[off - 5] & 0x20)
+			ring_record(&c[to], data + off, len, data[off - 5], kinds);
+		else if (open[to] && !send_record(&c[to], data + off, len, nfds, kinds))
 			open[to] = false;
 		off += len;
 		pump(consumed, 100 * 1000 * 1000, false);
@@ -496,6 +583,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		close(c[i].fd);
 		devq_rx_fini(&c[i].rx);
 		free(c[i].oks);
+		if (c[i].hint && munmap(c[i].hint, c[i].hint_len) < 0)
+			die("munmap: %s", strerror(errno));
+		if (c[i].bell >= 0)
+			close(c[i].bell);
 	}
 
 	if (D.e.sessions_total != sessions_before + NCONN)

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpage_layout.h"
 #include "devq.pb-c.h"
 #include "frame.h"
 #include "kernels.h"
@@ -129,6 +130,45 @@ static void hello_v(uint32_t lo, uint32_t hi)
 static void hello(void)
 {
 	hello_v(1, 1);
+}
+
+/* A Hello that asks for the completion page and the submit ring. */
+static void hello_sq(void)
+{
+	Devq__Hello h = DEVQ__HELLO__INIT;
+	h.min_version = 1;
+	h.max_version = 1;
+	h.client_name = "fuzz-seed";
+	h.completion_page = true;
+	h.submit_ring = true;
+	Devq__ClientMessage m = DEVQ__CLIENT_MESSAGE__INIT;
+	m.body_case = DEVQ__CLIENT_MESSAGE__BODY_HELLO;
+	m.hello = &h;
+	msg(&m);
+}
+
+/* A submit-ring record (the target's 0x20 flag, with flags among 0x10 and
+ * 0x08): the payload goes into the ring as an entry of n bytes at the
+ * socket offset "bytes sent so far + delta". */
+static void rec_ring(const void *p, size_t n, unsigned flags, int16_t delta)
+{
+	put_le(0x20 | flags | (second ? 0x40 : 0), 1);
+	put_le((uint16_t)delta, 2);
+	put_le(n, 2);
+	put(p, n);
+}
+
+/* A message as a submit-ring record. */
+static void ring_msg(const Devq__ClientMessage *m, unsigned flags, int16_t delta)
+{
+	uint8_t buf[16384];
+	size_t n = protobuf_c_message_get_packed_size(&m->base);
+	if (n > sizeof(buf)) {
+		fprintf(stderr, "mkcorpus: message too large\n");
+		exit(1);
+	}
+	protobuf_c_message_pack(&m->base, buf);
+	rec_ring(buf, n, flags, delta);
 }
 
 static void create(uint64_t id, uint64_t size, int kind)
@@ -357,6 +397,19 @@ static void submit(void)
 	m.body_case = DEVQ__CLIENT_MESSAGE__BODY_SUBMIT;
 	m.submit = &s;
 	msg(&m);
+	nops = 0;
+}
+
+/* The ops built since the last submit as one Submit in the submit ring. */
+static void ring_submit(unsigned flags, int16_t delta)
+{
+	Devq__Submit s = DEVQ__SUBMIT__INIT;
+	s.n_ops = nops;
+	s.ops = opp;
+	Devq__ClientMessage m = DEVQ__CLIENT_MESSAGE__INIT;
+	m.body_case = DEVQ__CLIENT_MESSAGE__BODY_SUBMIT;
+	m.submit = &s;
+	ring_msg(&m, flags, delta);
 	nops = 0;
 }
 
@@ -692,6 +745,85 @@ static void seed_reset(void)
 	save("reset-many-ranges");
 }
 
+/* The submit ring (proto/README.md, *The submit ring*). */
+static void seed_ring(void)
+{
+	/* Submits through the ring after the socket's frames before them; one
+	 * not rung, taken before the status request that follows it. */
+	hello_sq();
+	create(1, 4096, DEVQ__BUFFER_KIND__SHARED);
+	queue_msg(1, false);
+	fill(1, 1, 0, 4096, 0x5a5a5a5a);
+	ring_submit(0, 0);
+	fill(1, 1, 0, 64, 1);
+	fill(1, 1, 64, 64, 2);
+	ring_submit(0x10, 0);
+	empty_msg(DEVQ__CLIENT_MESSAGE__BODY_GET_STATUS);
+	release(1);
+	save("ok-submit-ring");
+
+	/* An entry rung before the OpenQueue frame it follows is sent. */
+	hello_sq();
+	create(1, 4096, DEVQ__BUFFER_KIND__SHARED);
+	fill(1, 1, 0, 64, 3);
+	Devq__OpenQueue o = DEVQ__OPEN_QUEUE__INIT;
+	o.id = 1;
+	Devq__ClientMessage mq = DEVQ__CLIENT_MESSAGE__INIT;
+	mq.body_case = DEVQ__CLIENT_MESSAGE__BODY_OPEN_QUEUE;
+	mq.open_queue = &o;
+	ring_submit(0, (int16_t)(DEVQ_FRAME_HDR + protobuf_c_message_get_packed_size(&mq.base)));
+	msg(&mq);
+	release(1);
+	save("ok-submit-ring-early");
+
+	/* Each of the ring's rules broken. */
+	hello_sq();
+	create(1, 4096, DEVQ__BUFFER_KIND__SHARED);
+	queue_msg(1, false);
+	fill(1, 1, 0, 64, 4);
+	ring_submit(0x08, 0);
+	save("edge-ring-tail");
+
+	hello_sq();
+	uint8_t big[DEVQ_SQE_FRAME + 1];
+	memset(big, 0, sizeof(big));
+	rec_ring(big, sizeof(big), 0, 0);
+	save("edge-ring-too-long");
+
+	hello_sq();
+	create(1, 4096, DEVQ__BUFFER_KIND__SHARED);
+	queue_msg(1, false);
+	fill(1, 1, 0, 64, 5);
+	ring_submit(0x10, 0);
+	fill(1, 1, 0, 64, 6);
+	ring_submit(0, -1);
+	save("edge-ring-offset-back");
+
+	hello_sq();
+	Devq__GetStatus g = DEVQ__GET_STATUS__INIT;
+	Devq__ClientMessage mg = DEVQ__CLIENT_MESSAGE__INIT;
+	mg.body_case = DEVQ__CLIENT_MESSAGE__BODY_GET_STATUS;
+	mg.get_status = &g;
+	ring_msg(&mg, 0, 0);
+	save("edge-ring-not-submit");
+
+	/* An entry whose offset the socket never reaches; and one without a
+	 * ring (no Hello asked for it): both wait or drop, harmlessly, and
+	 * nothing is refused (hence not an edge- seed). */
+	hello_sq();
+	create(1, 4096, DEVQ__BUFFER_KIND__SHARED);
+	queue_msg(1, false);
+	fill(1, 1, 0, 64, 7);
+	ring_submit(0, 0x7fff);
+	empty_msg(DEVQ__CLIENT_MESSAGE__BODY_GET_STATUS);
+	second = true;
+	hello();
+	fill(1, 1, 0, 64, 8);
+	ring_submit(0, 0);
+	second = false;
+	save("ring-never");
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
@@ -702,5 +834,6 @@ int main(int argc, char **argv)
 	seed_ok();
 	seed_edge();
 	seed_reset();
+	seed_ring();
 	return 0;
 }

@@ -10,6 +10,7 @@
 #include <check.h>
 #include <dirent.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,9 +57,20 @@ static size_t ops_in(const uint8_t *p, size_t n)
 	size_t len = 0, off = 0, ops = 0;
 	while (off + 5 <= n) {
 		size_t l = p[off + 3] | (size_t)p[off + 4] << 8;
+		bool ring = p[off] & 0x20;
 		off += 5;
 		if (l > n - off)
 			l = n - off;
+		if (ring) {
+			/* A submit-ring entry: one ClientMessage, no frame. */
+			Devq__ClientMessage *m = devq__client_message__unpack(NULL, l, p + off);
+			ck_assert_msg(m != NULL, "an ok seed holds a malformed ClientMessage");
+			if (m->body_case == DEVQ__CLIENT_MESSAGE__BODY_SUBMIT)
+				ops += m->submit->n_ops;
+			devq__client_message__free_unpacked(m, NULL);
+			off += l;
+			continue;
+		}
 		memcpy(stream + len, p + off, l);
 		len += l;
 		off += l;
