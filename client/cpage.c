@@ -36,19 +36,22 @@ void devq_cpc_free(struct devq_cpc *c)
 		munmap(c->hint, c->hint_len);
 	if (c->efd >= 0)
 		close(c->efd);
+	if (c->bell >= 0)
+		close(c->bell);
 	free(c);
 }
 
 int devq_cpc_open(uint32_t layout, uint32_t size, uint32_t slots, uint32_t hint_size,
-		  const int fds[3], struct devq_cpc **out)
+		  uint32_t sq_entries, const int *fds, unsigned nfds, struct devq_cpc **out)
 {
 	int r = 0;
 	struct devq_cpc *c = calloc(1, sizeof(*c));
+	int bell = nfds > 3 ? fds[3] : -1;
 	if (!c) {
 		r = -ENOMEM;
 		goto out;
 	}
-	c->efd = -1;
+	c->efd = c->bell = -1;
 	c->daemon_cpu = -1;
 	if (layout != DEVQ_CPAGE_LAYOUT ||
 	    size < sizeof(struct devq_cpage_hdr) + (uint64_t)slots * sizeof(struct devq_cpage_slot) ||
@@ -84,15 +87,54 @@ int devq_cpc_open(uint32_t layout, uint32_t size, uint32_t slots, uint32_t hint_
 		c->ring_n = n;
 	}
 	c->efd = fds[2];
+	/* Likewise a submit ring that does not fit the hint page: submits
+	 * then go on the socket. */
+	if (bell >= 0 && sq_entries && sq_entries <= DEVQ_SQ_MAX && !(sq_entries & (sq_entries - 1)) &&
+	    (uint64_t)DEVQ_SQ_OFF + (uint64_t)sq_entries * sizeof(struct devq_sqe) <= hint_size) {
+		c->sq = devq_sq_hdr(c->hint);
+		c->sqe = devq_sq_entries(c->hint);
+		c->sq_n = sq_entries;
+		c->bell = bell;
+		bell = -1;
+	}
 out:
 	close(fds[0]);
 	close(fds[1]);
+	if (bell >= 0)
+		close(bell);
 	if (r < 0) {
 		close(fds[2]);
 		devq_cpc_free(c);
 		return r;
 	}
 	*out = c;
+	return 0;
+}
+
+uint8_t *devq_cpc_sq_reserve(struct devq_cpc *c, size_t len)
+{
+	if (!c->sq || len > DEVQ_SQE_FRAME)
+		return NULL;
+	uint32_t head = atomic_load_explicit(&c->pub->sq_head, memory_order_acquire);
+	if ((uint32_t)c->sq_tail - head >= c->sq_n)
+		return NULL; /* full: the daemon has not taken the oldest yet */
+	return c->sqe[c->sq_tail & (c->sq_n - 1)].frame;
+}
+
+int devq_cpc_sq_commit(struct devq_cpc *c, uint32_t len, uint64_t off)
+{
+	struct devq_sqe *e = &c->sqe[c->sq_tail & (c->sq_n - 1)];
+	e->len = len;
+	e->off = off;
+	/* seq_cst, with the exchange below and the daemon's store of rung
+	 * and load of tail: either the daemon's look after it cleared rung
+	 * sees this entry, or the exchange sees rung 0 and rings. */
+	atomic_store_explicit(&c->sq->tail, ++c->sq_tail, memory_order_seq_cst);
+	if (atomic_exchange_explicit(&c->sq->rung, 1, memory_order_seq_cst) == 0) {
+		uint64_t one = 1;
+		if (write(c->bell, &one, sizeof(one)) < 0)
+			return -errno;
+	}
 	return 0;
 }
 

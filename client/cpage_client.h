@@ -37,18 +37,35 @@ struct devq_cpc {
 	bool ring_armed; /* the daemon is asked to fill it (until disarmed) */
 	uint64_t ring_head; /* entries taken (mirrors hints.ring_head) */
 	uint64_t sock_seen; /* socket records taken since arming */
+	/* The submit ring (NULL: the daemon made none). */
+	struct devq_sq_hdr *sq;
+	struct devq_sqe *sqe;
+	uint32_t sq_n;
+	uint64_t sq_tail; /* entries written (mirrors sq.tail) */
+	int bell;         /* the doorbell eventfd; -1: none */
 };
 
-/* Maps the pages from the HelloReply's three fds (published page, hint
- * page, eventfd), checking sizes and the header.  Takes the fds: the memfds
- * are closed once mapped, the eventfd kept.  Negative errno on failure with
- * every fd closed. */
+/* Maps the pages from the HelloReply's fds (published page, hint page,
+ * eventfd, and with sq_entries the submit ring's doorbell: nfds 4),
+ * checking sizes and the header.  Takes the fds: the memfds are closed once
+ * mapped, the eventfds kept.  A submit ring that does not fit is not used
+ * (its doorbell closed).  Negative errno on failure with every fd closed. */
 int devq_cpc_open(uint32_t layout, uint32_t size, uint32_t slots, uint32_t hint_size,
-		  const int fds[3], struct devq_cpc **out);
+		  uint32_t sq_entries, const int *fds, unsigned nfds, struct devq_cpc **out);
 void devq_cpc_free(struct devq_cpc *c); /* accepts NULL */
 /* Notes the daemon's CPUs from its socket fd (SO_PEERCRED's pid): waits
  * do not spin on the one CPU a confined daemon has. */
 void devq_cpc_peer(struct devq_cpc *c, int fd);
+
+/* Where to write a ClientMessage of len bytes in the submit ring, or NULL
+ * (no ring, longer than an entry holds, or full).  The caller writes all
+ * len bytes, then devq_cpc_sq_commit; one thread at a time. */
+uint8_t *devq_cpc_sq_reserve(struct devq_cpc *c, size_t len);
+/* Publishes the entry reserved (len bytes; off: the bytes this connection
+ * has written to the socket, all of them sent) and rings the doorbell when
+ * the daemon has not been told yet.  0, or negative errno from the
+ * doorbell's write. */
+int devq_cpc_sq_commit(struct devq_cpc *c, uint32_t len, uint64_t off);
 
 /* The slot of queue id, or NULL when the daemon has none (yet). */
 const struct devq_cpage_slot *devq_cpc_slot(const struct devq_cpc *c, uint32_t queue);

@@ -85,7 +85,7 @@ struct devq {
 	Devq__DaemonMessage__BodyCase want_case;
 	Devq__DaemonMessage *reply;
 	int reply_fd;
-	int reply_fds[3]; /* the first three fds of the reply (HelloReply: the page) */
+	int reply_fds[4]; /* the first four fds of the reply (HelloReply: the page) */
 	unsigned reply_nfds;
 
 	struct ring cmpl; /* struct devq_completion, arrival order */
@@ -109,6 +109,7 @@ struct devq {
 	 * daemon's published tx_bytes. */
 	struct devq_cpc *cp;
 	uint64_t conn_rx_base;
+	uint64_t conn_tx_base; /* io.bytes_sent at connect: submit-ring offsets count from it */
 };
 
 static uint64_t now_ns(void)
@@ -429,11 +430,11 @@ static void on_message(devq *q, Devq__DaemonMessage *m, struct devq_frame *f, ui
 				f->fds[0] = -1;
 			}
 			q->reply_fds[0] = q->reply_fd;
-			for (unsigned i = 1; i < f->nfds && i < 3; i++) {
+			for (unsigned i = 1; i < f->nfds && i < 4; i++) {
 				q->reply_fds[i] = f->fds[i];
 				f->fds[i] = -1;
 			}
-			q->reply_nfds = f->nfds < 3 ? f->nfds : 3;
+			q->reply_nfds = f->nfds < 4 ? f->nfds : 4;
 			return;
 		}
 		break;
@@ -665,20 +666,24 @@ static int hello(devq *q)
 	 * debugging). */
 	const char *nocp = getenv("DEVQ_NO_CPAGE");
 	h.completion_page = !(nocp && *nocp && strcmp(nocp, "0"));
+	/* DEVQ_NO_SQ=1: every Submit on the socket (comparisons, debugging). */
+	const char *nosq = getenv("DEVQ_NO_SQ");
+	h.submit_ring = h.completion_page && !(nosq && *nosq && strcmp(nosq, "0"));
 	Devq__ClientMessage m = DEVQ__CLIENT_MESSAGE__INIT;
 	m.body_case = DEVQ__CLIENT_MESSAGE__BODY_HELLO;
 	m.hello = &h;
 	Devq__DaemonMessage *rep;
 	q->conn_rx_base = q->io.bytes_received;
+	q->conn_tx_base = q->io.bytes_sent;
 	r = request(q, &m, NULL, 0, "hello", DEVQ__DAEMON_MESSAGE__BODY_HELLO_REPLY, &rep);
 	if (r < 0)
 		return r;
 	const Devq__HelloReply *hr = rep->hello_reply;
 	const Devq__CompletionPage *pg = hr->completion_page;
-	if (pg && q->reply_nfds == 3) {
+	if (pg && q->reply_nfds == 3 + (pg->sq_entries != 0)) {
 		/* Without the page everything still works through the socket. */
-		if (devq_cpc_open(pg->layout, pg->size, pg->slots, pg->hint_size, q->reply_fds,
-				  &q->cp) < 0)
+		if (devq_cpc_open(pg->layout, pg->size, pg->slots, pg->hint_size, pg->sq_entries,
+				  q->reply_fds, q->reply_nfds, &q->cp) < 0)
 			q->cp = NULL;
 		if (q->cp)
 			devq_cpc_peer(q->cp, q->fd);
@@ -1113,13 +1118,27 @@ static int submit(devq *q, const struct devq_op *ops, size_t n, uint64_t *points
 					   .replayable = replayable };
 	size_t plen = devq_submit_enc_size(&b);
 	uint8_t *p;
-	int r = devq_tx_append(&q->tx, DEVQ_FRAME_CLIENT, plen, &p);
-	if (r < 0)
+	int r;
+	/* Through the submit ring when everything queued for the socket is
+	 * sent (the entry's offset is then one the daemon reaches) and the
+	 * batch fits an entry: the daemon's loop wakes from an eventfd, which
+	 * costs an idle daemon less than a socket's data (bench/RESULTS.md).
+	 * Not while coalescing: batches of frames on the socket cost less. */
+	if (q->cp && !q->coalesce && !q->tx.head && (p = devq_cpc_sq_reserve(q->cp, plen))) {
+		devq_submit_enc(p, plen, &b);
+		r = devq_cpc_sq_commit(q->cp, (uint32_t)plen, q->io.bytes_sent - q->conn_tx_base);
+		if (r < 0) {
+			q->broken = true;
+			return fail(q, r, "submit ring doorbell: %s", strerror(-r));
+		}
+	} else if ((r = devq_tx_append(&q->tx, DEVQ_FRAME_CLIENT, plen, &p)) < 0) {
 		return fail(q, r, "cannot queue message: %s", strerror(-r));
-	devq_submit_enc(p, plen, &b);
+	} else {
+		devq_submit_enc(p, plen, &b);
+	}
 	/* Coalescing holds only submits back: they need no reply, and every
 	 * path that waits flushes first (pump). */
-	if (!q->coalesce || q->tx.bytes >= q->coalesce) {
+	if (q->tx.head && (!q->coalesce || q->tx.bytes >= q->coalesce)) {
 		r = devq_flush(q);
 		if (r < 0)
 			return r;

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The submit ring (proto/cpage_layout.h), against a real devqd: its
- * entries keep their order against the socket's frames both ways; and a
- * client that breaks its rules (by hand, as a hostile local user could)
- * gets a protocol error that says which, while the daemon goes on serving
+/* The submit ring (proto/cpage_layout.h), against a real devqd: libdevq's
+ * submits go through it when nothing waits on the socket, and a client
+ * without it, or a daemon without it, works as before; its entries keep
+ * their order against the socket's frames both ways; and a client that
+ * breaks its rules (by hand, as a hostile local user could) gets a
+ * protocol error that says which, while the daemon goes on serving
  * others.  No timed assertions. */
 #include <errno.h>
 #include <poll.h>
@@ -322,6 +324,63 @@ START_TEST(ring_bounds_one_past)
 }
 END_TEST
 
+/* libdevq: sporadic submits go through the ring (no write to the socket),
+ * unless DEVQ_NO_SQ=1 or the daemon has none (DEVQD_SQ_ENTRIES=0); and
+ * many submits through a ring of two entries, some of them on the socket
+ * when it is full, all complete, in order. */
+START_TEST(libdevq_uses_ring)
+{
+	static const struct {
+		const char *daemon, *no_sq;
+		bool ring;
+	} cases[] = { { "2", NULL, true }, { "2", "1", false }, { "0", NULL, false } };
+	for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+		struct daemon_proc d;
+		start(&d, cases[k].daemon);
+		if (cases[k].no_sq)
+			setenv("DEVQ_NO_SQ", cases[k].no_sq, 1);
+		devq *q = conn(d.sock, "sring");
+		unsetenv("DEVQ_NO_SQ");
+		ck_assert(devq_has_completion_page(q));
+		const struct devq_exec *e = exe(q, "spin");
+		ck_assert_int_eq(devq_queue_open(q, 1), 0);
+		struct devq_arg ns = a_u64("ns", 0);
+		struct devq_op o = { .queue = 1, .kind = DEVQ_OP_KERNEL, .exec = e, .args = &ns,
+				     .nargs = 1 };
+		uint64_t pt;
+		struct devq_completion c;
+		ck_assert_int_eq(devq_submit(q, &o, 1, &pt), 0);
+		ck_assert_int_eq(devq_wait(q, 1, pt, 60000, &c), 0);
+		struct devq_io_stats s0, s1;
+		devq_get_io_stats(q, &s0);
+		for (int i = 0; i < 20; i++) {
+			ck_assert_int_eq(devq_submit(q, &o, 1, &pt), 0);
+			ck_assert_int_eq(devq_wait(q, 1, pt, 60000, &c), 0);
+			ck_assert_int_eq(c.code, DEVQ_OK);
+			ck_assert_uint_eq(c.point, pt);
+		}
+		devq_get_io_stats(q, &s1);
+		if (cases[k].ring)
+			ck_assert_uint_eq(s1.flushes, s0.flushes);
+		else
+			ck_assert_uint_eq(s1.flushes, s0.flushes + 20);
+		/* 500 submits without waiting: the ring fills and the rest
+		 * take the socket; every point completes, in order. */
+		uint64_t first = pt + 1;
+		for (int i = 0; i < 500; i++)
+			ck_assert_int_eq(devq_submit(q, &o, 1, &pt), 0);
+		ck_assert_uint_eq(pt, first + 499);
+		for (uint64_t p = first; p <= pt; p++) {
+			ck_assert_int_eq(devq_wait(q, 1, p, 60000, &c), 0);
+			ck_assert_int_eq(c.code, DEVQ_OK);
+			ck_assert_uint_eq(c.point, p);
+		}
+		devq_disconnect(q);
+		ck_assert_int_eq(harness_stop(&d), 0);
+	}
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("sring");
@@ -331,6 +390,7 @@ int main(void)
 	tcase_add_test(tc, ring_waits_for_socket_frames_before_it);
 	tcase_add_test(tc, ring_goes_before_later_socket_frames);
 	tcase_add_test(tc, ring_bounds_one_past);
+	tcase_add_test(tc, libdevq_uses_ring);
 	suite_add_tcase(s, tc);
 	return harness_main(s);
 }
