@@ -558,8 +558,10 @@ static void resume_throttled(struct devq_daemon *d)
 	}
 }
 
-/* The fds one uid's connections hold: sockets, pidfds, doorbells, received
- * fds not yet claimed by a frame. */
+/* The fds one uid's connections hold: sockets, pidfds, received fds not
+ * yet claimed by a frame (devqd.conf(5)).  A session's completion page
+ * eventfd and submit-ring doorbell are not counted: one each per session,
+ * bounded by quota-user-sessions. */
 static unsigned user_fds(const struct devq_daemon *d, uid_t uid)
 {
 	unsigned n = 0;
@@ -567,7 +569,7 @@ static unsigned user_fds(const struct devq_daemon *d, uid_t uid)
 		const struct conn *c = t->conn;
 		if (t->uid != uid || !c)
 			continue;
-		n += 1 + (c->pidfd >= 0) + c->bell_init + (unsigned)c->rx.fd_count;
+		n += 1 + (c->pidfd >= 0) + (unsigned)c->rx.fd_count;
 	}
 	return n;
 }
