@@ -16,6 +16,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 static inline void devq_mutex_init_hot(pthread_mutex_t *m)
 {
@@ -55,6 +56,27 @@ struct devq_lock {
  * never holds the one CPU the thread it waits for needs.  Called on
  * contended paths only. */
 bool devq_spin_ok(void);
+
+/* The next watch budget of a waiter that watches for up to budget ns
+ * before it sleeps, after a wait that took waited_ns in all (its watch,
+ * and its sleep when the watch ran out).  A wait below max_ns keeps the
+ * budget, or raises it to twice that wait, so that the next watch catches
+ * one like it; a wait of max_ns or more (a long producer: watching it only
+ * costs CPU) halves it; always within [min_ns, max_ns].  A short wait
+ * never lowers it: the budget only caps watches of long producers, and a
+ * short one ends the watch by itself.  (A rule that set it to twice every
+ * caught wait and halved it whenever a watch ran out collapsed to min_ns on
+ * a chain of small ops across two streams, where a watch of a few us
+ * misses a producer that was preempted, and each miss then costs a
+ * sleep and a wake-up: 15-27 us per op instead of 2-3, bench/RESULTS.md.) */
+static inline uint64_t devq_spin_adapt(uint64_t budget, uint64_t waited_ns, uint64_t min_ns,
+				       uint64_t max_ns)
+{
+	uint64_t b = waited_ns >= max_ns     ? budget / 2
+		     : 2 * waited_ns > budget ? 2 * waited_ns
+					      : budget;
+	return b < min_ns ? min_ns : b > max_ns ? max_ns : b;
+}
 
 void devq_lock_wait(struct devq_lock *l);
 void devq_lock_wake(struct devq_lock *l);

@@ -91,12 +91,14 @@ struct cpu_backend {
  * longer than a wake-up of an idle vCPU (~35 us here), so that a chain
  * across streams whose other worker went to sleep is caught when it
  * wakes, instead of both then sleeping at every link.  The budget is
- * adapted per stream (cpu_stream.dep_spin_ns, from DEP_SPIN_NS): a watch
- * that saw the dependency end after t sets it to 2t (at least
- * DEP_SPIN_MIN_NS), one that ran out halves it, so a stream whose
- * dependencies are long ops soon stops paying for watching them.  No
- * watch at all where the producer cannot run meanwhile (devq_spin_ok:
- * the daemon is confined to one CPU). */
+ * adapted per stream (cpu_stream.dep_spin_ns, from DEP_SPIN_NS) to how
+ * long its waits took in all, watch and sleep (devq_spin_adapt): halved
+ * by each wait of DEP_SPIN_NS or more, down to DEP_SPIN_MIN_NS, so a
+ * stream whose dependencies are long ops soon stops paying for watching
+ * them; raised to twice a shorter wait that it did not cover, so a
+ * stream whose dependencies became short again watches long enough for
+ * them.  No watch at all where the producer cannot run meanwhile
+ * (devq_spin_ok: the daemon is confined to one CPU). */
 #define DEP_SPIN_NS 100000
 #define DEP_SPIN_MIN_NS 2000
 
@@ -197,6 +199,7 @@ static void wait_deps(struct cpu_backend *cb, struct cpu_stream *st, struct devq
 		 * watching it a bounded while costs less than sleeping and
 		 * being woken, as an adaptive mutex spins before it sleeps.  A
 		 * long op costs the waiter DEP_SPIN_NS of CPU once. */
+		uint64_t t0 = 0;
 		if (!atomic_load(&w->done) && devq_spin_ok()) {
 			/* Yielding after the first microseconds: on a busy
 			 * machine the producer may be waiting for this very
@@ -204,7 +207,7 @@ static void wait_deps(struct cpu_backend *cb, struct cpu_stream *st, struct devq
 			 * budget at every link (seen: 100 us per op). */
 			if (!st->dep_spin_ns)
 				st->dep_spin_ns = DEP_SPIN_NS;
-			uint64_t t0 = devq_now_ns(), now = t0;
+			uint64_t now = t0 = devq_now_ns();
 			while (!atomic_load(&w->done) && now - t0 < st->dep_spin_ns) {
 				if (now - t0 < 2000)
 					cpu_relax();
@@ -212,10 +215,9 @@ static void wait_deps(struct cpu_backend *cb, struct cpu_stream *st, struct devq
 					sched_yield();
 				now = devq_now_ns();
 			}
-			uint64_t b = atomic_load(&w->done) ? 2 * (now - t0) : st->dep_spin_ns / 2;
-			st->dep_spin_ns = b < DEP_SPIN_MIN_NS ? DEP_SPIN_MIN_NS
-				       : b > DEP_SPIN_NS      ? DEP_SPIN_NS
-							      : b;
+			if (atomic_load(&w->done))
+				st->dep_spin_ns = devq_spin_adapt(st->dep_spin_ns, now - t0,
+								  DEP_SPIN_MIN_NS, DEP_SPIN_NS);
 		}
 		if (!atomic_load(&w->done)) {
 			pthread_mutex_lock(&cb->lock);
@@ -226,6 +228,11 @@ static void wait_deps(struct cpu_backend *cb, struct cpu_stream *st, struct devq
 				pthread_cond_wait(&cb->done, &cb->lock);
 			atomic_fetch_sub(&cb->dep_waiters, 1);
 			pthread_mutex_unlock(&cb->lock);
+			/* The watch ran out: what the whole wait took decides. */
+			if (t0)
+				st->dep_spin_ns = devq_spin_adapt(st->dep_spin_ns,
+								  devq_now_ns() - t0,
+								  DEP_SPIN_MIN_NS, DEP_SPIN_NS);
 		}
 		if (i < op->nstrict && w->code != DEVQ__CODE__OK && op->code == DEVQ__CODE__OK)
 			devq_bop_dependency_failed(op, w);
