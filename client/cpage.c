@@ -131,8 +131,10 @@ int devq_cpc_sq_commit(struct devq_cpc *c, uint32_t len, uint64_t off)
 	 * sees this entry, or the exchange sees rung 0 and rings. */
 	atomic_store_explicit(&c->sq->tail, ++c->sq_tail, memory_order_seq_cst);
 	if (atomic_exchange_explicit(&c->sq->rung, 1, memory_order_seq_cst) == 0) {
-		uint64_t one = 1;
-		if (write(c->bell, &one, sizeof(one)) < 0)
+		/* A full pipe (EAGAIN) has bytes the daemon has not read: it
+		 * will look anyway. */
+		char one = 1;
+		if (write(c->bell, &one, 1) < 0 && errno != EAGAIN)
 			return -errno;
 	}
 	return 0;

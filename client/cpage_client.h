@@ -42,13 +42,14 @@ struct devq_cpc {
 	struct devq_sqe *sqe;
 	uint32_t sq_n;
 	uint64_t sq_tail; /* entries written (mirrors sq.tail) */
-	int bell;         /* the doorbell eventfd; -1: none */
+	int bell;         /* the doorbell (a pipe's write end); -1: none */
 };
 
 /* Maps the pages from the HelloReply's fds (published page, hint page,
- * eventfd, and with sq_entries the submit ring's doorbell: nfds 4),
+ * eventfd, and with sq_entries the submit ring's doorbell, a pipe's write
+ * end: nfds 4),
  * checking sizes and the header.  Takes the fds: the memfds are closed once
- * mapped, the eventfds kept.  A submit ring that does not fit is not used
+ * mapped, the eventfd and the doorbell kept.  A submit ring that does not fit is not used
  * (its doorbell closed).  Negative errno on failure with every fd closed. */
 int devq_cpc_open(uint32_t layout, uint32_t size, uint32_t slots, uint32_t hint_size,
 		  uint32_t sq_entries, const int *fds, unsigned nfds, struct devq_cpc **out);

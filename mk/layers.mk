@@ -22,7 +22,7 @@ $(BUILD)/libdevqd-core.a: $(DAEMON_CORE_OBJ)
 # these go through wrappers a test can make fail.
 TESTS += test_core
 CORE_FAULT_WRAPS = malloc calloc realloc memfd_create ftruncate fcntl mmap munmap madvise \
-		   pthread_create close fstat fstatfs eventfd
+		   pthread_create close fstat fstatfs eventfd pipe2
 # Check itself is a static library here (libcheck_pic.a): a copy of it calls
 # the real functions, so that its own allocations (every ck_assert makes
 # one) never fail on a test's request.

@@ -49,8 +49,8 @@
  *
  * The submit ring (io_uring's SQ ring in spirit; asked for with
  * Hello.submit_ring) lets a Submit reach devqd's loop without the socket:
- * a write to a Unix socket costs the idle daemon's wake-up 10-25 us more
- * than an eventfd's (bench/RESULTS.md, bench/wake).  In the hint page,
+ * a write to a Unix socket costs the idle daemon's wake-up 6-25 us more
+ * than a write to an eventfd or a pipe (bench/RESULTS.md, bench/wake).  In the hint page,
  * after the hints: struct devq_sq_hdr at DEVQ_SQ_HDR_OFF, then
  * CompletionPage.sq_entries entries of struct devq_sqe from DEVQ_SQ_OFF.
  * Each entry holds one ClientMessage whose body is a Submit (a frame's
@@ -60,8 +60,11 @@
  *     it queued for the socket has been written (so the daemon can reach
  *     off): if tail - hdr.sq_head < sq_entries, writes entry
  *     tail % sq_entries, then sq.tail = tail + 1 (seq_cst); then, when
- *     exchange(sq.rung, 1) returns 0, writes 1 to the doorbell eventfd.
- *   daemon (loop thread): on the doorbell, reads the eventfd, stores
+ *     exchange(sq.rung, 1) returns 0, writes a byte to the doorbell (the
+ *     write end of a pipe whose read end devqd polls: two open files, so
+ *     neither side can change the other's O_NONBLOCK).
+ *   daemon (loop thread): on the doorbell, reads what is in the pipe (at
+ *     most 64 bytes a time: a hostile client may write more), stores
  *     sq.rung = 0 (seq_cst), then loads sq.tail (seq_cst): either it sees
  *     the entry or the client's exchange saw 0 and rang again.  It takes
  *     the entry at its head before any socket frame that starts at or

@@ -7,6 +7,7 @@
  * protocol error that says which, while the daemon goes on serving
  * others.  No timed assertions. */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -110,8 +111,8 @@ static void sq_put_at(struct sq_conn *c, const void *msg, uint32_t len, uint64_t
 	memcpy(e->frame, msg, len < DEVQ_SQE_FRAME ? len : DEVQ_SQE_FRAME);
 	atomic_store(&c->sq->tail, ++c->tail);
 	if (ring) {
-		uint64_t one = 1;
-		ck_assert_int_eq(write(c->bell, &one, sizeof(one)), sizeof(one));
+		char one = 1;
+		ck_assert_int_eq(write(c->bell, &one, 1), 1);
 	}
 }
 
@@ -324,6 +325,31 @@ START_TEST(ring_bounds_one_past)
 }
 END_TEST
 
+/* The doorbell is the write end of a pipe: a client that makes its end
+ * blocking and fills the pipe changes nothing on devqd's end, which reads
+ * it a little at a time while it serves everyone, this client included. */
+START_TEST(doorbell_abuse_harmless)
+{
+	struct daemon_proc d;
+	start(&d, "4");
+	struct sq_conn c;
+	sq_open(&c, &d);
+	sq_setup(&c);
+	ck_assert_int_eq(fcntl(c.bell, F_SETFL, 0), 0);
+	static char junk[60000];
+	memset(junk, 0xa5, sizeof(junk));
+	ck_assert_int_eq(write(c.bell, junk, sizeof(junk)), (ssize_t)sizeof(junk));
+	others_served(&d);
+	uint8_t msg[DEVQ_SQE_FRAME];
+	size_t n = fill_msg(msg, sizeof(msg), 1, 0);
+	sq_put_at(&c, msg, (uint32_t)n, c.sent, true);
+	raw_expect_completion(&c.r, 1, 1, DEVQ_OK, NULL, NULL);
+	raw_expect_alive(&c.r);
+	sq_close(&c);
+	ck_assert_int_eq(harness_stop(&d), 0);
+}
+END_TEST
+
 /* libdevq: sporadic submits go through the ring (no write to the socket),
  * unless DEVQ_NO_SQ=1 or the daemon has none (DEVQD_SQ_ENTRIES=0); and
  * many submits through a ring of two entries, some of them on the socket
@@ -390,6 +416,7 @@ int main(void)
 	tcase_add_test(tc, ring_waits_for_socket_frames_before_it);
 	tcase_add_test(tc, ring_goes_before_later_socket_frames);
 	tcase_add_test(tc, ring_bounds_one_past);
+	tcase_add_test(tc, doorbell_abuse_harmless);
 	tcase_add_test(tc, libdevq_uses_ring);
 	suite_add_tcase(s, tc);
 	return harness_main(s);

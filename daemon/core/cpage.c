@@ -142,11 +142,18 @@ int devq_cpage_create(unsigned nslots, bool submit_ring, struct devq_cpage **out
 		goto fail;
 	}
 	if (sq_n) {
-		cp->bell = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-		if (cp->bell < 0 || (bell_client = fcntl(cp->bell, F_DUPFD_CLOEXEC, 0)) < 0) {
+		/* A pipe, not an eventfd: its two ends are two open files, so
+		 * the client cannot clear O_NONBLOCK on the end devqd reads
+		 * (an eventfd's copy shares its flags, and a client that
+		 * cleared them and read the count back first would block the
+		 * loop in its read). */
+		int p[2];
+		if (pipe2(p, O_CLOEXEC | O_NONBLOCK) < 0) {
 			r = -errno;
 			goto fail;
 		}
+		cp->bell = p[0];
+		bell_client = p[1];
 		cp->sq = devq_sq_hdr(cp->hint);
 		cp->sqe = devq_sq_entries(cp->hint);
 		cp->sq_n = (uint32_t)sq_n;
@@ -329,9 +336,12 @@ void devq_cpage_sq_answer(struct devq_cpage *cp)
 {
 	if (!cp || !cp->sq)
 		return;
-	uint64_t v;
-	/* Nonblocking: EAGAIN when a wake-up found it drained already. */
-	if (read(cp->bell, &v, sizeof(v)) < 0 && errno != EAGAIN)
+	/* A client writes a byte per ring; a hostile one may write more: at
+	 * most this many per call (the poll is level-triggered: the rest
+	 * wakes the loop again).  Nonblocking, on devqd's own open file:
+	 * EAGAIN when a wake-up found it drained already. */
+	char buf[64];
+	if (read(cp->bell, buf, sizeof(buf)) < 0 && errno != EAGAIN)
 		log_err("submit ring doorbell: read: %s", strerror(errno));
 	atomic_store_explicit(&cp->sq->rung, 0, memory_order_seq_cst);
 }

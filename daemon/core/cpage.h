@@ -37,13 +37,13 @@ struct devq_cpage {
 	uint32_t sq_n;           /* entries, a power of two */
 	uint64_t sq_head;        /* entries taken */
 	uint64_t sq_off;         /* the last taken entry's socket offset */
-	int bell;                /* the doorbell eventfd; the client got a copy */
+	int bell;                /* the doorbell pipe's read end; the client has the write end */
 };
 
 /* Makes the two memfds and the eventfd; fds_out gets the published page,
  * the hint page and the eventfd for the client, and with submit_ring (and
- * a ring made: cp->sq_n) the doorbell eventfd as a fourth (the caller sends
- * them and closes them).  nslots: queue slots.  Negative errno on failure,
+ * a ring made: cp->sq_n) the doorbell pipe's write end as a fourth (the
+ * caller sends them and closes them).  nslots: queue slots.  Negative errno on failure,
  * with nothing left allocated. */
 int devq_cpage_create(unsigned nslots, bool submit_ring, struct devq_cpage **out,
 		      int fds_out[4]);
@@ -81,7 +81,7 @@ static inline bool devq_cpage_ring_armed(const struct devq_cpage *cp)
  * hint: it only makes the daemon's loop hurry). */
 bool devq_cpage_client_reading(const struct devq_cpage *cp);
 
-/* Loop thread, on the doorbell: drains the eventfd and clears sq.rung, so
+/* Loop thread, on the doorbell: drains the pipe and clears sq.rung, so
  * that a client that writes an entry after the look that follows rings
  * again.  Call before taking entries. */
 void devq_cpage_sq_answer(struct devq_cpage *cp);

@@ -299,8 +299,19 @@ static void handle_frame(struct devq_session *s, struct devq_frame *f, uint64_t 
 	devq_pool_arena_reset(&frame_arena);
 	/* The Hello that made a submit ring: its doorbell is polled from now. */
 	struct conn *c = CONN(s);
-	if (!c->bell_init && s->cpage && s->cpage->bell >= 0 && s->connected) {
-		uv_poll_init(c->d->loop, &c->bell, s->cpage->bell);
+	if (!c->bell_init && s->cpage && s->cpage->bell >= 0 && s->connected &&
+	    !s->close_after_flush) {
+		int e = uv_poll_init(c->d->loop, &c->bell, s->cpage->bell);
+		if (e < 0) {
+			/* Its entries would wait for socket frames only. */
+			log_err("session %llu: submit ring doorbell: %s", (unsigned long long)s->id,
+				uv_strerror(e));
+			devq_outbox_error(s, DEVQ__CODE__RESOURCE_EXHAUSTED, "hello", NULL, NULL,
+					   "devqd cannot poll the submit ring's doorbell: %s",
+					   uv_strerror(e));
+			s->close_after_flush = true;
+			return;
+		}
 		c->bell.data = c;
 		c->bell_init = true;
 		c->handles++;
@@ -421,6 +432,12 @@ static void session_frames(struct devq_session *s, uint64_t t)
 {
 	struct devq_frame f;
 	int r = 0;
+	/* Submit-ring entries taken in this call: at most one ring's worth,
+	 * then the session yields (served again next loop iteration), as a
+	 * socket's frames are bounded by what its reads of one wake-up bring:
+	 * a client that refills the ring as fast as it is taken cannot keep
+	 * the loop here, even with no other tenant to share it with. */
+	unsigned ring_taken = 0;
 	struct devq_loop_share *sh = share_now(CONN(s)->d, loop_share(s));
 	uint64_t t0 = devq_now_ns();
 	while (s->connected && !s->close_after_flush && !CONN(s)->yielded && !throttle_if_over(s) &&
@@ -479,6 +496,11 @@ static void session_frames(struct devq_session *s, uint64_t t)
 		uint64_t t1 = devq_now_ns();
 		sh->spent_ns += t1 - t0;
 		t0 = t1;
+		if (q && ++ring_taken >= s->cpage->sq_n && devq_cpage_sq_pending(s->cpage)) {
+			if (s->connected && !s->close_after_flush)
+				yield(s);
+			break;
+		}
 	}
 	if (r == -EMSGSIZE)
 		protocol_close(s, "frame exceeds the maximum payload of %u bytes",
@@ -662,6 +684,10 @@ static void session_read(struct devq_session *s)
 		if (n == 0) {
 			if (c->rx.len)
 				log_info("session %llu: EOF inside a frame", (unsigned long long)s->id);
+			/* Entries the client put in the submit ring before it
+			 * hung up count as its frames do. */
+			if (devq_cpage_sq_pending(s->cpage))
+				session_frames(s, t);
 			session_close(s);
 			return;
 		}

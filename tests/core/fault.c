@@ -83,6 +83,7 @@ int __real_close(int fd);
 int __real_fstat(int fd, struct stat *st);
 int __real_fstatfs(int fd, struct statfs *st);
 int __real_eventfd(unsigned v, int flags);
+int __real_pipe2(int p[2], int flags);
 
 void *__wrap_malloc(size_t n);
 void *__wrap_calloc(size_t k, size_t n);
@@ -98,6 +99,7 @@ int __wrap_close(int fd);
 int __wrap_fstat(int fd, struct stat *st);
 int __wrap_fstatfs(int fd, struct statfs *st);
 int __wrap_eventfd(unsigned v, int flags);
+int __wrap_pipe2(int p[2], int flags);
 
 void *__wrap_malloc(size_t n)
 {
@@ -192,4 +194,9 @@ int __wrap_fstatfs(int fd, struct statfs *st)
 int __wrap_eventfd(unsigned v, int flags)
 {
 	return fails(FAULT_EVENTFD) ? -1 : __real_eventfd(v, flags);
+}
+
+int __wrap_pipe2(int p[2], int flags)
+{
+	return fails(FAULT_PIPE2) ? -1 : __real_pipe2(p, flags);
 }
