@@ -58,11 +58,12 @@ struct devq_lock {
 bool devq_spin_ok(void);
 
 /* The next watch budget of a waiter that watches for up to budget ns
- * before it sleeps, after a wait that took waited_ns in all (its watch,
- * and its sleep when the watch ran out).  A wait below max_ns keeps the
- * budget, or raises it to twice that wait, so that the next watch catches
- * one like it; a wait of max_ns or more (a long producer: watching it only
- * costs CPU) halves it; always within [min_ns, max_ns].  A short wait
+ * before it sleeps, after a producer that ended waited_ns after the watch
+ * began (its own end, not when the waiter saw it: a sleeper's wake-up is
+ * not the producer's time).  One that ended within max_ns keeps the
+ * budget, or raises it to twice that time, so that the next watch catches
+ * one like it; one of max_ns or more (a long producer: watching it only
+ * costs CPU) halves it; always within [min_ns, max_ns].  A short one
  * never lowers it: the budget only caps watches of long producers, and a
  * short one ends the watch by itself.  (A rule that set it to twice every
  * caught wait and halved it whenever a watch ran out collapsed to min_ns on

@@ -92,12 +92,12 @@ struct cpu_backend {
  * across streams whose other worker went to sleep is caught when it
  * wakes, instead of both then sleeping at every link.  The budget is
  * adapted per stream (cpu_stream.dep_spin_ns, from DEP_SPIN_NS) to how
- * long its waits took in all, watch and sleep (devq_spin_adapt): halved
- * by each wait of DEP_SPIN_NS or more, down to DEP_SPIN_MIN_NS, so a
- * stream whose dependencies are long ops soon stops paying for watching
- * them; raised to twice a shorter wait that it did not cover, so a
- * stream whose dependencies became short again watches long enough for
- * them.  No watch at all where the producer cannot run meanwhile
+ * long its producers took from the start of the watch to their end
+ * (devq_spin_adapt): halved by each one of DEP_SPIN_NS or more, down to
+ * DEP_SPIN_MIN_NS, so a stream whose dependencies are long ops soon stops
+ * paying for watching them; raised to twice a shorter one when that is
+ * more than the budget, so a stream whose dependencies became short again
+ * watches long enough for them; never lowered by a short one.  No watch at all where the producer cannot run meanwhile
  * (devq_spin_ok: the daemon is confined to one CPU). */
 #define DEP_SPIN_NS 100000
 #define DEP_SPIN_MIN_NS 2000
@@ -199,7 +199,7 @@ static void wait_deps(struct cpu_backend *cb, struct cpu_stream *st, struct devq
 		 * watching it a bounded while costs less than sleeping and
 		 * being woken, as an adaptive mutex spins before it sleeps.  A
 		 * long op costs the waiter DEP_SPIN_NS of CPU once. */
-		uint64_t t0 = 0;
+		uint64_t t0 = 0; /* when the watch began; 0: no watch */
 		if (!atomic_load(&w->done) && devq_spin_ok()) {
 			/* Yielding after the first microseconds: on a busy
 			 * machine the producer may be waiting for this very
@@ -215,9 +215,6 @@ static void wait_deps(struct cpu_backend *cb, struct cpu_stream *st, struct devq
 					sched_yield();
 				now = devq_now_ns();
 			}
-			if (atomic_load(&w->done))
-				st->dep_spin_ns = devq_spin_adapt(st->dep_spin_ns, now - t0,
-								  DEP_SPIN_MIN_NS, DEP_SPIN_NS);
 		}
 		if (!atomic_load(&w->done)) {
 			pthread_mutex_lock(&cb->lock);
@@ -228,11 +225,16 @@ static void wait_deps(struct cpu_backend *cb, struct cpu_stream *st, struct devq
 				pthread_cond_wait(&cb->done, &cb->lock);
 			atomic_fetch_sub(&cb->dep_waiters, 1);
 			pthread_mutex_unlock(&cb->lock);
-			/* The watch ran out: what the whole wait took decides. */
-			if (t0)
-				st->dep_spin_ns = devq_spin_adapt(st->dep_spin_ns,
-								  devq_now_ns() - t0,
-								  DEP_SPIN_MIN_NS, DEP_SPIN_NS);
+		}
+		/* What the producer took from the start of the watch to its
+		 * end (its t_end, stamped before done was stored), not when
+		 * this worker saw it: a sleep's wake-up is not the producer's
+		 * time, and counting it would make a producer just under the
+		 * budget look like a long one after every missed watch. */
+		if (t0) {
+			uint64_t end = w->t_end;
+			st->dep_spin_ns = devq_spin_adapt(st->dep_spin_ns, end > t0 ? end - t0 : 0,
+							  DEP_SPIN_MIN_NS, DEP_SPIN_NS);
 		}
 		if (i < op->nstrict && w->code != DEVQ__CODE__OK && op->code == DEVQ__CODE__OK)
 			devq_bop_dependency_failed(op, w);
