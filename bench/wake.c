@@ -16,6 +16,8 @@
  *   bell-socket   the sleeper in epoll_wait on the socket and an eventfd;
  *                 the waker writes the eventfd (a doorbell) and then the
  *                 socket; the sleeper recvs, answers, then drains the bell
+ *   pipe-epoll    the sleeper in epoll_wait on a pipe's read end, then its
+ *                 read; the waker writes a byte (the submit ring's doorbell)
  *
  * Per means: p50 and p99 of the waker's call alone (the send, with the
  * wake-up it starts) and of the round trip to the answer.
@@ -24,6 +26,7 @@
  *
  * A benchmark, not a test: the figures go to bench/RESULTS.md. */
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/futex.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -43,10 +46,10 @@
 #include "bench_util.h"
 
 #define CHUNK 25
-#define NM 5
+#define NM 6
 #define NGAPS 2
 static const char *const m_name[NM] = { "futex", "socket-read", "socket-epoll",
-					"eventfd-epoll", "bell-socket" };
+					"eventfd-epoll", "bell-socket", "pipe-epoll" };
 static const uint64_t gaps_ns[NGAPS] = { 1000000, 10000000 };
 
 static void pin(int cpu)
@@ -82,13 +85,14 @@ static void must(int ok, const char *what)
 
 /* The sleeper's side of n wake-ups by means m; answers i by storing
  * 2i + 2 in *w. */
-static void sleeper(int m, int n, atomic_uint *w, int sock, int efd)
+static void sleeper(int m, int n, atomic_uint *w, int sock, int efd, int prd)
 {
 	int ep = -1;
 	if (m >= 2) {
 		struct epoll_event ev = { .events = EPOLLIN };
 		must((ep = epoll_create1(EPOLL_CLOEXEC)) >= 0, "epoll_create1");
-		must(epoll_ctl(ep, EPOLL_CTL_ADD, m == 3 ? efd : sock, &ev) == 0, "epoll_ctl");
+		must(epoll_ctl(ep, EPOLL_CTL_ADD, m == 3 ? efd : m == 5 ? prd : sock, &ev) == 0,
+		     "epoll_ctl");
 		if (m == 4)
 			must(epoll_ctl(ep, EPOLL_CTL_ADD, efd, &ev) == 0, "epoll_ctl");
 	}
@@ -114,6 +118,11 @@ static void sleeper(int m, int n, atomic_uint *w, int sock, int efd)
 				;
 			must(read(efd, &one, sizeof(one)) == sizeof(one), "read eventfd");
 			break;
+		case 5:
+			while (epoll_wait(ep, &ev, 1, -1) != 1)
+				;
+			must(read(prd, buf, 1) == 1, "read pipe");
+			break;
 		default:
 			for (;;) {
 				while (epoll_wait(ep, &ev, 1, -1) != 1)
@@ -138,16 +147,17 @@ static void sleeper(int m, int n, atomic_uint *w, int sock, int efd)
 static void chunk(int m, int n, uint64_t gap, uint64_t *call, uint64_t *rtt)
 {
 	atomic_uint *w = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	int sv[2], efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	int sv[2], pp[2], efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	must(w != MAP_FAILED, "mmap");
 	must(efd >= 0, "eventfd");
+	must(pipe2(pp, O_CLOEXEC | O_NONBLOCK) == 0, "pipe2");
 	must(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0, "socketpair");
 	atomic_store(w, 0);
 	pid_t pid = fork();
 	must(pid >= 0, "fork");
 	if (pid == 0) {
 		pin(1);
-		sleeper(m, n, w, sv[1], efd);
+		sleeper(m, n, w, sv[1], efd, pp[0]);
 	}
 	idle_for(1000000); /* the sleeper settles and sleeps */
 	for (int i = 0; i < n; i++) {
@@ -166,6 +176,9 @@ static void chunk(int m, int n, uint64_t gap, uint64_t *call, uint64_t *rtt)
 		case 3:
 			must(write(efd, &one, sizeof(one)) == sizeof(one), "write eventfd");
 			break;
+		case 5:
+			must(write(pp[1], buf, 1) == 1, "write pipe");
+			break;
 		default:
 			must(write(efd, &one, sizeof(one)) == sizeof(one), "write eventfd");
 			must(write(sv[0], buf, sizeof(buf)) == sizeof(buf), "write");
@@ -178,7 +191,9 @@ static void chunk(int m, int n, uint64_t gap, uint64_t *call, uint64_t *rtt)
 		rtt[i] = bu_now_ns() - t0;
 	}
 	must(waitpid(pid, NULL, 0) == pid, "waitpid");
-	must(close(sv[0]) == 0 && close(sv[1]) == 0 && close(efd) == 0, "close");
+	must(close(sv[0]) == 0 && close(sv[1]) == 0 && close(efd) == 0 && close(pp[0]) == 0 &&
+		     close(pp[1]) == 0,
+	     "close");
 	must(munmap(w, 4096) == 0, "munmap");
 }
 
