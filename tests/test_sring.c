@@ -148,8 +148,8 @@ static size_t fill_msg(uint8_t *out, size_t cap, uint32_t queue, size_t pad_to)
 	return n;
 }
 
-/* Buffer 1 (64 bytes, shared) and queue 1, through the socket. */
-static void sq_setup(struct sq_conn *c)
+/* Buffer 1 (64 bytes, shared), through the socket. */
+static void sq_buffer(struct sq_conn *c)
 {
 	Devq__CreateBuffer cb = DEVQ__CREATE_BUFFER__INIT;
 	cb.id = 1;
@@ -160,11 +160,25 @@ static void sq_setup(struct sq_conn *c)
 	sq_send(c, &m);
 	devq__daemon_message__free_unpacked(raw_expect(&c->r, DEVQ__DAEMON_MESSAGE__BODY_BUFFER_READY),
 					    NULL);
-	Devq__OpenQueue oq = DEVQ__OPEN_QUEUE__INIT;
-	oq.id = 1;
-	Devq__ClientMessage mq = DEVQ__CLIENT_MESSAGE__INIT;
-	mq.body_case = DEVQ__CLIENT_MESSAGE__BODY_OPEN_QUEUE;
-	mq.open_queue = &oq;
+}
+
+/* An OpenQueue of queue 1 (not sent). */
+static void open_queue_msg(Devq__ClientMessage *m, Devq__OpenQueue *oq)
+{
+	devq__open_queue__init(oq);
+	oq->id = 1;
+	devq__client_message__init(m);
+	m->body_case = DEVQ__CLIENT_MESSAGE__BODY_OPEN_QUEUE;
+	m->open_queue = oq;
+}
+
+/* Buffer 1 and queue 1, through the socket. */
+static void sq_setup(struct sq_conn *c)
+{
+	sq_buffer(c);
+	Devq__OpenQueue oq;
+	Devq__ClientMessage mq;
+	open_queue_msg(&mq, &oq);
 	sq_send(c, &mq);
 }
 
@@ -219,20 +233,10 @@ START_TEST(ring_waits_for_socket_frames_before_it)
 	struct sq_conn c;
 	sq_open(&c, &d);
 	ck_assert_uint_eq(c.n, DEVQ_SQ_DEFAULT);
-	Devq__CreateBuffer cb = DEVQ__CREATE_BUFFER__INIT;
-	cb.id = 1;
-	cb.size = 64;
-	Devq__ClientMessage m = DEVQ__CLIENT_MESSAGE__INIT;
-	m.body_case = DEVQ__CLIENT_MESSAGE__BODY_CREATE_BUFFER;
-	m.create_buffer = &cb;
-	sq_send(&c, &m);
-	devq__daemon_message__free_unpacked(raw_expect(&c.r, DEVQ__DAEMON_MESSAGE__BODY_BUFFER_READY),
-					    NULL);
-	Devq__OpenQueue oq = DEVQ__OPEN_QUEUE__INIT;
-	oq.id = 1;
-	Devq__ClientMessage mq = DEVQ__CLIENT_MESSAGE__INIT;
-	mq.body_case = DEVQ__CLIENT_MESSAGE__BODY_OPEN_QUEUE;
-	mq.open_queue = &oq;
+	sq_buffer(&c);
+	Devq__OpenQueue oq;
+	Devq__ClientMessage mq;
+	open_queue_msg(&mq, &oq);
 	struct rawbuf b = { 0 };
 	rawbuf_msg(&b, &mq);
 	raw_write(&c.r, b.p, 3); /* a partial header */
