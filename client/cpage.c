@@ -8,7 +8,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <linux/futex.h>
 #include <stdio.h>
@@ -111,6 +113,30 @@ out:
 	return 0;
 }
 
+/* One byte to the doorbell pipe.  A full pipe (EAGAIN) holds bytes the
+ * daemon has not read: it will look anyway.  A pipe whose read end is
+ * closed (devqd exited, or freed a session it closed) would raise
+ * SIGPIPE, which kills a program that did not ask for it: the signal is
+ * blocked in this thread around the write and, when the write raised it,
+ * taken back unless it was blocked (and so maybe pending) before.  The
+ * socket has MSG_NOSIGNAL for this; a pipe has nothing like it. */
+static int ring_bell(int fd)
+{
+	sigset_t pipe_set, old;
+	sigemptyset(&pipe_set);
+	sigaddset(&pipe_set, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+	char one = 1;
+	int r = write(fd, &one, 1) < 0 && errno != EAGAIN ? -errno : 0;
+	if (r == -EPIPE && !sigismember(&old, SIGPIPE)) {
+		const struct timespec now = { 0, 0 };
+		while (sigtimedwait(&pipe_set, NULL, &now) < 0 && errno == EINTR)
+			;
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return r;
+}
+
 uint8_t *devq_cpc_sq_reserve(struct devq_cpc *c, size_t len)
 {
 	if (!c->sq || len > DEVQ_SQE_FRAME)
@@ -130,13 +156,8 @@ int devq_cpc_sq_commit(struct devq_cpc *c, uint32_t len, uint64_t off)
 	 * and load of tail: either the daemon's look after it cleared rung
 	 * sees this entry, or the exchange sees rung 0 and rings. */
 	atomic_store_explicit(&c->sq->tail, ++c->sq_tail, memory_order_seq_cst);
-	if (atomic_exchange_explicit(&c->sq->rung, 1, memory_order_seq_cst) == 0) {
-		/* A full pipe (EAGAIN) has bytes the daemon has not read: it
-		 * will look anyway. */
-		char one = 1;
-		if (write(c->bell, &one, 1) < 0 && errno != EAGAIN)
-			return -errno;
-	}
+	if (atomic_exchange_explicit(&c->sq->rung, 1, memory_order_seq_cst) == 0)
+		return ring_bell(c->bell);
 	return 0;
 }
 

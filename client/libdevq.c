@@ -1121,8 +1121,9 @@ static int submit(devq *q, const struct devq_op *ops, size_t n, uint64_t *points
 	int r;
 	/* Through the submit ring when everything queued for the socket is
 	 * sent (the entry's offset is then one the daemon reaches) and the
-	 * batch fits an entry: the daemon's loop wakes from an eventfd, which
-	 * costs an idle daemon less than a socket's data (bench/RESULTS.md).
+	 * batch fits an entry: the daemon's loop wakes from a byte in a pipe,
+	 * which costs an idle daemon less than a socket's data
+	 * (bench/RESULTS.md).
 	 * Not while coalescing: batches of frames on the socket cost less. */
 	if (q->cp && !q->coalesce && !q->tx.head && (p = devq_cpc_sq_reserve(q->cp, plen))) {
 		devq_submit_enc(p, plen, &b);

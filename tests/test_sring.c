@@ -95,10 +95,10 @@ static void sq_open(struct sq_conn *c, const struct daemon_proc *d)
 
 static void sq_close(struct sq_conn *c)
 {
+	raw_close(&c->r);
 	ck_assert_int_eq(munmap(c->hint, c->hint_len), 0);
 	if (c->bell >= 0)
 		ck_assert_int_eq(close(c->bell), 0);
-	raw_close(&c->r);
 }
 
 /* Writes an entry of len bytes of msg at the given socket offset, then
@@ -354,6 +354,74 @@ START_TEST(doorbell_abuse_harmless)
 }
 END_TEST
 
+/* The daemon's CPU time (user + system) in clock ticks. */
+static long cpu_ticks(pid_t pid)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	FILE *f = fopen(path, "r");
+	ck_assert_ptr_nonnull(f);
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	const char *p = strrchr(buf, ')');
+	ck_assert_ptr_nonnull(p);
+	unsigned long ut = 0, st = 0;
+	ck_assert_int_eq(sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu",
+				&ut, &st), 2);
+	return (long)(ut + st);
+}
+
+/* A client that closes its end of the doorbell: devqd stops polling it
+ * (its read end would read as ready for ever: a busy loop), and the
+ * session goes on, its entries taken as its socket frames arrive. */
+START_TEST(doorbell_closed_by_client)
+{
+	struct daemon_proc d;
+	start(&d, "4");
+	struct sq_conn c;
+	sq_open(&c, &d);
+	sq_setup(&c);
+	ck_assert_int_eq(close(c.bell), 0);
+	c.bell = -1;
+	usleep(200000);
+	long t0 = cpu_ticks(d.pid);
+	usleep(1000000);
+	long used = cpu_ticks(d.pid) - t0, hz = sysconf(_SC_CLK_TCK);
+	ck_assert_msg(used * 4 < hz, "devqd spins on a closed doorbell: %ld of %ld ticks", used, hz);
+	uint8_t msg[DEVQ_SQE_FRAME];
+	size_t n = fill_msg(msg, sizeof(msg), 1, 0);
+	sq_put_at(&c, msg, (uint32_t)n, c.sent, false);
+	raw_get_status(&c.r); /* a socket frame after it: the entry goes first */
+	raw_expect_completion(&c.r, 1, 1, DEVQ_OK, NULL, NULL);
+	others_served(&d);
+	sq_close(&c);
+	ck_assert_int_eq(harness_stop(&d), 0);
+}
+END_TEST
+
+/* A submit whose doorbell's read end is gone (devqd exited) is an error,
+ * not a SIGPIPE that kills the program. */
+START_TEST(doorbell_after_daemon_exit)
+{
+	struct daemon_proc d;
+	start(&d, NULL);
+	devq *q = conn(d.sock, "sring");
+	const struct devq_exec *e = exe(q, "spin");
+	ck_assert_int_eq(devq_queue_open(q, 1), 0);
+	struct devq_arg ns = a_u64("ns", 0);
+	struct devq_op o = { .queue = 1, .kind = DEVQ_OP_KERNEL, .exec = e, .args = &ns, .nargs = 1 };
+	uint64_t pt;
+	struct devq_completion c;
+	ck_assert_int_eq(devq_submit(q, &o, 1, &pt), 0);
+	ck_assert_int_eq(devq_wait(q, 1, pt, 60000, &c), 0);
+	ck_assert_int_eq(harness_stop(&d), 0);
+	ck_assert_int_ne(devq_submit(q, &o, 1, &pt), 0);
+	ck_assert_msg(strstr(devq_last_error(q), "doorbell"), "%s", devq_last_error(q));
+	devq_disconnect(q);
+}
+END_TEST
+
 /* libdevq: sporadic submits go through the ring (no write to the socket),
  * unless DEVQ_NO_SQ=1 or the daemon has none (DEVQD_SQ_ENTRIES=0); and
  * many submits through a ring of two entries, some of them on the socket
@@ -421,6 +489,8 @@ int main(void)
 	tcase_add_test(tc, ring_goes_before_later_socket_frames);
 	tcase_add_test(tc, ring_bounds_one_past);
 	tcase_add_test(tc, doorbell_abuse_harmless);
+	tcase_add_test(tc, doorbell_closed_by_client);
+	tcase_add_test(tc, doorbell_after_daemon_exit);
 	tcase_add_test(tc, libdevq_uses_ring);
 	suite_add_tcase(s, tc);
 	return harness_main(s);

@@ -60,22 +60,27 @@ bool devq_spin_ok(void);
 /* The next watch budget of a waiter that watches for up to budget ns
  * before it sleeps, after a producer that ended waited_ns after the watch
  * began (its own end, not when the waiter saw it: a sleeper's wake-up is
- * not the producer's time).  One that ended within max_ns keeps the
- * budget, or raises it to twice that time, so that the next watch catches
- * one like it; one of max_ns or more (a long producer: watching it only
- * costs CPU) halves it; always within [min_ns, max_ns].  A short one
+ * not the producer's time), and whose watch missed it (missed: the waiter
+ * slept).  One that ended within max_ns keeps the budget, or raises it to
+ * twice that time, so that the next watch catches one like it, and
+ * doubles it at least when the watch missed anyway (what the producer's
+ * completion took after its end, before the waiter could see it, was more
+ * than the budget); one of max_ns or more (a long producer: watching it
+ * only costs CPU) halves it; always within [min_ns, max_ns].  A short one
  * never lowers it: the budget only caps watches of long producers, and a
  * short one ends the watch by itself.  (A rule that set it to twice every
  * caught wait and halved it whenever a watch ran out collapsed to min_ns on
  * a chain of small ops across two streams, where a watch of a few us
  * misses a producer that was preempted, and each miss then costs a
  * sleep and a wake-up: 15-27 us per op instead of 2-3, bench/RESULTS.md.) */
-static inline uint64_t devq_spin_adapt(uint64_t budget, uint64_t waited_ns, uint64_t min_ns,
-				       uint64_t max_ns)
+static inline uint64_t devq_spin_adapt(uint64_t budget, uint64_t waited_ns, bool missed,
+				       uint64_t min_ns, uint64_t max_ns)
 {
 	uint64_t b = waited_ns >= max_ns     ? budget / 2
 		     : 2 * waited_ns > budget ? 2 * waited_ns
 					      : budget;
+	if (missed && waited_ns < max_ns && b < 2 * budget)
+		b = 2 * budget;
 	return b < min_ns ? min_ns : b > max_ns ? max_ns : b;
 }
 

@@ -332,18 +332,22 @@ void devq_cpage_note_closed(struct devq_cpage *cp)
 		wake_for_socket(cp, true);
 }
 
-void devq_cpage_sq_answer(struct devq_cpage *cp)
+int devq_cpage_sq_answer(struct devq_cpage *cp)
 {
 	if (!cp || !cp->sq)
-		return;
+		return 0;
 	/* A client writes a byte per ring; a hostile one may write more: at
 	 * most this many per call (the poll is level-triggered: the rest
 	 * wakes the loop again).  Nonblocking, on devqd's own open file:
 	 * EAGAIN when a wake-up found it drained already. */
-	char buf[64];
-	if (read(cp->bell, buf, sizeof(buf)) < 0 && errno != EAGAIN)
+	char buf[256];
+	ssize_t n = read(cp->bell, buf, sizeof(buf));
+	if (n < 0 && errno != EAGAIN)
 		log_err("submit ring doorbell: read: %s", strerror(errno));
 	atomic_store_explicit(&cp->sq->rung, 0, memory_order_seq_cst);
+	/* End of file: the client closed its end, and the read end would
+	 * read as ready for ever. */
+	return n == 0 ? -EPIPE : 0;
 }
 
 int devq_cpage_sq_take(struct devq_cpage *cp, uint64_t taken, uint8_t buf[DEVQ_SQE_FRAME],

@@ -81,10 +81,12 @@ static inline bool devq_cpage_ring_armed(const struct devq_cpage *cp)
  * hint: it only makes the daemon's loop hurry). */
 bool devq_cpage_client_reading(const struct devq_cpage *cp);
 
-/* Loop thread, on the doorbell: drains the pipe and clears sq.rung, so
- * that a client that writes an entry after the look that follows rings
- * again.  Call before taking entries. */
-void devq_cpage_sq_answer(struct devq_cpage *cp);
+/* Loop thread, on the doorbell: drains the pipe (up to 256 bytes) and
+ * clears sq.rung, so that a client that writes an entry after the look
+ * that follows rings again.  Call before taking entries.  0, or -EPIPE
+ * when the client closed its end of the pipe (stop polling it: it would
+ * read as ready for ever). */
+int devq_cpage_sq_answer(struct devq_cpage *cp);
 /* Whether the submit ring holds entries not taken yet (ready or not). */
 static inline bool devq_cpage_sq_pending(const struct devq_cpage *cp)
 {

@@ -59,6 +59,7 @@ struct conn {
 	uv_poll_t bell;
 	bool bell_init; /* the handle exists (closed with the connection) */
 	bool bell_on;   /* and is started */
+	bool bell_gone; /* the client closed its end: never polled again */
 	int handles;    /* open uv handles: the conn is freed when the last closes */
 	struct devq_rx rx;
 	bool throttled; /* reading paused: over the in-flight quota (held.c) */
@@ -162,9 +163,10 @@ static void session_close(struct devq_session *s)
 static void bell_cb(uv_poll_t *h, int status, int events);
 
 /* The doorbell follows the socket's reading: a session whose reading is
- * paused cannot make the loop wake by writing its eventfd either. */
+ * paused cannot make the loop wake through its doorbell either. */
 static void bell_set(struct conn *c, bool on)
 {
+	on = on && !c->bell_gone;
 	if (!c->bell_init || on == c->bell_on)
 		return;
 	c->bell_on = on;
@@ -310,12 +312,12 @@ static void handle_frame(struct devq_session *s, struct devq_frame *f, uint64_t 
 					   "devqd cannot poll the submit ring's doorbell: %s",
 					   uv_strerror(e));
 			s->close_after_flush = true;
-			return;
+		} else {
+			c->bell.data = c;
+			c->bell_init = true;
+			c->handles++;
+			bell_set(c, c->poll_events & UV_READABLE);
 		}
-		c->bell.data = c;
-		c->bell_init = true;
-		c->handles++;
-		bell_set(c, c->poll_events & UV_READABLE);
 	}
 	devq_frame_close_fds(f); /* whatever the message did not claim */
 }
@@ -451,6 +453,12 @@ static void session_frames(struct devq_session *s, uint64_t t)
 			yield(s);
 			break;
 		}
+		/* One ring's worth taken and more waiting: tested here, after
+		 * the throttle, for the same reason as the budget. */
+		if (ring_taken && ring_taken >= s->cpage->sq_n && devq_cpage_sq_pending(s->cpage)) {
+			yield(s);
+			break;
+		}
 		if (s->trace_job) {
 			/* With the builder thread: not read until it is done
 			 * (session_flush reads on). */
@@ -496,11 +504,7 @@ static void session_frames(struct devq_session *s, uint64_t t)
 		uint64_t t1 = devq_now_ns();
 		sh->spent_ns += t1 - t0;
 		t0 = t1;
-		if (q && ++ring_taken >= s->cpage->sq_n && devq_cpage_sq_pending(s->cpage)) {
-			if (s->connected && !s->close_after_flush)
-				yield(s);
-			break;
-		}
+		ring_taken += (unsigned)q;
 	}
 	if (r == -EMSGSIZE)
 		protocol_close(s, "frame exceeds the maximum payload of %u bytes",
@@ -737,7 +741,14 @@ static void bell_cb(uv_poll_t *h, int status, int events)
 			 uv_strerror(status));
 		session_close(s);
 	} else if (s->connected && !d->stopping) {
-		devq_cpage_sq_answer(s->cpage);
+		if (devq_cpage_sq_answer(s->cpage) == -EPIPE) {
+			/* Its entries are still taken as the socket's frames
+			 * arrive; only the doorbell is gone. */
+			log_debug("session %llu: the client closed the submit ring's doorbell",
+				  (unsigned long long)s->id);
+			c->bell_gone = true;
+			bell_set(c, false);
+		}
 		session_frames(s, devq_now_ns());
 		if (s->connected)
 			hand_over(s);

@@ -2568,23 +2568,29 @@ START_TEST(test_spin_adapt_chain_keeps_budget)
 	uint64_t b = max;
 	/* Short waits never lower it. */
 	for (int i = 0; i < 100; i++)
-		b = devq_spin_adapt(b, 2500, min, max);
+		b = devq_spin_adapt(b, 2500, false, min, max);
 	ck_assert_uint_eq(b, max);
-	/* From the floor (after long producers), a missed short wait raises
-	 * it to twice that wait, and a longer one higher still. */
-	ck_assert_uint_eq(devq_spin_adapt(min, 5000, min, max), 10000);
-	ck_assert_uint_eq(devq_spin_adapt(10000, 4000, min, max), 10000);
-	ck_assert_uint_eq(devq_spin_adapt(10000, 30000, min, max), 60000);
+	/* From the floor (after long producers), a short producer raises it
+	 * to twice its time, and a longer one higher still. */
+	ck_assert_uint_eq(devq_spin_adapt(min, 5000, true, min, max), 10000);
+	ck_assert_uint_eq(devq_spin_adapt(10000, 4000, false, min, max), 10000);
+	ck_assert_uint_eq(devq_spin_adapt(10000, 30000, true, min, max), 60000);
+	/* A producer that ended within the budget but whose watch missed
+	 * (its completion's own work came first): twice the budget, from
+	 * the floor up, even when its end reads as before the watch (0). */
+	ck_assert_uint_eq(devq_spin_adapt(min, 0, true, min, max), 2 * min);
+	ck_assert_uint_eq(devq_spin_adapt(min, 1000, true, min, max), 2 * min);
+	ck_assert_uint_eq(devq_spin_adapt(min, 1000, false, min, max), min);
 	/* Just below max: twice it, capped at max; at max and past it: long
-	 * producers, half the budget each, down to the floor. */
-	ck_assert_uint_eq(devq_spin_adapt(min, max - 1, min, max), max);
-	ck_assert_uint_eq(devq_spin_adapt(max, max, min, max), max / 2);
-	ck_assert_uint_eq(devq_spin_adapt(max, max + 1, min, max), max / 2);
+	 * producers, half the budget each, down to the floor, missed or not. */
+	ck_assert_uint_eq(devq_spin_adapt(min, max - 1, true, min, max), max);
+	ck_assert_uint_eq(devq_spin_adapt(max, max, true, min, max), max / 2);
+	ck_assert_uint_eq(devq_spin_adapt(max, max + 1, true, min, max), max / 2);
 	b = max;
 	for (int i = 0; i < 20; i++)
-		b = devq_spin_adapt(b, 10 * max, min, max);
+		b = devq_spin_adapt(b, 10 * max, true, min, max);
 	ck_assert_uint_eq(b, min);
-	ck_assert_uint_eq(devq_spin_adapt(min + 1, max, min, max), min);
+	ck_assert_uint_eq(devq_spin_adapt(min + 1, max, false, min, max), min);
 }
 END_TEST
 
@@ -2736,30 +2742,31 @@ START_TEST(test_sq_take_refuses)
 }
 END_TEST
 
-/* Answering the doorbell drains its pipe, at most 64 bytes a time, and
- * clears rung, so that the client's next entry rings again. */
+/* Answering the doorbell drains its pipe, at most 256 bytes a time, and
+ * clears rung, so that the client's next entry rings again; a pipe whose
+ * write end the client closed says so (-EPIPE). */
 START_TEST(test_sq_answer_clears_rung)
 {
 	int bell;
 	struct devq_cpage *cp = page_sq(NULL, &bell);
 	ck_assert_uint_eq(cp->sq_n, DEVQ_SQ_DEFAULT);
-	char bytes[65] = { 0 }, v;
+	char bytes[257] = { 0 }, v;
 	atomic_store(&cp->sq->rung, 1);
 	ck_assert_int_eq(write(bell, bytes, 1), 1);
-	devq_cpage_sq_answer(cp);
+	ck_assert_int_eq(devq_cpage_sq_answer(cp), 0);
 	ck_assert_uint_eq(atomic_load(&cp->sq->rung), 0);
 	ck_assert_int_eq(read(cp->bell, &v, 1), -1);
 	ck_assert_int_eq(errno, EAGAIN);
-	/* 65 bytes (a hostile client): 64 now, the last at the next call. */
+	/* 257 bytes (a hostile client): 256 now, the last at the next call. */
 	ck_assert_int_eq(write(bell, bytes, sizeof(bytes)), sizeof(bytes));
-	devq_cpage_sq_answer(cp);
+	ck_assert_int_eq(devq_cpage_sq_answer(cp), 0);
 	ck_assert_int_eq(read(cp->bell, &v, 1), 1);
 	ck_assert_int_eq(read(cp->bell, &v, 1), -1);
 	/* The client cannot make devqd's end blocking: its own end is
 	 * another open file. */
 	ck_assert_int_eq(fcntl(bell, F_SETFL, 0), 0);
 	ck_assert(fcntl(cp->bell, F_GETFL) & O_NONBLOCK);
-	devq_cpage_sq_answer(cp); /* empty: returns at once */
+	ck_assert_int_eq(devq_cpage_sq_answer(cp), 0); /* empty: returns at once */
 	/* Already drained (a wake-up for nothing): no error. */
 	log_capture();
 	devq_cpage_sq_answer(cp);
@@ -2776,10 +2783,20 @@ START_TEST(test_sq_answer_clears_rung)
 	cp->bell = -1;
 	ck_assert_int_eq(close(bell), 0);
 	devq_cpage_free(cp);
+	/* The client closed its end: end of file, said once per call, and
+	 * not logged (the session goes on without its doorbell). */
+	cp = page_sq(NULL, &bell);
+	ck_assert_int_eq(close(bell), 0);
+	log_capture();
+	ck_assert_int_eq(devq_cpage_sq_answer(cp), -EPIPE);
+	log_captured(got, sizeof(got));
+	ck_assert_str_eq(got, "");
+	ck_assert_uint_eq(atomic_load(&cp->sq->rung), 0);
+	devq_cpage_free(cp);
 	/* No ring, or no page: nothing to answer. */
 	cp = page_alone();
-	devq_cpage_sq_answer(cp);
-	devq_cpage_sq_answer(NULL);
+	ck_assert_int_eq(devq_cpage_sq_answer(cp), 0);
+	ck_assert_int_eq(devq_cpage_sq_answer(NULL), 0);
 	devq_cpage_free(cp);
 }
 END_TEST

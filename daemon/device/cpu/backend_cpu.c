@@ -216,7 +216,9 @@ static void wait_deps(struct cpu_backend *cb, struct cpu_stream *st, struct devq
 				now = devq_now_ns();
 			}
 		}
+		bool missed = false;
 		if (!atomic_load(&w->done)) {
+			missed = true;
 			pthread_mutex_lock(&cb->lock);
 			/* Announced before the check: a completer that stores done
 			 * after it sees the announcement and broadcasts. */
@@ -230,11 +232,13 @@ static void wait_deps(struct cpu_backend *cb, struct cpu_stream *st, struct devq
 		 * end (its t_end, stamped before done was stored), not when
 		 * this worker saw it: a sleep's wake-up is not the producer's
 		 * time, and counting it would make a producer just under the
-		 * budget look like a long one after every missed watch. */
+		 * budget look like a long one after every missed watch.  A
+		 * short producer whose watch missed all the same (its
+		 * completion's work before done) doubles the budget. */
 		if (t0) {
 			uint64_t end = w->t_end;
 			st->dep_spin_ns = devq_spin_adapt(st->dep_spin_ns, end > t0 ? end - t0 : 0,
-							  DEP_SPIN_MIN_NS, DEP_SPIN_NS);
+							  missed, DEP_SPIN_MIN_NS, DEP_SPIN_NS);
 		}
 		if (i < op->nstrict && w->code != DEVQ__CODE__OK && op->code == DEVQ__CODE__OK)
 			devq_bop_dependency_failed(op, w);
