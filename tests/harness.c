@@ -274,6 +274,25 @@ int harness_wait(struct daemon_proc *d)
 	return code;
 }
 
+long harness_cpu_ticks(pid_t pid)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	FILE *f = fopen(path, "r");
+	ck_assert_ptr_nonnull(f);
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	const char *p = strrchr(buf, ')');
+	ck_assert_ptr_nonnull(p);
+	unsigned long ut = 0, st = 0;
+	/* after ')': state ppid pgrp session tty tpgid flags minflt cminflt
+	 * majflt cmajflt utime stime */
+	ck_assert_int_eq(sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu",
+				&ut, &st), 2);
+	return (long)(ut + st);
+}
+
 int harness_fd_count(pid_t pid)
 {
 	char path[64];

@@ -36,6 +36,8 @@ int harness_stop(struct daemon_proc *d);
 int harness_wait(struct daemon_proc *d);
 /* Open fds of a process. */
 int harness_fd_count(pid_t pid);
+/* A process's CPU time (user + system) in clock ticks, from /proc/PID/stat. */
+long harness_cpu_ticks(pid_t pid);
 /* A path under $DEVQ_BUILD. */
 const char *harness_bin(const char *name);
 /* Whether the build runs under sanitizers or valgrind: latency bounds are

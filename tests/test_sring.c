@@ -354,24 +354,6 @@ START_TEST(doorbell_abuse_harmless)
 }
 END_TEST
 
-/* The daemon's CPU time (user + system) in clock ticks. */
-static long cpu_ticks(pid_t pid)
-{
-	char path[64], buf[1024];
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	FILE *f = fopen(path, "r");
-	ck_assert_ptr_nonnull(f);
-	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = '\0';
-	const char *p = strrchr(buf, ')');
-	ck_assert_ptr_nonnull(p);
-	unsigned long ut = 0, st = 0;
-	ck_assert_int_eq(sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu",
-				&ut, &st), 2);
-	return (long)(ut + st);
-}
-
 /* A client that closes its end of the doorbell: devqd stops polling it
  * (its read end would read as ready for ever: a busy loop), and the
  * session goes on, its entries taken as its socket frames arrive. */
@@ -385,9 +367,9 @@ START_TEST(doorbell_closed_by_client)
 	ck_assert_int_eq(close(c.bell), 0);
 	c.bell = -1;
 	usleep(200000);
-	long t0 = cpu_ticks(d.pid);
+	long t0 = harness_cpu_ticks(d.pid);
 	usleep(1000000);
-	long used = cpu_ticks(d.pid) - t0, hz = sysconf(_SC_CLK_TCK);
+	long used = harness_cpu_ticks(d.pid) - t0, hz = sysconf(_SC_CLK_TCK);
 	ck_assert_msg(used * 4 < hz, "devqd spins on a closed doorbell: %ld of %ld ticks", used, hz);
 	uint8_t msg[DEVQ_SQE_FRAME];
 	size_t n = fill_msg(msg, sizeof(msg), 1, 0);

@@ -1183,26 +1183,6 @@ START_TEST(fds_without_header_closed)
 }
 END_TEST
 
-/* The daemon's CPU time (user + system) in clock ticks. */
-static long cpu_ticks(pid_t pid)
-{
-	char path[64], buf[1024];
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	FILE *f = fopen(path, "r");
-	ck_assert_ptr_nonnull(f);
-	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = '\0';
-	const char *p = strrchr(buf, ')');
-	ck_assert_ptr_nonnull(p);
-	unsigned long ut = 0, st = 0;
-	/* after ')': state ppid pgrp session tty tpgid flags minflt cminflt
-	 * majflt cmajflt utime stime */
-	ck_assert_int_eq(sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu",
-				&ut, &st), 2);
-	return (long)(ut + st);
-}
-
 /* Issue 14 #6: at EMFILE the daemon used to log and return with the
  * listening socket still readable: a busy loop.  Now it pauses accepting
  * (100 ms at a time) and recovers once fds free up.  The daemon runs with
@@ -1223,9 +1203,9 @@ START_TEST(emfile_does_not_spin)
 	for (int i = 0; i < N; i++)
 		socks[i] = raw_connect(&d);
 	usleep(300000); /* the daemon reaches EMFILE */
-	long t0 = cpu_ticks(d.pid);
+	long t0 = harness_cpu_ticks(d.pid);
 	usleep(1000000);
-	long used = cpu_ticks(d.pid) - t0;
+	long used = harness_cpu_ticks(d.pid) - t0;
 	long hz = sysconf(_SC_CLK_TCK);
 	fprintf(stderr, "EMFILE: daemon used %.0f%% of a CPU over 1 s with %d fds (limit 96)\n",
 		100.0 * used / hz, harness_fd_count(d.pid));
