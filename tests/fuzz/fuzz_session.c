@@ -509,8 +509,10 @@ static void ring_record(struct client *c, const uint8_t *p, size_t len, unsigned
 	e->off = off < 0 ? 0 : (uint64_t)off;
 	memcpy(e->frame, p, len < DEVQ_SQE_FRAME ? len : DEVQ_SQE_FRAME);
 	atomic_store(&c->sq->tail, ++c->sq_tail);
+	/* EAGAIN: a full pipe is rung already; EPIPE: devqd closed the
+	 * session (a protocol error) and freed its end. */
 	char one = 1;
-	if (!(flags & 0x10) && write(c->bell, &one, 1) < 0 && errno != EAGAIN)
+	if (!(flags & 0x10) && write(c->bell, &one, 1) < 0 && errno != EAGAIN && errno != EPIPE)
 		die("doorbell: %s", strerror(errno));
 	/* Taken, or waiting for socket bytes that may never come: at most
 	 * 10 ms, not an error. */
