@@ -47,10 +47,10 @@ struct devq_cpc {
 
 /* Maps the pages from the HelloReply's fds (published page, hint page,
  * eventfd, and with sq_entries the submit ring's doorbell, a pipe's write
- * end: nfds 4),
- * checking sizes and the header.  Takes the fds: the memfds are closed once
- * mapped, the eventfd and the doorbell kept.  A submit ring that does not fit is not used
- * (its doorbell closed).  Negative errno on failure with every fd closed. */
+ * end: nfds 4), checking sizes and the header.  Takes the fds: the memfds
+ * are closed once mapped, the eventfd and the doorbell kept.  A submit
+ * ring that does not fit is not used (its doorbell closed).  Negative
+ * errno on failure with every fd closed. */
 int devq_cpc_open(uint32_t layout, uint32_t size, uint32_t slots, uint32_t hint_size,
 		  uint32_t sq_entries, const int *fds, unsigned nfds, struct devq_cpc **out);
 void devq_cpc_free(struct devq_cpc *c); /* accepts NULL */

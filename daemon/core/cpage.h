@@ -43,8 +43,8 @@ struct devq_cpage {
 /* Makes the two memfds and the eventfd; fds_out gets the published page,
  * the hint page and the eventfd for the client, and with submit_ring (and
  * a ring made: cp->sq_n) the doorbell pipe's write end as a fourth (the
- * caller sends them and closes them).  nslots: queue slots.  Negative errno on failure,
- * with nothing left allocated. */
+ * caller sends them and closes them).  nslots: queue slots.  Negative
+ * errno on failure, with nothing left allocated. */
 int devq_cpage_create(unsigned nslots, bool submit_ring, struct devq_cpage **out,
 		      int fds_out[4]);
 void devq_cpage_free(struct devq_cpage *cp); /* accepts NULL */

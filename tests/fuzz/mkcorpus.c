@@ -115,16 +115,24 @@ static void msg(const Devq__ClientMessage *m)
 	msg_fds(m, 0, NULL);
 }
 
-static void hello_v(uint32_t lo, uint32_t hi)
+/* A Hello; cpage_sq: it also asks for the completion page and the
+ * submit ring. */
+static void hello_with(uint32_t lo, uint32_t hi, bool cpage_sq)
 {
 	Devq__Hello h = DEVQ__HELLO__INIT;
 	h.min_version = lo;
 	h.max_version = hi;
 	h.client_name = "fuzz-seed";
+	h.completion_page = h.submit_ring = cpage_sq;
 	Devq__ClientMessage m = DEVQ__CLIENT_MESSAGE__INIT;
 	m.body_case = DEVQ__CLIENT_MESSAGE__BODY_HELLO;
 	m.hello = &h;
 	msg(&m);
+}
+
+static void hello_v(uint32_t lo, uint32_t hi)
+{
+	hello_with(lo, hi, false);
 }
 
 static void hello(void)
@@ -132,19 +140,9 @@ static void hello(void)
 	hello_v(1, 1);
 }
 
-/* A Hello that asks for the completion page and the submit ring. */
 static void hello_sq(void)
 {
-	Devq__Hello h = DEVQ__HELLO__INIT;
-	h.min_version = 1;
-	h.max_version = 1;
-	h.client_name = "fuzz-seed";
-	h.completion_page = true;
-	h.submit_ring = true;
-	Devq__ClientMessage m = DEVQ__CLIENT_MESSAGE__INIT;
-	m.body_case = DEVQ__CLIENT_MESSAGE__BODY_HELLO;
-	m.hello = &h;
-	msg(&m);
+	hello_with(1, 1, true);
 }
 
 /* A submit-ring record (the target's 0x20 flag, with flags among 0x10 and

@@ -96,9 +96,11 @@ struct cpu_backend {
  * (devq_spin_adapt): halved by each one of DEP_SPIN_NS or more, down to
  * DEP_SPIN_MIN_NS, so a stream whose dependencies are long ops soon stops
  * paying for watching them; raised to twice a shorter one when that is
- * more than the budget, so a stream whose dependencies became short again
- * watches long enough for them; never lowered by a short one.  No watch at all where the producer cannot run meanwhile
- * (devq_spin_ok: the daemon is confined to one CPU). */
+ * more than the budget, and doubled when a watch missed a short one, so a
+ * stream whose dependencies became short again watches long enough for
+ * them; never lowered by a short one.  No watch at all where the producer
+ * cannot run meanwhile (devq_spin_ok: the daemon is confined to one
+ * CPU). */
 #define DEP_SPIN_NS 100000
 #define DEP_SPIN_MIN_NS 2000
 
