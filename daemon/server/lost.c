@@ -13,7 +13,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "server/server.h"
+#include "server/lost.h"
+#include "server/daemon.h"
 #include "server/notice.h"
 
 #include "base/config.h"

@@ -19,7 +19,7 @@
 #include <systemd/sd-daemon.h>
 
 #include "base/config.h"
-#include "server/server.h"
+#include "server/daemon.h"
 
 #include "base/log.h"
 #include "base/pool.h"

@@ -6,7 +6,7 @@
 
 #include <stdbool.h>
 
-#include "server/server.h"
+#include "server/daemon.h"
 
 /* Before serving: scans cfg.executables and serves what is valid (each
  * refused file logged).  0, or a negative errno (out of memory). */

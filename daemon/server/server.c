@@ -36,6 +36,7 @@
 #include "core/session.h"
 #include "core/trace.h"
 #include "requests/requests.h"
+#include "server/lost.h"
 #include "server/notify.h"
 #include "server/stats.h"
 
@@ -74,7 +75,6 @@ struct conn {
 };
 
 #define CONN(s) ((struct conn *)(s)->conn)
-#define DAEMON(e) ((struct devq_daemon *)(e)) /* the engine is its first member */
 
 /* Every cleanup syscall is checked: a failed close is a bug to see. */
 static void close_or_log(int fd, const char *what)
@@ -1259,18 +1259,20 @@ static void on_flush_prep(uv_prepare_t *h)
 
 static void ev_wake(void *ud)
 {
-	uv_async_send(&DAEMON(ud)->wake);
+	struct devq_daemon *d = ud;
+	uv_async_send(&d->wake);
 }
 
 static void ev_device_lost(void *ud, const struct devq_job *job)
 {
-	devq_lost_notify(DAEMON(ud), job);
-	devq_server_stop(DAEMON(ud), "device lost", DEVQ_EXIT_DEVICE_LOST);
+	struct devq_daemon *d = ud;
+	devq_lost_notify(d, job);
+	devq_server_stop(d, "device lost", DEVQ_EXIT_DEVICE_LOST);
 }
 
 static unsigned ev_refused_uids(void *ud, struct devq_refused_uid *out, unsigned max)
 {
-	struct devq_daemon *d = DAEMON(ud);
+	struct devq_daemon *d = ud;
 	return devq_culprit_list(&d->culprits, &d->e.cfg, (int64_t)time(NULL), out, max);
 }
 

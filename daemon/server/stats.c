@@ -7,7 +7,7 @@
 #include <signal.h>
 #include <stdio.h>
 
-#include "server/server.h"
+#include "server/daemon.h"
 
 #include "base/log.h"
 #include "base/pool.h"

@@ -18,7 +18,7 @@
 #include "core/sched.h"
 #include "core/session.h"
 #include "core/tenant.h"
-#include "server/server.h"
+#include "server/daemon.h"
 
 /* An evict waiting for the tenant's running ops and buffers. */
 struct devq_evict_wait {

@@ -15,7 +15,7 @@
 
 #include <systemd/sd-daemon.h>
 
-#include "server/server.h"
+#include "server/daemon.h"
 
 #include "base/log.h"
 #include "base/pool.h"
