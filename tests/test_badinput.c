@@ -339,6 +339,68 @@ START_TEST(unknown_message_keeps_connection)
 }
 END_TEST
 
+/* A ClientMessage whose body is field `field`, an empty message. */
+static size_t empty_body(uint8_t *p, unsigned field)
+{
+	size_t n = 0;
+	for (uint32_t v = field << 3 | 2; ; v >>= 7) { /* the tag, a varint */
+		p[n++] = (uint8_t)(v & 0x7f) | (v >= 0x80 ? 0x80 : 0);
+		if (v < 0x80)
+			break;
+	}
+	p[n++] = 0; /* length 0 */
+	return n;
+}
+
+/* Every body of ClientMessage in devq.proto has its entry in devqd's table
+ * of requests (requests/dispatch.c): before the Hello each is refused as
+ * the first message (and the connection closed), after it none is
+ * answered as an unknown message.  A body added to the protocol without
+ * an entry fails here. */
+START_TEST(every_message_has_an_entry)
+{
+	struct daemon_proc d;
+	harness_start(&d, NULL);
+	const ProtobufCMessageDescriptor *md = &devq__client_message__descriptor;
+	ck_assert_uint_ge(md->n_fields, 13);
+	for (unsigned i = 0; i < md->n_fields; i++) {
+		unsigned field = md->fields[i].id;
+		uint8_t msg[8];
+		size_t len = empty_body(msg, field);
+		struct raw r;
+		if (field != DEVQ__CLIENT_MESSAGE__BODY_HELLO) {
+			raw_open(&r, &d);
+			raw_send_payload(&r, DEVQ_FRAME_CLIENT, msg, len);
+			raw_expect_error(&r, DEVQ_E_PROTOCOL_ERROR, "first message must be Hello",
+					 NULL);
+			raw_expect_closed(&r);
+			raw_close(&r);
+		}
+		raw_open(&r, &d);
+		raw_hello(&r);
+		raw_send_payload(&r, DEVQ_FRAME_CLIENT, msg, len);
+		raw_get_status(&r);
+		/* Whatever the answer (a reply, or an Error about the empty
+		 * request), up to the Status that follows it. */
+		for (;;) {
+			Devq__DaemonMessage *m;
+			enum raw_result res = raw_next(&r, HOSTILE_WAIT_MS, &m);
+			ck_assert_msg(res == RAW_MSG, "%s: no answer", md->fields[i].name);
+			bool status = m->body_case == DEVQ__DAEMON_MESSAGE__BODY_STATUS;
+			bool unknown = m->body_case == DEVQ__DAEMON_MESSAGE__BODY_ERROR &&
+				       strstr(m->error->message, "unknown message");
+			devq__daemon_message__free_unpacked(m, NULL);
+			ck_assert_msg(!unknown, "%s (field %u): answered as an unknown message",
+				      md->fields[i].name, field);
+			if (status)
+				break;
+		}
+		raw_close(&r);
+	}
+	stop_ok(&d);
+}
+END_TEST
+
 START_TEST(message_before_hello)
 {
 	struct daemon_proc d;
@@ -1332,6 +1394,7 @@ static Suite *suite(void)
 	tcase_add_test(p, truncated_frame_then_close);
 	tcase_add_test(p, unknown_message_keeps_connection);
 	tcase_add_test(p, message_before_hello);
+	tcase_add_test(p, every_message_has_an_entry);
 	tcase_add_test(p, second_hello);
 	tcase_add_test(p, fds_on_wrong_messages);
 	tcase_add_test(p, bad_create_buffer);

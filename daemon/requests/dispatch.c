@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* What each client message means for its session.  Transport (bytes, fds,
- * flushing) lives in server/server.c; ordering and hand-off in
- * core/sched.c. */
+/* What each client message means for its session: one table, requests[],
+ * names every message a client may send, what it needs and who answers it.
+ * Transport (bytes, fds, flushing) lives in server/server.c; ordering and
+ * hand-off in core/sched.c; the admin calls in admin.c. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -10,6 +11,7 @@
 #include <unistd.h>
 
 #include "requests/requests.h"
+#include "requests/admin.h"
 
 #include "base/log.h"
 #include "base/version.h"
@@ -236,62 +238,211 @@ static void on_list(struct devq_session *s)
 	free(ptrs);
 }
 
-void devq_dispatch_message(struct devq_session *s, const Devq__ClientMessage *m,
-			   struct devq_frame *f, uint64_t t_received)
+/* ---- the table --------------------------------------------------------- */
+
+/* Each handler takes the whole message; the table's wrappers pick its
+ * body, so that every entry has one type. */
+typedef void devq_request_fn(struct devq_admin *a, struct devq_session *s,
+			     const Devq__ClientMessage *m, struct devq_frame *f, uint64_t t);
+
+static void rq_hello(struct devq_admin *a, struct devq_session *s, const Devq__ClientMessage *m,
+		     struct devq_frame *f, uint64_t t)
 {
-	if (!s->hello_done && m->body_case != DEVQ__CLIENT_MESSAGE__BODY_HELLO) {
+	(void)a, (void)f, (void)t;
+	on_hello(s, m->hello);
+}
+
+static void rq_create(struct devq_admin *a, struct devq_session *s, const Devq__ClientMessage *m,
+		      struct devq_frame *f, uint64_t t)
+{
+	(void)a, (void)f, (void)t;
+	on_create(s, m->create_buffer);
+}
+
+static void rq_import(struct devq_admin *a, struct devq_session *s, const Devq__ClientMessage *m,
+		      struct devq_frame *f, uint64_t t)
+{
+	(void)a, (void)t;
+	on_import(s, m->import_buffer, f);
+}
+
+static void rq_release(struct devq_admin *a, struct devq_session *s, const Devq__ClientMessage *m,
+		       struct devq_frame *f, uint64_t t)
+{
+	(void)a, (void)f, (void)t;
+	on_release(s, m->release_buffer);
+}
+
+static void rq_open_queue(struct devq_admin *a, struct devq_session *s,
+			  const Devq__ClientMessage *m, struct devq_frame *f, uint64_t t)
+{
+	(void)a, (void)f, (void)t;
+	on_open_queue(s, m->open_queue);
+}
+
+static void rq_reset_queue(struct devq_admin *a, struct devq_session *s,
+			   const Devq__ClientMessage *m, struct devq_frame *f, uint64_t t)
+{
+	(void)a, (void)f, (void)t;
+	on_reset_queue(s, m->reset_queue);
+}
+
+static void rq_submit(struct devq_admin *a, struct devq_session *s, const Devq__ClientMessage *m,
+		      struct devq_frame *f, uint64_t t)
+{
+	(void)a, (void)f;
+	if (m->submit->n_ops == 0)
+		devq_outbox_error(s, DEVQ__CODE__INVALID_ARGUMENT, "submit", NULL, NULL,
+				   "submit with no ops");
+	/* In order, up to the in-flight quota; the rest is held (held.c). */
+	devq_held_submit(s, m->submit, t);
+}
+
+static void rq_list(struct devq_admin *a, struct devq_session *s, const Devq__ClientMessage *m,
+		    struct devq_frame *f, uint64_t t)
+{
+	(void)a, (void)m, (void)f, (void)t;
+	on_list(s);
+}
+
+static void rq_status(struct devq_admin *a, struct devq_session *s, const Devq__ClientMessage *m,
+		      struct devq_frame *f, uint64_t t)
+{
+	(void)a, (void)m, (void)f, (void)t;
+	devq_status_handle(s);
+}
+
+static void rq_trace(struct devq_admin *a, struct devq_session *s, const Devq__ClientMessage *m,
+		     struct devq_frame *f, uint64_t t)
+{
+	(void)a, (void)f, (void)t;
+	devq_tracereq_handle(s, m->trace_request);
+}
+
+static void rq_grant(struct devq_admin *a, struct devq_session *s, const Devq__ClientMessage *m,
+		     struct devq_frame *f, uint64_t t)
+{
+	(void)f, (void)t;
+	devq_admin_grant(a, s, m->admin_grant);
+}
+
+static void rq_evict(struct devq_admin *a, struct devq_session *s, const Devq__ClientMessage *m,
+		     struct devq_frame *f, uint64_t t)
+{
+	(void)f, (void)t;
+	devq_admin_evict(a, s, m->admin_evict);
+}
+
+static void rq_tenants(struct devq_admin *a, struct devq_session *s,
+		       const Devq__ClientMessage *m, struct devq_frame *f, uint64_t t)
+{
+	(void)m, (void)f, (void)t;
+	devq_admin_tenants(a, s);
+}
+
+/* What a message needs before its handler runs. */
+enum {
+	/* Answered only after the session's Hello. */
+	RQ_NEEDS_HELLO = 1 << 0,
+	/* Answered only for a session that may make admin calls (setting
+	 * control-groups; never on a tenant socket). */
+	RQ_ADMIN = 1 << 1,
+	/* May come through the submit ring (core/cpage.h), not only the
+	 * socket. */
+	RQ_RING = 1 << 2,
+	/* Completions are collected first whoever asks, page or not: the
+	 * answer (status, a trace) must include every op the client may have
+	 * seen complete, and another client may have seen its page and told
+	 * this one (the trace test's two clients do). */
+	RQ_DRAINS = 1 << 3,
+};
+
+struct devq_request {
+	const char *name; /* the request an Error names */
+	unsigned flags;
+	devq_request_fn *handle;
+};
+
+/* Indexed by the ClientMessage body's field number (proto/devq.proto). */
+static const struct devq_request requests[] = {
+	[DEVQ__CLIENT_MESSAGE__BODY_HELLO] = { "hello", 0, rq_hello },
+	[DEVQ__CLIENT_MESSAGE__BODY_CREATE_BUFFER] = { "create_buffer", RQ_NEEDS_HELLO, rq_create },
+	[DEVQ__CLIENT_MESSAGE__BODY_IMPORT_BUFFER] = { "import_buffer", RQ_NEEDS_HELLO, rq_import },
+	[DEVQ__CLIENT_MESSAGE__BODY_RELEASE_BUFFER] = { "release_buffer", RQ_NEEDS_HELLO,
+							rq_release },
+	[DEVQ__CLIENT_MESSAGE__BODY_OPEN_QUEUE] = { "open_queue", RQ_NEEDS_HELLO, rq_open_queue },
+	[DEVQ__CLIENT_MESSAGE__BODY_RESET_QUEUE] = { "reset_queue", RQ_NEEDS_HELLO,
+						     rq_reset_queue },
+	[DEVQ__CLIENT_MESSAGE__BODY_SUBMIT] = { "submit", RQ_NEEDS_HELLO | RQ_RING, rq_submit },
+	[DEVQ__CLIENT_MESSAGE__BODY_LIST_EXECUTABLES] = { "list_executables", RQ_NEEDS_HELLO,
+							  rq_list },
+	[DEVQ__CLIENT_MESSAGE__BODY_GET_STATUS] = { "get_status", RQ_NEEDS_HELLO | RQ_DRAINS,
+						    rq_status },
+	[DEVQ__CLIENT_MESSAGE__BODY_TRACE_REQUEST] = { "trace", RQ_NEEDS_HELLO | RQ_DRAINS,
+						       rq_trace },
+	[DEVQ__CLIENT_MESSAGE__BODY_ADMIN_GRANT] = { "admin_grant",
+						     RQ_NEEDS_HELLO | RQ_ADMIN,
+						     rq_grant },
+	[DEVQ__CLIENT_MESSAGE__BODY_ADMIN_EVICT] = { "admin_evict",
+						     RQ_NEEDS_HELLO | RQ_ADMIN,
+						     rq_evict },
+	[DEVQ__CLIENT_MESSAGE__BODY_ADMIN_TENANTS] = { "admin_tenants",
+						       RQ_NEEDS_HELLO | RQ_ADMIN,
+						       rq_tenants },
+};
+
+/* The message's entry; an unknown body (or none) has one without a
+ * handler, answered after the Hello check with a protocol error. */
+static const struct devq_request *request_of(const Devq__ClientMessage *m)
+{
+	static const struct devq_request unknown = { "unknown", RQ_NEEDS_HELLO, NULL };
+	size_t i = (size_t)m->body_case;
+	if (i < sizeof(requests) / sizeof(requests[0]) && requests[i].handle)
+		return &requests[i];
+	return &unknown;
+}
+
+void devq_dispatch_message(struct devq_admin *a, struct devq_session *s,
+			   const Devq__ClientMessage *m, struct devq_frame *f, uint64_t t_received,
+			   bool ring)
+{
+	const struct devq_request *rq = request_of(m);
+	if (ring && !(rq->flags & RQ_RING)) {
+		/* The ring's entries are the client's hot path only: anything
+		 * else there is a client gone wrong. */
+		devq_outbox_error(s, DEVQ__CODE__PROTOCOL_ERROR, "frame", NULL, NULL,
+				   "the submit ring carries only Submit messages, not body %d",
+				   (int)m->body_case);
+		s->close_after_flush = true;
+		return;
+	}
+	if (!s->hello_done && (rq->flags & RQ_NEEDS_HELLO)) {
 		devq_outbox_error(s, DEVQ__CODE__PROTOCOL_ERROR, "hello", NULL, NULL,
 				   "the first message must be Hello");
 		s->close_after_flush = true;
 		return;
 	}
-	/* The client may have seen completions in its page that the loop has
-	 * not collected yet: collect them before answering, so whatever the
-	 * daemon reports (status, traces, errors) already includes them.  A
-	 * status or trace request drains whoever asks: another client may have
-	 * seen its page and told this one (the trace test's two clients do). */
-	if (s->cpage || m->body_case == DEVQ__CLIENT_MESSAGE__BODY_GET_STATUS ||
-	    m->body_case == DEVQ__CLIENT_MESSAGE__BODY_TRACE_REQUEST)
+	if (rq->flags & RQ_ADMIN) {
+		if (!s->control) {
+			devq_outbox_error(s, DEVQ__CODE__PERMISSION_DENIED, rq->name, NULL, NULL,
+					   "%s: uid %u may not make admin calls; allowed: %s "
+					   "(setting control-groups)%s",
+					   rq->name, (unsigned)s->uid, a->control,
+					   s->grant ? "; never on a tenant socket" : "");
+			return;
+		}
+	} else if (s->cpage || (rq->flags & RQ_DRAINS)) {
+		/* (An admin call answers about tenants, not about this
+		 * session's ops: it collects nothing.)  The client may have seen completions in its page that the
+		 * loop has not collected yet: collect them before answering,
+		 * so whatever the daemon reports (status, traces, errors)
+		 * already includes them. */
 		devq_sched_drain(s->e);
-	switch (m->body_case) {
-	case DEVQ__CLIENT_MESSAGE__BODY_HELLO:
-		on_hello(s, m->hello);
-		break;
-	case DEVQ__CLIENT_MESSAGE__BODY_CREATE_BUFFER:
-		on_create(s, m->create_buffer);
-		break;
-	case DEVQ__CLIENT_MESSAGE__BODY_IMPORT_BUFFER:
-		on_import(s, m->import_buffer, f);
-		break;
-	case DEVQ__CLIENT_MESSAGE__BODY_RELEASE_BUFFER:
-		on_release(s, m->release_buffer);
-		break;
-	case DEVQ__CLIENT_MESSAGE__BODY_OPEN_QUEUE:
-		on_open_queue(s, m->open_queue);
-		break;
-	case DEVQ__CLIENT_MESSAGE__BODY_RESET_QUEUE:
-		on_reset_queue(s, m->reset_queue);
-		break;
-	case DEVQ__CLIENT_MESSAGE__BODY_SUBMIT:
-		if (m->submit->n_ops == 0)
-			devq_outbox_error(s, DEVQ__CODE__INVALID_ARGUMENT, "submit", NULL, NULL,
-					   "submit with no ops");
-		/* In order, up to the in-flight quota; the rest is held (held.c). */
-		devq_held_submit(s, m->submit, t_received);
-		break;
-	case DEVQ__CLIENT_MESSAGE__BODY_LIST_EXECUTABLES:
-		on_list(s);
-		break;
-	case DEVQ__CLIENT_MESSAGE__BODY_GET_STATUS:
-		devq_status_handle(s);
-		break;
-	case DEVQ__CLIENT_MESSAGE__BODY_TRACE_REQUEST:
-		devq_tracereq_handle(s, m->trace_request);
-		break;
-	default:
-		devq_outbox_error(s, DEVQ__CODE__PROTOCOL_ERROR, "unknown", NULL, NULL,
-				   "unknown message (no known body in ClientMessage)");
-		break;
 	}
+	if (!rq->handle) {
+		devq_outbox_error(s, DEVQ__CODE__PROTOCOL_ERROR, rq->name, NULL, NULL,
+				   "unknown message (no known body in ClientMessage)");
+		return;
+	}
+	rq->handle(a, s, m, f, t_received);
 }
-

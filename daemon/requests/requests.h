@@ -11,12 +11,16 @@
 #include "devq.pb-c.h"
 #include "frame.h"
 
+struct devq_admin;
 struct devq_session;
 
-/* dispatch.c: one ClientMessage; fds of f that it does not claim stay in
- * f for the caller to close. */
-void devq_dispatch_message(struct devq_session *s, const Devq__ClientMessage *m,
-			   struct devq_frame *f, uint64_t t_received);
+/* dispatch.c: one ClientMessage, from the socket or (ring) the submit
+ * ring, answered by its entry in the table of requests; the admin calls
+ * reach the server's socket work through a.  Fds of f that it does not
+ * claim stay in f for the caller to close. */
+void devq_dispatch_message(struct devq_admin *a, struct devq_session *s,
+			   const Devq__ClientMessage *m, struct devq_frame *f, uint64_t t_received,
+			   bool ring);
 
 /* held.c: backpressure.  Submits the ops of m in order until the in-flight
  * quota is reached and holds the rest; the server stops reading the

@@ -13,6 +13,7 @@
 #include <uv.h>
 
 #include "core/engine.h"
+#include "requests/admin.h"
 #include "server/culprit.h"
 #include "server/policy.h"
 #include "server/tenants.h"
@@ -48,7 +49,8 @@ struct devq_daemon {
 	struct devq_policy policy;  /* policy.c: who may connect */
 	struct devq_policy priority; /* policy.c: who may open high-priority queues */
 	struct devq_culprits culprits; /* culprit.c: uids refused after device losses */
-	struct devq_tenants tenants;   /* tenants.c: granted tenants, admin calls */
+	struct devq_tenants tenants;   /* tenants.c: granted tenants' sockets */
+	struct devq_admin admin;       /* requests/admin.c: the admin calls */
 	/* The listening socket's path (from systemd: as it was bound), which
 	 * names the instance: its tenant directory and state files. */
 	char sock_path[sizeof(((struct sockaddr_un *)0)->sun_path)];

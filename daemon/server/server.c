@@ -290,17 +290,12 @@ static void handle_frame(struct devq_session *s, struct devq_frame *f, uint64_t 
 		devq_frame_close_fds(f);
 		return;
 	}
-	if (ring && m->body_case != DEVQ__CLIENT_MESSAGE__BODY_SUBMIT) {
-		devq_pool_arena_reset(&frame_arena);
-		protocol_close(s, "the submit ring carries only Submit messages, not body %d",
-			       (int)m->body_case);
-		return;
-	}
-	if (!devq_tenants_handle(s, m)) /* admin calls are the server's */
-		devq_dispatch_message(s, m, f, t);
+	struct conn *c = CONN(s);
+	/* What the message means (requests/dispatch.c's table), admin calls
+	 * included. */
+	devq_dispatch_message(&c->d->admin, s, m, f, t, ring);
 	devq_pool_arena_reset(&frame_arena);
 	/* The Hello that made a submit ring: its doorbell is polled from now. */
-	struct conn *c = CONN(s);
 	if (!c->bell_init && s->cpage && s->cpage->bell >= 0 && s->connected &&
 	    !s->close_after_flush) {
 		int e = uv_poll_init(c->d->loop, &c->bell, s->cpage->bell);
