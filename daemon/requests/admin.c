@@ -35,7 +35,7 @@ void devq_admin_init(struct devq_admin *a, struct devq_engine *e, const struct d
 
 void devq_admin_socks_gone(struct devq_admin *a)
 {
-	for (struct devq_grant *g = a->grants; g; g = g->next)
+	for (struct devq_admin_grant *g = a->grants; g; g = g->next)
 		g->sock = NULL;
 }
 
@@ -47,15 +47,15 @@ void devq_admin_fini(struct devq_admin *a)
 		free(w);
 	}
 	while (a->grants) {
-		struct devq_grant *g = a->grants;
+		struct devq_admin_grant *g = a->grants;
 		a->grants = g->next;
 		free(g);
 	}
 }
 
-static struct devq_grant *grant_of(const struct devq_admin *a, const struct devq_tenant *t)
+static struct devq_admin_grant *grant_of(const struct devq_admin *a, const struct devq_tenant *t)
 {
-	for (struct devq_grant *g = a->grants; g; g = g->next)
+	for (struct devq_admin_grant *g = a->grants; g; g = g->next)
 		if (g->t == t)
 			return g;
 	return NULL;
@@ -78,7 +78,7 @@ static void save(struct devq_admin *a)
 		return;
 	}
 	fprintf(f, "# devqd grants: tenant uid shares of memory_bytes priority\n");
-	for (const struct devq_grant *g = a->grants; g; g = g->next)
+	for (const struct devq_admin_grant *g = a->grants; g; g = g->next)
 		fprintf(f, "%s %u %u %u %" PRIu64 " %d\n", g->t->name, (unsigned)g->t->uid,
 			g->t->shares, g->t->of, g->t->memory_cap, g->t->priority ? 1 : 0);
 	bool ok = fflush(f) == 0 && fsync(fileno(f)) == 0;
@@ -184,7 +184,7 @@ static int grant(struct devq_admin *a, const char *name, uid_t uid, uint32_t sha
 		return DEVQ__CODE__RESOURCE_EXHAUSTED;
 	}
 	if (fresh) {
-		struct devq_grant *g = calloc(1, sizeof(*g));
+		struct devq_admin_grant *g = calloc(1, sizeof(*g));
 		code = g ? a->ops.sock_open(a->ops.ud, t, &g->sock, err, n)
 			 : DEVQ__CODE__RESOURCE_EXHAUSTED;
 		if (!g)
@@ -206,7 +206,7 @@ static int grant(struct devq_admin *a, const char *name, uid_t uid, uint32_t sha
 static void grant_msg(const struct devq_admin *a, struct devq_tenant *t, Devq__Grant *g)
 {
 	devq__grant__init(g);
-	const struct devq_grant *k = grant_of(a, t);
+	const struct devq_admin_grant *k = grant_of(a, t);
 	g->tenant = t->name;
 	g->uid = t->uid;
 	g->socket = k && k->sock ? (char *)a->ops.sock_path(a->ops.ud, k->sock) : "";
@@ -232,7 +232,7 @@ static void send_body(struct devq_session *s, Devq__DaemonMessage__BodyCase c, v
 	devq_outbox_send(s, &m, NULL, 0);
 }
 
-void devq_admin_grant(struct devq_admin *a, struct devq_session *s, const Devq__AdminGrant *m)
+void devq_admin_on_grant(struct devq_admin *a, struct devq_session *s, const Devq__AdminGrant *m)
 {
 	char err[400];
 	struct devq_tenant *t;
@@ -253,10 +253,10 @@ void devq_admin_grant(struct devq_admin *a, struct devq_session *s, const Devq__
 	send_body(s, DEVQ__DAEMON_MESSAGE__BODY_GRANT, &g);
 }
 
-void devq_admin_tenants(struct devq_admin *a, struct devq_session *s)
+void devq_admin_on_tenants(struct devq_admin *a, struct devq_session *s)
 {
 	size_t n = 0;
-	for (struct devq_grant *k = a->grants; k; k = k->next)
+	for (struct devq_admin_grant *k = a->grants; k; k = k->next)
 		n++;
 	Devq__Grant *g = calloc(n ? n : 1, sizeof(*g));
 	Devq__Grant **p = calloc(n ? n : 1, sizeof(*p));
@@ -268,7 +268,7 @@ void devq_admin_tenants(struct devq_admin *a, struct devq_session *s)
 		return;
 	}
 	size_t i = 0;
-	for (struct devq_grant *k = a->grants; k; k = k->next, i++) {
+	for (struct devq_admin_grant *k = a->grants; k; k = k->next, i++) {
 		grant_msg(a, k->t, &g[i]);
 		p[i] = &g[i];
 	}
@@ -335,7 +335,7 @@ bool devq_admin_evict_tick(struct devq_admin *a)
 	return a->waits != NULL;
 }
 
-void devq_admin_evict(struct devq_admin *a, struct devq_session *s, const Devq__AdminEvict *m)
+void devq_admin_on_evict(struct devq_admin *a, struct devq_session *s, const Devq__AdminEvict *m)
 {
 	const char *name = m->tenant ? m->tenant : "";
 	struct devq_tenant *t = devq_tenant_name_ok(name) ? devq_tenant_find(a->e, name) : NULL;
@@ -353,11 +353,11 @@ void devq_admin_evict(struct devq_admin *a, struct devq_session *s, const Devq__
 	}
 	/* No new session: the socket goes, and one accepted meanwhile is
 	 * refused at admission (the tenant is no longer granted). */
-	struct devq_grant **pp = &a->grants;
+	struct devq_admin_grant **pp = &a->grants;
 	while (*pp && (*pp)->t != t)
 		pp = &(*pp)->next;
 	if (*pp) {
-		struct devq_grant *k = *pp;
+		struct devq_admin_grant *k = *pp;
 		*pp = k->next;
 		if (k->sock)
 			a->ops.sock_close(a->ops.ud, k->sock);

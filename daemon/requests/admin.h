@@ -57,8 +57,8 @@ struct devq_admin_ops {
 };
 
 /* One granted tenant and its socket (NULL once the server stopped). */
-struct devq_grant {
-	struct devq_grant *next;
+struct devq_admin_grant {
+	struct devq_admin_grant *next;
 	struct devq_tenant *t;
 	void *sock;
 };
@@ -75,7 +75,7 @@ struct devq_admin {
 	 * its tenant directory. */
 	const char *unavailable;
 	char state[PATH_MAX]; /* grants.<instance> in the state directory; "": none */
-	struct devq_grant *grants; /* newest first */
+	struct devq_admin_grant *grants; /* newest first */
 	unsigned ngranted;
 	struct devq_evict_wait *waits; /* evicts not yet answered */
 };
@@ -95,8 +95,8 @@ bool devq_admin_evict_tick(struct devq_admin *a);
 void devq_admin_fini(struct devq_admin *a);
 
 /* The calls (requests/dispatch.c's table: admin only, after Hello). */
-void devq_admin_grant(struct devq_admin *a, struct devq_session *s, const Devq__AdminGrant *m);
-void devq_admin_evict(struct devq_admin *a, struct devq_session *s, const Devq__AdminEvict *m);
-void devq_admin_tenants(struct devq_admin *a, struct devq_session *s);
+void devq_admin_on_grant(struct devq_admin *a, struct devq_session *s, const Devq__AdminGrant *m);
+void devq_admin_on_evict(struct devq_admin *a, struct devq_session *s, const Devq__AdminEvict *m);
+void devq_admin_on_tenants(struct devq_admin *a, struct devq_session *s);
 
 #endif

@@ -323,21 +323,21 @@ static void rq_grant(struct devq_admin *a, struct devq_session *s, const Devq__C
 		     struct devq_frame *f, uint64_t t)
 {
 	(void)f, (void)t;
-	devq_admin_grant(a, s, m->admin_grant);
+	devq_admin_on_grant(a, s, m->admin_grant);
 }
 
 static void rq_evict(struct devq_admin *a, struct devq_session *s, const Devq__ClientMessage *m,
 		     struct devq_frame *f, uint64_t t)
 {
 	(void)f, (void)t;
-	devq_admin_evict(a, s, m->admin_evict);
+	devq_admin_on_evict(a, s, m->admin_evict);
 }
 
 static void rq_tenants(struct devq_admin *a, struct devq_session *s,
 		       const Devq__ClientMessage *m, struct devq_frame *f, uint64_t t)
 {
 	(void)m, (void)f, (void)t;
-	devq_admin_tenants(a, s);
+	devq_admin_on_tenants(a, s);
 }
 
 /* What a message needs before its handler runs. */

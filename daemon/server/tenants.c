@@ -129,7 +129,7 @@ static void sock_close(struct devq_tsock *k)
 
 void devq_tenants_pause(struct devq_daemon *d, bool pause)
 {
-	for (struct devq_grant *g = d->admin.grants; g; g = g->next) {
+	for (struct devq_admin_grant *g = d->admin.grants; g; g = g->next) {
 		struct devq_tsock *k = g->sock;
 		if (!k)
 			continue;
@@ -318,7 +318,7 @@ int devq_tenants_start(struct devq_daemon *d, const char *sock, const char *stat
 void devq_tenants_stop(struct devq_daemon *d)
 {
 	struct devq_tenants *ts = &d->tenants;
-	for (struct devq_grant *g = d->admin.grants; g; g = g->next)
+	for (struct devq_admin_grant *g = d->admin.grants; g; g = g->next)
 		if (g->sock)
 			sock_close(g->sock);
 	devq_admin_socks_gone(&d->admin);

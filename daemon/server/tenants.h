@@ -23,7 +23,7 @@ struct devq_session;
 struct devq_tenant;
 
 /* One granted tenant's listening socket (the grant's handle,
- * requests/admin.h struct devq_grant). */
+ * requests/admin.h struct devq_admin_grant). */
 struct devq_tsock {
 	struct devq_daemon *d;
 	struct devq_tenant *t;
