@@ -176,9 +176,10 @@ const struct devq_cpage_slot *devq_cpc_slot(const struct devq_cpc *c, uint32_t q
 
 /* The spin rule, libdevq's side (devqd's is in daemon/base/lock.h).  A
  * wait polls the page before it sleeps: $DEVQ_SPIN_US, default 50 us (0:
- * sleep at once).  Measured on a 2-vCPU VM, a null op's round trip drops
- * from ~85 us to ~7 us with it (bench/RESULTS.md); a wait on a long op
- * pays at most this much CPU before sleeping.
+ * sleep at once).  A short op completes sooner than a sleeping thread
+ * wakes (a wake-up of an idle CPU costs more than a null op's round trip:
+ * measured, bench/RESULTS.md, "Run 7"); a wait on a long op pays at most
+ * this much CPU before sleeping.
  *
  * Adapted per connection (struct devq_cpc): waits for a queue's next
  * point that found it not yet complete keep an average of how long they
@@ -201,10 +202,9 @@ const struct devq_cpage_slot *devq_cpc_slot(const struct devq_cpc *c, uint32_t q
  * one are runnable on every CPU (per connection: devq_cpc's cpus_busy,
  * from /proc/loadavg at most every CPUS_LOOK_NS): the daemon's threads
  * then wait for a CPU too, and a thread that polls spends its place in
- * the scheduler's order, so it waits the longer once it sleeps.  Under
- * bench/loopfair (another user's six busy processes on two vCPUs) a null
- * op's round trip p99 was 4.7-5.7 ms polling and 3.6-6.1 ms, median 3.9,
- * sleeping at once (bench/RESULTS.md). */
+ * the scheduler's order, so it waits the longer once it sleeps (measured
+ * under bench/loopfair, another user's busy processes on every CPU:
+ * bench/RESULTS.md, "Trace replies off the loop"). */
 #define SPIN_US_DEFAULT 50
 #define SPIN_ADAPT_MAX 8
 #define CPUS_LOOK_NS 10000000ull
@@ -330,13 +330,14 @@ int devq_cpc_wait(struct devq_cpc *c, const struct devq_cpage_slot *s, uint64_t 
 		if (c->ring_armed && devq_cpc_ring_ready(c) >= c->ring_n / 2)
 			return -EAGAIN;
 		/* No sched_yield() while the queue completes, nor within the
-		 * first $DEVQ_SPIN_US: yielding cost pipelined clients 10-20 %
-		 * (bench/RESULTS.md, run 10) and did not change the one slow
-		 * round trip it was tried for.  Past that, in a wait for the
-		 * next point with nothing completing, every poll
-		 * yields: the daemon's thread may be waiting for this very CPU,
-		 * and a poll of hundreds of microseconds would hold it off
-		 * (seen: p99 of back-to-back round trips 70 -> 576 us). */
+		 * first $DEVQ_SPIN_US: yielding there slows pipelined clients
+		 * and does not help a slow round trip (measured:
+		 * bench/RESULTS.md, "Run 10").  Past that, in a wait for the
+		 * next point with nothing completing, every poll yields: the
+		 * daemon's thread may be waiting for this very CPU, and a poll
+		 * of hundreds of microseconds would hold it off, and the
+		 * round trips after it (measured: bench/RESULTS.md, "Figures
+		 * from the code's comments"). */
 		now = mono_ns();
 		if (next && now - moved >= base)
 			sched_yield();

@@ -1122,9 +1122,9 @@ static int submit(devq *q, const struct devq_op *ops, size_t n, uint64_t *points
 	/* Through the submit ring when everything queued for the socket is
 	 * sent (the entry's offset is then one the daemon reaches) and the
 	 * batch fits an entry: the daemon's loop wakes from a byte in a pipe,
-	 * which costs an idle daemon less than a socket's data
-	 * (bench/RESULTS.md).
-	 * Not while coalescing: batches of frames on the socket cost less. */
+	 * which costs an idle daemon less than a socket's data (measured:
+	 * bench/RESULTS.md, "The submit ring").  Not while coalescing:
+	 * batches of frames on the socket cost less. */
 	if (q->cp && !q->coalesce && !q->tx.head && (p = devq_cpc_sq_reserve(q->cp, plen))) {
 		devq_submit_enc(p, plen, &b);
 		r = devq_cpc_sq_commit(q->cp, (uint32_t)plen, q->io.bytes_sent - q->conn_tx_base);
@@ -1197,9 +1197,9 @@ static int wait_progress(devq *q, uint64_t deadline)
 	 * and for whatever it writes on the socket (records of an overflow,
 	 * errors, releases: devq_cpage_note_tx), and when it closes the
 	 * session.  The slice bounds only how long a daemon that died goes
-	 * unnoticed.  (Slices of 1 ms woke a thread waiting on a 25 ms gemm
-	 * 40 times, and four such clients took 11 % of two CPUs from the
-	 * gemms: bench/RESULTS.md.) */
+	 * unnoticed: short slices would wake a thread waiting on a long op
+	 * over and over, and its wake-ups take CPU from the ops it waits for
+	 * (measured: bench/RESULTS.md, "Clients sleep through long ops"). */
 	uint64_t slice = deadline - now > WAIT_SLICE_NS ? now + WAIT_SLICE_NS : deadline;
 	r = devq_cpc_wait_any(c, seen, slice);
 	return r == -ETIMEDOUT && slice < deadline ? 0 : r;

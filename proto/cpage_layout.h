@@ -27,8 +27,8 @@
  * The futex is a shared (non-private) one: the two processes map the same
  * memfd page at different addresses.
  *
- * The record ring (io_uring's CQ ring in spirit) follows the slots in the
- * published page, at hdr.ring_off: hdr.ring_size entries of struct
+ * The record ring (a completion queue in shared memory) follows the slots
+ * in the published page, at hdr.ring_off: hdr.ring_size entries of struct
  * devq_crec, a power of two; 0: the daemon made none.  The client arms it
  * once, before its first submit (hints.ring_armed = 1); from then on the
  * completer writes every completion record of the session there:
@@ -47,11 +47,12 @@
  * hints.ring_head and hints.sock_seen are untrusted like every hint: a
  * wrong value only loses or reorders that client's own records.
  *
- * The submit ring (io_uring's SQ ring in spirit; asked for with
+ * The submit ring (a submission queue in shared memory; asked for with
  * Hello.submit_ring) lets a Submit reach devqd's loop without the socket:
- * a write to a Unix socket costs the idle daemon's wake-up 6-25 us more
- * than a write to an eventfd or a pipe (bench/RESULTS.md, bench/wake).  In the hint page,
- * after the hints: struct devq_sq_hdr at DEVQ_SQ_HDR_OFF, then
+ * a write to a Unix socket wakes an idle daemon later than a write to an
+ * eventfd or a pipe (measured by bench/wake: bench/RESULTS.md, "Where a
+ * confined sporadic op's time goes" and "The submit ring").  In the hint
+ * page, after the hints: struct devq_sq_hdr at DEVQ_SQ_HDR_OFF, then
  * CompletionPage.sq_entries entries of struct devq_sqe from DEVQ_SQ_OFF.
  * Each entry holds one ClientMessage whose body is a Submit (a frame's
  * payload, without the frame header) and the number of bytes the client

@@ -3,13 +3,13 @@
  * each is held for a few hundred instructions by the loop and by every
  * completer at up to millions of ops per second.  Both kinds below spin
  * briefly before they sleep (glibc's adaptive mutex: at most 100 spins,
- * adapted per mutex; devq_lock: see lock.c), so a contended acquisition usually costs no
- * FUTEX_WAIT/FUTEX_WAKE pair; on the launch-bound fit (4 streams, 2 vCPUs)
- * the adaptive mutex halved the daemon's futex calls and took the exposed
- * per-op cost from ~1.1 to ~0.9 us (bench/RESULTS.md, run 10).  The CPU
- * backend's FIFO lock stays a mutex (its workers wait on a condition
- * variable with it); the fair slots and the completion list use struct
- * devq_lock (run 16). */
+ * adapted per mutex; devq_lock: see lock.c), so a contended acquisition
+ * usually costs no FUTEX_WAIT/FUTEX_WAKE pair: on a launch-bound workload
+ * those futex calls, not the sections, are what contention costs
+ * (measured: bench/RESULTS.md, "Run 10").  The CPU backend's FIFO lock
+ * stays a mutex (its workers wait on a condition variable with it); the
+ * fair slots and the completion list use struct devq_lock (measured:
+ * bench/RESULTS.md, "Run 16"). */
 #ifndef DEVQ_LOCK_H
 #define DEVQ_LOCK_H
 
@@ -30,11 +30,12 @@ static inline void devq_mutex_init_hot(pthread_mutex_t *m)
 }
 
 /* A lock for the shortest critical sections of the op path (the completion
- * list: a completer holds it for ~100 instructions per op), where glibc's
- * mutex cost ~67 instructions per lock and unlock pair, as much as the
- * section itself.  Uncontended: one compare-and-swap to take, one exchange
- * to give.  Contended: a short spin, then a futex wait (Drepper, "Futexes
- * Are Tricky", mutex 2).  Built on C11 atomics with acquire and release,
+ * list: a completer holds it to publish one op and link it), where a
+ * pthread mutex's lock and unlock cost about as much as the section itself
+ * (measured: bench/RESULTS.md, "Figures from the code's comments").
+ * Uncontended: one compare-and-swap to take, one exchange to give.
+ * Contended: a short spin, then a futex wait (Drepper, "Futexes Are
+ * Tricky", mutex 2).  Built on C11 atomics with acquire and release,
  * so race checkers see its ordering.  Not recursive; no condition
  * variables (use a pthread mutex there). */
 struct devq_lock {
@@ -68,11 +69,12 @@ bool devq_spin_ok(void);
  * than the budget); one of max_ns or more (a long producer: watching it
  * only costs CPU) halves it; always within [min_ns, max_ns].  A short one
  * never lowers it: the budget only caps watches of long producers, and a
- * short one ends the watch by itself.  (A rule that set it to twice every
- * caught wait and halved it whenever a watch ran out collapsed to min_ns on
- * a chain of small ops across two streams, where a watch of a few us
- * misses a producer that was preempted, and each miss then costs a
- * sleep and a wake-up: 15-27 us per op instead of 2-3, bench/RESULTS.md.) */
+ * short one ends the watch by itself.  Why short waits must not lower it:
+ * on a chain of small ops across two streams a budget that follows the
+ * caught waits falls to min_ns, a watch that short misses any producer
+ * that was preempted, and every miss then costs a sleep and a wake-up per
+ * link (measured: bench/RESULTS.md, "The dependent chain across two
+ * streams"). */
 static inline uint64_t devq_spin_adapt(uint64_t budget, uint64_t waited_ns, bool missed,
 				       uint64_t min_ns, uint64_t max_ns)
 {

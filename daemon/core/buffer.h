@@ -30,7 +30,7 @@ struct devq_buf {
 	int ready_fd;    /* the memfd BufferReady will carry (CreateBuffer), -1 */
 	uint64_t devaddr;
 	unsigned inflight; /* ops referencing it that have not completed */
-	/* Hazard tracking (dma_resv rule): readers wait for the last writer,
+	/* Hazard tracking: readers wait for the last writer,
 	 * writers for the last writer and every reader since. */
 	struct devq_job *last_writer;
 	struct devq_job **readers;

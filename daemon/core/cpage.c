@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* See cpage.h.  The wake-up rule is chosen by measurement (bench/RESULTS.md):
- * by default a FUTEX_WAKE is spent only when the client's hint page says a
- * thread is about to sleep; DEVQD_CPAGE_WAKE=always makes every publication
- * wake, which is the alternative the benchmarks compare against. */
+/* See cpage.h.  The wake-up rule is chosen by measurement (bench/RESULTS.md,
+ * "Wake-up strategy"): by default a FUTEX_WAKE is spent only when the
+ * client's hint page says a thread is about to sleep;
+ * DEVQD_CPAGE_WAKE=always makes every publication wake, which is the
+ * alternative the benchmarks compare against. */
 #include "core/cpage.h"
 
 #include <errno.h>

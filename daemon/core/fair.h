@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Fairness between tenants (core/tenant.h: a Unix user today).
+/* Fairness between tenants (core/tenant.h: a Unix user, or a tenant an
+ * administrator granted).
  *
  * Work handed to a device stream cannot be reordered and a running op
  * cannot be interrupted, so what is handed over is kept short: a stream
@@ -199,7 +200,8 @@ void devq_fair_flush(struct devq_engine *e);
  * (backend run_here): a sporadic op on an idle stream then costs the
  * daemon no wake-up of a worker.  10 us: a null op's whole path is a few
  * microseconds, waking a sleeping worker costs more than 10 (an idle
- * vCPU's wake-up, ~35 us on the 2-vCPU VM), and 10 us is 1/200 of the
+ * CPU's wake-up, tens of us on a VM: bench/RESULTS.md, "Where a confined
+ * sporadic op's time goes"), and 10 us is 1/200 of the
  * loop budget a tenant has per turn (DEVQ_FRAMES_SLICE_NS), which the
  * time is charged to. */
 #define DEVQ_FAIR_HERE_NS 10000ull

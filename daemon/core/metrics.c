@@ -51,7 +51,8 @@ static inline __attribute__((always_inline)) void observe(struct devq_metrics *m
 	uint64_t v = to - from;
 	/* The first bound at or above v, from its power of two: a table
 	 * look-up and one comparison, where a search of the fourteen bounds
-	 * cost ~65 instructions, at four observations per completed op.
+	 * costs several times that, at four observations per completed op
+	 * (measured: bench/RESULTS.md, "Figures from the code's comments").
 	 * v = 0 reads the entry of 2^0, bucket 0, as it should. */
 	unsigned k = 63 - (unsigned)__builtin_clzll(v | 1);
 	unsigned lo = first_bucket[k] + (v > split[k]);

@@ -145,13 +145,14 @@ static int gemm_init(void *stream, void **slot, char *err, size_t errlen)
 }
 
 /* Keeps the helpers off the CPU the caller runs on.  A helper woken while
- * every CPU was busy for a moment (the client's poll, the loop going back
- * to sleep) was placed on its caller's CPU, and the scheduler moved one of
- * the two only after a few milliseconds (an idle CPU that was recently
- * busy does not pull at once): 20-30 % of lone 1024^3 gemms took 17-21 ms
- * instead of 11-12, and in some runs most did (bench/RESULTS.md).  Only
- * when the caller's CPU changed since the last call: a syscall per helper,
- * not per gemm.  Best effort: a mask that cannot be set leaves the
+ * every CPU is busy for a moment (the client's poll, the loop going back
+ * to sleep) may be placed on its caller's CPU, and the scheduler moves one
+ * of the two only after a few milliseconds (an idle CPU that was recently
+ * busy does not pull at once): the split gemm then runs as slowly as one
+ * part after the other (measured: bench/RESULTS.md, "Clients sleep
+ * through long ops; the gemm's helpers kept apart").  Only when the
+ * caller's CPU changed since the last call: a syscall per helper, not per
+ * gemm.  Best effort: a mask that cannot be set leaves the
  * scheduler to place them. */
 static void keep_apart(struct gemm_pool *p)
 {

@@ -59,9 +59,9 @@ Blocking calls release the GIL.
 Why ctypes.  The binding is pure Python over ``libdevq.so.0`` through
 ``ctypes``: no compiler, no CPython ABI to build against (one package serves
 every Python 3 of the distribution), and the C library stays the only
-implementation of the protocol.  The price is call overhead (about a
-microsecond per foreign call); bench/py_bench.py measures the per-op cost
-against the C client, and bench/RESULTS.md records it.  The library is
+implementation of the protocol.  The price is the overhead of each foreign
+call; bench/py_bench.py measures the per-op cost against the C client
+(bench/RESULTS.md, "Python binding overhead").  The library is
 found through $DEVQ_LIBRARY, then beside a build tree (build/libdevq.so.0),
 then as ``libdevq.so.0`` on the system's library path.
 """

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The issue's contract, verbatim, against a daemon the test starts."""
+"""The binding's contract (the example that opens devq's docstring), verbatim,
+against a daemon the test starts."""
 
 import numpy as np
 

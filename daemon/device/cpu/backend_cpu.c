@@ -38,9 +38,9 @@
  *
  * A worker sleeps on its own futex word rather than a condition variable:
  * glibc marks the mutex contended whenever a condition wait reacquires it,
- * so every unlock after a wake-up cost a FUTEX_WAKE for nobody, and
- * signalling with the lock held made the woken worker block on it at once
- * (bench/RESULTS.md, run 10: the round trip fell from 6.3 to ~4 us). */
+ * so every unlock after a wake-up would cost a FUTEX_WAKE for nobody, and
+ * signalling with the lock held makes the woken worker block on it at once
+ * (measured: bench/RESULTS.md, "Run 10"). */
 struct cpu_worker {
 	struct cpu_backend *cb;
 	pthread_t thread;
@@ -88,7 +88,8 @@ struct cpu_backend {
 };
 
 /* How long a worker watches a dependency before it sleeps, at most:
- * longer than a wake-up of an idle vCPU (~35 us here), so that a chain
+ * longer than a wake-up of an idle CPU (tens of us on a VM: bench/RESULTS.md,
+ * "Where a confined sporadic op's time goes"), so that a chain
  * across streams whose other worker went to sleep is caught when it
  * wakes, instead of both then sleeping at every link.  The budget is
  * adapted per stream (cpu_stream.dep_spin_ns, from DEP_SPIN_NS) to how
@@ -132,8 +133,8 @@ static int run_host(struct cpu_backend *cb, struct devq_bop *op, const struct de
 	/* The cores are the device: a host op takes some before it runs
 	 * and gives them back after, so several streams' gemms share them
 	 * instead of each starting ncpu threads (oversubscribed BLAS threads
-	 * thrash each other's caches: 4 at once on 2 cores ran at 0.58x of
-	 * one alone).  One alone takes every core; with others running or
+	 * thrash each other's caches; measured: bench/RESULTS.md, "gemm_f32
+	 * against NumPy, and 4 clients against 1").  One alone takes every core; with others running or
 	 * waiting it asks for its share, and waits while none is free. */
 	pthread_mutex_lock(&cb->cores_lock);
 	cb->host_ops++;
@@ -206,7 +207,8 @@ static void wait_deps(struct cpu_backend *cb, struct cpu_stream *st, struct devq
 			/* Yielding after the first microseconds: on a busy
 			 * machine the producer may be waiting for this very
 			 * CPU, and a pure spin would hold it off for the whole
-			 * budget at every link (seen: 100 us per op). */
+			 * budget at every link (measured: bench/RESULTS.md,
+			 * "Figures from the code's comments"). */
 			if (!st->dep_spin_ns)
 				st->dep_spin_ns = DEP_SPIN_NS;
 			uint64_t now = t0 = devq_now_ns();
