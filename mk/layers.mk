@@ -37,9 +37,13 @@ $(BUILD)/tests/test_core: $(call obj,tests/core/test_core.c tests/core/fault.c) 
 		$(LIBS_PB) $(LIBS_SD) $(LIBS_CK) -ldl -lm
 
 # Fails on an include or a call that runs up a layer, a cycle among the
-# daemon's files, or a transport in daemon/core/.  Reads the objects of
-# devqd, so it runs after they are built.
+# daemon's rooms (header and source) or folders, calls through inline
+# functions counted, or a transport in daemon/core/.  Reads the objects of
+# devqd, so it runs after they are built; first its self-test plants such
+# cycles in small trees and makes sure it fails on each.
 .PHONY: check-layers
 check-layers: $(BUILD)/devqd
+	@out=$$(python3 tools/test_check_layers.py 2>&1) || { echo "$$out"; exit 1; }; \
+	  echo "check-layers: fails on each planted cycle (tools/test_check_layers.py)"
 	@python3 tools/check_layers.py $(BUILD)/obj
 check: check-layers

@@ -2,21 +2,45 @@
 # SPDX-License-Identifier: Apache-2.0
 """Checks that devqd's folders are layers whose includes and calls only go down.
 
-    tools/check_layers.py OBJDIR
+    tools/check_layers.py [--root DIR] OBJDIR
 
-The layers, lowest first (ARCHITECTURE.md):
+DIR is the tree to check (default: the working directory); OBJDIR holds
+its objects, daemon/x/y.c built as OBJDIR/daemon/x/y.o.  The layers, lowest first (ARCHITECTURE.md):
 
     base  <  device  <  core  <  requests  <  server
 
 A file may include headers of its own layer or a lower one, and call
-functions defined in its own layer or a lower one; nothing in daemon/ may
-form a cycle, neither of includes nor of calls between files (a cycle inside
-one layer is as tangled as one across layers).  daemon/core/ is the engine
-without transport: no <uv.h> and no socket calls there.  Calls are read from
-the objects the build made (nm), so the Makefile runs this after building
-devqd.  The shared folders below the daemon (proto/, kernels/) include
-nothing of daemon/ or client/: both sides build on them.  Exit status 1,
-with one line per violation, when any is found.
+functions defined in its own layer or a lower one.  daemon/core/ is the
+engine without transport: no <uv.h> and no socket calls there.  The shared
+folders below the daemon (proto/, kernels/) include nothing of daemon/ or
+client/: both sides build on them.
+
+No circle, at any scale.  A room is a header and its source together
+(core/quota.h and core/quota.c are the room core/quota; a lone .h or .c is
+a room of its own).  Room A uses room B when code of A calls a function of
+B, whichever way the compiler made the call:
+
+  - a function B's source defines, read from the objects (nm): these are
+    also the calls A's object makes through inline functions or macros
+    once inlined, so the build must come first;
+  - a static inline function B's header defines: inlining leaves no
+    symbol for it, so the sources are read for its name (comments and
+    strings left out), and its own body for the functions it calls, which
+    are then B's uses.
+
+A function-like macro is text its user's file pastes in: what it calls
+shows in its user's object, what it reads is the user's business, as any
+field of a struct whose header the user includes.  Includes alone make no
+use between rooms of one folder: their structs may know each other's
+layout (a session holds its tenant, a tenant its fairness lane) without
+either calling the other.
+
+In daemon/ and in every folder under it, the things the folder holds (its
+rooms, and each subfolder taken whole) must use each other without a
+cycle; between a subfolder and anything beside it includes count too.
+Headers themselves must not include each other in a cycle.
+
+Exit status 1, with one line per violation, when any is found.
 """
 import collections
 import os
@@ -33,6 +57,14 @@ INCLUDE_RE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', re.M)
 CORE_FORBIDDEN_HEADERS = {"uv.h", "sys/socket.h", "sys/un.h", "systemd/sd-daemon.h"}
 CORE_FORBIDDEN_CALLS = {"socket", "accept", "accept4", "recvmsg", "sendmsg", "getsockopt",
                         "listen", "bind", "connect"}
+# "static inline T name(": a definition when a body follows.  Attributes,
+# whose parentheses would hide the name, are blanked first (ATTR_RE).
+INLINE_RE = re.compile(r"\bstatic\s+(?:__inline__|inline)\b[^;{}()=]*?\b(\w+)\s*\(")
+# A call: a name and "(", not a member's function pointer (be->ops->flush()).
+CALL_RE = re.compile(r"(?<!\.)(?<!->)\b([A-Za-z_]\w*)\s*\(")
+ATTR_RE = re.compile(r"__attribute__\s*\(\((?:[^()]|\([^()]*\))*\)\)")
+# Comments, string and character literals: no call in them.
+C_TOKEN_RE = re.compile(r'/\*.*?\*/|//[^\n]*|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', re.S)
 
 
 def layer_of(path):
@@ -42,21 +74,35 @@ def layer_of(path):
     return None
 
 
-def daemon_files():
+def sources(dirs):
     out = []
-    for root, _, files in os.walk("daemon"):
-        for f in files:
-            if f.endswith((".c", ".h")):
-                out.append(os.path.join(root, f))
-    return sorted(out)
-
-
-def shared_files():
-    out = []
-    for d in SHARED_DIRS:
+    for d in dirs:
         for root, _, files in os.walk(d):
             out += [os.path.join(root, f) for f in files if f.endswith((".c", ".h"))]
     return sorted(out)
+
+
+def daemon_files():
+    return sources(["daemon"])
+
+
+def shared_files():
+    return sources(SHARED_DIRS)
+
+
+def room_of(path):
+    return os.path.splitext(path)[0]
+
+
+def code_of(path):
+    """path's text without comments, string and character literals, nor
+    preprocessor lines: what calls a function is left."""
+    def blank(m):  # a comment keeps its lines, so "#" stays at a line's start
+        t = m.group(0)
+        return " " + "\n" * t.count("\n") if t[0] == "/" else '""'
+
+    text = C_TOKEN_RE.sub(blank, open(path, encoding="utf-8").read())
+    return re.sub(r"^\s*#(?:[^\n]*\\\n)*[^\n]*", "", text, flags=re.M)
 
 
 def resolve(src, name):
@@ -66,6 +112,26 @@ def resolve(src, name):
         if os.path.isfile(p):
             return p
     return None
+
+
+def inline_functions(headers):
+    """{name: (header, body)} of each static inline function the headers
+    define."""
+    out = {}
+    for h in headers:
+        code = ATTR_RE.sub(" ", code_of(h))
+        for m in INLINE_RE.finditer(code):
+            i = code.find("{", m.end())
+            if i < 0 or code.find(";", m.end(), i) >= 0:
+                continue  # a declaration, not a definition
+            depth, j = 0, i
+            while j < len(code):
+                depth += {"{": 1, "}": -1}.get(code[j], 0)
+                if depth == 0:
+                    break
+                j += 1
+            out.setdefault(m.group(1), (h, code[i:j + 1]))
+    return out
 
 
 def sccs(graph):
@@ -101,14 +167,70 @@ def sccs(graph):
     return out
 
 
-def main():
-    if len(sys.argv) != 2:
+def cycle_in(graph, comp):
+    """One shortest cycle through comp's first node, within comp."""
+    start, inside = comp[0], set(comp)
+    prev, todo = {}, collections.deque([start])
+    while todo:
+        v = todo.popleft()
+        for w in sorted(graph.get(v, ())):
+            if w not in inside:
+                continue
+            if w == start:
+                path = [v]
+                while path[-1] != start:
+                    path.append(prev[path[-1]])
+                return path[::-1] + [start]
+            if w not in prev:
+                prev[w] = v
+                todo.append(w)
+    return comp + [comp[0]]
+
+
+def folders():
+    out = set()
+    for f in daemon_files():
+        d = os.path.dirname(f)
+        while d:
+            out.add(d)
+            d = os.path.dirname(d)
+    return sorted(out)
+
+
+def folder_view(folder, edges):
+    """edges (room -> {room: why}) seen from folder: its rooms as they are,
+    each subfolder one node ("name/"); what lies outside left out."""
+    def node(path):
+        rel = os.path.relpath(path, folder)
+        if rel.startswith(".."):
+            return None
+        head, _, rest = rel.partition("/")
+        return head + "/" if rest else head
+
+    view = collections.defaultdict(dict)
+    for a, targets in edges.items():
+        na = node(a)
+        for b, why in targets.items():
+            nb = node(b)
+            if na and nb and na != nb:
+                view[na].setdefault(nb, why)
+    return view
+
+
+def main(argv):
+    args = argv[1:]
+    root = "."
+    if len(args) == 3 and args[0] == "--root":
+        root, args = args[1], args[2:]
+    if len(args) != 1:
         sys.exit(__doc__)
-    objdir = sys.argv[1]
+    objdir = os.path.abspath(args[0])
+    os.chdir(root)
     problems = []
 
     # ---- includes ----
     inc = collections.defaultdict(set)
+    room_inc = collections.defaultdict(dict)
     for f in daemon_files():
         lf = layer_of(f)
         if lf is None:
@@ -130,6 +252,7 @@ def main():
                 problems.append(f"{f}: includes {target}: {LAYERS[lt]} is above {LAYERS[lf]}")
             if lt is not None and os.path.normpath(target) != f:
                 inc[f].add(target)
+                room_inc[room_of(f)].setdefault(room_of(target), f"{f} includes {target}")
     for comp in sccs(inc):
         problems.append("include cycle: " + " -> ".join(comp))
     for f in shared_files():
@@ -164,21 +287,53 @@ def main():
                 undefined[f].add(parts[1])
             elif len(parts) == 3 and parts[1] in "TDBR":
                 defined.setdefault(parts[2], f)
-    calls = collections.defaultdict(set)
+    # Room -> {room it uses: why}, from calls of either kind.
+    uses = collections.defaultdict(dict)
+
+    def use(f, name, g, how):
+        lf, lg = layer_of(f), layer_of(g)
+        if lg is not None and lf is not None and lg > lf:
+            problems.append(f"{f}: calls {name}{how} of {g}: {LAYERS[lg]} is above {LAYERS[lf]}")
+        if room_of(f) != room_of(g):
+            uses[room_of(f)].setdefault(room_of(g), f"{f} calls {name}{how} of {g}")
+
     for f, syms in undefined.items():
         lf = layer_of(f)
         for s in sorted(syms):
             if lf == LAYERS.index("core") and s in CORE_FORBIDDEN_CALLS:
                 problems.append(f"{f}: calls {s}(): daemon/core/ has no transport")
             g = defined.get(s)
-            if not g or g == f:
-                continue
-            calls[f].add(g)
-            lg = layer_of(g)
-            if lg is not None and lf is not None and lg > lf:
-                problems.append(f"{f}: calls {s} of {g}: {LAYERS[lg]} is above {LAYERS[lf]}")
-    for comp in sccs(calls):
-        problems.append("call cycle: " + " -> ".join(comp))
+            if g and g != f:
+                use(f, s, g, "")
+    inlines = inline_functions(h for h in daemon_files() + shared_files() if h.endswith(".h"))
+    ninline = 0
+    for name, (h, body) in sorted(inlines.items()):
+        for ident in sorted(set(CALL_RE.findall(body))):
+            if ident in inlines and ident != name:
+                use(h, ident, inlines[ident][0], " (inline)")
+            elif ident in defined:
+                use(h, ident, defined[ident], "")
+    for f in daemon_files():
+        idents = set(CALL_RE.findall(code_of(f)))
+        for name in sorted(idents & inlines.keys()):
+            h = inlines[name][0]
+            if room_of(h) != room_of(f):
+                ninline += 1
+            use(f, name, h, " (inline)")
+
+    # ---- no circle, in daemon/ and each folder under it ----
+    nfolders = 0
+    for d in folders():
+        nfolders += 1
+        view = folder_view(d, uses)
+        for a, targets in folder_view(d, room_inc).items():
+            for b, why in targets.items():
+                if a.endswith("/") or b.endswith("/"):
+                    view[a].setdefault(b, why)
+        for comp in sccs(view):
+            cyc = cycle_in(view, comp)
+            hops = "; ".join(view[a][b] for a, b in zip(cyc, cyc[1:]))
+            problems.append(f"cycle in {d}/: " + " -> ".join(cyc) + f" ({hops})")
 
     for p in problems:
         print("check-layers: " + p)
@@ -188,9 +343,11 @@ def main():
         return 1
     print(f"check-layers: {nfiles} files in {len(LAYERS)} layers, "
           f"{sum(len(v) for v in inc.values())} includes and "
-          f"{sum(len(v) for v in calls.values())} call edges, all going down, no cycle")
+          f"{sum(len(v) for v in uses.values())} uses between rooms "
+          f"({ninline} calls of inline functions), all going down, "
+          f"no cycle in daemon/ nor the {nfolders - 1} folders under it")
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv))

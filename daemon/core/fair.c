@@ -13,7 +13,6 @@
 #include "base/lock.h"
 #include "core/engine.h"
 #include "core/job.h"
-#include "core/quota.h"
 #include "core/session.h"
 #include "core/tenant.h"
 #include "core/timeline.h"
@@ -815,7 +814,6 @@ void devq_fair_done(struct devq_job *op)
 	struct devq_tenant *t = op->s->tenant;
 	if (op->fhanded && !op->s->e->be->enqueue_any_thread)
 		release(op);
-	devq_quota_op(t, -1);
 	if (!t)
 		return;
 	/* The tenant's charge corrected to what ran, and its usage, on the

@@ -62,8 +62,11 @@ void devq_quota_charge_buffer(struct devq_session *s, uint64_t size, bool device
 int devq_quota_queue(struct devq_session *s, uint32_t id, char *err, size_t errlen);
 /* A queue was opened (queues last as long as their session). */
 void devq_quota_queue_opened(struct devq_session *s);
-/* An op of the session whose quota state q is entered (+1) or left (-1)
- * the daemon.  Inline: it runs twice per op. */
+/* An op of tenant t (NULL: none yet) entered (+1) or left (-1) the
+ * daemon.  Inline: it runs twice per op.  Called from sched.c alone, where
+ * the session's own count of ops in flight moves: fair.c calling it would
+ * close a circle (fair -> quota -> tenant -> fair), which
+ * tools/check_layers.py counts though an inlined call leaves no symbol. */
 static inline void devq_quota_op(struct devq_tenant *t, int sign)
 {
 	if (t)

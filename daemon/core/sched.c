@@ -403,6 +403,7 @@ static void complete_one(struct devq_engine *d, struct devq_job *op, uint64_t no
 	d->ops_in_flight--;
 	s->ops_completed++;
 	s->ops_in_flight--;
+	devq_quota_op(s->tenant, -1);
 	devq_metrics_op_done(&d->metrics, s->uid, op->b.code, op->t_client_submit, op->b.t_handoff,
 			     op->b.t_start, op->b.t_end, op->t_observed);
 	if (op->b.code != DEVQ__CODE__OK)
