@@ -4,7 +4,6 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,38 +20,6 @@
 #include "kernels.h"
 
 #define MAX_SEGS 64
-
-static const char *prog = "devctl";
-
-/* With --json, errors go to stderr as {"error":"..."} objects. */
-static bool json_errors;
-
-static void errf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void errf(const char *fmt, ...)
-{
-	char msg[1024];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	size_t n = strlen(msg);
-	if (n && msg[n - 1] == '\n')
-		msg[--n] = '\0';
-	if (!json_errors) {
-		fprintf(stderr, "%s\n", msg);
-		return;
-	}
-	/* The message without the "devctl: " every line starts with. */
-	const char *m = msg;
-	if (!strncmp(m, "devctl", 6)) {
-		const char *c = strstr(m, ": ");
-		if (c)
-			m = c + 2;
-	}
-	fputs("{\"error\":", stderr);
-	devctl_json_str(stderr, m);
-	fputs("}\n", stderr);
-}
 
 static void submit_usage(FILE *f)
 {
@@ -117,18 +84,6 @@ static void usage(FILE *f)
 	devctl_cdi_usage(f);
 }
 
-static int connect_or_die(const char *sock, devq **q)
-{
-	int r = devq_connect(sock, "devctl", q);
-	if (r < 0) {
-		errf("%s: %s%s", prog, *q ? devq_last_error(*q) : strerror(-r), devctl_conn_hint(r, *q));
-		devq_disconnect(*q);
-		*q = NULL;
-		return 3;
-	}
-	return 0;
-}
-
 /* ---- list / status --------------------------------------------------- */
 
 static int cmd_list(const char *sock, int argc, char **argv)
@@ -138,18 +93,18 @@ static int cmd_list(const char *sock, int argc, char **argv)
 		if (!strcmp(argv[i], "--json")) {
 			json = true;
 		} else {
-			errf("%s list: unknown argument '%s'\n", prog, argv[i]);
+			devctl_errf("%s list: unknown argument '%s'\n", devctl_prog, argv[i]);
 			return 2;
 		}
 	}
 	devq *q;
-	int r = connect_or_die(sock, &q);
+	int r = devctl_connect(sock, &q);
 	if (r)
 		return r;
 	const struct devq_exec *l;
 	size_t n;
 	if (devq_exec_list(q, &l, &n) < 0) {
-		errf("%s: %s\n", prog, devq_last_error(q));
+		devctl_errf("%s: %s\n", devctl_prog, devq_last_error(q));
 		devq_disconnect(q);
 		return 3;
 	}
@@ -195,17 +150,17 @@ static int cmd_status(const char *sock, int argc, char **argv)
 		if (!strcmp(argv[i], "--json")) {
 			json = true;
 		} else {
-			errf("%s status: unknown argument '%s'\n", prog, argv[i]);
+			devctl_errf("%s status: unknown argument '%s'\n", devctl_prog, argv[i]);
 			return 2;
 		}
 	}
 	devq *q;
-	int r = connect_or_die(sock, &q);
+	int r = devctl_connect(sock, &q);
 	if (r)
 		return r;
 	struct devq_status *s;
 	if (devq_get_status(q, &s) < 0) {
-		errf("%s: %s\n", prog, devq_last_error(q));
+		devctl_errf("%s: %s\n", devctl_prog, devq_last_error(q));
 		devq_disconnect(q);
 		return 3;
 	}
@@ -404,8 +359,8 @@ static int make_buffer(struct submit_ctx *c, const char *param, const char *val,
 	if (val[0] == '%') {
 		struct named_buf *n = find_named(c, val + 1);
 		if (!n) {
-			errf("%s: argument '%s': no earlier buffer argument named '%s'\n",
-				prog, param, val + 1);
+			devctl_errf("%s: argument '%s': no earlier buffer argument named '%s'\n",
+				devctl_prog, param, val + 1);
 			return 2;
 		}
 		*out = n->b;
@@ -419,14 +374,14 @@ static int make_buffer(struct submit_ctx *c, const char *param, const char *val,
 		fd = std ? dup(0) : open(val + 1, O_RDONLY | O_CLOEXEC);
 		struct stat st;
 		if (fd < 0 || fstat(fd, &st) < 0) {
-			errf("%s: argument '%s': cannot read %s: %s\n", prog, param,
+			devctl_errf("%s: argument '%s': cannot read %s: %s\n", devctl_prog, param,
 				val + 1, strerror(errno));
 			if (fd >= 0)
 				close(fd);
 			return 2;
 		}
 		if (S_ISDIR(st.st_mode)) {
-			errf("%s: argument '%s': cannot read %s: %s\n", prog, param,
+			devctl_errf("%s: argument '%s': cannot read %s: %s\n", devctl_prog, param,
 				val + 1, strerror(EISDIR));
 			close(fd);
 			return 2;
@@ -440,7 +395,7 @@ static int make_buffer(struct submit_ctx *c, const char *param, const char *val,
 				if (got == cap) {
 					char *n = realloc(data, cap = cap ? cap * 2 : 65536);
 					if (!n) {
-						errf("%s: out of memory\n", prog);
+						devctl_errf("%s: out of memory\n", devctl_prog);
 						free(data);
 						close(fd);
 						return 3;
@@ -451,9 +406,9 @@ static int make_buffer(struct submit_ctx *c, const char *param, const char *val,
 				if (k < 0 && errno == EINTR)
 					continue;
 				if (k < 0) {
-					errf("%s: argument '%s': reading %s failed: %s\n",
-						prog, param, std ? "standard input" : val + 1,
-						strerror(errno));
+					devctl_errf("%s: argument '%s': reading %s failed: %s\n",
+						    devctl_prog, param,
+						    std ? "standard input" : val + 1, strerror(errno));
 					free(data);
 					close(fd);
 					return 2;
@@ -468,7 +423,7 @@ static int make_buffer(struct submit_ctx *c, const char *param, const char *val,
 		}
 		if (size == 0) {
 			free(data);
-			errf("%s: argument '%s': %s is empty\n", prog, param,
+			devctl_errf("%s: argument '%s': %s is empty\n", devctl_prog, param,
 				!strcmp(val + 1, "-") ? "standard input" : val + 1);
 			if (fd >= 0)
 				close(fd);
@@ -476,20 +431,20 @@ static int make_buffer(struct submit_ctx *c, const char *param, const char *val,
 		}
 	} else if (!strncmp(val, "size:", 5)) {
 		if (parse_uint(val + 5, UINT64_MAX, &size) < 0 || size == 0) {
-			errf("%s: argument '%s': '%s' is not a positive byte count\n", prog,
-				param, val + 5);
+			devctl_errf("%s: argument '%s': '%s' is not a positive byte count\n",
+				    devctl_prog, param, val + 5);
 			return 2;
 		}
 	} else {
 		fprintf(stderr,
 			"%s: argument '%s' is a buffer: give @FILE, size:BYTES or %%NAME, not '%s'\n",
-			prog, param, val);
+			devctl_prog, param, val);
 		return 2;
 	}
 	struct devq_buffer *b;
 	int cr = devq_buffer_create(c->q, size, DEVQ_BUFFER_SHARED, &b);
 	if (cr < 0) {
-		errf("%s: argument '%s': %s\n", prog, param, devq_last_error(c->q));
+		devctl_errf("%s: argument '%s': %s\n", devctl_prog, param, devq_last_error(c->q));
 		if (fd >= 0)
 			close(fd);
 		free(data);
@@ -504,8 +459,9 @@ static int make_buffer(struct submit_ctx *c, const char *param, const char *val,
 		while (got < size) {
 			ssize_t n = read(fd, (char *)b->map + got, size - got);
 			if (n <= 0) {
-				errf("%s: argument '%s': reading %s failed: %s\n", prog,
-					param, val + 1, n < 0 ? strerror(errno) : "shorter than its size");
+				devctl_errf("%s: argument '%s': reading %s failed: %s\n",
+					    devctl_prog, param, val + 1,
+					    n < 0 ? strerror(errno) : "shorter than its size");
 				close(fd);
 				return 2;
 			}
@@ -552,10 +508,12 @@ static int infer_dims(struct seg *s, union devq_kval *kv, bool *known)
 				continue;
 			uint64_t elems = s->bufs[b]->size / devq_type_size(bp->type);
 			if (elems % others) {
-				errf("%s: %s: cannot infer '%s' from argument '%s': its %" PRIu64
-				     " elements are not a multiple of %" PRIu64 " (its other dims); give %s=\n",
-				     prog, s->exec_name, sig->p[unknown].name, bp->name, elems, others,
-				     sig->p[unknown].name);
+				devctl_errf(
+					"%s: %s: cannot infer '%s' from argument '%s': its %" PRIu64
+					" elements are not a multiple of %" PRIu64
+					" (its other dims); give %s=\n",
+					devctl_prog, s->exec_name, sig->p[unknown].name, bp->name,
+					elems, others, sig->p[unknown].name);
 				return 2;
 			}
 			kv[unknown].u64 = elems / others;
@@ -585,7 +543,8 @@ static int build_args(struct submit_ctx *c, struct seg *s)
 			fprintf(stderr,
 				"%s: argument '%s': %" PRIu64 " bytes is not a whole number of %s "
 				"elements (%zu bytes each)\n",
-				prog, pp->name, s->bufs[p]->size, devq_type_name(pp->type), es);
+				devctl_prog, pp->name, s->bufs[p]->size, devq_type_name(pp->type),
+				es);
 			return 2;
 		}
 	}
@@ -607,8 +566,8 @@ static int build_args(struct submit_ctx *c, struct seg *s)
 		case DEVQ_T_U64:
 		case DEVQ_T_U32:
 			if (parse_uint(v, pp->type == DEVQ_T_U32 ? UINT32_MAX : UINT64_MAX, &u) < 0) {
-				errf("%s: argument '%s': '%s' is not a %s\n", prog, pp->name,
-					v, devq_type_name(pp->type));
+				devctl_errf("%s: argument '%s': '%s' is not a %s\n", devctl_prog,
+					    pp->name, v, devq_type_name(pp->type));
 				return 2;
 			}
 			a->type = pp->type == DEVQ_T_U32 ? DEVQ_ARG_U32 : DEVQ_ARG_U64;
@@ -624,8 +583,8 @@ static int build_args(struct submit_ctx *c, struct seg *s)
 			long long x = strtoll(v, &end, 0);
 			if (errno || !*v || *end ||
 			    (pp->type == DEVQ_T_I32 && (x < INT32_MIN || x > INT32_MAX))) {
-				errf("%s: argument '%s': '%s' is not a %s\n", prog, pp->name,
-					v, devq_type_name(pp->type));
+				devctl_errf("%s: argument '%s': '%s' is not a %s\n", devctl_prog,
+					    pp->name, v, devq_type_name(pp->type));
 				return 2;
 			}
 			a->type = pp->type == DEVQ_T_I32 ? DEVQ_ARG_I32 : DEVQ_ARG_I64;
@@ -640,8 +599,8 @@ static int build_args(struct submit_ctx *c, struct seg *s)
 			errno = 0;
 			double x = strtod(v, &end);
 			if (errno || !*v || *end) {
-				errf("%s: argument '%s': '%s' is not a number\n", prog,
-					pp->name, v);
+				devctl_errf("%s: argument '%s': '%s' is not a number\n",
+					    devctl_prog, pp->name, v);
 				return 2;
 			}
 			a->type = pp->type == DEVQ_T_F32 ? DEVQ_ARG_F32 : DEVQ_ARG_F64;
@@ -652,7 +611,8 @@ static int build_args(struct submit_ctx *c, struct seg *s)
 			break;
 		}
 		default:
-			errf("%s: argument '%s': unsupported scalar type\n", prog, pp->name);
+			devctl_errf("%s: argument '%s': unsupported scalar type\n", devctl_prog,
+				    pp->name);
 			return 2;
 		}
 	}
@@ -661,8 +621,8 @@ static int build_args(struct submit_ctx *c, struct seg *s)
 	for (unsigned p = 0; p < sig->nparams; p++) {
 		const struct devq_param *pp = &sig->p[p];
 		if (pp->access == DEVQ_ACC_SCALAR && !known[p]) {
-			errf("%s: %s: argument '%s' (%s) missing\n", prog, s->exec_name, pp->name,
-			     devq_type_name(pp->type));
+			devctl_errf("%s: %s: argument '%s' (%s) missing\n", devctl_prog,
+				    s->exec_name, pp->name, devq_type_name(pp->type));
 			return 2;
 		}
 	}
@@ -678,8 +638,9 @@ static int build_args(struct submit_ctx *c, struct seg *s)
 				fprintf(stderr,
 					"%s: %s: buffer argument '%s' (%s %s[]) missing: give "
 					"%s=@FILE or %s=size:BYTES\n",
-					prog, s->exec_name, pp->name, devq_access_name(pp->access),
-					devq_type_name(pp->type), pp->name, pp->name);
+					devctl_prog, s->exec_name, pp->name,
+					devq_access_name(pp->access), devq_type_name(pp->type),
+					pp->name, pp->name);
 				return 2;
 			}
 			char spec[40];
@@ -796,12 +757,12 @@ static int parse_segments(struct submit_ctx *c, int argc, char **argv)
 		const char *a = argv[i];
 		if (!s) {
 			if (c->nsegs == MAX_SEGS) {
-				errf("%s submit: at most %d ops\n", prog, MAX_SEGS);
+				devctl_errf("%s submit: at most %d ops\n", devctl_prog, MAX_SEGS);
 				return 2;
 			}
 			if (a[0] == '-' || strchr(a, '=')) {
-				errf("%s submit: expected an executable name, got '%s'\n",
-					prog, a);
+				devctl_errf("%s submit: expected an executable name, got '%s'\n",
+					devctl_prog, a);
 				return 2;
 			}
 			s = &c->segs[c->nsegs++];
@@ -820,7 +781,7 @@ static int parse_segments(struct submit_ctx *c, int argc, char **argv)
 		if (!strcmp(a, "--queue") || !strcmp(a, "--repeat") || !strcmp(a, "--wait") ||
 		    !strcmp(a, "--out") || !strcmp(a, "--priority")) {
 			if (i + 1 >= argc) {
-				errf("%s submit: %s needs a value\n", prog, a);
+				devctl_errf("%s submit: %s needs a value\n", devctl_prog, a);
 				return 2;
 			}
 			const char *v = argv[++i];
@@ -829,21 +790,22 @@ static int parse_segments(struct submit_ctx *c, int argc, char **argv)
 				if (strcmp(v, "normal") && strcmp(v, "high")) {
 					fprintf(stderr,
 						"%s submit: --priority: '%s' is not normal or high\n",
-						prog, v);
+						devctl_prog, v);
 					return 2;
 				}
 				s->priority = !strcmp(v, "high");
 			} else if (!strcmp(a, "--queue")) {
 				if (parse_uint(v, UINT32_MAX, &x) < 0) {
-					errf("%s submit: --queue: '%s' is not a queue id\n",
-						prog, v);
+					devctl_errf("%s submit: --queue: '%s' is not a queue id\n",
+						devctl_prog, v);
 					return 2;
 				}
 				s->queue = (uint32_t)x;
 			} else if (!strcmp(a, "--repeat")) {
 				if (parse_uint(v, 1000000, &x) < 0 || x == 0) {
-					errf("%s submit: --repeat: '%s' is not in 1..1000000\n",
-						prog, v);
+					devctl_errf(
+						"%s submit: --repeat: '%s' is not in 1..1000000\n",
+						devctl_prog, v);
 					return 2;
 				}
 				s->repeat = x;
@@ -851,21 +813,24 @@ static int parse_segments(struct submit_ctx *c, int argc, char **argv)
 				char *colon = strchr(v, ':');
 				uint64_t qq, kk;
 				if (!colon || s->nwaits == 16) {
-					errf("%s submit: --wait: expected QUEUE:POINT, got '%s'\n",
-						prog, v);
+					devctl_errf(
+						"%s submit: --wait: expected QUEUE:POINT, got '%s'\n",
+						devctl_prog, v);
 					return 2;
 				}
 				*colon = '\0';
 				if (parse_uint(v, UINT32_MAX, &qq) < 0 || parse_uint(colon + 1, UINT64_MAX, &kk) < 0) {
-					errf("%s submit: --wait: expected QUEUE:POINT\n", prog);
+					devctl_errf("%s submit: --wait: expected QUEUE:POINT\n",
+						    devctl_prog);
 					return 2;
 				}
 				s->waits[s->nwaits++] = (struct devq_wait){ (uint32_t)qq, kk };
 			} else {
 				char *eq = strchr(v, '=');
 				if (!eq || eq == v || !eq[1] || c->nouts == 64) {
-					errf("%s submit: --out: expected NAME=FILE, got '%s'\n",
-						prog, v);
+					devctl_errf(
+						"%s submit: --out: expected NAME=FILE, got '%s'\n",
+						devctl_prog, v);
 					return 2;
 				}
 				*eq = '\0';
@@ -875,12 +840,12 @@ static int parse_segments(struct submit_ctx *c, int argc, char **argv)
 			continue;
 		}
 		if (a[0] == '-') {
-			errf("%s submit: unknown option '%s'\n", prog, a);
+			devctl_errf("%s submit: unknown option '%s'\n", devctl_prog, a);
 			return 2;
 		}
 		const char *eq = strchr(a, '=');
 		if (!eq || eq == a) {
-			errf("%s submit: expected NAME=VALUE, got '%s'\n", prog, a);
+			devctl_errf("%s submit: expected NAME=VALUE, got '%s'\n", devctl_prog, a);
 			return 2;
 		}
 		/* Resolved against the signature once it is known. */
@@ -890,13 +855,14 @@ static int parse_segments(struct submit_ctx *c, int argc, char **argv)
 				break;
 			}
 			if (p == DEVQ_MAX_PARAMS - 1) {
-				errf("%s submit: too many arguments\n", prog);
+				devctl_errf("%s submit: too many arguments\n", devctl_prog);
 				return 2;
 			}
 		}
 	}
 	if (!c->nsegs) {
-		errf("%s submit: no executable given (devctl list shows them)\n", prog);
+		devctl_errf("%s submit: no executable given (devctl list shows them)\n",
+			    devctl_prog);
 		return 2;
 	}
 	return 0;
@@ -913,12 +879,12 @@ static int bind_names(struct seg *s)
 		*eq = '\0';
 		int p = devq_sig_find(&s->sig, raw[i]);
 		if (p < 0) {
-			errf("%s: %s has no argument '%s' (signature: %s)\n", prog,
+			devctl_errf("%s: %s has no argument '%s' (signature: %s)\n", devctl_prog,
 				s->exec_name, raw[i], s->exec->signature);
 			return 2;
 		}
 		if (s->vals[p]) {
-			errf("%s: argument '%s' given twice\n", prog, raw[i]);
+			devctl_errf("%s: argument '%s' given twice\n", devctl_prog, raw[i]);
 			return 2;
 		}
 		s->vals[p] = eq + 1;
@@ -1032,8 +998,8 @@ static void show_progress(const struct submit_ctx *c, size_t got, size_t total, 
 		}
 		expect += (double)s->args[p].v.u64 * (double)s->repeat / 1e9;
 	}
-	fprintf(stderr, "\r\x1b[K%s: waiting: %zu of %zu ops complete, %.1f s", prog, got, total,
-		(double)el / 1e9);
+	fprintf(stderr, "\r\x1b[K%s: waiting: %zu of %zu ops complete, %.1f s", devctl_prog, got,
+		total, (double)el / 1e9);
 	if (expect > 0)
 		fprintf(stderr, " of about %.1f s", expect);
 	fflush(stderr);
@@ -1051,7 +1017,7 @@ static int cmd_submit(const char *sock, int argc, char **argv)
 {
 	struct submit_ctx *c = calloc(1, sizeof(*c));
 	if (!c) {
-		errf("%s: out of memory\n", prog);
+		devctl_errf("%s: out of memory\n", devctl_prog);
 		return 3;
 	}
 	/* The arguments are cut up in place: copies, so that ps still shows
@@ -1061,7 +1027,7 @@ static int cmd_submit(const char *sock, int argc, char **argv)
 		if (!(av[i] = strdup(argv[i])))
 			argc = i;
 	if (!av) {
-		errf("%s: out of memory", prog);
+		devctl_errf("%s: out of memory", devctl_prog);
 		free(c);
 		return 3;
 	}
@@ -1072,15 +1038,15 @@ static int cmd_submit(const char *sock, int argc, char **argv)
 	for (size_t i = 0; i < c->nouts; i++) {
 		int w = check_writable(c->outs[i].file);
 		if (w < 0) {
-			errf("%s: --out %s: cannot write %s: %s\n", prog, c->outs[i].name,
-				c->outs[i].file, strerror(-w));
+			devctl_errf("%s: --out %s: cannot write %s: %s\n", devctl_prog,
+				    c->outs[i].name, c->outs[i].file, strerror(-w));
 			rc = 4;
 			goto out_free;
 		}
 		if (!strcmp(c->outs[i].file, "-"))
 			c->rep = stderr; /* stdout carries the buffer's bytes alone */
 	}
-	if ((rc = connect_or_die(sock, &c->q)))
+	if ((rc = devctl_connect(sock, &c->q)))
 		goto out_free;
 	uint32_t opened[MAX_SEGS];
 	size_t nopened = 0;
@@ -1090,12 +1056,13 @@ static int cmd_submit(const char *sock, int argc, char **argv)
 		if (devq_exec_lookup(c->q, s->exec_name, &s->exec) < 0) {
 			char hint[64] = "";
 			suggest(c->q, s->exec_name, hint, sizeof(hint));
-			errf("%s: %s%s\n", prog, devq_last_error(c->q), hint);
+			devctl_errf("%s: %s%s\n", devctl_prog, devq_last_error(c->q), hint);
 			rc = 2;
 			goto out;
 		}
 		if (devq_sig_parse(s->exec->signature, &s->sig, err, sizeof(err)) < 0) {
-			errf("%s: %s: bad signature from devqd: %s\n", prog, s->exec_name, err);
+			devctl_errf("%s: %s: bad signature from devqd: %s\n", devctl_prog,
+				    s->exec_name, err);
 			rc = 3;
 			goto out;
 		}
@@ -1106,7 +1073,7 @@ static int cmd_submit(const char *sock, int argc, char **argv)
 			have |= opened[k] == s->queue;
 		if (!have) {
 			if (devq_queue_open_priority(c->q, s->queue, s->priority) < 0) {
-				errf("%s: %s\n", prog, devq_last_error(c->q));
+				devctl_errf("%s: %s\n", devctl_prog, devq_last_error(c->q));
 				rc = 3;
 				goto out;
 			}
@@ -1115,7 +1082,7 @@ static int cmd_submit(const char *sock, int argc, char **argv)
 	}
 	for (size_t i = 0; i < c->nouts; i++) {
 		if (!find_named(c, c->outs[i].name)) {
-			errf("%s: --out %s: no buffer argument of that name\n", prog,
+			devctl_errf("%s: --out %s: no buffer argument of that name\n", devctl_prog,
 				c->outs[i].name);
 			rc = 2;
 			goto out;
@@ -1138,7 +1105,7 @@ static int cmd_submit(const char *sock, int argc, char **argv)
 				batch[n] = op;
 			int sr = devq_submit(c->q, batch, n, pts);
 			if (sr < 0) {
-				errf("%s: %s\n", prog, devq_last_error(c->q));
+				devctl_errf("%s: %s\n", devctl_prog, devq_last_error(c->q));
 				rc = rc_of(sr) == 3 ? 3 : 1;
 				goto out;
 			}
@@ -1168,14 +1135,15 @@ static int cmd_submit(const char *sock, int argc, char **argv)
 			shown = false;
 		}
 		if (interrupted) {
-			errf("%s: interrupted with %zu of %zu ops not complete: disconnecting; devqd "
-			     "cancels those not started (a running one finishes)",
-			     prog, total - got, total);
+			devctl_errf("%s: interrupted with %zu of %zu ops not complete: "
+				    "disconnecting; devqd cancels those not started (a running "
+				    "one finishes)",
+				    devctl_prog, total - got, total);
 			rc = 130;
 			goto out;
 		}
 		if (wr < 0) {
-			errf("%s: %s\n", prog, devq_last_error(c->q));
+			devctl_errf("%s: %s\n", devctl_prog, devq_last_error(c->q));
 			rc = 3;
 			goto out;
 		}
@@ -1200,7 +1168,8 @@ static int cmd_submit(const char *sock, int argc, char **argv)
 	for (int i = 0;; i++) {
 		bool told = false;
 		while (devq_next_error(c->q, &e) == 1) {
-			errf("%s: %s: %s: %s\n", prog, e.request, devq_code_name(e.code), e.message);
+			devctl_errf("%s: %s: %s: %s\n", devctl_prog, e.request,
+				    devq_code_name(e.code), e.message);
 			failed = told = true;
 		}
 		if (!lost || told || pr < 0 || i == 100)
@@ -1216,15 +1185,15 @@ static int cmd_submit(const char *sock, int argc, char **argv)
 	bool unwritten = false;
 	for (size_t i = 0; i < c->nouts; i++) {
 		if (failed) {
-			errf("%s: --out %s: %s not written: an op failed\n", prog,
+			devctl_errf("%s: --out %s: %s not written: an op failed\n", devctl_prog,
 				c->outs[i].name, c->outs[i].file);
 			continue;
 		}
 		struct named_buf *n = find_named(c, c->outs[i].name);
 		int r = write_file(c->outs[i].file, n->b->map, n->b->size);
 		if (r < 0) {
-			errf("%s: --out %s: cannot write %s: %s\n", prog, c->outs[i].name,
-				c->outs[i].file, strerror(-r));
+			devctl_errf("%s: --out %s: cannot write %s: %s\n", devctl_prog,
+				    c->outs[i].name, c->outs[i].file, strerror(-r));
 			unwritten = true;
 		}
 	}
@@ -1238,7 +1207,7 @@ static int cmd_submit(const char *sock, int argc, char **argv)
 			if (c->nb[j].b == b)
 				c->nb[j].b = NULL;
 		if (devq_buffer_release(c->q, b) < 0 || devq_buffer_wait_released(c->q, b, 30000) < 0) {
-			errf("%s: release: %s\n", prog, devq_last_error(c->q));
+			devctl_errf("%s: release: %s\n", devctl_prog, devq_last_error(c->q));
 			rc = rc ? rc : 3;
 			break;
 		}
@@ -1293,7 +1262,7 @@ int main(int argc, char **argv)
 	for (; i < argc; i++) {
 		if (!strcmp(argv[i], "--socket") || !strcmp(argv[i], "-s")) {
 			if (i + 1 >= argc) {
-				errf("%s: --socket needs a path\n", prog);
+				devctl_errf("%s: --socket needs a path\n", devctl_prog);
 				return 2;
 			}
 			sock = argv[++i];
@@ -1306,7 +1275,7 @@ int main(int argc, char **argv)
 			unsigned long v = strtoul(n, &end, 10);
 			if (!*n || *end || errno || n[0] == '-' || v > 1023) {
 				fprintf(stderr, "%s: --device: '%s' is not a GPU ordinal (0..1023)\n",
-					prog, n);
+					devctl_prog, n);
 				return 2;
 			}
 			/* devqd@N.socket's path (systemd/devqd@.socket). */
@@ -1330,7 +1299,7 @@ int main(int argc, char **argv)
 	const char *cmd = argv[i++];
 	for (int k = i; k < argc; k++) {
 		if (!strcmp(argv[k], "--json"))
-			json_errors = true;
+			devctl_json_errors = true;
 		/* COMMAND --help (not a value: submit's NAME=VALUE never is one) */
 		if (!strcmp(argv[k], "--help") || !strcmp(argv[k], "-h")) {
 			if (!strcmp(cmd, "submit"))
@@ -1372,6 +1341,6 @@ int main(int argc, char **argv)
 		usage(stdout);
 		return 0;
 	}
-	errf("%s: unknown command '%s' (try devctl --help)\n", prog, cmd);
+	devctl_errf("%s: unknown command '%s' (try devctl --help)\n", devctl_prog, cmd);
 	return 2;
 }
