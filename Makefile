@@ -76,7 +76,7 @@ DAEMON_SERVER_SRC   = $(sort $(wildcard daemon/server/*.c))
 DAEMON_SRC = $(DAEMON_BASE_SRC) $(DAEMON_DEVICE_SRC) $(DAEMON_CORE_SRC) \
              $(DAEMON_REQUESTS_SRC) $(DAEMON_SERVER_SRC) proto/codec/cmpl_enc.c proto/codec/msg_dec.c
 LIB_SRC    = client/libdevq.c
-DEVCTL_SRC = client/devctl/devctl.c client/devctl/metrics.c client/devctl/util.c \
+DEVCTL_SRC = client/devctl/submit.c client/devctl/metrics.c client/devctl/util.c \
              client/devctl/admin.c \
              client/devctl/trace.c client/devctl/top.c \
              client/devctl/cdi.c
