@@ -1,5 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* devctl: the command-line client of devqd. */
+/* devctl submit: executables run in one session, their arguments made from
+ * the command line (scalars, buffers from files, buffers shared between
+ * ops), and their completions reported. */
+#include "devctl/submit.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -11,17 +15,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "devctl/admin.h"
-#include "devctl/cdi.h"
-#include "devctl/metrics.h"
-#include "devctl/trace.h"
 #include "devctl/util.h"
 #include "devq.h"
 #include "kernels.h"
 
 #define MAX_SEGS 64
 
-static void submit_usage(FILE *f)
+void devctl_submit_usage(FILE *f)
 {
 	fprintf(f,
 		"  submit EXEC [NAME=VALUE]... [OPTION]... [:: EXEC ...]...\n"
@@ -54,225 +54,6 @@ static void submit_usage(FILE *f)
 		"      Ctrl-C while waiting disconnects: devqd cancels the ops not yet\n"
 		"      started (a running one finishes); devctl exits 130.\n");
 }
-
-static void list_status_usage(FILE *f)
-{
-	fprintf(f, "  list [--json]       executables and their signatures\n"
-		   "  status [--json]     sessions, queues, ops in flight, buffers and totals\n");
-}
-
-static void usage(FILE *f)
-{
-	fprintf(f,
-		"Usage: devctl [--socket PATH | --device N] COMMAND [ARG]...\n"
-		"       devctl [--socket PATH | --device N] --version\n"
-		"Talk to devqd (socket: --socket, else $DEVQ_SOCKET, else %s).\n"
-		"--device N talks to the instance for GPU N, devqd@N.service, on\n"
-		"/run/devqd/gpuN.sock.\n"
-		"COMMAND --help describes one command.  --version prints devctl's version\n"
-		"and, when devqd can be reached, the daemon's version and the protocol\n"
-		"versions it speaks (exit status 0 either way).\n"
-		"\n"
-		"Commands:\n",
-		DEVQ_DEFAULT_SOCKET);
-	submit_usage(f);
-	list_status_usage(f);
-	fprintf(f, "  help                this text\n");
-	devctl_metrics_usage(f);
-	devctl_trace_usage(f);
-	devctl_admin_usage(f);
-	devctl_cdi_usage(f);
-}
-
-/* ---- list / status --------------------------------------------------- */
-
-static int cmd_list(const char *sock, int argc, char **argv)
-{
-	bool json = false;
-	for (int i = 0; i < argc; i++) {
-		if (!strcmp(argv[i], "--json")) {
-			json = true;
-		} else {
-			devctl_errf("%s list: unknown argument '%s'\n", devctl_prog, argv[i]);
-			return 2;
-		}
-	}
-	devq *q;
-	int r = devctl_connect(sock, &q);
-	if (r)
-		return r;
-	const struct devq_exec *l;
-	size_t n;
-	if (devq_exec_list(q, &l, &n) < 0) {
-		devctl_errf("%s: %s\n", devctl_prog, devq_last_error(q));
-		devq_disconnect(q);
-		return 3;
-	}
-	if (json)
-		printf("[");
-	for (size_t i = 0; i < n; i++) {
-		const struct devq_exec_info *x = devq_exec_info(q, &l[i]);
-		if (json) {
-			printf("%s{\"id\":%u,\"name\":", i ? "," : "", l[i].id);
-			devctl_json_str(stdout, l[i].name);
-			printf(",\"signature\":");
-			devctl_json_str(stdout, l[i].signature);
-			printf(",\"source\":");
-			devctl_json_str(stdout, x->source);
-			printf(",\"backends\":");
-			devctl_json_str(stdout, x->backends);
-			printf(",\"description\":");
-			devctl_json_str(stdout, x->description);
-			printf(",\"available\":%s}", x->unavailable ? "false" : "true");
-		} else {
-			/* The first line as before; what else is known indented
-			 * under it. */
-			printf("%s(%s)\n", l[i].name, l[i].signature);
-			if (x->source[0])
-				printf("    source: %s  backends: %s%s\n", x->source, x->backends,
-				       x->unavailable ? "  (no code for this daemon's device: "
-							"submits fail)"
-						      : "");
-			if (x->description[0])
-				printf("    %s\n", x->description);
-		}
-	}
-	if (json)
-		printf("]\n");
-	devq_disconnect(q);
-	return 0;
-}
-
-static int cmd_status(const char *sock, int argc, char **argv)
-{
-	bool json = false;
-	for (int i = 0; i < argc; i++) {
-		if (!strcmp(argv[i], "--json")) {
-			json = true;
-		} else {
-			devctl_errf("%s status: unknown argument '%s'\n", devctl_prog, argv[i]);
-			return 2;
-		}
-	}
-	devq *q;
-	int r = devctl_connect(sock, &q);
-	if (r)
-		return r;
-	struct devq_status *s;
-	if (devq_get_status(q, &s) < 0) {
-		devctl_errf("%s: %s\n", devctl_prog, devq_last_error(q));
-		devq_disconnect(q);
-		return 3;
-	}
-	/* Status counts normal streams; top, trace and the SVG count the
-	 * high-priority ones too: the trace's total gives their number. */
-	uint32_t high = 0;
-	struct devq_trace *tr;
-	struct devq_trace_query tq = { .no_ops = true };
-	if (devq_trace_get(q, &tq, &tr) == 0) {
-		if (tr->streams > s->streams)
-			high = tr->streams - s->streams;
-		devq_trace_free(tr);
-	}
-	uint64_t self = devq_get_info(q)->session;
-	/* This connection is itself a session; leave it out of the picture. */
-	size_t others = 0;
-	for (size_t i = 0; i < s->nsessions; i++)
-		others += s->sessions[i].id != self;
-	if (json) {
-		printf("{\"backend\":");
-		devctl_json_str(stdout, s->backend);
-		printf(",\"device\":");
-		devctl_json_str(stdout, s->device);
-		printf(",\"streams\":%u,\"priority_streams\":%u,\"uptime_ns\":%" PRIu64 ",\"ops_in_flight\":%" PRIu64
-		       ",\"buffers\":%u,\"bytes_mapped\":%" PRIu64 ",\"sessions_total\":%" PRIu64
-		       ",\"ops_completed\":%" PRIu64 ",\"ops_failed\":%" PRIu64 ",\"sessions\":[",
-		       s->streams, high, s->uptime_ns, s->ops_in_flight, s->buffers, s->bytes_mapped,
-		       s->sessions_total, s->ops_completed, s->ops_failed);
-		size_t k = 0;
-		for (size_t i = 0; i < s->nsessions; i++) {
-			const struct devq_session_info *x = &s->sessions[i];
-			if (x->id == self)
-				continue;
-			printf("%s{\"id\":%" PRIu64 ",\"pid\":%u,\"uid\":%u,\"name\":", k++ ? "," : "",
-			       x->id, x->pid, x->uid);
-			devctl_json_str(stdout, x->name);
-			printf(",\"queues\":%u,\"ops_in_flight\":%" PRIu64 ",\"buffers\":%u,"
-			       "\"bytes_mapped\":%" PRIu64 ",\"ops_completed\":%" PRIu64,
-			       x->queues, x->ops_in_flight, x->buffers, x->bytes_mapped,
-			       x->ops_completed);
-			devctl_metrics_session_json(stdout, x);
-			printf("}");
-		}
-		printf("],\"refused_uids\":[");
-		for (size_t i = 0; i < s->nrefused; i++)
-			printf("%s{\"uid\":%u,\"losses\":%u,\"until_s\":%" PRId64 "}",
-			       i ? "," : "", s->refused[i].uid, s->refused[i].losses,
-			       s->refused[i].until_s);
-		printf("]");
-		devctl_metrics_json(stdout, s);
-		devctl_metrics_tenants_json(stdout, s);
-		printf("}\n");
-	} else {
-		printf("backend:        %s (%s), %u streams + %u high-priority\n", s->backend,
-		       s->device, s->streams, high);
-		printf("uptime:         %.1f s\n", (double)s->uptime_ns / 1e9);
-		printf("sessions:       %zu now, %" PRIu64 " since start\n", others,
-		       s->sessions_total);
-		printf("ops in flight:  %" PRIu64 "\n", s->ops_in_flight);
-		printf("buffers:        %u (%.1f MiB mapped)\n", s->buffers,
-		       (double)s->bytes_mapped / 1048576.0);
-		printf("ops completed:  %" PRIu64 " (%" PRIu64 " failed)\n", s->ops_completed,
-		       s->ops_failed);
-		for (size_t i = 0; i < s->nrefused; i++) {
-			time_t t = (time_t)s->refused[i].until_s;
-			struct tm tm;
-			char until[40];
-			if (!gmtime_r(&t, &tm) ||
-			    !strftime(until, sizeof(until), "%Y-%m-%d %H:%M:%S UTC", &tm))
-				snprintf(until, sizeof(until), "%" PRId64, s->refused[i].until_s);
-			printf("%s uid %u until %s (%u device losses)\n",
-			       i ? "               " : "refused:       ", s->refused[i].uid, until,
-			       s->refused[i].losses);
-		}
-		/* Tenants: the unit of fairness (devqd(8) FAIRNESS).  SHARE is
-		 * of the daemon's device time since start; WAIT is device start
-		 * minus the daemon's receipt, averaged over timed ops. */
-		if (s->ntenants)
-			printf("\n%-16s %6s %8s %8s %9s %7s %10s %9s %6s %9s %9s\n", "TENANT", "WEIGHT",
-			       "SESSIONS", "WAITING", "QUEUED", "INSIDE", "OPS", "DEVICE", "SHARE",
-			       "WAIT-AVG", "WAIT-MAX");
-		for (size_t i = 0; i < s->ntenants; i++) {
-			const struct devq_tenant_info *t = &s->tenants[i];
-			double share = s->device_busy_ns ? 100.0 * (double)t->device_ns /
-								   (double)s->device_busy_ns
-							 : 0;
-			printf("%-16.16s %6u %8u %8" PRIu64 " %7.1fms %7u %10" PRIu64 " %8.2fs %5.1f%% "
-			       "%7.2fms %7.2fms\n",
-			       t->name, t->weight, t->sessions, t->ops_waiting, t->queued_ns / 1e6,
-			       t->ops_inside, t->ops_done, t->device_ns / 1e9, share,
-			       t->waits ? t->wait_ns / 1e6 / (double)t->waits : 0.0,
-			       t->wait_max_ns / 1e6);
-		}
-		if (others)
-			printf("\n%8s %8s %6s %-16s %6s %9s %7s %10s %10s\n", "SESSION", "PID", "UID",
-			       "NAME", "QUEUES", "INFLIGHT", "BUFFERS", "MAPPED", "COMPLETED");
-		for (size_t i = 0; i < s->nsessions; i++) {
-			const struct devq_session_info *x = &s->sessions[i];
-			if (x->id == self)
-				continue;
-			printf("%8" PRIu64 " %8u %6u %-16.16s %6u %9" PRIu64 " %7u %9.1fM %10" PRIu64
-			       "\n",
-			       x->id, x->pid, x->uid, x->name, x->queues, x->ops_in_flight,
-			       x->buffers, (double)x->bytes_mapped / 1048576.0, x->ops_completed);
-		}
-	}
-	devq_status_free(s);
-	devq_disconnect(q);
-	return 0;
-}
-
-/* ---- submit ---------------------------------------------------------- */
 
 struct named_buf {
 	char name[DEVQ_MAX_NAME];
@@ -1013,7 +794,7 @@ static void on_interrupt(int sig)
 	interrupted = 1;
 }
 
-static int cmd_submit(const char *sock, int argc, char **argv)
+int devctl_submit_main(const char *sock, int argc, char **argv)
 {
 	struct submit_ctx *c = calloc(1, sizeof(*c));
 	if (!c) {
@@ -1220,127 +1001,4 @@ out_free:
 		free(av[i]);
 	free(av);
 	return rc;
-}
-
-#ifndef DEVQ_VERSION
-#error "DEVQ_VERSION is defined by the Makefile from the VERSION file"
-#endif
-
-/* devctl --version: its own version, then the daemon's when it answers.  An
- * unreachable daemon is reported, not an error: the version was printed. */
-static int cmd_version(const char *sock)
-{
-	printf("devctl %s (protocol %u..%u)\n", DEVQ_VERSION, DEVQ_PROTOCOL_MIN, DEVQ_PROTOCOL_MAX);
-	const char *path = sock;
-	if (!path || !*path)
-		path = getenv("DEVQ_SOCKET");
-	if (!path || !*path)
-		path = DEVQ_DEFAULT_SOCKET;
-	devq *q = NULL;
-	int r = devq_connect(path, "devctl", &q);
-	if (r < 0) {
-		printf("daemon: not reachable (%s)\n", q ? devq_last_error(q) : strerror(-r));
-	} else {
-		const struct devq_info *in = devq_get_info(q);
-		if (in->daemon_min_version)
-			printf("daemon: devqd %s at %s (protocol %u..%u, using %u)\n", in->daemon_version,
-			       path, in->daemon_min_version, in->daemon_max_version, in->version);
-		else
-			printf("daemon: devqd %s at %s (protocol %u)\n", in->daemon_version, path,
-			       in->version);
-	}
-	devq_disconnect(q);
-	return 0;
-}
-
-int main(int argc, char **argv)
-{
-	static char device_sock[64];
-	const char *sock = NULL;
-	bool version = false;
-	int i = 1;
-	for (; i < argc; i++) {
-		if (!strcmp(argv[i], "--socket") || !strcmp(argv[i], "-s")) {
-			if (i + 1 >= argc) {
-				devctl_errf("%s: --socket needs a path\n", devctl_prog);
-				return 2;
-			}
-			sock = argv[++i];
-		} else if (!strncmp(argv[i], "--socket=", 9)) {
-			sock = argv[i] + 9;
-		} else if (!strcmp(argv[i], "--device") || !strncmp(argv[i], "--device=", 9)) {
-			const char *n = argv[i][8] == '=' ? argv[i] + 9 : i + 1 < argc ? argv[++i] : "";
-			char *end;
-			errno = 0;
-			unsigned long v = strtoul(n, &end, 10);
-			if (!*n || *end || errno || n[0] == '-' || v > 1023) {
-				fprintf(stderr, "%s: --device: '%s' is not a GPU ordinal (0..1023)\n",
-					devctl_prog, n);
-				return 2;
-			}
-			/* devqd@N.socket's path (systemd/devqd@.socket). */
-			snprintf(device_sock, sizeof(device_sock), "/run/devqd/gpu%lu.sock", v);
-			sock = device_sock;
-		} else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-			usage(stdout);
-			return 0;
-		} else if (!strcmp(argv[i], "-V") || !strcmp(argv[i], "--version")) {
-			version = true;
-		} else {
-			break;
-		}
-	}
-	if (version)
-		return cmd_version(sock);
-	if (i >= argc) {
-		usage(stderr);
-		return 2;
-	}
-	const char *cmd = argv[i++];
-	for (int k = i; k < argc; k++) {
-		if (!strcmp(argv[k], "--json"))
-			devctl_json_errors = true;
-		/* COMMAND --help (not a value: submit's NAME=VALUE never is one) */
-		if (!strcmp(argv[k], "--help") || !strcmp(argv[k], "-h")) {
-			if (!strcmp(cmd, "submit"))
-				submit_usage(stdout);
-			else if (!strcmp(cmd, "list") || !strcmp(cmd, "status"))
-				list_status_usage(stdout);
-			else if (!strcmp(cmd, "metrics"))
-				devctl_metrics_usage(stdout);
-			else if (!strcmp(cmd, "trace") || !strcmp(cmd, "top"))
-				devctl_trace_usage(stdout);
-			else if (!strcmp(cmd, "admin") || !strcmp(cmd, "health"))
-				devctl_admin_usage(stdout);
-			else if (!strcmp(cmd, "cdi"))
-				devctl_cdi_usage(stdout);
-			else
-				break;
-			return 0;
-		}
-	}
-	if (!strcmp(cmd, "submit"))
-		return cmd_submit(sock, argc - i, argv + i);
-	if (!strcmp(cmd, "list"))
-		return cmd_list(sock, argc - i, argv + i);
-	if (!strcmp(cmd, "status"))
-		return cmd_status(sock, argc - i, argv + i);
-	if (!strcmp(cmd, "metrics"))
-		return devctl_metrics(sock, argc - i, argv + i);
-	if (!strcmp(cmd, "trace"))
-		return devctl_trace_main(sock, argc - i, argv + i);
-	if (!strcmp(cmd, "top"))
-		return devctl_top_main(sock, argc - i, argv + i);
-	if (!strcmp(cmd, "admin"))
-		return devctl_admin_main(sock, argc - i, argv + i);
-	if (!strcmp(cmd, "health"))
-		return devctl_health_main(sock, argc - i, argv + i);
-	if (!strcmp(cmd, "cdi"))
-		return devctl_cdi_main(sock, argc - i, argv + i);
-	if (!strcmp(cmd, "help")) {
-		usage(stdout);
-		return 0;
-	}
-	devctl_errf("%s: unknown command '%s' (try devctl --help)\n", devctl_prog, cmd);
-	return 2;
 }

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Shared by devctl's subcommands (devctl.c, trace.c, top.c), which had a
- * copy each, and devctl's error reporting. */
+/* Shared by devctl's verbs (submit.c, status.c, trace.c, top.c, ...):
+ * JSON strings, durations, errors and the connection. */
 #include "devctl/util.h"
 
 #include <errno.h>
