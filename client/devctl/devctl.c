@@ -15,6 +15,63 @@
 #include "devctl/util.h"
 #include "devq.h"
 
+/* One verb: devctl VERB [ARG]... */
+struct devctl_verb {
+	const char *name;
+	/* argv: the arguments after the verb.  Returns devctl's exit status. */
+	int (*run)(const char *sock, int argc, char **argv);
+	/* Its part of devctl --help, which VERB --help prints alone.  Verbs
+	 * that share one (list and status, trace and top, admin and health)
+	 * sit together in verbs[], where it is printed once. */
+	void (*usage)(FILE *f);
+	unsigned flags;
+};
+
+enum {
+	/* VERB --help runs the verb, as help's own text is devctl --help. */
+	DEVCTL_VERB_HELP_RUNS = 1u << 0,
+};
+
+static void usage(FILE *f);
+
+static void help_usage(FILE *f)
+{
+	fprintf(f, "  help                this text\n");
+}
+
+static int help_main(const char *sock, int argc, char **argv)
+{
+	(void)sock;
+	(void)argc;
+	(void)argv;
+	usage(stdout);
+	return 0;
+}
+
+/* In the order devctl --help lists them. */
+static const struct devctl_verb verbs[] = {
+	{ "submit", devctl_submit_main, devctl_submit_usage, 0 },
+	{ "list", devctl_list_main, devctl_status_usage, 0 },
+	{ "status", devctl_status_main, devctl_status_usage, 0 },
+	{ "help", help_main, help_usage, DEVCTL_VERB_HELP_RUNS },
+	{ "metrics", devctl_metrics, devctl_metrics_usage, 0 },
+	{ "trace", devctl_trace_main, devctl_trace_usage, 0 },
+	{ "top", devctl_top_main, devctl_trace_usage, 0 },
+	{ "admin", devctl_admin_main, devctl_admin_usage, 0 },
+	{ "health", devctl_health_main, devctl_admin_usage, 0 },
+	{ "cdi", devctl_cdi_main, devctl_cdi_usage, 0 },
+};
+
+#define NVERBS (sizeof(verbs) / sizeof(verbs[0]))
+
+static const struct devctl_verb *find_verb(const char *name)
+{
+	for (size_t i = 0; i < NVERBS; i++)
+		if (!strcmp(verbs[i].name, name))
+			return &verbs[i];
+	return NULL;
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f,
@@ -29,13 +86,9 @@ static void usage(FILE *f)
 		"\n"
 		"Commands:\n",
 		DEVQ_DEFAULT_SOCKET);
-	devctl_submit_usage(f);
-	devctl_status_usage(f);
-	fprintf(f, "  help                this text\n");
-	devctl_metrics_usage(f);
-	devctl_trace_usage(f);
-	devctl_admin_usage(f);
-	devctl_cdi_usage(f);
+	for (size_t i = 0; i < NVERBS; i++)
+		if (!i || verbs[i].usage != verbs[i - 1].usage)
+			verbs[i].usage(f);
 }
 
 #ifndef DEVQ_VERSION
@@ -113,50 +166,20 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	const char *cmd = argv[i++];
+	const struct devctl_verb *v = find_verb(cmd);
 	for (int k = i; k < argc; k++) {
 		if (!strcmp(argv[k], "--json"))
 			devctl_json_errors = true;
 		/* COMMAND --help (not a value: submit's NAME=VALUE never is one) */
 		if (!strcmp(argv[k], "--help") || !strcmp(argv[k], "-h")) {
-			if (!strcmp(cmd, "submit"))
-				devctl_submit_usage(stdout);
-			else if (!strcmp(cmd, "list") || !strcmp(cmd, "status"))
-				devctl_status_usage(stdout);
-			else if (!strcmp(cmd, "metrics"))
-				devctl_metrics_usage(stdout);
-			else if (!strcmp(cmd, "trace") || !strcmp(cmd, "top"))
-				devctl_trace_usage(stdout);
-			else if (!strcmp(cmd, "admin") || !strcmp(cmd, "health"))
-				devctl_admin_usage(stdout);
-			else if (!strcmp(cmd, "cdi"))
-				devctl_cdi_usage(stdout);
-			else
+			if (!v || (v->flags & DEVCTL_VERB_HELP_RUNS))
 				break;
+			v->usage(stdout);
 			return 0;
 		}
 	}
-	if (!strcmp(cmd, "submit"))
-		return devctl_submit_main(sock, argc - i, argv + i);
-	if (!strcmp(cmd, "list"))
-		return devctl_list_main(sock, argc - i, argv + i);
-	if (!strcmp(cmd, "status"))
-		return devctl_status_main(sock, argc - i, argv + i);
-	if (!strcmp(cmd, "metrics"))
-		return devctl_metrics(sock, argc - i, argv + i);
-	if (!strcmp(cmd, "trace"))
-		return devctl_trace_main(sock, argc - i, argv + i);
-	if (!strcmp(cmd, "top"))
-		return devctl_top_main(sock, argc - i, argv + i);
-	if (!strcmp(cmd, "admin"))
-		return devctl_admin_main(sock, argc - i, argv + i);
-	if (!strcmp(cmd, "health"))
-		return devctl_health_main(sock, argc - i, argv + i);
-	if (!strcmp(cmd, "cdi"))
-		return devctl_cdi_main(sock, argc - i, argv + i);
-	if (!strcmp(cmd, "help")) {
-		usage(stdout);
-		return 0;
-	}
+	if (v)
+		return v->run(sock, argc - i, argv + i);
 	devctl_errf("%s: unknown command '%s' (try devctl --help)\n", devctl_prog, cmd);
 	return 2;
 }
