@@ -77,7 +77,7 @@ DAEMON_SRC = $(DAEMON_BASE_SRC) $(DAEMON_DEVICE_SRC) $(DAEMON_CORE_SRC) \
              $(DAEMON_REQUESTS_SRC) $(DAEMON_SERVER_SRC) proto/codec/cmpl_enc.c proto/codec/msg_dec.c
 LIB_SRC    = client/libdevq.c
 DEVCTL_SRC = client/devctl/devctl.c client/devctl/metrics.c client/devctl/util.c \
-             client/devctl/admin.c \
+             client/devctl/submit.c client/devctl/status.c client/devctl/admin.c \
              client/devctl/trace.c client/devctl/top.c \
              client/devctl/cdi.c
 LIB_SRC    += client/cpage.c

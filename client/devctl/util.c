@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* Shared by devctl's subcommands (devctl.c, trace.c, top.c), which had a
- * copy each. */
+/* Shared by devctl's verbs (submit.c, status.c, trace.c, top.c, ...):
+ * JSON strings, durations, errors and the connection. */
 #include "devctl/util.h"
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <string.h>
 
@@ -86,4 +87,47 @@ const char *devctl_conn_hint(int r, const devq *q)
 	default:
 		return "";
 	}
+}
+
+const char devctl_prog[] = "devctl";
+
+bool devctl_json_errors;
+
+void devctl_errf(const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	size_t n = strlen(msg);
+	if (n && msg[n - 1] == '\n')
+		msg[--n] = '\0';
+	if (!devctl_json_errors) {
+		fprintf(stderr, "%s\n", msg);
+		return;
+	}
+	/* The message without the "devctl: " every line starts with. */
+	const char *m = msg;
+	if (!strncmp(m, "devctl", 6)) {
+		const char *c = strstr(m, ": ");
+		if (c)
+			m = c + 2;
+	}
+	fputs("{\"error\":", stderr);
+	devctl_json_str(stderr, m);
+	fputs("}\n", stderr);
+}
+
+int devctl_connect(const char *sock, devq **q)
+{
+	int r = devq_connect(sock, "devctl", q);
+	if (r < 0) {
+		devctl_errf("%s: %s%s", devctl_prog, *q ? devq_last_error(*q) : strerror(-r),
+			    devctl_conn_hint(r, *q));
+		devq_disconnect(*q);
+		*q = NULL;
+		return 3;
+	}
+	return 0;
 }

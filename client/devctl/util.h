@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* What several devctl subcommands print the same way: JSON strings and
- * durations for people. */
+/* What several devctl subcommands print the same way: JSON strings,
+ * durations for people, errors and the connection's failure. */
 #ifndef DEVCTL_UTIL_H
 #define DEVCTL_UTIL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -36,5 +37,22 @@ void devctl_fmt_dur(char *buf, size_t n, uint64_t ns);
  * socket, or the socket's permissions when connect(2) itself was refused
  * ("" when there is none to give, e.g. the daemon refused). */
 const char *devctl_conn_hint(int r, const devq *q);
+
+/* "devctl", which every error line starts with ("devctl: ...", "devctl
+ * submit: ..."). */
+extern const char devctl_prog[];
+
+/* Set by main when the command's arguments hold --json: devctl_errf then
+ * writes {"error":"..."} objects, which a script reading stderr can parse. */
+extern bool devctl_json_errors;
+
+/* An error on stderr: the formatted line (one trailing newline or none), or
+ * with devctl_json_errors its message, less the "devctl...: " it starts
+ * with, as an {"error":"..."} object. */
+void devctl_errf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* devq_connect as the verbs connect: 0 with *q, or the failure reported
+ * with devctl_errf (and a hint), *q NULL and exit status 3. */
+int devctl_connect(const char *sock, devq **q);
 
 #endif
