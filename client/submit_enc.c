@@ -98,7 +98,7 @@ static size_t arg_size(const struct devq_arg *a)
 	case DEVQ_ARG_F64: return n + 1 + 8;
 	case DEVQ_ARG_BUFFER: return n + lsize(bufarg_size(a->v.buf.buf, a->v.buf.offset));
 	}
-	return n; /* a type libdevq does not know: no value, as before */
+	return n; /* a type libdevq does not know: no value (submit_enc.h) */
 }
 
 /* Size of the op's body submessage (KernelOp, CopyOp, FillOp) with its

@@ -57,8 +57,9 @@ int devctl_list_main(const char *sock, int argc, char **argv)
 			devctl_json_str(stdout, x->description);
 			printf(",\"available\":%s}", x->unavailable ? "false" : "true");
 		} else {
-			/* The first line as before; what else is known indented
-			 * under it. */
+			/* The first line is name(signature), unchanged for
+			 * whoever parses it; what else is known indented under
+			 * it. */
 			printf("%s(%s)\n", l[i].name, l[i].signature);
 			if (x->source[0])
 				printf("    source: %s  backends: %s%s\n", x->source, x->backends,

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* One op recorder record (core/trace.h) as a TraceReply `ops` field, the
  * bytes written by hand.  A whole-ring TraceReply is 16 384 of them by
- * default; through protobuf-c's generic packer (a descriptor walk to size
- * each op, and another to write it) they took over three quarters of the
- * loop thread while a tenant asked for traces in a loop (bench/RESULTS.md,
- * "The loop shared by tenant").  The bytes are protobuf-c's for the same
+ * default; protobuf-c's generic packer (a descriptor walk to size each
+ * op, and another to write it) made packing them most of the loop's work
+ * while a tenant asked for traces in a loop (measured: bench/RESULTS.md,
+ * "Trace replies off the loop").  The bytes are protobuf-c's for the same
  * TraceOp: test_trace_enc compares them on random records. */
 #ifndef DEVQ_TRACE_ENC_H
 #define DEVQ_TRACE_ENC_H

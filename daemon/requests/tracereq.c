@@ -4,17 +4,18 @@
  *
  * A whole ring is tens of thousands of ops.  Built on the loop, even in
  * steps within the asking tenant's share of it, a tenant asking for traces
- * in a loop kept the loop thread busy most of the time, and a busy thread
- * waits for a CPU when another tenant's request wakes it: on two vCPUs
- * that other tenant's round trip p99 was 8 ms and more (bench/RESULTS.md,
- * "The loop shared by tenant").  So the ops are selected and packed on a
+ * in a loop keeps the loop thread busy most of the time, and a busy thread
+ * waits for a CPU when another tenant's request wakes it, which that
+ * tenant's round trips pay for (measured: bench/RESULTS.md, "Trace replies
+ * off the loop").  So the ops are selected and packed on a
  * thread of their own, `devqd-trace`, at the lowest priority (SCHED_IDLE):
  * the loop only starts a reply and finishes it, and the builder runs on
  * what CPU time the daemon's other threads and its clients leave.  The
  * builder takes the requests by tenant, in slices of TRACE_SLICE_NS, the
  * tenant served least first: a tenant with six sessions tracing gets no
  * more of it than one with one.  Where the thread cannot be made, the
- * reply is built on the loop in steps, as before it existed.
+ * reply is built on the loop in steps, within the asking tenant's share
+ * of it.
  *
  * The ops are packed as they are found, each as one `ops` field of the
  * TraceReply, into a buffer of the request's own (no copy of the records
@@ -519,10 +520,10 @@ static struct {
 	bool started, failed, stop;
 	/* Written once per reply handed back, read by the loop (a uv_poll of
 	 * the server's).  Not uv_async_send: its sender marks the handle busy
-	 * before its write and the loop spins until the mark is cleared, and a
-	 * low-priority builder (then at nice 19) preempted in between had the
-	 * loop spinning and yielding for milliseconds (42 % of the loop's CPU
-	 * under bench/loopfair). */
+	 * before its write and the loop spins until the mark is cleared, so a
+	 * low-priority builder preempted in between would have the loop
+	 * spinning and yielding for milliseconds (measured under
+	 * bench/loopfair: bench/RESULTS.md, "Trace replies off the loop"). */
 	int efd;
 	struct trace_job *head, *tail; /* queued, oldest first */
 	struct trace_job *done;        /* packed or cancelled, for the loop */
@@ -596,10 +597,11 @@ static void *tr_main(void *arg)
 	pthread_setname_np(pthread_self(), "devqd-trace"); /* for top -H */
 	/* The lowest priority, SCHED_IDLE: the builder runs when the loop, the
 	 * device threads and the clients leave a CPU free, and any of them
-	 * that wakes takes its CPU at once (at nice 19 a waking thread could
-	 * still wait out the builder's time slice: another tenant's round
-	 * trip p99 under bench/loopfair was 5.9-6.6 ms, and 4.6-4.7 ms with
-	 * SCHED_IDLE).  The price: while normal threads keep every CPU busy
+	 * that wakes takes its CPU at once (at a high nice value instead, a
+	 * waking thread can still wait out the builder's time slice, and
+	 * another tenant's round trips pay for it; measured under
+	 * bench/loopfair: bench/RESULTS.md, "Trace replies off the loop").
+	 * The price: while normal threads keep every CPU busy
 	 * (the CPU backend's own kernels included) a trace waits for them.
 	 * Lowering one's own priority needs no privilege. */
 	struct sched_param sp = { .sched_priority = 0 };

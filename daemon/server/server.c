@@ -384,10 +384,9 @@ static struct devq_loop_share *loop_share(struct devq_session *s)
 }
 
 /* Whether more than one tenant has sessions: a lone tenant has nobody to
- * share the loop with, and yielding would only cost it loop iterations (a
- * null op in batches of 64 took 10 % more instructions under callgrind,
- * when the budget was 2 ms, a frame or two there).  The other I/O of the loop is still
- * served between its reads (READS_PER_WAKE). */
+ * share the loop with, and yielding would only cost it loop iterations
+ * (measured: bench/RESULTS.md, "The loop shared by tenant").  The other
+ * I/O of the loop is still served between its reads (READS_PER_WAKE). */
 static bool tenants_contend(const struct devq_daemon *d)
 {
 	return d->e.tenants_live > 1;
@@ -716,9 +715,10 @@ static void session_read(struct devq_session *s)
 		if (s->connected && !check_fds(s))
 			break;
 		/* What one read brought is handed over: wake the streams now,
-		 * once for all its frames.  Not after the read loop: the read
-		 * that finds the socket empty would cost a lone op 1.5 us
-		 * (round trip 4.7 against 3.2 us). */
+		 * once for all its frames.  Not after the read loop: a lone op
+		 * would then wait for the read that finds the socket empty
+		 * (measured: bench/RESULTS.md, "Figures from the code's
+		 * comments"). */
 		hand_over(s);
 	}
 }
@@ -1518,10 +1518,10 @@ int devq_server_run(struct devq_daemon *d)
 	/* The loop wakes for every request and works briefly: the shortest
 	 * slice the kernel gives (base/slice.h) lets it take a CPU busy with
 	 * other processes when a request comes, instead of waiting a slice or
-	 * a tick.  Under a flood of another tenant's costly requests, a
-	 * tenant's null-op round trip p99 had a median of 5.7 ms without it
-	 * and 5.1 ms with it (bench/loopfair, 2 vCPUs, 6 runs each;
-	 * bench/RESULTS.md).  Threads the loop starts later inherit it. */
+	 * a tick, which shortens a tenant's slowest round trips under a flood
+	 * of another tenant's costly requests (measured under bench/loopfair:
+	 * bench/RESULTS.md, "Trace replies off the loop").  Threads the loop
+	 * starts later inherit it. */
 	int sl = devq_slice_set(DEVQ_LOOP_SLICE_NS);
 	if (sl < 0)
 		log_info("loop thread: the kernel's default time slice (a slice of its own: %s)",

@@ -21,11 +21,11 @@
  * across all its sessions: past it, the rest waits for a later turn (other
  * tenants' I/O first; a tenant's waiting sessions take turns), and what a
  * request took beyond it is paid for with the tenant's next turns.  Another
- * tenant's request waits about one budget, so it is small: at 0.5 ms
- * rather than 2 ms, a null op under bench/loopfair's flood of traces took
- * 0.25 ms rather than 1.8 ms at the median (p99 8.2 against 10.7 ms),
- * and the flooding tenant's request rate did not drop (bench/RESULTS.md).
- * A lone tenant never yields (server.c tenants_contend). */
+ * tenant's request waits about one budget, so it is small, yet large
+ * enough that the busy tenant's own request rate does not drop (measured
+ * under bench/loopfair's flood of traces: bench/RESULTS.md, "The loop
+ * shared by tenant").  A lone tenant never yields (server.c
+ * tenants_contend). */
 #define DEVQ_FRAMES_SLICE_NS 500000ull
 
 #define DEVQ_FDS_WAIT_NS 1000000000ull

@@ -23,8 +23,9 @@
  *    longer case the body moves up to make room for a wider prefix.
  *
  * Sizing each record again while writing (a count-leading-zeros per
- * field) was about a third of the encoder's instructions in callgrind;
- * filling the length bytes in afterwards avoids it. */
+ * field) would be a large part of the encoder's instructions (measured:
+ * bench/RESULTS.md, "Figures from the code's comments"); filling the
+ * length bytes in afterwards avoids it. */
 #include "codec/cmpl_enc.h"
 
 #include <string.h>
