@@ -16,8 +16,7 @@
  *
  * The engine tells the layer above (the server) what it must act on only
  * through struct devq_engine_events, each member labelled with the thread
- * it is called from (PipeWire's spa_node_callbacks style); everything else
- * flows down as calls. */
+ * it is called from; everything else flows down as calls. */
 #ifndef DEVQ_ENGINE_H
 #define DEVQ_ENGINE_H
 
