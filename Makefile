@@ -46,6 +46,23 @@ else ifneq ($(DEVQ_SKIP_DEPCHECK),1)
   endif
 endif
 
+# Build lines say what they make (`CC build/obj/proto/frame.o`, `LD
+# build/devqd`, `AR`, `GEN`, `NVCC`); `make V=1` prints every command in
+# full instead, and `make -s` neither.  A recipe line starts with
+# $(call quiet,LABEL,$@) before its command, or $(Q) for one that needs no
+# line of its own.
+V ?= 0
+ifeq ($(V),1)
+  Q     =
+  quiet =
+else ifneq ($(findstring s,$(firstword -$(MAKEFLAGS))),)
+  Q     = @
+  quiet = @
+else
+  Q     = @
+  quiet = @printf '  %-4s %s\n' '$(1)' '$(2)';
+endif
+
 WARN     = -Wall -Wextra -Werror
 CFLAGS  ?= -O2 -g
 ifeq ($(SAN),1)
@@ -99,7 +116,7 @@ TEST_BIN = $(addprefix $(BUILD)/tests/,$(TESTS))
 all: $(BUILD)/devqd $(BUILD)/devctl $(BUILD)/libdevq.so $(BUILD)/libdevq.so.0 $(BUILD)/libdevq.a
 
 help:
-	@echo "make            build build/devqd, build/devctl, build/libdevq.{so,so.0,a}"
+	@echo "make            build build/devqd, build/devctl, build/libdevq.{so,so.0,a} (V=1: full commands)"
 	@echo "make check      build and run the whole test suite"
 	@echo "make check-asan the test suite built with ASan+UBSan (in build-asan/)"
 	@echo "make check-valgrind  the test suite with every daemon under valgrind"
@@ -122,46 +139,46 @@ deps:
 
 $(GEN_C) $(GEN_H): proto/devq.proto
 	@mkdir -p $(BUILD)/gen
-	protoc-c --proto_path=proto --c_out=$(BUILD)/gen proto/devq.proto
+	$(call quiet,GEN,$@)protoc-c --proto_path=proto --c_out=$(BUILD)/gen proto/devq.proto
 
 # Generated code is not ours to lint: no -Werror on it.
 $(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c $(GEN_H) VERSION
 	@mkdir -p $(dir $@)
-	$(CC) $(filter-out -Werror,$(ALL_CFLAGS)) -MMD -MP -c $< -o $@
+	$(call quiet,CC,$@)$(CC) $(filter-out -Werror,$(ALL_CFLAGS)) -MMD -MP -c $< -o $@
 
 # Every object depends on VERSION, which sets DEVQ_VERSION.
 $(BUILD)/obj/%.o: %.c $(GEN_H) VERSION
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
+	$(call quiet,CC,$@)$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
 
 # devqd is main() and the daemon library (mk/layers.mk), which the fuzz
 # driver links too.
 $(BUILD)/devqd: $(call obj,daemon/server/main.c) $(BUILD)/libdevqd.a $(KERNEL_OBJ) $(COMMON_OBJ)
-	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_UV) $(LIBS_PB) $(LIBS_SD) -ldl -lm
+	$(call quiet,LD,$@)$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_UV) $(LIBS_PB) $(LIBS_SD) -ldl -lm
 
 $(BUILD)/libdevq.a: $(LIB_OBJ) $(COMMON_OBJ)
-	rm -f $@
-	ar rcs $@ $^
+	$(Q)rm -f $@
+	$(call quiet,AR,$@)ar rcs $@ $^
 
 $(BUILD)/libdevq.so: $(LIB_OBJ) $(COMMON_OBJ)
-	$(CC) $(LDFLAGS) -shared -Wl,-soname,libdevq.so.$(DEVQ_SONAME_MAJOR) -pthread -o $@ $^ $(LIBS_PB)
+	$(call quiet,LD,$@)$(CC) $(LDFLAGS) -shared -Wl,-soname,libdevq.so.$(DEVQ_SONAME_MAJOR) -pthread -o $@ $^ $(LIBS_PB)
 
 # The SONAME's link, as an installed library has it: a program linked with
 # -Lbuild -ldevq runs with LD_LIBRARY_PATH=build (and the Python package
 # loads it from a build tree).
 $(BUILD)/libdevq.so.0: $(BUILD)/libdevq.so
-	ln -sf libdevq.so $@
+	$(call quiet,LN,$@)ln -sf libdevq.so $@
 
 $(BUILD)/devctl: $(DEVCTL_OBJ) $(BUILD)/libdevq.a
-	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) -lm
+	$(call quiet,LD,$@)$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) -lm
 
 $(BUILD)/tests/test_kernels: $(call obj,tests/test_kernels.c) $(KERNEL_OBJ) $(call obj,kernels/sig.c)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_CK) -lm
+	$(call quiet,LD,$@)$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_CK) -lm
 
 $(BUILD)/tests/test_frame: $(call obj,tests/test_frame.c) $(COMMON_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) $(LIBS_CK) -lm
+	$(call quiet,LD,$@)$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) $(LIBS_CK) -lm
 
 # Integration tests: one .c each, linked with the harness and libdevq.
 # An area's mk/*.mk adds its programs to TESTS (and, when it needs more
@@ -173,7 +190,7 @@ include $(sort $(wildcard mk/*.mk))
 
 $(addprefix $(BUILD)/tests/,$(HARNESS_TESTS)): $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(call obj,tests/harness.c) $(KERNEL_OBJ) $(BUILD)/libdevq.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) $(LIBS_CK) -lm
+	$(call quiet,LD,$@)$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) $(LIBS_CK) -lm
 
 # Each test program prints Check's summary; the last line adds them up.  A
 # failing program's failure lines are repeated after the loop, so that the

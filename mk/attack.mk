@@ -17,12 +17,12 @@ $(BUILD)/tests/test_tracereq: $(call obj,tests/core/test_tracereq.c) \
 		$(call obj,daemon/requests/tracereq.c daemon/requests/trace_enc.c) $(BUILD)/libdevqd-core.a \
 		$(KERNEL_OBJ) $(COMMON_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) $(LIBS_SD) $(LIBS_CK) -ldl -lm
+	$(call quiet,LD,$@)$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) $(LIBS_SD) $(LIBS_CK) -ldl -lm
 
 # The loop's worst stall while a 4 GiB buffer is imported (bench/RESULTS.md).
 $(BUILD)/bench/import_stall: $(call obj,bench/import_stall.c) $(BUILD)/libdevq.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) -lm
+	$(call quiet,LD,$@)$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) -lm
 
 .PHONY: bench-import-stall
 bench-import-stall: all $(BUILD)/bench/import_stall

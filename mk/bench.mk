@@ -9,13 +9,13 @@ BENCH_BIN  = $(BUILD)/bench/devq_bench
 
 $(BENCH_BIN): $(call obj,$(BENCH_SRC)) $(BUILD)/libdevq.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) -lm
+	$(call quiet,LD,$@)$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) -lm
 
 # Fairness between tenants (bench/fair.sh): runs as root, switches uid.
 FAIR_BENCH_BIN = $(BUILD)/bench/fair_bench
 $(FAIR_BENCH_BIN): $(call obj,bench/fair_bench.c bench/bench_util.c) $(BUILD)/libdevq.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) -lm
+	$(call quiet,LD,$@)$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) -lm
 
 .PHONY: bench bench-quick bench-build check-slow
 bench-build: all $(BENCH_BIN) $(FAIR_BENCH_BIN)

@@ -8,4 +8,4 @@ TESTS += test_cli_codec
 
 $(BUILD)/tests/test_cli_codec: $(call obj,tests/test_cli_codec.c client/submit_enc.c client/cmpl_dec.c) $(COMMON_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) $(LIBS_CK) -lm
+	$(call quiet,LD,$@)$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) $(LIBS_CK) -lm

@@ -7,4 +7,4 @@ TESTS += test_cmpl_enc
 
 $(BUILD)/tests/test_cmpl_enc: $(call obj,tests/test_cmpl_enc.c proto/codec/cmpl_enc.c) $(COMMON_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) $(LIBS_CK) -lm
+	$(call quiet,LD,$@)$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) $(LIBS_CK) -lm

@@ -7,8 +7,8 @@ BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
 TESTS += test_completion
 $(BUILD)/tests/test_completion: tests/completion.sh client/devctl/devctl.bash $(BUILD)/devctl $(BUILD)/devqd
 	@mkdir -p $(dir $@)
-	printf '#!/bin/sh\nexec sh tests/completion.sh "$$@"\n' > $@
-	chmod +x $@
+	$(call quiet,GEN,$@)printf '#!/bin/sh\nexec sh tests/completion.sh "$$@"\n' > $@
+	$(Q)chmod +x $@
 
 .PHONY: install-completion
 install: install-completion

@@ -27,7 +27,7 @@ $(call obj,tests/cudasim/cudasim.c): ALL_CFLAGS += $(CUDA_CFLAGS) -fvisibility=h
 $(CUDASIM_LIB): $(call obj,tests/cudasim/cudasim.c daemon/device/cuda/fatbin.c kernels/sig.c) \
 		$(KERNEL_OBJ) tests/cudasim/exports.map
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -shared -Wl,-soname,libcuda.so.1 -Wl,--version-script=tests/cudasim/exports.map \
+	$(call quiet,LD,$@)$(CC) $(LDFLAGS) -shared -Wl,-soname,libcuda.so.1 -Wl,--version-script=tests/cudasim/exports.map \
 		-pthread -o $@ $(filter %.o,$^) -lm
 
 HARNESS_TESTS += test_cudasim
@@ -37,33 +37,33 @@ HARNESS_TESTS += test_cudasim
 # example as a bare sm_90 cubin and as compute_90 PTX.
 $(CUDASIM_DIR)/scale_u32_sm80.fatbin: examples/executables/scale_u32.cu
 	@mkdir -p $(dir $@)
-	$(NVCC) --fatbin -gencode arch=compute_80,code=sm_80 $(ALL_NVCC_FLAGS) -o $@ $<
+	$(call quiet,NVCC,$@)$(NVCC) --fatbin -gencode arch=compute_80,code=sm_80 $(ALL_NVCC_FLAGS) -o $@ $<
 $(CUDASIM_DIR)/scale_u32.cubin: examples/executables/scale_u32.cu
 	@mkdir -p $(dir $@)
-	$(NVCC) --cubin -arch sm_90 $(ALL_NVCC_FLAGS) -o $@ $<
+	$(call quiet,NVCC,$@)$(NVCC) --cubin -arch sm_90 $(ALL_NVCC_FLAGS) -o $@ $<
 $(CUDASIM_DIR)/scale_u32.ptx: examples/executables/scale_u32.cu
 	@mkdir -p $(dir $@)
-	$(NVCC) --ptx -arch compute_90 $(ALL_NVCC_FLAGS) -o $@ $<
+	$(call quiet,NVCC,$@)$(NVCC) --ptx -arch compute_90 $(ALL_NVCC_FLAGS) -o $@ $<
 $(BUILD)/tests/test_repo_cuda: tests/repo_cuda.sh $(EXEC_EXAMPLE_OUT) $(CUDASIM_DIR)/scale_u32_sm80.fatbin \
 		$(CUDASIM_DIR)/scale_u32.cubin $(CUDASIM_DIR)/scale_u32.ptx $(BUILD)/devqd $(BUILD)/devctl
 	@mkdir -p $(dir $@)
-	printf '#!/bin/sh\nexec sh tests/repo_cuda.sh "$$@"\n' > $@
-	chmod +x $@
+	$(call quiet,GEN,$@)printf '#!/bin/sh\nexec sh tests/repo_cuda.sh "$$@"\n' > $@
+	$(Q)chmod +x $@
 
 # The simulator's own handling of repository images, against its API
 # (tests/cudasim/selftest.c), with a stand-in that runs 1.5 s.
 $(CUDASIM_DIR)/selftest: $(call obj,tests/cudasim/selftest.c) $(CUDASIM_LIB)
-	$(CC) $(LDFLAGS) -o $@ $< $(CUDASIM_LIB) -Wl,-rpath,$(abspath $(CUDASIM_DIR))
+	$(call quiet,LD,$@)$(CC) $(LDFLAGS) -o $@ $< $(CUDASIM_LIB) -Wl,-rpath,$(abspath $(CUDASIM_DIR))
 $(call obj,tests/cudasim/selftest.c): ALL_CFLAGS += $(CUDA_CFLAGS)
 $(CUDASIM_DIR)/slow.so: tests/repo_kernels.c kernels/devq/kernel.h
 	@mkdir -p $(dir $@)
-	$(CC) -std=c11 $(WARN) -O2 -Ikernels -shared -fPIC -DSLOW -o $@ $<
+	$(call quiet,CC,$@)$(CC) -std=c11 $(WARN) -O2 -Ikernels -shared -fPIC -DSLOW -o $@ $<
 $(BUILD)/tests/test_cudasim_self: $(CUDASIM_DIR)/selftest $(CUDASIM_DIR)/slow.so \
 		$(EXEC_EXAMPLE_OUT) $(CUDASIM_DIR)/scale_u32_sm80.fatbin $(CUDASIM_DIR)/scale_u32.ptx
-	printf '#!/bin/sh\nexec %s %s %s %s %s\n' $(abspath $(CUDASIM_DIR)/selftest) \
+	$(call quiet,GEN,$@)printf '#!/bin/sh\nexec %s %s %s %s %s\n' $(abspath $(CUDASIM_DIR)/selftest) \
 		$(abspath $(EXEC_EXAMPLE)/scale_u32.fatbin $(CUDASIM_DIR)/scale_u32_sm80.fatbin \
 		$(CUDASIM_DIR)/scale_u32.ptx $(CUDASIM_DIR)/slow.so) > $@
-	chmod +x $@
+	$(Q)chmod +x $@
 
 check-cuda-sim: all $(CUDASIM_LIB) $(addprefix $(BUILD)/tests/,$(CUDASIM_TESTS))
 	@rm -f $(CUDASIM_DIR)/violations; start=$$(date +%s); pass=0; fail=0; bad=""; \

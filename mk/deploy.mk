@@ -5,7 +5,7 @@ TESTS += test_deploy
 
 $(BUILD)/tests/test_deploy: $(call obj,tests/test_deploy.c) $(call obj,tests/harness.c) $(call obj,daemon/base/config.c daemon/base/log.c) $(KERNEL_OBJ) $(BUILD)/libdevq.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -pthread -o $@ $(filter %.o %.a,$^) $(LIBS_PB) $(LIBS_SD) $(LIBS_CK) -lm
+	$(call quiet,LD,$@)$(CC) $(LDFLAGS) -pthread -o $@ $(filter %.o %.a,$^) $(LIBS_PB) $(LIBS_SD) $(LIBS_CK) -lm
 
 # ---- install ---------------------------------------------------------
 # FHS layout under $(DESTDIR)$(PREFIX); Debian's rules pass its own
@@ -27,10 +27,10 @@ MAN_PAGES   = $(addprefix $(BUILD)/,$(MAN_SRC))
 all: $(MAN_PAGES)
 $(BUILD)/man/%: man/% VERSION
 	@mkdir -p $(dir $@)
-	sed 's/@VERSION@/$(DEVQ_VERSION)/g' $< > $@
+	$(call quiet,GEN,$@)sed 's/@VERSION@/$(DEVQ_VERSION)/g' $< > $@
 
 $(BUILD)/devq.pc: packaging/devq.pc.in VERSION
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
+	$(call quiet,GEN,$@)sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
 	    -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' -e 's|@VERSION@|$(DEVQ_VERSION)|' $< > $@
 
 # The .pc file depends on PREFIX and LIBDIR: rebuild it on every install.

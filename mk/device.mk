@@ -20,7 +20,7 @@ $(BUILD)/tests/test_cuda: $(call obj,tests/test_cuda.c tests/harness.c daemon/de
 		daemon/device/cuda/graph_cache.c) \
 		$(TEST_CUDA_OBJ) $(KERNEL_OBJ) $(BUILD)/libdevq.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) $(LIBS_CK) -ldl -lm
+	$(call quiet,LD,$@)$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) $(LIBS_CK) -ldl -lm
 
 # ---- the GPU proof: tests/gpu/run.sh -----------------------------------
 # gpu_check drives devqd through libdevq; native_bench is the driver-API
@@ -36,11 +36,11 @@ ifeq ($(CUDA_ENABLED),1)
 $(call obj,tests/gpu/gpu_check.c): ALL_CFLAGS += $(CUDA_CFLAGS)
 $(BUILD)/tests/gpu/gpu_check: $(call obj,tests/gpu/gpu_check.c) $(BUILD)/libdevq.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) -ldl -lm
+	$(call quiet,LD,$@)$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) -ldl -lm
 $(call obj,tests/gpu/native_bench.c): ALL_CFLAGS += $(CUDA_CFLAGS)
 $(BUILD)/tests/gpu/native_bench: $(call obj,tests/gpu/native_bench.c daemon/device/cuda/cuda_drv.c) $(CUDA_EMBED_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -pthread -o $@ $^ -ldl
+	$(call quiet,LD,$@)$(CC) $(LDFLAGS) -pthread -o $@ $^ -ldl
 all: $(BUILD)/tests/gpu/gpu_check $(BUILD)/tests/gpu/native_bench
 
 # The bundle is built with the CUDA 13.0 toolkit only (DEVQ_CUDA_API_VERSION,

@@ -16,8 +16,8 @@ TESTS += test_exports
 
 $(BUILD)/tests/test_exports: tools/check-exports.sh $(BUILD)/libdevq.so client/devq.h
 	@mkdir -p $(dir $@)
-	cp tools/check-exports.sh $@
-	chmod +x $@
+	$(call quiet,GEN,$@)cp tools/check-exports.sh $@
+	$(Q)chmod +x $@
 
 .PHONY: check-exports
 check-exports: $(BUILD)/tests/test_exports

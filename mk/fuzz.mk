@@ -30,16 +30,16 @@ TESTS += test_fuzz_replay
 $(BUILD)/tests/test_fuzz_replay: $(call obj,tests/fuzz/test_fuzz_replay.c) \
 		$(call obj,tests/fuzz/fuzz_session.c) $(BUILD)/libdevqd.a $(KERNEL_OBJ) $(COMMON_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(FUZZ_LIBS) $(LIBS_CK)
+	$(call quiet,LD,$@)$(CC) $(LDFLAGS) -pthread -o $@ $^ $(FUZZ_LIBS) $(LIBS_CK)
 
 $(BUILD)/fuzz/fuzz_session: $(call obj,tests/fuzz/fuzz_session.c) $(BUILD)/libdevqd.a \
 		$(KERNEL_OBJ) $(COMMON_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -fsanitize=fuzzer -pthread -o $@ $^ $(FUZZ_LIBS)
+	$(call quiet,LD,$@)$(CC) $(LDFLAGS) -fsanitize=fuzzer -pthread -o $@ $^ $(FUZZ_LIBS)
 
 $(BUILD)/fuzz/mkcorpus: $(call obj,tests/fuzz/mkcorpus.c) $(KERNEL_OBJ) $(COMMON_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) -lm
+	$(call quiet,LD,$@)$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) -lm
 
 .PHONY: fuzz fuzz-corpus fuzz-deps
 fuzz-deps:

@@ -4,7 +4,7 @@
 # round trip.  bench/loopfair.sh runs the benchmark (bench/RESULTS.md).
 $(BUILD)/bench/loopfair: $(call obj,bench/loopfair.c) $(call obj,bench/bench_util.c) $(BUILD)/libdevq.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) -lm
+	$(call quiet,LD,$@)$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) -lm
 
 .PHONY: bench-loopfair
 bench-loopfair: all $(BUILD)/bench/loopfair

@@ -9,4 +9,4 @@ TESTS += test_msg_dec
 
 $(BUILD)/tests/test_msg_dec: $(call obj,tests/test_msg_dec.c proto/codec/msg_dec.c daemon/base/pool.c) $(COMMON_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) $(LIBS_CK) -lm
+	$(call quiet,LD,$@)$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) $(LIBS_CK) -lm

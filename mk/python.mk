@@ -21,19 +21,19 @@ python: $(PY_PKG_OUT) $(BUILD)/libdevq.so.0
 
 $(BUILD)/python/devq/%.py: python/devq/%.py
 	@mkdir -p $(dir $@)
-	cp $< $@
+	$(call quiet,GEN,$@)cp $< $@
 
 $(BUILD)/python/devq/_version.py: VERSION
 	@mkdir -p $(dir $@)
-	echo '__version__ = "$(DEVQ_VERSION)"' > $@
+	$(call quiet,GEN,$@)echo '__version__ = "$(DEVQ_VERSION)"' > $@
 
 # The suite as a test program of `make check`: python/tests/run.sh runs
 # pytest, which prints a Check-style summary line the check target adds up.
 TESTS += test_python
 $(BUILD)/tests/test_python: python/tests/run.sh $(PY_PKG_OUT) $(BUILD)/libdevq.so.0 $(BUILD)/devqd
 	@mkdir -p $(dir $@)
-	printf '#!/bin/sh\nPYTHON=%s exec sh python/tests/run.sh "$$@"\n' '$(PYTHON)' > $@
-	chmod +x $@
+	$(call quiet,GEN,$@)printf '#!/bin/sh\nPYTHON=%s exec sh python/tests/run.sh "$$@"\n' '$(PYTHON)' > $@
+	$(Q)chmod +x $@
 
 # Installed where Debian's python3 looks (/usr/lib/python3/dist-packages
 # for PREFIX=/usr, /usr/local/lib/python3.X/dist-packages otherwise).

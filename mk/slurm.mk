@@ -16,7 +16,7 @@ endif
 $(SPANK_SO): slurm/spank_devq.c
 	@test -n "$(HAVE_SPANK)" || { echo "spank_devq.so needs <slurm/spank.h>: apt-get install libslurm-dev"; exit 1; }
 	@mkdir -p $(dir $@)
-	$(CC) -std=c11 -D_GNU_SOURCE $(WARN) -fPIC -shared $(CFLAGS) -I$(SLURM_INCLUDE) \
+	$(call quiet,CC,$@)$(CC) -std=c11 -D_GNU_SOURCE $(WARN) -fPIC -shared $(CFLAGS) -I$(SLURM_INCLUDE) \
 	  $(LDFLAGS) -o $@ $<
 
 .PHONY: check-slurm slurm

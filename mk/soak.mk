@@ -13,7 +13,7 @@ TESTS += test_soak
 $(BUILD)/tests/test_soak: $(call obj,tests/soak/test_soak.c) $(call obj,tests/harness.c) \
 		$(KERNEL_OBJ) $(BUILD)/libdevq.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) $(LIBS_CK) -lm
+	$(call quiet,LD,$@)$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) $(LIBS_CK) -lm
 
 .PHONY: soak
 soak: all $(BUILD)/tests/test_soak

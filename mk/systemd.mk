@@ -52,4 +52,4 @@ check-systemd:
 # The test host executables (tests/host_exes.c), for the crash check.
 $(BUILD)/tests/host_exes.so: tests/host_exes.c kernels/devq/kernel.h
 	@mkdir -p $(dir $@)
-	$(CC) -std=c11 $(WARN) -O2 -Ikernels -shared -fPIC -o $@ $<
+	$(call quiet,CC,$@)$(CC) -std=c11 $(WARN) -O2 -Ikernels -shared -fPIC -o $@ $<

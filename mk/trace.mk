@@ -12,11 +12,11 @@ DEB_PACKAGES += tmux python3
 TESTS += test_trace test_top_tmux
 $(BUILD)/tests/test_trace: $(call obj,tests/test_trace.c) $(call obj,tests/harness.c) $(KERNEL_OBJ) $(BUILD)/libdevq.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) $(LIBS_CK) -lm
+	$(call quiet,LD,$@)$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) $(LIBS_CK) -lm
 
 $(BUILD)/tests/test_top_tmux: $(call obj,tests/top/test_top_tmux.c) $(call obj,tests/harness.c) $(KERNEL_OBJ) $(BUILD)/libdevq.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) $(LIBS_CK) -lm
+	$(call quiet,LD,$@)$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) $(LIBS_CK) -lm
 
 # Recording overhead: ops/s with the recorder off, idle, and while a trace
 # is taken.  `make bench-trace` (BENCH_TRACE_ARGS=--quick for a short run).
@@ -26,11 +26,11 @@ bench-trace: $(BUILD)/bench/trace_overhead $(BUILD)/devqd
 
 $(BUILD)/bench/trace_overhead: $(call obj,bench/trace_overhead.c) $(BUILD)/libdevq.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) -lm
+	$(call quiet,LD,$@)$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) -lm
 
 # The hand-written TraceOp of a TraceReply (daemon/requests/trace_enc.c)
 # against protobuf-c's packer: a unit test, no daemon.
 TESTS += test_trace_enc
 $(BUILD)/tests/test_trace_enc: $(call obj,tests/test_trace_enc.c daemon/requests/trace_enc.c) $(COMMON_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) $(LIBS_CK) -lm
+	$(call quiet,LD,$@)$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) $(LIBS_CK) -lm
