@@ -1,7 +1,12 @@
 # SPDX-License-Identifier: Apache-2.0
 # devq build.  `make` builds the daemon, the client library and devctl;
-# `make check` runs the whole test suite; `make demo` shows it working;
-# `make deps` installs the Debian packages the build needs.
+# `make check` runs the whole test suite (`make check TESTS=test_frame` one
+# program of it: the table is mk/tests.mk, the map tests/README.md);
+# `make demo` shows it working; `make deps` installs the Debian packages
+# the build needs.
+#
+# Each area (CUDA, deployment, tenancy, performance, tracing, ...) keeps
+# its rules in its own mk/*.mk, included below.
 
 BUILD   ?= build
 
@@ -31,7 +36,7 @@ PKG_check          = check
 PKG_openblas       = libopenblas-dev
 MODULES = libuv libprotobuf-c libsystemd check openblas
 
-NODEPS_GOALS = deps clean help demo dist
+NODEPS_GOALS = deps clean help list-tests demo dist
 ifeq ($(filter-out $(NODEPS_GOALS),$(or $(MAKECMDGOALS),all)),)
 else ifneq ($(DEVQ_SKIP_DEPCHECK),1)
   ifeq ($(shell command -v pkg-config),)
@@ -109,15 +114,13 @@ DAEMON_OBJ = $(call obj,$(DAEMON_SRC))
 LIB_OBJ    = $(call obj,$(LIB_SRC))
 DEVCTL_OBJ = $(call obj,$(DEVCTL_SRC))
 
-TESTS = test_kernels test_frame test_daemon test_devctl test_badinput
-TEST_BIN = $(addprefix $(BUILD)/tests/,$(TESTS))
-
-.PHONY: all deps check check-asan check-valgrind demo clean help install
+.PHONY: all deps demo clean help install
 all: $(BUILD)/devqd $(BUILD)/devctl $(BUILD)/libdevq.so $(BUILD)/libdevq.so.0 $(BUILD)/libdevq.a
 
 help:
 	@echo "make            build build/devqd, build/devctl, build/libdevq.{so,so.0,a} (V=1: full commands)"
 	@echo "make check      build and run the whole test suite"
+	@echo "make check TESTS=\"test_frame test_core\"  only those test programs (make list-tests names them)"
 	@echo "make check-asan the test suite built with ASan+UBSan (in build-asan/)"
 	@echo "make check-valgrind  the test suite with every daemon under valgrind"
 	@echo "make mutate     mutation testing of the daemon's decision code (make mutate-ci: the CI list)"
@@ -172,57 +175,10 @@ $(BUILD)/libdevq.so.0: $(BUILD)/libdevq.so
 $(BUILD)/devctl: $(DEVCTL_OBJ) $(BUILD)/libdevq.a
 	$(call quiet,LD,$@)$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) -lm
 
-$(BUILD)/tests/test_kernels: $(call obj,tests/test_kernels.c) $(KERNEL_OBJ) $(call obj,kernels/sig.c)
-	@mkdir -p $(dir $@)
-	$(call quiet,LD,$@)$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_CK) -lm
-
-$(BUILD)/tests/test_frame: $(call obj,tests/test_frame.c) $(COMMON_OBJ)
-	@mkdir -p $(dir $@)
-	$(call quiet,LD,$@)$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) $(LIBS_CK) -lm
-
-# Integration tests: one .c each, linked with the harness and libdevq.
-# An area's mk/*.mk adds its programs to TESTS (and, when it needs more
-# objects, a rule of its own for that program).
-HARNESS_TESTS = test_daemon test_devctl test_badinput
-# Each area (CUDA, deployment, tenancy, performance, tracing) keeps its
-# build rules in its own file.
-include $(sort $(wildcard mk/*.mk))
-
-$(addprefix $(BUILD)/tests/,$(HARNESS_TESTS)): $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(call obj,tests/harness.c) $(KERNEL_OBJ) $(BUILD)/libdevq.a
-	@mkdir -p $(dir $@)
-	$(call quiet,LD,$@)$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) $(LIBS_CK) -lm
-
-# Each test program prints Check's summary; the last line adds them up.  A
-# failing program's failure lines are repeated after the loop, so that the
-# tail of a long log (what a CI summary shows) says why, not only which.
-check: all $(TEST_BIN)
-	@pass=0; fail=0; bad=""; \
-	for t in $(TESTS); do \
-	  echo "== $$t"; \
-	  DEVQ_BUILD=$(BUILD) DEVQ_SANITIZER=$(SAN) $(BUILD)/tests/$$t > $(BUILD)/tests/$$t.log 2>&1; rc=$$?; \
-	  cat $(BUILD)/tests/$$t.log; \
-	  line=$$(grep -E '^[0-9]+%: Checks: ' $(BUILD)/tests/$$t.log | tail -n 1); \
-	  n=$$(echo "$$line" | sed -E 's/.*Checks: ([0-9]+).*/\1/'); \
-	  f=$$(echo "$$line" | sed -E 's/.*Failures: ([0-9]+), Errors: ([0-9]+).*/\1+\2/'); \
-	  if [ -z "$$line" ]; then n=1; f=1; fi; \
-	  f=$$(($$f)); if [ $$rc != 0 ] && [ $$f = 0 ]; then f=1; fi; \
-	  pass=$$((pass + n - f)); fail=$$((fail + f)); \
-	  [ $$rc = 0 ] || bad="$$bad $$t"; \
-	done; \
-	for t in $$bad; do \
-	  echo "-- why $$t failed ($(BUILD)/tests/$$t.log):"; \
-	  grep -E ':[FE]:' $(BUILD)/tests/$$t.log | head -n 20 | grep . || tail -n 15 $(BUILD)/tests/$$t.log; \
-	done; \
-	[ -z "$$bad" ] || echo "failing programs:$$bad"; \
-	echo "$$pass passed, $$fail failed"; [ -z "$$bad" ]
-
-# The daemon of every integration test under valgrind (memcheck, leaks).
-check-valgrind: all $(TEST_BIN)
-	@command -v valgrind >/dev/null || { echo "valgrind not found: apt-get install valgrind"; exit 1; }
-	$(MAKE) --no-print-directory check DEVQ_VALGRIND=1 SAN=valgrind
-
-check-asan:
-	$(MAKE) BUILD=build-asan SAN=1 check
+# The test programs (one table) and `make check` first: mk/cudasim.mk
+# takes its list from there.  Then every area's rules.
+include mk/tests.mk
+include $(filter-out mk/tests.mk,$(sort $(wildcard mk/*.mk)))
 
 demo: 
 	@if ! pkg-config --exists $(MODULES) 2>/dev/null || ! command -v protoc-c >/dev/null; then \

@@ -37,7 +37,3 @@ bench-quick: bench-build
 	DEVQ_BUILD=$(BUILD) DEVQ_BENCH_OUT=$(BENCH_OUT) DEVQD_ARGS='$(DEVQD_ARGS)' \
 	  $(BENCH_BIN) --quick all | tee $(BENCH_OUT)/bench.txt
 	DEVQD_ARGS='$(DEVQD_ARGS)' sh bench/callgrind.sh $(BUILD) $(BENCH_OUT) --quick | tee -a $(BENCH_OUT)/bench.txt
-
-# The completion page and the submission fast paths (correctness only).
-TESTS += test_perf
-HARNESS_TESTS += test_perf

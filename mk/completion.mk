@@ -4,7 +4,6 @@
 # (tests/completion.sh, as the program test_completion).
 BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
 
-TESTS += test_completion
 $(BUILD)/tests/test_completion: tests/completion.sh client/devctl/devctl.bash $(BUILD)/devctl $(BUILD)/devqd
 	@mkdir -p $(dir $@)
 	$(call quiet,GEN,$@)printf '#!/bin/sh\nexec sh tests/completion.sh "$$@"\n' > $@

@@ -50,7 +50,6 @@ CUDA_CFLAGS = -isystem $(CUDA_HOME)/include
 # and the launch geometry even without nvcc.
 FATBIN_TEST_OBJ = $(call obj,tests/test_fatbin.c daemon/device/cuda/fatbin.c kernels/cuda_launch.c \
                   kernels/sig.c) $(KERNEL_OBJ)
-TESTS += test_fatbin
 
 ifeq ($(CUDA_ENABLED),1)
 ALL_CFLAGS += -DDEVQ_HAVE_CUDA=1

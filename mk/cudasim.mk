@@ -16,9 +16,8 @@
 
 CUDASIM_DIR = $(BUILD)/tests/cudasim
 CUDASIM_LIB = $(CUDASIM_DIR)/libcuda.so.1
-CUDASIM_TESTS = test_daemon test_devctl test_badinput test_tenancy test_trace test_lost \
-                test_priority test_perf test_soak test_cudasim test_repo_cuda test_host \
-                test_cudasim_self
+# CUDASIM_TESTS, the programs it runs, are the rows of mk/tests.mk whose
+# suites say sim.
 CUDASIM_SOAK_SECONDS ?= 20
 .PHONY: check-cuda-sim check-cuda-sim-asan
 
@@ -29,8 +28,6 @@ $(CUDASIM_LIB): $(call obj,tests/cudasim/cudasim.c daemon/device/cuda/fatbin.c k
 	@mkdir -p $(dir $@)
 	$(call quiet,LD,$@)$(CC) $(LDFLAGS) -shared -Wl,-soname,libcuda.so.1 -Wl,--version-script=tests/cudasim/exports.map \
 		-pthread -o $@ $(filter %.o,$^) -lm
-
-HARNESS_TESTS += test_cudasim
 
 # The executable repository on the CUDA backend (tests/repo_cuda.sh), with
 # an image of the example that has SASS for sm_80 only (no PTX), and the

@@ -1,8 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # Deployment: systemd integration tests, install, Debian packages, lint.
 
-TESTS += test_deploy
-
+# test_deploy: the harness, and the daemon's configuration parser and log.
 $(BUILD)/tests/test_deploy: $(call obj,tests/test_deploy.c) $(call obj,tests/harness.c) $(call obj,daemon/base/config.c daemon/base/log.c) $(KERNEL_OBJ) $(BUILD)/libdevq.a
 	@mkdir -p $(dir $@)
 	$(call quiet,LD,$@)$(CC) $(LDFLAGS) -pthread -o $@ $(filter %.o %.a,$^) $(LIBS_PB) $(LIBS_SD) $(LIBS_CK) -lm

@@ -1,9 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # Device loss and reconnection (tests/test_lost.c), and the CUDA backend's
 # daemon side (the kernels and the fatbin are built by mk/cuda.mk).
-TESTS += test_lost
-HARNESS_TESTS += test_lost
-# The cut of notices to what a client keeps, tested on its own there.
+# test_lost links the cut of notices to what a client keeps, tested on its
+# own there.
 $(BUILD)/tests/test_lost: $(call obj,daemon/server/notice.c)
 
 # The CUDA backend: its objects include <cuda.h>; the calibration
@@ -15,7 +14,6 @@ $(call obj,$(wildcard daemon/device/cuda/*.c) daemon/device/select.c tests/test_
 TEST_CUDA_OBJ = $(call obj,daemon/device/cuda/cuda_drv.c)
 endif
 
-TESTS += test_cuda
 $(BUILD)/tests/test_cuda: $(call obj,tests/test_cuda.c tests/harness.c daemon/device/cuda/cuda_time.c \
 		daemon/device/cuda/graph_cache.c) \
 		$(TEST_CUDA_OBJ) $(KERNEL_OBJ) $(BUILD)/libdevq.a
@@ -80,7 +78,3 @@ else
 gpu-bundle:
 	@echo "gpu-bundle: this build has no CUDA (nvcc not found, or CUDA=0)"; exit 1
 endif
-
-# Queue priorities (high-priority streams).
-TESTS += test_priority
-HARNESS_TESTS += test_priority

@@ -15,7 +15,6 @@ $(BUILD)/examples/%: examples/%.c client/devq.h $(BUILD)/libdevq.so.0
 	@mkdir -p $(dir $@)
 	$(call quiet,CC,$@)$(CC) -std=c11 $(WARN) $(CFLAGS) -Iclient -o $@ $< -L$(BUILD) -ldevq
 
-TESTS += test_example
 $(BUILD)/tests/test_example: tests/example.sh $(EXAMPLES) $(BUILD)/devqd $(BUILD)/libdevq.a packaging/devq.pc.in
 	@mkdir -p $(dir $@)
 	$(call quiet,GEN,$@)printf '#!/bin/sh\nexec env DEVQ_EXAMPLE_LDFLAGS="%s" sh tests/example.sh "$$@"\n' '$(LDFLAGS)' > $@

@@ -41,7 +41,6 @@ install-executables: install-pc
 	  $(DESTDIR)$(DOCDIR)/examples/executables/
 
 # A client that keeps an executable's id across a reload (tests/repo.sh).
-TESTS += test_repo
 $(BUILD)/tests/repo_client: tests/repo_client.c client/devq.h $(BUILD)/libdevq.a
 	@mkdir -p $(dir $@)
 	$(call quiet,CC,$@)$(CC) -std=c11 $(WARN) $(CFLAGS) -D_GNU_SOURCE -Iclient -o $@ $< $(BUILD)/libdevq.a $(LDFLAGS) $(LIBS_PB) -pthread -lm
@@ -53,7 +52,6 @@ $(BUILD)/tests/test_repo: tests/repo.sh $(BUILD)/tests/repo_client $(EXEC_EXAMPL
 # The repository inside the engine against a fake backend with load_image
 # and unload_image (tests/core/test_repo_core.c): images outlive a reload
 # until their last op, and are unloaded exactly once.
-TESTS += test_repo_core
 $(BUILD)/tests/test_repo_core: $(call obj,tests/core/test_repo_core.c) $(BUILD)/libdevqd-core.a \
 		$(KERNEL_OBJ) $(COMMON_OBJ)
 	@mkdir -p $(dir $@)

@@ -25,8 +25,6 @@ ifeq ($(SAN),fuzz)
   LDFLAGS += -fsanitize=address,undefined
 endif
 
-TESTS += test_fuzz_replay
-
 $(BUILD)/tests/test_fuzz_replay: $(call obj,tests/fuzz/test_fuzz_replay.c) \
 		$(call obj,tests/fuzz/fuzz_session.c) $(BUILD)/libdevqd.a $(KERNEL_OBJ) $(COMMON_OBJ)
 	@mkdir -p $(dir $@)

@@ -40,7 +40,6 @@ install-host: $(HOST_LIBS)
 # tests/host.sh (the program test_host): host executables from the test
 # library tests/host_exes.c on the CPU backend (and, under
 # make check-cuda-sim, on the simulated CUDA backend).
-TESTS += test_host
 $(BUILD)/tests/test_host: tests/host.sh tests/host_exes.c $(BUILD)/devqd $(BUILD)/devctl
 	@mkdir -p $(dir $@)
 	$(call quiet,GEN,$@)printf '#!/bin/sh\nexec sh tests/host.sh "$$@"\n' > $@
@@ -48,7 +47,6 @@ $(BUILD)/tests/test_host: tests/host.sh tests/host_exes.c $(BUILD)/devqd $(BUILD
 
 # examples/mlp/mlp.py with 4 processes at small sizes (tests/mlp.sh, the
 # program test_mlp); `make bench-mlp` runs it at full sizes.
-TESTS += test_mlp
 $(BUILD)/tests/test_mlp: tests/mlp.sh examples/mlp/mlp.py $(BUILD)/devqd python
 	@mkdir -p $(dir $@)
 	$(call quiet,GEN,$@)printf '#!/bin/sh\nPYTHON=%s exec sh tests/mlp.sh "$$@"\n' '$(PYTHON)' > $@

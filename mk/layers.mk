@@ -20,7 +20,6 @@ $(BUILD)/libdevqd-core.a: $(DAEMON_CORE_OBJ)
 # Unit tests of the core against a fake backend (tests/core/).
 # Linked with fault injection (tests/core/fault.h): the core's calls of
 # these go through wrappers a test can make fail.
-TESTS += test_core
 CORE_FAULT_WRAPS = malloc calloc realloc memfd_create ftruncate fcntl mmap munmap madvise \
 		   pthread_create close fstat fstatfs eventfd pipe2
 # Check itself is a static library here (libcheck_pic.a): a copy of it calls

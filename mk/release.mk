@@ -14,8 +14,6 @@
 # devq_version() in libdevq.a and libdevq.so, pkg-config --modversion on
 # $(BUILD)/devq.pc, the Python package's _version.py, the built man pages
 # and a daemon's HelloReply all say VERSION.
-TESTS += test_release
-HARNESS_TESTS += test_release
 check: $(BUILD)/devq.pc $(BUILD)/python/devq/_version.py
 
 .PHONY: dist distcheck

@@ -8,13 +8,6 @@
 SOAK_SECONDS ?= 600
 SOAK_CLIENTS ?= 4
 
-TESTS += test_soak
-
-$(BUILD)/tests/test_soak: $(call obj,tests/soak/test_soak.c) $(call obj,tests/harness.c) \
-		$(KERNEL_OBJ) $(BUILD)/libdevq.a
-	@mkdir -p $(dir $@)
-	$(call quiet,LD,$@)$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) $(LIBS_CK) -lm
-
 .PHONY: soak
 soak: all $(BUILD)/tests/test_soak
 	SOAK_SECONDS=$(SOAK_SECONDS) SOAK_CLIENTS=$(SOAK_CLIENTS) DEVQ_BUILD=$(BUILD) \
