@@ -3,10 +3,12 @@
 # `make check` runs the whole test suite (`make check TESTS=test_frame` one
 # program of it: the table is mk/tests.mk, the map tests/README.md);
 # `make demo` shows it working; `make deps` installs the Debian packages
-# the build needs.
+# the build needs; `make help` lists every target.
 #
 # Each area (CUDA, deployment, tenancy, performance, tracing, ...) keeps
-# its rules in its own mk/*.mk, included below.
+# its rules in its own mk/*.mk, included below.  A phony target is
+# documented by a `## text` line right above its rule: `make help` prints
+# those lines, and `make check` fails on one that lacks it (mk/help.mk).
 
 BUILD   ?= build
 
@@ -36,7 +38,7 @@ PKG_check          = check
 PKG_openblas       = libopenblas-dev
 MODULES = libuv libprotobuf-c libsystemd check openblas
 
-NODEPS_GOALS = deps clean help list-tests demo dist
+NODEPS_GOALS = deps clean help check-help list-tests demo dist
 ifeq ($(filter-out $(NODEPS_GOALS),$(or $(MAKECMDGOALS),all)),)
 else ifneq ($(DEVQ_SKIP_DEPCHECK),1)
   ifeq ($(shell command -v pkg-config),)
@@ -114,27 +116,11 @@ DAEMON_OBJ = $(call obj,$(DAEMON_SRC))
 LIB_OBJ    = $(call obj,$(LIB_SRC))
 DEVCTL_OBJ = $(call obj,$(DEVCTL_SRC))
 
-.PHONY: all deps demo clean help install
+.PHONY: all deps demo clean install
+## build build/devqd, build/devctl, build/libdevq.{so,so.0,a} (the default)
 all: $(BUILD)/devqd $(BUILD)/devctl $(BUILD)/libdevq.so $(BUILD)/libdevq.so.0 $(BUILD)/libdevq.a
 
-help:
-	@echo "make            build build/devqd, build/devctl, build/libdevq.{so,so.0,a} (V=1: full commands)"
-	@echo "make check      build and run the whole test suite"
-	@echo "make check TESTS=\"test_frame test_core\"  only those test programs (make list-tests names them)"
-	@echo "make check-asan the test suite built with ASan+UBSan (in build-asan/)"
-	@echo "make check-valgrind  the test suite with every daemon under valgrind"
-	@echo "make mutate     mutation testing of the daemon's decision code (make mutate-ci: the CI list)"
-	@echo "make coverage   line and branch coverage from make check, in BUILD/coverage/"
-	@echo "make demo       start devqd on a private socket and drive it with devctl"
-	@echo "make deps       apt-get install what the build needs: $(DEB_PACKAGES)"
-	@echo "make install    install under DESTDIR/PREFIX (default /usr/local): binaries, library, units, man pages"
-	@echo "make deb        Debian packages in BUILD/deb/ (make deb-check: lintian, and dpkg -i as root)"
-	@echo "make check-systemd  the .debs in a booted Debian 12 container, systemd as PID 1 (root)"
-	@echo "make check-slurm  a two-node Slurm cluster here, jobs sharing devqd through spank_devq.so; podman with CDI (root)"
-	@echo "make python     the Python package devq in BUILD/python (PYTHONPATH=BUILD/python)"
-	@echo "make dist       BUILD/devq-VERSION.tar.gz, the source of HEAD, reproducible"
-	@echo "make distcheck  make dist twice (same bytes), then make check (and make deb) in it, unpacked"
-
+## apt-get install the Debian packages the build and the tests need
 deps:
 	@if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
 	$$SUDO apt-get update && \
@@ -180,12 +166,14 @@ $(BUILD)/devctl: $(DEVCTL_OBJ) $(BUILD)/libdevq.a
 include mk/tests.mk
 include $(filter-out mk/tests.mk,$(sort $(wildcard mk/*.mk)))
 
+## start devqd on a private socket and drive it with devctl
 demo: 
 	@if ! pkg-config --exists $(MODULES) 2>/dev/null || ! command -v protoc-c >/dev/null; then \
 	  echo "demo: installing build dependencies (make deps)"; $(MAKE) deps; fi
 	@$(MAKE) --no-print-directory all
 	@BUILD=$(BUILD) sh tools/demo.sh
 
+## remove build/ and build-asan/
 clean:
 	rm -rf build build-asan
 

@@ -16,5 +16,6 @@ $(BUILD)/bench/import_stall: $(call obj,bench/import_stall.c) $(BUILD)/libdevq.a
 	$(call quiet,LD,$@)$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) -lm
 
 .PHONY: bench-import-stall
+## the loop's worst stall while a 4 GiB buffer is imported (IMPORT_MB=N)
 bench-import-stall: all $(BUILD)/bench/import_stall
 	DEVQ_BUILD=$(BUILD) $(BUILD)/bench/import_stall $(IMPORT_MB)

@@ -18,20 +18,24 @@ $(FAIR_BENCH_BIN): $(call obj,bench/fair_bench.c bench/bench_util.c) $(BUILD)/li
 	$(call quiet,LD,$@)$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) -lm
 
 .PHONY: bench bench-quick bench-build check-slow
+## build the benchmark programs of bench/
 bench-build: all $(BENCH_BIN) $(FAIR_BENCH_BIN)
 
 # Saturation runs too slow for make check (seconds each, timing decides):
 # the fairness scenarios with generous bounds.  CI runs it.
+## tenants against each other under saturation, generous bounds (CI; ~30 s)
 check-slow: all $(FAIR_BENCH_BIN)
 	@mkdir -p $(BENCH_OUT)
 	DEVQ_BUILD=$(BUILD) DEVQ_BENCH_OUT=$(BENCH_OUT) $(FAIR_BENCH_BIN) --check --seconds 3
 
+## the benchmark suite: tables on stdout, JSON in build/bench/ (DEVQD_ARGS=...)
 bench: bench-build
 	@mkdir -p $(BENCH_OUT)
 	DEVQ_BUILD=$(BUILD) DEVQ_BENCH_OUT=$(BENCH_OUT) DEVQD_ARGS='$(DEVQD_ARGS)' \
 	  $(BENCH_BIN) all | tee $(BENCH_OUT)/bench.txt
 	DEVQD_ARGS='$(DEVQD_ARGS)' sh bench/callgrind.sh $(BUILD) $(BENCH_OUT) | tee -a $(BENCH_OUT)/bench.txt
 
+## the benchmark suite, short runs (a minute or two)
 bench-quick: bench-build
 	@mkdir -p $(BENCH_OUT)
 	DEVQ_BUILD=$(BUILD) DEVQ_BENCH_OUT=$(BENCH_OUT) DEVQD_ARGS='$(DEVQD_ARGS)' \

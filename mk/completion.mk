@@ -11,6 +11,7 @@ $(BUILD)/tests/test_completion: tests/completion.sh client/devctl/devctl.bash $(
 
 .PHONY: install-completion
 install: install-completion
+## install devctl's bash completion into BASHCOMPDIR
 install-completion:
 	$(INSTALL) -d $(DESTDIR)$(BASHCOMPDIR)
 	$(INSTALL) -m 0644 client/devctl/devctl.bash $(DESTDIR)$(BASHCOMPDIR)/devctl

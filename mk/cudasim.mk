@@ -62,6 +62,7 @@ $(BUILD)/tests/test_cudasim_self: $(CUDASIM_DIR)/selftest $(CUDASIM_DIR)/slow.so
 		$(CUDASIM_DIR)/scale_u32.ptx $(CUDASIM_DIR)/slow.so) > $@
 	$(Q)chmod +x $@
 
+## the integration suites on devqd --backend cuda against the driver simulator
 check-cuda-sim: all $(CUDASIM_LIB) $(addprefix $(BUILD)/tests/,$(CUDASIM_TESTS))
 	@rm -f $(CUDASIM_DIR)/violations; start=$$(date +%s); pass=0; fail=0; bad=""; \
 	for t in $(CUDASIM_TESTS) test_cudasim@80 test_cudasim@100; do \
@@ -86,6 +87,7 @@ check-cuda-sim: all $(CUDASIM_LIB) $(addprefix $(BUILD)/tests/,$(CUDASIM_TESTS))
 	echo "check-cuda-sim: $$pass passed, $$fail failed, $$v rule violations, $$(( $$(date +%s) - start )) s"; \
 	[ -z "$$bad" ] && [ $$v = 0 ]
 
+## check-cuda-sim built with ASan+UBSan, in build-asan/
 check-cuda-sim-asan:
 	$(MAKE) BUILD=build-asan SAN=1 check-cuda-sim
 else
@@ -99,6 +101,7 @@ endif
 # dead (tests/gpu/script_check.sh says what each must show).
 .PHONY: check-gpu-script
 ifeq ($(CUDA_ENABLED),1)
+## the GPU bundle's run.sh on the simulator: ends, keeps results, obeys TERM
 check-gpu-script: $(CUDASIM_LIB)
 	$(MAKE) gpu-bundle
 	sh tests/gpu/script_check.sh $(GPU_BUNDLE) $(CUDASIM_DIR)
@@ -113,6 +116,7 @@ endif
 # under load the seed check's 10% bound can fail).  Not part of CI.
 .PHONY: gpu-script-sim
 ifeq ($(CUDA_ENABLED),1)
+## tests/gpu/run.sh, the GPU proof, against the simulator (timings mean nothing)
 gpu-script-sim: all $(CUDASIM_LIB) $(BUILD)/tests/gpu/gpu_check $(BUILD)/tests/gpu/native_bench
 	@rm -f $(CUDASIM_DIR)/violations
 	LD_LIBRARY_PATH=$(abspath $(CUDASIM_DIR)) DEVQ_CUDASIM_OCCUPANCY=1 \

@@ -46,6 +46,7 @@ all: $(BUILD)/tests/gpu/gpu_check $(BUILD)/tests/gpu/native_bench
 # are written against.  CUDA_TOOLKIT_ANY=1 builds it with another anyway.
 GPU_BUNDLE_TOOLKIT = 13.0
 CUDA_TOOLKIT_VERSION = $(shell $(NVCC) --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\),.*/\1/p')
+## build/gpu-bundle/: devqd, devctl, the GPU checks, run.sh and their libraries
 gpu-bundle: all $(BUILD)/tests/gpu/gpu_check $(BUILD)/tests/gpu/native_bench $(BUILD)/host/libdevq-host-cuda.so
 	@if [ "$(CUDA_TOOLKIT_VERSION)" != "$(GPU_BUNDLE_TOOLKIT)" ] && [ "$(CUDA_TOOLKIT_ANY)" != 1 ]; then \
 	  echo "gpu-bundle: the CUDA toolkit is $(or $(CUDA_TOOLKIT_VERSION),unknown) ($(NVCC)), not" \

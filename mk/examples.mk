@@ -9,6 +9,7 @@ EXAMPLE_SRC = $(sort $(wildcard examples/*.c))
 EXAMPLES    = $(patsubst examples/%.c,$(BUILD)/examples/%,$(EXAMPLE_SRC))
 
 .PHONY: examples
+## build examples/*.c against build/libdevq.so, as a user would
 examples: $(EXAMPLES)
 
 $(BUILD)/examples/%: examples/%.c client/devq.h $(BUILD)/libdevq.so.0

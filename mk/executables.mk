@@ -29,6 +29,7 @@ $(BUILD)/devq-kernel.pc: packaging/devq-kernel.pc.in VERSION
 
 .PHONY: install-executables
 install: install-executables
+## install <devq/kernel.h>, devq-kernel.pc and the example executable's sources
 install-executables: install-pc
 	@rm -f $(BUILD)/devq-kernel.pc
 	@$(MAKE) --no-print-directory $(BUILD)/devq-kernel.pc

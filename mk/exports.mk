@@ -19,5 +19,6 @@ $(BUILD)/tests/test_exports: tools/check-exports.sh $(BUILD)/libdevq.so client/d
 	$(Q)chmod +x $@
 
 .PHONY: check-exports
+## libdevq.so exports what client/devq.h declares, nothing else (test_exports)
 check-exports: $(BUILD)/tests/test_exports
 	DEVQ_BUILD=$(BUILD) $(BUILD)/tests/test_exports

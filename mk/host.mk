@@ -33,6 +33,7 @@ all: $(HOST_LIBS)
 
 .PHONY: install-host
 install: install-host
+## install the built-in host libraries into HOSTDIR
 install-host: $(HOST_LIBS)
 	$(INSTALL) -d $(DESTDIR)$(HOSTDIR)
 	$(INSTALL) -m 0644 $(HOST_LIBS) $(DESTDIR)$(HOSTDIR)/

@@ -39,6 +39,7 @@ $(BUILD)/tests/test_core: $(call obj,tests/core/test_core.c tests/core/fault.c) 
 # daemon's files, or a transport in daemon/core/.  Reads the objects of
 # devqd, so it runs after they are built.
 .PHONY: check-layers
+## includes and calls only go down the daemon's layers, no cycle (in check)
 check-layers: $(BUILD)/devqd
 	@python3 tools/check_layers.py $(BUILD)/obj
 check: check-layers

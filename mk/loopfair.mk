@@ -8,5 +8,6 @@ $(BUILD)/bench/loopfair: $(call obj,bench/loopfair.c) $(call obj,bench/bench_uti
 	$(call quiet,LD,$@)$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) -lm
 
 .PHONY: bench-loopfair
+## one tenant's costly requests against another's null ops (LOOPFAIR_ARGS)
 bench-loopfair: all $(BUILD)/bench/loopfair
 	DEVQ_BUILD=$(BUILD) $(BUILD)/bench/loopfair $(LOOPFAIR_ARGS)

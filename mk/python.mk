@@ -14,6 +14,7 @@ PY_PKG_OUT = $(patsubst python/devq/%,$(BUILD)/python/devq/%,$(PY_PKG_SRC)) \
              $(BUILD)/python/devq/_version.py
 
 .PHONY: python install-python
+## the Python package devq in build/python/ (PYTHONPATH=build/python)
 python: $(PY_PKG_OUT) $(BUILD)/libdevq.so.0
 
 # $(BUILD)/libdevq.so.0 (the Makefile's rule) is what the package loads from
@@ -40,12 +41,14 @@ PYTHON_VER  = $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info
 PYTHONDIR  ?= $(if $(filter /usr,$(PREFIX)),/usr/lib/python3/dist-packages,$(PREFIX)/lib/python$(PYTHON_VER)/dist-packages)
 
 install: install-python
+## install the Python package where Debian's python3 finds it
 install-python: python
 	$(INSTALL) -d $(DESTDIR)$(PYTHONDIR)/devq
 	$(INSTALL) -m 0644 $(PY_PKG_OUT) $(DESTDIR)$(PYTHONDIR)/devq/
 
 # The binding against the C client, in one run (bench/py_bench.py).
 .PHONY: bench-python
+## the Python binding against the C client (bench/py_bench.py)
 bench-python: bench-build python
 	DEVQ_BUILD=$(BUILD) PYTHONPATH=$(BUILD)/python $(PYTHON) bench/py_bench.py $(PY_BENCH_ARGS)
 
@@ -53,6 +56,7 @@ bench-python: bench-build python
 # (bench/kernels.py).  NumPy's BLAS tuning variables are unset for that
 # command only, so the baseline is NumPy as it runs by default.
 .PHONY: bench-kernels
+## the CPU backend's streaming kernels against NumPy (bench/kernels.py)
 bench-kernels: all python
 	env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE DEVQ_BUILD=$(BUILD) \
 	  DEVQ_BENCH_OUT=$(BENCH_OUT) PYTHONPATH=$(BUILD)/python \
@@ -61,8 +65,10 @@ bench-kernels: all python
 # gemm_f32 against NumPy's OpenBLAS matmul, and 4 clients against 1
 # (bench/gemm.py); examples/mlp/ at full sizes with 4 processes.
 .PHONY: bench-gemm bench-mlp
+## gemm_f32 against NumPy's OpenBLAS matmul, 4 clients against 1 (bench/gemm.py)
 bench-gemm: all python
 	DEVQ_BUILD=$(BUILD) PYTHONPATH=$(BUILD)/python $(PYTHON) bench/gemm.py $(GEMM_BENCH_ARGS)
+## examples/mlp/ at full sizes with 4 processes (MLP_ARGS)
 bench-mlp: all python
 	sh -c 'd=$$(mktemp -d); $(BUILD)/devqd --backend cpu --socket $$d/s & p=$$!; sleep 1; \
 	  PYTHONPATH=$(BUILD)/python $(PYTHON) examples/mlp/mlp.py --socket $$d/s --procs 4 $(MLP_ARGS); \

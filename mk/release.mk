@@ -17,8 +17,10 @@
 check: $(BUILD)/devq.pc $(BUILD)/python/devq/_version.py
 
 .PHONY: dist distcheck
+## build/devq-VERSION.tar.gz: HEAD, reproducible
 dist:
 	@sh tools/dist.sh $(BUILD)
 
+## make dist twice (same bytes), then make check (and deb) in it, unpacked
 distcheck:
 	sh tools/distcheck.sh $(BUILD)

@@ -9,6 +9,7 @@ SOAK_SECONDS ?= 600
 SOAK_CLIENTS ?= 4
 
 .PHONY: soak
+## SOAK_SECONDS (600) of verified work and chaos against one devqd
 soak: all $(BUILD)/tests/test_soak
 	SOAK_SECONDS=$(SOAK_SECONDS) SOAK_CLIENTS=$(SOAK_CLIENTS) DEVQ_BUILD=$(BUILD) \
 		DEVQ_SANITIZER=$(SAN) $(BUILD)/tests/test_soak

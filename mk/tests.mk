@@ -126,6 +126,7 @@ $(BUILD)/tests/test_frame: $(call obj,tests/test_frame.c) $(COMMON_OBJ)
 # Each test program prints Check's summary; the last line adds them up.  A
 # failing program's failure lines are repeated after the loop, so that the
 # tail of a long log (what a CI summary shows) says why, not only which.
+## build and run every test program, or TESTS="test_frame test_core" only
 check: all $(TEST_BIN)
 	@pass=0; fail=0; bad=""; \
 	for t in $(TESTS); do \
@@ -147,13 +148,16 @@ check: all $(TEST_BIN)
 	[ -z "$$bad" ] || echo "failing programs:$$bad"; \
 	echo "$$pass passed, $$fail failed"; [ -z "$$bad" ]
 
+## make check with the daemon of every integration test under valgrind memcheck
 check-valgrind: all $(TEST_BIN)
 	@command -v valgrind >/dev/null || { echo "valgrind not found: apt-get install valgrind"; exit 1; }
 	$(MAKE) --no-print-directory check DEVQ_VALGRIND=1 SAN=valgrind
 
+## make check built with ASan+UBSan, in build-asan/ (TESTS= works here too)
 check-asan:
 	$(MAKE) BUILD=build-asan SAN=1 check
 
+## print the test table: program, link, root, suites, source
 list-tests:
 	@printf '%-18s %-12s %-5s %-10s %s\n' program link root suites source \
 	  $(foreach r,$(DEVQ_TEST_ROWS),$(subst :, ,$(r)))
@@ -162,6 +166,7 @@ list-tests:
 # of the table and no other; a program that is not linked by the harness
 # has its rule in the mk file its row names; nothing adds to TESTS outside
 # the table.
+## tests/README.md's map and the mk files agree with the test table (in check)
 check-test-map:
 	@bad=0; \
 	map=$$(sed -n 's/^| `\(test_[a-z0-9_]*\)` |.*/\1/p' tests/README.md); \

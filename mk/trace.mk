@@ -13,6 +13,7 @@ DEB_PACKAGES += tmux python3
 # Recording overhead: ops/s with the recorder off, idle, and while a trace
 # is taken.  `make bench-trace` (BENCH_TRACE_ARGS=--quick for a short run).
 .PHONY: bench-trace
+## ops/s with the op recorder off, idle and tracing (BENCH_TRACE_ARGS)
 bench-trace: $(BUILD)/bench/trace_overhead $(BUILD)/devqd
 	$(BUILD)/bench/trace_overhead --devqd $(BUILD)/devqd $(BENCH_TRACE_ARGS)
 
