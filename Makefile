@@ -1,7 +1,14 @@
 # SPDX-License-Identifier: Apache-2.0
 # devq build.  `make` builds the daemon, the client library and devctl;
-# `make check` runs the whole test suite; `make demo` shows it working;
-# `make deps` installs the Debian packages the build needs.
+# `make check` runs the whole test suite (`make check TESTS=test_frame` one
+# program of it: the table is mk/tests.mk, the map tests/README.md);
+# `make demo` shows it working; `make deps` installs the Debian packages
+# the build needs; `make help` lists every target.
+#
+# Each area (CUDA, deployment, tenancy, performance, tracing, ...) keeps
+# its rules in its own mk/*.mk, included below.  A phony target is
+# documented by a `## text` line right above its rule: `make help` prints
+# those lines, and `make check` fails on one that lacks it (mk/help.mk).
 
 BUILD   ?= build
 
@@ -31,7 +38,7 @@ PKG_check          = check
 PKG_openblas       = libopenblas-dev
 MODULES = libuv libprotobuf-c libsystemd check openblas
 
-NODEPS_GOALS = deps clean help demo dist
+NODEPS_GOALS = deps clean help check-help list-tests demo dist
 ifeq ($(filter-out $(NODEPS_GOALS),$(or $(MAKECMDGOALS),all)),)
 else ifneq ($(DEVQ_SKIP_DEPCHECK),1)
   ifeq ($(shell command -v pkg-config),)
@@ -44,6 +51,23 @@ else ifneq ($(DEVQ_SKIP_DEPCHECK),1)
   ifeq ($(shell command -v protoc-c),)
     $(error protoc-c not found: install it with 'apt-get install protobuf-c-compiler' (or run 'make deps'))
   endif
+endif
+
+# Build lines say what they make (`CC build/obj/proto/frame.o`, `LD
+# build/devqd`, `AR`, `GEN`, `NVCC`); `make V=1` prints every command in
+# full instead, and `make -s` neither.  A recipe line starts with
+# $(call quiet,LABEL,$@) before its command, or $(Q) for one that needs no
+# line of its own.
+V ?= 0
+ifeq ($(V),1)
+  Q     =
+  quiet =
+else ifneq ($(findstring s,$(firstword -$(MAKEFLAGS))),)
+  Q     = @
+  quiet = @
+else
+  Q     = @
+  quiet = @printf '  %-4s %s\n' '$(1)' '$(2)';
 endif
 
 WARN     = -Wall -Wextra -Werror
@@ -92,29 +116,11 @@ DAEMON_OBJ = $(call obj,$(DAEMON_SRC))
 LIB_OBJ    = $(call obj,$(LIB_SRC))
 DEVCTL_OBJ = $(call obj,$(DEVCTL_SRC))
 
-TESTS = test_kernels test_frame test_daemon test_devctl test_badinput
-TEST_BIN = $(addprefix $(BUILD)/tests/,$(TESTS))
-
-.PHONY: all deps check check-asan check-valgrind demo clean help install
+.PHONY: all deps demo clean install
+## build build/devqd, build/devctl, build/libdevq.{so,so.0,a} (the default)
 all: $(BUILD)/devqd $(BUILD)/devctl $(BUILD)/libdevq.so $(BUILD)/libdevq.so.0 $(BUILD)/libdevq.a
 
-help:
-	@echo "make            build build/devqd, build/devctl, build/libdevq.{so,so.0,a}"
-	@echo "make check      build and run the whole test suite"
-	@echo "make check-asan the test suite built with ASan+UBSan (in build-asan/)"
-	@echo "make check-valgrind  the test suite with every daemon under valgrind"
-	@echo "make mutate     mutation testing of the daemon's decision code (make mutate-ci: the CI list)"
-	@echo "make coverage   line and branch coverage from make check, in BUILD/coverage/"
-	@echo "make demo       start devqd on a private socket and drive it with devctl"
-	@echo "make deps       apt-get install what the build needs: $(DEB_PACKAGES)"
-	@echo "make install    install under DESTDIR/PREFIX (default /usr/local): binaries, library, units, man pages"
-	@echo "make deb        Debian packages in BUILD/deb/ (make deb-check: lintian, and dpkg -i as root)"
-	@echo "make check-systemd  the .debs in a booted Debian 12 container, systemd as PID 1 (root)"
-	@echo "make check-slurm  a two-node Slurm cluster here, jobs sharing devqd through spank_devq.so; podman with CDI (root)"
-	@echo "make python     the Python package devq in BUILD/python (PYTHONPATH=BUILD/python)"
-	@echo "make dist       BUILD/devq-VERSION.tar.gz, the source of HEAD, reproducible"
-	@echo "make distcheck  make dist twice (same bytes), then make check (and make deb) in it, unpacked"
-
+## apt-get install the Debian packages the build and the tests need
 deps:
 	@if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
 	$$SUDO apt-get update && \
@@ -122,97 +128,52 @@ deps:
 
 $(GEN_C) $(GEN_H): proto/devq.proto
 	@mkdir -p $(BUILD)/gen
-	protoc-c --proto_path=proto --c_out=$(BUILD)/gen proto/devq.proto
+	$(call quiet,GEN,$@)protoc-c --proto_path=proto --c_out=$(BUILD)/gen proto/devq.proto
 
 # Generated code is not ours to lint: no -Werror on it.
 $(BUILD)/obj/gen/%.o: $(BUILD)/gen/%.c $(GEN_H) VERSION
 	@mkdir -p $(dir $@)
-	$(CC) $(filter-out -Werror,$(ALL_CFLAGS)) -MMD -MP -c $< -o $@
+	$(call quiet,CC,$@)$(CC) $(filter-out -Werror,$(ALL_CFLAGS)) -MMD -MP -c $< -o $@
 
 # Every object depends on VERSION, which sets DEVQ_VERSION.
 $(BUILD)/obj/%.o: %.c $(GEN_H) VERSION
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
+	$(call quiet,CC,$@)$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
 
 # devqd is main() and the daemon library (mk/layers.mk), which the fuzz
 # driver links too.
 $(BUILD)/devqd: $(call obj,daemon/server/main.c) $(BUILD)/libdevqd.a $(KERNEL_OBJ) $(COMMON_OBJ)
-	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_UV) $(LIBS_PB) $(LIBS_SD) -ldl -lm
+	$(call quiet,LD,$@)$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_UV) $(LIBS_PB) $(LIBS_SD) -ldl -lm
 
 $(BUILD)/libdevq.a: $(LIB_OBJ) $(COMMON_OBJ)
-	rm -f $@
-	ar rcs $@ $^
+	$(Q)rm -f $@
+	$(call quiet,AR,$@)ar rcs $@ $^
 
 $(BUILD)/libdevq.so: $(LIB_OBJ) $(COMMON_OBJ)
-	$(CC) $(LDFLAGS) -shared -Wl,-soname,libdevq.so.$(DEVQ_SONAME_MAJOR) -pthread -o $@ $^ $(LIBS_PB)
+	$(call quiet,LD,$@)$(CC) $(LDFLAGS) -shared -Wl,-soname,libdevq.so.$(DEVQ_SONAME_MAJOR) -pthread -o $@ $^ $(LIBS_PB)
 
 # The SONAME's link, as an installed library has it: a program linked with
 # -Lbuild -ldevq runs with LD_LIBRARY_PATH=build (and the Python package
 # loads it from a build tree).
 $(BUILD)/libdevq.so.0: $(BUILD)/libdevq.so
-	ln -sf libdevq.so $@
+	$(call quiet,LN,$@)ln -sf libdevq.so $@
 
 $(BUILD)/devctl: $(DEVCTL_OBJ) $(BUILD)/libdevq.a
-	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) -lm
+	$(call quiet,LD,$@)$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) -lm
 
-$(BUILD)/tests/test_kernels: $(call obj,tests/test_kernels.c) $(KERNEL_OBJ) $(call obj,kernels/sig.c)
-	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_CK) -lm
+# The test programs (one table) and `make check` first: mk/cudasim.mk
+# takes its list from there.  Then every area's rules.
+include mk/tests.mk
+include $(filter-out mk/tests.mk,$(sort $(wildcard mk/*.mk)))
 
-$(BUILD)/tests/test_frame: $(call obj,tests/test_frame.c) $(COMMON_OBJ)
-	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) $(LIBS_CK) -lm
-
-# Integration tests: one .c each, linked with the harness and libdevq.
-# An area's mk/*.mk adds its programs to TESTS (and, when it needs more
-# objects, a rule of its own for that program).
-HARNESS_TESTS = test_daemon test_devctl test_badinput
-# Each area (CUDA, deployment, tenancy, performance, tracing) keeps its
-# build rules in its own file.
-include $(sort $(wildcard mk/*.mk))
-
-$(addprefix $(BUILD)/tests/,$(HARNESS_TESTS)): $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(call obj,tests/harness.c) $(KERNEL_OBJ) $(BUILD)/libdevq.a
-	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) $(LIBS_CK) -lm
-
-# Each test program prints Check's summary; the last line adds them up.  A
-# failing program's failure lines are repeated after the loop, so that the
-# tail of a long log (what a CI summary shows) says why, not only which.
-check: all $(TEST_BIN)
-	@pass=0; fail=0; bad=""; \
-	for t in $(TESTS); do \
-	  echo "== $$t"; \
-	  DEVQ_BUILD=$(BUILD) DEVQ_SANITIZER=$(SAN) $(BUILD)/tests/$$t > $(BUILD)/tests/$$t.log 2>&1; rc=$$?; \
-	  cat $(BUILD)/tests/$$t.log; \
-	  line=$$(grep -E '^[0-9]+%: Checks: ' $(BUILD)/tests/$$t.log | tail -n 1); \
-	  n=$$(echo "$$line" | sed -E 's/.*Checks: ([0-9]+).*/\1/'); \
-	  f=$$(echo "$$line" | sed -E 's/.*Failures: ([0-9]+), Errors: ([0-9]+).*/\1+\2/'); \
-	  if [ -z "$$line" ]; then n=1; f=1; fi; \
-	  f=$$(($$f)); if [ $$rc != 0 ] && [ $$f = 0 ]; then f=1; fi; \
-	  pass=$$((pass + n - f)); fail=$$((fail + f)); \
-	  [ $$rc = 0 ] || bad="$$bad $$t"; \
-	done; \
-	for t in $$bad; do \
-	  echo "-- why $$t failed ($(BUILD)/tests/$$t.log):"; \
-	  grep -E ':[FE]:' $(BUILD)/tests/$$t.log | head -n 20 | grep . || tail -n 15 $(BUILD)/tests/$$t.log; \
-	done; \
-	[ -z "$$bad" ] || echo "failing programs:$$bad"; \
-	echo "$$pass passed, $$fail failed"; [ -z "$$bad" ]
-
-# The daemon of every integration test under valgrind (memcheck, leaks).
-check-valgrind: all $(TEST_BIN)
-	@command -v valgrind >/dev/null || { echo "valgrind not found: apt-get install valgrind"; exit 1; }
-	$(MAKE) --no-print-directory check DEVQ_VALGRIND=1 SAN=valgrind
-
-check-asan:
-	$(MAKE) BUILD=build-asan SAN=1 check
-
+## start devqd on a private socket and drive it with devctl
 demo: 
 	@if ! pkg-config --exists $(MODULES) 2>/dev/null || ! command -v protoc-c >/dev/null; then \
 	  echo "demo: installing build dependencies (make deps)"; $(MAKE) deps; fi
 	@$(MAKE) --no-print-directory all
 	@BUILD=$(BUILD) sh tools/demo.sh
 
+## remove build/ and build-asan/
 clean:
 	rm -rf build build-asan
 

@@ -9,35 +9,35 @@ BENCH_BIN  = $(BUILD)/bench/devq_bench
 
 $(BENCH_BIN): $(call obj,$(BENCH_SRC)) $(BUILD)/libdevq.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) -lm
+	$(call quiet,LD,$@)$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) -lm
 
 # Fairness between tenants (bench/fair.sh): runs as root, switches uid.
 FAIR_BENCH_BIN = $(BUILD)/bench/fair_bench
 $(FAIR_BENCH_BIN): $(call obj,bench/fair_bench.c bench/bench_util.c) $(BUILD)/libdevq.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) -lm
+	$(call quiet,LD,$@)$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) -lm
 
 .PHONY: bench bench-quick bench-build check-slow
+## build the benchmark programs of bench/
 bench-build: all $(BENCH_BIN) $(FAIR_BENCH_BIN)
 
 # Saturation runs too slow for make check (seconds each, timing decides):
 # the fairness scenarios with generous bounds.  CI runs it.
+## tenants against each other under saturation, generous bounds (CI; ~30 s)
 check-slow: all $(FAIR_BENCH_BIN)
 	@mkdir -p $(BENCH_OUT)
 	DEVQ_BUILD=$(BUILD) DEVQ_BENCH_OUT=$(BENCH_OUT) $(FAIR_BENCH_BIN) --check --seconds 3
 
+## the benchmark suite: tables on stdout, JSON in build/bench/ (DEVQD_ARGS=...)
 bench: bench-build
 	@mkdir -p $(BENCH_OUT)
 	DEVQ_BUILD=$(BUILD) DEVQ_BENCH_OUT=$(BENCH_OUT) DEVQD_ARGS='$(DEVQD_ARGS)' \
 	  $(BENCH_BIN) all | tee $(BENCH_OUT)/bench.txt
 	DEVQD_ARGS='$(DEVQD_ARGS)' sh bench/callgrind.sh $(BUILD) $(BENCH_OUT) | tee -a $(BENCH_OUT)/bench.txt
 
+## the benchmark suite, short runs (a minute or two)
 bench-quick: bench-build
 	@mkdir -p $(BENCH_OUT)
 	DEVQ_BUILD=$(BUILD) DEVQ_BENCH_OUT=$(BENCH_OUT) DEVQD_ARGS='$(DEVQD_ARGS)' \
 	  $(BENCH_BIN) --quick all | tee $(BENCH_OUT)/bench.txt
 	DEVQD_ARGS='$(DEVQD_ARGS)' sh bench/callgrind.sh $(BUILD) $(BENCH_OUT) --quick | tee -a $(BENCH_OUT)/bench.txt
-
-# The completion page and the submission fast paths (correctness only).
-TESTS += test_perf
-HARNESS_TESTS += test_perf

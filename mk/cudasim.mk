@@ -16,9 +16,8 @@
 
 CUDASIM_DIR = $(BUILD)/tests/cudasim
 CUDASIM_LIB = $(CUDASIM_DIR)/libcuda.so.1
-CUDASIM_TESTS = test_daemon test_devctl test_badinput test_tenancy test_trace test_lost \
-                test_priority test_perf test_soak test_cudasim test_repo_cuda test_host \
-                test_cudasim_self
+# CUDASIM_TESTS, the programs it runs, are the rows of mk/tests.mk whose
+# suites say sim.
 CUDASIM_SOAK_SECONDS ?= 20
 .PHONY: check-cuda-sim check-cuda-sim-asan
 
@@ -27,44 +26,43 @@ $(call obj,tests/cudasim/cudasim.c): ALL_CFLAGS += $(CUDA_CFLAGS) -fvisibility=h
 $(CUDASIM_LIB): $(call obj,tests/cudasim/cudasim.c daemon/device/cuda/fatbin.c kernels/sig.c) \
 		$(KERNEL_OBJ) tests/cudasim/exports.map
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -shared -Wl,-soname,libcuda.so.1 -Wl,--version-script=tests/cudasim/exports.map \
+	$(call quiet,LD,$@)$(CC) $(LDFLAGS) -shared -Wl,-soname,libcuda.so.1 -Wl,--version-script=tests/cudasim/exports.map \
 		-pthread -o $@ $(filter %.o,$^) -lm
-
-HARNESS_TESTS += test_cudasim
 
 # The executable repository on the CUDA backend (tests/repo_cuda.sh), with
 # an image of the example that has SASS for sm_80 only (no PTX), and the
 # example as a bare sm_90 cubin and as compute_90 PTX.
 $(CUDASIM_DIR)/scale_u32_sm80.fatbin: examples/executables/scale_u32.cu
 	@mkdir -p $(dir $@)
-	$(NVCC) --fatbin -gencode arch=compute_80,code=sm_80 $(ALL_NVCC_FLAGS) -o $@ $<
+	$(call quiet,NVCC,$@)$(NVCC) --fatbin -gencode arch=compute_80,code=sm_80 $(ALL_NVCC_FLAGS) -o $@ $<
 $(CUDASIM_DIR)/scale_u32.cubin: examples/executables/scale_u32.cu
 	@mkdir -p $(dir $@)
-	$(NVCC) --cubin -arch sm_90 $(ALL_NVCC_FLAGS) -o $@ $<
+	$(call quiet,NVCC,$@)$(NVCC) --cubin -arch sm_90 $(ALL_NVCC_FLAGS) -o $@ $<
 $(CUDASIM_DIR)/scale_u32.ptx: examples/executables/scale_u32.cu
 	@mkdir -p $(dir $@)
-	$(NVCC) --ptx -arch compute_90 $(ALL_NVCC_FLAGS) -o $@ $<
+	$(call quiet,NVCC,$@)$(NVCC) --ptx -arch compute_90 $(ALL_NVCC_FLAGS) -o $@ $<
 $(BUILD)/tests/test_repo_cuda: tests/repo_cuda.sh $(EXEC_EXAMPLE_OUT) $(CUDASIM_DIR)/scale_u32_sm80.fatbin \
 		$(CUDASIM_DIR)/scale_u32.cubin $(CUDASIM_DIR)/scale_u32.ptx $(BUILD)/devqd $(BUILD)/devctl
 	@mkdir -p $(dir $@)
-	printf '#!/bin/sh\nexec sh tests/repo_cuda.sh "$$@"\n' > $@
-	chmod +x $@
+	$(call quiet,GEN,$@)printf '#!/bin/sh\nexec sh tests/repo_cuda.sh "$$@"\n' > $@
+	$(Q)chmod +x $@
 
 # The simulator's own handling of repository images, against its API
 # (tests/cudasim/selftest.c), with a stand-in that runs 1.5 s.
 $(CUDASIM_DIR)/selftest: $(call obj,tests/cudasim/selftest.c) $(CUDASIM_LIB)
-	$(CC) $(LDFLAGS) -o $@ $< $(CUDASIM_LIB) -Wl,-rpath,$(abspath $(CUDASIM_DIR))
+	$(call quiet,LD,$@)$(CC) $(LDFLAGS) -o $@ $< $(CUDASIM_LIB) -Wl,-rpath,$(abspath $(CUDASIM_DIR))
 $(call obj,tests/cudasim/selftest.c): ALL_CFLAGS += $(CUDA_CFLAGS)
 $(CUDASIM_DIR)/slow.so: tests/repo_kernels.c kernels/devq/kernel.h
 	@mkdir -p $(dir $@)
-	$(CC) -std=c11 $(WARN) -O2 -Ikernels -shared -fPIC -DSLOW -o $@ $<
+	$(call quiet,CC,$@)$(CC) -std=c11 $(WARN) -O2 -Ikernels -shared -fPIC -DSLOW -o $@ $<
 $(BUILD)/tests/test_cudasim_self: $(CUDASIM_DIR)/selftest $(CUDASIM_DIR)/slow.so \
 		$(EXEC_EXAMPLE_OUT) $(CUDASIM_DIR)/scale_u32_sm80.fatbin $(CUDASIM_DIR)/scale_u32.ptx
-	printf '#!/bin/sh\nexec %s %s %s %s %s\n' $(abspath $(CUDASIM_DIR)/selftest) \
+	$(call quiet,GEN,$@)printf '#!/bin/sh\nexec %s %s %s %s %s\n' $(abspath $(CUDASIM_DIR)/selftest) \
 		$(abspath $(EXEC_EXAMPLE)/scale_u32.fatbin $(CUDASIM_DIR)/scale_u32_sm80.fatbin \
 		$(CUDASIM_DIR)/scale_u32.ptx $(CUDASIM_DIR)/slow.so) > $@
-	chmod +x $@
+	$(Q)chmod +x $@
 
+## the integration suites on devqd --backend cuda against the driver simulator
 check-cuda-sim: all $(CUDASIM_LIB) $(addprefix $(BUILD)/tests/,$(CUDASIM_TESTS))
 	@rm -f $(CUDASIM_DIR)/violations; start=$$(date +%s); pass=0; fail=0; bad=""; \
 	for t in $(CUDASIM_TESTS) test_cudasim@80 test_cudasim@100; do \
@@ -89,6 +87,7 @@ check-cuda-sim: all $(CUDASIM_LIB) $(addprefix $(BUILD)/tests/,$(CUDASIM_TESTS))
 	echo "check-cuda-sim: $$pass passed, $$fail failed, $$v rule violations, $$(( $$(date +%s) - start )) s"; \
 	[ -z "$$bad" ] && [ $$v = 0 ]
 
+## check-cuda-sim built with ASan+UBSan, in build-asan/
 check-cuda-sim-asan:
 	$(MAKE) BUILD=build-asan SAN=1 check-cuda-sim
 else
@@ -102,6 +101,7 @@ endif
 # dead (tests/gpu/script_check.sh says what each must show).
 .PHONY: check-gpu-script
 ifeq ($(CUDA_ENABLED),1)
+## the GPU bundle's run.sh on the simulator: ends, keeps results, obeys TERM
 check-gpu-script: $(CUDASIM_LIB)
 	$(MAKE) gpu-bundle
 	sh tests/gpu/script_check.sh $(GPU_BUNDLE) $(CUDASIM_DIR)
@@ -116,6 +116,7 @@ endif
 # under load the seed check's 10% bound can fail).  Not part of CI.
 .PHONY: gpu-script-sim
 ifeq ($(CUDA_ENABLED),1)
+## tests/gpu/run.sh, the GPU proof, against the simulator (timings mean nothing)
 gpu-script-sim: all $(CUDASIM_LIB) $(BUILD)/tests/gpu/gpu_check $(BUILD)/tests/gpu/native_bench
 	@rm -f $(CUDASIM_DIR)/violations
 	LD_LIBRARY_PATH=$(abspath $(CUDASIM_DIR)) DEVQ_CUDASIM_OCCUPANCY=1 \

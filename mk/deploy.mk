@@ -1,11 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
 # Deployment: systemd integration tests, install, Debian packages, lint.
 
-TESTS += test_deploy
-
+# test_deploy: the harness, and the daemon's configuration parser and log.
 $(BUILD)/tests/test_deploy: $(call obj,tests/test_deploy.c) $(call obj,tests/harness.c) $(call obj,daemon/base/config.c daemon/base/log.c) $(KERNEL_OBJ) $(BUILD)/libdevq.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -pthread -o $@ $(filter %.o %.a,$^) $(LIBS_PB) $(LIBS_SD) $(LIBS_CK) -lm
+	$(call quiet,LD,$@)$(CC) $(LDFLAGS) -pthread -o $@ $(filter %.o %.a,$^) $(LIBS_PB) $(LIBS_SD) $(LIBS_CK) -lm
 
 # ---- install ---------------------------------------------------------
 # FHS layout under $(DESTDIR)$(PREFIX); Debian's rules pass its own
@@ -27,18 +26,20 @@ MAN_PAGES   = $(addprefix $(BUILD)/,$(MAN_SRC))
 all: $(MAN_PAGES)
 $(BUILD)/man/%: man/% VERSION
 	@mkdir -p $(dir $@)
-	sed 's/@VERSION@/$(DEVQ_VERSION)/g' $< > $@
+	$(call quiet,GEN,$@)sed 's/@VERSION@/$(DEVQ_VERSION)/g' $< > $@
 
 $(BUILD)/devq.pc: packaging/devq.pc.in VERSION
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
+	$(call quiet,GEN,$@)sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
 	    -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' -e 's|@VERSION@|$(DEVQ_VERSION)|' $< > $@
 
 # The .pc file depends on PREFIX and LIBDIR: rebuild it on every install.
 .PHONY: install install-pc deb lint lint-deb deb-check promtool
+## write build/devq.pc for this PREFIX and LIBDIR (install does)
 install-pc:
 	@rm -f $(BUILD)/devq.pc
 	@$(MAKE) --no-print-directory $(BUILD)/devq.pc
 
+## install under DESTDIR/PREFIX: programs, library, units, man pages
 install: all install-pc
 	$(INSTALL) -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR)/pkgconfig \
 	  $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(UNITDIR) $(DESTDIR)$(SYSUSERSDIR) \
@@ -65,6 +66,7 @@ install: all install-pc
 
 # promtool (from Debian's prometheus package, unpacked, not installed) for
 # test_deploy's metrics check: $(BUILD)/promtool/usr/bin/promtool.
+## unpack Debian's promtool into build/promtool/ for test_deploy's metrics check
 promtool: $(BUILD)/promtool/usr/bin/promtool
 $(BUILD)/promtool/usr/bin/promtool:
 	@mkdir -p $(BUILD)/promtool/deb
@@ -80,6 +82,7 @@ $(BUILD)/promtool/usr/bin/promtool:
 # $(BUILD)/deb/.  DEB_BUILD_PROFILES=pkg.devq.nocuda leaves CUDA out.
 DEB_DIR = $(BUILD)/deb
 DEB_SRC = $(DEB_DIR)/devq-$(DEVQ_VERSION)
+## Debian packages in build/deb/ (DEB_BUILD_PROFILES=pkg.devq.nocuda: no CUDA)
 deb:
 	@command -v dpkg-buildpackage >/dev/null && command -v dh >/dev/null || \
 	  { echo "make deb needs dpkg-dev and debhelper: apt-get install dpkg-dev debhelper"; exit 1; }
@@ -100,11 +103,13 @@ deb:
 	  case $$v in $(DEVQ_VERSION)-*) ;; *) echo "$$d: version $$v, but VERSION says $(DEVQ_VERSION)"; exit 1 ;; esac; done
 
 # lintian on what `make deb` built: errors fail, warnings are listed.
+## lintian on what make deb built: errors fail
 lint-deb:
 	lintian --fail-on error --info $(DEB_DIR)/devq_$(DEVQ_VERSION)-*_*.changes
 
 # Everything deployment-related that `make check` does not already cover:
 # the packages, lintian, and (as root) installing them here and purging.
+## deb, lint-deb, and as root dpkg -i, check and purge
 deb-check: deb lint-deb
 	@if [ "$$(id -u)" = 0 ]; then tests/deploy/deb-install-check.sh $(DEB_DIR); \
 	else echo "deb-check: not root, skipping the dpkg -i check"; fi
@@ -114,6 +119,7 @@ deb-check: deb lint-deb
 # /bin/kill copied in), the man pages formatted with warnings on, and the
 # service's offline exposure score (printed; above 2.0 fails).
 LINT_ROOT = $(BUILD)/lint-root
+## units (systemd-analyze verify, exposure score) and man pages (man --warnings)
 lint: all
 	rm -rf $(LINT_ROOT)
 	$(MAKE) --no-print-directory install DESTDIR=$(abspath $(LINT_ROOT)) PREFIX=/usr >/dev/null

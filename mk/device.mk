@@ -1,9 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # Device loss and reconnection (tests/test_lost.c), and the CUDA backend's
 # daemon side (the kernels and the fatbin are built by mk/cuda.mk).
-TESTS += test_lost
-HARNESS_TESTS += test_lost
-# The cut of notices to what a client keeps, tested on its own there.
+# test_lost links the cut of notices to what a client keeps, tested on its
+# own there.
 $(BUILD)/tests/test_lost: $(call obj,daemon/server/notice.c)
 
 # The CUDA backend: its objects include <cuda.h>; the calibration
@@ -15,12 +14,11 @@ $(call obj,$(wildcard daemon/device/cuda/*.c) daemon/device/select.c tests/test_
 TEST_CUDA_OBJ = $(call obj,daemon/device/cuda/cuda_drv.c)
 endif
 
-TESTS += test_cuda
 $(BUILD)/tests/test_cuda: $(call obj,tests/test_cuda.c tests/harness.c daemon/device/cuda/cuda_time.c \
 		daemon/device/cuda/graph_cache.c) \
 		$(TEST_CUDA_OBJ) $(KERNEL_OBJ) $(BUILD)/libdevq.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) $(LIBS_CK) -ldl -lm
+	$(call quiet,LD,$@)$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) $(LIBS_CK) -ldl -lm
 
 # ---- the GPU proof: tests/gpu/run.sh -----------------------------------
 # gpu_check drives devqd through libdevq; native_bench is the driver-API
@@ -36,11 +34,11 @@ ifeq ($(CUDA_ENABLED),1)
 $(call obj,tests/gpu/gpu_check.c): ALL_CFLAGS += $(CUDA_CFLAGS)
 $(BUILD)/tests/gpu/gpu_check: $(call obj,tests/gpu/gpu_check.c) $(BUILD)/libdevq.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) -ldl -lm
+	$(call quiet,LD,$@)$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) -ldl -lm
 $(call obj,tests/gpu/native_bench.c): ALL_CFLAGS += $(CUDA_CFLAGS)
 $(BUILD)/tests/gpu/native_bench: $(call obj,tests/gpu/native_bench.c daemon/device/cuda/cuda_drv.c) $(CUDA_EMBED_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -pthread -o $@ $^ -ldl
+	$(call quiet,LD,$@)$(CC) $(LDFLAGS) -pthread -o $@ $^ -ldl
 all: $(BUILD)/tests/gpu/gpu_check $(BUILD)/tests/gpu/native_bench
 
 # The bundle is built with the CUDA 13.0 toolkit only (DEVQ_CUDA_API_VERSION,
@@ -48,6 +46,7 @@ all: $(BUILD)/tests/gpu/gpu_check $(BUILD)/tests/gpu/native_bench
 # are written against.  CUDA_TOOLKIT_ANY=1 builds it with another anyway.
 GPU_BUNDLE_TOOLKIT = 13.0
 CUDA_TOOLKIT_VERSION = $(shell $(NVCC) --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\),.*/\1/p')
+## build/gpu-bundle/: devqd, devctl, the GPU checks, run.sh and their libraries
 gpu-bundle: all $(BUILD)/tests/gpu/gpu_check $(BUILD)/tests/gpu/native_bench $(BUILD)/host/libdevq-host-cuda.so
 	@if [ "$(CUDA_TOOLKIT_VERSION)" != "$(GPU_BUNDLE_TOOLKIT)" ] && [ "$(CUDA_TOOLKIT_ANY)" != 1 ]; then \
 	  echo "gpu-bundle: the CUDA toolkit is $(or $(CUDA_TOOLKIT_VERSION),unknown) ($(NVCC)), not" \
@@ -80,7 +79,3 @@ else
 gpu-bundle:
 	@echo "gpu-bundle: this build has no CUDA (nvcc not found, or CUDA=0)"; exit 1
 endif
-
-# Queue priorities (high-priority streams).
-TESTS += test_priority
-HARNESS_TESTS += test_priority

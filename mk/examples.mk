@@ -9,14 +9,14 @@ EXAMPLE_SRC = $(sort $(wildcard examples/*.c))
 EXAMPLES    = $(patsubst examples/%.c,$(BUILD)/examples/%,$(EXAMPLE_SRC))
 
 .PHONY: examples
+## build examples/*.c against build/libdevq.so, as a user would
 examples: $(EXAMPLES)
 
 $(BUILD)/examples/%: examples/%.c client/devq.h $(BUILD)/libdevq.so.0
 	@mkdir -p $(dir $@)
-	$(CC) -std=c11 $(WARN) $(CFLAGS) -Iclient -o $@ $< -L$(BUILD) -ldevq
+	$(call quiet,CC,$@)$(CC) -std=c11 $(WARN) $(CFLAGS) -Iclient -o $@ $< -L$(BUILD) -ldevq
 
-TESTS += test_example
 $(BUILD)/tests/test_example: tests/example.sh $(EXAMPLES) $(BUILD)/devqd $(BUILD)/libdevq.a packaging/devq.pc.in
 	@mkdir -p $(dir $@)
-	printf '#!/bin/sh\nexec env DEVQ_EXAMPLE_LDFLAGS="%s" sh tests/example.sh "$$@"\n' '$(LDFLAGS)' > $@
-	chmod +x $@
+	$(call quiet,GEN,$@)printf '#!/bin/sh\nexec env DEVQ_EXAMPLE_LDFLAGS="%s" sh tests/example.sh "$$@"\n' '$(LDFLAGS)' > $@
+	$(Q)chmod +x $@

@@ -15,20 +15,21 @@ all: $(EXEC_EXAMPLE_OUT) $(BUILD)/devq-kernel.pc
 # (no sanitizer flags: it is loaded into whatever devqd the tests run).
 $(EXEC_EXAMPLE)/scale_u32.so: examples/executables/scale_u32.c kernels/devq/kernel.h
 	@mkdir -p $(dir $@)
-	$(CC) -std=c11 $(WARN) -O2 -Ikernels -shared -fPIC -o $@ $<
+	$(call quiet,CC,$@)$(CC) -std=c11 $(WARN) -O2 -Ikernels -shared -fPIC -o $@ $<
 
 ifeq ($(CUDA_ENABLED),1)
 $(EXEC_EXAMPLE)/scale_u32.fatbin: examples/executables/scale_u32.cu
 	@mkdir -p $(dir $@)
-	$(NVCC) --fatbin $(CUDA_GENCODE) $(ALL_NVCC_FLAGS) -o $@ $<
+	$(call quiet,NVCC,$@)$(NVCC) --fatbin $(CUDA_GENCODE) $(ALL_NVCC_FLAGS) -o $@ $<
 endif
 
 $(BUILD)/devq-kernel.pc: packaging/devq-kernel.pc.in VERSION
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
+	$(call quiet,GEN,$@)sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
 	    -e 's|@VERSION@|$(DEVQ_VERSION)|' $< > $@
 
 .PHONY: install-executables
 install: install-executables
+## install <devq/kernel.h>, devq-kernel.pc and the example executable's sources
 install-executables: install-pc
 	@rm -f $(BUILD)/devq-kernel.pc
 	@$(MAKE) --no-print-directory $(BUILD)/devq-kernel.pc
@@ -41,20 +42,18 @@ install-executables: install-pc
 	  $(DESTDIR)$(DOCDIR)/examples/executables/
 
 # A client that keeps an executable's id across a reload (tests/repo.sh).
-TESTS += test_repo
 $(BUILD)/tests/repo_client: tests/repo_client.c client/devq.h $(BUILD)/libdevq.a
 	@mkdir -p $(dir $@)
-	$(CC) -std=c11 $(WARN) $(CFLAGS) -D_GNU_SOURCE -Iclient -o $@ $< $(BUILD)/libdevq.a $(LDFLAGS) $(LIBS_PB) -pthread -lm
+	$(call quiet,CC,$@)$(CC) -std=c11 $(WARN) $(CFLAGS) -D_GNU_SOURCE -Iclient -o $@ $< $(BUILD)/libdevq.a $(LDFLAGS) $(LIBS_PB) -pthread -lm
 $(BUILD)/tests/test_repo: tests/repo.sh $(BUILD)/tests/repo_client $(EXEC_EXAMPLE_OUT) $(BUILD)/devqd $(BUILD)/devctl
 	@mkdir -p $(dir $@)
-	printf '#!/bin/sh\nexec sh tests/repo.sh "$$@"\n' > $@
-	chmod +x $@
+	$(call quiet,GEN,$@)printf '#!/bin/sh\nexec sh tests/repo.sh "$$@"\n' > $@
+	$(Q)chmod +x $@
 
 # The repository inside the engine against a fake backend with load_image
 # and unload_image (tests/core/test_repo_core.c): images outlive a reload
 # until their last op, and are unloaded exactly once.
-TESTS += test_repo_core
 $(BUILD)/tests/test_repo_core: $(call obj,tests/core/test_repo_core.c) $(BUILD)/libdevqd-core.a \
 		$(KERNEL_OBJ) $(COMMON_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) $(LIBS_SD) $(LIBS_CK) -ldl -lm
+	$(call quiet,LD,$@)$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) $(LIBS_SD) $(LIBS_CK) -ldl -lm

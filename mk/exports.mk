@@ -12,13 +12,13 @@ $(LIB_OBJ) $(COMMON_OBJ): mk/exports.mk
 # `nm -D --defined-only libdevq.so` with the functions client/devq.h
 # declares; it prints a Check-style summary, so `make check` runs and counts
 # it with the other tests.  `make check-exports` runs it alone.
-TESTS += test_exports
 
 $(BUILD)/tests/test_exports: tools/check-exports.sh $(BUILD)/libdevq.so client/devq.h
 	@mkdir -p $(dir $@)
-	cp tools/check-exports.sh $@
-	chmod +x $@
+	$(call quiet,GEN,$@)cp tools/check-exports.sh $@
+	$(Q)chmod +x $@
 
 .PHONY: check-exports
+## libdevq.so exports what client/devq.h declares, nothing else (test_exports)
 check-exports: $(BUILD)/tests/test_exports
 	DEVQ_BUILD=$(BUILD) $(BUILD)/tests/test_exports

@@ -25,23 +25,22 @@ ifeq ($(SAN),fuzz)
   LDFLAGS += -fsanitize=address,undefined
 endif
 
-TESTS += test_fuzz_replay
-
 $(BUILD)/tests/test_fuzz_replay: $(call obj,tests/fuzz/test_fuzz_replay.c) \
 		$(call obj,tests/fuzz/fuzz_session.c) $(BUILD)/libdevqd.a $(KERNEL_OBJ) $(COMMON_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(FUZZ_LIBS) $(LIBS_CK)
+	$(call quiet,LD,$@)$(CC) $(LDFLAGS) -pthread -o $@ $^ $(FUZZ_LIBS) $(LIBS_CK)
 
 $(BUILD)/fuzz/fuzz_session: $(call obj,tests/fuzz/fuzz_session.c) $(BUILD)/libdevqd.a \
 		$(KERNEL_OBJ) $(COMMON_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -fsanitize=fuzzer -pthread -o $@ $^ $(FUZZ_LIBS)
+	$(call quiet,LD,$@)$(CC) $(LDFLAGS) -fsanitize=fuzzer -pthread -o $@ $^ $(FUZZ_LIBS)
 
 $(BUILD)/fuzz/mkcorpus: $(call obj,tests/fuzz/mkcorpus.c) $(KERNEL_OBJ) $(COMMON_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) -lm
+	$(call quiet,LD,$@)$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) -lm
 
 .PHONY: fuzz fuzz-corpus fuzz-deps
+## apt-get install clang-14 and libFuzzer when missing
 fuzz-deps:
 	@if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
 	command -v $(FUZZ_CC) >/dev/null && \
@@ -49,6 +48,7 @@ fuzz-deps:
 	  { $$SUDO apt-get update && DEBIAN_FRONTEND=noninteractive \
 	    $$SUDO apt-get install -y --no-install-recommends $(FUZZ_DEB_PACKAGES); }
 
+## write tests/fuzz/corpus again with mkcorpus
 fuzz-corpus: $(BUILD)/fuzz/mkcorpus
 	@mkdir -p tests/fuzz/corpus
 	rm -f tests/fuzz/corpus/ok-* tests/fuzz/corpus/edge-* tests/fuzz/corpus/reset-* tests/fuzz/corpus/ring-*
@@ -57,6 +57,7 @@ fuzz-corpus: $(BUILD)/fuzz/mkcorpus
 # New inputs go to build-fuzz/fuzz/corpus (the first directory), never into
 # the committed seeds.  CUDA=0: the target drives the CPU backend (no GPU
 # here, and no nvcc run for a fuzz build).
+## libFuzzer on devqd's connection path for FUZZ_SECONDS (60), in build-fuzz/
 fuzz: fuzz-deps
 	$(MAKE) --no-print-directory BUILD=$(FUZZ_BUILD) CC=$(FUZZ_CC) SAN=fuzz CUDA=0 \
 		$(FUZZ_BUILD)/fuzz/fuzz_session

@@ -18,14 +18,14 @@ OPENBLAS_LIBS   = $(shell pkg-config --libs openblas 2>/dev/null)
 
 $(BUILD)/host/libdevq-host-cpu.so: kernels/host/gemm_cpu.c kernels/host/gemm_exes.h kernels/devq/kernel.h
 	@mkdir -p $(dir $@)
-	$(CC) -std=c11 -D_GNU_SOURCE $(WARN) -O2 -g -Ikernels $(OPENBLAS_CFLAGS) -shared -fPIC -pthread \
+	$(call quiet,CC,$@)$(CC) -std=c11 -D_GNU_SOURCE $(WARN) -O2 -g -Ikernels $(OPENBLAS_CFLAGS) -shared -fPIC -pthread \
 		-o $@ $< $(OPENBLAS_LIBS)
 
 ifeq ($(CUDA_ENABLED),1)
 HOST_LIBS += $(BUILD)/host/libdevq-host-cuda.so
 $(BUILD)/host/libdevq-host-cuda.so: kernels/host/gemm_cuda.c kernels/host/gemm_exes.h kernels/devq/kernel.h
 	@mkdir -p $(dir $@)
-	$(CC) -std=c11 -D_GNU_SOURCE $(WARN) -O2 -g -Ikernels $(CUDA_CFLAGS) -shared -fPIC -pthread \
+	$(call quiet,CC,$@)$(CC) -std=c11 -D_GNU_SOURCE $(WARN) -O2 -g -Ikernels $(CUDA_CFLAGS) -shared -fPIC -pthread \
 		-o $@ $< -ldl
 endif
 
@@ -33,6 +33,7 @@ all: $(HOST_LIBS)
 
 .PHONY: install-host
 install: install-host
+## install the built-in host libraries into HOSTDIR
 install-host: $(HOST_LIBS)
 	$(INSTALL) -d $(DESTDIR)$(HOSTDIR)
 	$(INSTALL) -m 0644 $(HOST_LIBS) $(DESTDIR)$(HOSTDIR)/
@@ -40,16 +41,14 @@ install-host: $(HOST_LIBS)
 # tests/host.sh (the program test_host): host executables from the test
 # library tests/host_exes.c on the CPU backend (and, under
 # make check-cuda-sim, on the simulated CUDA backend).
-TESTS += test_host
 $(BUILD)/tests/test_host: tests/host.sh tests/host_exes.c $(BUILD)/devqd $(BUILD)/devctl
 	@mkdir -p $(dir $@)
-	printf '#!/bin/sh\nexec sh tests/host.sh "$$@"\n' > $@
-	chmod +x $@
+	$(call quiet,GEN,$@)printf '#!/bin/sh\nexec sh tests/host.sh "$$@"\n' > $@
+	$(Q)chmod +x $@
 
 # examples/mlp/mlp.py with 4 processes at small sizes (tests/mlp.sh, the
 # program test_mlp); `make bench-mlp` runs it at full sizes.
-TESTS += test_mlp
 $(BUILD)/tests/test_mlp: tests/mlp.sh examples/mlp/mlp.py $(BUILD)/devqd python
 	@mkdir -p $(dir $@)
-	printf '#!/bin/sh\nPYTHON=%s exec sh tests/mlp.sh "$$@"\n' '$(PYTHON)' > $@
-	chmod +x $@
+	$(call quiet,GEN,$@)printf '#!/bin/sh\nPYTHON=%s exec sh tests/mlp.sh "$$@"\n' '$(PYTHON)' > $@
+	$(Q)chmod +x $@

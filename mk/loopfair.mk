@@ -1,17 +1,13 @@
 # SPDX-License-Identifier: Apache-2.0
 # The loop shared by tenant: one tenant's costly requests (status, list,
 # whole-ring traces) from several sessions against another tenant's null-op
-# round trip.  bench/loopfair.sh runs the benchmark (bench/RESULTS.md).
+# round trip.  bench/loopfair.sh runs the benchmark (bench/RESULTS.md);
+# test_loopshare (mk/tests.mk) is its functional side.
 $(BUILD)/bench/loopfair: $(call obj,bench/loopfair.c) $(call obj,bench/bench_util.c) $(BUILD)/libdevq.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) -lm
+	$(call quiet,LD,$@)$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) -lm
 
 .PHONY: bench-loopfair
+## one tenant's costly requests against another's null ops (LOOPFAIR_ARGS)
 bench-loopfair: all $(BUILD)/bench/loopfair
 	DEVQ_BUILD=$(BUILD) $(BUILD)/bench/loopfair $(LOOPFAIR_ARGS)
-
-# Its functional side: another user's null ops are answered between the
-# steps of whole-ring trace replies (relative bound; skipped under
-# sanitizers, where timing decides).
-TESTS += test_loopshare
-HARNESS_TESTS += test_loopshare

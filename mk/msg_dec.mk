@@ -4,9 +4,8 @@
 # unpacker, which decoded every client frame before it and still decodes
 # the ones it declines.  A unit test: the decoder, the frame arena it
 # decodes into in the daemon (daemon/base/pool.c) and the generated
-# protobuf-c code.
-TESTS += test_msg_dec
+# protobuf-c code (test_msg_dec).
 
 $(BUILD)/tests/test_msg_dec: $(call obj,tests/test_msg_dec.c proto/codec/msg_dec.c daemon/base/pool.c) $(COMMON_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) $(LIBS_CK) -lm
+	$(call quiet,LD,$@)$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) $(LIBS_CK) -lm

@@ -18,11 +18,13 @@ MUTATE_ARGS ?=
 .PHONY: mutate mutate-ci check-mutate-sites
 # The tool's site finder names the identities the lists above hold: its
 # self-test runs with make check.
+## tools/mutate.py's self-test: it names functions and sites right (in check)
 check-mutate-sites:
 	@out=$$(python3 tools/test_mutate.py 2>&1) || { echo "$$out"; exit 1; }; \
 	  echo "check-mutate-sites: tools/mutate.py names functions and finds sites as it should"
 check: check-mutate-sites
 
+## mutation testing of the daemon's decision code (long; MUTATE_ARGS=...)
 mutate:
 	python3 tools/mutate.py -j $(MUTATE_JOBS) --build $(BUILD) --asan $(MUTATE_ARGS)
 
@@ -32,5 +34,6 @@ mutate:
 # when one of them survives and is not listed as equivalent, or when the list
 # names a mutant that no longer exists (its function was edited: pick the
 # new identity with --list).
+## the fixed list of mutants tests/mutants-ci.txt, as CI runs it
 mutate-ci:
 	python3 tools/mutate.py -j $(MUTATE_JOBS) --build $(BUILD) --only @tests/mutants-ci.txt

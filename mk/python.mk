@@ -14,6 +14,7 @@ PY_PKG_OUT = $(patsubst python/devq/%,$(BUILD)/python/devq/%,$(PY_PKG_SRC)) \
              $(BUILD)/python/devq/_version.py
 
 .PHONY: python install-python
+## the Python package devq in build/python/ (PYTHONPATH=build/python)
 python: $(PY_PKG_OUT) $(BUILD)/libdevq.so.0
 
 # $(BUILD)/libdevq.so.0 (the Makefile's rule) is what the package loads from
@@ -21,19 +22,18 @@ python: $(PY_PKG_OUT) $(BUILD)/libdevq.so.0
 
 $(BUILD)/python/devq/%.py: python/devq/%.py
 	@mkdir -p $(dir $@)
-	cp $< $@
+	$(call quiet,GEN,$@)cp $< $@
 
 $(BUILD)/python/devq/_version.py: VERSION
 	@mkdir -p $(dir $@)
-	echo '__version__ = "$(DEVQ_VERSION)"' > $@
+	$(call quiet,GEN,$@)echo '__version__ = "$(DEVQ_VERSION)"' > $@
 
 # The suite as a test program of `make check`: python/tests/run.sh runs
 # pytest, which prints a Check-style summary line the check target adds up.
-TESTS += test_python
 $(BUILD)/tests/test_python: python/tests/run.sh $(PY_PKG_OUT) $(BUILD)/libdevq.so.0 $(BUILD)/devqd
 	@mkdir -p $(dir $@)
-	printf '#!/bin/sh\nPYTHON=%s exec sh python/tests/run.sh "$$@"\n' '$(PYTHON)' > $@
-	chmod +x $@
+	$(call quiet,GEN,$@)printf '#!/bin/sh\nPYTHON=%s exec sh python/tests/run.sh "$$@"\n' '$(PYTHON)' > $@
+	$(Q)chmod +x $@
 
 # Installed where Debian's python3 looks (/usr/lib/python3/dist-packages
 # for PREFIX=/usr, /usr/local/lib/python3.X/dist-packages otherwise).
@@ -41,12 +41,14 @@ PYTHON_VER  = $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info
 PYTHONDIR  ?= $(if $(filter /usr,$(PREFIX)),/usr/lib/python3/dist-packages,$(PREFIX)/lib/python$(PYTHON_VER)/dist-packages)
 
 install: install-python
+## install the Python package where Debian's python3 finds it
 install-python: python
 	$(INSTALL) -d $(DESTDIR)$(PYTHONDIR)/devq
 	$(INSTALL) -m 0644 $(PY_PKG_OUT) $(DESTDIR)$(PYTHONDIR)/devq/
 
 # The binding against the C client, in one run (bench/py_bench.py).
 .PHONY: bench-python
+## the Python binding against the C client (bench/py_bench.py)
 bench-python: bench-build python
 	DEVQ_BUILD=$(BUILD) PYTHONPATH=$(BUILD)/python $(PYTHON) bench/py_bench.py $(PY_BENCH_ARGS)
 
@@ -54,6 +56,7 @@ bench-python: bench-build python
 # (bench/kernels.py).  NumPy's BLAS tuning variables are unset for that
 # command only, so the baseline is NumPy as it runs by default.
 .PHONY: bench-kernels
+## the CPU backend's streaming kernels against NumPy (bench/kernels.py)
 bench-kernels: all python
 	env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE DEVQ_BUILD=$(BUILD) \
 	  DEVQ_BENCH_OUT=$(BENCH_OUT) PYTHONPATH=$(BUILD)/python \
@@ -62,8 +65,10 @@ bench-kernels: all python
 # gemm_f32 against NumPy's OpenBLAS matmul, and 4 clients against 1
 # (bench/gemm.py); examples/mlp/ at full sizes with 4 processes.
 .PHONY: bench-gemm bench-mlp
+## gemm_f32 against NumPy's OpenBLAS matmul, 4 clients against 1 (bench/gemm.py)
 bench-gemm: all python
 	DEVQ_BUILD=$(BUILD) PYTHONPATH=$(BUILD)/python $(PYTHON) bench/gemm.py $(GEMM_BENCH_ARGS)
+## examples/mlp/ at full sizes with 4 processes (MLP_ARGS)
 bench-mlp: all python
 	sh -c 'd=$$(mktemp -d); $(BUILD)/devqd --backend cpu --socket $$d/s & p=$$!; sleep 1; \
 	  PYTHONPATH=$(BUILD)/python $(PYTHON) examples/mlp/mlp.py --socket $$d/s --procs 4 $(MLP_ARGS); \

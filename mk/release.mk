@@ -14,13 +14,13 @@
 # devq_version() in libdevq.a and libdevq.so, pkg-config --modversion on
 # $(BUILD)/devq.pc, the Python package's _version.py, the built man pages
 # and a daemon's HelloReply all say VERSION.
-TESTS += test_release
-HARNESS_TESTS += test_release
 check: $(BUILD)/devq.pc $(BUILD)/python/devq/_version.py
 
 .PHONY: dist distcheck
+## build/devq-VERSION.tar.gz: HEAD, reproducible
 dist:
 	@sh tools/dist.sh $(BUILD)
 
+## make dist twice (same bytes), then make check (and deb) in it, unpacked
 distcheck:
 	sh tools/distcheck.sh $(BUILD)

@@ -16,11 +16,13 @@ endif
 $(SPANK_SO): slurm/spank_devq.c
 	@test -n "$(HAVE_SPANK)" || { echo "spank_devq.so needs <slurm/spank.h>: apt-get install libslurm-dev"; exit 1; }
 	@mkdir -p $(dir $@)
-	$(CC) -std=c11 -D_GNU_SOURCE $(WARN) -fPIC -shared $(CFLAGS) -I$(SLURM_INCLUDE) \
+	$(call quiet,CC,$@)$(CC) -std=c11 -D_GNU_SOURCE $(WARN) -fPIC -shared $(CFLAGS) -I$(SLURM_INCLUDE) \
 	  $(LDFLAGS) -o $@ $<
 
 .PHONY: check-slurm slurm
+## build/slurm/spank_devq.so, the SPANK plugin (needs libslurm-dev)
 slurm: $(SPANK_SO)
+## a two-node Slurm cluster here sharing devqd, podman with CDI (root)
 check-slurm: all $(SPANK_SO) python
 	tests/slurm/check.sh $(BUILD)
 
@@ -32,6 +34,7 @@ SLURM_PLUGINDIR ?= $(LIBDIR)/slurm-wlm
 LIBEXECDIR      ?= $(PREFIX)/libexec
 SLURM_DOCDIR    ?= $(PREFIX)/share/doc/slurm-devq
 .PHONY: install-slurm
+## install the SPANK plugin, the health check and devq-slurm(8)
 install-slurm: $(SPANK_SO) $(BUILD)/man/devq-slurm.8
 	$(INSTALL) -d $(DESTDIR)$(SLURM_PLUGINDIR) $(DESTDIR)$(LIBEXECDIR)/slurm-devq \
 	  $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(SLURM_DOCDIR)/examples

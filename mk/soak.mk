@@ -8,14 +8,8 @@
 SOAK_SECONDS ?= 600
 SOAK_CLIENTS ?= 4
 
-TESTS += test_soak
-
-$(BUILD)/tests/test_soak: $(call obj,tests/soak/test_soak.c) $(call obj,tests/harness.c) \
-		$(KERNEL_OBJ) $(BUILD)/libdevq.a
-	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) $(LIBS_CK) -lm
-
 .PHONY: soak
+## SOAK_SECONDS (600) of verified work and chaos against one devqd
 soak: all $(BUILD)/tests/test_soak
 	SOAK_SECONDS=$(SOAK_SECONDS) SOAK_CLIENTS=$(SOAK_CLIENTS) DEVQ_BUILD=$(BUILD) \
 		DEVQ_SANITIZER=$(SAN) $(BUILD)/tests/test_soak

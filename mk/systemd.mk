@@ -22,11 +22,13 @@ SYSTEMD_ROOT_PACKAGES = systemd,systemd-sysv,dbus,procps,libuv1,libprotobuf-c1,l
 SYSTEMD_STAMP = .devq-root-$(shell echo '$(SYSTEMD_ROOT_PACKAGES)' | cksum | cut -d' ' -f1)
 
 .PHONY: check-systemd systemd-deps systemd-root
+## apt-get install debootstrap and systemd-container when missing
 systemd-deps:
 	@command -v debootstrap >/dev/null && command -v systemd-nspawn >/dev/null || \
 	  { apt-get update && DEBIAN_FRONTEND=noninteractive \
 	    apt-get install -y --no-install-recommends $(SYSTEMD_DEB_PACKAGES); }
 
+## debootstrap the Debian 12 root of check-systemd into build/systemd/ (cached)
 systemd-root: $(SYSTEMD_ROOT)/$(SYSTEMD_STAMP)
 $(SYSTEMD_ROOT)/$(SYSTEMD_STAMP):
 	rm -rf $(SYSTEMD_ROOT) $(SYSTEMD_ROOT).tmp
@@ -38,6 +40,7 @@ $(SYSTEMD_ROOT)/$(SYSTEMD_STAMP):
 	touch $(SYSTEMD_ROOT).tmp/$(SYSTEMD_STAMP)
 	mv $(SYSTEMD_ROOT).tmp $(SYSTEMD_ROOT)
 
+## the .debs in a booted Debian 12 container, systemd as PID 1 (root)
 check-systemd:
 	@if [ "$$(id -u)" != 0 ]; then \
 	  echo "check-systemd: SKIPPED: needs root (debootstrap, systemd-nspawn)"; \
@@ -52,4 +55,4 @@ check-systemd:
 # The test host executables (tests/host_exes.c), for the crash check.
 $(BUILD)/tests/host_exes.so: tests/host_exes.c kernels/devq/kernel.h
 	@mkdir -p $(dir $@)
-	$(CC) -std=c11 $(WARN) -O2 -Ikernels -shared -fPIC -o $@ $<
+	$(call quiet,CC,$@)$(CC) -std=c11 $(WARN) -O2 -Ikernels -shared -fPIC -o $@ $<

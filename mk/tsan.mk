@@ -18,6 +18,7 @@ endif
 TSAN_SETARCH = $(if $(shell command -v setarch 2>/dev/null),setarch $(shell uname -m) -R)
 
 .PHONY: check-tsan
+## make check built with ThreadSanitizer, in build-tsan/
 check-tsan:
 	TSAN_OPTIONS="suppressions=$(CURDIR)/tests/tsan.supp second_deadlock_stack=1 $(TSAN_OPTIONS)" \
 		$(TSAN_SETARCH) $(MAKE) BUILD=$(TSAN_BUILD) SAN=tsan check
