@@ -10,7 +10,8 @@ $(BUILD)/tests/test_tracereq: $(call obj,tests/core/test_tracereq.c) \
 	@mkdir -p $(dir $@)
 	$(call quiet,LD,$@)$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) $(LIBS_SD) $(LIBS_CK) -ldl -lm
 
-# The loop's worst stall while a 4 GiB buffer is imported (bench/RESULTS.md).
+# The loop's worst stall while a 4 GiB buffer is imported (bench/RESULTS.md,
+# "The loop while a 4 GiB buffer is imported").
 $(BUILD)/bench/import_stall: $(call obj,bench/import_stall.c) $(BUILD)/libdevq.a
 	@mkdir -p $(dir $@)
 	$(call quiet,LD,$@)$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) -lm

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # Performance: the hand-written Completions encoder (proto/codec/cmpl_enc.c,
 # in DAEMON_SRC) checked against protobuf-c, which decodes it on the client
-# side and was its encoder before.  A unit test: no daemon, only the
+# side.  A unit test: no daemon, only the
 # encoder, the framing code and the generated protobuf-c code
 # (test_cmpl_enc).
 

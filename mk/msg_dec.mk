@@ -1,8 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # Performance: the hand-written decoder of ClientMessage{submit}
 # (proto/codec/msg_dec.c, in DAEMON_SRC) checked against protobuf-c's
-# unpacker, which decoded every client frame before it and still decodes
-# the ones it declines.  A unit test: the decoder, the frame arena it
+# unpacker, which decodes the frames it declines.  A unit test: the decoder, the frame arena it
 # decodes into in the daemon (daemon/base/pool.c) and the generated
 # protobuf-c code (test_msg_dec).
 

@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # devqd's threads from outside (/proc/PID/task/): their names, and which
-# thread runs a short op (issue 28).  bench/sporadic.sh measures the
-# sporadic op's path.
+# thread runs a short op.  bench/sporadic.sh measures the sporadic op's
+# path.
 $(BUILD)/tests/test_threads: $(BUILD)/obj/tests/test_threads.o $(call obj,tests/harness.c daemon/base/lock.c daemon/base/slice.c) $(KERNEL_OBJ) $(BUILD)/libdevq.a
 	@mkdir -p $(dir $@)
 	$(call quiet,LD,$@)$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) $(LIBS_CK) -lm
