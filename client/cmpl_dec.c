@@ -8,6 +8,9 @@
  *                   4: string message 5: Timing timing
  *   Timing          1..7: uint64 (client_submit .. enqueue_ns)
  *
+ * proto/wire.h names these fields and holds the varint and tag helpers
+ * that every hand-written codec shares.
+ *
  * Each rule below is protobuf-c 1.4's (protobuf-c.c, protobuf_c_message_unpack
  * and the parse_* helpers it calls), since libdevq must not see a frame
  * differently depending on which decoder read it:
@@ -31,7 +34,7 @@
 #include <limits.h>
 #include <string.h>
 
-enum wire { WT_VARINT = 0, WT_I64 = 1, WT_LEN = 2, WT_I32 = 5 };
+#include "wire.h"
 
 /* Reads a tag at *pp (end > *pp).  0 or -EPROTO. */
 static inline int get_tag(const uint8_t **pp, const uint8_t *end, uint32_t *field,
@@ -75,31 +78,22 @@ static inline int get_varint(const uint8_t **pp, const uint8_t *end, const uint8
 		*pp = p + 1;
 		return 0;
 	}
-#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
 	/* Timestamps take 6 to 8 bytes, and a byte at a time cost about 7
 	 * instructions each: take up to 8 at once when 8 can be read. */
 	if (lim - p >= 8 && p < end) {
-		uint64_t x;
-		memcpy(&x, p, 8);
-		uint64_t stop = ~x & 0x8080808080808080ull;
-		if (stop) {
-			size_t n = (size_t)__builtin_ctzll(stop) / 8 + 1;
+		uint64_t w = devq_wire_le64(p);
+		if (devq_wire_varint8_ends(w)) {
+			uint64_t x;
+			size_t n = devq_wire_varint8(w, &x);
 			/* Not terminated within its message: as the loop below
 			 * (n <= 8, so not the ten-byte limit). */
 			if (n > (size_t)(end - p))
 				return -EPROTO;
-			x &= (stop ^ (stop - 1)) & 0x7f7f7f7f7f7f7f7full;
-			x = (x & 0x007f007f007f007full) | ((x & 0x7f007f007f007f00ull) >> 1);
-			x = (x & 0x00003fff00003fffull) | ((x & 0x3fff00003fff0000ull) >> 2);
-			x = (x & 0x000000000fffffffull) | ((x & 0x0fffffff00000000ull) >> 4);
 			*v = x;
 			*pp = p + n;
 			return 0;
 		}
 	}
-#else
-	(void)lim;
-#endif
 	size_t max = (size_t)(end - p) > 10 ? 10 : (size_t)(end - p);
 	uint64_t x = 0;
 	for (size_t i = 0; i < max; i++) {
@@ -140,17 +134,17 @@ static int skip(const uint8_t **pp, const uint8_t *end, const uint8_t *lim, unsi
 	uint64_t v;
 	const uint8_t *e;
 	switch (wt) {
-	case WT_VARINT:
+	case DEVQ_WIRE_VARINT:
 		return get_varint(pp, end, lim, &v);
-	case WT_I64:
-	case WT_I32: {
-		size_t n = wt == WT_I64 ? 8 : 4;
+	case DEVQ_WIRE_I64:
+	case DEVQ_WIRE_I32: {
+		size_t n = wt == DEVQ_WIRE_I64 ? 8 : 4;
 		if ((size_t)(end - *pp) < n)
 			return -EPROTO;
 		*pp += n;
 		return 0;
 	}
-	case WT_LEN:
+	case DEVQ_WIRE_LEN:
 		if (get_len(pp, end, &e) < 0)
 			return -EPROTO;
 		*pp = e;
@@ -169,8 +163,9 @@ static int get_timing(const uint8_t *p, const uint8_t *end, const uint8_t *lim,
 		unsigned wt;
 		if (get_tag(&p, end, &f, &wt) < 0)
 			return -EPROTO;
-		if (f >= 1 && f <= 7) {
-			if (wt != WT_VARINT || get_varint(&p, end, lim, &v[f - 1]) < 0)
+		if (f >= DEVQ_WIRE_F_TIMING_CLIENT_SUBMIT && f <= DEVQ_WIRE_F_TIMING_ENQUEUE_NS) {
+			if (wt != DEVQ_WIRE_VARINT ||
+			    get_varint(&p, end, lim, &v[f - DEVQ_WIRE_F_TIMING_CLIENT_SUBMIT]) < 0)
 				return -EPROTO;
 		} else if (skip(&p, end, lim, wt) < 0) {
 			return -EPROTO;
@@ -212,23 +207,23 @@ static int get_completion(const uint8_t *p, const uint8_t *end, const uint8_t *l
 		if (get_tag(&p, end, &f, &wt) < 0)
 			return -EPROTO;
 		switch (f) {
-		case 1: /* queue */
-		case 2: /* point */
-		case 3: /* code */
-			if (wt != WT_VARINT || get_varint(&p, end, lim, &v) < 0)
+		case DEVQ_WIRE_F_COMPLETION_QUEUE:
+		case DEVQ_WIRE_F_COMPLETION_POINT:
+		case DEVQ_WIRE_F_COMPLETION_CODE:
+			if (wt != DEVQ_WIRE_VARINT || get_varint(&p, end, lim, &v) < 0)
 				return -EPROTO;
-			if (f == 1)
+			if (f == DEVQ_WIRE_F_COMPLETION_QUEUE)
 				c->queue = (uint32_t)v;
-			else if (f == 2)
+			else if (f == DEVQ_WIRE_F_COMPLETION_POINT)
 				c->point = v;
 			else
 				c->code = (int32_t)(uint32_t)v;
 			break;
-		case 4: /* message */
-		case 5: /* timing */
-			if (wt != WT_LEN || get_len(&p, end, &e) < 0)
+		case DEVQ_WIRE_F_COMPLETION_MESSAGE:
+		case DEVQ_WIRE_F_COMPLETION_TIMING:
+			if (wt != DEVQ_WIRE_LEN || get_len(&p, end, &e) < 0)
 				return -EPROTO;
-			if (f == 4)
+			if (f == DEVQ_WIRE_F_COMPLETION_MESSAGE)
 				devq_cmpl_dec_copy_msg(c->message, sizeof(c->message),
 						       (const char *)p, (size_t)(e - p));
 			else if (get_timing(p, e, lim, &c->t) < 0)
@@ -249,7 +244,7 @@ int devq_cmpl_dec_begin(struct devq_cmpl_dec *d, const uint8_t *payload, size_t 
 	/* The shape the daemon writes: field 5 alone.  Anything else (another
 	 * body, several top-level fields, where protobuf-c's oneof rules
 	 * decide which body wins) goes to protobuf-c. */
-	if (len < 2 || payload[0] != 0x2a)
+	if (len < 2 || payload[0] != DEVQ_WIRE_TAG1(DAEMON_MESSAGE_COMPLETIONS))
 		return DEVQ_CMPL_DEC_OTHER;
 	const uint8_t *p = payload + 1, *end = payload + len, *e;
 	if (get_len(&p, end, &e) < 0 || e != end)
@@ -267,12 +262,12 @@ int devq_cmpl_dec_next(struct devq_cmpl_dec *d, struct devq_completion *out)
 		const uint8_t *e;
 		if (get_tag(&d->p, d->end, &f, &wt) < 0)
 			return -EPROTO;
-		if (f != 1) {
+		if (f != DEVQ_WIRE_F_COMPLETIONS_ITEMS) {
 			if (skip(&d->p, d->end, d->end, wt) < 0)
 				return -EPROTO;
 			continue;
 		}
-		if (wt != WT_LEN || get_len(&d->p, d->end, &e) < 0)
+		if (wt != DEVQ_WIRE_LEN || get_len(&d->p, d->end, &e) < 0)
 			return -EPROTO;
 		const uint8_t *p = d->p;
 		d->p = e;

@@ -21,6 +21,9 @@
  *   FillOp         1: BufferArg dst (0x0a)  2: uint64 size (0x10)
  *                  3: uint32 pattern (0x18)
  *
+ * proto/wire.h names these fields and holds the varint and tag helpers
+ * that every hand-written codec shares.
+ *
  * A length prefix precedes every submessage and a varint's width depends on
  * its value, so the bytes cannot be written front to back without knowing
  * each length first.  As in cmpl_enc.c: one sizing pass gives the
@@ -35,41 +38,7 @@
 
 #include <string.h>
 
-#define TAG_VARINT(f) ((uint8_t)((f) << 3 | 0))
-#define TAG_I64(f) ((uint8_t)((f) << 3 | 1))
-#define TAG_LEN(f) ((uint8_t)((f) << 3 | 2))
-#define TAG_I32(f) ((uint8_t)((f) << 3 | 5))
-
-/* Field numbers above 15 take a two-byte tag. */
-static const uint8_t tag_no_timing[2] = { (30 << 3 & 0x7f) | 0x80, (30 << 3) >> 7 };
-static const uint8_t tag_replayable[2] = { (60 << 3 & 0x7f) | 0x80, (60 << 3) >> 7 };
-
-/* Bytes of v as a varint: ceil(bits / 7), at least one (see
- * cmpl_enc.c; test_cli_codec checks it against protobuf-c). */
-static inline size_t vsize(uint64_t v)
-{
-	unsigned bits = 64u - (unsigned)__builtin_clzll(v | 1);
-	return bits * 9u / 64u + 1u;
-}
-
-/* A varint field left out when 0 (proto3): tag and value. */
-static inline size_t fsize(uint64_t v)
-{
-	return v ? 1 + vsize(v) : 0;
-}
-
-/* A length-delimited field: tag, length, body. */
-static inline size_t lsize(size_t body)
-{
-	return 1 + vsize(body) + body;
-}
-
-/* int32 is the 64-bit sign extension on the wire: a negative one takes
- * ten bytes, as protobuf-c (and every other encoder) writes it. */
-static inline uint64_t i32_wire(int32_t v)
-{
-	return (uint64_t)(int64_t)v;
-}
+#include "wire.h"
 
 static inline uint64_t buf_id(const struct devq_buffer *b)
 {
@@ -78,7 +47,7 @@ static inline uint64_t buf_id(const struct devq_buffer *b)
 
 static inline size_t bufarg_size(const struct devq_buffer *b, uint64_t off)
 {
-	return fsize(buf_id(b)) + fsize(off);
+	return devq_wire_field_size(buf_id(b)) + devq_wire_field_size(off);
 }
 
 static inline size_t name_len(const char *name)
@@ -88,15 +57,16 @@ static inline size_t name_len(const char *name)
 
 static size_t arg_size(const struct devq_arg *a)
 {
-	size_t nl = name_len(a->name), n = nl ? lsize(nl) : 0;
+	size_t nl = name_len(a->name), n = nl ? devq_wire_len_size(nl) : 0;
 	switch (a->type) {
-	case DEVQ_ARG_U64: return n + 1 + vsize(a->v.u64);
-	case DEVQ_ARG_U32: return n + 1 + vsize(a->v.u32);
-	case DEVQ_ARG_I64: return n + 1 + vsize((uint64_t)a->v.i64);
-	case DEVQ_ARG_I32: return n + 1 + vsize(i32_wire(a->v.i32));
+	case DEVQ_ARG_U64: return n + 1 + devq_wire_varint_size(a->v.u64);
+	case DEVQ_ARG_U32: return n + 1 + devq_wire_varint_size(a->v.u32);
+	case DEVQ_ARG_I64: return n + 1 + devq_wire_varint_size((uint64_t)a->v.i64);
+	case DEVQ_ARG_I32: return n + 1 + devq_wire_varint_size(devq_wire_int32(a->v.i32));
 	case DEVQ_ARG_F32: return n + 1 + 4;
 	case DEVQ_ARG_F64: return n + 1 + 8;
-	case DEVQ_ARG_BUFFER: return n + lsize(bufarg_size(a->v.buf.buf, a->v.buf.offset));
+	case DEVQ_ARG_BUFFER:
+		return n + devq_wire_len_size(bufarg_size(a->v.buf.buf, a->v.buf.offset));
 	}
 	return n; /* a type libdevq does not know: no value (submit_enc.h) */
 }
@@ -108,86 +78,64 @@ static size_t body_size(const struct devq_op *o)
 	size_t n;
 	switch (o->kind) {
 	case DEVQ_OP_KERNEL:
-		n = fsize(o->exec ? o->exec->id : 0);
+		n = devq_wire_field_size(o->exec ? o->exec->id : 0);
 		for (size_t j = 0; j < o->nargs; j++)
-			n += lsize(arg_size(&o->args[j]));
-		return lsize(n);
+			n += devq_wire_len_size(arg_size(&o->args[j]));
+		return devq_wire_len_size(n);
 	case DEVQ_OP_COPY:
-		n = lsize(bufarg_size(o->src, o->src_offset)) +
-		    lsize(bufarg_size(o->dst, o->dst_offset)) + fsize(o->size);
-		return lsize(n);
+		n = devq_wire_len_size(bufarg_size(o->src, o->src_offset)) +
+		    devq_wire_len_size(bufarg_size(o->dst, o->dst_offset)) +
+		    devq_wire_field_size(o->size);
+		return devq_wire_len_size(n);
 	case DEVQ_OP_FILL:
-		n = lsize(bufarg_size(o->dst, o->dst_offset)) + fsize(o->size) +
-		    fsize(o->pattern);
-		return lsize(n);
+		n = devq_wire_len_size(bufarg_size(o->dst, o->dst_offset)) +
+		    devq_wire_field_size(o->size) + devq_wire_field_size(o->pattern);
+		return devq_wire_len_size(n);
 	}
 	return 0;
+}
+
+/* A bool field set to true: its tag (two bytes for no_timing and
+ * replayable, numbered above 15), then 1. */
+static inline size_t flag_size(uint32_t tag)
+{
+	return devq_wire_varint_size(tag) + 1;
+}
+
+static inline uint8_t *put_flag(uint8_t *p, uint32_t tag)
+{
+	p = devq_wire_put_varint(p, tag);
+	*p++ = 1;
+	return p;
 }
 
 /* Size of one Op's body; fixed is what every op of the batch carries alike
  * (the submit stamp and the replayable mark). */
 static size_t op_size(const struct devq_op *o, size_t fixed)
 {
-	size_t n = fixed + fsize(o->queue) + body_size(o) + (o->no_timing ? 3 : 0);
+	size_t n = fixed + devq_wire_field_size(o->queue) + body_size(o) +
+		   (o->no_timing ? flag_size(DEVQ_WIRE_TAG_OF(OP_NO_TIMING)) : 0);
 	for (size_t j = 0; j < o->nwaits; j++)
-		n += lsize(fsize(o->waits[j].queue) + fsize(o->waits[j].point));
+		n += devq_wire_len_size(devq_wire_field_size(o->waits[j].queue) +
+					devq_wire_field_size(o->waits[j].point));
 	return n;
 }
 
 static inline size_t fixed_size(const struct devq_submit_enc_batch *b)
 {
-	return fsize(b->submit_ns) + (b->replayable ? 3 : 0);
+	return devq_wire_field_size(b->submit_ns) +
+	       (b->replayable ? flag_size(DEVQ_WIRE_TAG_OF(OP_REPLAYABLE)) : 0);
 }
 
 size_t devq_submit_enc_size(const struct devq_submit_enc_batch *b)
 {
 	size_t fixed = fixed_size(b), sum = 0;
 	for (size_t i = 0; i < b->n; i++)
-		sum += lsize(op_size(&b->ops[i], fixed));
-	return lsize(sum);
+		sum += devq_wire_len_size(op_size(&b->ops[i], fixed));
+	return devq_wire_len_size(sum);
 }
 
 /* ---- writing ----------------------------------------------------------- */
-
-static inline uint8_t *put_varint(uint8_t *p, uint64_t v)
-{
-	while (v >= 0x80) {
-		*p++ = (uint8_t)(v | 0x80);
-		v >>= 7;
-	}
-	*p++ = (uint8_t)v;
-	return p;
-}
-
-static inline uint8_t *put_field(uint8_t *p, uint8_t tag, uint64_t v)
-{
-	if (!v)
-		return p;
-	*p++ = tag;
-	return put_varint(p, v);
-}
-
-static inline uint8_t *put_le(uint8_t *p, uint64_t v, unsigned bytes)
-{
-	for (unsigned i = 0; i < bytes; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-	return p + bytes;
-}
-
-/* Ends a submessage whose one length byte is at len and whose body runs
- * from len + 1 to p; returns the new end. */
-static inline uint8_t *close_len(uint8_t *len, uint8_t *p)
-{
-	size_t blen = (size_t)(p - len - 1);
-	if (blen < 0x80) {
-		*len = (uint8_t)blen;
-		return p;
-	}
-	size_t w = vsize(blen);
-	memmove(len + w, len + 1, blen);
-	put_varint(len, blen);
-	return p + w - 1;
-}
 
 /* A BufferArg: at most 22 bytes, so its length is one byte. */
 static inline uint8_t *put_bufarg(uint8_t *p, uint8_t tag, const struct devq_buffer *b,
@@ -195,20 +143,19 @@ static inline uint8_t *put_bufarg(uint8_t *p, uint8_t tag, const struct devq_buf
 {
 	*p++ = tag;
 	uint8_t *len = p++;
-	p = put_field(p, TAG_VARINT(1), buf_id(b));
-	p = put_field(p, TAG_VARINT(2), off);
-	*len = (uint8_t)(p - len - 1);
-	return p;
+	p = devq_wire_put_field(p, DEVQ_WIRE_TAG1(BUFFER_ARG_ID), buf_id(b));
+	p = devq_wire_put_field(p, DEVQ_WIRE_TAG1(BUFFER_ARG_OFFSET), off);
+	return devq_wire_close_short(len, p);
 }
 
 static uint8_t *put_arg(uint8_t *p, const struct devq_arg *a)
 {
-	*p++ = TAG_LEN(2); /* KernelOp.args */
+	*p++ = DEVQ_WIRE_TAG1(KERNEL_OP_ARGS);
 	uint8_t *len = p++;
 	size_t nl = name_len(a->name);
 	if (nl) {
-		*p++ = TAG_LEN(1);
-		p = put_varint(p, nl);
+		*p++ = DEVQ_WIRE_TAG1(ARG_NAME);
+		p = devq_wire_put_varint(p, nl);
 		memcpy(p, a->name, nl);
 		p += nl;
 	}
@@ -216,38 +163,38 @@ static uint8_t *put_arg(uint8_t *p, const struct devq_arg *a)
 	uint64_t f64;
 	switch (a->type) {
 	case DEVQ_ARG_U64:
-		*p++ = TAG_VARINT(2);
-		p = put_varint(p, a->v.u64);
+		*p++ = DEVQ_WIRE_TAG1(ARG_U64);
+		p = devq_wire_put_varint(p, a->v.u64);
 		break;
 	case DEVQ_ARG_U32:
-		*p++ = TAG_VARINT(3);
-		p = put_varint(p, a->v.u32);
+		*p++ = DEVQ_WIRE_TAG1(ARG_U32);
+		p = devq_wire_put_varint(p, a->v.u32);
 		break;
 	case DEVQ_ARG_I64:
-		*p++ = TAG_VARINT(4);
-		p = put_varint(p, (uint64_t)a->v.i64);
+		*p++ = DEVQ_WIRE_TAG1(ARG_I64);
+		p = devq_wire_put_varint(p, (uint64_t)a->v.i64);
 		break;
 	case DEVQ_ARG_I32:
-		*p++ = TAG_VARINT(5);
-		p = put_varint(p, i32_wire(a->v.i32));
+		*p++ = DEVQ_WIRE_TAG1(ARG_I32);
+		p = devq_wire_put_varint(p, devq_wire_int32(a->v.i32));
 		break;
 	case DEVQ_ARG_F32:
 		/* The float's bits, little endian, whatever its value:
 		 * -0.0 and NaNs go out as they are. */
 		memcpy(&f32, &a->v.f32, 4);
-		*p++ = TAG_I32(6);
-		p = put_le(p, f32, 4);
+		*p++ = DEVQ_WIRE_TAG1(ARG_F32);
+		p = devq_wire_put_fixed32(p, f32);
 		break;
 	case DEVQ_ARG_F64:
 		memcpy(&f64, &a->v.f64, 8);
-		*p++ = TAG_I64(7);
-		p = put_le(p, f64, 8);
+		*p++ = DEVQ_WIRE_TAG1(ARG_F64);
+		p = devq_wire_put_fixed64(p, f64);
 		break;
 	case DEVQ_ARG_BUFFER:
-		p = put_bufarg(p, TAG_LEN(8), a->v.buf.buf, a->v.buf.offset);
+		p = put_bufarg(p, DEVQ_WIRE_TAG1(ARG_BUFFER), a->v.buf.buf, a->v.buf.offset);
 		break;
 	}
-	return close_len(len, p);
+	return devq_wire_close_len(len, p);
 }
 
 static uint8_t *put_body(uint8_t *p, const struct devq_op *o)
@@ -255,76 +202,61 @@ static uint8_t *put_body(uint8_t *p, const struct devq_op *o)
 	uint8_t *len;
 	switch (o->kind) {
 	case DEVQ_OP_KERNEL:
-		*p++ = TAG_LEN(4);
+		*p++ = DEVQ_WIRE_TAG1(OP_KERNEL);
 		len = p++;
-		p = put_field(p, TAG_VARINT(1), o->exec ? o->exec->id : 0);
+		p = devq_wire_put_field(p, DEVQ_WIRE_TAG1(KERNEL_OP_EXECUTABLE),
+					o->exec ? o->exec->id : 0);
 		for (size_t j = 0; j < o->nargs; j++)
 			p = put_arg(p, &o->args[j]);
-		return close_len(len, p);
+		return devq_wire_close_len(len, p);
 	case DEVQ_OP_COPY:
-		*p++ = TAG_LEN(5);
+		*p++ = DEVQ_WIRE_TAG1(OP_COPY);
 		len = p++;
-		p = put_bufarg(p, TAG_LEN(1), o->src, o->src_offset);
-		p = put_bufarg(p, TAG_LEN(2), o->dst, o->dst_offset);
-		p = put_field(p, TAG_VARINT(3), o->size);
-		*len = (uint8_t)(p - len - 1);
-		return p;
+		p = put_bufarg(p, DEVQ_WIRE_TAG1(COPY_OP_SRC), o->src, o->src_offset);
+		p = put_bufarg(p, DEVQ_WIRE_TAG1(COPY_OP_DST), o->dst, o->dst_offset);
+		p = devq_wire_put_field(p, DEVQ_WIRE_TAG1(COPY_OP_SIZE), o->size);
+		return devq_wire_close_short(len, p);
 	case DEVQ_OP_FILL:
-		*p++ = TAG_LEN(6);
+		*p++ = DEVQ_WIRE_TAG1(OP_FILL);
 		len = p++;
-		p = put_bufarg(p, TAG_LEN(1), o->dst, o->dst_offset);
-		p = put_field(p, TAG_VARINT(2), o->size);
-		p = put_field(p, TAG_VARINT(3), o->pattern);
-		*len = (uint8_t)(p - len - 1);
-		return p;
+		p = put_bufarg(p, DEVQ_WIRE_TAG1(FILL_OP_DST), o->dst, o->dst_offset);
+		p = devq_wire_put_field(p, DEVQ_WIRE_TAG1(FILL_OP_SIZE), o->size);
+		p = devq_wire_put_field(p, DEVQ_WIRE_TAG1(FILL_OP_PATTERN), o->pattern);
+		return devq_wire_close_short(len, p);
 	}
 	return p;
-}
-
-/* Width of the outer length prefix, from the total size: the k with
- * 1 + k + body == size and vsize(body) == k (see cmpl_enc.c). */
-static size_t outer_prefix(size_t size)
-{
-	for (size_t k = 1; k < 10; k++)
-		if (size >= 1 + k && vsize(size - 1 - k) == k)
-			return k;
-	return 10;
 }
 
 size_t devq_submit_enc(uint8_t *out, size_t size, const struct devq_submit_enc_batch *b)
 {
 	/* The stamp is the same varint in every op: encode it once. */
 	uint8_t stamp[11];
-	size_t nstamp = (size_t)(put_field(stamp, TAG_VARINT(2), b->submit_ns) - stamp);
+	size_t nstamp = (size_t)(devq_wire_put_field(stamp, DEVQ_WIRE_TAG1(OP_CLIENT_SUBMIT_NS),
+						     b->submit_ns) -
+				 stamp);
 	uint8_t *p = out;
-	*p++ = TAG_LEN(7);
-	p = put_varint(p, size - 1 - outer_prefix(size));
+	*p++ = DEVQ_WIRE_TAG1(CLIENT_MESSAGE_SUBMIT);
+	p = devq_wire_put_varint(p, size - 1 - devq_wire_prefix_width(size));
 	for (size_t i = 0; i < b->n; i++) {
 		const struct devq_op *o = &b->ops[i];
-		*p++ = TAG_LEN(1);
+		*p++ = DEVQ_WIRE_TAG1(SUBMIT_OPS);
 		uint8_t *len = p++;
-		p = put_field(p, TAG_VARINT(1), o->queue);
+		p = devq_wire_put_field(p, DEVQ_WIRE_TAG1(OP_QUEUE), o->queue);
 		memcpy(p, stamp, nstamp);
 		p += nstamp;
 		for (size_t j = 0; j < o->nwaits; j++) {
-			*p++ = TAG_LEN(3);
+			*p++ = DEVQ_WIRE_TAG1(OP_WAITS);
 			uint8_t *wlen = p++;
-			p = put_field(p, TAG_VARINT(1), o->waits[j].queue);
-			p = put_field(p, TAG_VARINT(2), o->waits[j].point);
-			*wlen = (uint8_t)(p - wlen - 1);
+			p = devq_wire_put_field(p, DEVQ_WIRE_TAG1(WAIT_QUEUE), o->waits[j].queue);
+			p = devq_wire_put_field(p, DEVQ_WIRE_TAG1(WAIT_POINT), o->waits[j].point);
+			p = devq_wire_close_short(wlen, p);
 		}
 		p = put_body(p, o);
-		if (o->no_timing) {
-			memcpy(p, tag_no_timing, 2);
-			p[2] = 1;
-			p += 3;
-		}
-		if (b->replayable) {
-			memcpy(p, tag_replayable, 2);
-			p[2] = 1;
-			p += 3;
-		}
-		p = close_len(len, p);
+		if (o->no_timing)
+			p = put_flag(p, DEVQ_WIRE_TAG_OF(OP_NO_TIMING));
+		if (b->replayable)
+			p = put_flag(p, DEVQ_WIRE_TAG_OF(OP_REPLAYABLE));
+		p = devq_wire_close_len(len, p);
 	}
 	return (size_t)(p - out);
 }

@@ -13,7 +13,11 @@
  * long tags and varints, embedded NULs), every truncation of them, byte
  * flips and random bytes.  Inputs are random but reproducible:
  * DEVQ_TEST_SEED picks the seed, and every failure names the seed and
- * the case. */
+ * the case.
+ *
+ * And the field numbers and wire types every hand-written codec uses
+ * (proto/wire.h, DEVQ_WIRE_FIELDS: libdevq's two and the daemon's) against
+ * protobuf-c's descriptors of proto/devq.proto. */
 #include <check.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -30,6 +34,7 @@
 #include "devq.pb-c.h"
 #include "frame.h"
 #include "test_rng.h"
+#include "wire.h"
 
 /* Check's assertions report every passing one to the parent process (a
  * write each); the loops below make millions of checks, so they fail
@@ -1001,6 +1006,113 @@ START_TEST(tx_append_frames)
 }
 END_TEST
 
+/* ---- field numbers of every hand-written codec -------------------------- */
+
+/* The wire type protobuf-c writes a field with. */
+static unsigned wire_type_of(const ProtobufCFieldDescriptor *fd)
+{
+	if (fd->label == PROTOBUF_C_LABEL_REPEATED && (fd->flags & PROTOBUF_C_FIELD_FLAG_PACKED))
+		return DEVQ_WIRE_LEN;
+	switch (fd->type) {
+	case PROTOBUF_C_TYPE_INT32:
+	case PROTOBUF_C_TYPE_SINT32:
+	case PROTOBUF_C_TYPE_UINT32:
+	case PROTOBUF_C_TYPE_INT64:
+	case PROTOBUF_C_TYPE_SINT64:
+	case PROTOBUF_C_TYPE_UINT64:
+	case PROTOBUF_C_TYPE_BOOL:
+	case PROTOBUF_C_TYPE_ENUM:
+		return DEVQ_WIRE_VARINT;
+	case PROTOBUF_C_TYPE_SFIXED32:
+	case PROTOBUF_C_TYPE_FIXED32:
+	case PROTOBUF_C_TYPE_FLOAT:
+		return DEVQ_WIRE_I32;
+	case PROTOBUF_C_TYPE_SFIXED64:
+	case PROTOBUF_C_TYPE_FIXED64:
+	case PROTOBUF_C_TYPE_DOUBLE:
+		return DEVQ_WIRE_I64;
+	case PROTOBUF_C_TYPE_STRING:
+	case PROTOBUF_C_TYPE_BYTES:
+	case PROTOBUF_C_TYPE_MESSAGE:
+		return DEVQ_WIRE_LEN;
+	}
+	return ~0u;
+}
+
+/* DEVQ_WIRE_FIELDS as the codecs see it: the constants they use. */
+static const struct wire_field {
+	const char *id;
+	const ProtobufCMessageDescriptor *msg;
+	const char *field;
+	unsigned num, wt, tag;
+} wire_fields[] = {
+#define WIRE_FIELD(id, msg, field, num, wt)                                                  \
+	{ #id, &devq__##msg##__descriptor, #field, DEVQ_WIRE_F_##id, DEVQ_WIRE_WT_##id,      \
+	  DEVQ_WIRE_TAG_OF(id) },
+	DEVQ_WIRE_FIELDS(WIRE_FIELD)
+#undef WIRE_FIELD
+};
+
+START_TEST(wire_fields_match_proto)
+{
+	size_t n = sizeof(wire_fields) / sizeof(wire_fields[0]);
+	for (size_t i = 0; i < n; i++) {
+		const struct wire_field *w = &wire_fields[i];
+		const ProtobufCFieldDescriptor *fd =
+			protobuf_c_message_descriptor_get_field_by_name(w->msg, w->field);
+		ck_assert_msg(fd, "%s: devq.proto's %s has no field %s", w->id, w->msg->name,
+			      w->field);
+		ck_assert_msg(fd->id == w->num, "%s: %s.%s is field %u in devq.proto, %u in wire.h",
+			      w->id, w->msg->name, w->field, fd->id, w->num);
+		ck_assert_msg(wire_type_of(fd) == w->wt,
+			      "%s: %s.%s has wire type %u in devq.proto, %u in wire.h", w->id,
+			      w->msg->name, w->field, wire_type_of(fd), w->wt);
+		ck_assert_uint_eq(w->tag, fd->id << 3 | w->wt);
+		for (size_t j = 0; j < i; j++)
+			ck_assert_msg(strcmp(w->id, wire_fields[j].id) != 0 &&
+					      (w->msg != wire_fields[j].msg ||
+					       strcmp(w->field, wire_fields[j].field) != 0),
+				      "%s: listed twice", w->id);
+	}
+	/* The codecs walk Timing as an array of its fields in number order. */
+	for (unsigned i = 0; i < 7; i++) {
+		const ProtobufCFieldDescriptor *fd =
+			protobuf_c_message_descriptor_get_field(&devq__timing__descriptor, i + 1);
+		ck_assert_msg(fd && fd->type == PROTOBUF_C_TYPE_UINT64, "Timing field %u", i + 1);
+		ck_assert_uint_eq(DEVQ_WIRE_TIMING_TAG(i), (i + 1) << 3 | DEVQ_WIRE_VARINT);
+	}
+}
+END_TEST
+
+/* The messages a hand-written codec writes whole: a field added to one in
+ * devq.proto would be left out of every frame it writes, and read by
+ * protobuf-c as its default, until wire.h and the codecs learn it. */
+START_TEST(wire_fields_cover_whole_messages)
+{
+	static const ProtobufCMessageDescriptor *const whole[] = {
+		&devq__submit__descriptor,      &devq__op__descriptor,
+		&devq__wait__descriptor,        &devq__kernel_op__descriptor,
+		&devq__arg__descriptor,         &devq__buffer_arg__descriptor,
+		&devq__copy_op__descriptor,     &devq__fill_op__descriptor,
+		&devq__completions__descriptor, &devq__completion__descriptor,
+		&devq__timing__descriptor,      &devq__trace_op__descriptor,
+		&devq__trace_wait__descriptor,  &devq__trace_buffer__descriptor,
+	};
+	size_t n = sizeof(wire_fields) / sizeof(wire_fields[0]);
+	for (size_t m = 0; m < sizeof(whole) / sizeof(whole[0]); m++) {
+		const ProtobufCMessageDescriptor *d = whole[m];
+		for (unsigned k = 0; k < d->n_fields; k++) {
+			size_t i = 0;
+			while (i < n && (wire_fields[i].msg != d ||
+					 strcmp(wire_fields[i].field, d->fields[k].name) != 0))
+				i++;
+			ck_assert_msg(i < n, "%s.%s (field %u) is in devq.proto but not in wire.h",
+				      d->name, d->fields[k].name, d->fields[k].id);
+		}
+	}
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("cli_codec");
@@ -1016,6 +1128,8 @@ static Suite *suite(void)
 	tcase_add_test(t, dec_rules);
 	tcase_add_test(t, dec_other_frames);
 	tcase_add_test(t, tx_append_frames);
+	tcase_add_test(t, wire_fields_match_proto);
+	tcase_add_test(t, wire_fields_cover_whole_messages);
 	suite_add_tcase(s, t);
 	return s;
 }

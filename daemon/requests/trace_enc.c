@@ -19,77 +19,50 @@
  * enum below zero is its 64-bit sign extension, ten bytes.  Every
  * submessage but the op itself is under 128 bytes (one length byte,
  * filled in after its fields); the op's body is written to a buffer on
- * the stack first, since its length may take two bytes. */
+ * the stack first, since its length may take two bytes.  proto/wire.h
+ * names these fields and holds the varint and tag helpers that every
+ * hand-written codec shares. */
 #include "requests/trace_enc.h"
 
 #include <string.h>
 
-#define TAG_VARINT(f) ((uint8_t)((f) << 3 | 0))
-#define TAG_LEN(f) ((uint8_t)((f) << 3 | 2))
-
-enum { F_REPLY_OPS = 10 };
-
-static inline uint8_t *put_varint(uint8_t *p, uint64_t v)
-{
-	while (v >= 0x80) {
-		*p++ = (uint8_t)(v | 0x80);
-		v >>= 7;
-	}
-	*p++ = (uint8_t)v;
-	return p;
-}
-
-/* A field written only when not its default. */
-static inline uint8_t *put_field(uint8_t *p, unsigned f, uint64_t v)
-{
-	if (v) {
-		*p++ = TAG_VARINT(f);
-		p = put_varint(p, v);
-	}
-	return p;
-}
-
-/* int32 and enum fields: a negative value as its 64-bit sign extension. */
-static inline uint64_t int32_wire(int32_t v)
-{
-	return (uint64_t)(int64_t)v;
-}
+#include "wire.h"
 
 /* The body of one TraceOp: at most 458 bytes (trace_enc.h). */
 static uint8_t *put_op(uint8_t *p, const struct devq_trace_rec *x)
 {
-	p = put_field(p, 1, x->session);
-	p = put_field(p, 2, x->queue);
-	p = put_field(p, 3, x->point);
-	p = put_field(p, 4, x->stream);
-	p = put_field(p, 5, int32_wire(x->exec));
-	p = put_field(p, 6, int32_wire(x->code));
-	*p++ = TAG_LEN(7);
+	p = devq_wire_put_field(p, DEVQ_WIRE_TAG1(TRACE_OP_SESSION), x->session);
+	p = devq_wire_put_field(p, DEVQ_WIRE_TAG1(TRACE_OP_QUEUE), x->queue);
+	p = devq_wire_put_field(p, DEVQ_WIRE_TAG1(TRACE_OP_POINT), x->point);
+	p = devq_wire_put_field(p, DEVQ_WIRE_TAG1(TRACE_OP_STREAM), x->stream);
+	p = devq_wire_put_field(p, DEVQ_WIRE_TAG1(TRACE_OP_EXECUTABLE), devq_wire_int32(x->exec));
+	p = devq_wire_put_field(p, DEVQ_WIRE_TAG1(TRACE_OP_CODE), devq_wire_int32(x->code));
+	*p++ = DEVQ_WIRE_TAG1(TRACE_OP_TIMING);
 	uint8_t *len = p++; /* at most 7 * 11 bytes follow */
 	for (unsigned f = 0; f < 7; f++)
-		p = put_field(p, f + 1, x->t[f]);
-	*len = (uint8_t)(p - len - 1);
+		p = devq_wire_put_field(p, DEVQ_WIRE_TIMING_TAG(f), x->t[f]);
+	p = devq_wire_close_short(len, p);
 	unsigned nw = x->nwaits < DEVQ_TRACE_WAITS ? x->nwaits : DEVQ_TRACE_WAITS;
 	for (unsigned i = 0; i < nw; i++) {
 		const struct devq_trace_wait *w = &x->waits[i];
-		*p++ = TAG_LEN(8);
+		*p++ = DEVQ_WIRE_TAG1(TRACE_OP_WAITS);
 		len = p++; /* at most 20 bytes */
-		p = put_field(p, 1, w->queue);
-		p = put_field(p, 2, w->point);
-		p = put_field(p, 3, w->kind);
-		*len = (uint8_t)(p - len - 1);
+		p = devq_wire_put_field(p, DEVQ_WIRE_TAG1(TRACE_WAIT_QUEUE), w->queue);
+		p = devq_wire_put_field(p, DEVQ_WIRE_TAG1(TRACE_WAIT_POINT), w->point);
+		p = devq_wire_put_field(p, DEVQ_WIRE_TAG1(TRACE_WAIT_KIND), w->kind);
+		p = devq_wire_close_short(len, p);
 	}
 	unsigned nb = x->nbufs < DEVQ_TRACE_BUFS ? x->nbufs : DEVQ_TRACE_BUFS;
 	for (unsigned i = 0; i < nb; i++) {
 		const struct devq_trace_buf *b = &x->bufs[i];
-		*p++ = TAG_LEN(9);
+		*p++ = DEVQ_WIRE_TAG1(TRACE_OP_BUFFERS);
 		len = p++; /* at most 16 bytes */
-		p = put_field(p, 1, b->id);
-		p = put_field(p, 2, b->access);
-		p = put_field(p, 3, b->released);
-		*len = (uint8_t)(p - len - 1);
+		p = devq_wire_put_field(p, DEVQ_WIRE_TAG1(TRACE_BUFFER_ID), b->id);
+		p = devq_wire_put_field(p, DEVQ_WIRE_TAG1(TRACE_BUFFER_ACCESS), b->access);
+		p = devq_wire_put_field(p, DEVQ_WIRE_TAG1(TRACE_BUFFER_RELEASED), b->released);
+		p = devq_wire_close_short(len, p);
 	}
-	return put_field(p, 10, x->waits_dropped);
+	return devq_wire_put_field(p, DEVQ_WIRE_TAG1(TRACE_OP_WAITS_DROPPED), x->waits_dropped);
 }
 
 size_t devq_trace_enc_op(uint8_t *out, const struct devq_trace_rec *x)
@@ -97,8 +70,8 @@ size_t devq_trace_enc_op(uint8_t *out, const struct devq_trace_rec *x)
 	uint8_t body[DEVQ_TRACE_ENC_OP_MAX];
 	size_t n = (size_t)(put_op(body, x) - body);
 	uint8_t *p = out;
-	*p++ = TAG_LEN(F_REPLY_OPS);
-	p = put_varint(p, n);
+	*p++ = DEVQ_WIRE_TAG1(TRACE_REPLY_OPS);
+	p = devq_wire_put_varint(p, n);
 	memcpy(p, body, n);
 	return (size_t)(p - out) + n;
 }

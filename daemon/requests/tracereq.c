@@ -44,6 +44,7 @@
 #include "core/timeline.h"
 #include "core/trace.h"
 #include "requests/trace_enc.h"
+#include "wire.h"
 
 /* ---- the reply ------------------------------------------------------- */
 
@@ -286,17 +287,6 @@ static bool count_step(struct trace_job *j, const struct devq_trace_ring *t, uin
 	return true;
 }
 
-static int put_varint(uint8_t *p, uint64_t v)
-{
-	int n = 0;
-	while (v >= 0x80) {
-		p[n++] = (uint8_t)(v | 0x80);
-		v >>= 7;
-	}
-	p[n++] = (uint8_t)v;
-	return n;
-}
-
 /* Room for the frame header and two varints (tag and length). */
 #define LEAD (DEVQ_FRAME_HDR + 16)
 
@@ -339,8 +329,8 @@ static int pack_gone(struct trace_job *j, const struct devq_trace_rec *x)
 	size_t size = devq__trace_session__get_packed_size(&o);
 	if (reserve(j, size + 11) < 0)
 		return -ENOMEM;
-	j->buf[j->len++] = (11 << 3) | 2;
-	j->len += (size_t)put_varint(j->buf + j->len, size);
+	j->buf[j->len++] = DEVQ_WIRE_TAG1(TRACE_REPLY_GONE);
+	j->len = (size_t)(devq_wire_put_varint(j->buf + j->len, size) - j->buf);
 	j->len += devq__trace_session__pack(&o, j->buf + j->len);
 	return 0;
 }
@@ -473,8 +463,8 @@ static int finish(struct trace_job *j, struct devq_session *s)
 	j->buf = devq_txchunk_data(j->c);
 	size_t body = j->len - LEAD;
 	uint8_t pre[16];
-	int np = put_varint(pre, (70 << 3) | 2); /* DaemonMessage.trace_reply */
-	np += put_varint(pre + np, body);
+	uint8_t *e = devq_wire_put_varint(pre, DEVQ_WIRE_TAG_OF(DAEMON_MESSAGE_TRACE_REPLY));
+	int np = (int)(devq_wire_put_varint(e, body) - pre);
 	if (!s->connected) {
 		r = 0;
 		goto out;

@@ -9,6 +9,9 @@
  *                   5: Timing timing  (0x2a)
  *   Timing          1..7: uint64      (0x08, 0x10, ... 0x38)
  *
+ * proto/wire.h names these fields and holds the varint and tag helpers
+ * that every hand-written codec shares.
+ *
  * Every field number is below 16, so every tag is one byte.  A length
  * prefix precedes each submessage, and a varint's width depends on its
  * value, so the bytes cannot simply be written front to back:
@@ -30,47 +33,7 @@
 
 #include <string.h>
 
-/* Tags: (field number << 3) | wire type (0 varint, 2 length-delimited). */
-#define TAG_VARINT(f) ((uint8_t)((f) << 3 | 0))
-#define TAG_LEN(f) ((uint8_t)((f) << 3 | 2))
-
-enum {
-	F_DAEMON_COMPLETIONS = 5,
-	F_COMPLETIONS_ITEMS = 1,
-	F_CMPL_QUEUE = 1,
-	F_CMPL_POINT = 2,
-	F_CMPL_CODE = 3,
-	F_CMPL_MESSAGE = 4,
-	F_CMPL_TIMING = 5,
-	/* Timing's fields are 1..7 in the order of devq_cmpl.t[]. */
-};
-
-/* Bytes of v as a varint: 7 bits a byte, so ceil(bits / 7) with at least
- * one byte.  bits * 9 / 64 + 1 equals that for 1..64 bits without a
- * division by 7 or a loop (checked against protobuf-c by test_cmpl_enc);
- * v | 1 gives 0 one significant bit. */
-static inline size_t vsize(uint64_t v)
-{
-	unsigned bits = 64u - (unsigned)__builtin_clzll(v | 1);
-	return bits * 9u / 64u + 1u;
-}
-
-static inline uint8_t *put_varint(uint8_t *p, uint64_t v)
-{
-	while (v >= 0x80) {
-		*p++ = (uint8_t)(v | 0x80);
-		v >>= 7;
-	}
-	*p++ = (uint8_t)v;
-	return p;
-}
-
-/* An enum is encoded as an int32, and a negative int32 as its 64-bit sign
- * extension (10 bytes): what protobuf-c and every other encoder write. */
-static inline uint64_t enum_wire(int code)
-{
-	return (uint64_t)(int64_t)(int32_t)code;
-}
+#include "wire.h"
 
 static inline size_t msg_len(const struct devq_cmpl *c)
 {
@@ -83,115 +46,69 @@ static inline size_t timing_size(const uint64_t t[7])
 {
 	size_t n = 0;
 	for (int i = 0; i < 7; i++)
-		if (t[i])
-			n += 1 + vsize(t[i]);
+		n += devq_wire_field_size(t[i]);
 	return n;
 }
 
 /* Size of one Completion's body (without its own tag and length). */
 static inline size_t cmpl_size(const struct devq_cmpl *c, size_t mlen, size_t tsize)
 {
-	size_t n = 0;
-	if (c->queue)
-		n += 1 + vsize(c->queue);
-	if (c->point)
-		n += 1 + vsize(c->point);
-	if (c->code)
-		n += 1 + vsize(enum_wire(c->code));
+	size_t n = devq_wire_field_size(c->queue) + devq_wire_field_size(c->point) +
+		   devq_wire_field_size(devq_wire_int32(c->code));
 	if (mlen)
-		n += 1 + vsize(mlen) + mlen;
+		n += devq_wire_len_size(mlen);
 	/* A set submessage field is written even when empty: protobuf-c packs
 	 * a non-NULL Timing as "2a 00", and the old path always set one. */
-	n += 1 + vsize(tsize) + tsize;
-	return n;
+	return n + devq_wire_len_size(tsize);
 }
 
 /* Size of the Completions body: each item with its tag and length. */
 static size_t items_size(const struct devq_cmpl *c, size_t n)
 {
 	size_t sum = 0;
-	for (size_t i = 0; i < n; i++) {
-		size_t b = cmpl_size(&c[i], msg_len(&c[i]), timing_size(c[i].t));
-		sum += 1 + vsize(b) + b;
-	}
+	for (size_t i = 0; i < n; i++)
+		sum += devq_wire_len_size(cmpl_size(&c[i], msg_len(&c[i]), timing_size(c[i].t)));
 	return sum;
 }
 
 size_t devq_cmpl_enc_size(const struct devq_cmpl *c, size_t n)
 {
-	size_t body = items_size(c, n);
-	return 1 + vsize(body) + body;
-}
-
-/* Width of the outer length prefix, from the total size that
- * devq_cmpl_enc_size returned: the k with 1 + k + body == size and
- * vsize(body) == k (unique: vsize never shrinks as body grows).  Two
- * tries for a batch of 64 (a body of 128 B .. 16 KiB). */
-static size_t outer_prefix(size_t size)
-{
-	for (size_t k = 1; k < 10; k++)
-		if (size >= 1 + k && vsize(size - 1 - k) == k)
-			return k;
-	return 10;
+	return devq_wire_len_size(items_size(c, n));
 }
 
 /* Writes the Timing submessage (tag, length, fields) at p. */
 static inline uint8_t *put_timing(uint8_t *p, const uint64_t t[7])
 {
-	*p++ = TAG_LEN(F_CMPL_TIMING);
+	*p++ = DEVQ_WIRE_TAG1(COMPLETION_TIMING);
 	uint8_t *len = p++; /* at most 77 bytes follow: one length byte */
-	for (int f = 0; f < 7; f++) {
-		if (t[f]) {
-			*p++ = TAG_VARINT(f + 1);
-			p = put_varint(p, t[f]);
-		}
-	}
-	*len = (uint8_t)(p - len - 1);
-	return p;
+	for (int f = 0; f < 7; f++)
+		p = devq_wire_put_field(p, DEVQ_WIRE_TIMING_TAG(f), t[f]);
+	return devq_wire_close_short(len, p);
 }
 
 size_t devq_cmpl_enc(uint8_t *out, size_t size, const struct devq_cmpl *c, size_t n)
 {
 	uint8_t *p = out;
-	size_t k = outer_prefix(size);
-	*p++ = TAG_LEN(F_DAEMON_COMPLETIONS);
-	p = put_varint(p, size - 1 - k);
+	*p++ = DEVQ_WIRE_TAG1(DAEMON_MESSAGE_COMPLETIONS);
+	p = devq_wire_put_varint(p, size - 1 - devq_wire_prefix_width(size));
 	for (size_t i = 0; i < n; i++) {
 		const struct devq_cmpl *x = &c[i];
-		*p++ = TAG_LEN(F_COMPLETIONS_ITEMS);
-		uint8_t *len = p++; /* one length byte, widened below if need be */
-		uint8_t *body = p;
-		if (x->queue) {
-			*p++ = TAG_VARINT(F_CMPL_QUEUE);
-			p = put_varint(p, x->queue);
-		}
-		if (x->point) {
-			*p++ = TAG_VARINT(F_CMPL_POINT);
-			p = put_varint(p, x->point);
-		}
-		if (x->code) {
-			*p++ = TAG_VARINT(F_CMPL_CODE);
-			p = put_varint(p, enum_wire(x->code));
-		}
+		*p++ = DEVQ_WIRE_TAG1(COMPLETIONS_ITEMS);
+		uint8_t *len = p++; /* one length byte, widened if need be */
+		p = devq_wire_put_field(p, DEVQ_WIRE_TAG1(COMPLETION_QUEUE), x->queue);
+		p = devq_wire_put_field(p, DEVQ_WIRE_TAG1(COMPLETION_POINT), x->point);
+		p = devq_wire_put_field(p, DEVQ_WIRE_TAG1(COMPLETION_CODE), devq_wire_int32(x->code));
 		size_t mlen = msg_len(x);
 		if (mlen) {
-			*p++ = TAG_LEN(F_CMPL_MESSAGE);
-			p = put_varint(p, mlen);
+			*p++ = DEVQ_WIRE_TAG1(COMPLETION_MESSAGE);
+			p = devq_wire_put_varint(p, mlen);
 			memcpy(p, x->msg, mlen);
 			p += mlen;
 		}
 		p = put_timing(p, x->t);
-		size_t blen = (size_t)(p - body);
-		if (blen < 0x80) {
-			*len = (uint8_t)blen;
-		} else {
-			/* The sizing pass counted the wide prefix, so the
-			 * buffer has room for the body to move up. */
-			size_t w = vsize(blen);
-			memmove(body + w - 1, body, blen);
-			put_varint(len, blen);
-			p += w - 1;
-		}
+		/* The sizing pass counted a wide prefix, so the buffer has
+		 * room for a long body to move up. */
+		p = devq_wire_close_len(len, p);
 	}
 	return (size_t)(p - out);
 }

@@ -17,6 +17,9 @@
  *   CopyOp         1: BufferArg src   2: BufferArg dst   3: uint64 size
  *   FillOp         1: BufferArg dst   2: uint64 size   3: uint32 pattern
  *
+ * proto/wire.h names these fields and holds the varint and tag helpers
+ * that every hand-written codec shares.
+ *
  * "The same result as protobuf-c" means as protobuf-c 1.4.1 reads the
  * wire (protobuf-c.c: parse_tag_and_wiretype, scan_length_prefixed_data,
  * parse_required_member, parse_oneof_member, merge_messages), quirks
@@ -53,8 +56,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Wire types. */
-enum { WT_VARINT = 0, WT_64BIT = 1, WT_LEN = 2, WT_32BIT = 5 };
+#include "wire.h"
 
 /* One field, as protobuf-c's scanner delimits it. */
 struct fld {
@@ -65,35 +67,6 @@ struct fld {
 	const uint8_t *end; /* first byte after the field */
 	uint64_t u;         /* a varint's value */
 };
-
-static inline uint32_t le32(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static inline uint64_t le64(const uint8_t *p)
-{
-	return (uint64_t)le32(p) | (uint64_t)le32(p + 4) << 32;
-}
-
-/* A varint of up to 8 bytes (every timestamp) at p, with at least 8
- * bytes readable there and a byte without bit 7 among them: decoded from
- * one 64-bit load (its last byte is the first without bit 7, and its 7-bit
- * groups are packed together by halving the number of gaps three times),
- * rather than one byte per loop turn.  Returns its length. */
-static inline __attribute__((always_inline)) unsigned varint8(const uint8_t *p, uint64_t *out)
-{
-	uint64_t w = le64(p);
-	unsigned n = (unsigned)__builtin_ctzll(~w & 0x8080808080808080ULL) / 8 + 1;
-	uint64_t x = w & 0x7f7f7f7f7f7f7f7fULL;
-	if (n < 8)
-		x &= (1ULL << (8 * n)) - 1;
-	x = (x & 0x007f007f007f007fULL) | (x & 0x7f007f007f007f00ULL) >> 1;
-	x = (x & 0x00003fff00003fffULL) | (x & 0x3fff00003fff0000ULL) >> 2;
-	x = (x & 0x000000000fffffffULL) | (x & 0x0fffffff00000000ULL) >> 4;
-	*out = x;
-	return n;
-}
 
 /* Reads the field at *pp (before end) and moves *pp past it.  -1 where
  * protobuf-c's scan fails: a bad tag, a varint of more than 10 bytes, a
@@ -129,12 +102,12 @@ static int next_field_any(const uint8_t **pp, const uint8_t *end, struct fld *f)
 	f->at = f->v = p;
 	size_t rem = (size_t)(end - p);
 	switch (f->wt) {
-	case WT_VARINT:
+	case DEVQ_WIRE_VARINT:
 		if (rem && *p < 0x80) { /* the common one-byte value */
 			f->u = *p++;
 			break;
-		} else if (rem >= 8 && (~le64(p) & 0x8080808080808080ULL)) {
-			p += varint8(p, &f->u);
+		} else if (rem >= 8 && devq_wire_varint8_ends(devq_wire_le64(p))) {
+			p += devq_wire_varint8(devq_wire_le64(p), &f->u);
 		} else {
 			size_t max = rem < 10 ? rem : 10, i = 0;
 			unsigned shift = 0;
@@ -154,17 +127,17 @@ static int next_field_any(const uint8_t **pp, const uint8_t *end, struct fld *f)
 			p += i;
 		}
 		break;
-	case WT_64BIT:
+	case DEVQ_WIRE_I64:
 		if (rem < 8)
 			return -1;
 		p += 8;
 		break;
-	case WT_32BIT:
+	case DEVQ_WIRE_I32:
 		if (rem < 4)
 			return -1;
 		p += 4;
 		break;
-	case WT_LEN: {
+	case DEVQ_WIRE_LEN: {
 		size_t max = rem < 5 ? rem : 5, i = 0, len = 0;
 		unsigned shift = 0;
 		for (;;) {
@@ -203,26 +176,26 @@ static inline __attribute__((always_inline)) int next_field(const uint8_t **pp, 
 			f->num = b >> 3;
 			f->wt = b & 7;
 			f->at = p + 1;
-			if (f->wt == WT_VARINT) {
+			if (f->wt == DEVQ_WIRE_VARINT) {
 				f->v = p + 1;
 				f->u = c;
 				*pp = f->end = p + 2;
 				return 0;
 			}
-			if (f->wt == WT_LEN && c <= (size_t)(end - p) - 2) {
+			if (f->wt == DEVQ_WIRE_LEN && c <= (size_t)(end - p) - 2) {
 				f->v = p + 2;
 				*pp = f->end = p + 2 + c;
 				return 0;
 			}
-		} else if (b >= 8 && b < 0x80 && (b & 7) == WT_VARINT && end - p >= 9 &&
-			   (~le64(p + 1) & 0x8080808080808080ULL)) {
+		} else if (b >= 8 && b < 0x80 && (b & 7) == DEVQ_WIRE_VARINT && end - p >= 9 &&
+			   devq_wire_varint8_ends(devq_wire_le64(p + 1))) {
 			/* A one-byte tag and a varint of 2 to 8 bytes (a
 			 * timestamp): what next_field_any does, without the
 			 * call. */
 			f->num = b >> 3;
-			f->wt = WT_VARINT;
+			f->wt = DEVQ_WIRE_VARINT;
 			f->at = f->v = p + 1;
-			*pp = f->end = p + 1 + varint8(p + 1, &f->u);
+			*pp = f->end = p + 1 + devq_wire_varint8(devq_wire_le64(p + 1), &f->u);
 			return 0;
 		}
 	}
@@ -268,7 +241,7 @@ static const Devq__FillOp fill_init = DEVQ__FILL_OP__INIT;
  * read. */
 static int count_field(const uint8_t *p, const uint8_t *end, uint32_t num, size_t *n)
 {
-	const unsigned tag = num << 3 | WT_LEN;
+	const unsigned tag = DEVQ_WIRE_TAG(num, DEVQ_WIRE_LEN);
 	struct fld f;
 	while (p < end) {
 		if (end - p >= 2 && p[0] == tag && p[1] < 0x80 && p[1] <= (size_t)(end - p) - 2) {
@@ -309,13 +282,13 @@ static int dec_buffer_arg(Devq__BufferArg *b, const uint8_t *p, const uint8_t *e
 		if (next_field(&p, end, &f))
 			return -1;
 		switch (f.num) {
-		case 1:
-			if (f.wt != WT_VARINT)
+		case DEVQ_WIRE_F_BUFFER_ARG_ID:
+			if (f.wt != DEVQ_WIRE_VARINT)
 				return -1;
 			b->id = f.u;
 			break;
-		case 2:
-			if (f.wt != WT_VARINT)
+		case DEVQ_WIRE_F_BUFFER_ARG_OFFSET:
+			if (f.wt != DEVQ_WIRE_VARINT)
 				return -1;
 			b->offset = f.u;
 			break;
@@ -330,7 +303,7 @@ static int dec_buffer_arg(Devq__BufferArg *b, const uint8_t *p, const uint8_t *e
  * (see the top of the file), so the struct is reused, reset. */
 static int dec_buffer_field(ProtobufCAllocator *a, Devq__BufferArg **slot, const struct fld *f)
 {
-	if (f->wt != WT_LEN)
+	if (f->wt != DEVQ_WIRE_LEN)
 		return -1;
 	if (*slot)
 		**slot = buffer_arg_init;
@@ -356,8 +329,8 @@ static int dec_arg(ProtobufCAllocator *a, Devq__Arg *g, const uint8_t *p, const 
 		if (next_field(&p, end, &f))
 			return -1;
 		switch (f.num) {
-		case 1: {
-			if (f.wt != WT_LEN)
+		case DEVQ_WIRE_F_ARG_NAME: {
+			if (f.wt != DEVQ_WIRE_LEN)
 				return -1;
 			size_t n = (size_t)(f.end - f.v);
 			char *s = xalloc(a, n + 1);
@@ -374,43 +347,43 @@ static int dec_arg(ProtobufCAllocator *a, Devq__Arg *g, const uint8_t *p, const 
 			g->name = s;
 			break;
 		}
-		case DEVQ__ARG__VALUE_U64:
-		case DEVQ__ARG__VALUE_U32:
-		case DEVQ__ARG__VALUE_I64:
-		case DEVQ__ARG__VALUE_I32:
-			if (f.wt != WT_VARINT)
+		case DEVQ_WIRE_F_ARG_U64:
+		case DEVQ_WIRE_F_ARG_U32:
+		case DEVQ_WIRE_F_ARG_I64:
+		case DEVQ_WIRE_F_ARG_I32:
+			if (f.wt != DEVQ_WIRE_VARINT)
 				return -1;
 			arg_drop_value(a, g);
-			if (f.num == DEVQ__ARG__VALUE_U64)
+			if (f.num == DEVQ_WIRE_F_ARG_U64)
 				g->u64 = f.u;
-			else if (f.num == DEVQ__ARG__VALUE_U32)
+			else if (f.num == DEVQ_WIRE_F_ARG_U32)
 				g->u32 = (uint32_t)f.u;
-			else if (f.num == DEVQ__ARG__VALUE_I64)
+			else if (f.num == DEVQ_WIRE_F_ARG_I64)
 				g->i64 = (int64_t)f.u;
 			else
 				g->i32 = (int32_t)(uint32_t)f.u;
 			g->value_case = (Devq__Arg__ValueCase)f.num;
 			break;
-		case DEVQ__ARG__VALUE_F32: {
-			if (f.wt != WT_32BIT)
+		case DEVQ_WIRE_F_ARG_F32: {
+			if (f.wt != DEVQ_WIRE_I32)
 				return -1;
 			arg_drop_value(a, g);
-			uint32_t bits = le32(f.v);
+			uint32_t bits = devq_wire_le32(f.v);
 			memcpy(&g->f32, &bits, sizeof(bits));
 			g->value_case = DEVQ__ARG__VALUE_F32;
 			break;
 		}
-		case DEVQ__ARG__VALUE_F64: {
-			if (f.wt != WT_64BIT)
+		case DEVQ_WIRE_F_ARG_F64: {
+			if (f.wt != DEVQ_WIRE_I64)
 				return -1;
 			arg_drop_value(a, g);
-			uint64_t bits = le64(f.v);
+			uint64_t bits = devq_wire_le64(f.v);
 			memcpy(&g->f64, &bits, sizeof(bits));
 			g->value_case = DEVQ__ARG__VALUE_F64;
 			break;
 		}
-		case DEVQ__ARG__VALUE_BUFFER: {
-			if (f.wt != WT_LEN)
+		case DEVQ_WIRE_F_ARG_BUFFER: {
+			if (f.wt != DEVQ_WIRE_LEN)
 				return -1;
 			arg_drop_value(a, g);
 			Devq__BufferArg *b = new_msg(a, &buffer_arg_init, sizeof(*b));
@@ -437,15 +410,15 @@ static int dec_kernel(ProtobufCAllocator *a, Devq__KernelOp *k, const uint8_t *p
 		if (next_field(&p, end, &f))
 			return -1;
 		switch (f.num) {
-		case 1:
-			if (f.wt != WT_VARINT)
+		case DEVQ_WIRE_F_KERNEL_OP_EXECUTABLE:
+			if (f.wt != DEVQ_WIRE_VARINT)
 				return -1;
 			k->executable = (uint32_t)f.u;
 			break;
-		case 2: {
-			if (f.wt != WT_LEN)
+		case DEVQ_WIRE_F_KERNEL_OP_ARGS: {
+			if (f.wt != DEVQ_WIRE_LEN)
 				return -1;
-			if (!k->args && !(k->args = rep_array(a, &f, end, 2)))
+			if (!k->args && !(k->args = rep_array(a, &f, end, DEVQ_WIRE_F_KERNEL_OP_ARGS)))
 				return -1;
 			Devq__Arg *g = new_msg(a, &arg_init, sizeof(*g));
 			if (!g)
@@ -469,16 +442,16 @@ static int dec_copy(ProtobufCAllocator *a, Devq__CopyOp *c, const uint8_t *p, co
 		if (next_field(&p, end, &f))
 			return -1;
 		switch (f.num) {
-		case 1:
+		case DEVQ_WIRE_F_COPY_OP_SRC:
 			if (dec_buffer_field(a, &c->src, &f))
 				return -1;
 			break;
-		case 2:
+		case DEVQ_WIRE_F_COPY_OP_DST:
 			if (dec_buffer_field(a, &c->dst, &f))
 				return -1;
 			break;
-		case 3:
-			if (f.wt != WT_VARINT)
+		case DEVQ_WIRE_F_COPY_OP_SIZE:
+			if (f.wt != DEVQ_WIRE_VARINT)
 				return -1;
 			c->size = f.u;
 			break;
@@ -496,17 +469,17 @@ static int dec_fill(ProtobufCAllocator *a, Devq__FillOp *x, const uint8_t *p, co
 		if (next_field(&p, end, &f))
 			return -1;
 		switch (f.num) {
-		case 1:
+		case DEVQ_WIRE_F_FILL_OP_DST:
 			if (dec_buffer_field(a, &x->dst, &f))
 				return -1;
 			break;
-		case 2:
-			if (f.wt != WT_VARINT)
+		case DEVQ_WIRE_F_FILL_OP_SIZE:
+			if (f.wt != DEVQ_WIRE_VARINT)
 				return -1;
 			x->size = f.u;
 			break;
-		case 3:
-			if (f.wt != WT_VARINT)
+		case DEVQ_WIRE_F_FILL_OP_PATTERN:
+			if (f.wt != DEVQ_WIRE_VARINT)
 				return -1;
 			x->pattern = (uint32_t)f.u;
 			break;
@@ -524,13 +497,13 @@ static int dec_wait(Devq__Wait *w, const uint8_t *p, const uint8_t *end)
 		if (next_field(&p, end, &f))
 			return -1;
 		switch (f.num) {
-		case 1:
-			if (f.wt != WT_VARINT)
+		case DEVQ_WIRE_F_WAIT_QUEUE:
+			if (f.wt != DEVQ_WIRE_VARINT)
 				return -1;
 			w->queue = (uint32_t)f.u;
 			break;
-		case 2:
-			if (f.wt != WT_VARINT)
+		case DEVQ_WIRE_F_WAIT_POINT:
+			if (f.wt != DEVQ_WIRE_VARINT)
 				return -1;
 			w->point = f.u;
 			break;
@@ -544,7 +517,7 @@ static int dec_wait(Devq__Wait *w, const uint8_t *p, const uint8_t *end)
 /* A body (kernel, copy or fill) replaces any earlier one whole. */
 static int dec_op_body(ProtobufCAllocator *a, Devq__Op *op, const struct fld *f)
 {
-	if (f->wt != WT_LEN)
+	if (f->wt != DEVQ_WIRE_LEN)
 		return -1;
 	if (op->body_case == DEVQ__OP__BODY_KERNEL)
 		protobuf_c_message_free_unpacked(&op->kernel->base, a);
@@ -555,7 +528,7 @@ static int dec_op_body(ProtobufCAllocator *a, Devq__Op *op, const struct fld *f)
 	op->body_case = DEVQ__OP__BODY__NOT_SET;
 	op->kernel = NULL;
 	switch (f->num) {
-	case DEVQ__OP__BODY_KERNEL: {
+	case DEVQ_WIRE_F_OP_KERNEL: {
 		Devq__KernelOp *k = new_msg(a, &kernel_init, sizeof(*k));
 		if (!k)
 			return -1;
@@ -563,7 +536,7 @@ static int dec_op_body(ProtobufCAllocator *a, Devq__Op *op, const struct fld *f)
 		op->body_case = DEVQ__OP__BODY_KERNEL;
 		return dec_kernel(a, k, f->v, f->end);
 	}
-	case DEVQ__OP__BODY_COPY: {
+	case DEVQ_WIRE_F_OP_COPY: {
 		Devq__CopyOp *c = new_msg(a, &copy_init, sizeof(*c));
 		if (!c)
 			return -1;
@@ -589,20 +562,20 @@ static int dec_op(ProtobufCAllocator *a, Devq__Op *op, const uint8_t *p, const u
 		if (next_field(&p, end, &f))
 			return -1;
 		switch (f.num) {
-		case 1:
-			if (f.wt != WT_VARINT)
+		case DEVQ_WIRE_F_OP_QUEUE:
+			if (f.wt != DEVQ_WIRE_VARINT)
 				return -1;
 			op->queue = (uint32_t)f.u;
 			break;
-		case 2:
-			if (f.wt != WT_VARINT)
+		case DEVQ_WIRE_F_OP_CLIENT_SUBMIT_NS:
+			if (f.wt != DEVQ_WIRE_VARINT)
 				return -1;
 			op->client_submit_ns = f.u;
 			break;
-		case 3: {
-			if (f.wt != WT_LEN)
+		case DEVQ_WIRE_F_OP_WAITS: {
+			if (f.wt != DEVQ_WIRE_LEN)
 				return -1;
-			if (!op->waits && !(op->waits = rep_array(a, &f, end, 3)))
+			if (!op->waits && !(op->waits = rep_array(a, &f, end, DEVQ_WIRE_F_OP_WAITS)))
 				return -1;
 			Devq__Wait *w = new_msg(a, &wait_init, sizeof(*w));
 			if (!w)
@@ -612,16 +585,16 @@ static int dec_op(ProtobufCAllocator *a, Devq__Op *op, const uint8_t *p, const u
 				return -1;
 			break;
 		}
-		case DEVQ__OP__BODY_KERNEL:
-		case DEVQ__OP__BODY_COPY:
-		case DEVQ__OP__BODY_FILL:
+		case DEVQ_WIRE_F_OP_KERNEL:
+		case DEVQ_WIRE_F_OP_COPY:
+		case DEVQ_WIRE_F_OP_FILL:
 			if (dec_op_body(a, op, &f))
 				return -1;
 			break;
-		case 30:
+		case DEVQ_WIRE_F_OP_NO_TIMING:
 			op->no_timing = field_bool(&f);
 			break;
-		case 60:
+		case DEVQ_WIRE_F_OP_REPLAYABLE:
 			op->replayable = field_bool(&f);
 			break;
 		default:
@@ -654,8 +627,8 @@ static inline __attribute__((always_inline)) const uint8_t *fast_varint(const ui
 		*v = *p;
 		return p + 1;
 	}
-	if (end - p >= 8 && (~le64(p) & 0x8080808080808080ULL))
-		return p + varint8(p, v);
+	if (end - p >= 8 && devq_wire_varint8_ends(devq_wire_le64(p)))
+		return p + devq_wire_varint8(devq_wire_le64(p), v);
 	return NULL;
 }
 
@@ -679,26 +652,26 @@ static int dec_op_fast(ProtobufCAllocator *a, Devq__Op *op, const uint8_t *p, co
 	unsigned nargs = 0;
 	uint64_t queue = 0, ts = 0, exe = 0;
 	bool kernel = false;
-	if (p < end && *p == (1 << 3 | WT_VARINT) && !(p = fast_varint(p + 1, end, &queue)))
+	if (p < end && *p == DEVQ_WIRE_TAG1(OP_QUEUE) && !(p = fast_varint(p + 1, end, &queue)))
 		return 1;
-	if (p < end && *p == (2 << 3 | WT_VARINT) && !(p = fast_varint(p + 1, end, &ts)))
+	if (p < end && *p == DEVQ_WIRE_TAG1(OP_CLIENT_SUBMIT_NS) && !(p = fast_varint(p + 1, end, &ts)))
 		return 1;
 	if (p < end) {
-		const uint8_t *k = fast_len(p, end, DEVQ__OP__BODY_KERNEL << 3 | WT_LEN);
+		const uint8_t *k = fast_len(p, end, DEVQ_WIRE_TAG1(OP_KERNEL));
 		if (!k)
 			return 1;
 		const uint8_t *kend = k + p[1];
 		p = kend;
 		kernel = true;
-		if (k < kend && *k == (1 << 3 | WT_VARINT) && !(k = fast_varint(k + 1, kend, &exe)))
+		if (k < kend && *k == DEVQ_WIRE_TAG1(KERNEL_OP_EXECUTABLE) && !(k = fast_varint(k + 1, kend, &exe)))
 			return 1;
 		while (k < kend) {
-			const uint8_t *g = fast_len(k, kend, 2 << 3 | WT_LEN);
+			const uint8_t *g = fast_len(k, kend, DEVQ_WIRE_TAG1(KERNEL_OP_ARGS));
 			if (!g || nargs == FAST_ARGS)
 				return 1;
 			const uint8_t *gend = g + k[1];
 			k = gend;
-			const uint8_t *nm = fast_len(g, gend, 1 << 3 | WT_LEN);
+			const uint8_t *nm = fast_len(g, gend, DEVQ_WIRE_TAG1(ARG_NAME));
 			if (!nm)
 				return 1;
 			args[nargs].name = nm;
@@ -709,23 +682,23 @@ static int dec_op_fast(ProtobufCAllocator *a, Devq__Op *op, const uint8_t *p, co
 				return 1;
 			unsigned t = *g++;
 			switch (t) {
-			case DEVQ__ARG__VALUE_U64 << 3 | WT_VARINT:
-			case DEVQ__ARG__VALUE_U32 << 3 | WT_VARINT:
-			case DEVQ__ARG__VALUE_I64 << 3 | WT_VARINT:
-			case DEVQ__ARG__VALUE_I32 << 3 | WT_VARINT:
+			case DEVQ_WIRE_TAG1(ARG_U64):
+			case DEVQ_WIRE_TAG1(ARG_U32):
+			case DEVQ_WIRE_TAG1(ARG_I64):
+			case DEVQ_WIRE_TAG1(ARG_I32):
 				if (!(g = fast_varint(g, gend, &args[nargs].u)))
 					return 1;
 				break;
-			case DEVQ__ARG__VALUE_F32 << 3 | WT_32BIT:
+			case DEVQ_WIRE_TAG1(ARG_F32):
 				if (gend - g < 4)
 					return 1;
-				args[nargs].u = le32(g);
+				args[nargs].u = devq_wire_le32(g);
 				g += 4;
 				break;
-			case DEVQ__ARG__VALUE_F64 << 3 | WT_64BIT:
+			case DEVQ_WIRE_TAG1(ARG_F64):
 				if (gend - g < 8)
 					return 1;
-				args[nargs].u = le64(g);
+				args[nargs].u = devq_wire_le64(g);
 				g += 8;
 				break;
 			default:
@@ -791,11 +764,11 @@ static int dec_op_fast(ProtobufCAllocator *a, Devq__Op *op, const uint8_t *p, co
 		g->name = s;
 		uint64_t u = args[i].u;
 		switch (args[i].num) {
-		case DEVQ__ARG__VALUE_U64: g->u64 = u; break;
-		case DEVQ__ARG__VALUE_U32: g->u32 = (uint32_t)u; break;
-		case DEVQ__ARG__VALUE_I64: g->i64 = (int64_t)u; break;
-		case DEVQ__ARG__VALUE_I32: g->i32 = (int32_t)(uint32_t)u; break;
-		case DEVQ__ARG__VALUE_F32: {
+		case DEVQ_WIRE_F_ARG_U64: g->u64 = u; break;
+		case DEVQ_WIRE_F_ARG_U32: g->u32 = (uint32_t)u; break;
+		case DEVQ_WIRE_F_ARG_I64: g->i64 = (int64_t)u; break;
+		case DEVQ_WIRE_F_ARG_I32: g->i32 = (int32_t)(uint32_t)u; break;
+		case DEVQ_WIRE_F_ARG_F32: {
 			uint32_t bits = (uint32_t)u;
 			memcpy(&g->f32, &bits, sizeof(bits));
 			break;
@@ -817,20 +790,20 @@ static int dec_submit(ProtobufCAllocator *a, Devq__Submit *s, const uint8_t *p,
 	while (p < end) {
 		if (next_field(&p, end, &f))
 			return -1;
-		if (f.num != 1)
+		if (f.num != DEVQ_WIRE_F_SUBMIT_OPS)
 			continue; /* unknown: skipped */
-		if (f.wt != WT_LEN)
+		if (f.wt != DEVQ_WIRE_LEN)
 			return -1;
 		if (!s->ops && one_block) {
 			_Static_assert(sizeof(Devq__Op) % sizeof(void *) == 0, "ops stay aligned");
 			size_t n = 1;
-			if (f.end != end && count_field(f.end, end, 1, &n))
+			if (f.end != end && count_field(f.end, end, DEVQ_WIRE_F_SUBMIT_OPS, &n))
 				return -1;
 			if (n > SIZE_MAX / (sizeof(void *) + sizeof(Devq__Op)) ||
 			    !(s->ops = xalloc(a, n * (sizeof(void *) + sizeof(Devq__Op)))))
 				return -1;
 			opblk = (Devq__Op *)(s->ops + n);
-		} else if (!s->ops && !(s->ops = rep_array(a, &f, end, 1))) {
+		} else if (!s->ops && !(s->ops = rep_array(a, &f, end, DEVQ_WIRE_F_SUBMIT_OPS))) {
 			return -1;
 		}
 		Devq__Op *op = opblk ? opblk++ : xalloc(a, sizeof(*op));
@@ -871,7 +844,7 @@ static Devq__ClientMessage *dec_fast(ProtobufCAllocator *a, size_t len, const ui
 	/* Only a payload that is one submit field (tag 7, length-delimited,
 	 * one byte) and nothing else, which is what libdevq sends; anything
 	 * else at this level (several bodies, other fields) is protobuf-c's. */
-	if (len < 2 || buf[0] != (7 << 3 | WT_LEN))
+	if (len < 2 || buf[0] != DEVQ_WIRE_TAG1(CLIENT_MESSAGE_SUBMIT))
 		return NULL;
 	const uint8_t *p = buf, *end = buf + len;
 	struct fld f;
