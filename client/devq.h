@@ -527,6 +527,11 @@ struct devq_evict_result {
  * (failed_precondition): granted to another uid; -ENOSPC: too many. */
 DEVQ_EXPORT int devq_admin_grant(devq *q, const struct devq_grant_request *req,
 				 struct devq_grant *out);
+/* What devqd's answer to the last devq_admin_grant warned of, "" when
+ * nothing: the uid's sessions already on the main socket, which stay
+ * outside the grant's cap and weight, or devqd's grant-exclusive = no,
+ * under which the uid may connect there too.  Valid until the next call. */
+DEVQ_EXPORT const char *devq_admin_warning(const devq *q);
 /* Ends the grant: no new work, its sessions closed at once, ops not started
  * cancelled, running ones left to finish, its socket removed.  Returns once
  * everything is freed or after grace_ms (0: devqd's max-op-ms plus a

@@ -74,6 +74,8 @@ struct devq {
 	struct devq_tx tx;
 	struct devq_info info;
 	char err[320];
+	/* What the last AdminGrant's reply warned of ("": nothing). */
+	char warning[320];
 	bool broken; /* connection lost: every call fails */
 	/* what devq_reconnect needs to say hello again */
 	char path[108];
@@ -1539,13 +1541,21 @@ int devq_admin_grant(devq *q, const struct devq_grant_request *req, struct devq_
 	m.body_case = DEVQ__CLIENT_MESSAGE__BODY_ADMIN_GRANT;
 	m.admin_grant = &a;
 	Devq__DaemonMessage *rep;
+	q->warning[0] = '\0';
 	int r = request(q, &m, NULL, 0, "admin_grant", DEVQ__DAEMON_MESSAGE__BODY_GRANT, &rep);
 	if (r < 0)
 		return r;
 	if (out)
 		grant_of(out, rep->grant);
+	snprintf(q->warning, sizeof(q->warning), "%s",
+		 rep->grant->warning ? rep->grant->warning : "");
 	devq__daemon_message__free_unpacked(rep, NULL);
 	return 0;
+}
+
+const char *devq_admin_warning(const devq *q)
+{
+	return q ? q->warning : "";
 }
 
 int devq_admin_evict(devq *q, const char *tenant, uint32_t grace_ms, struct devq_evict_result *out)

@@ -268,8 +268,10 @@ START_TEST(admin_calls_need_rights)
 {
 	if (!root_or_skip("admin_calls_need_rights"))
 		return;
+	/* nobody is granted job_1 and still calls on the main socket: with
+	 * grant-exclusive (the default) it could not. */
 	const char *extra[] = { "--allow-users", "65534,65533", "--control-groups", "4242",
-				"--admin-group", "root", NULL };
+				"--admin-group", "root", "--grant-exclusive", "no", NULL };
 	struct daemon_proc d;
 	start(&d, extra);
 	ck_assert_int_eq(chmod(d.sock, 0666), 0);
@@ -472,6 +474,235 @@ START_TEST(grant_priority)
 }
 END_TEST
 
+/* The queue ids' streams in s's status: stream of queue id, or -1. */
+static int queue_stream(devq *q, const char *client, uint32_t id)
+{
+	struct devq_status *st;
+	ck_assert_int_eq(devq_get_status(q, &st), 0);
+	int stream = -1;
+	for (size_t i = 0; i < st->nsessions; i++) {
+		if (strcmp(st->sessions[i].name, client))
+			continue;
+		for (size_t k = 0; k < st->sessions[i].nqueues_depth; k++)
+			if (st->sessions[i].queue_depths[k].queue == id)
+				stream = (int)st->sessions[i].queue_depths[k].stream;
+	}
+	devq_status_free(st);
+	return stream;
+}
+
+/* A re-grant reaches the tenant's live sessions for priority too: without
+ * --priority no new high-priority queue opens, and one already open runs
+ * its next op on a normal stream; with it again, high queues open again. */
+START_TEST(regrant_priority_reaches_sessions)
+{
+	if (!root_or_skip("regrant_priority_reaches_sessions"))
+		return;
+	const char *extra[] = { "--streams", "2", "--priority-streams", "1", NULL };
+	struct daemon_proc d;
+	start(&d, extra);
+	devq *q = conn(d.sock, "admin");
+	struct devq_grant_request r = { .tenant = "rj", .uid = 0, .priority = true };
+	struct devq_grant g;
+	ck_assert_int_eq(devq_admin_grant(q, &r, &g), 0);
+	devq *t = conn(tenant_sock(&d, "rj"), "rj-client");
+	struct devq_completion c;
+	struct devq_error e;
+	ck_assert_int_eq(devq_queue_open_priority(t, 1, 1), 0);
+	uint64_t p = spin(t, 1, 1000);
+	ck_assert_int_eq(devq_wait(t, 1, p, 10000, &c), 0);
+	ck_assert_int_eq(c.code, DEVQ_OK);
+	ck_assert_int_eq(queue_stream(t, "rj-client", 1), 2); /* the high stream */
+
+	r.priority = false;
+	ck_assert_int_eq(devq_admin_grant(q, &r, &g), 0);
+	ck_assert(!g.priority);
+	/* A refused open is an asynchronous error: the status round trip of
+	 * queue_stream makes sure it has come. */
+	ck_assert_int_eq(devq_queue_open_priority(t, 2, 1), 0);
+	ck_assert_int_eq(queue_stream(t, "rj-client", 2), -1);
+	ck_assert_int_eq(devq_next_error(t, &e), 1);
+	ck_assert_int_eq(e.code, DEVQ_E_PERMISSION_DENIED);
+	p = spin(t, 1, 1000);
+	ck_assert_int_eq(devq_wait(t, 1, p, 10000, &c), 0);
+	ck_assert_int_eq(c.code, DEVQ_OK);
+	int s = queue_stream(t, "rj-client", 1);
+	ck_assert_msg(s == 0 || s == 1, "queue 1 still on stream %d", s);
+
+	r.priority = true;
+	ck_assert_int_eq(devq_admin_grant(q, &r, &g), 0);
+	ck_assert_int_eq(devq_queue_open_priority(t, 3, 1), 0);
+	ck_assert_int_eq(queue_stream(t, "rj-client", 3), 2);
+	ck_assert_int_eq(devq_next_error(t, &e), 0);
+	devq_disconnect(t);
+	devq_disconnect(q);
+	stop(&d);
+}
+END_TEST
+
+/* ---- the main socket of a granted uid ----------------------------------- */
+
+/* nobody's side of the main-socket cases, in a child: one command byte at
+ * a time from cmd, one answer byte on ans, '0' meaning as expected:
+ *   'a' opens session A on the main socket
+ *   'b' opens session B there, with an 8 MiB buffer
+ *   'r' is refused on the main socket, naming the tenant socket and the
+ *       setting grant-exclusive
+ *   't' opens a session on tenant jobm's socket
+ *   'A' finds session A alive (a status round trip)
+ *   'B' finds session B closed (its request fails)
+ *   'q' quits */
+static void nobody_side(const struct daemon_proc *d, int cmd, int ans)
+{
+	become(NOBODY, NULL, 0);
+	devq *a = NULL, *b = NULL;
+	char c;
+	while (read(cmd, &c, 1) == 1 && c != 'q') {
+		bool ok = false;
+		devq *x = NULL;
+		struct devq_buffer *buf;
+		struct devq_status *st;
+		switch (c) {
+		case 'a':
+			ok = devq_connect(d->sock, "main-a", &a) == 0;
+			break;
+		case 'b':
+			ok = devq_connect(d->sock, "main-b", &b) == 0 &&
+			     devq_buffer_create(b, 8 << 20, DEVQ_BUFFER_SHARED, &buf) == 0;
+			break;
+		case 'r':
+			ok = devq_connect(d->sock, "main-r", &x) == -EACCES &&
+			     strstr(devq_last_error(x), tenant_sock(d, "jobm")) &&
+			     strstr(devq_last_error(x), "grant-exclusive");
+			if (!ok)
+				fprintf(stderr, "main socket: %s\n", devq_last_error(x));
+			devq_disconnect(x);
+			break;
+		case 't':
+			ok = devq_connect(tenant_sock(d, "jobm"), "job", &x) == 0;
+			devq_disconnect(x);
+			break;
+		case 'A':
+			ok = devq_get_status(a, &st) == 0;
+			if (ok)
+				devq_status_free(st);
+			break;
+		case 'B':
+			ok = devq_get_status(b, &st) < 0;
+			if (!ok)
+				devq_status_free(st);
+			break;
+		}
+		char r = ok ? '0' : '1';
+		if (write(ans, &r, 1) != 1)
+			_exit(91);
+	}
+	devq_disconnect(a);
+	devq_disconnect(b);
+	_exit(0);
+}
+
+struct nobody {
+	pid_t pid;
+	int cmd, ans;
+};
+
+static struct nobody nobody_start(const struct daemon_proc *d)
+{
+	int cmd[2], ans[2];
+	ck_assert_int_eq(pipe(cmd), 0);
+	ck_assert_int_eq(pipe(ans), 0);
+	struct nobody n = { .pid = fork(), .cmd = cmd[1], .ans = ans[0] };
+	ck_assert_int_ge(n.pid, 0);
+	if (n.pid == 0) {
+		close(cmd[1]);
+		close(ans[0]);
+		nobody_side(d, cmd[0], ans[1]);
+	}
+	ck_assert_int_eq(close(cmd[0]), 0);
+	ck_assert_int_eq(close(ans[1]), 0);
+	return n;
+}
+
+/* Whether nobody's side did c as expected. */
+static bool nobody_does(const struct nobody *n, char c)
+{
+	char r = 0;
+	ck_assert_int_eq(write(n->cmd, &c, 1), 1);
+	ck_assert_int_eq(read(n->ans, &r, 1), 1);
+	return r == '0';
+}
+
+static void nobody_stop(struct nobody *n)
+{
+	ck_assert_int_eq(write(n->cmd, "q", 1), 1);
+	ck_assert_int_eq(child_status(n->pid), 0);
+	ck_assert_int_eq(close(n->cmd), 0);
+	ck_assert_int_eq(close(n->ans), 0);
+}
+
+/* grant-exclusive (the default): while nobody holds a grant it is refused
+ * on the main socket, which would make it its own uid tenant outside the
+ * grant's cap, weight and eviction; the refusal names its tenant socket.
+ * Its session from before the grant stays, and the grant says so; after
+ * the evict it may connect there again. */
+START_TEST(granted_uid_refused_on_main_socket)
+{
+	if (!root_or_skip("granted_uid_refused_on_main_socket"))
+		return;
+	const char *extra[] = { "--allow-users", "65534", NULL };
+	struct daemon_proc d;
+	start(&d, extra);
+	ck_assert_int_eq(chmod(d.sock, 0666), 0);
+	devq *q = conn(d.sock, "admin");
+	struct nobody n = nobody_start(&d);
+	ck_assert(nobody_does(&n, 'a'));
+	ck_assert_int_eq(grant(q, "jobm", NOBODY, 0, 0, 1 << 20, NULL), 0);
+	ck_assert_msg(strstr(devq_admin_warning(q), "uid 65534 has 1 sessions on the main socket"),
+		      "warning: '%s'", devq_admin_warning(q));
+	ck_assert(nobody_does(&n, 'r'));
+	ck_assert(nobody_does(&n, 't'));
+	ck_assert(nobody_does(&n, 'A'));
+	struct devq_evict_result er;
+	ck_assert_int_eq(devq_admin_evict(q, "jobm", 0, &er), 0);
+	ck_assert(nobody_does(&n, 'b'));
+	nobody_stop(&n);
+	devq_disconnect(q);
+	stop(&d);
+}
+END_TEST
+
+/* grant-exclusive = no: the uid may still connect on the main socket, and
+ * the grant warns that it is outside the cap and weight there.  The evict
+ * of its last grant closes its main-socket sessions opened after the grant
+ * (B, which took 8 MiB against a cap of 1), not the one from before (A). */
+START_TEST(evict_closes_main_sessions_after_grant)
+{
+	if (!root_or_skip("evict_closes_main_sessions_after_grant"))
+		return;
+	const char *extra[] = { "--allow-users", "65534", "--grant-exclusive", "no", NULL };
+	struct daemon_proc d;
+	start(&d, extra);
+	ck_assert_int_eq(chmod(d.sock, 0666), 0);
+	devq *q = conn(d.sock, "admin");
+	struct nobody n = nobody_start(&d);
+	ck_assert(nobody_does(&n, 'a'));
+	ck_assert_int_eq(grant(q, "jobm", NOBODY, 0, 0, 1 << 20, NULL), 0);
+	const char *w = devq_admin_warning(q);
+	ck_assert_msg(strstr(w, "grant-exclusive is off") && strstr(w, "(1 sessions there now)"),
+		      "warning: '%s'", w);
+	ck_assert(nobody_does(&n, 'b'));
+	ck_assert(nobody_does(&n, 't'));
+	struct devq_evict_result er;
+	ck_assert_int_eq(devq_admin_evict(q, "jobm", 0, &er), 0);
+	ck_assert(nobody_does(&n, 'B'));
+	ck_assert(nobody_does(&n, 'A'));
+	nobody_stop(&n);
+	devq_disconnect(q);
+	stop(&d);
+}
+END_TEST
+
 /* ---- memory caps ----------------------------------------------------------- */
 
 /* --memory caps pinned plus device bytes over all of the tenant's sessions:
@@ -523,6 +754,40 @@ START_TEST(memory_cap_spans_sessions)
 	for (size_t i = 0; i < n; i++)
 		ck_assert_uint_eq(list[i].peak_bytes, 1 << 20);
 	free(list);
+	devq_disconnect(q);
+	stop(&d);
+}
+END_TEST
+
+/* A cap lowered below what the tenant holds: its buffers stay (an op on
+ * one still runs), new ones are refused until use falls below the cap. */
+START_TEST(cap_lowered_below_use)
+{
+	if (!root_or_skip("cap_lowered_below_use"))
+		return;
+	struct daemon_proc d;
+	start(&d, NULL);
+	devq *q = conn(d.sock, "admin");
+	ck_assert_int_eq(grant(q, "rcap", 0, 0, 0, 4 << 20, NULL), 0);
+	devq *t = conn(tenant_sock(&d, "rcap"), "rcap-client");
+	struct devq_buffer *big, *small;
+	ck_assert_int_eq(devq_buffer_create(t, 3 << 20, DEVQ_BUFFER_SHARED, &big), 0);
+	ck_assert_int_eq(grant(q, "rcap", 0, 0, 0, 1 << 20, NULL), 0);
+	ck_assert_int_eq(devq_buffer_create(t, 4096, DEVQ_BUFFER_SHARED, &small), -ENOSPC);
+	ck_assert_msg(strstr(devq_last_error(t), "memory cap of 1048576"), "%s",
+		      devq_last_error(t));
+	ck_assert_int_eq(devq_queue_open(t, 0), 0);
+	struct devq_op op = { .queue = 0, .kind = DEVQ_OP_FILL, .dst = big, .dst_offset = 0,
+			      .size = 4096, .pattern = 7 };
+	uint64_t p;
+	ck_assert_int_eq(devq_submit(t, &op, 1, &p), 0);
+	struct devq_completion c;
+	ck_assert_int_eq(devq_wait(t, 0, p, 10000, &c), 0);
+	ck_assert_int_eq(c.code, DEVQ_OK);
+	ck_assert_int_eq(devq_buffer_release(t, big), 0);
+	ck_assert_int_eq(devq_buffer_wait_released(t, big, 10000), 0);
+	ck_assert_int_eq(devq_buffer_create(t, 1 << 20, DEVQ_BUFFER_SHARED, &small), 0);
+	devq_disconnect(t);
 	devq_disconnect(q);
 	stop(&d);
 }
@@ -997,7 +1262,11 @@ static Suite *suite(void)
 	tcase_add_test(t, admin_calls_need_rights);
 	tcase_add_test(t, tenant_socket_admits_its_uid);
 	tcase_add_test(t, grant_priority);
+	tcase_add_test(t, regrant_priority_reaches_sessions);
+	tcase_add_test(t, granted_uid_refused_on_main_socket);
+	tcase_add_test(t, evict_closes_main_sessions_after_grant);
 	tcase_add_test(t, memory_cap_spans_sessions);
+	tcase_add_test(t, cap_lowered_below_use);
 	tcase_add_test(t, evict_waits_for_running_op);
 	tcase_add_test(t, evict_grace_reports_still_running);
 	tcase_add_test(t, grants_survive_restart);

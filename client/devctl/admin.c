@@ -188,7 +188,17 @@ static int cmd_grant(const char *sock, int argc, char **argv)
 	struct devq_grant g;
 	if (devq_admin_grant(q, &req, &g) < 0)
 		return fail_call(q, "admin grant", json);
+	/* Granted, with what the grant does not cover: said, not failed. */
+	char warn[320];
+	snprintf(warn, sizeof(warn), "%s", devq_admin_warning(q));
 	devq_disconnect(q);
+	if (warn[0] && json) {
+		fputs("{\"warning\":", stderr);
+		devctl_json_str(stderr, warn);
+		fputs("}\n", stderr);
+	} else if (warn[0]) {
+		fprintf(stderr, "devctl: admin grant: warning: %s\n", warn);
+	}
 	/* devctl writes the spec, not devqd: the unit's ProtectSystem=strict
 	 * keeps devqd out of /var/run/cdi. */
 	char err[512];

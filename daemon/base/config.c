@@ -78,6 +78,7 @@ static const struct cfg_key keys[] = {
 	/* Admin calls and granted tenants (server/tenants.c). */
 	{ "control-groups", CFG_STR, F(control_groups), 0, 0, 0, NULL },
 	{ "tenants-dir", CFG_STR, F(tenants_dir), 0, 0, 0, NULL },
+	{ "grant-exclusive", CFG_BOOL, F(grant_exclusive), 0, 0, 0, NULL },
 	/* The executable repository (core/repo.c): DIR[:DIR]... */
 	{ "executables", CFG_STR, F(executables), 0, 0, 0, NULL },
 };
@@ -355,7 +356,7 @@ int devq_config_load_argv(struct devq_config *cfg, int argc, char *const *argv)
 				"--socket",	 "--backend",	   "--streams",	    "--device",
 				"--admin-group", "--allow-users", "--allow-groups", "--fair-shares",
 				"--state-dir",	 "--priority-users", "--priority-groups",
-				"--control-groups", "--tenants-dir",
+				"--control-groups", "--tenants-dir", "--grant-exclusive",
 			};
 			for (size_t k = 0; k < sizeof(with_value) / sizeof(with_value[0]); k++)
 				if (!strcmp(a, with_value[k]))

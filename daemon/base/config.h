@@ -40,6 +40,10 @@ struct devq_config {
 	 * ".tenants"). */
 	const char *control_groups;
 	const char *tenants_dir;
+	/* A uid with a live grant works through its tenant socket only: a
+	 * non-admin connection of it on the main socket is refused, so that
+	 * its cap and weight cannot be sidestepped (requests/admin.h). */
+	bool grant_exclusive;
 	unsigned trace_records;   /* core/trace.c: op records kept (0: off) */
 	const char *admin_group;  /* may trace every user's sessions (NULL: root only) */
 	/* Tenancy (policy.c, quota.c, fair.c); 0 or NULL means the default,

@@ -11,7 +11,16 @@
 #include "core/engine.h"
 #include "core/job.h"
 #include "core/session.h"
+#include "core/tenant.h"
 #include "devq.pb-c.h"
+
+/* Whether s may use the high-priority streams now: a tenant socket's
+ * session while its grant says so (a re-grant reaches live sessions), any
+ * other as the server decided at connect. */
+static bool may_high(const struct devq_session *s)
+{
+	return s->may_high && (!s->grant || s->grant->priority);
+}
 
 int devq_timeline_open(struct devq_session *s, uint32_t id, int priority,
 		       struct devq_timeline **out, char *err, size_t n)
@@ -28,7 +37,7 @@ int devq_timeline_open(struct devq_session *s, uint32_t id, int priority,
 				 id);
 			return DEVQ__CODE__FAILED_PRECONDITION;
 		}
-		if (!s->may_high) {
+		if (!may_high(s)) {
 			/* A grant, not a choice: any user taking the high
 			 * streams would make them as busy as the others. */
 			snprintf(err, n,
@@ -79,12 +88,42 @@ static bool stream_idle(const struct devq_engine *e, unsigned i)
 	return !last || atomic_load_explicit(&last->b.done, memory_order_acquire);
 }
 
+/* A high-priority queue whose session lost the right (its tenant was
+ * re-granted without priority) is a normal one from its next op on.
+ * Whether q sits on a high-priority stream although it is not one: it
+ * must move, at once unless its previous op still runs there and this op
+ * does not wait for it (the first after a reset): one queue's ops keep
+ * their order. */
+static bool misplaced(struct devq_timeline *q, const struct devq_session *s)
+{
+	const struct devq_backend *be = s->e->be;
+	if (q->priority && !may_high(s)) {
+		q->priority = 0;
+		devq_slog(DEVQ_LOG_INFO, s, -1, q->id, -1,
+			  "queue %u: high priority no longer granted: normal streams from now on",
+			  q->id);
+	}
+	return !q->priority && q->stream >= be->streams - be->high_streams;
+}
+
+/* The least-loaded normal stream, for a queue that must leave a
+ * high-priority one although no normal stream is idle. */
+static unsigned least_loaded_normal(const struct devq_engine *e)
+{
+	unsigned end = e->be->streams - e->be->high_streams, best = 0;
+	for (unsigned i = 1; i < end; i++)
+		if (e->stream_load[i] < e->stream_load[best])
+			best = i;
+	return best;
+}
+
 void devq_timeline_place(struct devq_timeline *q, struct devq_job *op)
 {
 	struct devq_engine *e = op->s->e;
 	const struct devq_job *prev = devq_timeline_get(q, op->point - 1);
 	bool in_flight = prev && !atomic_load_explicit(&prev->b.done, memory_order_acquire);
-	if (!in_flight && !stream_idle(e, q->stream)) {
+	bool must = misplaced(q, op->s) && (!in_flight || !q->reset);
+	if (must || (!in_flight && !stream_idle(e, q->stream))) {
 		/* Its stream runs someone else's work: an idle stream of the
 		 * queue's class, if there is one, takes it instead. */
 		unsigned high = e->be->high_streams, end = e->be->streams - high, first = 0;
@@ -97,6 +136,8 @@ void devq_timeline_place(struct devq_timeline *q, struct devq_job *op)
 			if (stream_idle(e, i) &&
 			    (best == UINT32_MAX || e->stream_load[i] < e->stream_load[best]))
 				best = i;
+		if (best == UINT32_MAX && must)
+			best = least_loaded_normal(e);
 		if (best != UINT32_MAX) {
 			e->stream_load[q->stream]--;
 			e->stream_load[best]++;

@@ -53,6 +53,35 @@ void devq_admin_fini(struct devq_admin *a)
 	}
 }
 
+unsigned devq_admin_grants_of(const struct devq_admin *a, uid_t uid, char *socks, size_t n)
+{
+	unsigned count = 0;
+	size_t len = 0;
+	if (n)
+		socks[0] = '\0';
+	for (const struct devq_admin_grant *g = a->grants; g; g = g->next) {
+		if (g->t->uid != uid || !g->t->granted)
+			continue;
+		if (g->sock && len < n) {
+			int w = snprintf(socks + len, n - len, "%s%s", count ? ", " : "",
+					 a->ops.sock_path(a->ops.ud, g->sock));
+			len = w < 0 ? n : len + (size_t)w;
+		}
+		count++;
+	}
+	return count;
+}
+
+/* uid's connected sessions on the main socket that are not an admin's (an
+ * admin's own sessions are its tools', not a job's). */
+static unsigned main_sessions(const struct devq_admin *a, uid_t uid)
+{
+	unsigned n = 0;
+	for (const struct devq_session *x = a->e->sessions; x; x = x->next)
+		n += x->connected && !x->grant && !x->admin && x->uid == uid;
+	return n;
+}
+
 static struct devq_admin_grant *grant_of(const struct devq_admin *a, const struct devq_tenant *t)
 {
 	for (struct devq_admin_grant *g = a->grants; g; g = g->next)
@@ -195,6 +224,7 @@ static int grant(struct devq_admin *a, const char *name, uid_t uid, uint32_t sha
 			return code;
 		}
 		g->t = t;
+		g->after_session = a->e->next_session_id;
 		g->next = a->grants;
 		a->grants = g;
 		a->ngranted++;
@@ -222,6 +252,7 @@ static void grant_msg(const struct devq_admin *a, struct devq_tenant *t, Devq__G
 	g->cancelled = t->cancelled;
 	g->bytes = t->pinned + t->device;
 	g->ops_in_flight = t->ops;
+	g->main_sessions = main_sessions(a, t->uid);
 }
 
 static void send_body(struct devq_session *s, Devq__DaemonMessage__BodyCase c, void *body)
@@ -250,6 +281,24 @@ void devq_admin_on_grant(struct devq_admin *a, struct devq_session *s, const Dev
 			t->priority ? ", priority" : "");
 	Devq__Grant g;
 	grant_msg(a, t, &g);
+	/* What the grant does not cover, said to whoever made it: the uid's
+	 * sessions on the main socket are its own, under the per-user quotas,
+	 * outside the tenant's cap and weight. */
+	char warn[300] = "";
+	if (!a->e->cfg.grant_exclusive)
+		snprintf(warn, sizeof(warn), "grant-exclusive is off: uid %u may also connect on "
+			 "the main socket, outside tenant %s's cap and weight (%u sessions there "
+			 "now)", (unsigned)t->uid, t->name, g.main_sessions);
+	else if (g.main_sessions)
+		snprintf(warn, sizeof(warn), "uid %u has %u sessions on the main socket, opened "
+			 "before this grant: they stay outside tenant %s's cap and weight until "
+			 "they close", (unsigned)t->uid, g.main_sessions, t->name);
+	if (warn[0]) {
+		g.warning = warn;
+		devq_log_fields(DEVQ_LOG_WARN,
+				&(struct devq_log_ctx){ .uid = t->uid, .tenant = t->name }, -1, -1,
+				-1, "tenant %s: %s", t->name, warn);
+	}
 	send_body(s, DEVQ__DAEMON_MESSAGE__BODY_GRANT, &g);
 }
 
@@ -356,8 +405,10 @@ void devq_admin_on_evict(struct devq_admin *a, struct devq_session *s, const Dev
 	struct devq_admin_grant **pp = &a->grants;
 	while (*pp && (*pp)->t != t)
 		pp = &(*pp)->next;
+	uint64_t after = UINT64_MAX;
 	if (*pp) {
 		struct devq_admin_grant *k = *pp;
+		after = k->after_session;
 		*pp = k->next;
 		if (k->sock)
 			a->ops.sock_close(a->ops.ud, k->sock);
@@ -383,9 +434,24 @@ void devq_admin_on_evict(struct devq_admin *a, struct devq_session *s, const Dev
 		if (x->tenant != t)
 			x->grant = NULL;
 	}
+	/* With the uid's last grant go its sessions on the main socket
+	 * opened after the grant (possible with grant-exclusive off, or as
+	 * an admin): the job's processes, wherever they connected.  Not
+	 * those of its other grants, nor the evicting admin's own. */
+	unsigned main_closed = 0;
+	if (!devq_admin_grants_of(a, t->uid, NULL, 0))
+		for (struct devq_session *x = a->e->sessions; x; x = x->next) {
+			if (x->grant || x->admin || x == s || x->uid != t->uid ||
+			    x->id <= after || !x->connected)
+				continue;
+			atomic_store(&x->cancel, true);
+			a->ops.close_session(a->ops.ud, x);
+			main_closed++;
+		}
 	devq_log_fields(DEVQ_LOG_NOTICE, &(struct devq_log_ctx){ .uid = t->uid, .tenant = t->name },
-			-1, -1, -1, "tenant %s: evicting (%u sessions closed, %" PRIu64
-			" ops in flight)", t->name, closed, t->ops);
+			-1, -1, -1, "tenant %s: evicting (%u sessions closed, %u of uid %u on the "
+			"main socket, %" PRIu64 " ops in flight)", t->name, closed, main_closed,
+			(unsigned)t->uid, t->ops);
 	uint64_t grace_ms = m->grace_ms ? m->grace_ms : a->e->cfg.max_op_ns / 1000000 + 1000;
 	w->t = t;
 	w->session = s->id;

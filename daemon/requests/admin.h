@@ -19,6 +19,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "devq.pb-c.h"
 
@@ -61,6 +62,10 @@ struct devq_admin_grant {
 	struct devq_admin_grant *next;
 	struct devq_tenant *t;
 	void *sock;
+	/* Sessions numbered above this one were opened after the grant
+	 * (session ids only grow): those of its uid on the main socket go
+	 * with the uid's last grant. */
+	uint64_t after_session;
 };
 
 struct devq_evict_wait; /* admin.c */
@@ -93,6 +98,10 @@ void devq_admin_socks_gone(struct devq_admin *a);
 bool devq_admin_evict_tick(struct devq_admin *a);
 /* Frees what the admin calls hold (after the loop ran out). */
 void devq_admin_fini(struct devq_admin *a);
+/* How many live grants uid holds; their sockets' paths, comma-separated,
+ * into socks (cut to n).  The server refuses such a uid's connections on
+ * the main socket (setting grant-exclusive). */
+unsigned devq_admin_grants_of(const struct devq_admin *a, uid_t uid, char *socks, size_t n);
 
 /* The calls (requests/dispatch.c's table: admin only, after Hello). */
 void devq_admin_on_grant(struct devq_admin *a, struct devq_session *s, const Devq__AdminGrant *m);

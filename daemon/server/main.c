@@ -75,6 +75,8 @@ static void usage(FILE *f)
 		"                          tenants besides root (default: root only)\n"
 		"      --tenants-dir DIR   where tenant sockets go (default: the socket path\n"
 		"                          without .sock, plus .tenants)\n"
+		"      --grant-exclusive yes|no  a uid with a live grant may not connect on\n"
+		"                          the main socket unless it is an admin (default yes)\n"
 		"Device losses:\n"
 		"      --lost-refuse-after N  device losses caused by one uid's work before\n"
 		"                          that uid is refused (default 3)\n"
@@ -268,6 +270,7 @@ int main(int argc, char **argv)
 		{ "priority-groups", required_argument, NULL, DEVQ_OPT_BY_KEY },
 		{ "control-groups", required_argument, NULL, DEVQ_OPT_BY_KEY },
 		{ "tenants-dir", required_argument, NULL, DEVQ_OPT_BY_KEY },
+		{ "grant-exclusive", required_argument, NULL, DEVQ_OPT_BY_KEY },
 		{ "fair-k", required_argument, NULL, DEVQ_OPT_BY_KEY },
 		{ "priority-streams", required_argument, NULL, DEVQ_OPT_BY_KEY },
 		{ "fair-shares", required_argument, NULL, DEVQ_OPT_BY_KEY },
@@ -306,6 +309,7 @@ int main(int argc, char **argv)
 	cfg.trace_records = DEVQ_TRACE_DEFAULT_RECORDS;
 	cfg.lost_refuse_after = 3;
 	cfg.lost_refuse_s = 600;
+	cfg.grant_exclusive = true;
 	d.listen_fd = -1;
 	int verbose = 0, c;
 	char *exe_dirs = NULL, *check_dirs = NULL; /* --executables, --check-executables */

@@ -769,8 +769,23 @@ static void conn_cb(uv_poll_t *h, int status, int events)
 	flush_dirty(d);
 }
 
-/* Access policy (on a tenant socket: its uid only) and per-tenant session
- * quota, at connect: a refused peer gets an Error saying why, and the
+/* A uid with a live grant works through its tenant socket: on the main
+ * socket it would be its own uid tenant, outside the grant's cap, weight
+ * and eviction (setting grant-exclusive).  Whether to refuse uid, why. */
+static bool refuse_granted_uid(struct devq_daemon *d, uid_t uid, char *why, size_t n)
+{
+	char socks[256];
+	unsigned k = devq_admin_grants_of(&d->admin, uid, socks, sizeof(socks));
+	if (!k)
+		return false;
+	snprintf(why, n, "access denied: uid %u holds %s (%s): connect there, not on the main "
+		 "socket (setting grant-exclusive)", (unsigned)uid,
+		 k == 1 ? "a grant" : "grants", socks);
+	return true;
+}
+
+/* Access policy (on a tenant socket: its uid only; on the main socket not
+ * a uid with a live grant) and per-tenant session quota, at connect: a refused peer gets an Error saying why, and the
  * connection closes once it is sent. */
 static void admit(struct devq_daemon *d, struct devq_session *s, const struct devq_peer *peer,
 		  int peer_err)
@@ -790,6 +805,9 @@ static void admit(struct devq_daemon *d, struct devq_session *s, const struct de
 			 (unsigned)s->grant->uid);
 		code = DEVQ__CODE__PERMISSION_DENIED;
 	} else if (!s->grant && !devq_policy_admits(&d->policy, peer, why, sizeof(why))) {
+		code = DEVQ__CODE__PERMISSION_DENIED;
+	} else if (!s->grant && !s->admin && d->e.cfg.grant_exclusive &&
+		   refuse_granted_uid(d, peer->uid, why, sizeof(why))) {
 		code = DEVQ__CODE__PERMISSION_DENIED;
 	} else if (!s->admin && devq_culprit_refuses(&d->culprits, peer->uid, &d->e.cfg,
 						     (int64_t)time(NULL), why, sizeof(why))) {
@@ -954,7 +972,9 @@ static void serve_fd(struct devq_daemon *d, int fd, struct devq_tenant *grant)
 	 * admin rights there, and high priority only by its grant. */
 	s->admin = !grant && is_admin(d, fd, peer.uid, peer.gid);
 	s->control = !grant && pr == 0 && devq_policy_controls(&d->tenants.control, &peer);
-	s->may_high = pr == 0 && (grant ? grant->priority : devq_policy_matches(&d->priority, &peer));
+	/* On a tenant socket its grant decides, as it is at each queue's
+	 * open and op (core/timeline.c): a re-grant reaches live sessions. */
+	s->may_high = pr == 0 && (grant || devq_policy_matches(&d->priority, &peer));
 	devq_rx_init(&c->rx, d->e.cfg.max_frame);
 	uv_poll_init(d->loop, &c->poll, fd);
 	c->poll.data = c;
