@@ -2116,6 +2116,81 @@ START_TEST(test_placement_moves_idle_queue)
 }
 END_TEST
 
+/* A tenant re-granted without priority (core/timeline.c misplaced): no
+ * new high-priority queue opens, and its high queues take normal streams
+ * from their next op on: at once when nothing of the queue runs, at once
+ * too while its previous op runs (the op waits for it), but not while a
+ * reset spares the op that wait (ops of one queue keep their order); with
+ * no normal stream idle, the one with the fewest queues bound. */
+START_TEST(test_placement_priority_regrant)
+{
+	engine_up((struct devq_config){ .streams = 2, .priority_streams = 1 });
+	struct devq_tenant *t;
+	ck_assert_int_eq(devq_tenant_grant(&E, "rj", 1000, 1, 1, 0, true, &t), 0);
+	struct devq_session *s = devq_session_new(&E, 1234, 1000, 1000);
+	ck_assert_ptr_nonnull(s);
+	s->grant = t;
+	char why[200];
+	ck_assert_int_eq(devq_session_admit(s, why, sizeof(why)), 0);
+	struct devq_session *b = session(1001);
+	queue(s, 1, 1);
+	queue(s, 2, 1);
+	queue(s, 4, 1);
+	queue(b, 1, 0); /* stream 0 */
+	queue(b, 2, 0); /* stream 1 */
+	queue(b, 3, 0); /* stream 0: two bound there, one on 1 */
+	buffer(s, 5, 64);
+	buffer(b, 5, 64);
+	ck_assert_uint_eq(tl(s, 1)->stream, 2);
+	submit(s, 1, 5, 0, 0, NULL, NULL);
+	submit(s, 2, 5, 0, 0, NULL, NULL);
+	ck_assert_uint_eq(handed(0)->b.stream, 2);
+	ck_assert_uint_eq(handed(1)->b.stream, 2);
+
+	t->priority = false; /* devq_tenant_grant again, without priority */
+	struct devq_timeline *q;
+	ck_assert_int_eq(devq_timeline_open(s, 3, 1, &q, why, sizeof(why)),
+			 DEVQ__CODE__PERMISSION_DENIED);
+	ck_assert_int_eq(devq_timeline_open(s, 3, 0, &q, why, sizeof(why)), 0);
+	/* Queue 2 was reset: its next op does not wait for the one running
+	 * on the high stream, so it stays behind it there. */
+	devq_timeline_reset(tl(s, 2));
+	submit(s, 2, 5, 0, 0, NULL, NULL);
+	ck_assert_uint_eq(handed(2)->b.stream, 2);
+	ck_assert_int_eq(tl(s, 2)->priority, 0);
+	/* Queue 1's next op waits for its previous one: it moves now. */
+	submit(s, 1, 5, 0, 0, NULL, NULL);
+	ck_assert_uint_lt(handed(3)->b.stream, 2);
+	ck_assert(waits_on(handed(3), 1, 1));
+	ck_assert_int_eq(tl(s, 1)->priority, 0);
+	complete_all();
+	/* Nothing of queue 2 runs now: it leaves the high stream. */
+	submit(s, 2, 5, 0, 0, NULL, NULL);
+	ck_assert_uint_lt(handed(0)->b.stream, 2);
+	complete_all();
+	/* Both normal streams busy with b's work: queue 4 (still high, idle)
+	 * goes to the least loaded one, 1. */
+	submit(b, 1, 5, 0, 0, NULL, NULL);
+	submit(b, 2, 5, 0, 0, NULL, NULL);
+	unsigned n = FK->n;
+	queue(b, 7, 0); /* three queues were bound to each normal stream */
+	ck_assert_uint_eq(E.stream_load[0], 4);
+	ck_assert_uint_eq(E.stream_load[1], 3);
+	ck_assert_uint_eq(tl(s, 4)->stream, 2);
+	submit(s, 4, 5, 0, 0, NULL, NULL);
+	ck_assert_uint_eq(tl(s, 4)->stream, 1);
+	ck_assert_uint_eq(handed(n)->b.stream, 1);
+	ck_assert_uint_eq(E.stream_load[2], 0);
+	complete_all();
+	/* Granted priority again: high queues open again. */
+	t->priority = true;
+	ck_assert_int_eq(devq_timeline_open(s, 6, 1, &q, why, sizeof(why)), 0);
+	ck_assert_uint_eq(q->stream, 2);
+	complete_all();
+	engine_down();
+}
+END_TEST
+
 /* ---- quotas ---------------------------------------------------------- */
 
 START_TEST(test_submit_on_closed_queue)
@@ -4407,6 +4482,7 @@ int main(void)
 	tcase_add_test(tc, test_fairness_run_stops);
 	tcase_add_test(tc, test_fairness_no_run_when_shared);
 	tcase_add_test(tc, test_placement_moves_idle_queue);
+	tcase_add_test(tc, test_placement_priority_regrant);
 	tcase_add_test(tc, test_submit_on_closed_queue);
 	tcase_add_test(tc, test_quota_refusals);
 	tcase_add_test(tc, test_quota_bytes_at_bound_and_past);
