@@ -2,8 +2,9 @@
 /* The admin API against a real devqd (CPU backend): granted tenants and
  * their sockets, who may make admin calls, names and their bounds, memory
  * caps over a tenant's sessions, eviction of a tenant with ops in flight,
- * grants across a restart, per-instance state files, the tenant
- * directory's safety check, and devctl's admin and health commands. */
+ * grants across a restart, the grants file's lines and their bounds,
+ * per-instance state files, the tenant directory's safety check, and
+ * devctl's admin and health commands. */
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -1118,6 +1119,234 @@ START_TEST(instances_keep_own_state)
 }
 END_TEST
 
+/* ---- the grants file ------------------------------------------------------ */
+
+/* A fresh state directory in state (a mkdtemp template) whose grants.devqd
+ * holds len bytes of text; its path in file. */
+static void state_with(char *state, char *file, size_t n, const char *text, size_t len)
+{
+	ck_assert_ptr_nonnull(mkdtemp(state));
+	snprintf(file, n, "%s/grants.devqd", state);
+	FILE *f = fopen(file, "w");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_uint_eq(fwrite(text, 1, len, f), len);
+	ck_assert_int_eq(fclose(f), 0);
+}
+
+static void state_gone(const char *state, const char *file)
+{
+	ck_assert_int_eq(unlink(file), 0);
+	ck_assert_int_eq(rmdir(state), 0);
+}
+
+/* Whether d's log says text (the whole log: file_has reads its start). */
+static bool log_says(const struct daemon_proc *d, const char *text)
+{
+	FILE *f = fopen(d->log, "r");
+	if (!f)
+		return false;
+	char *line = NULL;
+	size_t cap = 0;
+	bool found = false;
+	while (!found && getline(&line, &cap, f) >= 0)
+		found = strstr(line, text) != NULL;
+	free(line);
+	fclose(f);
+	return found;
+}
+
+/* The granted tenants, by name: list[i] for name, or NULL. */
+static const struct devq_grant *tenant_in(const struct devq_grant *list, size_t n,
+					  const char *name)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(list[i].tenant, name))
+			return &list[i];
+	return NULL;
+}
+
+/* The loader reads whole lines: the tail of a long comment is no grant
+ * (the 256-byte reader restored one, uid 65534 at 64 of 64 shares with
+ * priority); a line that does not parse whole is logged with its line
+ * number and skipped, and the others load: a uid past 32 bits is refused
+ * (it wrapped to 0, a tenant socket for root), so are a sign and anything
+ * after the last field; a line over 4096 bytes is skipped whole; trailing
+ * blanks are fine, and so is a last line without its newline. */
+START_TEST(grants_file_whole_lines)
+{
+	if (!root_or_skip("grants_file_whole_lines"))
+		return;
+	static char text[8192];
+	size_t len = 0;
+	len += (size_t)sprintf(text + len,
+			       "# devqd grants v1: tenant uid shares of memory_bytes priority\n");
+	/* 255 bytes of comment, then what looks like a grant: one 279-byte line. */
+	text[len++] = '#';
+	memset(text + len, 'x', 254);
+	len += 254;
+	len += (size_t)sprintf(text + len, "job_tail 65534 64 64 0 1\n");
+	len += (size_t)sprintf(text + len, "job_ok 65534 2 4 4096 0\n"
+					   "job_garbage 65534 1 1 0 0 x\n"
+					   "job_root 4294967296 1 1 0 0\n"
+					   "job_sign +0 1 1 0 0\n"
+					   "job_huge 65534 1 1 0 0");
+	/* A grant, but 5022 bytes long: skipped, not read in pieces. */
+	memset(text + len, ' ', 5000);
+	len += 5000;
+	len += (size_t)sprintf(text + len, "\njob_blank 65534 1 1 0 0 \t \n"
+					   "job_last 65534 1 1 0 1");
+	char state[] = "/tmp/devq-gfile-XXXXXX", file[128];
+	state_with(state, file, sizeof(file), text, len);
+	const char *extra[] = { "--state-dir", state, NULL };
+	struct daemon_proc d;
+	start(&d, extra);
+	devq *q = conn(d.sock, "admin");
+	struct devq_grant *list;
+	size_t n;
+	ck_assert_int_eq(devq_admin_tenants(q, &list, &n), 0);
+	const struct devq_grant *g = tenant_in(list, n, "job_ok");
+	ck_assert_ptr_nonnull(g);
+	ck_assert_uint_eq(g->uid, NOBODY);
+	ck_assert_uint_eq(g->shares, 2);
+	ck_assert_uint_eq(g->of, 4);
+	ck_assert_uint_eq(g->memory_bytes, 4096);
+	ck_assert(!g->priority);
+	ck_assert_ptr_nonnull(tenant_in(list, n, "job_blank"));
+	g = tenant_in(list, n, "job_last");
+	ck_assert_ptr_nonnull(g);
+	ck_assert(g->priority);
+	ck_assert_msg(n == 3, "%zu tenants restored, not 3 (see %s)", n, d.log);
+	free(list);
+	ck_assert_msg(log_says(&d, "grants.devqd:4: 'x' after the last field"), "see %s", d.log);
+	ck_assert_msg(log_says(&d, "grants.devqd:5: uid 4294967296 is more than 4294967294"),
+		      "see %s", d.log);
+	ck_assert_msg(log_says(&d, "grants.devqd:6: uid '+0' is not a decimal number"), "see %s",
+		      d.log);
+	ck_assert_msg(log_says(&d, "grants.devqd:7: longer than 4096 bytes"), "see %s", d.log);
+	run_on_tenant_socket(tenant_sock(&d, "job_last"));
+	devq_disconnect(q);
+	stop(&d);
+	state_gone(state, file);
+}
+END_TEST
+
+/* Each bound of a line at its limit loads, one past it is skipped: uid
+ * 4294967294 / 4294967295 ((uid_t)-1), shares 1..64, of 65536 / 65537,
+ * memory 2^63 / 2^63 + 1, priority 1 / 2.  No header: files of the
+ * releases before the header named a version load too. */
+START_TEST(grants_file_bounds)
+{
+	if (!root_or_skip("grants_file_bounds"))
+		return;
+	static const char text[] = "b_uid 4294967294 1 1 0 0\n"
+				   "b_uid_over 4294967295 1 1 0 0\n"
+				   "b_shares 65534 64 64 0 0\n"
+				   "b_shares_over 65534 65 65 0 0\n"
+				   "b_shares_zero 65534 0 1 0 0\n"
+				   "b_of 65534 1 65536 0 0\n"
+				   "b_of_over 65534 1 65537 0 0\n"
+				   "b_mem 65534 1 1 9223372036854775808 0\n"
+				   "b_mem_over 65534 1 1 9223372036854775809 0\n"
+				   "b_prio 65534 1 1 0 1\n"
+				   "b_prio_over 65534 1 1 0 2\n";
+	char state[] = "/tmp/devq-gbound-XXXXXX", file[128];
+	state_with(state, file, sizeof(file), text, sizeof(text) - 1);
+	const char *extra[] = { "--state-dir", state, NULL };
+	struct daemon_proc d;
+	start(&d, extra);
+	devq *q = conn(d.sock, "admin");
+	struct devq_grant *list;
+	size_t n;
+	ck_assert_int_eq(devq_admin_tenants(q, &list, &n), 0);
+	const struct devq_grant *g = tenant_in(list, n, "b_uid");
+	ck_assert_ptr_nonnull(g);
+	ck_assert_uint_eq(g->uid, 4294967294u);
+	g = tenant_in(list, n, "b_shares");
+	ck_assert_ptr_nonnull(g);
+	ck_assert_uint_eq(g->shares, 64);
+	g = tenant_in(list, n, "b_of");
+	ck_assert_ptr_nonnull(g);
+	ck_assert_uint_eq(g->of, 65536);
+	g = tenant_in(list, n, "b_mem");
+	ck_assert_ptr_nonnull(g);
+	ck_assert_uint_eq(g->memory_bytes, UINT64_C(9223372036854775808));
+	g = tenant_in(list, n, "b_prio");
+	ck_assert_ptr_nonnull(g);
+	ck_assert(g->priority);
+	ck_assert_msg(n == 5, "%zu tenants restored, not 5 (see %s)", n, d.log);
+	free(list);
+	ck_assert_msg(log_says(&d, "grants.devqd:2: uid 4294967295 is more than 4294967294"),
+		      "see %s", d.log);
+	ck_assert_msg(log_says(&d, "grants.devqd:4: shares 65 is more than 64"), "see %s", d.log);
+	ck_assert_msg(log_says(&d, "grants.devqd:5: shares 0; 1 to 64"), "see %s", d.log);
+	ck_assert_msg(log_says(&d, "grants.devqd:7: of 65537 is more than 65536"), "see %s",
+		      d.log);
+	ck_assert_msg(log_says(&d, "grants.devqd:9: memory_bytes 9223372036854775809 is more "
+				   "than 9223372036854775808"), "see %s", d.log);
+	ck_assert_msg(log_says(&d, "grants.devqd:11: priority 2 is more than 1"), "see %s", d.log);
+	devq_disconnect(q);
+	stop(&d);
+	state_gone(state, file);
+}
+END_TEST
+
+/* The header names the format's version: the unversioned header of
+ * earlier releases loads, a grant rewrites the file under "v1", and a
+ * version devqd does not know restores nothing, saying so. */
+START_TEST(grants_file_versions)
+{
+	if (!root_or_skip("grants_file_versions"))
+		return;
+	static const char old[] = "# devqd grants: tenant uid shares of memory_bytes priority\n"
+				  "v_old 65534 2 3 0 0\n";
+	char state[] = "/tmp/devq-gver-XXXXXX", file[128];
+	state_with(state, file, sizeof(file), old, sizeof(old) - 1);
+	const char *extra[] = { "--state-dir", state, NULL };
+	struct daemon_proc d;
+	start(&d, extra);
+	devq *q = conn(d.sock, "admin");
+	struct devq_grant *list;
+	size_t n;
+	ck_assert_int_eq(devq_admin_tenants(q, &list, &n), 0);
+	ck_assert_uint_eq(n, 1);
+	ck_assert_str_eq(list[0].tenant, "v_old");
+	ck_assert_uint_eq(list[0].of, 3);
+	free(list);
+	ck_assert_int_eq(grant(q, "v_new", NOBODY, 1, 1, 0, NULL), 0);
+	devq_disconnect(q);
+	keep(&d, true);
+	ck_assert_int_eq(harness_stop(&d), 0);
+	FILE *f = fopen(file, "r");
+	ck_assert_ptr_nonnull(f);
+	char saved[512];
+	size_t k = fread(saved, 1, sizeof(saved) - 1, f);
+	saved[k] = '\0';
+	ck_assert_int_eq(fclose(f), 0);
+	ck_assert_str_eq(saved, "# devqd grants v1: tenant uid shares of memory_bytes priority\n"
+				"v_new 65534 1 1 0 0\n"
+				"v_old 65534 2 3 0 0\n");
+	/* A later format: nothing of it is restored. */
+	static const char later[] = "# devqd grants v2: tenant uid shares of memory_bytes "
+				    "priority labels\n"
+				    "v_later 65534 1 1 0 0\n";
+	f = fopen(file, "w");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_uint_eq(fwrite(later, 1, sizeof(later) - 1, f), sizeof(later) - 1);
+	ck_assert_int_eq(fclose(f), 0);
+	harness_restart(&d, extra);
+	q = conn(d.sock, "admin");
+	ck_assert_int_eq(devq_admin_tenants(q, &list, &n), 0);
+	ck_assert_uint_eq(n, 0);
+	free(list);
+	ck_assert_msg(log_says(&d, "names no format this devqd reads (v1, or none); no grant "
+				   "restored"), "see %s", d.log);
+	devq_disconnect(q);
+	keep(&d, false);
+	stop(&d);
+	state_gone(state, file);
+}
+END_TEST
+
 /* ---- the tenant directory ------------------------------------------------- */
 
 /* devqd on sock with the tenant directory as given: its exit status, its
@@ -1271,6 +1500,9 @@ static Suite *suite(void)
 	tcase_add_test(t, evict_grace_reports_still_running);
 	tcase_add_test(t, grants_survive_restart);
 	tcase_add_test(t, instances_keep_own_state);
+	tcase_add_test(t, grants_file_whole_lines);
+	tcase_add_test(t, grants_file_bounds);
+	tcase_add_test(t, grants_file_versions);
 	tcase_add_test(t, tenant_dir_must_be_devqds);
 	tcase_add_test(t, devctl_admin_json);
 	suite_add_tcase(s, t);

@@ -92,9 +92,202 @@ static struct devq_admin_grant *grant_of(const struct devq_admin *a, const struc
 
 /* ---- the state file ---------------------------------------------------- */
 
-/* One line per grant: "TENANT UID SHARES OF MEMORY PRIORITY".  Written whole
- * to a temporary file and renamed over, so a crash leaves the old or the
- * new list, never half of one.  At most DEVQ_GRANTS_MAX short lines. */
+/* One line per grant: "TENANT UID SHARES OF MEMORY PRIORITY", under a
+ * header naming the format's version.  Written whole to a temporary file
+ * and renamed over, so a crash leaves the old or the new list, never half
+ * of one.  At most DEVQ_GRANTS_MAX lines. */
+#define GRANTS_HEADER "# devqd grants v1: tenant uid shares of memory_bytes priority"
+/* The version save() writes, the only one the loader reads besides the
+ * unversioned file of earlier releases ("# devqd grants: ...", or no
+ * header at all), whose lines are the same. */
+#define GRANTS_VERSION 1
+/* A line longer than this is refused whole, not read in pieces: no line
+ * save() writes comes near it (a 64-byte name and five numbers), and a
+ * longer one costs no memory to skip. */
+#define GRANTS_LINE_MAX 4096
+/* The largest memory cap a line may give: 2^63 bytes. */
+#define GRANTS_MEMORY_MAX (UINT64_C(1) << 63)
+
+/* What a line of the grants file says. */
+struct grants_line {
+	char name[DEVQ_TENANT_NAME_MAX + 1];
+	uid_t uid;
+	uint32_t shares, of;
+	uint64_t memory;
+	bool priority;
+};
+
+enum grants_kind {
+	GRANTS_GRANT, /* a grant, in the struct */
+	GRANTS_NONE,  /* blank or a comment */
+	GRANTS_BAD,   /* neither: why in err */
+};
+
+static bool grants_blank(char c)
+{
+	return c == ' ' || c == '\t';
+}
+
+/* The next field of [*p, end): blanks skipped, then the bytes up to the
+ * next blank or the end, which *p moves past.  Its length; 0 when only
+ * blanks were left. */
+static size_t grants_field(const char **p, const char *end, const char **field)
+{
+	const char *s = *p;
+	while (s < end && grants_blank(*s))
+		s++;
+	*field = s;
+	while (s < end && !grants_blank(*s))
+		s++;
+	*p = s;
+	return (size_t)(s - *field);
+}
+
+/* Up to 32 bytes of s for a log line, each byte that is not printable
+ * ASCII as '?': the file may hold anything. */
+static const char *grants_excerpt(char out[40], const char *s, size_t len)
+{
+	size_t k = len < 32 ? len : 32;
+	for (size_t i = 0; i < k; i++)
+		out[i] = s[i] >= 0x20 && s[i] < 0x7f ? s[i] : '?';
+	snprintf(out + k, 40 - k, "%s", len > k ? "..." : "");
+	return out;
+}
+
+/* A number field: decimal digits only (no sign, no base, no blank inside),
+ * at most max.  0, or -1 with why in err. */
+static int grants_number(const char **p, const char *end, const char *what, uint64_t max,
+			 uint64_t *out, char *err, size_t n)
+{
+	const char *f;
+	char x[40];
+	size_t len = grants_field(p, end, &f);
+	if (!len) {
+		snprintf(err, n, "no %s (a grant is: tenant uid shares of memory_bytes priority)",
+			 what);
+		return -1;
+	}
+	size_t digits = 0;
+	while (digits < len && f[digits] >= '0' && f[digits] <= '9')
+		digits++;
+	if (digits < len) {
+		snprintf(err, n, "%s '%s' is not a decimal number (digits only)", what,
+			 grants_excerpt(x, f, len));
+		return -1;
+	}
+	uint64_t v = 0;
+	for (size_t i = 0; i < len; i++) {
+		unsigned d = (unsigned)(f[i] - '0');
+		/* Past max, or past 64 bits: either way too large. */
+		if (d > max || v > (max - d) / 10) {
+			snprintf(err, n, "%s %s is more than %" PRIu64, what,
+				 grants_excerpt(x, f, len), max);
+			return -1;
+		}
+		v = v * 10 + d;
+	}
+	*out = v;
+	return 0;
+}
+
+/* Parses one line of the grants file, len bytes without its newline: a
+ * grant only if the whole line is one (a NUL inside, a field out of range,
+ * a sign, or anything but blanks after the last field makes it GRANTS_BAD).
+ * The limits are the admin call's where it has one; grant() checks the
+ * rest (of >= shares, the socket path, the uid's tenants).  No I/O. */
+static enum grants_kind grants_parse(const char *line, size_t len, struct grants_line *g,
+				     char *err, size_t n)
+{
+	const char *p = line, *end = line + len;
+	/* Blanks at the end are allowed: an editor may leave them, or a \r. */
+	while (end > p && (grants_blank(end[-1]) || end[-1] == '\r'))
+		end--;
+	if (memchr(p, '\0', (size_t)(end - p))) {
+		snprintf(err, n, "a NUL byte inside");
+		return GRANTS_BAD;
+	}
+	const char *f;
+	size_t flen = grants_field(&p, end, &f);
+	if (!flen || f[0] == '#')
+		return GRANTS_NONE;
+	if (flen > DEVQ_TENANT_NAME_MAX) {
+		snprintf(err, n, "tenant name of %zu bytes; at most %d", flen, DEVQ_TENANT_NAME_MAX);
+		return GRANTS_BAD;
+	}
+	memcpy(g->name, f, flen);
+	g->name[flen] = '\0';
+	if (!devq_tenant_name_ok(g->name)) {
+		char x[40];
+		snprintf(err, n, "tenant name '%s': 1 to %d characters of A-Z a-z 0-9 _ . -, "
+			 "not starting with '.'", grants_excerpt(x, f, flen), DEVQ_TENANT_NAME_MAX);
+		return GRANTS_BAD;
+	}
+	uint64_t uid, shares, of, memory, prio;
+	/* uid 4294967295 is (uid_t)-1, "no uid" to chown and setuid. */
+	if (grants_number(&p, end, "uid", UINT32_MAX - 1, &uid, err, n) ||
+	    grants_number(&p, end, "shares", DEVQ_FAIR_MAX_WEIGHT, &shares, err, n) ||
+	    grants_number(&p, end, "of", DEVQ_GRANT_OF_MAX, &of, err, n) ||
+	    grants_number(&p, end, "memory_bytes", GRANTS_MEMORY_MAX, &memory, err, n) ||
+	    grants_number(&p, end, "priority", 1, &prio, err, n))
+		return GRANTS_BAD;
+	if (!shares) {
+		snprintf(err, n, "shares 0; 1 to %d", DEVQ_FAIR_MAX_WEIGHT);
+		return GRANTS_BAD;
+	}
+	if (grants_field(&p, end, &f)) {
+		char x[40];
+		snprintf(err, n, "'%s' after the last field (priority)",
+			 grants_excerpt(x, f, (size_t)(end - f)));
+		return GRANTS_BAD;
+	}
+	g->uid = (uid_t)uid;
+	g->shares = (uint32_t)shares;
+	g->of = (uint32_t)of;
+	g->memory = memory;
+	g->priority = prio != 0;
+	return GRANTS_GRANT;
+}
+
+/* The version a first line names ("# devqd grants vN: ..."): 0 for the
+ * unversioned header of earlier releases ("# devqd grants: ..."), -1 when
+ * it is no header (a grant, a blank or another comment: such a file is
+ * unversioned too), -2 when it says "# devqd grants" but names no version
+ * (v0 is none): a later format may say more there.  No I/O. */
+static long grants_header(const char *line, size_t len)
+{
+	static const char pre[] = "# devqd grants";
+	size_t k = sizeof(pre) - 1;
+	if (len < k || memcmp(line, pre, k) || (len > k && line[k] != ':' && line[k] != ' '))
+		return -1;
+	if (len > k && line[k] == ':')
+		return 0;
+	if (len < k + 3 || memcmp(line + k, " v", 2))
+		return -2;
+	long v = 0;
+	size_t i = k + 2;
+	for (; i < len && line[i] >= '0' && line[i] <= '9' && v < 1000000; i++)
+		v = v * 10 + (line[i] - '0');
+	return i > k + 2 && i < len && line[i] == ':' && v > 0 ? v : -2;
+}
+
+/* Reads the next line of f into buf (at most cap bytes, without its
+ * newline; a last line without one counts).  0 at the end of the file;
+ * else 1 with *len its length, or with *len = cap + 1 when it was longer
+ * than cap: the rest of it is read and dropped. */
+static int grants_read_line(FILE *f, char *buf, size_t cap, size_t *len)
+{
+	size_t k = 0;
+	int c;
+	while ((c = getc(f)) != EOF && c != '\n') {
+		if (k < cap)
+			buf[k] = (char)c;
+		if (k <= cap)
+			k++;
+	}
+	*len = k;
+	return c != EOF || k > 0;
+}
+
 static void save(struct devq_admin *a)
 {
 	if (!a->state[0])
@@ -106,7 +299,7 @@ static void save(struct devq_admin *a)
 		log_err("%s: %s: grants will not outlive a restart", tmp, strerror(errno));
 		return;
 	}
-	fprintf(f, "# devqd grants: tenant uid shares of memory_bytes priority\n");
+	fprintf(f, "%s\n", GRANTS_HEADER);
 	for (const struct devq_admin_grant *g = a->grants; g; g = g->next)
 		fprintf(f, "%s %u %u %u %" PRIu64 " %d\n", g->t->name, (unsigned)g->t->uid,
 			g->t->shares, g->t->of, g->t->memory_cap, g->t->priority ? 1 : 0);
@@ -130,30 +323,46 @@ void devq_admin_load(struct devq_admin *a)
 			log_warn("%s: %s; no grant restored", a->state, strerror(errno));
 		return;
 	}
-	char line[256];
+	char line[GRANTS_LINE_MAX];
+	size_t len;
 	unsigned n = 0, lineno = 0;
-	while (fgets(line, sizeof(line), f)) {
+	/* A line cut by a read error is not read as a whole one. */
+	while (grants_read_line(f, line, sizeof(line), &len) && !ferror(f)) {
 		lineno++;
-		if (line[0] == '#' || line[0] == '\n')
-			continue;
-		char name[DEVQ_TENANT_NAME_MAX + 2];
-		unsigned uid, shares, of;
-		uint64_t memory;
-		int prio;
-		char err[300];
-		struct devq_tenant *t;
-		if (sscanf(line, "%65s %u %u %u %" SCNu64 " %d", name, &uid, &shares, &of, &memory,
-			   &prio) != 6) {
-			log_warn("%s:%u: not a grant; skipped", a->state, lineno);
+		if (len > sizeof(line)) {
+			log_warn("%s:%u: longer than %zu bytes; skipped", a->state, lineno,
+				 sizeof(line));
 			continue;
 		}
-		if (grant(a, name, (uid_t)uid, shares, of, memory, prio != 0, &t, err,
-			  sizeof(err))) {
+		if (lineno == 1) {
+			long v = grants_header(line, len);
+			if (v == -2 || v > GRANTS_VERSION) {
+				char x[40];
+				log_warn("%s:1: '%s' names no format this devqd reads (v%d, or "
+					 "none); no grant restored, and the next grant or evict "
+					 "rewrites the file", a->state, grants_excerpt(x, line, len),
+					 GRANTS_VERSION);
+				break;
+			}
+			if (v >= 0)
+				continue;
+		}
+		struct grants_line g;
+		char err[300];
+		enum grants_kind k = grants_parse(line, len, &g, err, sizeof(err));
+		if (k == GRANTS_NONE)
+			continue;
+		struct devq_tenant *t;
+		if (k == GRANTS_BAD || grant(a, g.name, g.uid, g.shares, g.of, g.memory,
+					     g.priority, &t, err, sizeof(err))) {
 			log_warn("%s:%u: %s; skipped", a->state, lineno, err);
 			continue;
 		}
 		n++;
 	}
+	if (ferror(f))
+		log_warn("%s: read: %s; no grant restored after line %u", a->state,
+			 strerror(errno), lineno);
 	if (fclose(f) != 0)
 		log_warn("%s: close: %s", a->state, strerror(errno));
 	if (n)
