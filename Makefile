@@ -98,7 +98,8 @@ DAEMON_CORE_SRC     = $(sort $(wildcard daemon/core/*.c))
 DAEMON_REQUESTS_SRC = $(sort $(wildcard daemon/requests/*.c))
 DAEMON_SERVER_SRC   = $(sort $(wildcard daemon/server/*.c))
 DAEMON_SRC = $(DAEMON_BASE_SRC) $(DAEMON_DEVICE_SRC) $(DAEMON_CORE_SRC) \
-             $(DAEMON_REQUESTS_SRC) $(DAEMON_SERVER_SRC) proto/codec/cmpl_enc.c proto/codec/msg_dec.c
+             $(DAEMON_REQUESTS_SRC) $(DAEMON_SERVER_SRC) proto/codec/cmpl_enc.c proto/codec/msg_dec.c \
+             proto/codec/strcheck.c
 LIB_SRC    = client/libdevq.c
 DEVCTL_SRC = client/devctl/devctl.c client/devctl/metrics.c client/devctl/util.c \
              client/devctl/submit.c client/devctl/status.c client/devctl/admin.c \

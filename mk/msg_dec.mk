@@ -5,6 +5,7 @@
 # decodes into in the daemon (daemon/base/pool.c) and the generated
 # protobuf-c code (test_msg_dec).
 
-$(BUILD)/tests/test_msg_dec: $(call obj,tests/test_msg_dec.c proto/codec/msg_dec.c daemon/base/pool.c) $(COMMON_OBJ)
+$(BUILD)/tests/test_msg_dec: $(call obj,tests/test_msg_dec.c proto/codec/msg_dec.c proto/codec/strcheck.c \
+		daemon/base/pool.c) $(COMMON_OBJ)
 	@mkdir -p $(dir $@)
 	$(call quiet,LD,$@)$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) $(LIBS_CK) -lm

@@ -561,6 +561,165 @@ START_TEST(wrong_handshake_version)
 }
 END_TEST
 
+/* ---- names are bytes with a length ------------------------------------- */
+
+/* A length-delimited field at p: its tag and length as varints, then the
+ * n bytes of d, NULs and all (what protobuf-c cannot pack from a C
+ * string); returns the bytes written. */
+static uint8_t *put_varint(uint8_t *p, uint64_t v)
+{
+	while (v >= 0x80) {
+		*p++ = (uint8_t)(v | 0x80);
+		v >>= 7;
+	}
+	*p++ = (uint8_t)v;
+	return p;
+}
+
+static size_t put_len(uint8_t *p, unsigned field, const void *d, size_t n)
+{
+	uint8_t *q = put_varint(put_varint(p, (uint64_t)field << 3 | 2), n);
+	memcpy(q, d, n);
+	return (size_t)(q - p) + n;
+}
+
+/* The next message is an Error for request with code, its message
+ * holding s. */
+static void expect_refused(struct raw *r, const char *request, int code, const char *s)
+{
+	Devq__DaemonMessage *m = raw_expect(r, DEVQ__DAEMON_MESSAGE__BODY_ERROR);
+	ck_assert_msg((int)m->error->code == code, "error %s (%s), want %s",
+		      devq_code_name(m->error->code), m->error->message, devq_code_name(code));
+	ck_assert_str_eq(m->error->request, request);
+	ck_assert_msg(strstr(m->error->message, s), "'%s' lacks '%s'", m->error->message, s);
+	devq__daemon_message__free_unpacked(m, NULL);
+}
+
+/* A client_name with a NUL inside: protobuf-c's C string would stop at
+ * it, so the Hello is refused (invalid_argument) and, as every refused
+ * first Hello, the connection closes.  A second Hello with one is refused
+ * alike, without a close.  Others are served throughout; nothing leaks. */
+START_TEST(nul_in_hello_name)
+{
+	struct daemon_proc d;
+	harness_start(&d, NULL);
+	devq *good = conn(d.sock, "good");
+	struct devq_status *st;
+	ck_assert_int_eq(devq_get_status(good, &st), 0); /* lets the start-up probe close */
+	devq_status_free(st);
+	int base = settled_fd_count(d.pid);
+
+	uint8_t hello[32], msg[40];
+	size_t n = 0;
+	memcpy(hello, "\x08\x01\x10\x01", 4); /* min_version 1, max_version 1 */
+	n = 4 + put_len(hello + 4, 3, "ab\0cd", 5);
+	size_t len = put_len(msg, DEVQ__CLIENT_MESSAGE__BODY_HELLO, hello, n);
+	struct raw r;
+	raw_open(&r, &d);
+	raw_send_payload(&r, DEVQ_FRAME_CLIENT, msg, len);
+	expect_refused(&r, "hello", DEVQ_E_INVALID_ARGUMENT,
+		       "hello: client_name: contains a NUL byte");
+	raw_expect_closed(&r);
+	raw_close(&r);
+
+	/* After a good Hello: refused, the session stays. */
+	raw_open(&r, &d);
+	raw_hello(&r);
+	raw_send_payload(&r, DEVQ_FRAME_CLIENT, msg, len);
+	expect_refused(&r, "hello", DEVQ_E_INVALID_ARGUMENT,
+		       "hello: client_name: contains a NUL byte");
+	raw_expect_alive(&r);
+	raw_close(&r);
+
+	/* The same Hello without the NUL is welcome. */
+	n = 4 + put_len(hello + 4, 3, "abcd", 4);
+	len = put_len(msg, DEVQ__CLIENT_MESSAGE__BODY_HELLO, hello, n);
+	raw_open(&r, &d);
+	raw_send_payload(&r, DEVQ_FRAME_CLIENT, msg, len);
+	devq__daemon_message__free_unpacked(raw_expect(&r, DEVQ__DAEMON_MESSAGE__BODY_HELLO_REPLY),
+					    NULL);
+	raw_expect_alive(&r);
+	raw_close(&r);
+
+	ck_assert_int_eq(devq_get_status(good, &st), 0);
+	devq_status_free(st);
+	expect_fd_count(d.pid, base);
+	devq_disconnect(good);
+	stop_ok(&d);
+}
+END_TEST
+
+/* AdminGrant or AdminEvict with tenant "job\0../../x": refused
+ * invalid_argument naming the field, before the call runs; protobuf-c's C
+ * string would have read "job" and granted, re-granted or evicted that
+ * tenant instead.  Admin calls come from a control group here, so that the
+ * refusals are checked without root; with root, a real tenant "job" is
+ * granted first and must come out untouched. */
+START_TEST(nul_in_admin_names)
+{
+	char gid[16];
+	snprintf(gid, sizeof(gid), "%u", (unsigned)getegid());
+	const char *extra[] = { "--control-groups", gid, NULL };
+	struct daemon_proc d;
+	harness_start(&d, extra);
+	devq *q = conn(d.sock, "admin");
+	bool root = geteuid() == 0;
+	if (root) {
+		struct devq_grant_request gr = { .tenant = "job", .uid = 65534, .shares = 1,
+						 .of = 4 };
+		struct devq_grant g;
+		ck_assert_msg(devq_admin_grant(q, &gr, &g) == 0, "%s", devq_last_error(q));
+	}
+
+	static const char name[] = "job\0../../x";
+	uint8_t body[48], msg[56];
+	struct raw r;
+	raw_open(&r, &d);
+	raw_hello(&r);
+	/* AdminGrant{tenant, uid 65534, shares 3}: a re-grant of "job" if cut. */
+	size_t n = put_len(body, 1, name, sizeof(name) - 1);
+	memcpy(body + n, "\x10\xfe\xff\x03\x18\x03", 6);
+	n += 6;
+	size_t len = put_len(msg, DEVQ__CLIENT_MESSAGE__BODY_ADMIN_GRANT, body, n);
+	raw_send_payload(&r, DEVQ_FRAME_CLIENT, msg, len);
+	expect_refused(&r, "admin_grant", DEVQ_E_INVALID_ARGUMENT,
+		       "admin_grant: tenant: contains a NUL byte");
+	/* AdminEvict{tenant}: "job" evicted if cut. */
+	n = put_len(body, 1, name, sizeof(name) - 1);
+	len = put_len(msg, DEVQ__CLIENT_MESSAGE__BODY_ADMIN_EVICT, body, n);
+	raw_send_payload(&r, DEVQ_FRAME_CLIENT, msg, len);
+	expect_refused(&r, "admin_evict", DEVQ_E_INVALID_ARGUMENT,
+		       "admin_evict: tenant: contains a NUL byte");
+	/* A NUL alone, and a NUL last. */
+	len = put_len(msg, DEVQ__CLIENT_MESSAGE__BODY_ADMIN_EVICT, body,
+		      put_len(body, 1, "\0", 1));
+	raw_send_payload(&r, DEVQ_FRAME_CLIENT, msg, len);
+	expect_refused(&r, "admin_evict", DEVQ_E_INVALID_ARGUMENT, "contains a NUL byte");
+	len = put_len(msg, DEVQ__CLIENT_MESSAGE__BODY_ADMIN_GRANT, body,
+		      put_len(body, 1, "job\0", 4));
+	raw_send_payload(&r, DEVQ_FRAME_CLIENT, msg, len);
+	expect_refused(&r, "admin_grant", DEVQ_E_INVALID_ARGUMENT, "contains a NUL byte");
+	raw_expect_alive(&r);
+	raw_close(&r);
+
+	/* Nothing changed: "job" as granted (or no tenant at all). */
+	struct devq_grant *list;
+	size_t nlist;
+	ck_assert_msg(devq_admin_tenants(q, &list, &nlist) == 0, "%s", devq_last_error(q));
+	ck_assert_uint_eq(nlist, root ? 1 : 0);
+	if (root) {
+		ck_assert_str_eq(list[0].tenant, "job");
+		ck_assert_uint_eq(list[0].shares, 1);
+		ck_assert_uint_eq(list[0].of, 4);
+		struct devq_evict_result ev;
+		ck_assert_msg(devq_admin_evict(q, "job", 0, &ev) == 0, "%s", devq_last_error(q));
+	}
+	free(list);
+	devq_disconnect(q);
+	stop_ok(&d);
+}
+END_TEST
+
 /* ---- unknown and foreign handles -------------------------------------- */
 
 START_TEST(unknown_handles)
@@ -1399,6 +1558,8 @@ static Suite *suite(void)
 	tcase_add_test(p, fds_on_wrong_messages);
 	tcase_add_test(p, bad_create_buffer);
 	tcase_add_test(p, wrong_handshake_version);
+	tcase_add_test(p, nul_in_hello_name);
+	tcase_add_test(p, nul_in_admin_names);
 	tcase_set_timeout(p, harness_slow() ? 300 : 30);
 	suite_add_tcase(s, p);
 

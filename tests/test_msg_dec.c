@@ -23,7 +23,14 @@
  * the decoder allocates ends in a canary, so that reading or writing one
  * byte too far fails in every build.  Random but reproducible:
  * DEVQ_TEST_SEED picks the seed, and every failure names the seed and the
- * input it failed on. */
+ * input it failed on.
+ *
+ * Also proto/codec/strcheck.c, the check of a message's strings with their
+ * lengths (a NUL inside one is refused, where protobuf-c's C string would
+ * cut it): every payload above goes through it as well, read where it
+ * ends at an inaccessible page, and must never be called malformed where
+ * protobuf-c accepts it; pinned cases name the field; the nesting bound is
+ * held at its limit and one past, over a descriptor that contains itself. */
 #include <check.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -37,6 +44,7 @@
 #include <unistd.h>
 
 #include "codec/msg_dec.h"
+#include "codec/strcheck.h"
 #include "devq.pb-c.h"
 #include "base/pool.h"
 
@@ -449,6 +457,9 @@ static void arena_count_fini(struct arena_count *c)
 /* ---- the check every input goes through ------------------------------- */
 
 static unsigned long n_fast, n_fast_declined, n_both_reject;
+/* Payloads protobuf-c accepts that strcheck passes, and that it refuses
+ * for a NUL in a string. */
+static unsigned long n_str_ok, n_str_nul;
 
 static void dump(const uint8_t *buf, size_t len, char *out, size_t cap)
 {
@@ -516,6 +527,25 @@ static void check_payload(const uint8_t *buf, size_t len, unsigned long iter)
 	char hex[200];
 	buf = guarded(buf, len);
 	Devq__ClientMessage *ref = devq__client_message__unpack(NULL, len, buf);
+
+	/* The daemon checks the strings of what protobuf-c accepted: never
+	 * "malformed" there, and safe on everything else. */
+	char where[128];
+	enum devq_strcheck sc = devq_strcheck(&devq__client_message__descriptor, buf, len, where,
+					      sizeof(where));
+	if (ref && sc != DEVQ_STRCHECK_OK && sc != DEVQ_STRCHECK_NUL) {
+		dump(buf, len, hex, sizeof(hex));
+		ck_abort_msg("seed %#" PRIx64 " %s #%lu: protobuf-c accepts, strcheck says %d at "
+			     "'%s': %s", seed, what, iter, (int)sc, where, hex);
+	}
+	/* A NUL names its field; a pass names none. */
+	CHECK(sc == DEVQ_STRCHECK_NUL ? where[0] != '\0'
+	      : sc == DEVQ_STRCHECK_OK ? where[0] == '\0' : true,
+	      "seed %#" PRIx64 " %s #%lu: strcheck %d at '%s'", seed, what, iter, (int)sc, where);
+	if (ref && sc == DEVQ_STRCHECK_OK)
+		n_str_ok++;
+	else if (ref)
+		n_str_nul++;
 
 	struct counting c;
 	counting_init(&c);
@@ -1295,7 +1325,7 @@ START_TEST(random_protobuf_c_submits)
 	reseed(1);
 	what = "packed by protobuf-c";
 	struct wb msg = { 0 };
-	unsigned long fast_before = n_fast;
+	unsigned long fast_before = n_fast, nul_before = n_str_nul;
 	for (unsigned long i = 0; i < 3000; i++) {
 		bool unknowns = pb_submit(&msg);
 		check_payload(msg.p, msg.n, i);
@@ -1313,6 +1343,7 @@ START_TEST(random_protobuf_c_submits)
 		devq__client_message__free_unpacked(m, NULL);
 	}
 	ck_assert_uint_eq(n_fast - fast_before, 3000);
+	ck_assert_uint_eq(n_str_nul, nul_before); /* rnd_name writes no NUL */
 	free(msg.p);
 }
 END_TEST
@@ -1325,6 +1356,7 @@ START_TEST(random_wire_submits)
 	what = "written by field";
 	struct wb body = { 0 }, msg = { 0 };
 	unsigned long fast_before = n_fast, rej_before = n_both_reject;
+	unsigned long ok_before = n_str_ok, nul_before = n_str_nul;
 	for (unsigned long i = 0; i < 6000; i++) {
 		allow_bad = !rndn(4);
 		body.n = 0;
@@ -1335,6 +1367,9 @@ START_TEST(random_wire_submits)
 	/* Both outcomes came up often: the check above compared something. */
 	ck_assert_uint_gt(n_fast - fast_before, 3000);
 	ck_assert_uint_gt(n_both_reject - rej_before, 100);
+	/* Arg names with a NUL (gen_arg writes some) and without. */
+	ck_assert_uint_gt(n_str_ok - ok_before, 1000);
+	ck_assert_uint_gt(n_str_nul - nul_before, 100);
 	free(body.p);
 	free(msg.p);
 }
@@ -2147,6 +2182,321 @@ START_TEST(two_byte_lengths)
 }
 END_TEST
 
+/* ---- strings checked with their lengths (codec/strcheck.c) ------------- */
+
+/* A length-delimited field, tag and length in their shortest forms (not
+ * wb_lfield's random padding: these cases are pinned). */
+static void wb_len(struct wb *b, uint32_t num, const void *d, size_t n)
+{
+	wb_varint(b, (uint64_t)num << 3 | 2, 0);
+	wb_varint(b, n, 0);
+	wb_bytes(b, d, n);
+}
+
+/* strcheck of the payload, read where it ends at an inaccessible page. */
+static enum devq_strcheck strcheck(const struct wb *b, char *where, size_t n)
+{
+	return devq_strcheck(&devq__client_message__descriptor, guarded(b->p, b->n), b->n, where,
+			     n);
+}
+
+/* The string field num of the ClientMessage body field body, as C reads it
+ * after protobuf-c decoded the payload. */
+static const char *decoded_string(const Devq__ClientMessage *m, uint32_t body, uint32_t num)
+{
+	const ProtobufCFieldDescriptor *bf =
+		protobuf_c_message_descriptor_get_field(&devq__client_message__descriptor, body);
+	ck_assert_ptr_nonnull(bf);
+	const ProtobufCMessage *inner = *(ProtobufCMessage *const *)((const char *)m + bf->offset);
+	const ProtobufCFieldDescriptor *sf = protobuf_c_message_descriptor_get_field(
+		(const ProtobufCMessageDescriptor *)bf->descriptor, num);
+	ck_assert_ptr_nonnull(sf);
+	ck_assert_int_eq(sf->type, PROTOBUF_C_TYPE_STRING);
+	return *(const char *const *)((const char *)inner + sf->offset);
+}
+
+/* Hello's and the admin calls' strings, with and without a NUL anywhere in
+ * them: protobuf-c accepts every one and hands C the part before the NUL
+ * (why the check exists); strcheck refuses exactly those with a NUL and
+ * names the field from the body down. */
+START_TEST(strings_with_nul)
+{
+	what = "strings";
+	static const struct {
+		uint32_t body, num; /* ClientMessage's body field, its string field */
+		const char *s;
+		size_t n;
+		const char *where; /* NULL: no NUL, passes */
+	} cases[] = {
+		{ 1, 3, "demo", 4, NULL },
+		{ 1, 3, "", 0, NULL },
+		{ 1, 3, "ab\0cd", 5, "hello: client_name" },
+		{ 80, 1, "job_42", 6, NULL },
+		{ 80, 1, "job\0../../x", 11, "admin_grant: tenant" },
+		{ 80, 1, "\0job", 4, "admin_grant: tenant" },
+		{ 81, 1, "job", 3, NULL },
+		{ 81, 1, "job\0", 4, "admin_evict: tenant" },
+		{ 81, 1, "\0", 1, "admin_evict: tenant" },
+		/* Bytes above 0x7f are not NULs: not this check's business. */
+		{ 81, 1, "j\xff\x80", 3, NULL },
+	};
+	struct wb in = { 0 }, msg = { 0 };
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		in.n = msg.n = 0;
+		wb_len(&in, cases[i].num, cases[i].s, cases[i].n);
+		wb_len(&msg, cases[i].body, in.p, in.n);
+		char where[64] = "x";
+		enum devq_strcheck r = strcheck(&msg, where, sizeof(where));
+		ck_assert_msg(r == (cases[i].where ? DEVQ_STRCHECK_NUL : DEVQ_STRCHECK_OK),
+			      "case %zu: %d", i, (int)r);
+		ck_assert_str_eq(where, cases[i].where ? cases[i].where : "");
+		Devq__ClientMessage *m = devq_msg_dec(NULL, msg.n, msg.p);
+		ck_assert_msg(m != NULL, "case %zu: protobuf-c refuses it", i);
+		ck_assert_uint_eq(strlen(decoded_string(m, cases[i].body, cases[i].num)),
+				  strnlen(cases[i].s, cases[i].n));
+		devq__client_message__free_unpacked(m, NULL);
+	}
+	/* AdminTenants has no field: passes, empty or not. */
+	msg.n = 0;
+	wb_len(&msg, 82, NULL, 0);
+	char where[64];
+	ck_assert_int_eq(strcheck(&msg, where, sizeof(where)), DEVQ_STRCHECK_OK);
+	msg.n = 0;
+	ck_assert_int_eq(strcheck(&msg, where, sizeof(where)), DEVQ_STRCHECK_OK);
+
+	/* Zero bytes outside strings pass: a uid of 0 written out, an
+	 * overlong varint ending in 0x00, a fixed64 of zeros and an unknown
+	 * length-delimited field full of them, which nothing reads. */
+	in.n = msg.n = 0;
+	wb_len(&in, 1, "t", 1);
+	wb_bytes(&in, "\x10\x00\x28\x80\x00\x30\x00", 7); /* uid, memory_bytes, priority */
+	wb_bytes(&in, "\xa1\x06\x00\x00\x00\x00\x00\x00\x00\x00", 10); /* 100: fixed64 */
+	wb_len(&in, 101, "\0\0\0", 3);
+	wb_len(&msg, 80, in.p, in.n);
+	ck_assert_int_eq(strcheck(&msg, where, sizeof(where)), DEVQ_STRCHECK_OK);
+	Devq__ClientMessage *m = devq_msg_dec(NULL, msg.n, msg.p);
+	ck_assert_ptr_nonnull(m);
+	ck_assert_str_eq(m->admin_grant->tenant, "t");
+	devq__client_message__free_unpacked(m, NULL);
+
+	/* A string seen twice: protobuf-c keeps the last, but each one is
+	 * checked, whichever comes last. */
+	for (int last_bad = 0; last_bad < 2; last_bad++) {
+		in.n = msg.n = 0;
+		wb_len(&in, 1, last_bad ? "ok" : "a\0b", last_bad ? 2 : 3);
+		wb_len(&in, 1, last_bad ? "a\0b" : "ok", last_bad ? 3 : 2);
+		wb_len(&msg, 80, in.p, in.n);
+		ck_assert_int_eq(strcheck(&msg, where, sizeof(where)), DEVQ_STRCHECK_NUL);
+		ck_assert_str_eq(where, "admin_grant: tenant");
+	}
+
+	/* Nested: an argument's name, four messages down a Submit, in the
+	 * second of two arguments. */
+	for (int bad = 0; bad < 2; bad++) {
+		struct wb arg1 = { 0 }, arg2 = { 0 }, kern = { 0 }, op = { 0 }, sub = { 0 };
+		wb_len(&arg1, 1, "n", 1);
+		wb_bytes(&arg1, "\x10\x00", 2);
+		wb_len(&arg2, 1, bad ? "x\0y" : "xy", bad ? 3 : 2);
+		wb_bytes(&kern, "\x08\x00", 2);
+		wb_len(&kern, 2, arg1.p, arg1.n);
+		wb_len(&kern, 2, arg2.p, arg2.n);
+		wb_len(&op, 4, kern.p, kern.n);
+		wb_len(&sub, 1, op.p, op.n);
+		msg.n = 0;
+		wb_len(&msg, 7, sub.p, sub.n);
+		ck_assert_int_eq(strcheck(&msg, where, sizeof(where)),
+				 bad ? DEVQ_STRCHECK_NUL : DEVQ_STRCHECK_OK);
+		ck_assert_str_eq(where, bad ? "submit: ops: kernel: args: name" : "");
+		check_payload(msg.p, msg.n, (unsigned long)bad); /* protobuf-c accepts it */
+		/* where is cut to fit, NUL-terminated, however small. */
+		char small[8];
+		ck_assert_int_eq(devq_strcheck(&devq__client_message__descriptor, msg.p, msg.n,
+					       small, sizeof(small)),
+				 bad ? DEVQ_STRCHECK_NUL : DEVQ_STRCHECK_OK);
+		ck_assert_str_eq(small, bad ? "submit:" : "");
+		char one[1] = { 'x' };
+		devq_strcheck(&devq__client_message__descriptor, msg.p, msg.n, one, 1);
+		ck_assert_int_eq(one[0], '\0');
+		free(arg1.p);
+		free(arg2.p);
+		free(kern.p);
+		free(op.p);
+		free(sub.p);
+	}
+	free(in.p);
+	free(msg.p);
+}
+END_TEST
+
+/* Bytes protobuf-c refuses are read no further than their end and called
+ * malformed, naming where; every prefix of a payload with a NUL in a
+ * nested string is handled (and the random inputs of the tests above all
+ * went through strcheck as well). */
+START_TEST(strings_malformed)
+{
+	what = "strings";
+	static const struct {
+		const char *bytes;
+		size_t n;
+		const char *where;
+	} bad[] = {
+		{ "\x82\x05\x02\x08\x01", 5, "admin_grant: tenant" }, /* a string as a varint */
+		{ "\x82\x05\x05\x0d\x00\x00\x00\x00", 8, "admin_grant: tenant" }, /* fixed32 */
+		{ "\x08\x01", 2, "hello" },                   /* a message as a varint */
+		{ "\x82\x05\x05\x0a\x10" "ab", 7, "" },       /* body past the end */
+		{ "\x82\x05\x02\x0a\x10", 5, "admin_grant" }, /* string past its message */
+		{ "\x8a\x05\x02\x0a\x81", 5, "admin_evict" }, /* length prefix cut */
+		{ "\x8a\x05\x02\x0b\x00", 5, "admin_evict" }, /* a group (wire type 3) */
+		{ "\x0a\x01\x00", 3, "hello" },               /* field 0 */
+		{ "\x0a\x06\x8a\x80\x80\x80\x80\x00", 8, "hello" }, /* a tag of 6 bytes */
+	};
+	struct wb msg = { 0 };
+	char where[64];
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		msg.n = 0;
+		wb_bytes(&msg, bad[i].bytes, bad[i].n);
+		ck_assert_msg(!devq__client_message__unpack(NULL, msg.n, msg.p),
+			      "case %zu: protobuf-c accepts it", i);
+		enum devq_strcheck r = strcheck(&msg, where, sizeof(where));
+		ck_assert_msg(r == DEVQ_STRCHECK_MALFORMED, "case %zu: %d", i, (int)r);
+		ck_assert_msg(!strcmp(where, bad[i].where), "case %zu: where '%s'", i, where);
+	}
+	/* Every prefix of an AdminGrant with a NUL in its name, then of a
+	 * Submit with one in an argument's name: malformed or, where whole
+	 * enough to reach the NUL, refused for it; never past the end. */
+	struct wb in = { 0 }, arg = { 0 }, kern = { 0 }, op = { 0 }, sub = { 0 };
+	wb_len(&in, 1, "job\0../../x", 11);
+	wb_bytes(&in, "\x10\xfe\xff\x03\x18\x02", 6);
+	wb_len(&arg, 1, "n\0", 2);
+	wb_bytes(&arg, "\x10\x05", 2);
+	wb_len(&kern, 2, arg.p, arg.n);
+	wb_len(&op, 4, kern.p, kern.n);
+	wb_len(&sub, 1, op.p, op.n);
+	for (int which = 0; which < 2; which++) {
+		msg.n = 0;
+		if (which)
+			wb_len(&msg, 7, sub.p, sub.n);
+		else
+			wb_len(&msg, 80, in.p, in.n);
+		struct wb whole = msg;
+		for (size_t k = 0; k <= whole.n; k++) {
+			enum devq_strcheck r = devq_strcheck(&devq__client_message__descriptor,
+							     guarded(whole.p, k), k, where,
+							     sizeof(where));
+			ck_assert_msg(r == (k == 0 ? DEVQ_STRCHECK_OK
+					    : k == whole.n ? DEVQ_STRCHECK_NUL
+							   : DEVQ_STRCHECK_MALFORMED),
+				      "%d: prefix %zu of %zu: %d", which, k, whole.n, (int)r);
+			check_payload(whole.p, k, k);
+		}
+	}
+	free(in.p);
+	free(arg.p);
+	free(kern.p);
+	free(op.p);
+	free(sub.p);
+	free(msg.p);
+}
+END_TEST
+
+/* A message that contains itself, which devq.proto has none of but a
+ * descriptor may: node { node child = 1; string name = 2; }. */
+static const ProtobufCMessageDescriptor node_desc;
+static const ProtobufCFieldDescriptor node_fields[] = {
+	{ .name = "child", .id = 1, .label = PROTOBUF_C_LABEL_NONE, .type = PROTOBUF_C_TYPE_MESSAGE,
+	  .descriptor = &node_desc },
+	{ .name = "name", .id = 2, .label = PROTOBUF_C_LABEL_NONE, .type = PROTOBUF_C_TYPE_STRING },
+};
+static const ProtobufCIntRange node_ranges[] = { { 1, 0 }, { 0, 2 } };
+static const ProtobufCMessageDescriptor node_desc = {
+	.magic = PROTOBUF_C__MESSAGE_DESCRIPTOR_MAGIC,
+	.name = "test.node",
+	.short_name = "node",
+	.n_fields = 2,
+	.fields = node_fields,
+	.n_field_ranges = 1,
+	.field_ranges = node_ranges,
+};
+
+/* depth nodes, each the child of the one before, inside the top one; the
+ * last with the name s. */
+static void nodes(struct wb *out, unsigned depth, const char *s, size_t n)
+{
+	struct wb cur = { 0 }, next = { 0 };
+	wb_len(&cur, 2, s, n);
+	for (unsigned i = 0; i < depth; i++) {
+		next.n = 0;
+		wb_len(&next, 1, cur.p, cur.n);
+		struct wb t = cur;
+		cur = next;
+		next = t;
+	}
+	out->n = 0;
+	wb_bytes(out, cur.p, cur.n);
+	free(cur.p);
+	free(next.p);
+}
+
+/* The deepest nesting of messages below d, or -1 when one contains itself
+ * (seen[] holds the messages on the way down). */
+static int schema_depth(const ProtobufCMessageDescriptor *d, const ProtobufCMessageDescriptor **seen,
+			unsigned nseen)
+{
+	for (unsigned i = 0; i < nseen; i++)
+		if (seen[i] == d)
+			return -1;
+	ck_assert_uint_lt(nseen, 32);
+	seen[nseen] = d;
+	int deepest = 0;
+	for (unsigned i = 0; i < d->n_fields; i++) {
+		if (d->fields[i].type != PROTOBUF_C_TYPE_MESSAGE)
+			continue;
+		int k = schema_depth(d->fields[i].descriptor, seen, nseen + 1);
+		if (k < 0)
+			return -1;
+		if (k + 1 > deepest)
+			deepest = k + 1;
+	}
+	return deepest;
+}
+
+/* DEVQ_STRCHECK_DEPTH messages below the top one are walked (a NUL at the
+ * bottom is found); one more is refused; and devq.proto's ClientMessage
+ * nests within the bound and contains itself nowhere. */
+START_TEST(strings_depth_bound)
+{
+	struct wb msg = { 0 };
+	char where[256];
+	for (unsigned depth = DEVQ_STRCHECK_DEPTH - 1; depth <= DEVQ_STRCHECK_DEPTH + 1; depth++) {
+		for (int nul = 0; nul < 2; nul++) {
+			nodes(&msg, depth, nul ? "a\0" : "a", nul ? 2 : 1);
+			enum devq_strcheck r = devq_strcheck(&node_desc, guarded(msg.p, msg.n), msg.n,
+							     where, sizeof(where));
+			enum devq_strcheck want = depth > DEVQ_STRCHECK_DEPTH ? DEVQ_STRCHECK_DEEP
+						  : nul			    ? DEVQ_STRCHECK_NUL
+									    : DEVQ_STRCHECK_OK;
+			ck_assert_msg(r == want, "depth %u, nul %d: %d", depth, nul, (int)r);
+			/* The path: "child: " for each node down, then the
+			 * field; the one child too many for DEEP. */
+			char path[256] = "";
+			for (unsigned i = 0; i < depth && want != DEVQ_STRCHECK_OK; i++)
+				strcat(path, i ? ": child" : "child");
+			if (want == DEVQ_STRCHECK_NUL)
+				strcat(path, ": name");
+			ck_assert_str_eq(where, path);
+		}
+	}
+	free(msg.p);
+
+	const ProtobufCMessageDescriptor *seen[32];
+	int d = schema_depth(&devq__client_message__descriptor, seen, 0);
+	ck_assert_msg(d >= 5 && d <= DEVQ_STRCHECK_DEPTH,
+		      "ClientMessage nests %d messages deep (-1: one contains itself); "
+		      "DEVQ_STRCHECK_DEPTH is %d",
+		      d, DEVQ_STRCHECK_DEPTH);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("msg_dec");
@@ -2166,6 +2516,9 @@ static Suite *suite(void)
 	tcase_add_test(t, every_site_every_edge);
 	tcase_add_test(t, straight_shape_one_block);
 	tcase_add_test(t, two_byte_lengths);
+	tcase_add_test(t, strings_with_nul);
+	tcase_add_test(t, strings_malformed);
+	tcase_add_test(t, strings_depth_bound);
 	suite_add_tcase(s, t);
 	return s;
 }

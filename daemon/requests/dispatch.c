@@ -15,6 +15,7 @@
 
 #include "base/log.h"
 #include "base/version.h"
+#include "codec/strcheck.h"
 #include "core/buffer.h"
 #include "core/cpage.h"
 #include "core/engine.h"
@@ -355,6 +356,11 @@ enum {
 	 * seen complete, and another client may have seen its page and told
 	 * this one (the trace test's two clients do). */
 	RQ_DRAINS = 1 << 3,
+	/* Its strings are names the daemon acts on: each is checked with its
+	 * length on the wire (codec/strcheck.h), and one that holds a NUL,
+	 * which the decoded C string would silently cut, is refused before
+	 * the handler runs.  Not on the Submit path, which pays nothing. */
+	RQ_STRINGS = 1 << 4,
 };
 
 struct devq_request {
@@ -365,7 +371,7 @@ struct devq_request {
 
 /* Indexed by the ClientMessage body's field number (proto/devq.proto). */
 static const struct devq_request requests[] = {
-	[DEVQ__CLIENT_MESSAGE__BODY_HELLO] = { "hello", 0, rq_hello },
+	[DEVQ__CLIENT_MESSAGE__BODY_HELLO] = { "hello", RQ_STRINGS, rq_hello },
 	[DEVQ__CLIENT_MESSAGE__BODY_CREATE_BUFFER] = { "create_buffer", RQ_NEEDS_HELLO, rq_create },
 	[DEVQ__CLIENT_MESSAGE__BODY_IMPORT_BUFFER] = { "import_buffer", RQ_NEEDS_HELLO, rq_import },
 	[DEVQ__CLIENT_MESSAGE__BODY_RELEASE_BUFFER] = { "release_buffer", RQ_NEEDS_HELLO,
@@ -381,13 +387,13 @@ static const struct devq_request requests[] = {
 	[DEVQ__CLIENT_MESSAGE__BODY_TRACE_REQUEST] = { "trace", RQ_NEEDS_HELLO | RQ_DRAINS,
 						       rq_trace },
 	[DEVQ__CLIENT_MESSAGE__BODY_ADMIN_GRANT] = { "admin_grant",
-						     RQ_NEEDS_HELLO | RQ_ADMIN,
+						     RQ_NEEDS_HELLO | RQ_ADMIN | RQ_STRINGS,
 						     rq_grant },
 	[DEVQ__CLIENT_MESSAGE__BODY_ADMIN_EVICT] = { "admin_evict",
-						     RQ_NEEDS_HELLO | RQ_ADMIN,
+						     RQ_NEEDS_HELLO | RQ_ADMIN | RQ_STRINGS,
 						     rq_evict },
 	[DEVQ__CLIENT_MESSAGE__BODY_ADMIN_TENANTS] = { "admin_tenants",
-						       RQ_NEEDS_HELLO | RQ_ADMIN,
+						       RQ_NEEDS_HELLO | RQ_ADMIN | RQ_STRINGS,
 						       rq_tenants },
 };
 
@@ -400,6 +406,37 @@ static const struct devq_request *request_of(const Devq__ClientMessage *m)
 	if (i < sizeof(requests) / sizeof(requests[0]) && requests[i].handle)
 		return &requests[i];
 	return &unknown;
+}
+
+/* RQ_STRINGS: the raw ClientMessage's strings against what C reads of
+ * them; false, with the Error sent, where one differs.  The path of field
+ * names starts at the ClientMessage's body, so it names the request too:
+ * "admin_grant: tenant: contains a NUL byte".
+ *
+ * A Hello refused here closes the connection once the Error is flushed,
+ * as the Hello refused for its versions does: a session without a Hello
+ * can do nothing, every first-Hello refusal ends it alike (proto/README.md
+ * says Error + close), and a client that would retry reconnects.  A second
+ * Hello is refused without a close, as "Hello sent twice" is: the session
+ * already has its Hello. */
+static bool strings_ok(struct devq_session *s, const struct devq_request *rq,
+		       const struct devq_frame *f)
+{
+	char where[160];
+	enum devq_strcheck r = devq_strcheck(&devq__client_message__descriptor, f->payload,
+					     f->len, where, sizeof(where));
+	if (r == DEVQ_STRCHECK_OK)
+		return true;
+	/* protobuf-c accepted these bytes, so only a NUL is expected here;
+	 * the others are refused alike rather than trusted. */
+	const char *what = r == DEVQ_STRCHECK_NUL    ? "contains a NUL byte"
+			   : r == DEVQ_STRCHECK_DEEP ? "messages nested too deep"
+						     : "malformed";
+	devq_outbox_error(s, DEVQ__CODE__INVALID_ARGUMENT, rq->name, NULL, NULL, "%s: %s",
+			   where[0] ? where : rq->name, what);
+	if (!s->hello_done)
+		s->close_after_flush = true;
+	return false;
 }
 
 void devq_dispatch_message(struct devq_admin *a, struct devq_session *s,
@@ -439,6 +476,8 @@ void devq_dispatch_message(struct devq_admin *a, struct devq_session *s,
 		 * already includes them. */
 		devq_sched_drain(s->e);
 	}
+	if ((rq->flags & RQ_STRINGS) && !strings_ok(s, rq, f))
+		return;
 	if (!rq->handle) {
 		devq_outbox_error(s, DEVQ__CODE__PROTOCOL_ERROR, rq->name, NULL, NULL,
 				   "unknown message (no known body in ClientMessage)");

@@ -58,22 +58,12 @@
 
 #include "wire.h"
 
-/* One field, as protobuf-c's scanner delimits it. */
-struct fld {
-	uint32_t num;       /* field number */
-	unsigned wt;        /* wire type */
-	const uint8_t *at;  /* first byte after the tag */
-	const uint8_t *v;   /* the value: after the length prefix, if any */
-	const uint8_t *end; /* first byte after the field */
-	uint64_t u;         /* a varint's value */
-};
-
 /* Reads the field at *pp (before end) and moves *pp past it.  -1 where
  * protobuf-c's scan fails: a bad tag, a varint of more than 10 bytes, a
  * value past end, a length prefix that is too long or too large, a wire
  * type it does not take.  Every case; next_field below takes the common
  * ones first. */
-static int next_field_any(const uint8_t **pp, const uint8_t *end, struct fld *f)
+static int next_field_any(const uint8_t **pp, const uint8_t *end, struct devq_field *f)
 {
 	const uint8_t *p = *pp;
 	uint32_t b = *p++;
@@ -163,11 +153,18 @@ static int next_field_any(const uint8_t **pp, const uint8_t *end, struct fld *f)
 	return 0;
 }
 
+/* Out of line for the other walkers (codec/strcheck.c): next_field_any
+ * itself stays static, so that its callers here compile as before. */
+int devq_field_next(const uint8_t **pp, const uint8_t *end, struct devq_field *f)
+{
+	return next_field_any(pp, end, f);
+}
+
 /* next_field_any, inlined for the fields a Submit is mostly made of: a
  * one-byte tag (field numbers 1 to 15) followed by a one-byte varint or a
  * one-byte length.  Out of line, the general case cost about as much again
  * as all the rest of the decoder. */
-static inline __attribute__((always_inline)) int next_field(const uint8_t **pp, const uint8_t *end, struct fld *f)
+static inline __attribute__((always_inline)) int next_field(const uint8_t **pp, const uint8_t *end, struct devq_field *f)
 {
 	const uint8_t *p = *pp;
 	if (end - p >= 2) {
@@ -203,7 +200,7 @@ static inline __attribute__((always_inline)) int next_field(const uint8_t **pp, 
 }
 
 /* protobuf-c's parse_boolean over the field's bytes after the tag. */
-static bool field_bool(const struct fld *f)
+static bool field_bool(const struct devq_field *f)
 {
 	for (const uint8_t *p = f->at; p < f->end; p++)
 		if (*p & 0x7f)
@@ -242,7 +239,7 @@ static const Devq__FillOp fill_init = DEVQ__FILL_OP__INIT;
 static int count_field(const uint8_t *p, const uint8_t *end, uint32_t num, size_t *n)
 {
 	const unsigned tag = DEVQ_WIRE_TAG(num, DEVQ_WIRE_LEN);
-	struct fld f;
+	struct devq_field f;
 	while (p < end) {
 		if (end - p >= 2 && p[0] == tag && p[1] < 0x80 && p[1] <= (size_t)(end - p) - 2) {
 			++*n;
@@ -261,7 +258,7 @@ static int count_field(const uint8_t *p, const uint8_t *end, uint32_t num, size_
  * protobuf-c counts them in a scan pass over every message, this decoder
  * only where a repeated field occurs, and not at all when it is the last
  * field (a kernel's one argument). */
-static void *rep_array(ProtobufCAllocator *a, const struct fld *f, const uint8_t *end,
+static void *rep_array(ProtobufCAllocator *a, const struct devq_field *f, const uint8_t *end,
 		       uint32_t num)
 {
 	size_t n = 1;
@@ -277,7 +274,7 @@ static void *rep_array(ProtobufCAllocator *a, const struct fld *f, const uint8_t
 
 static int dec_buffer_arg(Devq__BufferArg *b, const uint8_t *p, const uint8_t *end)
 {
-	struct fld f;
+	struct devq_field f;
 	while (p < end) {
 		if (next_field(&p, end, &f))
 			return -1;
@@ -301,7 +298,8 @@ static int dec_buffer_arg(Devq__BufferArg *b, const uint8_t *p, const uint8_t *e
 
 /* A singular BufferArg field: a second occurrence replaces the first whole
  * (see the top of the file), so the struct is reused, reset. */
-static int dec_buffer_field(ProtobufCAllocator *a, Devq__BufferArg **slot, const struct fld *f)
+static int dec_buffer_field(ProtobufCAllocator *a, Devq__BufferArg **slot,
+			    const struct devq_field *f)
 {
 	if (f->wt != DEVQ_WIRE_LEN)
 		return -1;
@@ -324,7 +322,7 @@ static void arg_drop_value(ProtobufCAllocator *a, Devq__Arg *g)
 
 static int dec_arg(ProtobufCAllocator *a, Devq__Arg *g, const uint8_t *p, const uint8_t *end)
 {
-	struct fld f;
+	struct devq_field f;
 	while (p < end) {
 		if (next_field(&p, end, &f))
 			return -1;
@@ -405,7 +403,7 @@ static int dec_arg(ProtobufCAllocator *a, Devq__Arg *g, const uint8_t *p, const 
 static int dec_kernel(ProtobufCAllocator *a, Devq__KernelOp *k, const uint8_t *p,
 		      const uint8_t *end)
 {
-	struct fld f;
+	struct devq_field f;
 	while (p < end) {
 		if (next_field(&p, end, &f))
 			return -1;
@@ -437,7 +435,7 @@ static int dec_kernel(ProtobufCAllocator *a, Devq__KernelOp *k, const uint8_t *p
 
 static int dec_copy(ProtobufCAllocator *a, Devq__CopyOp *c, const uint8_t *p, const uint8_t *end)
 {
-	struct fld f;
+	struct devq_field f;
 	while (p < end) {
 		if (next_field(&p, end, &f))
 			return -1;
@@ -464,7 +462,7 @@ static int dec_copy(ProtobufCAllocator *a, Devq__CopyOp *c, const uint8_t *p, co
 
 static int dec_fill(ProtobufCAllocator *a, Devq__FillOp *x, const uint8_t *p, const uint8_t *end)
 {
-	struct fld f;
+	struct devq_field f;
 	while (p < end) {
 		if (next_field(&p, end, &f))
 			return -1;
@@ -492,7 +490,7 @@ static int dec_fill(ProtobufCAllocator *a, Devq__FillOp *x, const uint8_t *p, co
 
 static int dec_wait(Devq__Wait *w, const uint8_t *p, const uint8_t *end)
 {
-	struct fld f;
+	struct devq_field f;
 	while (p < end) {
 		if (next_field(&p, end, &f))
 			return -1;
@@ -515,7 +513,7 @@ static int dec_wait(Devq__Wait *w, const uint8_t *p, const uint8_t *end)
 }
 
 /* A body (kernel, copy or fill) replaces any earlier one whole. */
-static int dec_op_body(ProtobufCAllocator *a, Devq__Op *op, const struct fld *f)
+static int dec_op_body(ProtobufCAllocator *a, Devq__Op *op, const struct devq_field *f)
 {
 	if (f->wt != DEVQ_WIRE_LEN)
 		return -1;
@@ -557,7 +555,7 @@ static int dec_op_body(ProtobufCAllocator *a, Devq__Op *op, const struct fld *f)
 
 static int dec_op(ProtobufCAllocator *a, Devq__Op *op, const uint8_t *p, const uint8_t *end)
 {
-	struct fld f;
+	struct devq_field f;
 	while (p < end) {
 		if (next_field(&p, end, &f))
 			return -1;
@@ -785,7 +783,7 @@ static int dec_op_fast(ProtobufCAllocator *a, Devq__Op *op, const uint8_t *p, co
 static int dec_submit(ProtobufCAllocator *a, Devq__Submit *s, const uint8_t *p,
 		      const uint8_t *end, bool one_block)
 {
-	struct fld f;
+	struct devq_field f;
 	Devq__Op *opblk = NULL; /* one_block: the ops, after their array */
 	while (p < end) {
 		if (next_field(&p, end, &f))
@@ -847,7 +845,7 @@ static Devq__ClientMessage *dec_fast(ProtobufCAllocator *a, size_t len, const ui
 	if (len < 2 || buf[0] != DEVQ_WIRE_TAG1(CLIENT_MESSAGE_SUBMIT))
 		return NULL;
 	const uint8_t *p = buf, *end = buf + len;
-	struct fld f;
+	struct devq_field f;
 	if (next_field(&p, end, &f) || p != end)
 		return NULL;
 	Devq__ClientMessage *m = new_msg(a, &client_message_init, sizeof(*m));

@@ -43,4 +43,22 @@ Devq__ClientMessage *devq_msg_dec_arena(ProtobufCAllocator *a, size_t len, const
  * failure.  Exposed for the tests, which hold it to that. */
 Devq__ClientMessage *devq_msg_dec_fast(ProtobufCAllocator *a, size_t len, const uint8_t *buf);
 
+/* One field of a protobuf message, as protobuf-c's scanner delimits it. */
+struct devq_field {
+	uint32_t num;       /* field number */
+	unsigned wt;        /* wire type */
+	const uint8_t *at;  /* first byte after the tag */
+	const uint8_t *v;   /* the value: after the length prefix, if any */
+	const uint8_t *end; /* first byte after the field */
+	uint64_t u;         /* a varint's value */
+};
+
+/* Reads the field at *pp (before end, *pp < end) into *f and moves *pp past
+ * it; -1 where protobuf-c's scan fails (a bad tag, a varint of more than 10
+ * bytes, a value past end, a length prefix too long or too large, wire
+ * types 3, 4, 6 and 7).  The decoder's own reader, shared so that another
+ * walker over ClientMessage bytes (codec/strcheck.c) delimits fields
+ * exactly as protobuf-c does, which accepted those bytes first. */
+int devq_field_next(const uint8_t **pp, const uint8_t *end, struct devq_field *f);
+
 #endif
