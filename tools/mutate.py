@@ -62,6 +62,7 @@ FILES = {
     "daemon/core/quota.c": CORE + ["test_daemon", "test_tenancy", "test_bounds", "test_admin"],
     "proto/frame.c": ["test_frame", "test_fuzz_replay", "test_badinput", "test_bounds"],
     "proto/codec/msg_dec.c": ["test_msg_dec", "test_fuzz_replay"],
+    "proto/codec/strcheck.c": ["test_msg_dec", "test_badinput"],
     "kernels/sig.c": ["test_kernels", "test_core", "test_badinput", "test_bounds"],
 }
 
