@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1416,6 +1417,191 @@ START_TEST(tenant_dir_must_be_devqds)
 }
 END_TEST
 
+/* devqd on sock with --tenants-dir tdir, expected to refuse at start: its
+ * exit status, or -1 when it still runs after 5 s (it is stopped then);
+ * its log in log. */
+static int start_with_tdir(const char *dir, const char *sock, const char *tdir, char *log,
+			   size_t n)
+{
+	snprintf(log, n, "%s/refused.log", dir);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		if (fd < 0 || dup2(fd, 2) < 0)
+			_exit(120);
+		harness_cudasim_env();
+		execl(harness_bin("devqd"), "devqd", "--socket", sock, "--backend",
+		      harness_backend(), "--tenants-dir", tdir, (char *)NULL);
+		_exit(127);
+	}
+	for (int i = 0; i < 500; i++) {
+		int st;
+		pid_t w = waitpid(pid, &st, WNOHANG);
+		ck_assert_int_ge(w, 0);
+		if (w == pid)
+			return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+		usleep(10000);
+	}
+	ck_assert_int_eq(kill(pid, SIGTERM), 0);
+	child_status(pid);
+	return -1;
+}
+
+/* Every directory above the tenant directory must be root's or devqd's and
+ * writable by others only with the sticky bit, and every symbolic link on
+ * the way root's or devqd's: else anyone could put another directory, and
+ * the sockets of its choice, where jobs are told to connect.  devqd refuses
+ * to start then, as for an unsafe tenant directory, naming the culprit. */
+START_TEST(tenant_dir_parents_must_be_safe)
+{
+	if (!root_or_skip("tenant_dir_parents_must_be_safe"))
+		return;
+	char top[] = "/tmp/devq-tpar-XXXXXX";
+	ck_assert_ptr_nonnull(mkdtemp(top));
+	char up[64], real[64], link[80], tdir[96], via[96], sock[64], log[96];
+	snprintf(up, sizeof(up), "%s/up", top);
+	snprintf(real, sizeof(real), "%s/real", top);
+	snprintf(link, sizeof(link), "%s/l", up);
+	snprintf(tdir, sizeof(tdir), "%s/t", up);
+	snprintf(via, sizeof(via), "%s/t", link);
+	snprintf(sock, sizeof(sock), "%s/devqd.sock", top);
+	ck_assert_int_eq(mkdir(up, 0700), 0);
+	ck_assert_int_eq(mkdir(real, 0700), 0);
+	ck_assert_int_eq(chmod(real, 0755), 0);
+	/* root's, writable by all, not sticky */
+	ck_assert_int_eq(chmod(up, 0777), 0);
+	ck_assert_int_eq(start_with_tdir(top, sock, tdir, log, sizeof(log)), 1);
+	ck_assert_msg(file_has(log, "the directory") && file_has(log, up) &&
+		      file_has(log, "is writable by group or others without the sticky bit") &&
+		      file_has(log, "refusing to start"), "see %s", log);
+	/* another uid's, writable by it alone */
+	ck_assert_int_eq(chmod(up, 0755), 0);
+	ck_assert_int_eq(chown(up, NOBODY, NOBODY), 0);
+	ck_assert_int_eq(start_with_tdir(top, sock, tdir, log, sizeof(log)), 1);
+	ck_assert_msg(file_has(log, "is owned by uid 65534, not root or devqd's") &&
+		      file_has(log, "refusing to start"), "see %s", log);
+	/* root's and sticky (as /tmp), but the link on the way is another
+	 * uid's: it may replace it */
+	ck_assert_int_eq(chown(up, 0, 0), 0);
+	ck_assert_int_eq(chmod(up, 01777), 0);
+	ck_assert_int_eq(symlink(real, link), 0);
+	ck_assert_int_eq(lchown(link, NOBODY, NOBODY), 0);
+	ck_assert_int_eq(start_with_tdir(top, sock, via, log, sizeof(log)), 1);
+	ck_assert_msg(file_has(log, "the symbolic link") && file_has(log, link) &&
+		      file_has(log, "refusing to start"), "see %s", log);
+	/* root's link in a sticky directory: devqd starts; the tenant
+	 * directory is made where the link leads, and jobs are told the path
+	 * as it was given. */
+	ck_assert_int_eq(lchown(link, 0, 0), 0);
+	const char *extra[] = { "--tenants-dir", via, NULL };
+	struct daemon_proc d;
+	start(&d, extra);
+	devq *q = conn(d.sock, "admin");
+	struct devq_grant g;
+	ck_assert_msg(grant(q, "job_up", NOBODY, 0, 0, 0, &g) == 0, "%s", devq_last_error(q));
+	char want[128], made[128];
+	snprintf(want, sizeof(want), "%s/job_up.sock", via);
+	ck_assert_str_eq(g.socket, want);
+	snprintf(made, sizeof(made), "%s/t/job_up.sock", real);
+	struct stat st;
+	ck_assert_int_eq(lstat(made, &st), 0);
+	ck_assert(S_ISSOCK(st.st_mode));
+	ck_assert_uint_eq(st.st_uid, NOBODY);
+	ck_assert_uint_eq(st.st_mode & 07777, 0600);
+	devq_disconnect(q);
+	stop(&d);
+	/* The socket and the directory it made are gone. */
+	snprintf(made, sizeof(made), "%s/t", real);
+	ck_assert_int_eq(lstat(made, &st), -1);
+	ck_assert_int_eq(unlink(link), 0);
+	ck_assert_int_eq(rmdir(real), 0);
+	ck_assert_int_eq(rmdir(up), 0);
+	ck_assert_int_eq(unlink(log), 0);
+	ck_assert_int_eq(rmdir(top), 0);
+}
+END_TEST
+
+/* A file named path, for devqd to leave alone. */
+static void bait(const char *path)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(close(fd), 0);
+}
+
+/* The tenant directory is opened once, and its sockets removed through
+ * that: one moved away after a grant, and a link or another directory put
+ * in its place, does not make evict remove a file of the socket's name
+ * there (it once did, by path).  A grant takes the directory at the path
+ * again only once none of the old one's sockets is left. */
+START_TEST(tenant_dir_swapped_after_grant)
+{
+	if (!root_or_skip("tenant_dir_swapped_after_grant"))
+		return;
+	char top[] = "/tmp/devq-tswap-XXXXXX";
+	ck_assert_ptr_nonnull(mkdtemp(top));
+	char tdir[64], moved[64], other[64], p[96];
+	snprintf(tdir, sizeof(tdir), "%s/t", top);
+	snprintf(moved, sizeof(moved), "%s/moved", top);
+	snprintf(other, sizeof(other), "%s/other", top);
+	ck_assert_int_eq(mkdir(other, 0700), 0);
+	const char *extra[] = { "--tenants-dir", tdir, NULL };
+	struct daemon_proc d;
+	start(&d, extra);
+	devq *q = conn(d.sock, "admin");
+	ck_assert_msg(grant(q, "job_s1", NOBODY, 0, 0, 0, NULL) == 0, "%s", devq_last_error(q));
+	ck_assert_int_eq(grant(q, "job_s2", NOBODY, 0, 0, 0, NULL), 0);
+	/* A link to another directory in its place. */
+	ck_assert_int_eq(rename(tdir, moved), 0);
+	ck_assert_int_eq(symlink(other, tdir), 0);
+	snprintf(p, sizeof(p), "%s/job_s1.sock", other);
+	bait(p);
+	struct devq_evict_result r;
+	ck_assert_msg(devq_admin_evict(q, "job_s1", 0, &r) == 0, "%s", devq_last_error(q));
+	struct stat st;
+	ck_assert_msg(lstat(p, &st) == 0, "%s was removed through the link", p);
+	snprintf(p, sizeof(p), "%s/job_s1.sock", moved);
+	ck_assert_int_eq(lstat(p, &st), -1); /* devqd's own socket is gone */
+	ck_assert_int_eq(errno, ENOENT);
+	/* A new grant's socket would not be where its path leads, and the
+	 * moved directory still holds job_s2's: refused. */
+	ck_assert_int_eq(grant(q, "job_s3", NOBODY, 0, 0, 0, NULL), -EPROTONOSUPPORT);
+	ck_assert_msg(strstr(devq_last_error(q), "was moved, removed or replaced"), "%s",
+		      devq_last_error(q));
+	/* Another directory in its place. */
+	ck_assert_int_eq(unlink(tdir), 0);
+	ck_assert_int_eq(mkdir(tdir, 0700), 0);
+	snprintf(p, sizeof(p), "%s/job_s2.sock", tdir);
+	bait(p);
+	ck_assert_msg(devq_admin_evict(q, "job_s2", 0, &r) == 0, "%s", devq_last_error(q));
+	ck_assert_msg(lstat(p, &st) == 0, "%s was removed by path", p);
+	snprintf(p, sizeof(p), "%s/job_s2.sock", moved);
+	ck_assert_int_eq(lstat(p, &st), -1);
+	/* Nothing is left in the moved one: the directory now at the path
+	 * (root's, so devqd's own) takes the next grant. */
+	struct devq_grant g;
+	ck_assert_msg(grant(q, "job_s3", NOBODY, 0, 0, 0, &g) == 0, "%s", devq_last_error(q));
+	snprintf(p, sizeof(p), "%s/job_s3.sock", tdir);
+	ck_assert_str_eq(g.socket, p);
+	ck_assert_int_eq(lstat(p, &st), 0);
+	ck_assert(S_ISSOCK(st.st_mode));
+	devq_disconnect(q);
+	stop(&d);
+	ck_assert_int_eq(lstat(p, &st), -1);
+	/* At stop devqd removes the directory it uses only if empty, and the
+	 * one it had, moved, is not at the path any more: both are left. */
+	snprintf(p, sizeof(p), "%s/job_s2.sock", tdir);
+	ck_assert_int_eq(unlink(p), 0);
+	ck_assert_int_eq(rmdir(tdir), 0);
+	snprintf(p, sizeof(p), "%s/job_s1.sock", other);
+	ck_assert_int_eq(unlink(p), 0);
+	ck_assert_int_eq(rmdir(other), 0);
+	ck_assert_int_eq(rmdir(moved), 0);
+	ck_assert_int_eq(rmdir(top), 0);
+}
+END_TEST
+
 /* ---- devctl ----------------------------------------------------------------- */
 
 static int run_out(const char *cmd, char *out, size_t n)
@@ -1505,6 +1691,8 @@ static Suite *suite(void)
 	tcase_add_test(t, grants_file_versions);
 	tcase_add_test(t, tenant_dir_must_be_devqds);
 	tcase_add_test(t, devctl_admin_json);
+	tcase_add_test(t, tenant_dir_parents_must_be_safe);
+	tcase_add_test(t, tenant_dir_swapped_after_grant);
 	suite_add_tcase(s, t);
 	return s;
 }

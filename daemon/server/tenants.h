@@ -33,9 +33,19 @@ struct devq_tsock {
 };
 
 struct devq_tenants {
-	/* The tenant directory: its sockets' paths must fit in sun_path. */
+	/* The tenant directory: its sockets' paths must fit in sun_path.
+	 * Every directory above it is root's or devqd's and writable by
+	 * others only when sticky (checked at start and before it is made). */
 	char dir[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	char dir_err[256];    /* why grants cannot be made ("": they can) */
+	/* The directory itself, opened once (at start if it exists, else
+	 * when made for the first grant; dir_open then): every socket is
+	 * bound, given and removed relative to it, so that whatever is put at
+	 * its path later is never touched.  Clients are told paths under
+	 * dir: each grant checks that dir still leads to it. */
+	int dirfd;
+	bool dir_open;
+	unsigned nsocks; /* tenant sockets in it */
 	struct devq_policy control; /* who may make admin calls */
 	uv_timer_t evict_timer;     /* evicts waiting (requests/admin.h) */
 	bool timer_init;
