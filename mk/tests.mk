@@ -123,30 +123,11 @@ $(BUILD)/tests/test_frame: $(call obj,tests/test_frame.c) $(COMMON_OBJ)
 	$(call quiet,LD,$@)$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) $(LIBS_CK) -lm
 
 .PHONY: check check-asan check-valgrind list-tests check-test-map
-# Each test program prints Check's summary; the last line adds them up.  A
-# failing program's failure lines are repeated after the loop, so that the
-# tail of a long log (what a CI summary shows) says why, not only which.
+# Each test program prints Check's summary; the last line adds them up
+# (tools/run-tests.sh, which repeats a failing program's failure lines).
 ## build and run every test program, or TESTS="test_frame test_core" only
 check: all $(TEST_BIN)
-	@pass=0; fail=0; bad=""; \
-	for t in $(TESTS); do \
-	  echo "== $$t"; \
-	  DEVQ_BUILD=$(BUILD) DEVQ_SANITIZER=$(SAN) $(BUILD)/tests/$$t > $(BUILD)/tests/$$t.log 2>&1; rc=$$?; \
-	  cat $(BUILD)/tests/$$t.log; \
-	  line=$$(grep -E '^[0-9]+%: Checks: ' $(BUILD)/tests/$$t.log | tail -n 1); \
-	  n=$$(echo "$$line" | sed -E 's/.*Checks: ([0-9]+).*/\1/'); \
-	  f=$$(echo "$$line" | sed -E 's/.*Failures: ([0-9]+), Errors: ([0-9]+).*/\1+\2/'); \
-	  if [ -z "$$line" ]; then n=1; f=1; fi; \
-	  f=$$(($$f)); if [ $$rc != 0 ] && [ $$f = 0 ]; then f=1; fi; \
-	  pass=$$((pass + n - f)); fail=$$((fail + f)); \
-	  [ $$rc = 0 ] || bad="$$bad $$t"; \
-	done; \
-	for t in $$bad; do \
-	  echo "-- why $$t failed ($(BUILD)/tests/$$t.log):"; \
-	  grep -E ':[FE]:' $(BUILD)/tests/$$t.log | head -n 20 | grep . || tail -n 15 $(BUILD)/tests/$$t.log; \
-	done; \
-	[ -z "$$bad" ] || echo "failing programs:$$bad"; \
-	echo "$$pass passed, $$fail failed"; [ -z "$$bad" ]
+	@DEVQ_BUILD=$(BUILD) DEVQ_SANITIZER=$(SAN) sh tools/run-tests.sh $(BUILD)/tests $(BUILD)/tests $(TESTS)
 
 ## make check with the daemon of every integration test under valgrind memcheck
 check-valgrind: all $(TEST_BIN)
