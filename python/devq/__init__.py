@@ -107,7 +107,7 @@ __all__ = [
     "__version__",
 ]
 
-_dll, LIBRARY = L.load()
+_dll, LIBRARY = L.load(__version__)
 
 CODES = L.CODE_NAMES
 """The protocol's code names, indexed by code value."""
