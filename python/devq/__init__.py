@@ -62,6 +62,11 @@ use one connection per thread.  Calls from another thread raise
 ``devq.ThreadError`` (a ``RuntimeError``) instead of corrupting the handle.
 Blocking calls release the GIL.
 
+PyTorch.  ``devq.torch`` (``import devq.torch``; needs python3-torch):
+tensors over shared buffers, ``place(module, c)`` to put a model's weights
+in devq memory, and ``with devq.torch.mode(c):`` to send its linear
+layers, matrix products and ReLUs to devqd.  See help(devq.torch).
+
 Why ctypes.  The binding is pure Python over ``libdevq.so.0`` through
 ``ctypes``: no compiler, no CPython ABI to build against (one package serves
 every Python 3 of the distribution), and the C library stays the only
@@ -69,7 +74,11 @@ implementation of the protocol.  The price is the overhead of each foreign
 call; bench/py_bench.py measures the per-op cost against the C client
 (bench/RESULTS.md, "Python binding overhead").  The library is
 found through $DEVQ_LIBRARY, then beside a build tree (build/libdevq.so.0),
-then as ``libdevq.so.0`` on the system's library path.
+then as ``libdevq.so.0`` on the system's library path; a missing one, or
+one older than this package's MAJOR.MINOR, is an ImportError that names
+the Debian package libdevq0.  Installing: the Debian package python3-devq,
+or ``pip install --no-index --no-build-isolation ./python`` (the tree's
+python/pyproject.toml) or the wheel of ``make python-wheel`` into a venv.
 """
 
 import asyncio
@@ -1028,7 +1037,14 @@ class Connection:
             if value._buf.state is not self._state:
                 raise ValueError("%s: a device array of another connection" % what)
             return value._buf, 0, value.nbytes, value.dtype, True, value.shape
-        addr, nbytes, dtype, writable, shape, contiguous, buf = _array_view(value, what)
+        if type(value) is np.ndarray:  # the common case, inline: a few us per op count
+            addr = value.__array_interface__["data"][0]
+            flags = value.flags
+            nbytes, dtype, writable, shape, contiguous = (
+                value.nbytes, value.dtype, flags.writeable, value.shape, flags.c_contiguous)
+            buf = _owner_buffer(value)
+        else:
+            addr, nbytes, dtype, writable, shape, contiguous, buf = _array_view(value, what)
         if buf is not None and buf.state is not self._state:
             buf = None
         # The whole extent must lie in one mapping: start <= addr and
