@@ -91,6 +91,21 @@ bench-kernels: all python
 	  DEVQ_BENCH_OUT=$(BENCH_OUT) PYTHONPATH=$(BUILD)/python \
 	  $(PYTHON) bench/kernels.py $(KERNEL_BENCH_ARGS)
 
+# A PyTorch MLP through devq.torch.mode against torch's own forward in one
+# process, interleaved (bench/torch_mlp.py); examples/torch_mlp.py with 4
+# processes on one devqd, then torch alone.
+.PHONY: bench-torch bench-torch-mlp
+## a PyTorch MLP through devq.torch against torch's own forward (bench/torch_mlp.py)
+bench-torch: all python
+	DEVQ_BUILD=$(BUILD) PYTHONPATH=$(BUILD)/python DEVQ_LIBRARY=$(BUILD)/libdevq.so.0 \
+	  $(PYTHON) bench/torch_mlp.py $(TORCH_BENCH_ARGS)
+## examples/torch_mlp.py: 4 processes on one devqd, then torch alone (TORCH_MLP_ARGS)
+bench-torch-mlp: all python
+	sh -c 'd=$$(mktemp -d); $(BUILD)/devqd --backend cpu --socket $$d/s & p=$$!; sleep 1; \
+	  PYTHONPATH=$(BUILD)/python DEVQ_LIBRARY=$(BUILD)/libdevq.so.0 $(PYTHON) \
+	  examples/torch_mlp.py --socket $$d/s $(TORCH_MLP_ARGS); \
+	  rc=$$?; kill $$p; wait $$p; rm -rf $$d; exit $$rc'
+
 # gemm_f32 against NumPy's OpenBLAS matmul, and 4 clients against 1
 # (bench/gemm.py); examples/mlp/ at full sizes with 4 processes.
 .PHONY: bench-gemm bench-mlp
