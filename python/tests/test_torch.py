@@ -234,3 +234,14 @@ def test_results_not_reused_while_an_op_uses_them(conn):
 def test_mode_needs_a_connection():
     with pytest.raises(TypeError, match="devq.Connection"):
         dt.mode(None)
+
+
+@needs_torch
+def test_readme_example_runs(daemon):
+    # README's "PyTorch: devq.torch" example, as it is written there.
+    with open(os.path.join(os.path.dirname(__file__), "..", "..", "README.md")) as f:
+        text = f.read()
+    part = text[text.index("### PyTorch: `devq.torch`"):]
+    code = part[part.index("```python\n") + 10:part.index("```\n", part.index("```python"))]
+    assert "devq.torch.mode(c)" in code
+    exec(compile(code, "README.md", "exec"), {})
