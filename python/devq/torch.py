@@ -267,7 +267,8 @@ class _Fallback(Exception):
 def _name(func):
     name = getattr(func, "__name__", None) or repr(func)
     qual = getattr(func, "__qualname__", "") or ""
-    if qual.startswith("_TensorBase.") or qual.startswith("Tensor."):
+    # Tensor methods: _TensorBase.x in 1.13, TensorBase.x in later 2.x.
+    if qual.split(".")[0] in ("_TensorBase", "TensorBase", "Tensor"):
         return "Tensor." + name
     return name
 
