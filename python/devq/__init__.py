@@ -22,8 +22,14 @@ signatures, and completions as futures that block, poll or ``await``.
 Arrays.  ``c.array``, ``c.empty`` and ``c.zeros`` return ordinary
 ``numpy.ndarray`` objects whose memory is the shared buffer (a memfd mapped
 by this process and by devqd): no copy on submit, none on completion.  Any
-view or slice of such an array may be passed as a buffer argument (it must
-be C-contiguous; its offset in the buffer is taken from its address).  The
+array over that memory is a buffer argument: a NumPy view or slice, a
+memoryview, an object with ``__array_interface__``, a DLPack producer, a
+PyTorch tensor (``torch.from_numpy(a)``, by its ``data_ptr()``; see
+devq.torch).  It must be C-contiguous and lie whole inside one shared
+buffer of the connection (its offset is taken from its address); an array
+elsewhere is refused saying how to allocate in devq memory.
+``np.from_dlpack(a)`` and ``torch.from_dlpack(a)`` of such an array are
+zero-copy views (NumPy refuses to export a read-only array).  The
 buffer is released, as the daemon's contract says, when the array, every
 view of it and every op that uses it are done: ops hold their buffers until
 their completion has been seen.  Reading or writing an array while an op
@@ -56,6 +62,11 @@ use one connection per thread.  Calls from another thread raise
 ``devq.ThreadError`` (a ``RuntimeError``) instead of corrupting the handle.
 Blocking calls release the GIL.
 
+PyTorch.  ``devq.torch`` (``import devq.torch``; needs python3-torch):
+tensors over shared buffers, ``place(module, c)`` to put a model's weights
+in devq memory, and ``with devq.torch.mode(c):`` to send its linear
+layers, matrix products and ReLUs to devqd.  See help(devq.torch).
+
 Why ctypes.  The binding is pure Python over ``libdevq.so.0`` through
 ``ctypes``: no compiler, no CPython ABI to build against (one package serves
 every Python 3 of the distribution), and the C library stays the only
@@ -63,7 +74,11 @@ implementation of the protocol.  The price is the overhead of each foreign
 call; bench/py_bench.py measures the per-op cost against the C client
 (bench/RESULTS.md, "Python binding overhead").  The library is
 found through $DEVQ_LIBRARY, then beside a build tree (build/libdevq.so.0),
-then as ``libdevq.so.0`` on the system's library path.
+then as ``libdevq.so.0`` on the system's library path; a missing one, or
+one older than this package's MAJOR.MINOR, is an ImportError that names
+the Debian package libdevq0.  Installing: the Debian package python3-devq,
+or ``pip install --no-index --no-build-isolation ./python`` (the tree's
+python/pyproject.toml) or the wheel of ``make python-wheel`` into a venv.
 """
 
 import asyncio
@@ -107,7 +122,7 @@ __all__ = [
     "__version__",
 ]
 
-_dll, LIBRARY = L.load()
+_dll, LIBRARY = L.load(__version__)
 
 CODES = L.CODE_NAMES
 """The protocol's code names, indexed by code value."""
@@ -368,6 +383,68 @@ def _owner_buffer(a):
     if type(b) is _Mapping:
         return b.devq_buffer
     return None
+
+
+_TORCH_DTYPES = None
+
+
+def _torch_dtypes(torch):
+    """torch dtype -> NumPy dtype, for the types a signature can name."""
+    global _TORCH_DTYPES
+    if _TORCH_DTYPES is None:
+        _TORCH_DTYPES = {
+            torch.uint8: np.dtype(np.uint8), torch.int8: np.dtype(np.int8),
+            torch.int16: np.dtype(np.int16), torch.int32: np.dtype(np.int32),
+            torch.int64: np.dtype(np.int64), torch.float16: np.dtype(np.float16),
+            torch.float32: np.dtype(np.float32), torch.float64: np.dtype(np.float64),
+            torch.bool: np.dtype(np.bool_),
+        }
+    return _TORCH_DTYPES
+
+
+def _array_view(value, what):
+    """(address, nbytes, dtype, writable, shape, C-contiguous, the _Buffer
+    its NumPy base chain names or None) of anything that describes memory
+    in this process: a NumPy array or view, a PyTorch tensor (by its
+    data_ptr(), never converted), an object with __array_interface__, a
+    DLPack producer, or an object with the buffer protocol (memoryview,
+    mmap...).  Nothing is copied: the address is where the data is."""
+    if isinstance(value, np.ndarray):
+        a = value
+    else:
+        torch = sys.modules.get("torch")
+        if torch is not None and isinstance(value, torch.Tensor):
+            if value.device.type != "cpu":
+                raise ValueError("%s: a tensor on %s is not in a shared buffer of this "
+                                 "connection (devq memory is host memory)" % (what, value.device))
+            dtype = _torch_dtypes(torch).get(value.dtype)
+            if dtype is None:
+                raise TypeError("%s: tensors of %s have no devq type" % (what, value.dtype))
+            # Tensors have no read-only flag: they are written as torch would.
+            return (value.data_ptr(), value.numel() * value.element_size(), dtype, True,
+                    tuple(value.shape), value.is_contiguous(), None)
+        if hasattr(value, "__array_interface__"):
+            a = np.asarray(value)  # a view: the interface gives the address
+        elif hasattr(value, "__dlpack__"):
+            try:
+                a = np.from_dlpack(value)
+            except (BufferError, RuntimeError, TypeError, ValueError) as e:
+                raise ValueError("%s: a DLPack array NumPy cannot view (%s); devq memory is "
+                                 "host memory" % (what, e)) from None
+            # DLPack cannot say read-only, so NumPy marks its views so; the
+            # producer's memory is writable as torch.from_dlpack takes it.
+            return (a.__array_interface__["data"][0], a.nbytes, a.dtype, True, a.shape,
+                    a.flags.c_contiguous, _owner_buffer(a))
+        else:
+            try:
+                m = memoryview(value)
+            except TypeError:
+                raise TypeError("%s: expected an array from c.array()/c.empty() (or a view, "
+                                "tensor or memoryview of one) or a DeviceArray, got %s"
+                                % (what, type(value).__name__)) from None
+            a = np.asarray(m)
+    return (a.__array_interface__["data"][0], a.nbytes, a.dtype, a.flags.writeable, a.shape,
+            a.flags.c_contiguous, _owner_buffer(a))
 
 
 class DeviceArray:
@@ -953,28 +1030,58 @@ class Connection:
         return DeviceArray(_Buffer(self._state, out, size, 0), shape, dtype)
 
     def _resolve(self, value, what):
-        """(buffer, offset, nbytes, dtype, writable) of an array argument."""
+        """(buffer, offset, nbytes, dtype, writable, shape) of an array
+        argument: a DeviceArray, or any array whose memory lies in one of
+        this connection's shared buffers (see _array_view)."""
         if isinstance(value, DeviceArray):
             if value._buf.state is not self._state:
                 raise ValueError("%s: a device array of another connection" % what)
-            return value._buf, 0, value.nbytes, value.dtype, True
-        if not isinstance(value, np.ndarray):
-            raise TypeError("%s: expected an array from c.array()/c.empty() or a "
-                            "DeviceArray, got %s" % (what, type(value).__name__))
-        addr = value.__array_interface__["data"][0]
-        buf = _owner_buffer(value)
-        if buf is None or buf.state is not self._state:
+            return value._buf, 0, value.nbytes, value.dtype, True, value.shape
+        if type(value) is np.ndarray:  # the common case, inline: a few us per op count
+            addr = value.__array_interface__["data"][0]
+            flags = value.flags
+            nbytes, dtype, writable, shape, contiguous = (
+                value.nbytes, value.dtype, flags.writeable, value.shape, flags.c_contiguous)
+            buf = _owner_buffer(value)
+        else:
+            addr, nbytes, dtype, writable, shape, contiguous, buf = _array_view(value, what)
+        if buf is not None and buf.state is not self._state:
             buf = None
-            for start, end, ref in self._regions.values():
-                if start <= addr < end:
-                    buf = ref()
-                    break
+        # The whole extent must lie in one mapping: start <= addr and
+        # addr + nbytes <= end.  (A non-contiguous array's nbytes is not its
+        # extent: it is refused below, after its start is placed.)
+        last = addr + nbytes if contiguous else addr
+        straddles = None
+        if buf is not None and not buf.start <= addr <= last <= buf.start + buf.nbytes:
+            if buf.start <= addr < buf.start + buf.nbytes:
+                straddles = buf
+            buf = None
         if buf is None:
-            raise ValueError("%s: this array is not in a shared buffer of this connection "
-                             "(make it with c.array(x) or c.empty(shape, dtype))" % what)
-        if not value.flags.c_contiguous:
+            for start, end, ref in self._regions.values():
+                if start <= addr < end or (start == addr == last):
+                    b = ref()
+                    if b is None:
+                        continue
+                    if last <= end:
+                        buf = b
+                        break
+                    straddles = b
+        if buf is None:
+            where = ""
+            if straddles is not None:
+                where = (" (its bytes [%d, %d) of shared buffer %d run %d bytes past "
+                         "the buffer's end)" % (addr - straddles.start, last - straddles.start,
+                                                straddles.id,
+                                                last - straddles.start - straddles.nbytes))
+            raise ValueError(
+                "%s: this array is not in a shared buffer of this connection%s: "
+                "allocate it in devq memory, with c.empty(shape, dtype), c.zeros(...) "
+                "or c.array(x) (NumPy), devq.torch.empty(c, shape), devq.torch.zeros(...) "
+                "or devq.torch.from_tensor(c, t) (PyTorch), and pass that or any view "
+                "of it" % (what, where))
+        if not contiguous:
             raise ValueError("%s: the array must be C-contiguous" % what)
-        return buf, addr - buf.start, value.nbytes, value.dtype, value.flags.writeable
+        return buf, addr - buf.start, nbytes, dtype, writable, shape
 
     # queues --------------------------------------------------------------
 
@@ -1042,7 +1149,7 @@ class Connection:
             if p.name not in params:
                 raise TypeError("%s() missing array argument %r (%s); signature: %s"
                                 % (ex.name, p.name, p.describe(), where))
-            buf, offset, nbytes, dtype, writable = self._resolve(
+            buf, offset, nbytes, dtype, writable, shape = self._resolve(
                 params[p.name], "%s: argument %r (%s)" % (where, p.name, p.describe()))
             if p.type != "u8" and dtype != p.dtype:
                 raise TypeError("%s: argument %r (%s) needs a %s array, got %s"
@@ -1065,7 +1172,6 @@ class Connection:
             else:
                 # A matrix is checked by shape, not just by size: a (k, m)
                 # array where (m, k) is wanted is refused.
-                shape = tuple(params[p.name].shape)
                 if len(shape) != len(p.dims):
                     raise ValueError("%s: argument %r (%s) needs a %d-dimensional array, "
                                      "got shape %r" % (where, p.name, p.describe(),
@@ -1165,8 +1271,9 @@ class Connection:
 
         executable: a name from executables(); parameters by keyword (or as
         a dict in the second argument, e.g. for a parameter named "queue").
-        Buffers are arrays from c.array/c.empty (any C-contiguous view) or
-        DeviceArrays; a u64 parameter that shapes buffers (n) may be left
+        Buffers are arrays in this connection's shared buffers (from
+        c.array/c.empty: any C-contiguous view, memoryview, tensor or DLPack
+        producer over them) or DeviceArrays; a u64 parameter that shapes buffers (n) may be left
         out and is inferred from them: from the size of a one-dim buffer
         (x:in f32[n]), from the shape of a matrix (a:in f32[m,k] takes
         m, k from a.shape, and a must have exactly that shape).  queue: the queue id (opened on first
@@ -1210,8 +1317,8 @@ class Connection:
         dst) from src to dst; either is a shared-buffer array (or view) or
         a DeviceArray.  Returns an Op."""
         self._check()
-        sb, so, sn, _, _ = self._resolve(src, "copy source")
-        db, do, dn, _, dw = self._resolve(dst, "copy destination")
+        sb, so, sn, _, _, _ = self._resolve(src, "copy source")
+        db, do, dn, _, dw, _ = self._resolve(dst, "copy destination")
         if not dw:
             raise ValueError("copy destination: the array is read-only")
         if nbytes is None:
@@ -1236,7 +1343,7 @@ class Connection:
         dst's size and offset must be multiples of 4 bytes, and an 8-byte
         value must have equal halves (0, for instance).  Returns an Op."""
         self._check()
-        db, do, dn, dtype, dw = self._resolve(dst, "fill destination")
+        db, do, dn, dtype, dw, _ = self._resolve(dst, "fill destination")
         if not dw:
             raise ValueError("fill destination: the array is read-only")
         raw = np.array(value, dtype=dtype).tobytes()

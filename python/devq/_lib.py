@@ -1,9 +1,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """ctypes declarations of client/devq.h and the loading of libdevq.so.0.
 
-Every structure here mirrors devq.h field for field; tests/test_layout.py
-compiles a C program that prints sizeof/offsetof of each and compares them
-with these, so a change to devq.h that is not carried over fails the suite.
+Every structure here mirrors devq.h field for field; python/tests/test_api.py
+(test_ctypes_layouts_match_devq_h) compiles a C program that prints
+sizeof/offsetof of each and compares them with these, so a change to devq.h
+that is not carried over fails the suite.
 """
 
 import ctypes
@@ -266,7 +267,7 @@ class Status(ctypes.Structure):
     ]
 
 
-# Every structure whose layout tests/test_layout.py checks against devq.h.
+# Every structure whose layout python/tests/test_api.py checks against devq.h.
 STRUCTS = {
     "devq_info": Info,
     "devq_buffer": Buffer,
@@ -325,14 +326,43 @@ def _candidates():
         out.append(local)
     out.append("libdevq.so.0")  # installed: the dynamic linker's search path
     found = ctypes.util.find_library("devq")
-    if found:
+    if found and found not in out:
         out.append(found)
     return out
 
 
-def load():
-    """Loads libdevq and declares its functions; raises OSError naming
-    every place tried."""
+def _major_minor(version):
+    """(MAJOR, MINOR) of "MAJOR.MINOR.PATCH", None when it is not one."""
+    parts = version.split(".")
+    if len(parts) < 2 or not parts[0].isdigit() or not parts[1].isdigit():
+        return None
+    return int(parts[0]), int(parts[1])
+
+
+def _too_old(lib, package_version):
+    """Why lib cannot serve this package (its MAJOR.MINOR is older than the
+    package's: the package may call what that library lacks), or None."""
+    want = _major_minor(package_version or "")
+    if want is None:
+        return None  # a source tree without a version: nothing to compare
+    fn = getattr(lib, "devq_version", None)
+    if fn is None:
+        return "it has no devq_version(), so it is older than %d.%d" % want
+    fn.restype = c_char_p
+    fn.argtypes = []
+    have_text = (fn() or b"").decode(errors="replace")
+    have = _major_minor(have_text)
+    if have is None or have < want:
+        return "it is libdevq %s, older than %d.%d, which devq %s needs" % (
+            have_text or "?", want[0], want[1], package_version)
+    return None
+
+
+def load(package_version=None):
+    """Loads libdevq and declares its functions.  Raises ImportError naming
+    every place tried, what failed there, the Debian package libdevq0 and
+    $DEVQ_LIBRARY: a missing or too old library is a package that cannot
+    be imported, not an OS failure."""
     tried = []
     for path in _candidates():
         try:
@@ -340,12 +370,22 @@ def load():
         except OSError as e:
             tried.append("%s (%s)" % (path, e))
             continue
+        why = _too_old(lib, package_version)
+        if why is None:
+            missing = [name for name in _PROTOS if not hasattr(lib, name)]
+            if missing:
+                why = "it lacks %s" % ", ".join(missing)
+        if why is not None:
+            tried.append("%s (%s)" % (path, why))
+            continue
         for name, (res, args) in _PROTOS.items():
             fn = getattr(lib, name)
             fn.restype = res
             fn.argtypes = args
         return lib, path
-    raise OSError(
-        "devq: cannot load libdevq.so.0 (install libdevq0, or set DEVQ_LIBRARY "
-        "to the library's path); tried: " + "; ".join(tried)
-    )
+    want = _major_minor(package_version or "")
+    raise ImportError(
+        "devq: cannot load libdevq.so.0%s: install the Debian package libdevq0 "
+        "(apt-get install libdevq0), or set DEVQ_LIBRARY to the library's path; "
+        "tried: %s" % (" (%d.%d or newer)" % want if want else "", "; ".join(tried)),
+        name="devq")

@@ -85,6 +85,20 @@ def conn(daemon):
         yield c
 
 
+def pytest_sessionstart(session):
+    # test_install.py runs this suite again with a venv's interpreter, the
+    # package installed there: it names the venv, and the suite must then
+    # test that copy, not one found on a path that leaked in.
+    want = os.environ.get("DEVQ_TEST_PACKAGE_UNDER")
+    if want:
+        import devq
+
+        got = os.path.realpath(devq.__file__)
+        if not got.startswith(os.path.realpath(want) + os.sep):
+            raise pytest.UsageError("devq was imported from %s, not from under %s"
+                                    % (got, want))
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     # The line `make check` counts, in Check's format.
     st = terminalreporter.stats

@@ -135,6 +135,19 @@ def test_bias_act(gconn):
         x = gconn.array(x0)
         gconn.submit("bias_act_f32", act=act, bias=bias, x=x).result(timeout=10 * SLOW)
         assert np.array_equal(np.asarray(x), f(x0 + np.asarray(bias)))
+    # ReLU's edges, as the branch-free CPU code must keep them: a negative
+    # sum is +0.0, -0.0 and NaN pass unchanged; act 0 adds only.  A bias
+    # of -0.0 leaves every value as it is (-0.0 + -0.0 is -0.0).
+    edge = np.array([[-1.0, -0.0, 0.0, np.nan, 2.5, -np.inf, np.inf]], np.float32)
+    zero = gconn.array(np.full(7, -0.0, np.float32))
+    for act in (0, 1):
+        x = gconn.array(edge)
+        gconn.submit("bias_act_f32", act=act, bias=zero, x=x).result(timeout=10 * SLOW)
+        got = np.asarray(x)[0]
+        want = edge[0] if act == 0 else np.array([0.0, -0.0, 0.0, np.nan, 2.5, 0.0, np.inf],
+                                                 np.float32)
+        assert np.array_equal(got, want, equal_nan=True), got
+        assert list(np.signbit(got)) == list(np.signbit(want)), got
 
 
 def cpu_seconds(pid):
