@@ -142,6 +142,13 @@ cat >"$D/health.conf" <<EOF
 export SLURM_CONF=$D/slurm.conf
 DEVCTL=$DEVCTL
 SOCKETS="$D/%n/gpu0.sock"
+LOGGER=
+EOF
+# A Slurm that cannot be asked: no configuration squeue can use.
+: >"$D/empty.conf"
+cat >"$D/health-noslurm.conf" <<EOF
+. $D/health.conf
+export SLURM_CONF=$D/empty.conf
 EOF
 cat >"$D/healthcheck" <<EOF
 #!/bin/sh
@@ -443,10 +450,55 @@ out=$(asuser srun -w n1 --gres=shard:2 sh -c 'echo $SLURM_JOB_ID') || fail "(10)
 [ "$(grant_of n1 0 "$out")" = "2 of 4 shares, memory 67108864" ] || fail "(10) job $out (shard:2): $(grant_of n1 0 "$out")"
 log "(10) GPUs, weight and cap from slurmd and the site, the job's own values ignored ($forged); --devq-shares and --devq-memory only lower: $(elapsed "$t") s"
 
+# ---- (11) the health check sweeps a grant whose job no longer runs ------
+t=$(date +%s.%N)
+hc() { env -i SLURMD_NODENAME=n1 "$@" "$TOP/slurm/devq-healthcheck"; }
+uid=$(id -u "$JOBUSER")
+# Grants a prolog made and no epilog evicted (as on a node that crashed),
+# one of them with a session a process of its job still holds.
+for j in 999990 999991 999992; do
+	dq n1 admin grant "job_$j" --uid "$uid" --shares 1 --of 4 --json >/dev/null || fail "(11) grant job_$j"
+done
+asuser python3 -c '
+import devq, os, sys, time
+with devq.connect(sys.argv[1]):
+    print("HELD", flush=True)
+    while not os.path.exists(sys.argv[2]):
+        time.sleep(0.05)' "$(tenant n1 job_999991 't["socket"]')" "$D/out/L.go" >"$D/out/L" 2>&1 &
+PIDS+=($!)
+# A running job's grant, without sessions.
+asuser srun -w n1 --gres=shard:1 sh -c "echo \$SLURM_JOB_ID; while [ ! -e $D/out/K.go ]; do sleep 0.05; done" \
+	>"$D/out/K" 2>&1 &
+PIDS+=($!)
+wait_for 30 test -s "$D/out/K" && K=$(cat "$D/out/K") && wait_for 30 tenant n1 "job_$K" 1 &&
+	wait_for 10 has_line L HELD || fail "(11) job K ($(cat "$D/out/K")) or the holder not running"
+# Younger than SWEEP_AGE_S (300 s): all kept.
+hc DEVQ_HEALTHCHECK_CONF="$D/health.conf" 2>"$D/out/sweep" || fail "(11) health check: $(cat "$D/out/sweep")"
+tenant n1 job_999990 1 >/dev/null || fail "(11) job_999990 swept younger than 300 s: $(cat "$D/out/sweep")"
+# Slurm cannot be asked: said, every grant kept, the node healthy.
+hc DEVQ_HEALTHCHECK_CONF="$D/health-noslurm.conf" DEVQ_SWEEP_AGE_S=0 2>"$D/out/sweep" ||
+	fail "(11) health check without Slurm: $(cat "$D/out/sweep")"
+grep -q "squeue cannot tell the jobs of n1 (.*): job grants left alone" "$D/out/sweep" || fail "(11) $(cat "$D/out/sweep")"
+tenant n1 job_999990 1 >/dev/null || fail "(11) job_999990 swept without Slurm's word"
+# Old enough (DEVQ_SWEEP_AGE_S=0): the idle grants of no running job go.
+hc DEVQ_HEALTHCHECK_CONF="$D/health.conf" DEVQ_SWEEP_AGE_S=0 2>"$D/out/sweep" || fail "(11) $(cat "$D/out/sweep")"
+no_tenant n1 job_999990 || fail "(11) job_999990 not swept: $(cat "$D/out/sweep")"
+grep -q "swept job_999990 from devqd at $D/n1/gpu0.sock: job 999990 does not run here, no session, granted [0-9]* s ago: {\"tenant\":\"job_999990\"" \
+	"$D/out/sweep" || fail "(11) no line for job_999990: $(cat "$D/out/sweep")"
+no_tenant n1 job_999992 || fail "(11) job_999992 not swept"
+tenant n1 job_999991 1 >/dev/null || fail "(11) job_999991 swept with a session"
+tenant n1 "job_$K" 1 >/dev/null || fail "(11) job_$K swept while its job runs"
+[ "$(grep -c swept "$D/out/sweep")" = 2 ] || fail "(11) $(cat "$D/out/sweep")"
+touch "$D/out/K.go" "$D/out/L.go"
+wait_for 30 no_tenant n1 "job_$K" || fail "(11) job_$K outlived its job"
+let_go() { [ "$(tenant n1 job_999991 't["sessions"]')" = 0 ]; }
+wait_for 10 let_go || fail "(11) the holder did not let go"
+dq n1 admin evict job_999991 --json >/dev/null || fail "(11) evict job_999991"
 # The prolog's records (state_dir=): root's alone, and gone with each job.
-[ "$(stat -c %a:%U "$D/state")" = 700:root ] || fail "(10) state_dir is $(stat -c %a:%U "$D/state")"
+[ "$(stat -c %a:%U "$D/state")" = 700:root ] || fail "(11) state_dir is $(stat -c %a:%U "$D/state")"
 no_records() { [ -z "$(ls -A "$D/state")" ]; }
-wait_for 10 no_records || fail "(10) records left in state_dir: $(ls -A "$D/state")"
+wait_for 10 no_records || fail "(11) records left in state_dir: $(ls -A "$D/state")"
+log "(11) the sweep: idle grants of no running job, old enough, evicted; young, held or running ones kept; none without Slurm's word: $(elapsed "$t") s"
 
 # ---- (7) podman with devq's CDI specs ------------------------------------
 t=$(date +%s.%N)
