@@ -18,6 +18,8 @@ BUILD=$(cd "${1:-build}" && pwd)
 JOBUSER=${DEVQ_SLURM_USER:-nobody}
 T0=$(date +%s.%N)
 
+# The plugin's readers of slurmctld's answers, without a cluster (any user).
+"$BUILD/slurm/parse_check" || { echo "check-slurm: FAILED: the plugin's parsers (tests/slurm/parse_check.c)"; exit 1; }
 if [ "$(id -u)" != 0 ]; then
 	echo "check-slurm: SKIPPED: needs root (munged, slurmctld, slurmd, podman)"
 	exit 0
@@ -446,8 +448,12 @@ out=$(asuser srun -w n1 --gres=shard:4 --devq-memory=1G sh -c 'echo $SLURM_JOB_I
 	fail "(10) job $out (shard:4, --devq-memory=1G): $(grant_of n1 0 "$out")"
 grep -q "devq: job $out: --devq-memory=1073741824 is above the site's cap of 100663296 bytes on GPU 0" \
 	"$D/log/slurmd.n1.log" || fail "(10) job $out: no line saying its --devq-memory was capped"
-out=$(asuser srun -w n1 --gres=shard:2 sh -c 'echo $SLURM_JOB_ID') || fail "(10) $out"
-[ "$(grant_of n1 0 "$out")" = "2 of 4 shares, memory 67108864" ] || fail "(10) job $out (shard:2): $(grant_of n1 0 "$out")"
+# On two nodes: each prolog finds its node in slurmctld's "Nodes=n[1-2]".
+out=$(asuser srun -N2 --gres=shard:2 sh -c 'echo $SLURM_JOB_ID' | sort -u) || fail "(10) $out"
+for n in n1 n2; do
+	[ "$(grant_of $n 0 "$out")" = "2 of 4 shares, memory 67108864" ] ||
+		fail "(10) job $out (-N2, shard:2) on $n: $(grant_of $n 0 "$out")"
+done
 log "(10) GPUs, weight and cap from slurmd and the site, the job's own values ignored ($forged); --devq-shares and --devq-memory only lower: $(elapsed "$t") s"
 
 # ---- (11) the health check sweeps a grant whose job no longer runs ------
