@@ -465,11 +465,13 @@ uid=$(id -u "$JOBUSER")
 for j in 999990 999991 999992; do
 	dq n1 admin grant "job_$j" --uid "$uid" --shares 1 --of 4 --json >/dev/null || fail "(11) grant job_$j"
 done
+# (At most 60 s: killing asuser's subshell at a failure does not reach it.)
 asuser python3 -c '
 import devq, os, sys, time
+end = time.monotonic() + 60
 with devq.connect(sys.argv[1]):
     print("HELD", flush=True)
-    while not os.path.exists(sys.argv[2]):
+    while not os.path.exists(sys.argv[2]) and time.monotonic() < end:
         time.sleep(0.05)' "$(tenant n1 job_999991 't["socket"]')" "$D/out/L.go" >"$D/out/L" 2>&1 &
 PIDS+=($!)
 # A running job's grant, without sessions.
