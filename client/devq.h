@@ -527,6 +527,13 @@ struct devq_evict_result {
  * (failed_precondition): granted to another uid; -ENOSPC: too many. */
 DEVQ_EXPORT int devq_admin_grant(devq *q, const struct devq_grant_request *req,
 				 struct devq_grant *out);
+/* devq_admin_grant, but only for a tenant already granted: -ENOENT
+ * (not_found), and nothing made, when none is granted by that name.  For
+ * whoever may update a grant but must not create one (a job's task, after
+ * its prolog granted).  A devqd older than this call ignores the
+ * restriction and creates. */
+DEVQ_EXPORT int devq_admin_update(devq *q, const struct devq_grant_request *req,
+				  struct devq_grant *out);
 /* What devqd's answer to the last devq_admin_grant warned of, "" when
  * nothing: the uid's sessions already on the main socket, which stay
  * outside the grant's cap and weight, or devqd's grant-exclusive = no,

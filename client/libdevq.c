@@ -1526,7 +1526,10 @@ static void grant_of(struct devq_grant *o, const Devq__Grant *g)
 	o->ops_in_flight = g->ops_in_flight;
 }
 
-int devq_admin_grant(devq *q, const struct devq_grant_request *req, struct devq_grant *out)
+/* devq_admin_grant and devq_admin_update: one request, update_only apart
+ * (a field of the message, not of the caller's struct, whose size is ABI). */
+static int admin_grant(devq *q, const struct devq_grant_request *req, bool update_only,
+		       struct devq_grant *out)
 {
 	if (!req || !req->tenant)
 		return fail(q, -EINVAL, "admin grant: no tenant");
@@ -1537,6 +1540,7 @@ int devq_admin_grant(devq *q, const struct devq_grant_request *req, struct devq_
 	a.of = req->of;
 	a.memory_bytes = req->memory_bytes;
 	a.priority = req->priority;
+	a.update_only = update_only;
 	Devq__ClientMessage m = DEVQ__CLIENT_MESSAGE__INIT;
 	m.body_case = DEVQ__CLIENT_MESSAGE__BODY_ADMIN_GRANT;
 	m.admin_grant = &a;
@@ -1551,6 +1555,16 @@ int devq_admin_grant(devq *q, const struct devq_grant_request *req, struct devq_
 		 rep->grant->warning ? rep->grant->warning : "");
 	devq__daemon_message__free_unpacked(rep, NULL);
 	return 0;
+}
+
+int devq_admin_grant(devq *q, const struct devq_grant_request *req, struct devq_grant *out)
+{
+	return admin_grant(q, req, false, out);
+}
+
+int devq_admin_update(devq *q, const struct devq_grant_request *req, struct devq_grant *out)
+{
+	return admin_grant(q, req, true, out);
 }
 
 const char *devq_admin_warning(const devq *q)

@@ -19,11 +19,20 @@ $(SPANK_SO): slurm/spank_devq.c
 	$(call quiet,CC,$@)$(CC) -std=c11 -D_GNU_SOURCE $(WARN) -fPIC -shared $(CFLAGS) -I$(SLURM_INCLUDE) \
 	  $(LDFLAGS) -o $@ $<
 
+# The plugin's readers of slurmctld's answers (hostlists, GRES lines) on
+# their own, spank and slurm calls stubbed: check.sh runs it first, as any
+# user.
+PARSE_CHECK = $(BUILD)/slurm/parse_check
+$(PARSE_CHECK): tests/slurm/parse_check.c slurm/spank_devq.c
+	@test -n "$(HAVE_SPANK)" || { echo "parse_check needs <slurm/spank.h>: apt-get install libslurm-dev"; exit 1; }
+	@mkdir -p $(dir $@)
+	$(call quiet,CC,$@)$(CC) -std=c11 -D_GNU_SOURCE $(WARN) $(CFLAGS) -I$(SLURM_INCLUDE) $(LDFLAGS) -o $@ $<
+
 .PHONY: check-slurm slurm
 ## build/slurm/spank_devq.so, the SPANK plugin (needs libslurm-dev)
 slurm: $(SPANK_SO)
 ## a two-node Slurm cluster here sharing devqd, podman with CDI (root)
-check-slurm: all $(SPANK_SO) python
+check-slurm: all $(SPANK_SO) $(PARSE_CHECK) python
 	tests/slurm/check.sh $(BUILD)
 
 # make install-slurm: the plugin into Slurm's plugin directory (Debian's

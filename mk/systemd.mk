@@ -9,7 +9,10 @@
 SYSTEMD_DIR   = $(BUILD)/systemd
 SYSTEMD_ROOT  = $(SYSTEMD_DIR)/root-bookworm
 SYSTEMD_SUITE = bookworm
-DEBIAN_MIRROR ?= http://deb.debian.org/debian
+# The archive debootstrap fetches from: the one this machine's apt already
+# uses (tools/debian-mirror.sh reads apt's sources), which archive a machine
+# may reach being its own configuration; DEBIAN_MIRROR=URI overrides.
+DEBIAN_MIRROR ?= $(shell tools/debian-mirror.sh)
 SYSTEMD_DEB_PACKAGES = debootstrap systemd-container
 # SYSTEMD_BUILD_DEB=0 uses the packages already in $(DEB_DIR) (CI, right
 # after make deb) instead of building them again.
@@ -31,6 +34,7 @@ systemd-deps:
 ## debootstrap the Debian 12 root of check-systemd into build/systemd/ (cached)
 systemd-root: $(SYSTEMD_ROOT)/$(SYSTEMD_STAMP)
 $(SYSTEMD_ROOT)/$(SYSTEMD_STAMP):
+	@test -n "$(DEBIAN_MIRROR)" || { echo "systemd-root: apt's sources (/etc/apt/sources.list.d/*.sources, /etc/apt/sources.list) name no Debian release to debootstrap from: make DEBIAN_MIRROR=URI"; exit 1; }
 	rm -rf $(SYSTEMD_ROOT) $(SYSTEMD_ROOT).tmp
 	mkdir -p $(SYSTEMD_DIR)
 	debootstrap --variant=minbase --include=$(SYSTEMD_ROOT_PACKAGES) $(SYSTEMD_SUITE) \

@@ -3,9 +3,19 @@
  * spank_devq: Slurm jobs share each node's GPUs through devqd.
  *
  * The job prolog grants tenant job_<JOBID> for the job's uid on every GPU of
- * the job (devctl admin grant), each task learns its tenant sockets
- * (DEVQ_SOCKET, DEVQ_SOCKETS) and the step's shard count becomes the grant's
- * weight, and the job epilog evicts the tenant, logging its usage.
+ * the job (devctl admin grant), its weight the job's shards on that GPU and
+ * its memory cap the admin's, and keeps what it granted in a record of its
+ * own (state_dir=); each task updates those grants only (--update-only:
+ * nothing the prolog did not grant is made) and learns its tenant sockets
+ * (DEVQ_SOCKET, DEVQ_SOCKETS); the job epilog evicts the tenant, logging
+ * its usage.
+ *
+ * What decides a grant comes from slurmd, never from the job: the GPUs are
+ * slurmd's SLURM_JOB_GPUS in the prolog's environment, the shards the
+ * allocation slurmctld holds (scontrol show job -d, once per job and node,
+ * in the prolog), the caps plugstack.conf's.  The job's own options and
+ * variables can only lower the weight and the cap.  slurm/README.md says
+ * why each source is one the job cannot set.
  *
  * The plugin runs devctl rather than linking libdevq.  A devqd that hangs
  * must not hang slurmd's prolog or a task's start: a child process can be
@@ -25,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -35,7 +46,10 @@
 SPANK_PLUGIN(devq, 1);
 
 #define MAX_GPUS 64
-#define OUT_MAX 8192
+/* What a child may print that is read: scontrol show job -d of a job on
+ * many nodes (a line per node group) runs to kilobytes. */
+#define OUT_MAX 65536
+#define ERR_MAX 8192
 /* devqd's bounds on a grant: a weight of 1 to 64, of at most 65536. */
 #define MAX_SHARES 64
 #define MAX_OF 65536
@@ -45,14 +59,20 @@ static struct {
 	unsigned shards_per_gpu;   /* M: the "of" of every grant */
 	char socket_tmpl[256];     /* %g: GPU index, %n: slurmd's node name */
 	char devctl[256];          /* absolute path */
+	char scontrol[256];        /* absolute path */
+	char state_dir[256];       /* the prolog's records, root's, 0700 */
 	bool fail_closed;          /* a refused grant fails the prolog */
 	bool allow_priority;       /* --devq-priority accepted */
-	unsigned timeout_s;        /* each devctl run */
+	unsigned timeout_s;        /* each devctl or scontrol run */
 	unsigned grace_ms;         /* devctl admin evict --grace */
+	uint64_t memory_per_shard; /* the cap per allocated shard (0: none) */
+	uint64_t max_memory;       /* the cap of any grant (0: none) */
 } cfg = {
 	.shards_per_gpu = 1,
 	.socket_tmpl = "/run/devqd/gpu%g.sock",
 	.devctl = "/usr/bin/devctl",
+	.scontrol = "/usr/bin/scontrol",
+	.state_dir = "/run/slurm-devq",
 	.fail_closed = true,
 	.allow_priority = false,
 	.timeout_s = 10,
@@ -146,13 +166,13 @@ static int opt_priority_cb(int val, const char *arg, int remote)
  * spank_options table. */
 static struct spank_option opt_memory = {
 	"devq-memory", "SIZE",
-	"devq: cap the job's GPU memory (shared plus device bytes, all its processes) "
-	"on each GPU; K, M, G, T suffixes",
+	"devq: lower the job's GPU memory cap (shared plus device bytes, all its "
+	"processes) on each GPU below the site's; K, M, G, T suffixes",
 	1, 0, opt_memory_cb,
 };
 static struct spank_option opt_shares = {
 	"devq-shares", "N",
-	"devq: the job's weight on each GPU until a step's shard count sets it",
+	"devq: lower the job's weight on each GPU below its shard count",
 	1, 0, opt_shares_cb,
 };
 static struct spank_option opt_priority = {
@@ -196,6 +216,18 @@ static int parse_args(int ac, char **av)
 			bad = v[0] != '/' || strlen(v) >= sizeof(cfg.devctl);
 			if (!bad)
 				snprintf(cfg.devctl, sizeof(cfg.devctl), "%s", v);
+		} else if (kl == 8 && !strncmp(a, "scontrol", kl)) {
+			bad = v[0] != '/' || strlen(v) >= sizeof(cfg.scontrol);
+			if (!bad)
+				snprintf(cfg.scontrol, sizeof(cfg.scontrol), "%s", v);
+		} else if (kl == 9 && !strncmp(a, "state_dir", kl)) {
+			bad = v[0] != '/' || !v[1] || strlen(v) >= sizeof(cfg.state_dir);
+			if (!bad)
+				snprintf(cfg.state_dir, sizeof(cfg.state_dir), "%s", v);
+		} else if (kl == 16 && !strncmp(a, "memory_per_shard", kl)) {
+			bad = parse_size(v, &cfg.memory_per_shard);
+		} else if (kl == 10 && !strncmp(a, "max_memory", kl)) {
+			bad = parse_size(v, &cfg.max_memory);
 		} else if (kl == 11 && !strncmp(a, "fail_closed", kl)) {
 			bad = parse_bool(v, &cfg.fail_closed);
 		} else if (kl == 14 && !strncmp(a, "allow_priority", kl)) {
@@ -206,7 +238,8 @@ static int parse_args(int ac, char **av)
 			bad = parse_uint(v, 0, 3600000, &cfg.grace_ms);
 		} else {
 			slurm_error("devq: unknown plugstack.conf argument '%s' (known: shards_per_gpu, "
-				    "socket, devctl, fail_closed, allow_priority, timeout, grace_ms)",
+				    "socket, devctl, scontrol, state_dir, memory_per_shard, "
+				    "max_memory, fail_closed, allow_priority, timeout, grace_ms)",
 				    a);
 			return -1;
 		}
@@ -234,13 +267,13 @@ int slurm_spank_init(spank_t sp, int ac, char **av)
 	return 0;
 }
 
-/* ---- running devctl ------------------------------------------------------- */
+/* ---- running devctl and scontrol ------------------------------------------ */
 
 struct run {
 	int status;            /* exit status, or -1: did not run / killed */
 	bool timed_out;
 	char out[OUT_MAX];
-	char err[OUT_MAX];
+	char err[ERR_MAX];
 };
 
 static double now_s(void)
@@ -257,13 +290,22 @@ static void trim(char *s)
 		s[--n] = '\0';
 }
 
-/* Runs devctl with argv (argv[0] is cfg.devctl), capturing stdout and
- * stderr, killing it at cfg.timeout_s.  Its environment is fixed: nothing of
- * the job's (DEVQ_SOCKET above all) reaches it. */
-static void run_devctl(char *const argv[], struct run *r)
+/* Runs argv[0] (an absolute path: cfg.devctl or cfg.scontrol) with argv,
+ * capturing stdout and stderr, killing it at cfg.timeout_s.  Its
+ * environment is fixed: nothing of the job's (DEVQ_SOCKET above all)
+ * reaches it; with slurm_conf, the SLURM_CONF of slurmd's own environment
+ * (this process's, not the job's), so that scontrol asks this cluster. */
+static void run_prog(char *const argv[], bool slurm_conf, struct run *r)
 {
 	memset(r, 0, sizeof(*r));
 	r->status = -1;
+	static char conf[4096 + 16];
+	char *envp[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C", NULL, NULL};
+	const char *c = slurm_conf ? getenv("SLURM_CONF") : NULL;
+	if (c && *c && strlen(c) < 4096) {
+		snprintf(conf, sizeof(conf), "SLURM_CONF=%s", c);
+		envp[2] = conf;
+	}
 	int po[2], pe[2];
 	if (pipe2(po, O_CLOEXEC) < 0) {
 		snprintf(r->err, sizeof(r->err), "pipe: %s", strerror(errno));
@@ -281,7 +323,6 @@ static void run_devctl(char *const argv[], struct run *r)
 	sigaction(SIGCHLD, &dfl, &old);
 	pid_t pid = fork();
 	if (pid == 0) {
-		static char *const envp[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C", NULL};
 		dup2(po[1], 1);
 		dup2(pe[1], 2);
 		int nul = open("/dev/null", O_RDONLY);
@@ -323,7 +364,8 @@ static void run_devctl(char *const argv[], struct run *r)
 				continue;
 			char *buf = i ? r->err : r->out;
 			size_t *len = i ? &ne : &no;
-			char tmp[1024];
+			size_t cap = i ? sizeof(r->err) : sizeof(r->out);
+			char tmp[4096];
 			ssize_t k = read(pf[i].fd, tmp, sizeof(tmp));
 			if (k <= 0) {
 				close(pf[i].fd);
@@ -331,7 +373,7 @@ static void run_devctl(char *const argv[], struct run *r)
 				open_fds--;
 				continue;
 			}
-			size_t room = OUT_MAX - 1 - *len;
+			size_t room = cap - 1 - *len;
 			size_t c = (size_t)k < room ? (size_t)k : room;
 			memcpy(buf + *len, tmp, c);
 			*len += c;
@@ -352,8 +394,8 @@ static void run_devctl(char *const argv[], struct run *r)
 	trim(r->out);
 	trim(r->err);
 	if (r->timed_out)
-		snprintf(r->err, sizeof(r->err), "devctl did not answer within %u s (timeout=)",
-			 cfg.timeout_s);
+		snprintf(r->err, sizeof(r->err), "%s did not answer within %u s (timeout=)",
+			 argv[0], cfg.timeout_s);
 }
 
 /* devctl's reason: its {"error":"..."} object (with --json) as plain text. */
@@ -367,7 +409,7 @@ static const char *reason(struct run *r)
 			*q = '\0';
 		return e;
 	}
-	return r->err[0] ? r->err : r->status >= 0 ? "devctl failed and said nothing" : "devctl did not run";
+	return r->err[0] ? r->err : r->status >= 0 ? "it failed and said nothing" : "it did not run";
 }
 
 /* The string value of "key" in devctl's JSON object; 0 when found. */
@@ -436,9 +478,16 @@ static int parse_gpus(const char *s, unsigned *gpus)
 	return n;
 }
 
+static const char *node_name(void)
+{
+	/* slurmd's, in every hook's own environment (not the job's). */
+	const char *n = getenv("SLURMD_NODENAME");
+	return n && *n ? n : NULL;
+}
+
 static int socket_of(unsigned gpu, char *out, size_t cap)
 {
-	const char *node = getenv("SLURMD_NODENAME");
+	const char *node = node_name();
 	size_t n = 0;
 	for (const char *p = cfg.socket_tmpl; *p; p++) {
 		char add[64];
@@ -447,7 +496,7 @@ static int socket_of(unsigned gpu, char *out, size_t cap)
 			snprintf(add, sizeof(add), "%u", gpu);
 			p++;
 		} else if (*p == '%' && p[1] == 'n') {
-			if (!node || !*node)
+			if (!node)
 				return -1;
 			s = node;
 			p++;
@@ -475,9 +524,10 @@ struct job {
 	int ngpus;
 };
 
-/* The job's id, uid and GPUs.  0: go on; 1: not a devq job (no GPUs); -1:
- * an error, already logged. */
-static int job_get(spank_t sp, struct job *j, const char *gpu_list)
+/* The job's id and uid, from slurmstepd (spank items), else from the
+ * hook's own environment, which slurmd builds for the prolog and epilog.
+ * 0, or -1: an error, already logged. */
+static int job_ids(spank_t sp, struct job *j)
 {
 	memset(j, 0, sizeof(*j));
 	if (spank_get_item(sp, S_JOB_ID, &j->id) != ESPANK_SUCCESS) {
@@ -497,34 +547,275 @@ static int job_get(spank_t sp, struct job *j, const char *gpu_list)
 		j->uid = (uid_t)strtoul(s, NULL, 10);
 	}
 	snprintf(j->tenant, sizeof(j->tenant), "job_%" PRIu32, j->id);
+	return 0;
+}
+
+/* The job's GPUs from slurmd's SLURM_JOB_GPUS (the prolog's and epilog's
+ * environment).  0: go on; 1: no GPUs here; -1: an error, already logged. */
+static int job_gpus(struct job *j, const char *gpu_list)
+{
+	j->ngpus = 0;
 	if (!gpu_list || !*gpu_list)
 		return 1;
 	j->ngpus = parse_gpus(gpu_list, j->gpus);
 	if (j->ngpus < 0) {
 		slurm_error("devq: job %" PRIu32 ": cannot read the GPU list '%s'", j->id, gpu_list);
+		j->ngpus = 0;
 		return -1;
 	}
 	return j->ngpus ? 0 : 1;
 }
 
+/* ---- what the job holds: Slurm's allocation ---------------------------------- */
+
+/* Whether name is one of the hosts of Slurm's hostlist item [p, end) (one
+ * item: no comma outside brackets), e.g. "n[1-2]", "gpu[01-16]a", "login1":
+ * each bracket a list of numbers and ranges, zero-padded to the width of
+ * the range's low end when that starts with 0. */
+static bool host_match(const char *p, const char *end, const char *name)
+{
+	while (p < end && *p != '[') {
+		if (*name != *p)
+			return false;
+		p++, name++;
+	}
+	if (p == end)
+		return *name == '\0';
+	const char *close = memchr(p, ']', (size_t)(end - p));
+	if (!close)
+		return false;
+	size_t digits = 0;
+	while (isdigit((unsigned char)name[digits]))
+		digits++;
+	for (size_t d = 1; d <= digits && d <= 18; d++) {
+		unsigned long long v = 0;
+		for (size_t i = 0; i < d; i++)
+			v = v * 10 + (unsigned)(name[i] - '0');
+		for (const char *r = p + 1; r < close;) {
+			const char *re = r;
+			while (re < close && *re != ',')
+				re++;
+			const char *dash = memchr(r, '-', (size_t)(re - r));
+			const char *le = dash ? dash : re;
+			unsigned long long lo = 0, hi = 0;
+			bool ok = le > r && le - r <= 18;
+			for (const char *x = r; ok && x < le; x++)
+				ok = isdigit((unsigned char)*x), lo = lo * 10 + (unsigned)(*x - '0');
+			hi = lo;
+			if (ok && dash) {
+				ok = re > dash + 1 && re - dash - 1 <= 18;
+				hi = 0;
+				for (const char *x = dash + 1; ok && x < re; x++)
+					ok = isdigit((unsigned char)*x),
+					hi = hi * 10 + (unsigned)(*x - '0');
+			}
+			size_t lw = (size_t)(le - r);
+			bool width = lw > 1 && *r == '0' ? d == lw : d == 1 || name[0] != '0';
+			if (ok && width && v >= lo && v <= hi && host_match(close + 1, end, name + d))
+				return true;
+			r = re < close ? re + 1 : re;
+		}
+	}
+	return false;
+}
+
+/* Whether name is in Slurm's hostlist expression [list, list + len). */
+static bool hostlist_has(const char *list, size_t len, const char *name)
+{
+	size_t i = 0;
+	while (i < len) {
+		size_t s = i;
+		int depth = 0;
+		while (i < len && (depth || list[i] != ',')) {
+			depth += list[i] == '[' ? 1 : list[i] == ']' && depth ? -1 : 0;
+			i++;
+		}
+		if (host_match(list + s, list + i, name))
+			return true;
+		i++;
+	}
+	return false;
+}
+
+/* One GRES of a node's allocation, "gpu:2(IDX:0-1)", "gpu:a100:1(IDX:3)",
+ * "shard:3(IDX:0)": a whole GPU is all of its shards_per_gpu; shards on
+ * several GPUs are split evenly, at least one each (Slurm says how many
+ * the node has, not how they split); shards that name no GPU are split
+ * over the job's.  Into shards[], by the job's GPUs' order; the most any
+ * GRES gives a GPU counts. */
+static void alloc_gres(const char *e, size_t len, const struct job *j, unsigned *shards)
+{
+	char b[512];
+	if (len >= sizeof(b))
+		return;
+	memcpy(b, e, len);
+	b[len] = '\0';
+	char *idx = NULL, *paren = strchr(b, '(');
+	if (paren) {
+		*paren = '\0';
+		idx = strstr(paren + 1, "IDX:");
+		char *close = idx ? strchr(idx, ')') : NULL;
+		if (close) {
+			*close = '\0';
+			idx += 4;
+		} else {
+			idx = NULL;
+		}
+	}
+	char *colon = strchr(b, ':');
+	if (!colon)
+		return;
+	*colon = '\0';
+	bool whole = !strcmp(b, "gpu"), shard = !strcmp(b, "shard");
+	if (!whole && !shard)
+		return;
+	char *last = strrchr(colon + 1, ':');
+	unsigned count;
+	if (parse_uint(last ? last + 1 : colon + 1, 1, 1000000000, &count) < 0)
+		return;
+	unsigned list[MAX_GPUS];
+	int n = idx ? parse_gpus(idx, list) : -1;
+	if (n <= 0) {
+		if (whole)
+			return; /* which GPUs is not said */
+		n = j->ngpus;
+		memcpy(list, j->gpus, sizeof(list[0]) * (size_t)n);
+	}
+	unsigned per = whole ? cfg.shards_per_gpu : count / (unsigned)n ? count / (unsigned)n : 1;
+	for (int k = 0; k < n; k++)
+		for (int i = 0; i < j->ngpus; i++)
+			if (j->gpus[i] == list[k] && shards[i] < per)
+				shards[i] = per;
+}
+
+/* The shards of each of the job's GPUs on this node, from scontrol show
+ * job -d: its "Nodes=HOSTLIST ... GRES=..." lines, the one naming this
+ * node.  0 (shards[] filled, 0 for a GPU no line names), or -1 with why. */
+static int alloc_parse(const char *out, const struct job *j, unsigned *shards, char *why,
+		       size_t n)
+{
+	const char *node = node_name();
+	bool seen = false;
+	for (const char *l = out; *l;) {
+		const char *eol = strchr(l, '\n');
+		if (!eol)
+			eol = l + strlen(l);
+		const char *p = l;
+		while (p < eol && *p == ' ')
+			p++;
+		if (eol - p > 6 && !strncmp(p, "Nodes=", 6)) {
+			const char *h = p + 6, *he = h;
+			while (he < eol && *he != ' ')
+				he++;
+			const char *g = NULL;
+			for (const char *x = he; x + 6 <= eol; x++)
+				if (!strncmp(x, " GRES=", 6)) {
+					g = x + 6;
+					break;
+				}
+			/* Without slurmd's node name, a job on one node group
+			 * is still read. */
+			if (g && (node ? hostlist_has(h, (size_t)(he - h), node) : !seen)) {
+				seen = true;
+				const char *ge = g;
+				while (ge < eol && *ge != ' ')
+					ge++;
+				for (const char *s = g; s < ge;) {
+					const char *x = s;
+					int depth = 0;
+					while (x < ge && (depth || *x != ',')) {
+						depth += *x == '(' ? 1 : *x == ')' && depth ? -1 : 0;
+						x++;
+					}
+					alloc_gres(s, (size_t)(x - s), j, shards);
+					s = x < ge ? x + 1 : x;
+				}
+			}
+		}
+		l = *eol ? eol + 1 : eol;
+	}
+	if (!seen) {
+		snprintf(why, n, "no GRES line for node %s in scontrol's answer", node ? node : "?");
+		return -1;
+	}
+	return 0;
+}
+
+/* Asks slurmctld what the job holds on this node (scontrol show job -d
+ * JOBID): once per job and node, in the prolog, killed at timeout=.  Not
+ * the job's environment, which the job sets. */
+static int job_alloc(const struct job *j, unsigned *shards, char *why, size_t n)
+{
+	char id[16];
+	snprintf(id, sizeof(id), "%" PRIu32, j->id);
+	char *argv[] = {cfg.scontrol, "show", "job", "-d", id, NULL};
+	struct run *r = malloc(sizeof(*r));
+	if (!r) {
+		snprintf(why, n, "out of memory");
+		return -1;
+	}
+	run_prog(argv, true, r);
+	int rc;
+	if (r->status != 0) {
+		snprintf(why, n, "%s show job -d %s: %.200s", cfg.scontrol, id, reason(r));
+		rc = -1;
+	} else {
+		rc = alloc_parse(r->out, j, shards, why, n);
+	}
+	free(r);
+	return rc;
+}
+
+/* ---- the grants ----------------------------------------------------------- */
+
+/* What the prolog granted the job on this node, one entry per GPU. */
+struct plan {
+	uid_t uid;
+	bool priority;
+	int n;
+	struct {
+		unsigned gpu, shares;
+		uint64_t memory; /* 0: no cap */
+	} g[MAX_GPUS];
+};
+
+static uint64_t min_cap(uint64_t a, uint64_t b)
+{
+	return !a ? b : !b ? a : a < b ? a : b;
+}
+
+/* The admin's cap for a GPU of which the job holds shards: memory_per_shard
+ * times them, at most max_memory; 0 when neither is set. */
+static uint64_t admin_cap(unsigned shards)
+{
+	uint64_t c = 0;
+	if (cfg.memory_per_shard)
+		c = shards > UINT64_MAX / cfg.memory_per_shard ? UINT64_MAX
+							       : cfg.memory_per_shard * shards;
+	return min_cap(c, cfg.max_memory);
+}
+
 /* devctl --socket S admin grant job_N --uid U --shares K --of M [--memory B]
- * [--priority] --json; the tenant socket into sock. */
-static int grant(spank_t sp, const struct job *j, unsigned gpu, unsigned shares, char *sock,
-		 size_t cap, struct run *r)
+ * [--priority] [--update-only] --json; the tenant socket into sock. */
+static int grant(const struct job *j, unsigned gpu, unsigned shares, uint64_t memory,
+		 bool priority, bool update_only, char *sock, size_t cap, struct run *r)
 {
 	char path[512], uid[24], sh[16], of[16], mem[24];
 	if (socket_of(gpu, path, sizeof(path)) < 0) {
+		memset(r, 0, sizeof(*r));
 		snprintf(r->err, sizeof(r->err), "socket template '%s' does not expand for GPU %u",
 			 cfg.socket_tmpl, gpu);
 		r->status = -1;
 		return -1;
 	}
 	snprintf(uid, sizeof(uid), "%u", (unsigned)j->uid);
-	/* A weight within devqd's bounds: at most 64, and at most M. */
+	/* A weight within devqd's bounds: 1 to 64, and at most M. */
 	if (shares > MAX_SHARES)
 		shares = MAX_SHARES;
 	if (shares > cfg.shards_per_gpu)
 		shares = cfg.shards_per_gpu;
+	if (!shares)
+		shares = 1;
 	snprintf(sh, sizeof(sh), "%u", shares);
 	snprintf(of, sizeof(of), "%u", cfg.shards_per_gpu);
 	char *argv[20];
@@ -541,24 +832,18 @@ static int grant(spank_t sp, const struct job *j, unsigned gpu, unsigned shares,
 	argv[n++] = sh;
 	argv[n++] = "--of";
 	argv[n++] = of;
-	char *val = NULL;
-	uint64_t bytes;
-	if (spank_option_getopt(sp, &opt_memory, &val) == ESPANK_SUCCESS && val &&
-	    parse_size(val, &bytes) == 0) {
-		snprintf(mem, sizeof(mem), "%" PRIu64, bytes);
+	if (memory) {
+		snprintf(mem, sizeof(mem), "%" PRIu64, memory);
 		argv[n++] = "--memory";
 		argv[n++] = mem;
 	}
-	if (spank_option_getopt(sp, &opt_priority, &val) == ESPANK_SUCCESS) {
-		if (cfg.allow_priority)
-			argv[n++] = "--priority";
-		else
-			slurm_info("devq: job %" PRIu32 ": --devq-priority ignored: not allowed "
-				   "here (allow_priority=no)", j->id);
-	}
+	if (priority)
+		argv[n++] = "--priority";
+	if (update_only)
+		argv[n++] = "--update-only";
 	argv[n++] = "--json";
 	argv[n] = NULL;
-	run_devctl(argv, r);
+	run_prog(argv, false, r);
 	if (r->status != 0)
 		return -1;
 	if (json_string(r->out, "socket", sock, cap) < 0) {
@@ -586,7 +871,7 @@ static void evict(const struct job *j, unsigned gpu, bool quiet_not_found)
 	struct run *r = malloc(sizeof(*r));
 	if (!r)
 		return;
-	run_devctl(argv, r);
+	run_prog(argv, false, r);
 	if (r->status == 0) {
 		/* The usage line: what the job used on this GPU. */
 		slurm_info("devq: job %" PRIu32 " GPU %u usage: %s", j->id, gpu, r->out);
@@ -600,16 +885,175 @@ static void evict(const struct job *j, unsigned gpu, bool quiet_not_found)
 	free(r);
 }
 
+/* ---- the prolog's record ---------------------------------------------------- */
+
+/* The prolog keeps what it granted in state_dir (root's, not writable by
+ * anyone else), one file per job and node: the task hook reads its GPUs,
+ * weights and caps there, where the job cannot write, rather than in the
+ * job's environment, where it can.  The directory is made 0700 when
+ * missing; one that is not a directory of this uid's, or that others may
+ * write, is refused.  An open fd, or -1 with why. */
+static int state_open(bool create, char *why, size_t n)
+{
+	if (create && mkdir(cfg.state_dir, 0700) < 0 && errno != EEXIST) {
+		snprintf(why, n, "mkdir %s: %s", cfg.state_dir, strerror(errno));
+		return -1;
+	}
+	int fd = open(cfg.state_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0) {
+		int e = errno; /* record_read tells a missing directory by it */
+		snprintf(why, n, "%s: %s", cfg.state_dir, strerror(e));
+		errno = e;
+		return -1;
+	}
+	struct stat st;
+	if (fstat(fd, &st) < 0 || st.st_uid != geteuid() || (st.st_mode & 022)) {
+		snprintf(why, n, "%s is not a directory of uid %u that only it may write (state_dir=)",
+			 cfg.state_dir, (unsigned)geteuid());
+		close(fd);
+		errno = EPERM;
+		return -1;
+	}
+	return fd;
+}
+
+/* "job_42", or "job_42@n1" with slurmd's node name (several slurmd on one
+ * host share state_dir); a node name with a '/' is left out. */
+static void record_name(const struct job *j, char *out, size_t n)
+{
+	const char *node = node_name();
+	if (node && !strchr(node, '/') && strlen(node) < 128)
+		snprintf(out, n, "%s@%s", j->tenant, node);
+	else
+		snprintf(out, n, "%s", j->tenant);
+}
+
+#define RECORD_HEADER "devq-slurm job v1"
+
+/* Written whole to a temporary file and renamed over: a task reads the
+ * prolog's record or none.  0, or -1 with why. */
+static int record_write(const struct job *j, const struct plan *p, char *why, size_t n)
+{
+	int dfd = state_open(true, why, n);
+	if (dfd < 0)
+		return -1;
+	char name[192], tmp[200];
+	record_name(j, name, sizeof(name));
+	snprintf(tmp, sizeof(tmp), "%s.new", name);
+	if (unlinkat(dfd, tmp, 0) < 0 && errno != ENOENT) {
+		snprintf(why, n, "%s/%s: %s", cfg.state_dir, tmp, strerror(errno));
+		close(dfd);
+		return -1;
+	}
+	int fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+	if (!f) {
+		snprintf(why, n, "%s/%s: %s", cfg.state_dir, tmp, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		close(dfd);
+		return -1;
+	}
+	fprintf(f, "%s uid %u priority %d\n", RECORD_HEADER, (unsigned)p->uid, p->priority);
+	for (int i = 0; i < p->n; i++)
+		fprintf(f, "gpu %u shares %u memory %" PRIu64 "\n", p->g[i].gpu, p->g[i].shares,
+			p->g[i].memory);
+	bool ok = fflush(f) == 0 && !ferror(f);
+	ok = fclose(f) == 0 && ok;
+	if (!ok || renameat(dfd, tmp, dfd, name) < 0) {
+		snprintf(why, n, "%s/%s: %s", cfg.state_dir, name, strerror(errno));
+		unlinkat(dfd, tmp, 0);
+		close(dfd);
+		return -1;
+	}
+	close(dfd);
+	return 0;
+}
+
+/* 0 with *p filled; 1: no record (the prolog granted nothing here); -1: an
+ * error, with why. */
+static int record_read(const struct job *j, struct plan *p, char *why, size_t n)
+{
+	memset(p, 0, sizeof(*p));
+	int dfd = state_open(false, why, n);
+	if (dfd < 0)
+		return errno == ENOENT ? 1 : -1;
+	char name[192];
+	record_name(j, name, sizeof(name));
+	int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	close(dfd);
+	if (fd < 0) {
+		if (errno == ENOENT)
+			return 1;
+		snprintf(why, n, "%s/%s: %s", cfg.state_dir, name, strerror(errno));
+		return -1;
+	}
+	FILE *f = fdopen(fd, "r");
+	if (!f) {
+		snprintf(why, n, "%s/%s: %s", cfg.state_dir, name, strerror(errno));
+		close(fd);
+		return -1;
+	}
+	char line[256];
+	unsigned uid;
+	int prio, rc = 0;
+	if (!fgets(line, sizeof(line), f) ||
+	    sscanf(line, RECORD_HEADER " uid %u priority %d", &uid, &prio) != 2) {
+		rc = -1;
+	} else {
+		p->uid = (uid_t)uid;
+		p->priority = prio != 0;
+		while (rc == 0 && fgets(line, sizeof(line), f)) {
+			unsigned g, sh;
+			uint64_t mem;
+			if (p->n == MAX_GPUS ||
+			    sscanf(line, "gpu %u shares %u memory %" SCNu64, &g, &sh, &mem) != 3)
+				rc = -1;
+			else
+				p->g[p->n].gpu = g, p->g[p->n].shares = sh, p->g[p->n++].memory = mem;
+		}
+	}
+	if (rc)
+		snprintf(why, n, "%s/%s: not a record of this plugin's", cfg.state_dir, name);
+	fclose(f);
+	return rc;
+}
+
+static void record_remove(const struct job *j)
+{
+	char why[1024], name[192];
+	int dfd = state_open(false, why, sizeof(why));
+	if (dfd < 0)
+		return;
+	record_name(j, name, sizeof(name));
+	if (unlinkat(dfd, name, 0) < 0 && errno != ENOENT)
+		slurm_error("devq: job %" PRIu32 ": %s/%s: %s", j->id, cfg.state_dir, name,
+			    strerror(errno));
+	close(dfd);
+}
+
 /* ---- the hooks ------------------------------------------------------------ */
 
-static unsigned initial_shares(spank_t sp)
+/* The job's --devq-shares (0: none given). */
+static unsigned opt_shares_val(spank_t sp)
 {
 	char *val = NULL;
 	unsigned n;
 	if (spank_option_getopt(sp, &opt_shares, &val) == ESPANK_SUCCESS && val &&
 	    parse_uint(val, 1, MAX_SHARES, &n) == 0)
 		return n;
-	return 1;
+	return 0;
+}
+
+/* The job's --devq-memory in bytes (0: none given). */
+static uint64_t opt_memory_val(spank_t sp)
+{
+	char *val = NULL;
+	uint64_t b;
+	if (spank_option_getopt(sp, &opt_memory, &val) == ESPANK_SUCCESS && val &&
+	    parse_size(val, &b) == 0)
+		return b;
+	return 0;
 }
 
 int slurm_spank_job_prolog(spank_t sp, int ac, char **av)
@@ -619,18 +1063,69 @@ int slurm_spank_job_prolog(spank_t sp, int ac, char **av)
 	if (parse_args(ac, av) < 0)
 		return -1;
 	struct job j;
-	int k = job_get(sp, &j, getenv("SLURM_JOB_GPUS"));
-	if (k)
-		return k > 0 ? 0 : cfg.fail_closed ? -1 : 0;
-	unsigned shares = initial_shares(sp);
-	struct run *r = malloc(sizeof(*r));
-	if (!r)
+	if (job_ids(sp, &j) < 0)
 		return cfg.fail_closed ? -1 : 0;
+	int k = job_gpus(&j, getenv("SLURM_JOB_GPUS"));
+	if (k) {
+		record_remove(&j); /* one of an earlier job with this id */
+		return k > 0 ? 0 : cfg.fail_closed ? -1 : 0;
+	}
+	/* The shards the allocation holds on each GPU.  Without Slurm's
+	 * answer the job gets the least (1 shard's weight and cap), never
+	 * more than it holds. */
+	unsigned alloc[MAX_GPUS] = {0};
+	char why[1024];
+	bool known = job_alloc(&j, alloc, why, sizeof(why)) == 0;
+	if (!known)
+		slurm_error("devq: job %" PRIu32 ": cannot learn its shards from Slurm (%s): "
+			    "the weight and cap of 1 shard on each GPU", j.id, why);
+	unsigned want = opt_shares_val(sp);
+	uint64_t want_mem = opt_memory_val(sp);
+	char *val = NULL;
+	bool prio = spank_option_getopt(sp, &opt_priority, &val) == ESPANK_SUCCESS;
+	if (prio && !cfg.allow_priority) {
+		slurm_info("devq: job %" PRIu32 ": --devq-priority ignored: not allowed here "
+			   "(allow_priority=no)", j.id);
+		prio = false;
+	}
+	struct plan *p = calloc(1, sizeof(*p));
+	struct run *r = malloc(sizeof(*r));
+	if (!p || !r) {
+		free(p);
+		free(r);
+		return cfg.fail_closed ? -1 : 0;
+	}
+	p->uid = j.uid;
+	p->priority = prio;
+	int rc = 0;
 	for (int i = 0; i < j.ngpus; i++) {
+		unsigned held = alloc[i];
+		if (!held) {
+			if (known)
+				slurm_error("devq: job %" PRIu32 ": GPU %u is in SLURM_JOB_GPUS but "
+					    "not in the job's GRES as Slurm shows it: the weight "
+					    "and cap of 1 shard", j.id, j.gpus[i]);
+			held = 1;
+		}
+		unsigned shares = held > MAX_SHARES ? MAX_SHARES : held;
+		if (shares > cfg.shards_per_gpu)
+			shares = cfg.shards_per_gpu;
+		if (want && want < shares)
+			shares = want;
+		uint64_t cap = admin_cap(held), mem = min_cap(cap, want_mem);
+		if (cap && want_mem > cap)
+			slurm_info("devq: job %" PRIu32 ": --devq-memory=%" PRIu64 " is above "
+				   "the site's cap of %" PRIu64 " bytes on GPU %u: capped there",
+				   j.id, want_mem, cap, j.gpus[i]);
 		char sock[512];
-		if (grant(sp, &j, j.gpus[i], shares, sock, sizeof(sock), r) == 0) {
-			slurm_info("devq: job %" PRIu32 ": tenant %s for uid %u on GPU %u: %s",
-				   j.id, j.tenant, (unsigned)j.uid, j.gpus[i], sock);
+		if (grant(&j, j.gpus[i], shares, mem, prio, false, sock, sizeof(sock), r) == 0) {
+			slurm_info("devq: job %" PRIu32 ": tenant %s for uid %u on GPU %u: %u of "
+				   "%u shares (%u held), memory cap %" PRIu64 ": %s",
+				   j.id, j.tenant, (unsigned)j.uid, j.gpus[i], shares,
+				   cfg.shards_per_gpu, held, mem, sock);
+			p->g[p->n].gpu = j.gpus[i];
+			p->g[p->n].shares = shares;
+			p->g[p->n++].memory = mem;
 			continue;
 		}
 		char path[512] = "";
@@ -638,16 +1133,36 @@ int slurm_spank_job_prolog(spank_t sp, int ac, char **av)
 		slurm_error("devq: job %" PRIu32 ": devqd at %s (GPU %u) did not grant %s: %s%s",
 			    j.id, path, j.gpus[i], j.tenant, reason(r),
 			    cfg.fail_closed ? "; failing the prolog (fail_closed=yes)" : "");
-		if (!cfg.fail_closed)
-			continue;
-		/* Nothing half-granted outlives a failed prolog. */
-		for (int b = 0; b < i; b++)
-			evict(&j, j.gpus[b], true);
-		free(r);
-		return -1;
+		if (cfg.fail_closed) {
+			rc = -1;
+			break;
+		}
 	}
+	if (!rc && record_write(&j, p, why, sizeof(why)) < 0) {
+		slurm_error("devq: job %" PRIu32 ": cannot keep what was granted: %s%s", j.id, why,
+			    cfg.fail_closed ? "; failing the prolog (fail_closed=yes)"
+					    : "; its tasks get no tenant socket");
+		if (cfg.fail_closed)
+			rc = -1;
+	}
+	if (rc) {
+		/* Nothing half-granted outlives a failed prolog. */
+		for (int b = 0; b < p->n; b++)
+			evict(&j, p->g[b].gpu, true);
+		record_remove(&j);
+	}
+	free(p);
 	free(r);
-	return 0;
+	return rc;
+}
+
+/* Whether gpu is in list[0..n). */
+static bool has_gpu(const unsigned *list, int n, unsigned gpu)
+{
+	for (int i = 0; i < n; i++)
+		if (list[i] == gpu)
+			return true;
+	return false;
 }
 
 int slurm_spank_task_init_privileged(spank_t sp, int ac, char **av)
@@ -658,36 +1173,92 @@ int slurm_spank_task_init_privileged(spank_t sp, int ac, char **av)
 		return -1;
 	if (!spank_remote(sp))
 		return 0;
-	/* The step's GPUs (an srun step), else the job's (the batch step). */
-	char list[256] = "", shards[32] = "";
-	if (spank_getenv(sp, "SLURM_STEP_GPUS", list, sizeof(list)) != ESPANK_SUCCESS || !list[0])
-		if (spank_getenv(sp, "SLURM_JOB_GPUS", list, sizeof(list)) != ESPANK_SUCCESS)
-			list[0] = '\0';
 	struct job j;
-	int k = job_get(sp, &j, list);
-	if (k)
-		return k > 0 ? 0 : cfg.fail_closed ? -1 : 0;
-	/* Slurm says how many shards the step has on this node, not how they
-	 * split among its GPUs: each GPU gets an even part, at least one. */
-	unsigned shares = initial_shares(sp), s;
+	if (job_ids(sp, &j) < 0)
+		return cfg.fail_closed ? -1 : 0;
+	/* The job's environment starts as its user's: what it says of GPUs
+	 * and shards is read only to narrow or lower what the prolog
+	 * granted, never to grant. */
+	char step_gpus[256] = "", job_gpus_env[256] = "", shards[32] = "";
+	if (spank_getenv(sp, "SLURM_STEP_GPUS", step_gpus, sizeof(step_gpus)) != ESPANK_SUCCESS)
+		step_gpus[0] = '\0';
+	if (spank_getenv(sp, "SLURM_JOB_GPUS", job_gpus_env, sizeof(job_gpus_env)) !=
+	    ESPANK_SUCCESS)
+		job_gpus_env[0] = '\0';
+	struct plan *p = malloc(sizeof(*p));
+	if (!p)
+		return cfg.fail_closed ? -1 : 0;
+	char why[1024];
+	int k = record_read(&j, p, why, sizeof(why));
+	if (k) {
+		if (k < 0)
+			slurm_error("devq: job %" PRIu32 ": %s", j.id, why);
+		else if (step_gpus[0] || job_gpus_env[0])
+			slurm_info("devq: job %" PRIu32 ": no grant of its prolog on this node: "
+				   "SLURM_STEP_GPUS='%s' SLURM_JOB_GPUS='%s' of the job's "
+				   "environment ignored", j.id, step_gpus, job_gpus_env);
+		free(p);
+		return k < 0 && cfg.fail_closed ? -1 : 0;
+	}
+	if (p->uid != j.uid) {
+		slurm_error("devq: job %" PRIu32 ": the prolog's record is of uid %u, the job's "
+			    "uid is %u", j.id, (unsigned)p->uid, (unsigned)j.uid);
+		free(p);
+		return cfg.fail_closed ? -1 : 0;
+	}
+	/* The step's GPUs (an srun step) narrow the job's to those it was
+	 * given; a GPU of no grant is ignored, and a list naming none of the
+	 * job's leaves them all. */
+	bool use[MAX_GPUS];
+	int nuse = 0;
+	unsigned list[MAX_GPUS];
+	int nl = step_gpus[0] ? parse_gpus(step_gpus, list) : -1;
+	for (int i = 0; i < p->n; i++)
+		nuse += use[i] = nl > 0 && has_gpu(list, nl, p->g[i].gpu);
+	for (int i = 0; i < nl; i++) {
+		bool granted = false;
+		for (int g = 0; g < p->n; g++)
+			granted |= p->g[g].gpu == list[i];
+		if (!granted)
+			slurm_info("devq: job %" PRIu32 ": GPU %u of SLURM_STEP_GPUS is none of "
+				   "the job's on this node: ignored", j.id, list[i]);
+	}
+	if (!nuse)
+		for (int i = 0; i < p->n; i++)
+			nuse += use[i] = true;
+	/* The step's shard count on the node, split over its GPUs, and the
+	 * step's options: each can only lower what the prolog granted. */
+	unsigned step = 0, s;
 	if (spank_getenv(sp, "SLURM_SHARDS_ON_NODE", shards, sizeof(shards)) == ESPANK_SUCCESS &&
-	    parse_uint(shards, 1, 1000000000, &s) == 0)
-		shares = (s + (unsigned)j.ngpus - 1) / (unsigned)j.ngpus;
+	    parse_uint(shards, 1, 1000000000, &s) == 0 && nuse)
+		step = (s + (unsigned)nuse - 1) / (unsigned)nuse;
+	unsigned want = opt_shares_val(sp);
+	uint64_t want_mem = opt_memory_val(sp);
 	char all[MAX_GPUS * 128] = "", first[512] = "";
 	size_t alen = 0;
 	struct run *r = malloc(sizeof(*r));
-	if (!r)
+	if (!r) {
+		free(p);
 		return cfg.fail_closed ? -1 : 0;
-	for (int i = 0; i < j.ngpus; i++) {
+	}
+	int rc = 0;
+	for (int i = 0; i < p->n; i++) {
+		if (!use[i])
+			continue;
+		unsigned shares = p->g[i].shares;
+		if (step && step < shares)
+			shares = step;
+		if (want && want < shares)
+			shares = want;
+		uint64_t mem = min_cap(p->g[i].memory, want_mem);
 		char sock[512];
-		/* grant is idempotent: it updates the weight and names the
-		 * socket the prolog's grant made. */
-		if (grant(sp, &j, j.gpus[i], shares, sock, sizeof(sock), r) < 0) {
-			slurm_error("devq: job %" PRIu32 ": GPU %u: cannot set %s's shares to %u: %s",
-				    j.id, j.gpus[i], j.tenant, shares, reason(r));
+		if (grant(&j, p->g[i].gpu, shares, mem, p->priority, true, sock, sizeof(sock), r) <
+		    0) {
+			slurm_error("devq: job %" PRIu32 ": GPU %u: cannot update %s to %u shares: "
+				    "%s", j.id, p->g[i].gpu, j.tenant, shares, reason(r));
 			if (cfg.fail_closed) {
-				free(r);
-				return -1;
+				rc = -1;
+				break;
 			}
 			continue;
 		}
@@ -702,6 +1273,9 @@ int slurm_spank_task_init_privileged(spank_t sp, int ac, char **av)
 		}
 	}
 	free(r);
+	free(p);
+	if (rc)
+		return rc;
 	if (first[0] && (spank_setenv(sp, "DEVQ_SOCKET", first, 1) != ESPANK_SUCCESS ||
 			 spank_setenv(sp, "DEVQ_SOCKETS", all, 1) != ESPANK_SUCCESS)) {
 		slurm_error("devq: job %" PRIu32 ": cannot set DEVQ_SOCKET", j.id);
@@ -717,11 +1291,20 @@ int slurm_spank_job_epilog(spank_t sp, int ac, char **av)
 	if (parse_args(ac, av) < 0)
 		return -1;
 	struct job j;
-	int k = job_get(sp, &j, getenv("SLURM_JOB_GPUS"));
-	if (k)
+	if (job_ids(sp, &j) < 0)
 		return 0;
-	/* Every GPU, even after one fails: each holds the job's memory. */
+	job_gpus(&j, getenv("SLURM_JOB_GPUS"));
+	/* slurmd's GPUs and the prolog's record's: every GPU, even after one
+	 * fails, for each holds the job's memory. */
+	struct plan *p = malloc(sizeof(*p));
+	char why[1024];
+	if (p && record_read(&j, p, why, sizeof(why)) == 0)
+		for (int i = 0; i < p->n; i++)
+			if (!has_gpu(j.gpus, j.ngpus, p->g[i].gpu) && j.ngpus < MAX_GPUS)
+				j.gpus[j.ngpus++] = p->g[i].gpu;
+	free(p);
 	for (int i = 0; i < j.ngpus; i++)
 		evict(&j, j.gpus[i], true);
+	record_remove(&j);
 	return 0;
 }

@@ -38,6 +38,7 @@ expect "$D cd" "cdi"
 expect "$D cdi " "generate --help"
 expect "$D cdi generate --s" "--socket-dir"
 expect "$D admin grant job_1 --c" "--cdi"
+expect "$D admin grant job_1 --u" "--uid --update-only"
 bash -c 'source client/devctl/devctl.bash; complete -p devctl' | grep -q _devctl &&
 	pass=$((pass + 1)) || { echo "FAIL: not registered for devctl"; fail=$((fail + 1)); }
 kill "$dpid" 2>/dev/null

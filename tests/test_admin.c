@@ -237,6 +237,71 @@ START_TEST(grant_conflicts)
 }
 END_TEST
 
+/* An update-only grant changes a granted tenant and never makes one: none
+ * by that name is not_found, with no tenant and no socket left behind,
+ * before a grant and after its evict; devctl's --update-only the same. */
+START_TEST(update_only_needs_grant)
+{
+	if (!root_or_skip("update_only_needs_grant"))
+		return;
+	struct daemon_proc d;
+	start(&d, NULL);
+	devq *q = conn(d.sock, "admin");
+	struct devq_grant_request r = { .tenant = "job_5", .uid = NOBODY, .shares = 3, .of = 4,
+					.memory_bytes = 1 << 20 };
+	struct devq_grant g;
+	struct stat st;
+	struct devq_grant *list;
+	size_t n;
+	ck_assert_int_eq(devq_admin_update(q, &r, &g), -ENOENT);
+	ck_assert_msg(strstr(devq_last_error(q), "not_found"), "%s", devq_last_error(q));
+	ck_assert_int_eq(devq_admin_tenants(q, &list, &n), 0);
+	ck_assert_uint_eq(n, 0);
+	free(list);
+	ck_assert_int_eq(stat(tenant_sock(&d, "job_5"), &st), -1);
+	/* Granted: the update changes it, the same tenant and socket. */
+	ck_assert_int_eq(grant(q, "job_5", NOBODY, 1, 4, 0, NULL), 0);
+	ck_assert_msg(devq_admin_update(q, &r, &g) == 0, "%s", devq_last_error(q));
+	ck_assert_str_eq(g.socket, tenant_sock(&d, "job_5"));
+	ck_assert_uint_eq(g.shares, 3);
+	ck_assert_uint_eq(g.memory_bytes, 1 << 20);
+	ck_assert_int_eq(devq_admin_tenants(q, &list, &n), 0);
+	ck_assert_uint_eq(n, 1);
+	ck_assert_uint_eq(list[0].shares, 3);
+	free(list);
+	/* Another uid's update is refused as a grant's is. */
+	r.uid = OTHER;
+	ck_assert_int_eq(devq_admin_update(q, &r, &g), -EPROTONOSUPPORT);
+	r.uid = NOBODY;
+	/* Evicted: not_found again, nothing made. */
+	struct devq_evict_result e;
+	ck_assert_int_eq(devq_admin_evict(q, "job_5", 0, &e), 0);
+	ck_assert_int_eq(devq_admin_update(q, &r, &g), -ENOENT);
+	ck_assert_int_eq(devq_admin_tenants(q, &list, &n), 0);
+	ck_assert_uint_eq(n, 0);
+	free(list);
+	ck_assert_int_eq(stat(tenant_sock(&d, "job_5"), &st), -1);
+	devq_disconnect(q);
+	const char *ctl = harness_bin("devctl");
+	char cmd[512];
+	snprintf(cmd, sizeof(cmd), "%s --socket %s admin grant job_6 --uid 65534 --update-only "
+		 "--json >/dev/null 2>&1", ctl, d.sock);
+	ck_assert_int_eq(WEXITSTATUS(system(cmd)), 1);
+	ck_assert_int_eq(stat(tenant_sock(&d, "job_6"), &st), -1);
+	q = conn(d.sock, "admin");
+	ck_assert_int_eq(grant(q, "job_6", NOBODY, 1, 4, 0, NULL), 0);
+	snprintf(cmd, sizeof(cmd), "%s --socket %s admin grant job_6 --uid 65534 --shares 2 "
+		 "--of 4 --update-only --json >/dev/null 2>&1", ctl, d.sock);
+	ck_assert_int_eq(WEXITSTATUS(system(cmd)), 0);
+	ck_assert_int_eq(devq_admin_tenants(q, &list, &n), 0);
+	ck_assert_uint_eq(n, 1);
+	ck_assert_uint_eq(list[0].shares, 2);
+	free(list);
+	devq_disconnect(q);
+	stop(&d);
+}
+END_TEST
+
 /* DEVQ_GRANTS_MAX (256) grants at once: the 256th is made, the 257th is
  * resource_exhausted; an update of a granted one still works. */
 START_TEST(grant_count_bound)
@@ -1673,6 +1738,7 @@ static Suite *suite(void)
 	tcase_add_test(t, grant_names);
 	tcase_add_test(t, grant_socket_path_bound);
 	tcase_add_test(t, grant_conflicts);
+	tcase_add_test(t, update_only_needs_grant);
 	tcase_add_test(t, grant_count_bound);
 	tcase_add_test(t, admin_calls_need_rights);
 	tcase_add_test(t, tenant_socket_admits_its_uid);

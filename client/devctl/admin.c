@@ -17,14 +17,16 @@ void devctl_admin_usage(FILE *f)
 {
 	fprintf(f,
 		"  admin grant TENANT --uid UID [--shares N --of M] [--memory BYTES] [--priority]\n"
-		"        [--cdi] [--json]\n"
+		"        [--update-only] [--cdi] [--json]\n"
 		"      Create or update tenant TENANT (A-Z a-z 0-9 _ . -, 1-64 characters, not\n"
 		"      starting with '.') and its socket, owned by UID (a number or a user\n"
 		"      name), mode 0600, in devqd's tenant directory: every connection on it\n"
 		"      is the tenant's.  --shares N of M: its fair weight N (1-64; default 1)\n"
 		"      and the device's shares it is of (default N); --memory: a cap on its\n"
 		"      shared plus device bytes over all its sessions (suffixes K, M, G, T);\n"
-		"      --priority: it may open high-priority queues.  Root only, or\n"
+		"      --priority: it may open high-priority queues.  --update-only: only\n"
+		"      update a granted tenant; none by that name is not_found, nothing made.\n"
+		"      Root only, or\n"
 		"      devqd's control-groups.  --cdi: also write the CDI spec %s/\n"
 		"      devq.dev-tenant_TENANT.json, device devq.dev/tenant=TENANT (the socket\n"
 		"      and DEVQ_SOCKET), for podman run --device; admin evict removes it.\n"
@@ -136,13 +138,15 @@ static int usage_err(const char *fmt, const char *arg)
 static int cmd_grant(const char *sock, int argc, char **argv)
 {
 	struct devq_grant_request req = { 0 };
-	bool json = false, have_uid = false, cdi = false;
+	bool json = false, have_uid = false, cdi = false, update_only = false;
 	for (int i = 0; i < argc; i++) {
 		const char *a = argv[i];
 		if (!strcmp(a, "--json")) {
 			json = true;
 		} else if (!strcmp(a, "--cdi")) {
 			cdi = true;
+		} else if (!strcmp(a, "--update-only")) {
+			update_only = true;
 		} else if (!strcmp(a, "--priority")) {
 			req.priority = true;
 		} else if (!strcmp(a, "--uid") || !strcmp(a, "--shares") || !strcmp(a, "--of") ||
@@ -186,7 +190,7 @@ static int cmd_grant(const char *sock, int argc, char **argv)
 	if (rc)
 		return rc;
 	struct devq_grant g;
-	if (devq_admin_grant(q, &req, &g) < 0)
+	if ((update_only ? devq_admin_update(q, &req, &g) : devq_admin_grant(q, &req, &g)) < 0)
 		return fail_call(q, "admin grant", json);
 	/* Granted, with what the grant does not cover: said, not failed. */
 	char warn[320];

@@ -47,7 +47,7 @@ _devctl()
 		--uid | --shares | --of | --memory | --grace) return 0 ;;
 		esac
 		case ${w[ci + 1]} in
-		grant) COMPREPLY=($(compgen -W "--uid --shares --of --memory --priority --cdi --json" -- "$cur")) ;;
+		grant) COMPREPLY=($(compgen -W "--uid --shares --of --memory --priority --update-only --cdi --json" -- "$cur")) ;;
 		evict) COMPREPLY=($(compgen -W "--grace --json" -- "$cur")) ;;
 		tenants) COMPREPLY=($(compgen -W "--json" -- "$cur")) ;;
 		*) COMPREPLY=($(compgen -W "grant evict tenants --help" -- "$cur")) ;;

@@ -312,8 +312,8 @@ static void save(struct devq_admin *a)
 }
 
 static int grant(struct devq_admin *a, const char *name, uid_t uid, uint32_t shares,
-		 uint32_t of, uint64_t memory, bool priority, struct devq_tenant **out, char *err,
-		 size_t n);
+		 uint32_t of, uint64_t memory, bool priority, bool update_only,
+		 struct devq_tenant **out, char *err, size_t n);
 
 void devq_admin_load(struct devq_admin *a)
 {
@@ -354,7 +354,7 @@ void devq_admin_load(struct devq_admin *a)
 			continue;
 		struct devq_tenant *t;
 		if (k == GRANTS_BAD || grant(a, g.name, g.uid, g.shares, g.of, g.memory,
-					     g.priority, &t, err, sizeof(err))) {
+					     g.priority, false, &t, err, sizeof(err))) {
 			log_warn("%s:%u: %s; skipped", a->state, lineno, err);
 			continue;
 		}
@@ -371,9 +371,12 @@ void devq_admin_load(struct devq_admin *a)
 
 /* ---- the calls --------------------------------------------------------- */
 
+/* update_only: only a granted tenant is changed; none by that name is
+ * not_found and nothing is made (a scheduler's task updating what its job's
+ * prolog granted must not grant what the prolog did not). */
 static int grant(struct devq_admin *a, const char *name, uid_t uid, uint32_t shares,
-		 uint32_t of, uint64_t memory, bool priority, struct devq_tenant **out, char *err,
-		 size_t n)
+		 uint32_t of, uint64_t memory, bool priority, bool update_only,
+		 struct devq_tenant **out, char *err, size_t n)
 {
 	if (!devq_tenant_name_ok(name)) {
 		snprintf(err, n, "tenant name '%.80s': 1 to %d characters of A-Z a-z 0-9 _ . -, "
@@ -406,6 +409,10 @@ static int grant(struct devq_admin *a, const char *name, uid_t uid, uint32_t sha
 		return DEVQ__CODE__FAILED_PRECONDITION;
 	}
 	struct devq_tenant *t = devq_tenant_find(a->e, name);
+	if (!t && update_only) {
+		snprintf(err, n, "tenant %s is not granted (update only: nothing made)", name);
+		return DEVQ__CODE__NOT_FOUND;
+	}
 	if (t && t->uid != uid) {
 		snprintf(err, n, "tenant %s is granted to uid %u; evict it before granting it to "
 			 "uid %u", name, (unsigned)t->uid, (unsigned)uid);
@@ -477,7 +484,7 @@ void devq_admin_on_grant(struct devq_admin *a, struct devq_session *s, const Dev
 	char err[400];
 	struct devq_tenant *t;
 	int code = grant(a, m->tenant ? m->tenant : "", (uid_t)m->uid, m->shares, m->of,
-			 m->memory_bytes, m->priority, &t, err, sizeof(err));
+			 m->memory_bytes, m->priority, m->update_only, &t, err, sizeof(err));
 	if (code) {
 		devq_outbox_error(s, code, "admin_grant", NULL, NULL, "%s", err);
 		return;

@@ -18,6 +18,8 @@ BUILD=$(cd "${1:-build}" && pwd)
 JOBUSER=${DEVQ_SLURM_USER:-nobody}
 T0=$(date +%s.%N)
 
+# The plugin's readers of slurmctld's answers, without a cluster (any user).
+"$BUILD/slurm/parse_check" || { echo "check-slurm: FAILED: the plugin's parsers (tests/slurm/parse_check.c)"; exit 1; }
 if [ "$(id -u)" != 0 ]; then
 	echo "check-slurm: SKIPPED: needs root (munged, slurmctld, slurmd, podman)"
 	exit 0
@@ -136,12 +138,19 @@ for g in n1-gpu0 n2-gpu0 n2-gpu1; do
 done
 CTLD_PORT=$(free_port); N1_PORT=$(free_port); N2_PORT=$(free_port)
 cat >"$D/plugstack.conf" <<EOF
-required $D/bin/spank_devq.so shards_per_gpu=4 socket=$D/%n/gpu%g.sock devctl=$DEVCTL fail_closed=yes grace_ms=5000
+required $D/bin/spank_devq.so shards_per_gpu=4 socket=$D/%n/gpu%g.sock devctl=$DEVCTL scontrol=$(command -v scontrol) state_dir=$D/state memory_per_shard=32M max_memory=96M fail_closed=yes grace_ms=5000
 EOF
 cat >"$D/health.conf" <<EOF
 export SLURM_CONF=$D/slurm.conf
 DEVCTL=$DEVCTL
 SOCKETS="$D/%n/gpu0.sock"
+LOGGER=
+EOF
+# A Slurm that cannot be asked: no configuration squeue can use.
+: >"$D/empty.conf"
+cat >"$D/health-noslurm.conf" <<EOF
+. $D/health.conf
+export SLURM_CONF=$D/empty.conf
 EOF
 cat >"$D/healthcheck" <<EOF
 #!/bin/sh
@@ -190,7 +199,11 @@ EOF
 export SLURM_CONF=$D/slurm.conf
 start_slurmd() { slurmd -f "$D/slurm.conf" -N "$1"; }
 node_state() { sinfo -h -N -n "$1" -o %T; }
-node_idle() { [ "$(node_state "$1")" = idle ]; }
+# Idle by slurmctld's node record: sinfo's CPU counts of a node stay those of
+# a job that has ended when node information was asked for while it ran
+# (sinfo, or scontrol show job -d, as the plugin's prolog does), until the
+# node's record next changes (Slurm 22.05), so sinfo may say "mixed" here.
+node_idle() { [ "$(scontrol show node "$1" | sed -n 's/.* State=\([^ ]*\).*/\1/p')" = IDLE ]; }
 
 t=$(date +%s.%N)
 start_devqd n1
@@ -380,6 +393,120 @@ start_devqd n2 1
 scontrol update nodename=n2 state=resume
 wait_for 10 node_idle n2 || fail "(9) n2 not idle after resume: $(sinfo -N)"
 log "(9) two GPUs: a tenant on each; one devqd down, the other grant undone: $(elapsed "$t") s"
+
+# ---- (10) what decides a grant comes from slurmd, not from the job: GPUs,
+# weight and cap.  Each value a job sets here itself is one the plugin once
+# read from the task's environment. --------------------------------------
+t=$(date +%s.%N)
+# grant_of NODE GPU JOBID: "K of M shares, memory B", the same in every
+# grant devqd made for the job's tenant (the prolog's and each task's).
+grant_of() {
+	grep "tenant job_$3 granted to uid" "$D/$1/devqd$2.log" |
+		sed 's/.*: \([0-9]* of [0-9]* shares, memory [0-9]*\).*/\1/' | sort -u
+}
+# A job without GPUs that names one: Debian's Slurm 22.05 unsets
+# SLURM_STEP_GPUS and SLURM_SHARDS_ON_NODE in a step without GPUs, but
+# keeps the job's own SLURM_JOB_GPUS.
+out=$(asuser env SLURM_JOB_GPUS=0 SLURM_STEP_GPUS=0 SLURM_SHARDS_ON_NODE=64 srun --export=ALL -w n1 \
+	sh -c 'echo "$SLURM_JOB_ID ${DEVQ_SOCKET:-none} ${SLURM_JOB_GPUS:-unset}"') || fail "(10) $out"
+set -- $out
+[ "$2" = none ] || fail "(10) a job without GPUs that set SLURM_JOB_GPUS=0 got DEVQ_SOCKET=$2"
+[ -z "$(grant_of n1 0 "$1")" ] || fail "(10) job $1 without GPUs granted: $(grant_of n1 0 "$1")"
+grep -q "devq: job $1: no grant of its prolog on this node: .*SLURM_JOB_GPUS='0'" "$D/log/slurmd.n1.log" ||
+	fail "(10) job $1: no line saying its SLURM_JOB_GPUS was ignored"
+if [ "$3" = 0 ]; then forged="Slurm kept a job's SLURM_JOB_GPUS=0"; else forged="Slurm reset SLURM_JOB_GPUS to '$3'"; fi
+# A batch job on GPU 0 of n2 naming GPUs 0 and 1 and 64 shards: Slurm
+# keeps SLURM_STEP_GPUS in the batch step, and sets its own
+# SLURM_SHARDS_ON_NODE there.
+I=$(asuser env SLURM_STEP_GPUS=0,1 SLURM_SHARDS_ON_NODE=64 sbatch --parsable --export=ALL -w n2 \
+	--gres=shard:1 -o "$D/out/I" --wrap 'echo "$SLURM_STEP_GPUS $SLURM_SHARDS_ON_NODE $DEVQ_SOCKETS"') ||
+	fail "(10) sbatch: $I"
+wait_for 30 test -s "$D/out/I" || fail "(10) batch job $I did not run"
+wait_for 10 no_tenant n2 "job_$I" || fail "(10) job_$I outlived its job"
+set -- $(cat "$D/out/I")
+[ "$3" = "$D/n2/gpu0.tenants/job_$I.sock" ] || fail "(10) job $I's DEVQ_SOCKETS: $(cat "$D/out/I")"
+[ "$("$DEVCTL" --socket "$D/n2/gpu1.sock" admin tenants --json)" = "[]" ] ||
+	fail "(10) job $I, of GPU 0, left a grant on GPU 1: $("$DEVCTL" --socket "$D/n2/gpu1.sock" admin tenants --json)"
+[ -z "$(grant_of n2 1 "$I")" ] || fail "(10) job $I granted on GPU 1: $(grant_of n2 1 "$I")"
+[ "$(grant_of n2 0 "$I")" = "1 of 4 shares, memory 33554432" ] || fail "(10) job $I: $(grant_of n2 0 "$I")"
+forged="$forged; in the batch step SLURM_STEP_GPUS='$1' (the job's), SLURM_SHARDS_ON_NODE='$2'"
+# A whole GPU, its weight lowered by the job's --devq-shares=1: a step
+# with GPUs keeps the job's own SLURM_SHARDS_ON_NODE, which cannot raise it.
+out=$(asuser env SLURM_SHARDS_ON_NODE=64 srun --export=ALL -w n2 --gres=gpu:1 --devq-shares=1 \
+	sh -c 'echo "$SLURM_JOB_ID ${SLURM_SHARDS_ON_NODE:-unset}"') || fail "(10) srun --gres=gpu:1: $out"
+set -- $out
+[ "$(grant_of n2 0 "$1")" = "1 of 4 shares, memory 100663296" ] ||
+	fail "(10) job $1 (gpu:1, --devq-shares=1): $(grant_of n2 0 "$1")"
+forged="$forged; in a GPU step SLURM_SHARDS_ON_NODE='$2'"
+# --devq-shares above the job's shards, --devq-memory above max_memory;
+# the admin's cap without --devq-memory, per shard and at most max_memory.
+out=$(asuser srun -w n1 --gres=shard:1 --devq-shares=3 sh -c 'echo $SLURM_JOB_ID') || fail "(10) $out"
+[ "$(grant_of n1 0 "$out")" = "1 of 4 shares, memory 33554432" ] ||
+	fail "(10) job $out (shard:1, --devq-shares=3): $(grant_of n1 0 "$out")"
+out=$(asuser srun -w n1 --gres=shard:4 --devq-memory=1G sh -c 'echo $SLURM_JOB_ID') || fail "(10) $out"
+[ "$(grant_of n1 0 "$out")" = "4 of 4 shares, memory 100663296" ] ||
+	fail "(10) job $out (shard:4, --devq-memory=1G): $(grant_of n1 0 "$out")"
+grep -q "devq: job $out: --devq-memory=1073741824 is above the site's cap of 100663296 bytes on GPU 0" \
+	"$D/log/slurmd.n1.log" || fail "(10) job $out: no line saying its --devq-memory was capped"
+# On two nodes: each prolog finds its node in slurmctld's "Nodes=n[1-2]".
+out=$(asuser srun -N2 --gres=shard:2 sh -c 'echo $SLURM_JOB_ID' | sort -u) || fail "(10) $out"
+for n in n1 n2; do
+	[ "$(grant_of $n 0 "$out")" = "2 of 4 shares, memory 67108864" ] ||
+		fail "(10) job $out (-N2, shard:2) on $n: $(grant_of $n 0 "$out")"
+done
+log "(10) GPUs, weight and cap from slurmd and the site, the job's own values ignored ($forged); --devq-shares and --devq-memory only lower: $(elapsed "$t") s"
+
+# ---- (11) the health check sweeps a grant whose job no longer runs ------
+t=$(date +%s.%N)
+hc() { env -i SLURMD_NODENAME=n1 "$@" "$TOP/slurm/devq-healthcheck"; }
+uid=$(id -u "$JOBUSER")
+# Grants a prolog made and no epilog evicted (as on a node that crashed),
+# one of them with a session a process of its job still holds.
+for j in 999990 999991 999992; do
+	dq n1 admin grant "job_$j" --uid "$uid" --shares 1 --of 4 --json >/dev/null || fail "(11) grant job_$j"
+done
+# (At most 60 s: killing asuser's subshell at a failure does not reach it.)
+asuser python3 -c '
+import devq, os, sys, time
+end = time.monotonic() + 60
+with devq.connect(sys.argv[1]):
+    print("HELD", flush=True)
+    while not os.path.exists(sys.argv[2]) and time.monotonic() < end:
+        time.sleep(0.05)' "$(tenant n1 job_999991 't["socket"]')" "$D/out/L.go" >"$D/out/L" 2>&1 &
+PIDS+=($!)
+# A running job's grant, without sessions.
+asuser srun -w n1 --gres=shard:1 sh -c "echo \$SLURM_JOB_ID; while [ ! -e $D/out/K.go ]; do sleep 0.05; done" \
+	>"$D/out/K" 2>&1 &
+PIDS+=($!)
+wait_for 30 test -s "$D/out/K" && K=$(cat "$D/out/K") && wait_for 30 tenant n1 "job_$K" 1 &&
+	wait_for 10 has_line L HELD || fail "(11) job K ($(cat "$D/out/K")) or the holder not running"
+# Younger than SWEEP_AGE_S (300 s): all kept.
+hc DEVQ_HEALTHCHECK_CONF="$D/health.conf" 2>"$D/out/sweep" || fail "(11) health check: $(cat "$D/out/sweep")"
+tenant n1 job_999990 1 >/dev/null || fail "(11) job_999990 swept younger than 300 s: $(cat "$D/out/sweep")"
+# Slurm cannot be asked: said, every grant kept, the node healthy.
+hc DEVQ_HEALTHCHECK_CONF="$D/health-noslurm.conf" DEVQ_SWEEP_AGE_S=0 2>"$D/out/sweep" ||
+	fail "(11) health check without Slurm: $(cat "$D/out/sweep")"
+grep -q "squeue cannot tell the jobs of n1 (.*): job grants left alone" "$D/out/sweep" || fail "(11) $(cat "$D/out/sweep")"
+tenant n1 job_999990 1 >/dev/null || fail "(11) job_999990 swept without Slurm's word"
+# Old enough (DEVQ_SWEEP_AGE_S=0): the idle grants of no running job go.
+hc DEVQ_HEALTHCHECK_CONF="$D/health.conf" DEVQ_SWEEP_AGE_S=0 2>"$D/out/sweep" || fail "(11) $(cat "$D/out/sweep")"
+no_tenant n1 job_999990 || fail "(11) job_999990 not swept: $(cat "$D/out/sweep")"
+grep -q "swept job_999990 from devqd at $D/n1/gpu0.sock: job 999990 does not run here, no session, granted [0-9]* s ago: {\"tenant\":\"job_999990\"" \
+	"$D/out/sweep" || fail "(11) no line for job_999990: $(cat "$D/out/sweep")"
+no_tenant n1 job_999992 || fail "(11) job_999992 not swept"
+tenant n1 job_999991 1 >/dev/null || fail "(11) job_999991 swept with a session"
+tenant n1 "job_$K" 1 >/dev/null || fail "(11) job_$K swept while its job runs"
+[ "$(grep -c swept "$D/out/sweep")" = 2 ] || fail "(11) $(cat "$D/out/sweep")"
+touch "$D/out/K.go" "$D/out/L.go"
+wait_for 30 no_tenant n1 "job_$K" || fail "(11) job_$K outlived its job"
+let_go() { [ "$(tenant n1 job_999991 't["sessions"]')" = 0 ]; }
+wait_for 10 let_go || fail "(11) the holder did not let go"
+dq n1 admin evict job_999991 --json >/dev/null || fail "(11) evict job_999991"
+# The prolog's records (state_dir=): root's alone, and gone with each job.
+[ "$(stat -c %a:%U "$D/state")" = 700:root ] || fail "(11) state_dir is $(stat -c %a:%U "$D/state")"
+no_records() { [ -z "$(ls -A "$D/state")" ]; }
+wait_for 10 no_records || fail "(11) records left in state_dir: $(ls -A "$D/state")"
+log "(11) the sweep: idle grants of no running job, old enough, evicted; young, held or running ones kept; none without Slurm's word: $(elapsed "$t") s"
 
 # ---- (7) podman with devq's CDI specs ------------------------------------
 t=$(date +%s.%N)
