@@ -38,7 +38,7 @@ PKG_check          = check
 PKG_openblas       = libopenblas-dev
 MODULES = libuv libprotobuf-c libsystemd check openblas
 
-NODEPS_GOALS = deps clean help check-help list-tests demo dist
+NODEPS_GOALS = deps deps-torch clean help check-help list-tests demo dist
 ifeq ($(filter-out $(NODEPS_GOALS),$(or $(MAKECMDGOALS),all)),)
 else ifneq ($(DEVQ_SKIP_DEPCHECK),1)
   ifeq ($(shell command -v pkg-config),)
