@@ -31,21 +31,14 @@ usage: make bench-gemm [GEMM_BENCH_ARGS='--n 1024 --rounds 15 --settle 0.2 --pro
 import argparse
 import multiprocessing as mp
 import os
-import signal
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 
 import numpy as np
 
 import devq
-
-
-def openblas_mapped():
-    with open("/proc/self/maps") as f:
-        return sorted({l.split()[-1] for l in f if "openblas" in l.split()[-1]})
+from local_devqd import local_devqd, openblas_mapped
 
 
 def one_client(sock, n, reps, ready, go, out):
@@ -104,16 +97,7 @@ def main():
     if not libs:
         sys.exit("bench/gemm.py: NumPy's BLAS is not OpenBLAS here (no libopenblas mapped): "
                  "apt-get install libopenblas0-pthread, which points libblas.so.3 at it")
-    build = os.environ.get("DEVQ_BUILD", "build")
-    tmp = tempfile.mkdtemp(prefix="devq-gemm-")
-    sock = os.path.join(tmp, "s")
-    d = subprocess.Popen([os.path.join(build, "devqd"), "--backend", "cpu", "--socket", sock],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        for _ in range(200):
-            if os.path.exists(sock):
-                break
-            time.sleep(0.05)
+    with local_devqd("devq-gemm-") as sock:
         with devq.connect(sock) as c:
             a, b, cc = c.array(A), c.array(B), c.zeros((n, n), np.float32)
             c.submit("gemm_f32", alpha=1.0, beta=0.0, a=a, b=b, c=cc).result(timeout=600)
@@ -150,9 +134,6 @@ def main():
               "medians of %d alternated rounds (alone %s, at once %s)"
               % (a, args.procs, m, m / a, args.multi_rounds,
                  " ".join("%.0f" % v for v in alone), " ".join("%.0f" % v for v in many)))
-    finally:
-        d.send_signal(signal.SIGTERM)
-        d.wait(30)
     return 0
 
 

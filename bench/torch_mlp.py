@@ -27,11 +27,8 @@ usage: make bench-torch [TORCH_BENCH_ARGS='--rounds 21 --settle 0.2 --batch 64']
 
 import argparse
 import os
-import signal
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 
 # devqd's gemms use the CPUs it may run on (sched_getaffinity): this
@@ -46,21 +43,10 @@ import torch  # noqa: E402
 
 import devq  # noqa: E402
 import devq.torch as dt  # noqa: E402
+from local_devqd import local_devqd, openblas_mapped  # noqa: E402
 
-
-def openblas_mapped():
-    with open("/proc/self/maps") as f:
-        return sorted({line.split()[-1] for line in f if "openblas" in line.split()[-1]})
-
-
-def build(sizes, seed):
-    torch.manual_seed(seed)
-    layers = []
-    for i, (a, b) in enumerate(zip(sizes, sizes[1:])):
-        layers.append(torch.nn.Linear(a, b))
-        if i + 2 < len(sizes):
-            layers.append(torch.nn.ReLU())
-    return torch.nn.Sequential(*layers).eval()
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
+from torch_mlp import build  # noqa: E402  (the example's model, the same one measured)
 
 
 def main():
@@ -85,16 +71,7 @@ def main():
     if not libs:
         sys.exit("bench/torch_mlp.py: torch's BLAS is not OpenBLAS here (no libopenblas "
                  "mapped): apt-get install libopenblas0-pthread")
-    build_dir = os.environ.get("DEVQ_BUILD", "build")
-    tmp = tempfile.mkdtemp(prefix="devq-torch-")
-    sock = os.path.join(tmp, "s")
-    d = subprocess.Popen([os.path.join(build_dir, "devqd"), "--backend", "cpu", "--socket", sock],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        for _ in range(200):
-            if os.path.exists(sock):
-                break
-            time.sleep(0.05)
+    with local_devqd("devq-torch-") as sock:
         with devq.connect(sock, name="bench-torch") as c:
             dt.place(model, c)
             x = dt.from_tensor(c, x0)
@@ -120,9 +97,6 @@ def main():
                             mine(x0)
                             tt.append(time.perf_counter() - t0)
             info = c.info.device
-    finally:
-        d.send_signal(signal.SIGTERM)
-        d.wait(30)
     md, mt = statistics.median(td), statistics.median(tt)
     print("MLP %s, batch %d, float32, %d interleaved rounds, %g s before each timed forward; "
           "devqd: %s; torch %s, OPENBLAS_NUM_THREADS=%d, torch threads %d, BLAS: %s"

@@ -1222,6 +1222,12 @@ static bool log_says(const struct daemon_proc *d, const char *text)
 }
 
 /* The granted tenants, by name: list[i] for name, or NULL. */
+/* The test fails unless devqd's log holds text. */
+static void expect_log(const struct daemon_proc *d, const char *text)
+{
+	ck_assert_msg(log_says(d, text), "'%s' is not in %s", text, d->log);
+}
+
 static const struct devq_grant *tenant_in(const struct devq_grant *list, size_t n,
 					  const char *name)
 {
@@ -1283,12 +1289,10 @@ START_TEST(grants_file_whole_lines)
 	ck_assert(g->priority);
 	ck_assert_msg(n == 3, "%zu tenants restored, not 3 (see %s)", n, d.log);
 	free(list);
-	ck_assert_msg(log_says(&d, "grants.devqd:4: 'x' after the last field"), "see %s", d.log);
-	ck_assert_msg(log_says(&d, "grants.devqd:5: uid 4294967296 is more than 4294967294"),
-		      "see %s", d.log);
-	ck_assert_msg(log_says(&d, "grants.devqd:6: uid '+0' is not a decimal number"), "see %s",
-		      d.log);
-	ck_assert_msg(log_says(&d, "grants.devqd:7: longer than 4096 bytes"), "see %s", d.log);
+	expect_log(&d, "grants.devqd:4: 'x' after the last field");
+	expect_log(&d, "grants.devqd:5: uid 4294967296 is more than 4294967294");
+	expect_log(&d, "grants.devqd:6: uid '+0' is not a decimal number");
+	expect_log(&d, "grants.devqd:7: longer than 4096 bytes");
 	run_on_tenant_socket(tenant_sock(&d, "job_last"));
 	devq_disconnect(q);
 	stop(&d);
@@ -1341,15 +1345,13 @@ START_TEST(grants_file_bounds)
 	ck_assert(g->priority);
 	ck_assert_msg(n == 5, "%zu tenants restored, not 5 (see %s)", n, d.log);
 	free(list);
-	ck_assert_msg(log_says(&d, "grants.devqd:2: uid 4294967295 is more than 4294967294"),
-		      "see %s", d.log);
-	ck_assert_msg(log_says(&d, "grants.devqd:4: shares 65 is more than 64"), "see %s", d.log);
-	ck_assert_msg(log_says(&d, "grants.devqd:5: shares 0; 1 to 64"), "see %s", d.log);
-	ck_assert_msg(log_says(&d, "grants.devqd:7: of 65537 is more than 65536"), "see %s",
-		      d.log);
-	ck_assert_msg(log_says(&d, "grants.devqd:9: memory_bytes 9223372036854775809 is more "
-				   "than 9223372036854775808"), "see %s", d.log);
-	ck_assert_msg(log_says(&d, "grants.devqd:11: priority 2 is more than 1"), "see %s", d.log);
+	expect_log(&d, "grants.devqd:2: uid 4294967295 is more than 4294967294");
+	expect_log(&d, "grants.devqd:4: shares 65 is more than 64");
+	expect_log(&d, "grants.devqd:5: shares 0; 1 to 64");
+	expect_log(&d, "grants.devqd:7: of 65537 is more than 65536");
+	expect_log(&d, "grants.devqd:9: memory_bytes 9223372036854775809 is more "
+		       "than 9223372036854775808");
+	expect_log(&d, "grants.devqd:11: priority 2 is more than 1");
 	devq_disconnect(q);
 	stop(&d);
 	state_gone(state, file);
@@ -1404,8 +1406,8 @@ START_TEST(grants_file_versions)
 	ck_assert_int_eq(devq_admin_tenants(q, &list, &n), 0);
 	ck_assert_uint_eq(n, 0);
 	free(list);
-	ck_assert_msg(log_says(&d, "names no format this devqd reads (v1, or none); no grant "
-				   "restored"), "see %s", d.log);
+	expect_log(&d, "names no format this devqd reads (v1, or none); no grant "
+		       "restored");
 	devq_disconnect(q);
 	keep(&d, false);
 	stop(&d);
