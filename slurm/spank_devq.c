@@ -789,9 +789,10 @@ static uint64_t min_cap(uint64_t a, uint64_t b)
 static uint64_t admin_cap(unsigned shards)
 {
 	uint64_t c = 0;
+	/* devqd's largest cap, 2^63 bytes, where the product is more. */
+	const uint64_t most = UINT64_C(1) << 63;
 	if (cfg.memory_per_shard)
-		c = shards > UINT64_MAX / cfg.memory_per_shard ? UINT64_MAX
-							       : cfg.memory_per_shard * shards;
+		c = shards > most / cfg.memory_per_shard ? most : cfg.memory_per_shard * shards;
 	return min_cap(c, cfg.max_memory);
 }
 

@@ -618,6 +618,7 @@ END_TEST
  *   't' opens a session on tenant jobm's socket
  *   'A' finds session A alive (a status round trip)
  *   'B' finds session B closed (its request fails)
+ *   'L' finds session B alive
  *   'q' quits */
 static void nobody_side(const struct daemon_proc *d, int cmd, int ans)
 {
@@ -657,6 +658,11 @@ static void nobody_side(const struct daemon_proc *d, int cmd, int ans)
 		case 'B':
 			ok = devq_get_status(b, &st) < 0;
 			if (!ok)
+				devq_status_free(st);
+			break;
+		case 'L':
+			ok = devq_get_status(b, &st) == 0;
+			if (ok)
 				devq_status_free(st);
 			break;
 		}
@@ -765,6 +771,54 @@ START_TEST(evict_closes_main_sessions_after_grant)
 	ck_assert(nobody_does(&n, 'B'));
 	ck_assert(nobody_does(&n, 'A'));
 	nobody_stop(&n);
+	devq_disconnect(q);
+	stop(&d);
+}
+END_TEST
+
+/* The uid's main-socket sessions go with its last grant whichever ends
+ * last: B, opened under jobm, is closed when jobn ends after jobm (jobn's
+ * own grant came after B). */
+START_TEST(evict_last_grant_closes_earlier_main_sessions)
+{
+	if (!root_or_skip("evict_last_grant_closes_earlier_main_sessions"))
+		return;
+	const char *extra[] = { "--allow-users", "65534", "--grant-exclusive", "no", NULL };
+	struct daemon_proc d;
+	start(&d, extra);
+	ck_assert_int_eq(chmod(d.sock, 0666), 0);
+	devq *q = conn(d.sock, "admin");
+	struct nobody n = nobody_start(&d);
+	ck_assert_int_eq(grant(q, "jobm", NOBODY, 0, 0, 1 << 20, NULL), 0);
+	ck_assert(nobody_does(&n, 'b'));
+	ck_assert_int_eq(grant(q, "jobn", NOBODY, 0, 0, 1 << 20, NULL), 0);
+	struct devq_evict_result er;
+	ck_assert_int_eq(devq_admin_evict(q, "jobm", 0, &er), 0);
+	ck_assert(nobody_does(&n, 'L')); /* the uid still holds jobn */
+	ck_assert_int_eq(devq_admin_evict(q, "jobn", 0, &er), 0);
+	ck_assert(nobody_does(&n, 'B'));
+	nobody_stop(&n);
+	devq_disconnect(q);
+	stop(&d);
+}
+END_TEST
+
+/* A grant's memory cap is at most 2^63 bytes, what the grants file keeps:
+ * at the bound it is granted, one past it invalid_argument. */
+START_TEST(grant_memory_bound)
+{
+	if (!root_or_skip("grant_memory_bound"))
+		return;
+	struct daemon_proc d;
+	start(&d, NULL);
+	devq *q = conn(d.sock, "admin");
+	struct devq_grant g;
+	ck_assert_int_eq(grant(q, "mem_max", NOBODY, 0, 0, UINT64_C(1) << 63, &g), 0);
+	ck_assert_uint_eq(g.memory_bytes, UINT64_C(1) << 63);
+	ck_assert_int_eq(grant(q, "mem_over", NOBODY, 0, 0, (UINT64_C(1) << 63) + 1, NULL),
+			 -EINVAL);
+	ck_assert_msg(strstr(devq_last_error(q), "at most 9223372036854775808"), "%s",
+		      devq_last_error(q));
 	devq_disconnect(q);
 	stop(&d);
 }
@@ -1748,6 +1802,8 @@ static Suite *suite(void)
 	tcase_add_test(t, regrant_priority_reaches_sessions);
 	tcase_add_test(t, granted_uid_refused_on_main_socket);
 	tcase_add_test(t, evict_closes_main_sessions_after_grant);
+	tcase_add_test(t, evict_last_grant_closes_earlier_main_sessions);
+	tcase_add_test(t, grant_memory_bound);
 	tcase_add_test(t, memory_cap_spans_sessions);
 	tcase_add_test(t, cap_lowered_below_use);
 	tcase_add_test(t, evict_waits_for_running_op);

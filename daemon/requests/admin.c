@@ -105,8 +105,6 @@ static struct devq_admin_grant *grant_of(const struct devq_admin *a, const struc
  * save() writes comes near it (a 64-byte name and five numbers), and a
  * longer one costs no memory to skip. */
 #define GRANTS_LINE_MAX 4096
-/* The largest memory cap a line may give: 2^63 bytes. */
-#define GRANTS_MEMORY_MAX (UINT64_C(1) << 63)
 
 /* What a line of the grants file says. */
 struct grants_line {
@@ -227,7 +225,7 @@ static enum grants_kind grants_parse(const char *line, size_t len, struct grants
 	if (grants_number(&p, end, "uid", UINT32_MAX - 1, &uid, err, n) ||
 	    grants_number(&p, end, "shares", DEVQ_FAIR_MAX_WEIGHT, &shares, err, n) ||
 	    grants_number(&p, end, "of", DEVQ_GRANT_OF_MAX, &of, err, n) ||
-	    grants_number(&p, end, "memory_bytes", GRANTS_MEMORY_MAX, &memory, err, n) ||
+	    grants_number(&p, end, "memory_bytes", DEVQ_GRANT_MEMORY_MAX, &memory, err, n) ||
 	    grants_number(&p, end, "priority", 1, &prio, err, n))
 		return GRANTS_BAD;
 	if (!shares) {
@@ -307,7 +305,8 @@ static void save(struct devq_admin *a)
 	ok = fclose(f) == 0 && ok;
 	if (!ok || rename(tmp, a->state) < 0) {
 		log_err("%s: %s: grants will not outlive a restart", a->state, strerror(errno));
-		unlink(tmp);
+		if (unlink(tmp) < 0 && errno != ENOENT)
+			log_err("%s: unlink: %s", tmp, strerror(errno));
 	}
 }
 
@@ -402,6 +401,11 @@ static int grant(struct devq_admin *a, const char *name, uid_t uid, uint32_t sha
 	if (of < shares || of > DEVQ_GRANT_OF_MAX) {
 		snprintf(err, n, "tenant %s: %u shares of %u; 'of' must be %u to %d", name, shares,
 			 of, shares, DEVQ_GRANT_OF_MAX);
+		return DEVQ__CODE__INVALID_ARGUMENT;
+	}
+	if (memory > DEVQ_GRANT_MEMORY_MAX) {
+		snprintf(err, n, "tenant %s: a memory cap of %" PRIu64 " bytes; at most %" PRIu64,
+			 name, memory, DEVQ_GRANT_MEMORY_MAX);
 		return DEVQ__CODE__INVALID_ARGUMENT;
 	}
 	if (a->unavailable[0]) {
@@ -629,8 +633,13 @@ void devq_admin_on_evict(struct devq_admin *a, struct devq_session *s, const Dev
 		if (k->sock)
 			a->ops.sock_close(a->ops.ud, k->sock);
 		free(k);
+		a->ngranted--;
+		/* The uid's main-socket sessions opened under this grant go
+		 * with its last one, whichever of its grants ends last. */
+		for (struct devq_admin_grant *o = a->grants; o; o = o->next)
+			if (o->t->uid == t->uid && o->after_session > after)
+				o->after_session = after;
 	}
-	a->ngranted--;
 	t->held = true; /* before ungrant: an idle tenant may be freed there */
 	devq_tenant_ungrant(a->e, t);
 	save(a);
@@ -651,9 +660,10 @@ void devq_admin_on_evict(struct devq_admin *a, struct devq_session *s, const Dev
 			x->grant = NULL;
 	}
 	/* With the uid's last grant go its sessions on the main socket
-	 * opened after the grant (possible with grant-exclusive off, or as
-	 * an admin): the job's processes, wherever they connected.  Not
-	 * those of its other grants, nor the evicting admin's own. */
+	 * opened after its first (possible with grant-exclusive off): the
+	 * job's processes, wherever they connected.  Not those of its other
+	 * grants (closed with them), nor an admin's (its tools', and the
+	 * evicting one among them). */
 	unsigned main_closed = 0;
 	if (!devq_admin_grants_of(a, t->uid, NULL, 0))
 		for (struct devq_session *x = a->e->sessions; x; x = x->next) {

@@ -31,6 +31,9 @@ struct devq_tenant;
 #define DEVQ_GRANTS_MAX 256
 /* Shares of the device a grant may say it is "of" at most. */
 #define DEVQ_GRANT_OF_MAX 65536
+/* The largest memory cap a grant may give, 2^63 bytes: the grants file
+ * keeps every cap the call accepts, and no more. */
+#define DEVQ_GRANT_MEMORY_MAX (UINT64_C(1) << 63)
 /* How often a waiting evict looks again (devq_admin_evict_tick): its
  * answer comes within this of the last buffer going. */
 #define DEVQ_EVICT_POLL_MS 5

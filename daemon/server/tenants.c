@@ -665,8 +665,11 @@ static void op_evict_poll(void *ud)
 {
 	struct devq_daemon *d = ud;
 	uv_timer_t *h = &d->tenants.evict_timer;
-	if (!uv_is_active((uv_handle_t *)h))
-		uv_timer_start(h, evict_tick, DEVQ_EVICT_POLL_MS, DEVQ_EVICT_POLL_MS);
+	int e = uv_is_active((uv_handle_t *)h)
+			? 0
+			: uv_timer_start(h, evict_tick, DEVQ_EVICT_POLL_MS, DEVQ_EVICT_POLL_MS);
+	if (e < 0) /* stopping: the timer is closed */
+		log_warn("evict: its answer waits for nothing now: %s", uv_strerror(e));
 }
 
 int devq_tenants_start(struct devq_daemon *d, const char *sock, const char *state_dir)
