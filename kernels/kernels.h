@@ -84,6 +84,13 @@ extern const size_t devq_nkernels;
 
 const struct devq_kernel *devq_kernel_find(const char *name);
 
+/* Whether built-in k refuses these argument values although its
+ * signature's types allow them (what a signature cannot say: an
+ * activation bias_act_f32 does not know): true with why in err.  args as
+ * validated, its scalars filled in. */
+bool devq_kernel_refuses(const struct devq_kernel *k, const union devq_kval *args, char *err,
+			 size_t n);
+
 /* Parses "n:u64, a:f32, x:in f32[n]" into sig.  On failure returns -EINVAL
  * and writes a message into err. */
 int devq_sig_parse(const char *text, struct devq_sig *sig, char *err, size_t errlen);

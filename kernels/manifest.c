@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The kernel table, expanded from manifest.def so names, signatures and CPU
  * entry points cannot drift apart. */
+#include <stdio.h>
 #include <string.h>
 
 #include "cpu_kernels.h"
@@ -21,6 +22,28 @@ struct devq_kernel devq_kernels[] = {
 };
 
 const size_t devq_nkernels = sizeof devq_kernels / sizeof devq_kernels[0];
+
+/* The manifest's order, to name an entry of devq_kernels. */
+enum devq_kernel_index {
+#define DEVQ_KERNEL(kname, sig) DEVQ_KI_##kname,
+#define DEVQ_HOST_KERNEL(kname, sig) DEVQ_KI_##kname,
+#include "manifest.def"
+#undef DEVQ_HOST_KERNEL
+#undef DEVQ_KERNEL
+};
+
+bool devq_kernel_refuses(const struct devq_kernel *k, const union devq_kval *args, char *err,
+			 size_t n)
+{
+	/* act selects the activation: a value no version knows is a
+	 * client's mistake, not an identity to apply silently. */
+	if (k == &devq_kernels[DEVQ_KI_bias_act_f32] && args[2].u32 > 1) {
+		snprintf(err, n, "argument 'act': %u is not an activation: 0 (none) or 1 (ReLU)",
+			 args[2].u32);
+		return true;
+	}
+	return false;
+}
 
 /* Linear search: the table is a handful of entries and looked up per submit
  * at most, so a hash would cost more than it saves. */

@@ -267,6 +267,8 @@ static int validate_kernel(struct devq_session *s, const Devq__KernelOp *k, stru
 		op->arg_bytes += bytes;
 		use_buf(op, b, pp->access, acc);
 	}
+	if (devq_kernel_refuses(kern, op->b.args, err, n))
+		return DEVQ__CODE__INVALID_ARGUMENT;
 	op->b.kind = DEVQ_BOP_KERNEL;
 	op->b.kernel = kern;
 	return 0;

@@ -3063,12 +3063,13 @@ START_TEST(test_validate_buffers_used)
 }
 END_TEST
 
-/* A kernel op with up to four named arguments. */
+/* A kernel op with up to six named arguments. */
 struct kop {
 	Devq__Op op;
 	Devq__KernelOp k;
-	Devq__Arg a[4], *ap[4];
-	Devq__BufferArg ba;
+	Devq__Arg a[6], *ap[6];
+	Devq__BufferArg ba[6];
+	unsigned nba;
 };
 
 static Devq__Op *kernel_op(struct kop *m, uint32_t exe)
@@ -3077,6 +3078,7 @@ static Devq__Op *kernel_op(struct kop *m, uint32_t exe)
 	devq__kernel_op__init(&m->k);
 	m->k.executable = exe;
 	m->k.args = m->ap;
+	m->nba = 0;
 	m->op.body_case = DEVQ__OP__BODY_KERNEL;
 	m->op.kernel = &m->k;
 	return &m->op;
@@ -3101,11 +3103,12 @@ static void arg_u64(struct kop *m, const char *name, uint64_t v)
 static void arg_buf(struct kop *m, const char *name, uint64_t id, uint64_t off)
 {
 	Devq__Arg *a = arg(m, name);
-	devq__buffer_arg__init(&m->ba);
-	m->ba.id = id;
-	m->ba.offset = off;
+	Devq__BufferArg *b = &m->ba[m->nba++];
+	devq__buffer_arg__init(b);
+	b->id = id;
+	b->offset = off;
 	a->value_case = DEVQ__ARG__VALUE_BUFFER;
-	a->buffer = &m->ba;
+	a->buffer = b;
 }
 
 static uint32_t kernel_index(const char *name)
@@ -3196,6 +3199,22 @@ START_TEST(test_validate_kernel_arguments)
 	m.a[1].value_case = DEVQ__ARG__VALUE_U32;
 	m.a[0].value_case = DEVQ__ARG__VALUE_U64;
 	devq_job_discard(validated(s, &m.op, DEVQ__CODE__INVALID_ARGUMENT, "expected a buffer"));
+
+	/* bias_act_f32's act: 1 (ReLU) accepted, 2 refused, not applied as
+	 * the identity. */
+	buffer(s, 6, 64);
+	kernel_op(&m, kernel_index("bias_act_f32"));
+	arg_u64(&m, "rows", 2);
+	arg_u64(&m, "cols", 4);
+	Devq__Arg *act = arg(&m, "act");
+	act->value_case = DEVQ__ARG__VALUE_U32;
+	act->u32 = 1;
+	arg_buf(&m, "bias", 5, 0);
+	arg_buf(&m, "x", 6, 0);
+	devq_job_discard(validated(s, &m.op, 0, NULL));
+	act->u32 = 2;
+	devq_job_discard(validated(s, &m.op, DEVQ__CODE__INVALID_ARGUMENT,
+				   "argument 'act': 2 is not an activation"));
 
 	/* ns is bounded by max-op-ms: at the bound accepted, past it not. */
 	kernel_op(&m, spin);
