@@ -38,7 +38,7 @@ PKG_check          = check
 PKG_openblas       = libopenblas-dev
 MODULES = libuv libprotobuf-c libsystemd check openblas
 
-NODEPS_GOALS = deps deps-torch clean help check-help list-tests demo dist
+NODEPS_GOALS = deps deps-deb deps-torch clean help check-help list-tests demo dist
 ifeq ($(filter-out $(NODEPS_GOALS),$(or $(MAKECMDGOALS),all)),)
 else ifneq ($(DEVQ_SKIP_DEPCHECK),1)
   ifeq ($(shell command -v pkg-config),)
@@ -117,7 +117,7 @@ DAEMON_OBJ = $(call obj,$(DAEMON_SRC))
 LIB_OBJ    = $(call obj,$(LIB_SRC))
 DEVCTL_OBJ = $(call obj,$(DEVCTL_SRC))
 
-.PHONY: all deps demo clean install
+.PHONY: all deps deps-deb demo clean install
 ## build build/devqd, build/devctl, build/libdevq.{so,so.0,a} (the default)
 all: $(BUILD)/devqd $(BUILD)/devctl $(BUILD)/libdevq.so $(BUILD)/libdevq.so.0 $(BUILD)/libdevq.a
 
@@ -126,6 +126,16 @@ deps:
 	@if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
 	$$SUDO apt-get update && \
 	DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y --no-install-recommends $(DEB_PACKAGES)
+
+# What `make deb` needs besides the build's own: dpkg-buildpackage (dpkg-dev),
+# dh (debhelper), lintian for lint-deb, and libslurm-dev, which
+# packaging/debian/control's Build-Depends names for slurm-devq.
+DEB_BUILD_PACKAGES = dpkg-dev debhelper lintian libslurm-dev
+## apt-get install what make deb and lint-deb need (dpkg-dev debhelper lintian libslurm-dev)
+deps-deb:
+	@if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	$$SUDO apt-get update && \
+	DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y --no-install-recommends $(DEB_BUILD_PACKAGES)
 
 $(GEN_C) $(GEN_H): proto/devq.proto
 	@mkdir -p $(BUILD)/gen

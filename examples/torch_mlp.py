@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 # SPDX-License-Identifier: Apache-2.0
 """A PyTorch model served to several processes through one devqd.
 
@@ -13,8 +13,8 @@ process checks its output against torch's own forward of the same model
 torch instead.  Then torch alone runs the same forward in one process with
 OPENBLAS_NUM_THREADS equal to devqd's cores, for comparison.
 
-    python3 examples/torch_mlp.py --socket /tmp/devq.sock          # 4 processes
-    python3 examples/torch_mlp.py --procs 2 --iters 3 --batch 16
+    examples/torch_mlp.py --socket /tmp/devq.sock          # 4 processes (#!/usr/bin/python3)
+    examples/torch_mlp.py --procs 2 --iters 3 --batch 16
 
 Needs a devqd with the CPU backend listening (DEVQ_SOCKET or --socket),
 the devq package (pip install, python3-devq, or PYTHONPATH=build/python)

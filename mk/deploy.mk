@@ -85,7 +85,7 @@ DEB_SRC = $(DEB_DIR)/devq-$(DEVQ_VERSION)
 ## Debian packages in build/deb/ (DEB_BUILD_PROFILES=pkg.devq.nocuda: no CUDA)
 deb:
 	@command -v dpkg-buildpackage >/dev/null && command -v dh >/dev/null || \
-	  { echo "make deb needs dpkg-dev and debhelper: apt-get install dpkg-dev debhelper"; exit 1; }
+	  { echo "make deb needs dpkg-dev and debhelper: make deps-deb installs them"; exit 1; }
 	rm -rf $(DEB_DIR)
 	mkdir -p $(DEB_SRC)
 	{ if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then git ls-files; \

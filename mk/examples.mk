@@ -20,3 +20,11 @@ $(BUILD)/tests/test_example: tests/example.sh $(EXAMPLES) $(BUILD)/devqd $(BUILD
 	@mkdir -p $(dir $@)
 	$(call quiet,GEN,$@)printf '#!/bin/sh\nexec env DEVQ_EXAMPLE_LDFLAGS="%s" sh tests/example.sh "$$@"\n' '$(LDFLAGS)' > $@
 	$(Q)chmod +x $@
+
+# README.md's one-minute paths, run as written (tests/oneminute.sh, as the
+# program test_oneminute): what their blocks build is built first, so
+# their `make` has nothing left to do.
+$(BUILD)/tests/test_oneminute: tests/oneminute.sh README.md $(BUILD)/devqd $(BUILD)/devctl python
+	@mkdir -p $(dir $@)
+	$(call quiet,GEN,$@)printf '#!/bin/sh\nexec sh tests/oneminute.sh "$$@"\n' > $@
+	$(Q)chmod +x $@

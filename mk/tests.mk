@@ -61,6 +61,7 @@ DEVQ_TEST_TABLE = \
   test_exports      exports      no    check      tools/check-exports.sh \
   test_completion   completion   no    check      tests/completion.sh \
   test_example      examples     no    check      tests/example.sh \
+  test_oneminute    examples     no    check      tests/oneminute.sh \
   test_repo         executables  some  check      tests/repo.sh \
   test_host         host         no    check,sim  tests/host.sh \
   test_mlp          host         no    check      tests/mlp.sh \

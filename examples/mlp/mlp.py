@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 # SPDX-License-Identifier: Apache-2.0
 """A 3-layer MLP served to many processes through devq.
 
@@ -12,8 +12,8 @@ ops' device_end - device_start from their completions.  The parent prints
 each process's line, the total throughput, and each process's share of
 all device time.
 
-    python3 examples/mlp/mlp.py                 # 4 processes, full sizes
-    python3 examples/mlp/mlp.py --procs 2 --small --iters 2
+    examples/mlp/mlp.py                 # 4 processes, full sizes (#!/usr/bin/python3)
+    examples/mlp/mlp.py --procs 2 --small --iters 2
 
 Full sizes: batch 64, 1024 -> 4096 -> 4096 -> 1024.  Needs a devqd
 listening (DEVQ_SOCKET or --socket) and the devq package on PYTHONPATH."""
