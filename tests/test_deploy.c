@@ -5,6 +5,7 @@
  * tests read devqd.conf files; the install test builds a program from a
  * `make install` tree with pkg-config; the metrics test feeds `devctl
  * metrics` to promtool. */
+#include <ctype.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <fcntl.h>
@@ -971,7 +972,9 @@ static char *slurp(const char *path)
 }
 
 /* Every key of devqd's table is documented in devqd.conf(5) and listed in
- * the installed example, and the example, uncommented, is accepted. */
+ * the installed example (as "#key = value" or in words), no example line
+ * is a "#key =" without a value (uncommented, devqd would stop on it), and
+ * the example, uncommented, is accepted. */
 START_TEST(test_config_keys_documented)
 {
 	const char *man = slurp("man/devqd.conf.5"), *example = slurp("packaging/devqd.conf");
@@ -992,8 +995,25 @@ START_TEST(test_config_keys_documented)
 		ck_assert_msg(strstr(man, want) || strstr(man, want2) ||
 				      (snprintf(want, sizeof(want), ".BR %s \" = \"", roff), strstr(man, want)),
 			      "key %s is not documented in man/devqd.conf.5", k);
-		snprintf(line, sizeof(line), "\n#%s =", k);
-		ck_assert_msg(strstr(example, line), "key %s is missing from packaging/devqd.conf", k);
+		snprintf(line, sizeof(line), "\n#%s = ", k);
+		bool named = false; /* in words: k, not part of a longer name */
+		for (const char *w = example; !named && (w = strstr(w, k)); w++)
+			named = w > example && !isalnum((unsigned char)w[-1]) && w[-1] != '-' &&
+				!isalnum((unsigned char)w[strlen(k)]) && w[strlen(k)] != '-';
+		ck_assert_msg(strstr(example, line) || named,
+			      "key %s is missing from packaging/devqd.conf", k);
+		for (const char *l = example; (l = strstr(l, "\n#")); l++) {
+			size_t n = strlen(k);
+			const char *v = l + 2 + n;
+			if (strncmp(l + 2, k, n) || strspn(v, " ") == 0 || v[strspn(v, " ")] != '=')
+				continue;
+			v += strspn(v, " ") + 1;
+			v += strspn(v, " \t");
+			ck_assert_msg(*v != '\n' && *v,
+				      "packaging/devqd.conf: '#%s =' has no value: say the default "
+				      "in words (uncommented, devqd stops on an empty value)",
+				      k);
+		}
 	}
 	ck_assert_uint_ge(nkeys, 9);
 
@@ -1031,6 +1051,270 @@ START_TEST(test_config_keys_documented)
 	ck_assert_int_eq(harness_stop(&d), 0);
 	unlink(path);
 	rmdir(dir);
+}
+END_TEST
+
+/* The effective settings devqd prints for args (shell words), after a
+ * '\n' so that every line can be looked for as "\nkey = value\n". */
+static int print_config(char *out, size_t n, const char *args)
+{
+	out[0] = '\n';
+	return sh(out + 1, n - 1, "%s --print-config %s", harness_bin("devqd"), args);
+}
+
+/* A value in devqd.conf's syntax for every key: the test must grow with
+ * the table (a key without a row here fails). */
+static const char *sample_value(const char *key)
+{
+	static const struct {
+		const char *key, *value;
+	} v[] = {
+		{ "socket", "/tmp/devq-flags.sock" },
+		{ "backend", "cpu" },
+		{ "device", "3" },
+		{ "streams", "7" },
+		{ "priority-streams", "2" },
+		{ "max-op-ms", "1234" },
+		{ "max-buffer-mb", "77" },
+		{ "max-queues", "9" },
+		{ "verbose", "2" },
+		{ "stall-timeout-ms", "5000" },
+		{ "trace-records", "100" },
+		{ "admin-group", "root" },
+		{ "allow-users", "root,0" },
+		{ "allow-groups", "root" },
+		{ "priority-users", "root" },
+		{ "priority-groups", "root" },
+		{ "fair-k", "5" },
+		{ "fair-shares", "root:3,0:2" },
+		{ "fair-window-us", "20" },
+		{ "quota-session-ops", "11" },
+		{ "quota-user-ops", "12" },
+		{ "quota-session-buffers", "13" },
+		{ "quota-user-buffers", "14" },
+		{ "quota-session-pinned-mb", "15" },
+		{ "quota-user-pinned-mb", "16" },
+		{ "quota-session-device-mb", "17" },
+		{ "quota-user-device-mb", "18" },
+		{ "quota-user-queues", "19" },
+		{ "quota-user-sessions", "20" },
+		{ "quota-session-fds", "600" },
+		{ "quota-outbound-kb", "21" },
+		{ "lost-refuse-after", "4" },
+		{ "lost-refuse-s", "0" },
+		{ "state-dir", "/tmp/devq-flags-state" },
+		{ "control-groups", "root" },
+		{ "tenants-dir", "/tmp/devq-flags.tenants" },
+		{ "grant-exclusive", "no" },
+		{ "executables", "/tmp/devq-flags-a:/tmp/devq-flags-b" },
+	};
+	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
+		if (!strcmp(v[i].key, key))
+			return v[i].value;
+	return NULL;
+}
+
+/* Every devqd.conf key is also the flag --KEY VALUE, VALUE written as in
+ * the file (--verbose 2, --executables a:b): every key set by flags gives
+ * the settings the same lines give from a file, and neither is the
+ * default. */
+START_TEST(test_config_keys_are_flags)
+{
+	char dir[] = "/tmp/devq-flags-XXXXXX", path[128];
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/all.conf", dir);
+	FILE *f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	static char flags[4000];
+	size_t fl = 0;
+	const char *k;
+	for (size_t i = 0; (k = devq_config_key_name(i)); i++) {
+		const char *v = sample_value(k);
+		ck_assert_msg(v != NULL, "key %s: give it a sample value in this test", k);
+		fprintf(f, "%s = %s\n", k, v);
+		fl += (size_t)snprintf(flags + fl, sizeof(flags) - fl, " --%s '%s'", k, v);
+		ck_assert_uint_lt(fl, sizeof(flags));
+	}
+	ck_assert_int_eq(fclose(f), 0);
+
+	static char from_file[8192], from_flags[8192], defaults[8192], args[4200];
+	snprintf(args, sizeof(args), "-c %s", path);
+	ck_assert_int_eq(print_config(from_file, sizeof(from_file), args), 0);
+	snprintf(args, sizeof(args), "-c /dev/null%s", flags);
+	int rc = print_config(from_flags, sizeof(from_flags), args);
+	ck_assert_msg(rc == 0, "devqd%s: exit %d: %s", flags, rc, from_flags);
+	ck_assert_str_eq(from_flags, from_file);
+	ck_assert_int_eq(print_config(defaults, sizeof(defaults), "-c /dev/null"), 0);
+	for (size_t i = 0; (k = devq_config_key_name(i)); i++) {
+		char line[256];
+		snprintf(line, sizeof(line), "\n%s = %s\n", k, sample_value(k));
+		ck_assert_msg(strstr(from_flags, line), "--%s %s: not in effect:\n%s", k,
+			      sample_value(k), from_flags);
+		ck_assert_msg(!strstr(defaults, line), "%s: the sample is the default", k);
+	}
+	/* The flag --verbose N and -v: N replaces the file's, -v adds one. */
+	snprintf(args, sizeof(args), "-c %s -v --verbose 1", path);
+	ck_assert_int_eq(print_config(from_flags, sizeof(from_flags), args), 0);
+	ck_assert_ptr_nonnull(strstr(from_flags, "\nverbose = 1\n"));
+	/* --executables adds up, as the file's list reads. */
+	ck_assert_int_eq(print_config(from_flags, sizeof(from_flags),
+				      "-c /dev/null --executables /a:/b --executables /c"),
+			 0);
+	ck_assert_ptr_nonnull(strstr(from_flags, "\nexecutables = /a:/b:/c\n"));
+	ck_assert_int_eq(print_config(from_flags, sizeof(from_flags),
+				      "-c /dev/null --executables ''"),
+			 2);
+	ck_assert_int_eq(unlink(path), 0);
+	ck_assert_int_eq(rmdir(dir), 0);
+}
+END_TEST
+
+/* The "Default:" of key's entry in devqd.conf(5), its first word, troff
+ * removed; "" when the entry has none or documents several keys. */
+static void man_default(const char *man, const char *key, char *out, size_t n)
+{
+	char roff[96], want[128];
+	size_t j = 0;
+	for (const char *c = key; *c && j < sizeof(roff) - 3; c++) {
+		if (*c == '-')
+			roff[j++] = '\\';
+		roff[j++] = *c;
+	}
+	roff[j] = '\0';
+	out[0] = '\0';
+	snprintf(want, sizeof(want), "\n.BI %s \"", roff);
+	const char *e = strstr(man, want);
+	if (!e) {
+		snprintf(want, sizeof(want), "\n.BR %s \" = \"", roff);
+		e = strstr(man, want);
+	}
+	if (!e || strchr(e + 1, '\n') == NULL)
+		return;
+	const char *eol = strchr(e + 1, '\n');
+	if (memmem(e, (size_t)(eol - e), "\\fR, ", 5))
+		return; /* several keys, several defaults */
+	const char *end = eol;
+	while ((end = strstr(end, "\n.")) && strncmp(end, "\n.TP", 4) && strncmp(end, "\n.SS", 4) &&
+	       strncmp(end, "\n.SH", 4))
+		end++;
+	const char *d = memmem(e, (size_t)((end ? end : e + strlen(e)) - e), "Default:", 8);
+	if (!d)
+		return;
+	d += 8;
+	/* Skip white space and one font macro (".BR auto ." on its own line). */
+	d += strspn(d, " \n");
+	if (*d == '.') {
+		d += strcspn(d, " ");
+		d += strspn(d, " ");
+	}
+	j = 0;
+	for (; *d && !strchr(" \n", *d) && j < n - 1; d++)
+		if (*d != '\\')
+			out[j++] = *d;
+	while (j && strchr(".,;", out[j - 1]))
+		j--;
+	out[j] = '\0';
+}
+
+/* The defaults devqd.conf(5) and the installed example give are those
+ * devqd runs with (its --print-config without a file): every
+ * "#key = value" of the example, every single-key "Default: VALUE" of the
+ * manual whose value is a number or a word the key takes. */
+START_TEST(test_config_documented_defaults_are_real)
+{
+	static char defaults[8192];
+	ck_assert_int_eq(print_config(defaults, sizeof(defaults), "-c /dev/null"), 0);
+	const char *man = slurp("man/devqd.conf.5"), *example = slurp("packaging/devqd.conf");
+	int checked = 0;
+	for (const char *l = example; *l;) {
+		const char *e = strchr(l, '\n');
+		size_t n = e ? (size_t)(e - l) : strlen(l);
+		char key[64], value[256], want[400];
+		char one[512];
+		snprintf(one, sizeof(one), "%.*s", (int)n, l);
+		if (sscanf(one, "#%63[a-z-] = %255s", key, value) == 2) {
+			snprintf(want, sizeof(want), "\n%s = %s\n", key, value);
+			ck_assert_msg(strstr(defaults, want),
+				      "packaging/devqd.conf: '#%s = %s' is not the default:\n%s", key,
+				      value, defaults);
+			checked++;
+		}
+		l += n + (e ? 1 : 0);
+	}
+	ck_assert_int_ge(checked, 20);
+
+	int man_checked = 0;
+	const char *k;
+	for (size_t i = 0; (k = devq_config_key_name(i)); i++) {
+		char doc[128], want[256];
+		man_default(man, k, doc, sizeof(doc));
+		/* Words that are no value: "none", "the", "half", "every"... */
+		if (!doc[0] || !(isdigit((unsigned char)doc[0]) || doc[0] == '/' ||
+				 !strcmp(doc, "auto") || !strcmp(doc, "yes") || !strcmp(doc, "no")))
+			continue;
+		snprintf(want, sizeof(want), "\n%s = %s\n", k, doc);
+		char times[160];
+		snprintf(times, sizeof(times), "Default: %s times", doc);
+		if (strstr(man, times) && !strstr(defaults, want))
+			continue; /* "Default: 4 times max-queues": a formula */
+		ck_assert_msg(strstr(defaults, want) != NULL,
+			      "man/devqd.conf.5: %s's default '%s' is not the real one:\n%s", k, doc,
+			      defaults);
+		man_checked++;
+	}
+	ck_assert_int_ge(man_checked, 15);
+}
+END_TEST
+
+/* Every key SIGHUP applies is in the reload lists of devqd.conf(5) and of
+ * the installed example's header. */
+START_TEST(test_reload_lists_complete)
+{
+	const char *man = slurp("man/devqd.conf.5"), *example = slurp("packaging/devqd.conf");
+	const char *from = strstr(man, "\n.SH RELOAD"), *to = strstr(man, "\n.SH KEYS");
+	ck_assert_ptr_nonnull(from);
+	ck_assert_ptr_nonnull(to);
+	const char *head_end = strstr(example, "\n\n");
+	ck_assert_ptr_nonnull(head_end);
+	int n = 0;
+	const char *k;
+	for (size_t i = 0; (k = devq_config_key_name(i)); i++) {
+		if (!devq_config_key_reloadable(k))
+			continue;
+		char bare[96];
+		size_t j = 0;
+		for (const char *c = k; *c && j < sizeof(bare) - 3; c++) {
+			if (*c == '-')
+				bare[j++] = '\\';
+			bare[j++] = *c;
+		}
+		bare[j] = '\0';
+		ck_assert_msg(memmem(from, (size_t)(to - from), bare, strlen(bare)),
+			      "reload: %s is not in devqd.conf(5)'s RELOAD", k);
+		ck_assert_msg(memmem(example, (size_t)(head_end - example), k, strlen(k)),
+			      "reload: %s is not in packaging/devqd.conf's list", k);
+		n++;
+	}
+	ck_assert_int_ge(n, 8);
+}
+END_TEST
+
+/* A bad option is named in one line with where to look, not buried under
+ * the whole help. */
+START_TEST(test_bad_option_one_line)
+{
+	static const char *const bad[] = { "--bogus", "-Z", "stray", "--streams" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char out[4096];
+		int rc = sh(out, sizeof(out), "%s %s", harness_bin("devqd"), bad[i]);
+		ck_assert_int_eq(rc, 2);
+		int lines = 0;
+		for (const char *p = out; (p = strchr(p, '\n')); p++)
+			lines++;
+		ck_assert_msg(lines == 2, "devqd %s: %d lines:\n%.300s", bad[i], lines, out);
+		ck_assert_msg(strstr(out, "\nTry 'devqd --help' for more information.\n"),
+			      "devqd %s:\n%s", bad[i], out);
+	}
 }
 END_TEST
 
@@ -1396,6 +1680,10 @@ int main(void)
 	tcase_add_test(tc, test_config_file_and_override);
 	tcase_add_test(tc, test_config_errors_name_file_and_line);
 	tcase_add_test(tc, test_config_keys_documented);
+	tcase_add_test(tc, test_config_keys_are_flags);
+	tcase_add_test(tc, test_config_documented_defaults_are_real);
+	tcase_add_test(tc, test_reload_lists_complete);
+	tcase_add_test(tc, test_bad_option_one_line);
 	tcase_add_test(tc, test_man_pages_cover_the_help);
 	tcase_add_test(tc, test_install_tree_pkgconfig_client);
 	tcase_add_test(tc, test_metrics_promtool_and_counters_move);

@@ -373,6 +373,17 @@ START_TEST(test_help_hints_interrupt)
 	out[got] = '\0';
 	ck_assert_int_eq(WEXITSTATUS(pclose(p)), 3);
 	ck_assert_msg(strstr(out, "is devqd running?"), "%s", out);
+	/* No permission on the socket: the hint names what grants it (the
+	 * socket's group), not a devqd flag that does not exist. */
+	snprintf(cmd, sizeof(cmd),
+		 "setpriv --reuid=65534 --regid=65534 --clear-groups %s --socket %s list 2>&1",
+		 harness_bin("devctl"), D.sock);
+	p = popen(cmd, "r");
+	got = fread(out, 1, sizeof(out) - 1, p);
+	out[got] = '\0';
+	ck_assert_int_eq(WEXITSTATUS(pclose(p)), 3);
+	ck_assert_msg(strstr(out, "usermod -aG devq") && !strstr(out, "--socket-group"), "%s", out);
+	ck_assert_msg(!strstr(strstr(out, "usermod") + 1, "usermod"), "the hint twice: %s", out);
 	rc = devctl(out, sizeof(out),
 		    "submit spin ns=900000000 2>&1 & p=$!; sleep 0.3; tr '\\0' ' ' < /proc/$p/cmdline; "
 		    "echo; kill -INT $p; wait $p; echo rc=$?");

@@ -82,7 +82,15 @@ const char *devctl_conn_hint(int r, const devq *q)
 		       "devqd)";
 	case -EACCES:
 	case -EPERM:
-		return " (no permission on the socket: devqd's --socket-group, or run as its "
+		/* libdevq names the group to join when it can tell: once is
+		 * enough. */
+		if (q && strstr(devq_last_error(q), "usermod"))
+			return "";
+		/* The socket is mode 0660: its group is devqd.socket's
+		 * SocketGroup= (devq), or devqd's own group when it binds the
+		 * socket itself.  No flag of devqd's changes it. */
+		return " (no permission on the socket: join its group, devq as packaged "
+		       "(sudo usermod -aG devq $USER, then log in again), or run as devqd's "
 		       "user)";
 	default:
 		return "";

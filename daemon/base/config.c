@@ -351,16 +351,12 @@ int devq_config_load_argv(struct devq_config *cfg, int argc, char *const *argv)
 				}
 			}
 		} else if (a[0] == '-' && a[1] == '-' && !strchr(a, '=')) {
-			/* A long option's value may start with '-c': skip it. */
-			static const char *const with_value[] = {
-				"--socket",	 "--backend",	   "--streams",	    "--device",
-				"--admin-group", "--allow-users", "--allow-groups", "--fair-shares",
-				"--state-dir",	 "--priority-users", "--priority-groups",
-				"--control-groups", "--tenants-dir", "--grant-exclusive",
-			};
-			for (size_t k = 0; k < sizeof(with_value) / sizeof(with_value[0]); k++)
-				if (!strcmp(a, with_value[k]))
-					i++;
+			/* A long option's value may start with '-c': skip it.
+			 * Every key is a flag with a value (--verbose's is
+			 * optional and a number, never '-c...'). */
+			if ((find_key(a + 2) && strcmp(a + 2, "verbose")) ||
+			    !strcmp(a, "--check-executables"))
+				i++;
 		}
 	}
 	bool explicit = path != NULL;
@@ -413,6 +409,37 @@ static bool set_by_flag(const char *key)
 	return false;
 }
 
+/* Whether --verbose N is the Nth word, N all digits: the flag's value in
+ * the config's syntax, not one more -v. */
+static bool verbose_number_at(int argc, char *const *argv, int i)
+{
+	if (i >= argc || !argv[i][0])
+		return false;
+	for (const char *c = argv[i]; *c; c++)
+		if (!isdigit((unsigned char)*c))
+			return false;
+	return true;
+}
+
+/* Whether argv gives verbose a value (--verbose=N or --verbose N). */
+static bool verbose_value_flag(void)
+{
+	for (int i = 1; i < saved_argc; i++) {
+		const char *a = saved_argv[i];
+		if (!strcmp(a, "--"))
+			break;
+		if (!strncmp(a, "--verbose=", 10) ||
+		    (!strcmp(a, "--verbose") && verbose_number_at(saved_argc, saved_argv, i + 1)))
+			return true;
+	}
+	return false;
+}
+
+bool devq_config_verbose_has_value(int argc, char *const *argv, int i)
+{
+	return verbose_number_at(argc, argv, i);
+}
+
 static bool same_value(const struct cfg_key *k, const struct devq_config *a,
 		       const struct devq_config *b)
 {
@@ -452,8 +479,9 @@ int devq_config_reload(struct devq_config *cfg, char *err, size_t errlen)
 		const struct cfg_key *k = &keys[i];
 		if (same_value(k, cfg, &next))
 			continue;
-		/* -v adds to the file's verbose rather than replacing it. */
-		if (strcmp(k->name, "verbose") && set_by_flag(k->name)) {
+		/* -v and a bare --verbose add to the file's verbose rather than
+		 * replacing it; --verbose N replaces it, as any flag does. */
+		if (strcmp(k->name, "verbose") ? set_by_flag(k->name) : verbose_value_flag()) {
 			log_info("reload: %s: the command-line flag still wins", k->name);
 		} else if (!is_reloadable(k->name)) {
 			log_warn("reload: %s changed in %s; it takes effect when devqd restarts",
@@ -478,7 +506,7 @@ int devq_config_verbose_flags(void)
 		const char *a = saved_argv[i];
 		if (!strcmp(a, "--"))
 			break;
-		if (!strcmp(a, "--verbose"))
+		if (!strcmp(a, "--verbose") && !verbose_number_at(saved_argc, saved_argv, i + 1))
 			n++;
 		else if (a[0] == '-' && a[1] != '-')
 			for (const char *c = a + 1; *c; c++)
@@ -490,6 +518,44 @@ int devq_config_verbose_flags(void)
 const char *devq_config_key_name(size_t i)
 {
 	return i < sizeof(keys) / sizeof(keys[0]) ? keys[i].name : NULL;
+}
+
+bool devq_config_key_reloadable(const char *key)
+{
+	return is_reloadable(key);
+}
+
+void devq_config_dump(FILE *f, const struct devq_config *cfg)
+{
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		const struct cfg_key *k = &keys[i];
+		const char *field = (const char *)cfg + k->off;
+		uint64_t scale = k->scale ? k->scale : 1;
+		switch (k->type) {
+		case CFG_STR:
+		case CFG_CHOICE: {
+			const char *s = *(const char *const *)field;
+			if (s)
+				fprintf(f, "%s = %s\n", k->name, s);
+			else
+				fprintf(f, "# %s is not set\n", k->name);
+			break;
+		}
+		case CFG_U64:
+			fprintf(f, "%s = %llu\n", k->name,
+				(unsigned long long)(*(const uint64_t *)field / scale));
+			break;
+		case CFG_UINT:
+			fprintf(f, "%s = %u\n", k->name, *(const unsigned *)field);
+			break;
+		case CFG_INT:
+			fprintf(f, "%s = %d\n", k->name, *(const int *)field);
+			break;
+		case CFG_BOOL:
+			fprintf(f, "%s = %s\n", k->name, *(const bool *)field ? "yes" : "no");
+			break;
+		}
+	}
 }
 
 void devq_config_fini(void)

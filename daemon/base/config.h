@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 /* Every setting of the daemon: flags and devqd.conf fill it in, the layers
  * above read it. */
@@ -98,6 +99,17 @@ int devq_config_verbose_flags(void);
 
 /* The i-th key of the table, NULL past the end (documentation checks). */
 const char *devq_config_key_name(size_t i);
+/* Whether SIGHUP applies key at once (documentation checks). */
+bool devq_config_key_reloadable(const char *key);
+/* Whether argv[i] is the value of a --verbose before it: a number, in the
+ * config's syntax (--verbose N sets the key; a bare --verbose adds one). */
+bool devq_config_verbose_has_value(int argc, char *const *argv, int i);
+
+/* Writes every key's value in cfg as a devqd.conf line ("key = value", in
+ * the key's own unit), "# key is not set" for a string left NULL: the
+ * effective settings (devqd --print-config), which read back as a file
+ * give the same config. */
+void devq_config_dump(FILE *f, const struct devq_config *cfg);
 
 /* Frees the strings the file supplied (the config's string fields may
  * point at them, so call this last). */

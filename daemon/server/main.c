@@ -20,6 +20,7 @@
 #include "device/hostslot.h"
 #include "core/trace.h"
 #include "server/reload.h"
+#include "core/quota.h"
 
 /* getopt value of the flags that are set through the config key table. */
 #define DEVQ_OPT_BY_KEY 0x300
@@ -89,13 +90,17 @@ static void usage(FILE *f)
 		"                          what is wrong and exit: 0 when devqd would accept\n"
 		"                          them, 2 otherwise (devqd.service's ExecReload runs it\n"
 		"                          first, so that systemctl reload fails on a bad file)\n"
-		"      --executables DIR   serve the executables of the repository DIR\n"
-		"                          (repeatable; default /etc/devqd/executables.d when it\n"
-		"                          exists); SIGHUP rescans it\n"
+		"      --executables DIR[:DIR]...  serve the executables of these repository\n"
+		"                          directories (repeatable; default\n"
+		"                          /etc/devqd/executables.d when it exists); SIGHUP\n"
+		"                          rescans them\n"
+		"      --print-config      print the effective settings (defaults, the file,\n"
+		"                          the flags) as devqd.conf lines and exit\n"
 		"      --check-executables DIR  validate the repository DIR as a start would,\n"
 		"                          log each refused file and why, and exit: 0 when all\n"
 		"                          are good, 1 otherwise (repeatable)\n"
-		"  -v, --verbose           more logging (repeat for debug)\n"
+		"  -v, --verbose [N]       more logging (repeat for debug); with N, set the\n"
+		"                          level as devqd.conf's verbose does (0..2)\n"
 		"  -h, --help              this text\n"
 		"  -V, --version           print the version and the protocol versions spoken\n"
 		"\n"
@@ -121,11 +126,13 @@ static int parse_u64(const char *opt, const char *s, uint64_t min, uint64_t max,
 	return 0;
 }
 
-/* Appends dir to the ':'-separated list *list. */
+/* Appends dirs, DIR[:DIR]... as devqd.conf's executables takes it (the
+ * scan skips an empty name between colons), to the ':'-separated list
+ * *list. */
 static int add_dir(char **list, const char *dir)
 {
-	if (!*dir || strchr(dir, ':')) {
-		fprintf(stderr, "devqd: '%s': a directory name, not empty and without ':'\n", dir);
+	if (!*dir) {
+		fprintf(stderr, "devqd: --executables: empty value\n");
 		return -EINVAL;
 	}
 	size_t old = *list ? strlen(*list) : 0;
@@ -290,7 +297,8 @@ int main(int argc, char **argv)
 		{ "lost-refuse-after", required_argument, NULL, DEVQ_OPT_BY_KEY },
 		{ "lost-refuse-s", required_argument, NULL, DEVQ_OPT_BY_KEY },
 		{ "state-dir", required_argument, NULL, DEVQ_OPT_BY_KEY },
-		{ "verbose", no_argument, NULL, 'v' },
+		{ "print-config", no_argument, NULL, 75 },
+		{ "verbose", optional_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ 0 },
@@ -313,7 +321,7 @@ int main(int argc, char **argv)
 	d.listen_fd = -1;
 	int verbose = 0, c;
 	char *exe_dirs = NULL, *check_dirs = NULL; /* --executables, --check-executables */
-	bool check_config = false;
+	bool check_config = false, print_config = false;
 	uint64_t v;
 	/* The file first, so that every flag below overrides it. */
 	if (devq_config_load_argv(&cfg, argc, argv) < 0)
@@ -397,7 +405,23 @@ int main(int argc, char **argv)
 			break;
 		}
 		case 'v':
-			verbose++;
+			/* --verbose N (or =N) is the key, in its syntax; -v and a
+			 * bare --verbose add one. */
+			if (!optarg && devq_config_verbose_has_value(argc, argv, optind) &&
+			    !strncmp(argv[optind - 1], "--", 2))
+				optarg = argv[optind++];
+			if (optarg) {
+				char err[256];
+				if (devq_config_set(&cfg, "verbose", optarg, err, sizeof(err)) < 0) {
+					fprintf(stderr, "devqd: --%s\n", err);
+					return 2;
+				}
+			} else {
+				verbose++;
+			}
+			break;
+		case 75:
+			print_config = true;
 			break;
 		case 'h':
 			usage(stdout);
@@ -406,13 +430,15 @@ int main(int argc, char **argv)
 			printf("devqd %s (protocol %u..%u)\n", DEVQ_VERSION, DEVQ_PROTO_MIN, DEVQ_PROTO_MAX);
 			return 0;
 		default:
-			usage(stderr);
+			/* getopt said what was wrong, in one line: the help would
+			 * bury it. */
+			fprintf(stderr, "Try 'devqd --help' for more information.\n");
 			return 2;
 		}
 	}
 	if (optind < argc) {
 		fprintf(stderr, "devqd: unexpected argument '%s'\n", argv[optind]);
-		usage(stderr);
+		fprintf(stderr, "Try 'devqd --help' for more information.\n");
 		return 2;
 	}
 	if (check_dirs) {
@@ -421,6 +447,17 @@ int main(int argc, char **argv)
 		free(check_dirs);
 		devq_config_fini();
 		return rc;
+	}
+	if (print_config) {
+		/* What the daemon would run with: the quota defaults are filled
+		 * in as at start (core/quota.c). */
+		devq_quota_defaults(&cfg);
+		if (!cfg.executables) /* what the scan reads then (core/repo.c) */
+			cfg.executables = DEVQ_REPO_DEFAULT_DIR;
+		devq_config_dump(stdout, &cfg);
+		free(exe_dirs);
+		devq_config_fini();
+		return fflush(stdout) == 0 ? 0 : 1;
 	}
 	if (check_config) {
 		/* What a start checks before it touches the device or the socket. */
