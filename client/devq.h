@@ -11,6 +11,11 @@
  * thread at a time.  Use one connection per thread, or serialise calls on a
  * handle with your own lock.  Different handles are independent.
  *
+ * fork(): a handle belongs to the process that connected.  In a child,
+ * every call that talks to devqd or reads what it shares fails with -ECHILD
+ * and sends nothing (the parent's session is unaffected); devq_disconnect
+ * there frees only the child's copy.  Connect again in the child.
+ *
  * Errors: functions return 0 or a negative errno; devq_last_error() then
  * holds a message.  Daemon-side failures carry a devq code (DEVQ_E_*), see
  * devq_code_name(). */

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,6 +78,10 @@ struct devq {
 	/* What the last AdminGrant's reply warned of ("": nothing). */
 	char warning[320];
 	bool broken; /* connection lost: every call fails */
+	/* The process that connected and the fork count then: see
+	 * crossed_fork. */
+	pid_t pid;
+	unsigned long forks;
 	/* what devq_reconnect needs to say hello again */
 	char path[108];
 	char name[64];
@@ -129,6 +134,42 @@ static int fail(devq *q, int r, const char *fmt, ...)
 	vsnprintf(q->err, sizeof(q->err), fmt, ap);
 	va_end(ap);
 	return r;
+}
+
+/* fork(): a child inherits the parent's socket, completion page and submit
+ * ring.  Were it to use them, the daemon would read one session's messages
+ * from two processes (buffer ids taken twice, points counted twice) and
+ * each process would take the other's completions.  So a handle works only
+ * in the process that connected; in any other, every call that talks to
+ * devqd or reads what it shares fails with -ECHILD, and devq_disconnect
+ * only frees this process's copy.  Forks are counted (pthread_atfork) so
+ * that the check is a load: getpid() would put a syscall on the submit
+ * path.  A child in which only the fork counter moved (one thread: no
+ * lock needed) sees a different count. */
+static unsigned long fork_count;
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+
+static void on_fork_child(void)
+{
+	fork_count++;
+}
+
+static void watch_forks(void)
+{
+	/* Fails only for lack of memory; a fork then goes unnoticed, as
+	 * before this check existed. */
+	(void)pthread_atfork(NULL, NULL, on_fork_child);
+}
+
+static bool crossed_fork(devq *q)
+{
+	if (__builtin_expect(q->forks == fork_count, 1))
+		return false;
+	fail(q, -ECHILD,
+	     "a devq connection cannot cross fork(): this one belongs to process %d; "
+	     "call devq_connect() in the child",
+	     (int)q->pid);
+	return true;
 }
 
 #ifndef DEVQ_VERSION
@@ -218,7 +259,7 @@ static size_t take_ring(devq *q)
 {
 	struct devq_cpc *c = q->cp;
 	uint64_t n = c ? devq_cpc_ring_ready(c) : 0;
-	if (!n)
+	if (!n || crossed_fork(q))
 		return 0;
 	if (n > c->ring_n) /* only a confused daemon; take what the ring holds */
 		n = c->ring_n;
@@ -447,6 +488,8 @@ static void on_message(devq *q, Devq__DaemonMessage *m, struct devq_frame *f, ui
 /* Reads and sorts what arrives within timeout_ms (0: only what is there). */
 static int pump(devq *q, int timeout_ms)
 {
+	if (crossed_fork(q))
+		return -ECHILD;
 	if (q->broken)
 		return fail(q, -ECONNRESET, "connection to devqd lost");
 	/* Whatever waits for an answer must first send what it waits on. */
@@ -511,10 +554,10 @@ static int pump(devq *q, int timeout_ms)
 
 static int send_msg(devq *q, Devq__ClientMessage *m, const int *fds, unsigned nfds)
 {
-	if (q->broken) {
+	if (q->broken || crossed_fork(q)) {
 		for (unsigned i = 0; i < nfds; i++)
 			close(fds[i]);
-		return fail(q, -ECONNRESET, "connection to devqd lost");
+		return q->broken ? fail(q, -ECONNRESET, "connection to devqd lost") : -ECHILD;
 	}
 	int r = devq_tx_push(&q->tx, DEVQ_FRAME_CLIENT, &m->base, fds, nfds);
 	if (r < 0)
@@ -529,6 +572,8 @@ static int send_msg(devq *q, Devq__ClientMessage *m, const int *fds, unsigned nf
 
 int devq_flush(devq *q)
 {
+	if (crossed_fork(q))
+		return -ECHILD;
 	if (!q->tx.head)
 		return 0;
 	if (q->broken)
@@ -630,6 +675,9 @@ int devq_connect_versions(const char *path, const char *name, uint32_t min, uint
 	snprintf(q->name, sizeof(q->name), "%s", name ? name : "libdevq");
 	q->min_version = min;
 	q->max_version = max;
+	pthread_once(&fork_once, watch_forks);
+	q->pid = getpid();
+	q->forks = fork_count;
 	return hello(q);
 }
 
@@ -733,6 +781,9 @@ void devq_disconnect(devq *q)
 {
 	if (!q)
 		return;
+	/* In a child of fork() the socket's queued bytes are the parent's to
+	 * send: crossed_fork refuses the flush, and the rest only frees this
+	 * process's copies (close, munmap and free touch nothing shared). */
 	if (q->fd >= 0 && !q->broken)
 		devq_flush(q); /* coalesced submits were promised to the daemon */
 	if (q->fd >= 0)
@@ -1114,6 +1165,8 @@ static int submit(devq *q, const struct devq_op *ops, size_t n, uint64_t *points
 		if (ops[i].kind == DEVQ_OP_KERNEL && !ops[i].exec)
 			return fail(q, -EINVAL, "submit: op %zu has no executable", i);
 	}
+	if (crossed_fork(q))
+		return -ECHILD;
 	if (q->broken)
 		return fail(q, -ECONNRESET, "connection to devqd lost");
 	struct devq_submit_enc_batch b = { .ops = ops, .n = n, .submit_ns = now_ns(),
@@ -1209,6 +1262,8 @@ static int wait_progress(devq *q, uint64_t deadline)
 
 int devq_next_completion(devq *q, struct devq_completion *out, int timeout_ms)
 {
+	if (crossed_fork(q))
+		return -ECHILD;
 	uint64_t deadline = deadline_of(timeout_ms);
 	while (!q->cmpl.count && !take_ring(q)) {
 		int r = wait_progress(q, deadline);
@@ -1308,6 +1363,8 @@ uint64_t devq_completed(const devq *q, uint32_t queue)
 
 int devq_completion_fd(devq *q)
 {
+	if (crossed_fork(q))
+		return -ECHILD;
 	if (!q->cp)
 		return fail(q, -EOPNOTSUPP, "this connection has no completion page");
 	atomic_store_explicit(&q->cp->hint->evfd_armed, 1, memory_order_seq_cst);
@@ -1669,6 +1726,8 @@ static int reimport(devq *q, struct buffer *x)
 
 int devq_reconnect(devq *q, int timeout_ms)
 {
+	if (crossed_fork(q))
+		return -ECHILD;
 	uint64_t deadline = deadline_of(timeout_ms);
 	int r;
 	for (;;) {

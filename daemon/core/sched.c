@@ -78,8 +78,11 @@ static int collect_waits(struct devq_job *op, const Devq__Op *m, bool inherit, c
 
 	/* The queue's own order: inherit the previous op's failure. */
 	if (inherit && op->point > 1) {
-		if (devq_timeline_failed(q, op->point - 1)) {
-			snprintf(err, n, "queue %u failed at an earlier point; reset it", q->id);
+		uint64_t first = devq_timeline_failed_from(q, op->point - 1);
+		if (first) {
+			/* Where it went wrong: that op's own error says why. */
+			snprintf(err, n, "queue %u failed at point %llu (an earlier point); reset it",
+				 q->id, (unsigned long long)first);
 			code = DEVQ__CODE__DEPENDENCY_FAILED;
 			goto out;
 		}

@@ -185,7 +185,7 @@ int devq_timeline_grow(struct devq_timeline *q, uint64_t point)
 	return 0;
 }
 
-bool devq_timeline_failed(const struct devq_timeline *q, uint64_t p)
+uint64_t devq_timeline_failed_from(const struct devq_timeline *q, uint64_t p)
 {
 	/* The last range with from <= p. */
 	unsigned lo = 0, hi = q->nfails;
@@ -196,7 +196,12 @@ bool devq_timeline_failed(const struct devq_timeline *q, uint64_t p)
 		else
 			hi = mid;
 	}
-	return lo && p < q->fails[lo - 1].to;
+	return lo && p < q->fails[lo - 1].to ? q->fails[lo - 1].from : 0;
+}
+
+bool devq_timeline_failed(const struct devq_timeline *q, uint64_t p)
+{
+	return devq_timeline_failed_from(q, p) != 0;
 }
 
 bool devq_timeline_forgotten(const struct devq_timeline *q, uint64_t p)

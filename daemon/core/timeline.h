@@ -86,6 +86,9 @@ static inline struct devq_job *devq_timeline_get(const struct devq_timeline *q, 
 }
 /* Whether point p failed and no reset since covers it.  O(log nfails). */
 bool devq_timeline_failed(const struct devq_timeline *q, uint64_t p);
+/* The first point of the failure that covers p (0: p did not fail), for
+ * messages that name where a queue went wrong.  O(log nfails). */
+uint64_t devq_timeline_failed_from(const struct devq_timeline *q, uint64_t p);
 /* Whether point p lies below the horizon of what the queue remembers of its
  * failures (more than DEVQ_FAIL_RANGES_MAX ranges since). */
 bool devq_timeline_forgotten(const struct devq_timeline *q, uint64_t p);

@@ -60,7 +60,15 @@ dtype, an array too small for n, a missing or unknown parameter) raise
 Threads.  As with libdevq, a connection belongs to the thread that made it:
 use one connection per thread.  Calls from another thread raise
 ``devq.ThreadError`` (a ``RuntimeError``) instead of corrupting the handle.
-Blocking calls release the GIL.
+Blocking calls release the GIL.  A connection cannot cross fork(): in a
+child every call raises ``devq.ForkError``; connect again there.
+
+Ctrl-C, restarts.  Waits return to Python every 200 ms, so Ctrl-C raises
+KeyboardInterrupt promptly and loses nothing: waiting again returns the
+op's result.  When devqd stops or restarts, calls fail "connection to devqd
+lost (stopped or restarted)"; ``c.reconnect()`` carries the connection over,
+arrays included.  Each array holds one file descriptor; importing devq
+raises the soft RLIMIT_NOFILE to the hard limit.
 
 PyTorch.  ``devq.torch`` (``import devq.torch``; needs python3-torch):
 tensors over shared buffers, ``place(module, c)`` to put a model's weights
@@ -118,6 +126,7 @@ __all__ = [
     "SessionStatus",
     "Error",
     "ThreadError",
+    "ForkError",
     "CODES",
     "__version__",
 ]
@@ -163,6 +172,53 @@ class ThreadError(RuntimeError):
     thread: make one connection per thread."""
 
 
+class ForkError(RuntimeError):
+    """A connection (or an op or array of it) was used in a child of
+    fork(): the child would share the parent's socket and buffer ids, and
+    break the parent's session.  Connect again in the child."""
+
+
+# Forks since import, counted in each child (os.register_at_fork): a
+# connection made before a fork sees another count in the child.  A load
+# per call, where os.getpid() would be a syscall.
+_forks = 0
+
+
+def _count_fork():
+    global _forks
+    _forks += 1
+
+
+os.register_at_fork(after_in_child=_count_fork)
+
+
+def _raise_fd_limit():
+    """Raises this process's soft RLIMIT_NOFILE to its hard limit: every
+    devq array holds a file descriptor, and Debian's default soft limit
+    (1024) stops a script at about a thousand arrays although the hard
+    limit allows far more.  Without effect where not permitted."""
+    try:
+        import resource
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft != hard and soft != resource.RLIM_INFINITY:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    except (ImportError, ValueError, OSError):
+        pass
+
+
+_raise_fd_limit()
+
+
+def _fd_limit():
+    try:
+        import resource
+        return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    except (ImportError, ValueError, OSError):
+        return -1
+
+
+_LOST = "connection to devqd lost (stopped or restarted)"
+
 _ERRNO_CODES = {
     _errno.ECONNREFUSED: "unavailable",
     _errno.ECONNRESET: "unavailable",
@@ -193,6 +249,20 @@ def _lib_error(rc, message, connecting=False):
     if connecting and code == "not_found":
         code = "unavailable"  # no socket at that path
     return Error(code, message, errno=rc)
+
+
+def _op_error(code, msg, queue, point):
+    """The Error of a failed completion.  A queue that failed fails every
+    later op on it until reset: the daemon says so, and this says how."""
+    name = CODES[code] if 0 <= code < len(CODES) else "unknown"
+    if name == "dependency_failed" and msg.startswith("queue %d failed at" % queue):
+        msg += " (call c.reset_queue(%d), then submit again)" % queue
+    return Error(name, msg, queue=queue, point=point)
+
+
+# A blocking wait returns to Python at least this often (ms), so that
+# Ctrl-C is seen while an op runs.
+_WAIT_SLICE_MS = 200
 
 
 # ---- results ---------------------------------------------------------------
@@ -362,10 +432,41 @@ class _Buffer:
         weakref.finalize(self, _buffer_died, state, ptr)
 
 
-class _Mapping(mmap.mmap):
+class _Mapping:
     """This process's mapping of a shared buffer's memfd: the memory every
-    array of the buffer views.  It holds the buffer, so the buffer lives as
-    long as any array does; it outlives the connection (plain memory then)."""
+    array of the buffer views (through __array_interface__, so every array's
+    base chain ends here).  It holds the buffer, so the buffer lives as long
+    as any array does; it outlives the connection (plain memory then).
+
+    Mapped with mmap(2) through ctypes rather than Python's mmap module,
+    which keeps a duplicate of the fd for as long as the mapping lives:
+    libdevq already keeps one per buffer (for devq_reconnect), and two per
+    array halved how many arrays fit under RLIMIT_NOFILE."""
+
+    __slots__ = ("__array_interface__", "devq_buffer", "address", "size", "__weakref__")
+
+    def __init__(self, fd, size):
+        addr = _libc.mmap(None, size, _PROT_RW, _MAP_SHARED, fd, 0)
+        if addr is None or addr == _MAP_FAILED:
+            e = ctypes.get_errno()
+            raise OSError(e, "mmap: %s" % os.strerror(e))
+        self.address = addr
+        self.size = size
+        self.devq_buffer = None
+        self.__array_interface__ = {"data": (addr, False), "shape": (size,),
+                                    "typestr": "|u1", "version": 3}
+        weakref.finalize(self, _libc.munmap, addr, size)
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.mmap.restype = ctypes.c_void_p
+_libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                       ctypes.c_int, ctypes.c_long]
+_libc.munmap.restype = ctypes.c_int
+_libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+_PROT_RW = mmap.PROT_READ | mmap.PROT_WRITE
+_MAP_SHARED = mmap.MAP_SHARED
+_MAP_FAILED = ctypes.c_void_p(-1).value
 
 
 def _shape(shape):
@@ -376,13 +477,16 @@ def _shape(shape):
 
 def _owner_buffer(a):
     b = a.base
-    while isinstance(b, np.ndarray):
-        b = b.base
-    if type(b) is memoryview:
-        b = b.obj
-    if type(b) is _Mapping:
-        return b.devq_buffer
-    return None
+    while True:
+        t = type(b)
+        if t is _Mapping:
+            return b.devq_buffer
+        if isinstance(b, np.ndarray):
+            b = b.base
+        elif t is memoryview:
+            b = b.obj
+        else:
+            return None
 
 
 _TORCH_DTYPES = None
@@ -514,13 +618,12 @@ class Op:
         return "<devq.Op %s (%d, %d) %s>" % (self.executable, self.queue, self.point, state)
 
     def _complete(self, code, msg, stamps):
-        self._done = True
         self._code = code
         self._stamps = stamps
         if code:
             self._msg = msg
-            self._error = Error(CODES[code] if 0 <= code < len(CODES) else "unknown",
-                                msg, queue=self.queue, point=self.point)
+            self._error = _op_error(code, msg, self.queue, self.point)
+        self._done = True  # last: an interrupted _complete is redone whole
         self._refs = None
         if self._afuts:
             for f in self._afuts:
@@ -665,6 +768,7 @@ class Connection:
 
     def __init__(self, socket=None, name=None):
         self._owner = threading.get_ident()
+        self._forks = _forks
         self._state = _State()
         h = ctypes.c_void_p()
         if name is None:
@@ -726,6 +830,9 @@ class Connection:
     # -- plumbing ---------------------------------------------------------
 
     def _check(self):
+        if self._forks != _forks:
+            raise ForkError("a devq connection cannot cross fork(); call devq.connect() "
+                            "in the child")
         if threading.get_ident() != self._owner:
             raise ThreadError(
                 "devq: this connection belongs to thread %d, not the calling thread %d "
@@ -734,7 +841,7 @@ class Connection:
         if self._h is None:
             raise Error("unavailable", "the connection is closed")
         if self._broken is not None:
-            raise self._broken
+            raise Error(self._broken.code, self._broken.message, errno=self._broken.errno)
         if self._state.pending:
             self._release_dead()
 
@@ -746,6 +853,10 @@ class Connection:
         fails every op in flight with it and every later call."""
         err = _lib_error(r, self._last_error())
         if isinstance(err, Error) and err.code == "unavailable":
+            # libdevq says where it noticed ("submit ring doorbell: Broken
+            # pipe"); what happened and what to do come first.
+            err = Error("unavailable", "%s: %s; c.reconnect() carries this connection "
+                        "over to a new devqd" % (_LOST, err.message), errno=err.errno)
             self._break(err)
         raise err
 
@@ -779,13 +890,24 @@ class Connection:
         self._releasing = keep
 
     def _dispatch(self):
+        """Completes the op of the record in self._cmpl.  Safe to repeat:
+        a KeyboardInterrupt may land anywhere in here (or between libdevq
+        handing the record over and this call), so the record stays marked
+        taken (point != 0: points count from 1) until its op is done and
+        out of _inflight, and the next wait or poll dispatches it again
+        (_drain and _wait_until look first) rather than losing it."""
         q, p, code, *stamps = _CMPL_STRUCT.unpack_from(self._cmpl)
-        op = self._inflight.pop((q, p), None)
+        op = self._inflight.get((q, p))
         if op is not None:
-            msg = self._cmpl.message.decode(errors="replace") if code else ""
-            op._complete(code, msg, stamps)
+            if not op._done:
+                msg = self._cmpl.message.decode(errors="replace") if code else ""
+                op._complete(code, msg, stamps)
+            self._inflight.pop((q, p), None)
+        self._cmpl.point = 0
 
     def _drain(self):
+        if self._cmpl.point:  # taken from libdevq, then interrupted
+            self._dispatch()
         n = 0
         nc = _dll.devq_next_completion
         h, ref = self._h, self._cmpl_ref
@@ -819,12 +941,17 @@ class Connection:
         deadline = None if timeout is None else time.monotonic() + timeout
         nc = _dll.devq_next_completion
         h, ref = self._h, self._cmpl_ref
+        if self._cmpl.point:
+            self._dispatch()
         while not done():
+            # In slices: Python runs a signal's handler (Ctrl-C's
+            # KeyboardInterrupt) only once the foreign call returns, and
+            # libdevq's poll() retries EINTR.
             if deadline is None:
-                ms = -1
+                ms = _WAIT_SLICE_MS
             else:
                 left = deadline - time.monotonic()
-                ms = max(0, int(left * 1000 + 0.999))
+                ms = min(_WAIT_SLICE_MS, max(0, int(left * 1000 + 0.999)))
             r = nc(h, ref, ms)
             if r == 0:
                 self._dispatch()
@@ -909,7 +1036,7 @@ class Connection:
         stay readable.  Closing twice is harmless."""
         if self._h is None:
             return
-        if threading.get_ident() != self._owner:
+        if threading.get_ident() != self._owner or self._forks != _forks:
             self._check()
         if wait and self._broken is None:
             try:
@@ -931,6 +1058,46 @@ class Connection:
     @property
     def closed(self):
         return self._h is None
+
+    def reconnect(self, timeout=10):
+        """Carries this connection over to a new devqd on the same socket
+        (after "connection to devqd lost", or a device_lost), as
+        devq_reconnect() does: waits up to timeout seconds for the daemon,
+        re-imports every shared buffer under its id, so every array stays
+        usable, and reopens every queue (their points restart at 1).  Ops
+        that had not completed are gone (they failed with the connection);
+        DeviceArrays lived in the lost daemon and cannot be used again."""
+        if self._h is None:
+            raise Error("unavailable", "the connection is closed")
+        broken, self._broken = self._broken, None
+        try:
+            self._check()
+        finally:
+            self._broken = broken
+        ms = -1 if timeout is None else max(0, int(timeout * 1000))
+        r = _dll.devq_reconnect(self._h, ms)
+        if r < 0:
+            err = _lib_error(r, self._last_error())
+            if isinstance(err, Error):
+                self._break(err)
+            raise err
+        self._reader_stop()
+        ops = list(self._inflight.values())
+        self._inflight.clear()
+        for op in ops:  # sent to the old daemon and never completed
+            op._fail(Error("unavailable", "%s before the op completed" % _LOST,
+                           queue=op.queue, point=op.point))
+        self._cmpl.point = 0
+        self._broken = None
+        self._execs = None  # ids may differ in the new daemon
+        self._queues = dict.fromkeys(self._queues, 0)
+        if self._releasing:
+            self._reap_released()  # libdevq marked them released
+        inf = _dll.devq_get_info(self._h).contents
+        self.info = DaemonInfo(
+            inf.version, inf.daemon_version.decode(), inf.backend.decode(),
+            inf.device.decode(errors="replace"), inf.streams, inf.max_frame,
+            inf.max_fds, inf.max_op_ns, inf.session)
 
     # executables ---------------------------------------------------------
 
@@ -959,9 +1126,38 @@ class Connection:
 
     # buffers -------------------------------------------------------------
 
+    def _fds_exhausted(self):
+        return Error("resource_exhausted",
+                     "out of file descriptors (RLIMIT_NOFILE is %d): each devq shared array "
+                     "holds 1 (libdevq's copy of its memfd, for c.reconnect()), and this "
+                     "connection has %d; drop arrays no longer needed, or raise the limit "
+                     "(ulimit -n)" % (_fd_limit(), self._nbuf), errno=-_errno.EMFILE)
+
+    def _quota_hint(self):
+        """What a buffer-quota refusal leaves out: how many buffers ops
+        whose completion was not read still hold."""
+        held = set()
+        for op in self._inflight.values():
+            if op._refs:
+                held.update(id(b) for b in op._refs)
+        if not held:
+            return ""
+        return ("; %d buffers are held by %d ops whose completion was not read: "
+                "call c.poll() or c.synchronize() to let them go"
+                % (len(held), len(self._inflight)))
+
     def _shared(self, nbytes):
         size = max(int(nbytes), 1)  # a memfd cannot be mapped empty
-        fd = os.memfd_create("devq-python", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+        # Completions already here free the buffers of their ops (and,
+        # for a loop that submits without waiting, keep it under the
+        # daemon's buffer quota).
+        self._drain()
+        try:
+            fd = os.memfd_create("devq-python", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+        except OSError as e:
+            if e.errno in (_errno.EMFILE, _errno.ENFILE):
+                raise self._fds_exhausted() from None
+            raise
         try:
             os.ftruncate(fd, size)
             import fcntl
@@ -972,9 +1168,17 @@ class Connection:
         finally:
             os.close(fd)
         if r < 0:
-            m.close()
-            self._raise(r)
-        start = np.frombuffer(m, np.uint8, count=1).__array_interface__["data"][0]
+            if r in (-_errno.EMFILE, -_errno.ENFILE):
+                raise self._fds_exhausted()
+            try:
+                self._raise(r)
+            except Error as e:
+                if e.code == "resource_exhausted":
+                    hint = self._quota_hint()
+                    if hint:
+                        raise Error(e.code, e.message + hint, errno=e.errno) from None
+                raise
+        start = m.address
         buf = _Buffer(self._state, out, size, start)
         self._nbuf += 1
         m.devq_buffer = buf
@@ -993,7 +1197,7 @@ class Connection:
                 raise ValueError("devq: negative dimension in shape %r" % (shape,))
             count *= s
         m = self._shared(count * dtype.itemsize)
-        return np.ndarray(shape, dtype, buffer=m)
+        return np.ndarray(shape, dtype, buffer=np.asarray(m))
 
     def zeros(self, shape, dtype=np.float64):
         """A new shared buffer as an ndarray, zero-filled."""
@@ -1263,7 +1467,13 @@ class Connection:
         if r < 0:
             self._raise(r)
         self._queues[queue] = point
-        self._inflight[(queue, point)] = op
+        inflight = self._inflight
+        inflight[(queue, point)] = op
+        if not len(inflight) & 63:
+            # A loop that never waits: take what has arrived, so that
+            # finished ops let their buffers go (a poll every 64 ops
+            # costs little per op).
+            self._drain()
         return op
 
     def submit(self, executable, _params=None, /, *, queue=0, wait=(), timing=True, **params):

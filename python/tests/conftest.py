@@ -20,9 +20,10 @@ SLOW = 10 if (os.environ.get("DEVQ_SANITIZER", "") not in ("", "0")
 
 
 class Daemon:
-    def __init__(self, *extra):
-        self.dir = tempfile.mkdtemp(prefix="devq-pytest-")
-        self.sock = os.path.join(self.dir, "devqd.sock")
+    def __init__(self, *extra, sock=None):
+        """sock: a socket path to listen on (a restart), else a new one."""
+        self.dir = os.path.dirname(sock) if sock else tempfile.mkdtemp(prefix="devq-pytest-")
+        self.sock = sock or os.path.join(self.dir, "devqd.sock")
         self.log = os.path.join(self.dir, "devqd.log")
         argv = [os.path.join(BUILD, "devqd"), "--socket", self.sock, "--backend", "cpu",
                 "-v", *extra]
@@ -48,15 +49,16 @@ class Daemon:
         with open(self.log, errors="replace") as f:
             return "".join(f.readlines()[-30:])
 
-    def stop(self):
-        """SIGTERM; the exit status (0 expected: sanitizers report through it)."""
+    def stop(self, keep=False):
+        """SIGTERM; the exit status (0 expected: sanitizers report through it).
+        keep: leave the directory, for a daemon started again on the socket."""
         self.proc.send_signal(signal.SIGTERM)
         try:
             rc = self.proc.wait(30 * SLOW)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             rc = self.proc.wait()
-        if rc == 0:
+        if rc == 0 and not keep:
             shutil.rmtree(self.dir, ignore_errors=True)
         return rc
 
