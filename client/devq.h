@@ -123,7 +123,8 @@ DEVQ_EXPORT const char *devq_last_error(const devq *q);
 /* The socket, readable when messages wait.  Calling it also asks the
  * daemon to send completion records there rather than into the completion
  * ring (see below), so that a program that watches this fd in its own
- * event loop sees it become readable when completions wait. */
+ * event loop sees it become readable when completions wait.  -ECHILD in a
+ * child of fork(), as every call that talks to devqd. */
 DEVQ_EXPORT int devq_fd(const devq *q);
 
 /* ---- buffers --------------------------------------------------------- */

@@ -816,6 +816,11 @@ const char *devq_last_error(const devq *q)
 
 int devq_fd(const devq *q)
 {
+	/* In a child of fork() the socket is the parent's session's, not
+	 * this process's to watch, and disarming the ring would turn the
+	 * parent's off. */
+	if (q->forks != fork_count)
+		return -ECHILD;
 	/* Whoever watches the socket expects it to become readable when
 	 * completions wait: records go there from now on, not to the ring. */
 	if (q->cp)

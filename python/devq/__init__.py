@@ -704,6 +704,26 @@ _SCALARS = {
 }
 
 
+def _shapes_fit(ex, shapes):
+    """Whether the arrays' shapes (name -> shape) are exactly ex's matrix
+    arguments, each dimension naming one size throughout."""
+    mats = {p.name: p for p in ex.params if p.is_buffer and len(p.dims) > 1}
+    if set(mats) != set(shapes):
+        return False
+    sizes = {}
+    for name, shape in shapes.items():
+        dims = mats[name].dims
+        if len(dims) != len(shape):
+            return False
+        for d, n in zip(dims, shape):
+            if isinstance(d, int):
+                if d != n:
+                    return False
+            elif sizes.setdefault(d, n) != n:
+                return False
+    return True
+
+
 class _Exec:
     """An executable of the daemon: its signature parsed, and a template of
     its argument array (names and types set once)."""
@@ -1126,6 +1146,24 @@ class Connection:
 
     # buffers -------------------------------------------------------------
 
+    def _shapes_story(self, ex, shapes):
+        """What a shape mismatch needs said: every matrix argument's shape
+        against the signature's ("a[m,k] @ b[k,n] -> c[m,n]": a is (3, 5),
+        ...), and another executable whose signature the same shapes fit
+        (gemm_f32_nt for a b given as [n,k]).  "" without matrices."""
+        if not shapes:
+            return ""
+        mats = [p for p in ex.params if p.is_buffer and len(p.dims) > 1]
+        want = ", ".join("%s[%s]" % (p.name, ",".join(str(d) for d in p.dims)) for p in mats)
+        got = ", ".join("%s is %r" % (p.name, tuple(shapes[p.name]))
+                        for p in mats if p.name in shapes)
+        text = "; the signature wants %s: %s" % (want, got)
+        fits = [e.name for e in (self._execs or {}).values()
+                if e is not ex and e.params and _shapes_fit(e, shapes)]
+        if fits:
+            text += "; these shapes fit %s" % " or ".join(sorted(fits))
+        return text
+
     def _fds_exhausted(self):
         return Error("resource_exhausted",
                      "out of file descriptors (RLIMIT_NOFILE is %d): each devq shared array "
@@ -1397,8 +1435,9 @@ class Connection:
                 ns = set(k for k, _ in c)
                 if len(ns) != 1:
                     raise ValueError(
-                        "%s: cannot infer %s: %s; pass %s= explicitly"
-                        % (where, p.name, ", ".join(sorted(why for _, why in c)), p.name))
+                        "%s: cannot infer %s: %s%s"
+                        % (where, p.name, ", ".join(sorted(why for _, why in c)),
+                           self._shapes_story(ex, shapes)))
                 v = ns.pop()
             else:
                 raise TypeError("%s() missing argument %r (%s); signature: %s"

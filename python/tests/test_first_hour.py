@@ -81,6 +81,7 @@ def test_fork_child_is_refused_parent_keeps_working(conn):
         # libdevq refuses too, whoever calls it.
         rc = devq._dll.devq_poll(conn._h)
         msgs.append("%d %s" % (rc, devq._dll.devq_last_error(conn._h).decode()))
+        msgs.append("%d" % devq._dll.devq_fd(conn._h))
         os.write(w, "\n".join(msgs).encode())
         os._exit(0)
     os.close(w)
@@ -90,6 +91,7 @@ def test_fork_child_is_refused_parent_keeps_working(conn):
     want = "a devq connection cannot cross fork(); call devq.connect() in the child"
     assert got[:4] == [want] * 4, got
     assert got[4].startswith("-10 a devq connection cannot cross fork()"), got  # -ECHILD
+    assert got[5] == "-10", got  # devq_fd: the parent's socket, not the child's to watch
     # The parent is unaffected: new buffers (ids the child did not take), ops.
     z = conn.array(np.ones(16, np.float32))
     conn.submit("saxpy_f32", a=2.0, x=x, y=z).result(timeout=10 * SLOW)

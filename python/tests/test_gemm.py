@@ -79,6 +79,34 @@ def test_wrong_shape_names_argument(gconn):
     with pytest.raises(ValueError) as e:
         gconn.submit("gemm_f32", a=a, b=b, c=c)
     assert "b.shape[0] is 2" in str(e.value) and "a.shape[1] is 3" in str(e.value), str(e.value)
+    # ...and every operand's shape against the signature's.
+    assert ("the signature wants a[m,k], b[k,n], c[m,n]: a is (4, 3), b is (2, 5), "
+            "c is (4, 5)") in str(e.value), str(e.value)
+    assert "fit" not in str(e.value), str(e.value)
+
+
+def test_transposed_b_suggests_nt(gconn):
+    # A linear layer's weights are [out, in]: b given as [n, k] fits
+    # gemm_f32_nt, which the refusal names.
+    a = gconn.array(np.ones((4, 3), np.float32))
+    w = gconn.array(np.ones((5, 3), np.float32))
+    c = gconn.array(np.zeros((4, 5), np.float32))
+    with pytest.raises(ValueError, match=r"these shapes fit gemm_f32_nt$"):
+        gconn.submit("gemm_f32", a=a, b=w, c=c)
+    gconn.submit("gemm_f32_nt", alpha=1.0, beta=0.0, a=a, b=w, c=c).result(timeout=10 * SLOW)
+    assert np.array_equal(np.asarray(c), np.full((4, 5), 3, np.float32))
+
+
+def test_bias_act_unknown_activation_refused(gconn):
+    # act is 0 (none) or 1 (ReLU): another value was applied as the
+    # identity; now devqd refuses it, naming the argument.
+    bias = gconn.array(np.zeros(4, np.float32))
+    x = gconn.array(np.ones((2, 4), np.float32))
+    with pytest.raises(devq.Error) as e:
+        gconn.submit("bias_act_f32", act=5, bias=bias, x=x).result(timeout=10 * SLOW)
+    assert e.value.code == "invalid_argument", e.value
+    assert "argument 'act': 5 is not an activation" in str(e.value), e.value
+    assert np.array_equal(np.asarray(x), np.ones((2, 4), np.float32))
 
 
 def devctl(sock, *args):

@@ -72,7 +72,8 @@ def test_shapes_checked_not_just_sizes(mconn):
         mconn.submit("transpose_f32", m=3, n=5, a=mconn.zeros((15,), np.float32),
                      t=mconn.zeros((5, 3), np.float32))
     with pytest.raises(ValueError, match=r"cannot infer n: a.shape\[1\] is 5, t.shape\[0\] is 4; "
-                                         r"pass n= explicitly"):
+                                         r"the signature wants a\[m,n\], t\[n,m\]: "
+                                         r"a is \(3, 5\), t is \(4, 3\)"):
         mconn.submit("transpose_f32", a=a, t=mconn.zeros((4, 3), np.float32))
     with pytest.raises(ValueError, match=r"has shape \(3, 5\), the signature wants \(m, n\) = \(3, 4\)"):
         mconn.submit("transpose_f32", n=4, a=a, t=mconn.zeros((4, 3), np.float32))
