@@ -206,6 +206,22 @@ START_TEST(test_failures_exit_status)
 }
 END_TEST
 
+/* An op after a failed one on its queue fails dependency_failed, naming
+ * the first failed point and devctl's way past it; with --reset it runs. */
+START_TEST(test_failed_queue_reset)
+{
+	char out[4096];
+	ck_assert_int_eq(devctl(out, sizeof(out), "submit spin ns=2000000000 :: spin ns=1"), 1);
+	ck_assert_msg(strstr(out, "spin queue 0 point 2: dependency_failed: queue 0 failed at "
+				  "point 1") &&
+		      strstr(out, "(devctl: --reset on the op that should run anyway)"),
+		      "%s", out);
+	ck_assert_int_eq(devctl(out, sizeof(out),
+				"submit spin ns=2000000000 :: spin ns=1 --reset"), 1);
+	ck_assert_msg(strstr(out, "spin queue 0 point 2: ok"), "%s", out);
+}
+END_TEST
+
 START_TEST(test_status_after)
 {
 	char out[8192];
@@ -505,6 +521,7 @@ static Suite *suite(void)
 	tcase_add_test(t, test_files_in_and_out);
 	tcase_add_test(t, test_dependent_pair_two_queues);
 	tcase_add_test(t, test_failures_exit_status);
+	tcase_add_test(t, test_failed_queue_reset);
 	tcase_add_test(t, test_status_after);
 	tcase_add_test(t, test_labels_per_op);
 	tcase_add_test(t, test_failed_op_writes_nothing);

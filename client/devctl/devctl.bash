@@ -83,7 +83,7 @@ _devctl()
 		if [[ -z $exec ]]; then
 			COMPREPLY=($(compgen -W "$("$prog" "${sock[@]}" list 2>/dev/null | sed -n 's/^\([a-z_][a-z0-9_]*\)(.*/\1/p')" -- "$cur"))
 		elif [[ $cur == -* ]]; then
-			COMPREPLY=($(compgen -W "--queue --priority --repeat --wait --out --json --help" -- "$cur"))
+			COMPREPLY=($(compgen -W "--queue --priority --repeat --wait --reset --out --json --help" -- "$cur"))
 		else
 			local sig
 			sig=$("$prog" "${sock[@]}" list 2>/dev/null | sed -n "s/^$exec(\(.*\))\$/\1/p")

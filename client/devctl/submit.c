@@ -40,6 +40,8 @@ void devctl_submit_usage(FILE *f)
 		"                          high (the daemon's high-priority streams)\n"
 		"        --repeat N        submit the op N times (default 1)\n"
 		"        --wait Q:K        wait for point K of queue Q first (repeatable)\n"
+		"        --reset           reset the op's queue first: it runs although an\n"
+		"                          earlier op there failed (else dependency_failed)\n"
 		"        --out NAME=FILE   after completion, write buffer NAME to FILE (-:\n"
 		"                          stdout); not when an op failed\n"
 		"        --json            one JSON object per completed op, with its exec\n"
@@ -69,6 +71,7 @@ struct seg {
 	uint32_t queue;
 	int priority; /* of its queue, when devctl opens it */
 	uint64_t repeat;
+	bool reset; /* --reset: its queue is reset before its first op */
 	struct devq_wait waits[16];
 	size_t nwaits;
 	struct devq_arg args[DEVQ_MAX_PARAMS];
@@ -504,8 +507,11 @@ static void print_completion(const struct submit_ctx *c, const struct devq_compl
 		return;
 	}
 	if (x->code) {
-		fprintf(f, "%s queue %u point %" PRIu64 ": %s: %s\n", exec_name, x->queue, x->point,
-			devq_code_name(x->code), x->message);
+		/* The daemon says "reset it"; devctl's way is a flag. */
+		bool hint = x->code == DEVQ_E_DEPENDENCY_FAILED && strstr(x->message, "reset it");
+		fprintf(f, "%s queue %u point %" PRIu64 ": %s: %s%s\n", exec_name, x->queue,
+			x->point, devq_code_name(x->code), x->message,
+			hint ? " (devctl: --reset on the op that should run anyway)" : "");
 		return;
 	}
 	char a[24], b[24], d[24], e[24], t[24];
@@ -557,6 +563,10 @@ static int parse_segments(struct submit_ctx *c, int argc, char **argv)
 		}
 		if (!strcmp(a, "--json")) {
 			c->json = true;
+			continue;
+		}
+		if (!strcmp(a, "--reset")) {
+			s->reset = true;
 			continue;
 		}
 		if (!strcmp(a, "--queue") || !strcmp(a, "--repeat") || !strcmp(a, "--wait") ||
@@ -878,6 +888,11 @@ int devctl_submit_main(const char *sock, int argc, char **argv)
 		struct devq_op op = { .queue = s->queue, .kind = DEVQ_OP_KERNEL, .exec = s->exec,
 				      .args = s->args, .nargs = s->sig.nparams,
 				      .waits = s->waits, .nwaits = s->nwaits };
+		if (s->reset && devq_queue_reset(c->q, s->queue) < 0) {
+			devctl_errf("%s: %s\n", devctl_prog, devq_last_error(c->q));
+			rc = 3;
+			goto out;
+		}
 		for (uint64_t k = 0; k < s->repeat;) {
 			struct devq_op batch[256];
 			size_t n = 0;
