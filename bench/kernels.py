@@ -30,7 +30,7 @@ $DEVQ_BENCH_OUT/kernels.json (default build/bench).
 of an earlier tree: how bench/RESULTS.md compares before and after).
 
 usage: make bench-kernels [KERNEL_BENCH_ARGS='--quick']
-       PYTHONPATH=build/python DEVQ_BUILD=build python3 bench/kernels.py
+       PYTHONPATH=build/python DEVQ_BUILD=build /usr/bin/python3 bench/kernels.py
            [--quick] [--rounds R] [--n N] [--socket PATH | --devqd PATH]
 """
 

@@ -25,7 +25,7 @@ the CPU time per op is the binding's own cost.  JSON goes to
 $DEVQ_BENCH_OUT/py.json (default build/bench).
 
 usage: make bench-python [PY_BENCH_ARGS='--quick']
-       PYTHONPATH=build/python DEVQ_BUILD=build python3 bench/py_bench.py
+       PYTHONPATH=build/python DEVQ_BUILD=build /usr/bin/python3 bench/py_bench.py
            [--quick] [--rounds R] [--socket PATH]
 """
 

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 # SPDX-License-Identifier: Apache-2.0
 """Self-test of tools/check_layers.py, run by make check-layers before it
 checks the tree: small trees planted in a temporary folder, built with the

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 # SPDX-License-Identifier: Apache-2.0
 """Self-test of tools/mutate.py's site finder, run by make check
 (check-mutate-sites): the identities it gives are contracts (the CI list,

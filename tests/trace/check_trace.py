@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 # SPDX-License-Identifier: Apache-2.0
 """Checks a `devctl trace` JSON file (and optionally its SVG) against what
 the test's clients saw.  Usage: check_trace.py TRACE.json EXPECT.json [TRACE.svg]
