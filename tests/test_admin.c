@@ -714,6 +714,31 @@ static void nobody_stop(struct nobody *n)
 	ck_assert_int_eq(close(n->ans), 0);
 }
 
+/* A devqd that admits nobody on its main socket too (grant-exclusive as
+ * given), an admin's connection q, and nobody's side n. */
+struct main_case {
+	struct daemon_proc d;
+	devq *q;
+	struct nobody n;
+};
+
+static void main_case_start(struct main_case *m, bool exclusive)
+{
+	const char *extra[] = { "--allow-users", "65534", "--grant-exclusive",
+				exclusive ? "yes" : "no", NULL };
+	start(&m->d, extra);
+	ck_assert_int_eq(chmod(m->d.sock, 0666), 0);
+	m->q = conn(m->d.sock, "admin");
+	m->n = nobody_start(&m->d);
+}
+
+static void main_case_stop(struct main_case *m)
+{
+	nobody_stop(&m->n);
+	devq_disconnect(m->q);
+	stop(&m->d);
+}
+
 /* grant-exclusive (the default): while nobody holds a grant it is refused
  * on the main socket, which would make it its own uid tenant outside the
  * grant's cap, weight and eviction; the refusal names its tenant socket.
@@ -723,25 +748,21 @@ START_TEST(granted_uid_refused_on_main_socket)
 {
 	if (!root_or_skip("granted_uid_refused_on_main_socket"))
 		return;
-	const char *extra[] = { "--allow-users", "65534", NULL };
-	struct daemon_proc d;
-	start(&d, extra);
-	ck_assert_int_eq(chmod(d.sock, 0666), 0);
-	devq *q = conn(d.sock, "admin");
-	struct nobody n = nobody_start(&d);
-	ck_assert(nobody_does(&n, 'a'));
+	struct main_case m;
+	main_case_start(&m, true);
+	devq *q = m.q;
+	struct nobody *n = &m.n;
+	ck_assert(nobody_does(n, 'a'));
 	ck_assert_int_eq(grant(q, "jobm", NOBODY, 0, 0, 1 << 20, NULL), 0);
 	ck_assert_msg(strstr(devq_admin_warning(q), "uid 65534 has 1 sessions on the main socket"),
 		      "warning: '%s'", devq_admin_warning(q));
-	ck_assert(nobody_does(&n, 'r'));
-	ck_assert(nobody_does(&n, 't'));
-	ck_assert(nobody_does(&n, 'A'));
+	ck_assert(nobody_does(n, 'r'));
+	ck_assert(nobody_does(n, 't'));
+	ck_assert(nobody_does(n, 'A'));
 	struct devq_evict_result er;
 	ck_assert_int_eq(devq_admin_evict(q, "jobm", 0, &er), 0);
-	ck_assert(nobody_does(&n, 'b'));
-	nobody_stop(&n);
-	devq_disconnect(q);
-	stop(&d);
+	ck_assert(nobody_does(n, 'b'));
+	main_case_stop(&m);
 }
 END_TEST
 
@@ -753,26 +774,22 @@ START_TEST(evict_closes_main_sessions_after_grant)
 {
 	if (!root_or_skip("evict_closes_main_sessions_after_grant"))
 		return;
-	const char *extra[] = { "--allow-users", "65534", "--grant-exclusive", "no", NULL };
-	struct daemon_proc d;
-	start(&d, extra);
-	ck_assert_int_eq(chmod(d.sock, 0666), 0);
-	devq *q = conn(d.sock, "admin");
-	struct nobody n = nobody_start(&d);
-	ck_assert(nobody_does(&n, 'a'));
+	struct main_case m;
+	main_case_start(&m, false);
+	devq *q = m.q;
+	struct nobody *n = &m.n;
+	ck_assert(nobody_does(n, 'a'));
 	ck_assert_int_eq(grant(q, "jobm", NOBODY, 0, 0, 1 << 20, NULL), 0);
 	const char *w = devq_admin_warning(q);
 	ck_assert_msg(strstr(w, "grant-exclusive is off") && strstr(w, "(1 sessions there now)"),
 		      "warning: '%s'", w);
-	ck_assert(nobody_does(&n, 'b'));
-	ck_assert(nobody_does(&n, 't'));
+	ck_assert(nobody_does(n, 'b'));
+	ck_assert(nobody_does(n, 't'));
 	struct devq_evict_result er;
 	ck_assert_int_eq(devq_admin_evict(q, "jobm", 0, &er), 0);
-	ck_assert(nobody_does(&n, 'B'));
-	ck_assert(nobody_does(&n, 'A'));
-	nobody_stop(&n);
-	devq_disconnect(q);
-	stop(&d);
+	ck_assert(nobody_does(n, 'B'));
+	ck_assert(nobody_does(n, 'A'));
+	main_case_stop(&m);
 }
 END_TEST
 
@@ -783,23 +800,19 @@ START_TEST(evict_last_grant_closes_earlier_main_sessions)
 {
 	if (!root_or_skip("evict_last_grant_closes_earlier_main_sessions"))
 		return;
-	const char *extra[] = { "--allow-users", "65534", "--grant-exclusive", "no", NULL };
-	struct daemon_proc d;
-	start(&d, extra);
-	ck_assert_int_eq(chmod(d.sock, 0666), 0);
-	devq *q = conn(d.sock, "admin");
-	struct nobody n = nobody_start(&d);
+	struct main_case m;
+	main_case_start(&m, false);
+	devq *q = m.q;
+	struct nobody *n = &m.n;
 	ck_assert_int_eq(grant(q, "jobm", NOBODY, 0, 0, 1 << 20, NULL), 0);
-	ck_assert(nobody_does(&n, 'b'));
+	ck_assert(nobody_does(n, 'b'));
 	ck_assert_int_eq(grant(q, "jobn", NOBODY, 0, 0, 1 << 20, NULL), 0);
 	struct devq_evict_result er;
 	ck_assert_int_eq(devq_admin_evict(q, "jobm", 0, &er), 0);
-	ck_assert(nobody_does(&n, 'L')); /* the uid still holds jobn */
+	ck_assert(nobody_does(n, 'L')); /* the uid still holds jobn */
 	ck_assert_int_eq(devq_admin_evict(q, "jobn", 0, &er), 0);
-	ck_assert(nobody_does(&n, 'B'));
-	nobody_stop(&n);
-	devq_disconnect(q);
-	stop(&d);
+	ck_assert(nobody_does(n, 'B'));
+	main_case_stop(&m);
 }
 END_TEST
 
