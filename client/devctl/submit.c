@@ -507,11 +507,16 @@ static void print_completion(const struct submit_ctx *c, const struct devq_compl
 		return;
 	}
 	if (x->code) {
-		/* The daemon says "reset it"; devctl's way is a flag. */
-		bool hint = x->code == DEVQ_E_DEPENDENCY_FAILED && strstr(x->message, "reset it");
+		/* A failed queue fails every later op on it until reset:
+		 * devctl's way to reset is a flag.  (Whether devqd knew of the
+		 * failure when the op came, and said "reset it", or learnt it
+		 * when the op's wait failed, depends on timing.) */
+		bool hint = x->code == DEVQ_E_DEPENDENCY_FAILED;
 		fprintf(f, "%s queue %u point %" PRIu64 ": %s: %s%s\n", exec_name, x->queue,
 			x->point, devq_code_name(x->code), x->message,
-			hint ? " (devctl: --reset on the op that should run anyway)" : "");
+			hint ? " (devctl: --reset on an op runs it although an earlier op on its "
+			       "queue failed)"
+			     : "");
 		return;
 	}
 	char a[24], b[24], d[24], e[24], t[24];
