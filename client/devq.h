@@ -59,6 +59,7 @@ enum devq_code {
 	DEVQ_E_DEVICE_LOST = 9,
 	DEVQ_E_PROTOCOL_ERROR = 10,
 	DEVQ_E_CANCELLED = 11,
+	DEVQ_E_DEADLINE_EXCEEDED = 12,
 };
 
 /* "ok", "invalid_argument", ... ("unknown" for anything else). */

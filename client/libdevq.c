@@ -186,7 +186,7 @@ const char *devq_code_name(int code)
 	static const char *const names[] = {
 		"ok", "invalid_argument", "not_found", "out_of_range", "permission_denied",
 		"resource_exhausted", "failed_precondition", "dependency_failed", "device_error",
-		"device_lost", "protocol_error", "cancelled",
+		"device_lost", "protocol_error", "cancelled", "deadline_exceeded",
 	};
 	if (code < 0 || code >= (int)(sizeof(names) / sizeof(names[0])))
 		return "unknown";

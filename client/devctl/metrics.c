@@ -64,7 +64,7 @@ static void print_metrics(FILE *f, const struct devq_status *s, uint64_t self)
 	family(f, "devq_ops_completed_total", "counter", "Ops completed, failed ones included.");
 	fprintf(f, "devq_ops_completed_total %" PRIu64 "\n", s->ops_completed);
 	family(f, "devq_op_errors_total", "counter", "Ops that completed with an error, by code.");
-	for (int c = 1; c <= DEVQ_E_CANCELLED; c++)
+	for (int c = 1; c <= DEVQ_E_DEADLINE_EXCEEDED; c++)
 		fprintf(f, "devq_op_errors_total{code=\"%s\"} %" PRIu64 "\n", devq_code_name(c),
 			s->op_errors[c]);
 	family(f, "devq_device_busy_seconds_total", "counter",
@@ -239,7 +239,7 @@ int devctl_metrics(const char *sock, int argc, char **argv)
 void devctl_metrics_json(FILE *f, const struct devq_status *s)
 {
 	fputs(",\"op_errors\":{", f);
-	for (int c = 1; c <= DEVQ_E_CANCELLED; c++)
+	for (int c = 1; c <= DEVQ_E_DEADLINE_EXCEEDED; c++)
 		fprintf(f, "%s\"%s\":%" PRIu64, c > 1 ? "," : "", devq_code_name(c), s->op_errors[c]);
 	fprintf(f, "},\"device_busy_ns\":%" PRIu64 ",\"users\":[", s->device_busy_ns);
 	for (size_t i = 0; i < s->nusers; i++) {

@@ -34,6 +34,7 @@ CODE_NAMES = (
     "device_lost",
     "protocol_error",
     "cancelled",
+    "deadline_exceeded",
 )
 
 BUFFER_SHARED = 0
