@@ -207,17 +207,25 @@ START_TEST(test_failures_exit_status)
 END_TEST
 
 /* An op after a failed one on its queue fails dependency_failed, with
- * devctl's way past it; with --reset it runs.  (devqd's own words depend
- * on whether op 1's failure was known when op 2 came: both name it.) */
+ * devctl's way past it; with --reset it runs.  devqd names the queue and
+ * its first failed point whether op 1's failure was known when op 2 came
+ * or learnt when op 2 was due (here: the same frame, so the latter); an
+ * op of another queue that waits on it explicitly gets the cause. */
 START_TEST(test_failed_queue_reset)
 {
 	char out[4096];
 	ck_assert_int_eq(devctl(out, sizeof(out), "submit spin ns=2000000000 :: spin ns=1"), 1);
-	ck_assert_msg(strstr(out, "spin queue 0 point 2: dependency_failed: ") &&
-			      (strstr(out, "queue 0 failed at point 1") ||
-			       strstr(out, "an op it waits on failed: argument 'ns'")) &&
+	ck_assert_msg(strstr(out, "spin queue 0 point 2: dependency_failed: queue 0 failed at point 1 "
+				  "(an earlier point); reset it") &&
 			      strstr(out, "(devctl: --reset on an op runs it although an earlier "
 					  "op on its queue failed)"),
+		      "%s", out);
+	ck_assert_int_eq(devctl(out, sizeof(out),
+				"submit spin ns=2000000000 :: spin ns=1 --queue 1 --wait 0:1"), 1);
+	ck_assert_msg(strstr(out, "spin queue 1 point 1: dependency_failed: ") &&
+			      !strstr(out, "queue 1 failed at") &&
+			      (strstr(out, "an op it waits on failed: argument 'ns'") ||
+			       strstr(out, "waits on queue 0 point 1, which failed")),
 		      "%s", out);
 	ck_assert_int_eq(devctl(out, sizeof(out),
 				"submit spin ns=2000000000 :: spin ns=1 --reset"), 1);

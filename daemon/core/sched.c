@@ -83,12 +83,15 @@ static int collect_waits(struct devq_job *op, const Devq__Op *m, bool inherit, c
 			/* Where it went wrong: that op's own error says why. */
 			snprintf(err, n, "queue %u failed at point %llu (an earlier point); reset it",
 				 q->id, (unsigned long long)first);
+			op->b.qfail = first; /* the same words if an op waits on it */
 			code = DEVQ__CODE__DEPENDENCY_FAILED;
 			goto out;
 		}
 		struct devq_job *prev = devq_timeline_get(q, op->point - 1);
-		if (prev)
-			add_wait(strict, &ns, prev);
+		if (prev) {
+			add_wait(strict, &ns, prev); /* the first: waits[0] */
+			op->b.waits_prev = true;
+		}
 	}
 
 	for (size_t i = 0; i < m->n_waits; i++) {
@@ -232,6 +235,8 @@ int devq_sched_submit(struct devq_session *s, const Devq__Op *m, uint64_t t_rece
 	/* Its one reference: the queue's ring, until the completion is
 	 * processed. */
 	op->point = ++q->submitted;
+	op->b.queue = q->id;
+	op->b.point = op->point;
 	op->t_client_submit = m->client_submit_ns;
 	op->t_received = t_received;
 	op->b.cancel = &s->cancel;

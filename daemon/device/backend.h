@@ -58,6 +58,14 @@ struct devq_bop {
 	struct devq_bop **waits;
 	unsigned nwaits, nstrict;
 	const atomic_bool *cancel; /* set: do not start it, complete as cancelled */
+	/* Where the op stands in its client's queue, for messages only: the
+	 * queue's id and the op's point; waits_prev: waits[0] is the
+	 * previous point of that queue (no reset between), whose failure
+	 * fails the queue from there; qfail: set when the op failed for its
+	 * queue's failure, the first failed point (0: it did not). */
+	bool waits_prev;
+	uint32_t queue;
+	uint64_t point, qfail;
 	bool timed; /* the submitter wants device start/end (CUDA: timing events) */
 	/* Part of a batch the client submits again and again (Op.replayable):
 	 * CUDA may capture the run of such ops handed over together as a graph
@@ -91,13 +99,23 @@ struct devq_bop {
 	void *priv; /* backend private */
 };
 
-/* op will not run because w, one of its strict waits, failed.  The message
+/* op will not run because w, its strict wait number i, failed.  The message
  * names the root cause once, not once per link of a chain, and is the same
- * on every backend. */
-static inline void devq_bop_dependency_failed(struct devq_bop *op, const struct devq_bop *w)
+ * on every backend.  When w is the previous point of op's own queue, the
+ * queue has failed: the message is the one the daemon gives an op
+ * submitted after that failure was known (sched.c), naming the queue, its
+ * first failed point and the remedy, so that one cause reads one way
+ * however the timing fell. */
+static inline void devq_bop_dependency_failed(struct devq_bop *op, const struct devq_bop *w,
+					      unsigned i)
 {
 	op->code = DEVQ__CODE__DEPENDENCY_FAILED;
-	if (w->code == DEVQ__CODE__DEPENDENCY_FAILED)
+	if (i == 0 && op->waits_prev) {
+		op->qfail = w->qfail ? w->qfail : w->point;
+		snprintf(op->msg, sizeof(op->msg),
+			 "queue %u failed at point %llu (an earlier point); reset it", op->queue,
+			 (unsigned long long)op->qfail);
+	} else if (w->code == DEVQ__CODE__DEPENDENCY_FAILED)
 		memcpy(op->msg, w->msg, sizeof(op->msg));
 	else
 		snprintf(op->msg, sizeof(op->msg), "an op it waits on failed: %.120s", w->msg);

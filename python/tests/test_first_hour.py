@@ -188,6 +188,19 @@ def test_failed_queue_error_names_reset_queue_and_point(conn):
     assert conn.submit("spin", ns=0, queue=11).result(timeout=10 * SLOW)
 
 
+def test_failed_queue_error_is_the_same_when_the_failure_comes_later(conn):
+    # The next op is submitted while the first still runs: devqd learns of
+    # the failure when the next op is due, and says the same as above.
+    gate = conn.submit("spin", ns=50 * 10**6, queue=12)
+    bad = conn.submit("spin", ns=10**15, queue=12)
+    later = conn.submit("spin", ns=0, queue=12)
+    e = later.exception(timeout=10 * SLOW)
+    assert e.code == "dependency_failed"
+    assert "queue 12 failed at point %d" % bad.point in e.message, e
+    assert "c.reset_queue(12)" in e.message, e
+    assert gate.result(timeout=10 * SLOW)
+
+
 def test_reconnect_after_daemon_restart(daemon):
     d = Daemon()
     try:

@@ -245,7 +245,7 @@ static void wait_deps(struct cpu_backend *cb, struct cpu_stream *st, struct devq
 							  missed, DEP_SPIN_MIN_NS, DEP_SPIN_NS);
 		}
 		if (i < op->nstrict && w->code != DEVQ__CODE__OK && op->code == DEVQ__CODE__OK)
-			devq_bop_dependency_failed(op, w);
+			devq_bop_dependency_failed(op, w, i);
 	}
 }
 

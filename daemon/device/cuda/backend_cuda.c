@@ -518,7 +518,7 @@ static void precheck(struct devq_bop *op)
 		struct devq_bop *w = op->waits[i];
 		if (w->code == DEVQ__CODE__OK)
 			continue;
-		devq_bop_dependency_failed(op, w);
+		devq_bop_dependency_failed(op, w, i);
 		return;
 	}
 }
