@@ -19,7 +19,7 @@ SYSTEMD_DEB_PACKAGES = debootstrap systemd-container
 SYSTEMD_BUILD_DEB ?= 1
 # What the container needs besides minbase: systemd as init, and the
 # packages' dependencies (dpkg -i installs no dependencies).
-SYSTEMD_ROOT_PACKAGES = systemd,systemd-sysv,dbus,procps,libuv1,libprotobuf-c1,libsystemd0,python3,python3-numpy,libopenblas0-pthread,libopenblas0
+SYSTEMD_ROOT_PACKAGES = systemd,systemd-sysv,dbus,procps,sudo,adduser,libuv1,libprotobuf-c1,libsystemd0,python3,python3-numpy,libopenblas0-pthread,libopenblas0
 # The root is made again when that list changes (a cached root lacking a
 # package would fail dpkg -i).
 SYSTEMD_STAMP = .devq-root-$(shell echo '$(SYSTEMD_ROOT_PACKAGES)' | cksum | cut -d' ' -f1)

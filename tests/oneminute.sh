@@ -13,8 +13,9 @@
 # blocks put devqd's socket in $PWD, so each run is private.  A block
 # passes when it exits 0 within 60 s, prints what the README promises,
 # and leaves neither a process nor the socket behind.  admin needs root,
-# apt and systemd (make check-systemd installs the same packages): it is
-# checked for shell syntax and for make targets that exist.
+# apt and systemd: here it is checked for shell syntax and for make
+# targets that exist; make check-systemd runs it, from `sudo adduser` on,
+# in a booted container with the same packages installed (readme_admin).
 # Prints a Check-style summary line for `make check`.
 set -u
 src=$(pwd)

@@ -33,6 +33,14 @@ cp "$debs"/devqd_*.deb "$debs"/devctl_*.deb "$debs"/libdevq0_*.deb "$debs"/pytho
 	"$root/opt/devq-check/"
 cp "$here/systemd-checks-inside.sh" "$root/opt/devq-check/checks.sh"
 cp "$hostexes" "$root/opt/devq-check/host_exes.so"
+# README.md's one-minute path for an admin, as written (the check
+# readme_admin runs what follows its build and install lines).
+awk '$0 == "<!-- one-minute: admin -->" { want = 1; next }
+     want && !inside && /^```/ { inside = 1; next }
+     inside && /^```/ { exit }
+     inside { print }' "$here/../../README.md" >"$root/opt/devq-check/readme-admin.sh"
+[ -s "$root/opt/devq-check/readme-admin.sh" ] ||
+	{ echo "check-systemd: README.md has no block after <!-- one-minute: admin -->"; exit 1; }
 chmod 0755 "$root/opt/devq-check/checks.sh"
 
 # No machined here (--register=no) and no transient scope of our own

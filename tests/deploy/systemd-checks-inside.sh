@@ -83,6 +83,30 @@ socket_activation() {
 }
 check socket_activation socket_activation
 
+# README.md's "In one minute: an admin on a shared box", run as written by
+# root (sudo and adduser are the real ones) once its first lines are done:
+# make deb ran outside, and dpkg -i above installed the same packages as
+# its `sudo apt install ./...deb` (apt needs no network for local files,
+# but this container has no package lists).  Each later command must
+# succeed and print what its comment promises.
+readme_admin() {
+	local rest
+	rest=$(awk '/^make / { next }
+		    /^sudo apt install/ { cont = /\\$/; next }
+		    cont { cont = /\\$/; next }
+		    { print }' readme-admin.sh)
+	[ -n "$rest" ] || no "nothing left of README's admin block: $(cat readme-admin.sh)"
+	grep -q '^sudo apt install ./build/deb/devqd_' readme-admin.sh ||
+		no "README's admin block no longer installs the packages with apt install ./build/deb/..."
+	(cd /tmp && bash -e -c "$rest") >out 2>&1 || no "README's admin block failed: $(tail -n 15 out)"
+	# "(listening)" until the first client, "(running)" once devqd runs.
+	hasline -F 'Active: active (' out || no "no 'Active: active': $(cat out)"
+	hasline -F "Listen: $SOCK" out || no "no 'Listen: $SOCK': $(cat out)"
+	hasline -E '^ok: devqd [0-9.]+ serves, .*ran an op' out || no "no 'ok: devqd ... ran an op': $(cat out)"
+	id -nG alice | grep -qw devq || no "alice not in group devq: $(id -nG alice)"
+}
+check readme_admin readme_admin
+
 ready_status() {
 	[ "$(systemctl show -P SubState devqd.service)" = running ] || no "not running (Type=notify READY)"
 	local st
