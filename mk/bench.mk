@@ -41,3 +41,12 @@ bench-quick: bench-build
 	DEVQ_BUILD=$(BUILD) DEVQ_BENCH_OUT=$(BENCH_OUT) DEVQD_ARGS='$(DEVQD_ARGS)' \
 	  $(BENCH_BIN) --quick all | tee $(BENCH_OUT)/bench.txt
 	DEVQD_ARGS='$(DEVQD_ARGS)' sh bench/callgrind.sh $(BUILD) $(BENCH_OUT) --quick | tee -a $(BENCH_OUT)/bench.txt
+
+# Isolation beside heavy work (bench/iso.sh): root; builds ISO_BASE once
+# under $(BUILD)/iso-base to run beside this build.
+ISO_RUNS ?= 5
+ISO_BASE ?= 1a7a6b9
+.PHONY: bench-iso
+## a latency tenant beside a gemm tenant, this build against ISO_BASE (root; ~15 min)
+bench-iso: all python
+	BUILD=$(BUILD) BENCH_OUT=$(BENCH_OUT) sh bench/iso.sh $(ISO_RUNS) $(ISO_BASE) -- $(ISO_ARGS)
