@@ -43,6 +43,13 @@
  *                            submit to completion: INFO lines with the
  *                            median device time and wall time; SKIP when
  *                            devqd reports cuBLAS unavailable
+ *   gpu_check SOCKET iso     isolation beside heavy work: this session
+ *                            submits gemm_f32 m=8, n=k=1024 every 10 ms
+ *                            (300 times) alone, then while a second
+ *                            session keeps two 4096^3 gemm_f32 in flight;
+ *                            client submit to completion, p50/p99 of each
+ *                            (BENCH lines; INFO: no bound yet); SKIP when
+ *                            devqd reports cuBLAS unavailable
  *   gpu_check - cublas N R   the baseline, no devqd: cublasSgemm N^3 in
  *                            this process on its own stream (cuBLAS found as
  *                            devqd's CUDA host library finds it: $DEVQ_CUBLAS,
@@ -58,6 +65,8 @@
  * where the device lacks a feature); exit status 0
  * when every check passed, 1 otherwise, 2 when devqd is not on a GPU. */
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -880,6 +889,123 @@ static int gemm_cublas(uint64_t n, int reps)
 	return 0;
 }
 
+/* ---- iso ------------------------------------------------------------ */
+
+struct iso_flood {
+	const char *sock;
+	atomic_bool stop, ready;
+	unsigned long long gemms;
+	char err[200];
+};
+
+/* Tenant B: two 4096^3 gemms in flight (queues 0 and 1) until stopped. */
+static void *iso_flood(void *arg)
+{
+	struct iso_flood *f = arg;
+	enum { N = 4096 };
+	devq *b;
+	struct devq_buffer *x, *y, *z[2];
+	if (devq_connect(f->sock, "gpu_check-iso-flood", &b) < 0 || devq_queue_open(b, 0) < 0 ||
+	    devq_queue_open(b, 1) < 0 ||
+	    devq_buffer_create(b, (uint64_t)N * N * 4, DEVQ_BUFFER_DEVICE, &x) < 0 ||
+	    devq_buffer_create(b, (uint64_t)N * N * 4, DEVQ_BUFFER_DEVICE, &y) < 0 ||
+	    devq_buffer_create(b, (uint64_t)N * N * 4, DEVQ_BUFFER_DEVICE, &z[0]) < 0 ||
+	    devq_buffer_create(b, (uint64_t)N * N * 4, DEVQ_BUFFER_DEVICE, &z[1]) < 0) {
+		snprintf(f->err, sizeof(f->err), "flood set-up: %s", devq_last_error(b));
+		atomic_store(&f->ready, true);
+		return NULL;
+	}
+	uint64_t pt[2] = { 0, 0 };
+	for (uint32_t k = 0; !atomic_load(&f->stop); k++) {
+		uint32_t qi = k % 2;
+		struct devq_completion c;
+		if (pt[qi] && devq_wait(b, qi, pt[qi], 60000, &c) < 0) {
+			snprintf(f->err, sizeof(f->err), "flood wait: %s", devq_last_error(b));
+			break;
+		}
+		if (pt[qi] && c.code != DEVQ_OK) {
+			snprintf(f->err, sizeof(f->err), "flood gemm: %s", c.message);
+			break;
+		}
+		if (pt[qi])
+			f->gemms++;
+		struct devq_arg a[] = {
+			u64("m", N), u64("n", N), u64("k", N),
+			{ .name = "alpha", .type = DEVQ_ARG_F32, .v.f32 = 1.0f },
+			{ .name = "beta", .type = DEVQ_ARG_F32, .v.f32 = 0.0f },
+			buf("a", x), buf("b", y), buf("c", z[qi]),
+		};
+		pt[qi] = submit(b, qi, "gemm_f32", a, 8, NULL, 0, false);
+		if (devq_flush(b) < 0)
+			break;
+		if (k == 1)
+			atomic_store(&f->ready, true);
+	}
+	atomic_store(&f->ready, true);
+	devq_disconnect(b); /* what is in flight is cancelled or finishes */
+	return NULL;
+}
+
+static void iso_sample(devq *q, const struct devq_arg *args, uint64_t *rt, int n)
+{
+	for (int i = -10; i < n; i++) {
+		struct timespec gap = { 0, 10 * 1000 * 1000 };
+		nanosleep(&gap, NULL);
+		uint64_t p = submit(q, 0, "gemm_f32", (struct devq_arg *)args, 8, NULL, 0, false);
+		struct devq_completion c;
+		if (!wait_ok(q, 0, p, &c))
+			die(q, "iso: L's gemm failed");
+		if (i >= 0)
+			rt[i] = c.t.client_received - c.t.client_submit;
+	}
+	qsort(rt, (size_t)n, sizeof(*rt), cmp_u64);
+}
+
+/* Tenant L's tail alone and beside a cuBLAS gemm flood of another
+ * session: what the CPU backend's bench/iso.sh measures, on the device. */
+static void iso(devq *q, const char *sock)
+{
+	enum { N = 300 };
+	struct devq_buffer *a, *b, *c;
+	if (devq_buffer_create(q, 8 * 1024 * 4, DEVQ_BUFFER_DEVICE, &a) < 0 ||
+	    devq_buffer_create(q, 1024 * 1024 * 4, DEVQ_BUFFER_DEVICE, &b) < 0 ||
+	    devq_buffer_create(q, 8 * 1024 * 4, DEVQ_BUFFER_DEVICE, &c) < 0)
+		die(q, "iso buffers");
+	struct devq_arg args[] = {
+		u64("m", 8), u64("n", 1024), u64("k", 1024),
+		{ .name = "alpha", .type = DEVQ_ARG_F32, .v.f32 = 1.0f },
+		{ .name = "beta", .type = DEVQ_ARG_F32, .v.f32 = 0.0f },
+		buf("a", a), buf("b", b), buf("c", c),
+	};
+	struct devq_completion cc;
+	uint64_t p = submit(q, 0, "gemm_f32", args, 8, NULL, 0, true);
+	if (devq_wait(q, 0, p, 60000, &cc) < 0)
+		die(q, "wait");
+	if (cc.code != DEVQ_OK && strstr(cc.message, "cuBLAS unavailable")) {
+		printf("SKIP iso: %s\n", cc.message);
+		return;
+	}
+	static uint64_t alone[N], beside[N];
+	iso_sample(q, args, alone, N);
+	struct iso_flood f = { .sock = sock };
+	pthread_t t;
+	if (pthread_create(&t, NULL, iso_flood, &f))
+		die(q, "iso: thread");
+	while (!atomic_load(&f.ready))
+		usleep(1000);
+	if (!f.err[0])
+		iso_sample(q, args, beside, N);
+	atomic_store(&f.stop, true);
+	pthread_join(t, NULL);
+	check(!f.err[0], "iso", "%s", f.err[0] ? f.err : "L sampled alone and beside the flood");
+	if (f.err[0])
+		return;
+	printf("BENCH iso_alone_us p50 %.1f p99 %.1f n %d\n", alone[N / 2] / 1e3,
+	       alone[N * 99 / 100] / 1e3, N);
+	printf("BENCH iso_beside_us p50 %.1f p99 %.1f n %d flood_gemms %llu\n", beside[N / 2] / 1e3,
+	       beside[N * 99 / 100] / 1e3, N, f.gemms);
+}
+
 int main(int argc, char **argv)
 {
 	/* The baseline runs without devqd (before it starts: a GPU in
@@ -889,7 +1015,7 @@ int main(int argc, char **argv)
 				   argc > 4 ? atoi(argv[4]) : 10);
 	if (argc < 3) {
 		fprintf(stderr, "usage: gpu_check SOCKET order|seed|bench N|graph N|devbuf|roimport|"
-				"prio|cancel|deadlock|onegraph|stopload|place|counters|fault|gemm N R\n"
+				"prio|cancel|deadlock|onegraph|stopload|place|counters|fault|gemm N R|iso\n"
 				"       gpu_check - cublas N R\n");
 		return 64;
 	}
@@ -936,6 +1062,8 @@ int main(int argc, char **argv)
 		counters(q);
 	} else if (!strcmp(argv[2], "fault")) {
 		fault(q, argv[1]);
+	} else if (!strcmp(argv[2], "iso")) {
+		iso(q, argv[1]);
 	} else if (!strcmp(argv[2], "gemm")) {
 		gemm_devq(q, argc > 3 ? strtoull(argv[3], NULL, 10) : 4096, argc > 4 ? atoi(argv[4]) : 10);
 	} else {

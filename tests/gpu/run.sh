@@ -55,6 +55,10 @@
 #                SKIP where the host has no libcublas.so.13 (search path:
 #                $DEVQ_CUBLAS, the dynamic linker's, /usr/local/cuda/lib64,
 #                /usr/local/cuda-13/lib64, /usr/lib/x86_64-linux-gnu)
+#   iso          INFO: tenant L's gemm_f32 m=8, n=k=1024 every 10 ms, p50
+#                and p99 of submit to completion, alone and while another
+#                session keeps two 4096^3 gemm_f32 in flight (a cuBLAS
+#                flood); SKIP with cublas (no bound yet: the figures first)
 #   devbuf, roimport, prio, cancel, deadlock, onegraph   gpu_check (prio:
 #                a high-priority queue with every SM busy; roimport SKIPs
 #                where the device lacks read-only host registration)
@@ -406,6 +410,18 @@ if step graph 120 daemon $RUN "$TOOLS/gpu_check" "$SOCK" graph 200; then
 			"$(awk -v a="$gr" -v b="$gn" 'BEGIN { printf "%.2f", a / b }') (target < 1)"
 	else
 		res FAIL "graph replay" "no figures (devqd ${gr:-none}, native ${gn:-none})"
+	fi
+fi
+
+# Isolation beside heavy work: L's tail alone and beside a gemm flood.
+if step iso 120 daemon $RUN "$TOOLS/gpu_check" "$SOCK" iso; then
+	ia=$(awk '/^BENCH iso_alone_us/ { print $3 "/" $5 }' "$T/out")
+	ib=$(awk '/^BENCH iso_beside_us/ { print $3 "/" $5 " (" $9 " flood gemms)" }' "$T/out")
+	if [ -n "$ia" ] && [ -n "$ib" ]; then
+		res INFO "iso" "gemm m=8 n=k=1024 every 10 ms, p50/p99 submit to completion:" \
+			"alone $ia µs, beside a 4096^3 gemm flood $ib µs"
+	elif ! grep -q '^SKIP iso' "$T/out"; then
+		res FAIL "iso" "no figures"
 	fi
 fi
 
