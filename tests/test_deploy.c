@@ -1107,6 +1107,7 @@ static const char *sample_value(const char *key)
 		{ "tenants-dir", "/tmp/devq-flags.tenants" },
 		{ "grant-exclusive", "no" },
 		{ "executables", "/tmp/devq-flags-a:/tmp/devq-flags-b" },
+		{ "rate", "gemm_f32=2000/s,copy=7/s" },
 	};
 	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
 		if (!strcmp(v[i].key, key))
