@@ -142,11 +142,12 @@ static int check_cost(const struct devq_engine *d, const struct devq_kernel *ker
 	uint64_t ns = devq_cost_ns(op->cost, rate);
 	if (ns <= d->cfg.max_op_ns)
 		return 0;
+	/* The two figures first: a completion's message is 160 bytes. */
 	snprintf(err, n,
-		 "%s: cost %" PRIu64 " at %s%" PRIu64 " per second: expected %" PRIu64
-		 " ns exceeds the maximum op duration of %" PRIu64 " ns (max-op-ms)",
-		 kern->name, op->cost, op->festp->pinned ? "the pinned rate of " : "the fastest rate seen, ", rate, ns,
-		 d->cfg.max_op_ns);
+		 "expected %" PRIu64 " ns exceeds max-op-ms, %" PRIu64 " ns: %s's cost %" PRIu64
+		 " at %" PRIu64 "/s (%s)",
+		 ns, d->cfg.max_op_ns, kern->name, op->cost, rate,
+		 op->festp->pinned ? "pinned rate" : "fastest rate seen");
 	return DEVQ__CODE__OUT_OF_RANGE;
 }
 

@@ -4653,8 +4653,8 @@ START_TEST(test_cost_bounds_op_time)
 	devq_job_discard(validated_checksum(s, 1000000, 0, NULL));
 	devq_job_discard(validated_checksum(
 		s, 1000001, DEVQ__CODE__OUT_OF_RANGE,
-		"checksum: cost 1000001 at the pinned rate of 1000000 per second: expected "
-		"1000001000 ns exceeds the maximum op duration of 1000000000 ns (max-op-ms)"));
+		"expected 1000001000 ns exceeds max-op-ms, 1000000000 ns: checksum's cost 1000001 "
+		"at 1000000/s (pinned rate)"));
 	/* max-op-ms is read at each submit (SIGHUP may change it). */
 	E.cfg.max_op_ns = 1000001000;
 	devq_job_discard(validated_checksum(s, 1000001, 0, NULL));
@@ -4668,19 +4668,18 @@ START_TEST(test_cost_bounds_op_time)
 	atomic_store(&ck->rate_n, DEVQ_COST_SAMPLES);
 	devq_job_discard(validated_checksum(s, 1000000, 0, NULL)); /* by the fastest, not the average */
 	devq_job_discard(validated_checksum(s, 1000001, DEVQ__CODE__OUT_OF_RANGE,
-					    "at the fastest rate seen, 1000000 per second: expected "
-					    "1000001000 ns exceeds"));
+					    "expected 1000001000 ns exceeds max-op-ms, 1000000000 ns: "
+					    "checksum's cost 1000001 at 1000000/s (fastest rate seen)"));
 	/* gemm_f32: 2*m*n*k flop; 10x10x10 is 2000, exactly 1 s at 2000/s;
 	 * 2002 (its next cost up) is not. */
 	E.fair.est_builtin[kernel_index("gemm_f32")].pinned = 2000;
 	devq_job_discard(validated_gemm(s, 10, 10, 10, 0, NULL));
 	devq_job_discard(validated_gemm(s, 1, 1, 1001, DEVQ__CODE__OUT_OF_RANGE,
-					"gemm_f32: cost 2002 at the pinned rate of 2000 per second: "
-					"expected 1001000000 ns exceeds the maximum op duration of "
-					"1000000000 ns"));
-	/* Saturated: still refused, with the figures. */
+					"expected 1001000000 ns exceeds max-op-ms, 1000000000 ns: "
+					"gemm_f32's cost 2002 at 2000/s (pinned rate)"));
+	/* Saturated: still refused, the figures first. */
 	devq_job_discard(validated_gemm(s, 1ull << 32, 1ull << 32, 1, DEVQ__CODE__OUT_OF_RANGE,
-					"cost 18446744073709551615 at the pinned rate of 2000"));
+					"expected 18446744073709551615 ns exceeds max-op-ms"));
 	engine_down();
 }
 END_TEST
