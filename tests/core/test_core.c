@@ -4490,6 +4490,11 @@ START_TEST(test_cost_precedence)
 	ck_assert_uint_eq(cost_of(" m + n * k ", 1, 2, 3), 7);
 	ck_assert_uint_eq(cost_of("min(m, n) + max(m,n)*10", 4, 9, 0), 94);
 	ck_assert_uint_eq(cost_of("max(min(m,n),k)", 4, 9, 6), 6);
+	/* min and max at neighbours and at the ends of the range. */
+	ck_assert_uint_eq(cost_of("min(m,n)", 4, 5, 0), 4);
+	ck_assert_uint_eq(cost_of("max(m,n)", 5, 4, 0), 5);
+	ck_assert_uint_eq(cost_of("min(m,n)", 5, UINT64_MAX, 0), 5);
+	ck_assert_uint_eq(cost_of("max(m,n)", 5, 0, 0), 5);
 	ck_assert_uint_eq(cost_of("k", 0, 0, 4000000000u), 4000000000u); /* u32, unsigned */
 	ck_assert_uint_eq(cost_of("18446744073709551615", 0, 0, 0), UINT64_MAX);
 }
@@ -4505,6 +4510,12 @@ START_TEST(test_cost_saturates)
 	ck_assert_uint_eq(cost_of("m*n*0", big, big, 0), 0); /* saturated, then times 0 */
 	ck_assert_uint_eq(cost_of("m+n", UINT64_MAX - 1, 1, 0), UINT64_MAX);
 	ck_assert_uint_eq(cost_of("m+n", UINT64_MAX - 1, 2, 0), UINT64_MAX);
+	ck_assert_uint_eq(cost_of("m+n", 1, UINT64_MAX, 0), UINT64_MAX);
+	ck_assert_uint_eq(cost_of("m*n", UINT64_MAX / 2, 2, 0), UINT64_MAX - 1); /* fits exactly */
+	ck_assert_uint_eq(cost_of("m*n", UINT64_MAX / 2 + 1, 2, 0), UINT64_MAX);
+	ck_assert_uint_eq(cost_of("m-n", 5, 4, 0), 1);
+	ck_assert_uint_eq(cost_of("m-n", 5, 0, 0), 5);
+	ck_assert_uint_eq(cost_of("m-n", 5, 5, 0), 0);
 	ck_assert_uint_eq(cost_of("m+n-1", UINT64_MAX - 1, 1, 0), UINT64_MAX); /* sticky */
 	ck_assert_uint_eq(cost_of("m*n/4", big, big, 0), UINT64_MAX);         /* sticky */
 	ck_assert_uint_eq(cost_of("(m+n-1)-1", UINT64_MAX - 2, 1, 0), UINT64_MAX - 3);
@@ -4548,6 +4559,11 @@ START_TEST(test_cost_errors_and_bounds)
 	cost_refused("-m", "column 1: expected a number, a name or '('");
 	cost_refused("18446744073709551616", "column 1: number does not fit 64 bits");
 	cost_refused("min", "column 1: no argument named min");
+	/* A name of 31 characters (a parameter's longest) is looked up, one
+	 * of 32 is refused as such. */
+	cost_refused("m+abcdefghijklmnopqrstuvwxyz_1234",
+		     "column 3: no argument named abcdefghijklmnopqrstuvwxyz_1234");
+	cost_refused("m+abcdefghijklmnopqrstuvwxyz_12345", "column 3: name too long");
 	/* Text: DEVQ_COST_TEXT_MAX characters, and one more. */
 	char t[DEVQ_COST_TEXT_MAX + 2];
 	memset(t, ' ', sizeof(t));
@@ -4658,6 +4674,12 @@ START_TEST(test_cost_bounds_op_time)
 	/* max-op-ms is read at each submit (SIGHUP may change it). */
 	E.cfg.max_op_ns = 1000001000;
 	devq_job_discard(validated_checksum(s, 1000001, 0, NULL));
+	/* At 1 byte per ns: max-op-ms's ns exactly, and one ns more. */
+	ck->pinned = 1000000000;
+	E.cfg.max_op_ns = 1000;
+	devq_job_discard(validated_checksum(s, 1000, 0, NULL));
+	devq_job_discard(validated_checksum(s, 1001, DEVQ__CODE__OUT_OF_RANGE,
+					    "expected 1001 ns exceeds max-op-ms, 1000 ns"));
 	E.cfg.max_op_ns = 1000000000;
 	ck->pinned = 0;
 	/* Learned: 7 samples are not enough, whatever they say. */
@@ -4720,13 +4742,21 @@ START_TEST(test_fairness_charges_cost)
 	ck_assert_uint_eq(atomic_load(&ck->rate), 2048000000ull - 256000000 + 128000000);
 	ck_assert_uint_eq(atomic_load(&ck->rate_max), 2048000000ull);
 	ck_assert_uint_eq(atomic_load(&ck->rate_n), 2);
+	/* The fastest moves to a sample one faster than it. */
+	atomic_store(&ck->rate_max, 1023999999);
+	ck_assert_int_eq(devq_sched_submit(s, &m.op, 1, err, sizeof(err)), 0);
+	complete_ran(0, 0, 16000, true);
+	ck_assert_uint_eq(atomic_load(&ck->rate_max), 1024000000);
+	ck_assert_uint_eq(atomic_load(&ck->rate_n), 3);
+	atomic_store(&ck->rate_max, 2048000000ull);
+	atomic_store(&ck->rate, 2048000000ull - 256000000 + 128000000);
 	/* Pinned wins over learned. */
 	ck->pinned = 1000000000; /* 1 byte per ns */
 	ck_assert_int_eq(devq_sched_submit(s, &m.op, 1, err, sizeof(err)), 0);
 	ck_assert_uint_eq(handed(0)->fest, 16384);
 	/* A failed op teaches nothing. */
 	complete_ran(0, DEVQ__CODE__DEVICE_ERROR, 1, true);
-	ck_assert_uint_eq(atomic_load(&ck->rate_n), 2);
+	ck_assert_uint_eq(atomic_load(&ck->rate_n), 3);
 	ck_assert_uint_eq(atomic_load(&ck->rate_max), 2048000000ull);
 	devq_timeline_reset(tl(s, 1));
 	/* The count stops at DEVQ_COST_SAMPLES. */
