@@ -187,6 +187,18 @@ struct devq_exec_info {
 };
 DEVQ_EXPORT const struct devq_exec_info *devq_exec_info(devq *q, const struct devq_exec *e);
 
+/* An executable's cost expression over its scalar arguments (gemm:
+ * "2*m*n*k"; "" when it declares none, or from an older daemon), and its
+ * rate in cost units per second when the list was fetched: *rate_per_s
+ * (0: not known yet), *pinned (1: set by devqd.conf, not learned) and
+ * *samples (ops it was learned from, counted up to 8); any of them may be
+ * NULL.  The string is the library's, valid as long as the list.  NULL
+ * when e is not of devq_exec_list's list.  (A call of its own, not more
+ * members of struct devq_exec_info, so that no program built against an
+ * older header reads past the struct it knows.) */
+DEVQ_EXPORT const char *devq_exec_cost(devq *q, const struct devq_exec *e, uint64_t *rate_per_s,
+				       int *pinned, unsigned *samples);
+
 /* Opens queue id (no reply: errors arrive asynchronously).  No queue is
  * open until the client opens it: devq_submit on another fails at once with
  * -ENOENT.  When the daemon refuses the open (resource_exhausted at its

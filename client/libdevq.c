@@ -67,6 +67,10 @@ struct exec_extra {
 	char source[512];
 	char backends[16];
 	char description[256];
+	char cost[160];
+	uint64_t rate;
+	int pinned;
+	unsigned samples;
 };
 
 struct devq {
@@ -997,6 +1001,21 @@ const struct devq_exec_info *devq_exec_info(devq *q, const struct devq_exec *e)
 	return &q->exec_extra[e - q->execs].pub;
 }
 
+const char *devq_exec_cost(devq *q, const struct devq_exec *e, uint64_t *rate_per_s, int *pinned,
+			   unsigned *samples)
+{
+	if (!q || !e || !q->execs || e < q->execs || e >= q->execs + q->nexecs)
+		return NULL;
+	const struct exec_extra *x = &q->exec_extra[e - q->execs];
+	if (rate_per_s)
+		*rate_per_s = x->rate;
+	if (pinned)
+		*pinned = x->pinned;
+	if (samples)
+		*samples = x->samples;
+	return x->cost;
+}
+
 int devq_exec_list(devq *q, const struct devq_exec **list, size_t *n)
 {
 	if (!q->execs) {
@@ -1035,6 +1054,10 @@ int devq_exec_list(devq *q, const struct devq_exec **list, size_t *n)
 			x->pub.backends = x->backends;
 			x->pub.description = x->description;
 			x->pub.unavailable = e->unavailable ? 1 : 0;
+			snprintf(x->cost, sizeof(x->cost), "%s", e->cost ? e->cost : "");
+			x->rate = e->rate;
+			x->pinned = e->rate_pinned ? 1 : 0;
+			x->samples = e->rate_samples;
 		}
 		q->nexecs = cnt;
 		devq__daemon_message__free_unpacked(rep, NULL);

@@ -6,9 +6,9 @@
 
 #include "kernels.h"
 
-#define DEVQ_KERNEL(name, sig) \
+#define DEVQ_KERNEL(name, sig, cost) \
 	int devq_cpu_##name(const union devq_kval *args, const struct devq_kctx *ctx);
-#define DEVQ_HOST_KERNEL(name, sig)
+#define DEVQ_HOST_KERNEL(name, sig, cost)
 #include "manifest.def"
 #undef DEVQ_HOST_KERNEL
 #undef DEVQ_KERNEL

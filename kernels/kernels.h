@@ -64,6 +64,8 @@ struct devq_sig {
 struct devq_kernel {
 	const char *name;
 	const char *signature;
+	/* The manifest's cost expression (daemon/core/cost.h), or NULL. */
+	const char *cost;
 	devq_cpu_fn cpu;
 	/* Hidden unless devqd runs with --test-fault-injection. */
 	bool test_only;

@@ -9,8 +9,8 @@
 /* Not const: a host built-in's code (cpu_host, cuda_host) is filled in at
  * start, before any thread but main's runs (devq_repo_builtins). */
 struct devq_kernel devq_kernels[] = {
-#define DEVQ_KERNEL(kname, sig) { .name = #kname, .signature = sig, .cpu = devq_cpu_##kname },
-#define DEVQ_HOST_KERNEL(kname, sig) { .name = #kname, .signature = sig, .host = true },
+#define DEVQ_KERNEL(kname, sig, c) { .name = #kname, .signature = sig, .cost = c, .cpu = devq_cpu_##kname },
+#define DEVQ_HOST_KERNEL(kname, sig, c) { .name = #kname, .signature = sig, .cost = c, .host = true },
 #include "manifest.def"
 #undef DEVQ_HOST_KERNEL
 #undef DEVQ_KERNEL
@@ -25,8 +25,8 @@ const size_t devq_nkernels = sizeof devq_kernels / sizeof devq_kernels[0];
 
 /* The manifest's order, to name an entry of devq_kernels. */
 enum devq_kernel_index {
-#define DEVQ_KERNEL(kname, sig) DEVQ_KI_##kname,
-#define DEVQ_HOST_KERNEL(kname, sig) DEVQ_KI_##kname,
+#define DEVQ_KERNEL(kname, sig, c) DEVQ_KI_##kname,
+#define DEVQ_HOST_KERNEL(kname, sig, c) DEVQ_KI_##kname,
 #include "manifest.def"
 #undef DEVQ_HOST_KERNEL
 #undef DEVQ_KERNEL

@@ -109,6 +109,31 @@ chmod 0755 "$good"
 "$B/devqd" --check-executables "$tmp/nonexistent" >/dev/null 2>&1; rc=$?
 check "a missing directory named explicitly: exit 1" '[ $rc = 1 ]'
 
+# ---- cost = EXPR: compiled at load, a mistake names line and column ----
+costs=$tmp/costs; mkdir -m 0755 "$costs"; cp "$repo/scale_u32.so" "$costs/"
+sig='signature = n:u64, k:u32, x:inout u32[n]
+cpu = scale_u32.so
+cpu-symbol = scale_u32
+'
+{ printf '%s' "$sig"; echo 'cost = 8*n + max(k, 1)'; } > "$costs/good.exec"
+{ printf '%s' "$sig"; echo 'cost  =  8*n*q'; } > "$costs/unknown.exec"
+{ printf '%s' "$sig"; echo 'cost = n/0'; } > "$costs/zerodiv.exec"
+{ printf '%s' "$sig"; echo 'cost = x*2'; } > "$costs/buffer.exec"
+{ printf '%s' "$sig"; echo 'cost = (n'; } > "$costs/paren.exec"
+{ printf '%s' "$sig"; echo "cost = n$(head -c 127 /dev/zero | tr '\0' ' ')"; } > "$costs/long128.exec"
+{ printf '%s' "$sig"; echo "cost = n$(head -c 128 /dev/zero | tr '\0' ' ')1"; } > "$costs/long129.exec"
+chmod 0644 "$costs"/*.exec
+"$B/devqd" --check-executables "$costs" >"$tmp/costs.out" 2>&1; rc=$?
+check "cost: good.exec and a cost of 128 characters load (rc $rc): $(cat "$tmp/costs.out")" \
+	'[ $rc = 1 ] && ! grep -q "good.exec\|long128.exec" "$tmp/costs.out" && grep -q "2 good" "$tmp/costs.out"'
+check "cost: an unknown name, at its column" \
+	'grep -q "unknown.exec: line 4, column 14: cost: no argument named q" "$tmp/costs.out"'
+check "cost: a literal 0 divisor" 'grep -q "zerodiv.exec: line 4, column 9: cost: division by 0" "$tmp/costs.out"'
+check "cost: a buffer is no number" \
+	"grep -q \"buffer.exec: line 4, column 8: cost: 'x' is not a u32 or u64 scalar argument\" \"\$tmp/costs.out\""
+check "cost: an open parenthesis" "grep -q \"paren.exec: line 4, column 10: cost: expected ')', found the end\" \"\$tmp/costs.out\""
+check "cost: 129 characters" 'grep -q "long129.exec: line 4: cost: longer than 128 bytes" "$tmp/costs.out"'
+
 # ---- bounds: DEVQ_REPO_MAX (256) executables, 16 directories, .exec of
 # 65535 bytes, names of 31 characters --------------------------------------
 many=$tmp/many; mkdir -m 0755 "$many"; cp "$repo/scale_u32.so" "$many/"
@@ -166,9 +191,22 @@ check "devctl list: source, backends and description of scale_u32: $(cat "$tmp/l
 	 grep -A1 "^saxpy_f32(" "$tmp/list.out" | grep -q "source: built-in"'
 "$B/devctl" list --json >"$tmp/list.json" 2>&1
 check "devctl list --json" 'grep -q "\"name\":\"scale_u32\",.*\"source\":\"$repo/scale_u32.exec\"" "$tmp/list.json"'
+check "devctl list: scale_u32's cost (cost = in its .exec), no rate yet" \
+	'grep -A3 "^scale_u32(" "$tmp/list.out" | grep -q "cost: 8\*n  rate: not known yet"'
 printf '\001\000\000\000\002\000\000\000\003\000\000\000\004\000\000\000' > "$tmp/in"
 "$B/devctl" submit scale_u32 k=3 x=@"$tmp/in" --out x="$tmp/out" >"$tmp/submit.out" 2>&1
 check "devctl submit scale_u32 k=3: $(cat "$tmp/submit.out")" '[ "$(u32s "$tmp/out")" = "3 6 9 12" ]'
+# A rate learned from its ops: shown from the first, and counted to 8.
+i=1
+while [ $i -lt 8 ]; do
+	"$B/devctl" submit scale_u32 k=3 x=@"$tmp/in" >/dev/null 2>&1
+	i=$((i + 1))
+done
+"$B/devctl" list >"$tmp/list8.out" 2>&1
+"$B/devctl" list --json >"$tmp/list8.json" 2>&1
+check "devctl list: scale_u32's rate learned from 8 ops: $(grep -A3 "^scale_u32(" "$tmp/list8.out")" \
+	'grep -A3 "^scale_u32(" "$tmp/list8.out" | grep -q "cost: 8\*n  rate: [1-9][0-9]*/s (learned from 8+ ops)" &&
+	 grep -q "\"name\":\"scale_u32\",[^}]*\"cost\":\"8\*n\",\"rate\":[1-9][0-9]*,\"rate_pinned\":false,\"rate_samples\":8}" "$tmp/list8.json"'
 "$B/devctl" trace -o "$tmp/trace.json" >/dev/null 2>&1
 check "devctl trace names the op by the repository executable's name" \
 	'grep -q "\"name\":\"scale_u32\"" "$tmp/trace.json"'

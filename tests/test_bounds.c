@@ -623,6 +623,99 @@ START_TEST(trace_waits_at_bound_and_past)
 }
 END_TEST
 
+/* ---- an op's expected time: cost / rate against max-op-ms ---------------- */
+
+/* A gemm_f32 of m x n x k (cost 2*m*n*k) on queue 1, its completion. */
+static struct devq_completion gemm(devq *q, struct devq_buffer *a, struct devq_buffer *b,
+				   struct devq_buffer *c, uint64_t m, uint64_t n, uint64_t k)
+{
+	struct devq_arg args[] = { a_u64("m", m),	a_u64("n", n),	 a_u64("k", k),
+				   a_f32("alpha", 1), a_f32("beta", 0), a_buf("a", a, 0),
+				   a_buf("b", b, 0),	 a_buf("c", c, 0) };
+	struct devq_op op = { .queue = 1, .kind = DEVQ_OP_KERNEL, .exec = exe(q, "gemm_f32"),
+			      .args = args, .nargs = 8 };
+	uint64_t p;
+	ck_assert_int_eq(devq_submit(q, &op, 1, &p), 0);
+	struct devq_completion cp;
+	ck_assert_int_eq(devq_wait(q, 1, p, 10000, &cp), 0);
+	return cp;
+}
+
+/* checksum (cost n, bytes) of n bytes of data on queue 1, its completion. */
+static struct devq_completion checksum(devq *q, struct devq_buffer *data,
+				       struct devq_buffer *out, uint64_t n)
+{
+	struct devq_arg args[] = { a_u64("n", n), a_buf("data", data, 0), a_buf("out", out, 0) };
+	struct devq_op op = { .queue = 1, .kind = DEVQ_OP_KERNEL, .exec = exe(q, "checksum"),
+			      .args = args, .nargs = 3 };
+	uint64_t p;
+	ck_assert_int_eq(devq_submit(q, &op, 1, &p), 0);
+	struct devq_completion cp;
+	ck_assert_int_eq(devq_wait(q, 1, p, 10000, &cp), 0);
+	return cp;
+}
+
+/* With max-op-ms 1000 and rate.checksum pinned at 10^6 bytes/s, a
+ * checksum of 10^6 bytes is expected to take exactly max-op-ms: it runs;
+ * one byte more is refused out_of_range, its message naming its expected
+ * time and the limit.  The same with rate.gemm_f32 at 2000 flop/s: a gemm
+ * of 10 x 10 x 10 (2000 flop) runs, 1 x 1 x 1001 (2002 flop, the next
+ * cost up a gemm can have) is refused, and so is one whose cost
+ * saturates.  The list says the rates are pinned. */
+START_TEST(op_time_at_bound_and_past)
+{
+	struct daemon_proc d;
+	const char *const extra[] = { "--max-op-ms", "1000", "--rate", "gemm_f32=2000/s",
+				      "--rate", "checksum=1000000/s", NULL };
+	harness_start(&d, extra);
+	devq *q = conn(d.sock, "cost");
+	ck_assert_int_eq(devq_queue_open(q, 1), 0);
+	struct devq_buffer *data = mkbuf(q, 1000001), *out = mkbuf(q, 8);
+	struct devq_completion cp = checksum(q, data, out, 1000000);
+	ck_assert_msg(cp.code == DEVQ_OK, "%d: %s", cp.code, cp.message);
+	cp = checksum(q, data, out, 1000001);
+	ck_assert_int_eq(cp.code, DEVQ_E_OUT_OF_RANGE);
+	ck_assert_msg(strstr(cp.message, "expected 1000001000 ns exceeds max-op-ms, 1000000000 ns: "
+					 "checksum's cost 1000001 at 1000000/s (pinned rate)"),
+		      "%s", cp.message);
+	ck_assert_int_eq(devq_queue_reset(q, 1), 0);
+	/* gemm_f32's code is the built-in host library (OpenBLAS), which a
+	 * tree built without it (make mutate's) lacks: then only its listing. */
+	bool have_gemm = !devq_exec_info(q, exe(q, "gemm_f32"))->unavailable;
+	struct devq_buffer *a = mkbuf(q, 8192), *b = mkbuf(q, 8192), *c = mkbuf(q, 8192);
+	uint64_t rate = 0;
+	int pinned = 0;
+	unsigned samples = 9;
+	const char *cost = devq_exec_cost(q, exe(q, "gemm_f32"), &rate, &pinned, &samples);
+	ck_assert_ptr_nonnull(cost);
+	ck_assert_str_eq(cost, "2*m*n*k");
+	ck_assert_uint_eq(rate, 2000);
+	ck_assert_int_eq(pinned, 1);
+	ck_assert_uint_eq(samples, 0);
+	if (!have_gemm) {
+		printf("SKIP op_time_at_bound_and_past: gemm_f32 has no code here\n");
+		devq_disconnect(q);
+		ck_assert_int_eq(harness_stop(&d), 0);
+		return;
+	}
+	cp = gemm(q, a, b, c, 10, 10, 10);
+	ck_assert_msg(cp.code == DEVQ_OK, "%d: %s", cp.code, cp.message);
+	cp = gemm(q, a, b, c, 1, 1, 1001);
+	ck_assert_int_eq(cp.code, DEVQ_E_OUT_OF_RANGE);
+	ck_assert_msg(strstr(cp.message, "expected 1001000000 ns exceeds max-op-ms, 1000000000 ns: "
+					 "gemm_f32's cost 2002 at 2000/s (pinned rate)"),
+		      "%s", cp.message);
+	ck_assert_int_eq(devq_queue_reset(q, 1), 0);
+	cp = gemm(q, a, b, c, 1ull << 40, 1ull << 40, 1ull << 40);
+	ck_assert_int_eq(cp.code, DEVQ_E_OUT_OF_RANGE);
+	ck_assert_msg(strstr(cp.message, "expected 18446744073709551615 ns exceeds max-op-ms, "
+					 "1000000000 ns"),
+		      "%s", cp.message);
+	devq_disconnect(q);
+	ck_assert_int_eq(harness_stop(&d), 0);
+}
+END_TEST
+
 /* A TraceReply carries at most 131072 ops (DEVQ_TRACE_MAX_REPLY_OPS),
  * whatever the ring holds: with a ring of 131073, 131072 recorded ops come
  * whole, and after one more the newest 131072 come, marked truncated. */
@@ -882,6 +975,7 @@ static Suite *suite(void)
 	tcase_add_test(p, trace_waits_at_bound_and_past);
 	tcase_add_test(p, trace_reply_at_bound_and_past);
 	tcase_add_test(p, completion_page_slots_at_bound_and_past);
+	tcase_add_test(p, op_time_at_bound_and_past);
 	tcase_set_timeout(p, harness_slow() ? 300 : 30);
 	suite_add_tcase(s, p);
 	TCase *q = tcase_create("quotas");

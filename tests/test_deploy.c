@@ -1107,6 +1107,7 @@ static const char *sample_value(const char *key)
 		{ "tenants-dir", "/tmp/devq-flags.tenants" },
 		{ "grant-exclusive", "no" },
 		{ "executables", "/tmp/devq-flags-a:/tmp/devq-flags-b" },
+		{ "rate", "gemm_f32=2000/s,copy=7/s" },
 	};
 	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
 		if (!strcmp(v[i].key, key))
@@ -1164,6 +1165,70 @@ START_TEST(test_config_keys_are_flags)
 	ck_assert_int_eq(print_config(from_flags, sizeof(from_flags),
 				      "-c /dev/null --executables ''"),
 			 2);
+	ck_assert_int_eq(unlink(path), 0);
+	ck_assert_int_eq(rmdir(dir), 0);
+}
+END_TEST
+
+/* The rate key's family: rate.NAME lines, each executable once, at most
+ * DEVQ_CONFIG_RATES_MAX (64), --rate NAME=UNITS/s adding or replacing, and
+ * --print-config giving them as one canonical rate line. */
+START_TEST(test_config_rates)
+{
+	static const struct {
+		const char *text, *want;
+	} cases[] = {
+		{ "rate.gemm_f32 = 0/s\n", ":1: rate.gemm_f32: '0/s' is not UNITS/s" },
+		{ "rate.gemm_f32 = 5/m\n", ":1: rate.gemm_f32: '5/m' is not UNITS/s" },
+		{ "rate.gemm_f32 = 18446744073709551616\n", ":1: rate.gemm_f32: '18446744073709551616'" },
+		{ "rate.Gemm = 5\n", ":1: rate.Gemm: 'Gemm' is not an executable's name" },
+		{ "rate.a = 1/s\nrate.a = 2/s\n", ":2: rate.a given twice (first at line 1)" },
+		{ "rate.a = 1\nrate = b=2/s, a=3/s\n", ":2: rate.a given twice (first at line 1)" },
+		{ "rate = a=1/s,b\n", ":1: rate: 'b' is not NAME=UNITS/s" },
+		{ "rate = a=1/s,\n", ":1: rate: '' is not NAME=UNITS/s" },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char err[1024], path[128];
+		int code = devqd_with_config(cases[i].text, err, sizeof(err), path, sizeof(path));
+		ck_assert_msg(code == 2, "case %zu: exit %d (%s)", i, code, err);
+		char want[256];
+		snprintf(want, sizeof(want), "%s%s", path, cases[i].want);
+		ck_assert_msg(strstr(err, want), "case %zu: wanted '%s' in '%s'", i, want, err);
+	}
+	char dir[] = "/tmp/devq-conf-XXXXXX", path[128], args[256];
+	static char out[16384];
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/rates.conf", dir);
+	write_file(path, "rate.gemm_f32 = 18446744073709551615/s\nrate.copy = 7\n");
+	snprintf(args, sizeof(args), "-c %s", path);
+	ck_assert_int_eq(print_config(out, sizeof(out), args), 0);
+	ck_assert_msg(strstr(out, "\nrate = gemm_f32=18446744073709551615/s,copy=7/s\n"), "%s", out);
+	snprintf(args, sizeof(args), "-c %s --rate copy=9/s --rate ' spin = 1 '", path);
+	ck_assert_int_eq(print_config(out, sizeof(out), args), 0);
+	ck_assert_msg(strstr(out, "\nrate = gemm_f32=18446744073709551615/s,copy=9/s,spin=1/s\n"),
+		      "%s", out);
+	ck_assert_int_eq(print_config(out, sizeof(out), "-c /dev/null"), 0);
+	ck_assert_msg(strstr(out, "\n# rate is not set\n"), "%s", out);
+	/* 64 executables' rates, and a 65th. */
+	static char text[65 * 32];
+	size_t o = 0;
+	for (int i = 0; i < 64; i++)
+		o += (size_t)snprintf(text + o, sizeof(text) - o, "rate.e%d = %d\n", i, i + 1);
+	write_file(path, text);
+	snprintf(args, sizeof(args), "-c %s", path);
+	ck_assert_int_eq(print_config(out, sizeof(out), args), 0);
+	ck_assert_msg(strstr(out, ",e63=64/s\n"), "%s", out);
+	snprintf(args, sizeof(args), "-c %s --rate e63=65", path); /* replaces: still 64 */
+	ck_assert_int_eq(print_config(out, sizeof(out), args), 0);
+	ck_assert_msg(strstr(out, ",e63=65/s\n"), "%s", out);
+	snprintf(args, sizeof(args), "-c %s --rate e64=65", path);
+	ck_assert_int_eq(print_config(out, sizeof(out), args), 2);
+	ck_assert_msg(strstr(out, "--rate: more than 64 executables' rates"), "%s", out);
+	snprintf(text + o, sizeof(text) - o, "rate.e64 = 65\n");
+	write_file(path, text);
+	snprintf(args, sizeof(args), "-c %s", path);
+	ck_assert_int_eq(print_config(out, sizeof(out), args), 2);
+	ck_assert_msg(strstr(out, ":65: rate.e64: more than 64 executables' rates"), "%s", out);
 	ck_assert_int_eq(unlink(path), 0);
 	ck_assert_int_eq(rmdir(dir), 0);
 }
@@ -1681,6 +1746,7 @@ int main(void)
 	tcase_add_test(tc, test_config_errors_name_file_and_line);
 	tcase_add_test(tc, test_config_keys_documented);
 	tcase_add_test(tc, test_config_keys_are_flags);
+	tcase_add_test(tc, test_config_rates);
 	tcase_add_test(tc, test_config_documented_defaults_are_real);
 	tcase_add_test(tc, test_reload_lists_complete);
 	tcase_add_test(tc, test_bad_option_one_line);

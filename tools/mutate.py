@@ -64,6 +64,7 @@ FILES = {
     "proto/codec/msg_dec.c": ["test_msg_dec", "test_fuzz_replay"],
     "proto/codec/strcheck.c": ["test_msg_dec", "test_badinput"],
     "kernels/sig.c": ["test_kernels", "test_core", "test_badinput", "test_bounds"],
+    "daemon/core/cost.c": CORE + ["test_bounds"],
 }
 
 # Tests whose failure says something about timing, not behaviour: their

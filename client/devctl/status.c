@@ -44,6 +44,10 @@ int devctl_list_main(const char *sock, int argc, char **argv)
 		printf("[");
 	for (size_t i = 0; i < n; i++) {
 		const struct devq_exec_info *x = devq_exec_info(q, &l[i]);
+		uint64_t rate;
+		int pinned;
+		unsigned samples;
+		const char *cost = devq_exec_cost(q, &l[i], &rate, &pinned, &samples);
 		if (json) {
 			printf("%s{\"id\":%u,\"name\":", i ? "," : "", l[i].id);
 			devctl_json_str(stdout, l[i].name);
@@ -55,7 +59,14 @@ int devctl_list_main(const char *sock, int argc, char **argv)
 			devctl_json_str(stdout, x->backends);
 			printf(",\"description\":");
 			devctl_json_str(stdout, x->description);
-			printf(",\"available\":%s}", x->unavailable ? "false" : "true");
+			printf(",\"available\":%s", x->unavailable ? "false" : "true");
+			if (cost[0]) {
+				printf(",\"cost\":");
+				devctl_json_str(stdout, cost);
+				printf(",\"rate\":%" PRIu64 ",\"rate_pinned\":%s,\"rate_samples\":%u",
+				       rate, pinned ? "true" : "false", samples);
+			}
+			printf("}");
 		} else {
 			/* The first line is name(signature), unchanged for
 			 * whoever parses it; what else is known indented under
@@ -68,6 +79,13 @@ int devctl_list_main(const char *sock, int argc, char **argv)
 						      : "");
 			if (x->description[0])
 				printf("    %s\n", x->description);
+			if (cost[0] && pinned)
+				printf("    cost: %s  rate: %" PRIu64 "/s (pinned)\n", cost, rate);
+			else if (cost[0] && rate)
+				printf("    cost: %s  rate: %" PRIu64 "/s (learned from %u%s ops)\n",
+				       cost, rate, samples, samples >= 8 ? "+" : "");
+			else if (cost[0])
+				printf("    cost: %s  rate: not known yet\n", cost);
 		}
 	}
 	if (json)

@@ -22,6 +22,7 @@ enum cfg_type {
 	CFG_UINT,   /* unsigned */
 	CFG_INT,    /* int */
 	CFG_BOOL,   /* bool: yes/no, true/false, on/off, 1/0 */
+	CFG_RATES,  /* const char *: a list of NAME=UNITS/s, merged (set_rates) */
 };
 
 struct cfg_key {
@@ -81,6 +82,9 @@ static const struct cfg_key keys[] = {
 	{ "grant-exclusive", CFG_BOOL, F(grant_exclusive), 0, 0, 0, NULL },
 	/* The executable repository (core/repo.c): DIR[:DIR]... */
 	{ "executables", CFG_STR, F(executables), 0, 0, 0, NULL },
+	/* Pinned rates of executables' costs (core/cost.h): NAME=UNITS/s,...
+	 * A file may also say rate.NAME = UNITS/s, one line each. */
+	{ "rate", CFG_RATES, F(rate), 1, UINT64_MAX, 0, NULL },
 };
 
 #undef F
@@ -117,6 +121,9 @@ static char *const *saved_argv;
 
 static const struct cfg_key *find_key(const char *name)
 {
+	/* rate.NAME is a line of the rate key's family (set_rates). */
+	if (!strncmp(name, "rate.", 5))
+		name = "rate";
 	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
 		if (!strcmp(keys[i].name, name))
 			return &keys[i];
@@ -168,6 +175,133 @@ static int parse_number(const struct cfg_key *k, const char *v, uint64_t *out, c
 	return 0;
 }
 
+/* ---- rate: NAME=UNITS/s entries ------------------------------------- */
+
+struct rate_ent {
+	char name[32];
+	uint64_t per_s;
+};
+
+/* [a-z_][a-z0-9_]{0,30}: an executable's name. */
+static bool rate_name_ok(const char *s, size_t len)
+{
+	if (len < 1 || len > 31 || !(islower((unsigned char)s[0]) || s[0] == '_'))
+		return false;
+	for (size_t i = 1; i < len; i++)
+		if (!(s[i] == '_' || islower((unsigned char)s[i]) || isdigit((unsigned char)s[i])))
+			return false;
+	return true;
+}
+
+/* UNITS or UNITS/s, UNITS in 1..2^64-1. */
+static bool rate_units_ok(const char *s, size_t len, uint64_t *out)
+{
+	char num[32];
+	if (len >= 2 && s[len - 2] == '/' && s[len - 1] == 's')
+		len -= 2;
+	if (!len || len >= sizeof(num) || !isdigit((unsigned char)s[0]))
+		return false;
+	memcpy(num, s, len);
+	num[len] = '\0';
+	char *end;
+	errno = 0;
+	unsigned long long x = strtoull(num, &end, 10);
+	if (errno || *end || !x)
+		return false;
+	*out = x;
+	return true;
+}
+
+/* The entries a line gives: key "rate" with "NAME=UNITS/s[, ...]", or key
+ * "rate.NAME" with "UNITS/s".  Appended to e (n in use, max room); a name
+ * already there gets the new rate. */
+static int parse_rates(const char *key, const char *value, struct rate_ent *e, unsigned *n,
+		       unsigned max, char *err, size_t errlen)
+{
+	const char *fixed = !strncmp(key, "rate.", 5) ? key + 5 : NULL;
+	if (fixed && !rate_name_ok(fixed, strlen(fixed))) {
+		snprintf(err, errlen, "%s: '%s' is not an executable's name", key, fixed);
+		return -EINVAL;
+	}
+	for (const char *p = value;;) {
+		p += strspn(p, " \t");
+		size_t len = strcspn(p, ",");
+		while (len && (p[len - 1] == ' ' || p[len - 1] == '\t'))
+			len--;
+		const char *eq = fixed ? NULL : memchr(p, '=', len);
+		size_t nlen = fixed ? strlen(fixed) : eq ? (size_t)(eq - p) : 0;
+		const char *name = fixed ? fixed : p, *u = fixed ? p : eq ? eq + 1 : p;
+		while (!fixed && nlen && (p[nlen - 1] == ' ' || p[nlen - 1] == '\t'))
+			nlen--;
+		u += strspn(u, " \t");
+		uint64_t per_s;
+		if (!rate_name_ok(name, nlen) || !rate_units_ok(u, (size_t)(p + len - u), &per_s)) {
+			snprintf(err, errlen,
+				 fixed ? "%s: '%.*s' is not UNITS/s (a rate of 1 or more cost units "
+					 "per second)"
+				       : "%s: '%.*s' is not NAME=UNITS/s (an executable's name, a rate "
+					 "of 1 or more cost units per second)",
+				 key, (int)len, p);
+			return -EINVAL;
+		}
+		unsigned i = 0;
+		while (i < *n && (strlen(e[i].name) != nlen || strncmp(e[i].name, name, nlen)))
+			i++;
+		if (i == *n) {
+			if (*n == max) {
+				snprintf(err, errlen, "%s: more than %u executables' rates", key, max);
+				return -EINVAL;
+			}
+			memcpy(e[i].name, name, nlen);
+			e[i].name[nlen] = '\0';
+			(*n)++;
+		}
+		e[i].per_s = per_s;
+		if (fixed || !p[len] || p[len + strspn(p + len, " \t")] != ',')
+			break;
+		p += len + 1;
+	}
+	return 0;
+}
+
+/* Merges a rate line into cfg->rate, kept as the canonical list
+ * "NAME=UNITS/s,..." that devq_config_dump prints. */
+static int set_rates(struct devq_config *cfg, const char *key, const char *value, char *err,
+		     size_t errlen)
+{
+	struct rate_ent e[DEVQ_CONFIG_RATES_MAX];
+	unsigned n = 0;
+	if ((cfg->rate &&
+	     parse_rates("rate", cfg->rate, e, &n, DEVQ_CONFIG_RATES_MAX, err, errlen) < 0) ||
+	    parse_rates(key, value, e, &n, DEVQ_CONFIG_RATES_MAX, err, errlen) < 0)
+		return -EINVAL;
+	char out[DEVQ_CONFIG_RATES_MAX * (32 + 24)];
+	size_t o = 0;
+	for (unsigned i = 0; i < n; i++)
+		o += (size_t)snprintf(out + o, sizeof(out) - o, "%s%s=%llu/s", i ? "," : "",
+				      e[i].name, (unsigned long long)e[i].per_s);
+	char *s = keep_string(out);
+	if (!s) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	cfg->rate = s;
+	return 0;
+}
+
+uint64_t devq_config_rate(const char *rates, const char *name)
+{
+	struct rate_ent e[DEVQ_CONFIG_RATES_MAX];
+	unsigned n = 0;
+	char err[8];
+	if (!rates || parse_rates("rate", rates, e, &n, DEVQ_CONFIG_RATES_MAX, err, sizeof(err)) < 0)
+		return 0;
+	for (unsigned i = 0; i < n; i++)
+		if (!strcmp(e[i].name, name))
+			return e[i].per_s;
+	return 0;
+}
+
 int devq_config_set(struct devq_config *cfg, const char *key, const char *value, char *err,
 		    size_t errlen)
 {
@@ -179,6 +313,8 @@ int devq_config_set(struct devq_config *cfg, const char *key, const char *value,
 	char *field = (char *)cfg + k->off;
 	uint64_t x;
 	switch (k->type) {
+	case CFG_RATES:
+		return set_rates(cfg, key, value, err, errlen);
 	case CFG_CHOICE:
 		if (!choice_ok(k->choices, value)) {
 			snprintf(err, errlen, "%s: '%s' is not one of %s", k->name, value,
@@ -267,6 +403,9 @@ int devq_config_load(struct devq_config *cfg, const char *path, char *err, size_
 	}
 	/* A key given twice is a mistake worth naming, not a silent override. */
 	unsigned seen_at[sizeof(keys) / sizeof(keys[0])] = { 0 };
+	/* The rate family's lines may be several, but each executable once. */
+	struct rate_ent rate_seen[DEVQ_CONFIG_RATES_MAX];
+	unsigned rate_line[DEVQ_CONFIG_RATES_MAX], nrate = 0;
 	char line[4096];
 	unsigned lineno = 0;
 	int r = 0;
@@ -293,7 +432,29 @@ int devq_config_load(struct devq_config *cfg, const char *path, char *err, size_
 			break;
 		}
 		const struct cfg_key *k = find_key(key);
-		if (k && seen_at[k - keys]) {
+		if (k && k->type == CFG_RATES) {
+			struct rate_ent one[DEVQ_CONFIG_RATES_MAX];
+			unsigned none = 0, before = nrate;
+			char why[256];
+			r = parse_rates(key, value, one, &none, DEVQ_CONFIG_RATES_MAX, why, sizeof(why));
+			for (unsigned i = 0; !r && i < none; i++) {
+				unsigned j = 0;
+				while (j < before && strcmp(rate_seen[j].name, one[i].name))
+					j++;
+				if (j < before) {
+					snprintf(why, sizeof(why), "rate.%.31s given twice (first at line %u)",
+						 one[i].name, rate_line[j]);
+					r = -EINVAL;
+				} else if (nrate < DEVQ_CONFIG_RATES_MAX) {
+					rate_seen[nrate] = one[i];
+					rate_line[nrate++] = lineno;
+				}
+			}
+			if (r < 0) {
+				snprintf(err, errlen, "%s:%u: %s", path, lineno, why);
+				break;
+			}
+		} else if (k && seen_at[k - keys]) {
 			snprintf(err, errlen, "%s:%u: %s given twice (first at line %u)", path,
 				 lineno, key, seen_at[k - keys]);
 			r = -EINVAL;
@@ -446,7 +607,8 @@ static bool same_value(const struct cfg_key *k, const struct devq_config *a,
 	const char *x = (const char *)a + k->off, *y = (const char *)b + k->off;
 	switch (k->type) {
 	case CFG_STR:
-	case CFG_CHOICE: {
+	case CFG_CHOICE:
+	case CFG_RATES: {
 		const char *s = *(const char *const *)x, *t = *(const char *const *)y;
 		return s == t || (s && t && !strcmp(s, t));
 	}
@@ -533,7 +695,8 @@ void devq_config_dump(FILE *f, const struct devq_config *cfg)
 		uint64_t scale = k->scale ? k->scale : 1;
 		switch (k->type) {
 		case CFG_STR:
-		case CFG_CHOICE: {
+		case CFG_CHOICE:
+		case CFG_RATES: {
 			const char *s = *(const char *const *)field;
 			if (s)
 				fprintf(f, "%s = %s\n", k->name, s);

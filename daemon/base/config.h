@@ -66,7 +66,15 @@ struct devq_config {
 	/* Executable repository directories, ':'-separated (core/repo.c);
 	 * NULL: the default directory, which may be missing. */
 	const char *executables;
+	/* Pinned rates (core/cost.h): "NAME=UNITS/s[,NAME=UNITS/s]...", at
+	 * most DEVQ_CONFIG_RATES_MAX, each executable once; NULL: none.  Set
+	 * by `rate = LIST`, `rate.NAME = UNITS/s` lines and --rate
+	 * NAME=UNITS/s flags, which add to (or replace the rate of a name
+	 * in) what is there; devq_config_rate reads it. */
+	const char *rate;
 };
+
+#define DEVQ_CONFIG_RATES_MAX 64
 
 #define DEVQ_FAIR_K_DEFAULT 16
 #define DEVQ_FAIR_WINDOW_NS_DEFAULT 1000000ull
@@ -110,6 +118,11 @@ bool devq_config_verbose_has_value(int argc, char *const *argv, int i);
  * effective settings (devqd --print-config), which read back as a file
  * give the same config. */
 void devq_config_dump(FILE *f, const struct devq_config *cfg);
+
+/* The rate pinned for executable name in a devq_config's rate list, in
+ * units per second; 0 when none.  O(length of the list): for load time,
+ * not per op. */
+uint64_t devq_config_rate(const char *rates, const char *name);
 
 /* Frees the strings the file supplied (the config's string fields may
  * point at them, so call this last). */

@@ -18,10 +18,12 @@
 static void free_parts(struct devq_engine *e)
 {
 	free(e->sigs);
+	free(e->costs);
 	free(e->stream_load);
 	free(e->stream_last);
 	devq_fair_free(&e->fair);
 	e->sigs = NULL;
+	e->costs = NULL;
 	e->stream_load = NULL;
 	e->stream_last = NULL;
 }
@@ -29,12 +31,20 @@ static void free_parts(struct devq_engine *e)
 static int load_manifest(struct devq_engine *e)
 {
 	e->sigs = calloc(devq_nkernels, sizeof(*e->sigs));
-	if (!e->sigs)
+	e->costs = calloc(devq_nkernels, sizeof(*e->costs));
+	if (!e->sigs || !e->costs)
 		return -ENOMEM;
 	for (size_t i = 0; i < devq_nkernels; i++) {
 		char err[160];
 		if (devq_sig_parse(devq_kernels[i].signature, &e->sigs[i], err, sizeof(err)) < 0) {
 			log_err("manifest: %s: %s", devq_kernels[i].name, err);
+			return -EINVAL;
+		}
+		/* Compiled once here: a submit only evaluates it. */
+		if (devq_kernels[i].cost &&
+		    devq_cost_compile(devq_kernels[i].cost, &e->sigs[i], &e->costs[i], err,
+				      sizeof(err)) < 0) {
+			log_err("manifest: %s: cost: %s", devq_kernels[i].name, err);
 			return -EINVAL;
 		}
 	}
@@ -84,7 +94,12 @@ int devq_engine_init(struct devq_engine *e, const struct devq_config *cfg,
 		free_parts(e);
 		return -ENOMEM;
 	}
+	/* devqd.conf's rate key, for the built-ins now and for repository
+	 * executables as they are served (devq_repo_apply). */
+	for (size_t i = 0; i < devq_nkernels; i++)
+		e->fair.est_builtin[i].pinned = devq_config_rate(e->cfg.rate, devq_kernels[i].name);
 	devq_repo_init(&e->repo, e->be);
+	e->repo.rates = e->cfg.rate;
 	(void)devq_repo_builtins(e->be); /* logs what it could not load */
 	e->start_ns = devq_now_ns();
 	return 0;

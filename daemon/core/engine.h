@@ -27,6 +27,7 @@
 
 #include "base/config.h"
 #include "base/lock.h"
+#include "core/cost.h"
 #include "core/fair.h"
 #include "core/metrics.h"
 #include "core/repo.h"
@@ -67,6 +68,7 @@ struct devq_engine {
 	struct devq_engine_events ev;
 	struct devq_backend *be;
 	struct devq_sig *sigs; /* parsed manifest, indexed like devq_kernels */
+	struct devq_cost *costs; /* their cost expressions, compiled (n 0: none) */
 	/* repo.c: executables from the repository directories, ids from
 	 * DEVQ_REPO_FIRST_ID (empty until the server loads them). */
 	struct devq_repo repo;

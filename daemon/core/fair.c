@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "base/lock.h"
+#include "core/cost.h"
 #include "core/engine.h"
 #include "core/job.h"
 #include "core/session.h"
@@ -203,6 +204,14 @@ static uint64_t expected_ns(const struct devq_fair *f, const struct devq_job *op
 		return 0;
 	if (op->fdecl)
 		return op->decl_ns;
+	/* A cost and a rate: cost / rate, whatever the buffers' size. */
+	if (op->fcost) {
+		uint64_t r = op->festp->pinned
+				     ? op->festp->pinned
+				     : atomic_load_explicit(&op->festp->rate, memory_order_relaxed);
+		if (r)
+			return devq_cost_ns(op->cost, r);
+	}
 	uint64_t v = op->festp ? atomic_load_explicit(&op->festp->ns16_per_page,
 						      memory_order_relaxed)
 			       : 0;
@@ -210,6 +219,20 @@ static uint64_t expected_ns(const struct devq_fair *f, const struct devq_job *op
 	 * no more of them than fair-k until the first one has taught the
 	 * rest. */
 	return v ? v * pages_of(op) / 16 : f->window_ns / f->depth;
+}
+
+/* One op's rate (cost per second): the average (old - old/8 + r/8, which
+ * cannot overflow), the fastest, the count up to DEVQ_COST_SAMPLES.
+ * Racy like the per-page average: a lost update only delays learning. */
+static void learn_rate(struct devq_fair_est *e, uint64_t r)
+{
+	uint64_t old = atomic_load_explicit(&e->rate, memory_order_relaxed);
+	atomic_store_explicit(&e->rate, old ? old - old / 8 + r / 8 : r, memory_order_relaxed);
+	if (r > atomic_load_explicit(&e->rate_max, memory_order_relaxed))
+		atomic_store_explicit(&e->rate_max, r, memory_order_relaxed);
+	unsigned n = atomic_load_explicit(&e->rate_n, memory_order_relaxed);
+	if (n < DEVQ_COST_SAMPLES)
+		atomic_store_explicit(&e->rate_n, n + 1, memory_order_relaxed);
 }
 
 static void learn(struct devq_job *op, uint64_t dev_ns)
@@ -224,6 +247,8 @@ static void learn(struct devq_job *op, uint64_t dev_ns)
 	/* An average over about the last 8 ops. */
 	atomic_store_explicit(&e->ns16_per_page, old ? (7 * old + sample) / 8 : sample,
 			      memory_order_relaxed);
+	if (op->fcost)
+		learn_rate(e, devq_cost_rate(op->cost, dev_ns));
 }
 
 static inline uint64_t vt_of(const struct devq_tenant *t, uint64_t ns)

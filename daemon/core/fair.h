@@ -25,7 +25,11 @@
  * go to the tenant with fewer ops inside the backend.
  *
  * Expected time.  A kernel with a u64 argument named ns declares its
- * duration (spin); otherwise each executable (and copies, and fills)
+ * duration (spin).  One with a cost (core/cost.h: gemm's 2*m*n*k) is
+ * expected to take cost / rate, the rate pinned by devqd.conf (rate key)
+ * or learned from its timed ops (cost per second of device time, an
+ * average of about the last 8), as soon as one is known.  Otherwise (and
+ * until then) each executable (and copies, and fills)
  * learns from the device times its ops report an average per 4 KiB of
  * buffer argument (an op of no sample yet counts as 1/fair-k of the
  * window, so a stream holds at most fair-k of them, until one is timed).  On a backend whose untimed ops
@@ -83,7 +87,33 @@ struct devq_fair_est {
 	 * away; above DEVQ_FAIR_HERE_DISTRUST none runs there.  Updated
 	 * racily, like the average. */
 	atomic_uint here_score;
+	/* Its ops' rate, where it declares a cost (core/cost.h): cost units
+	 * per second of device time.  pinned: devqd.conf's rate key (0:
+	 * none), written before any op can see it (engine start, repository
+	 * apply).  Learned from timed ops as the estimate is: rate, an
+	 * average over about the last 8 (what fairness charges by);
+	 * rate_max, the fastest one seen (what validation refuses by, once
+	 * DEVQ_COST_SAMPLES were seen: an op is refused only when it would
+	 * take longer than max-op-ms even at that speed, and since rate_max
+	 * only grows, an op accepted once is never refused later). */
+	uint64_t pinned;
+	_Atomic uint64_t rate, rate_max;
+	atomic_uint rate_n; /* samples, counted up to DEVQ_COST_SAMPLES */
 };
+
+/* Rate samples before validation refuses by a learned rate. */
+#define DEVQ_COST_SAMPLES 8
+
+/* The rate validation refuses by: pinned, or the fastest seen after
+ * DEVQ_COST_SAMPLES samples; 0 when none applies yet. */
+static inline uint64_t devq_fair_refuse_rate(const struct devq_fair_est *e)
+{
+	if (e->pinned)
+		return e->pinned;
+	if (atomic_load_explicit(&e->rate_n, memory_order_relaxed) < DEVQ_COST_SAMPLES)
+		return 0;
+	return atomic_load_explicit(&e->rate_max, memory_order_relaxed);
+}
 
 struct devq_fair_lane {
 	struct devq_job *head, *tail; /* waiting, in submit order (op->fnext) */

@@ -41,6 +41,10 @@ struct devq_job {
 	 * estimates its device time from them. */
 	uint64_t decl_ns, arg_bytes;
 	bool fdecl; /* decl_ns is set */
+	/* validate.c: its executable's cost (core/cost.h) for these
+	 * arguments, when it declares one (fcost). */
+	bool fcost;
+	uint64_t cost;
 	uint64_t fest;                /* fair.c: expected device time, charged */
 	/* validate.c: what learns from its device time (fair.h): its
 	 * executable's, or copies', or fills'; NULL for an op that failed

@@ -139,6 +139,10 @@ struct exec_text {
 	char cpu_host[256], cpu_host_symbol[128];
 	char cuda_host[256], cuda_host_symbol[128];
 	char description[256];
+	/* cost = EXPR (core/cost.h); where its value starts, for errors
+	 * naming the column. */
+	char cost[DEVQ_COST_TEXT_MAX + 1];
+	unsigned cost_line, cost_col;
 };
 
 /* A file the .exec names: relative to its directory, no "..". */
@@ -168,6 +172,7 @@ static int parse_exec(char *buf, struct exec_text *t, char *why, size_t n)
 		K("cuda", cuda), K("cuda-entry", cuda_entry), K("description", description),
 		K("cpu-host", cpu_host), K("cpu-host-symbol", cpu_host_symbol),
 		K("cuda-host", cuda_host), K("cuda-host-symbol", cuda_host_symbol),
+		K("cost", cost),
 #undef K
 	};
 	unsigned seen[sizeof(keys) / sizeof(keys[0])] = { 0 };
@@ -181,7 +186,7 @@ static int parse_exec(char *buf, struct exec_text *t, char *why, size_t n)
 		char *hash = strchr(line, '#');
 		if (hash)
 			*hash = '\0';
-		char *key, *value;
+		char *key, *value, *start = line;
 		int kv = devq_config_split(line, &key, &value);
 		if (kv == 0)
 			continue;
@@ -212,6 +217,10 @@ static int parse_exec(char *buf, struct exec_text *t, char *why, size_t n)
 			return -EINVAL;
 		}
 		memcpy((char *)t + keys[k].off, value, strlen(value) + 1);
+		if (keys[k].off == offsetof(struct exec_text, cost)) {
+			t->cost_line = lineno;
+			t->cost_col = (unsigned)(value - start) + 1;
+		}
 	}
 	if (!t->signature[0]) {
 		snprintf(why, n, "no signature");
@@ -459,6 +468,22 @@ static int load_one(const char *dir, const char *file, struct devq_backend *be,
 		snprintf(why, n, "signature: %s", sigerr);
 		r = -EINVAL;
 		goto fail;
+	}
+	if (t.cost[0]) {
+		/* Compiled here, once: a submit evaluates it.  The error
+		 * names the column in the file's line, not in the value. */
+		char cerr[160];
+		if (devq_cost_compile(t.cost, &e->sig, &e->cost, cerr, sizeof(cerr)) < 0) {
+			unsigned col = 0;
+			const char *c = cerr;
+			if (sscanf(cerr, "column %u: ", &col) == 1 && (c = strchr(cerr, ':')))
+				c += 2;
+			snprintf(why, n, "line %u, column %u: cost: %s", t.cost_line,
+				 t.cost_col + (col ? col - 1 : 0), col ? c : cerr);
+			r = -EINVAL;
+			goto fail;
+		}
+		memcpy(e->cost_text, t.cost, sizeof(e->cost_text));
 	}
 	memcpy(e->signature, t.signature, sizeof(e->signature));
 	memcpy(e->description, t.description, sizeof(e->description));
@@ -789,6 +814,8 @@ void devq_repo_apply(struct devq_repo *r, struct devq_repo_scan *sc)
 			continue; /* e freed with the scan; old, if any, goes below */
 		}
 		sc->exe[i] = NULL;
+		/* devqd.conf's rate key, before any op can use it. */
+		e->est.pinned = devq_config_rate(r->rates, e->name);
 		next[nn++] = e;
 	}
 	for (unsigned i = 0; i < r->n; i++) {

@@ -25,6 +25,7 @@
 
 #include "base/idmap.h"
 #include "device/backend.h"
+#include "core/cost.h"
 #include "core/fair.h"
 #include "kernels.h"
 
@@ -63,6 +64,9 @@ struct devq_exe {
 	struct devq_backend *be; /* unload_image for k.dev, host_release */
 	_Atomic unsigned releasing; /* host parts whose slots are still being let go */
 	struct devq_fair_est est; /* fair.c: its ops' learned device time */
+	/* Its cost = line (core/cost.h), compiled; n 0 and "": none. */
+	struct devq_cost cost;
+	char cost_text[DEVQ_COST_TEXT_MAX + 1];
 };
 
 struct devq_repo {
@@ -72,6 +76,9 @@ struct devq_repo {
 	unsigned n;
 	uint32_t next_id;
 	uint64_t reloads; /* scans applied since start */
+	/* devqd.conf's rate key (base/config.h, devq_config_rate): set by
+	 * the engine, read as executables are served. */
+	const char *rates;
 };
 
 /* What a scan found: per executable, the new version (exe) or NULL when

@@ -11,6 +11,7 @@
 #include "core/validate.h"
 
 #include "core/buffer.h"
+#include "core/cost.h"
 #include "core/engine.h"
 #include "core/job.h"
 #include "core/repo.h"
@@ -125,19 +126,47 @@ static inline bool name_eq(const char *a, const char *b)
 	return *a == *b;
 }
 
+/* The op's cost (core/cost.h), and the bound max-op-ms puts on it: with a
+ * rate pinned, or learned from DEVQ_COST_SAMPLES ops (the fastest seen,
+ * so a refusal is never a matter of which estimate was current), an op
+ * expected to take longer than max-op-ms is refused.  Before that, only
+ * the run-time bound applies.  O(the expression), bounded at load. */
+static int check_cost(const struct devq_engine *d, const struct devq_kernel *kern,
+		      const struct devq_cost *cost, struct devq_job *op, char *err, size_t n)
+{
+	op->cost = devq_cost_eval(cost, op->b.args);
+	op->fcost = true;
+	uint64_t rate = devq_fair_refuse_rate(op->festp);
+	if (!rate)
+		return 0;
+	uint64_t ns = devq_cost_ns(op->cost, rate);
+	if (ns <= d->cfg.max_op_ns)
+		return 0;
+	/* The two figures first: a completion's message is 160 bytes. */
+	snprintf(err, n,
+		 "expected %" PRIu64 " ns exceeds max-op-ms, %" PRIu64 " ns: %s's cost %" PRIu64
+		 " at %" PRIu64 "/s (%s)",
+		 ns, d->cfg.max_op_ns, kern->name, op->cost, rate,
+		 op->festp->pinned ? "pinned rate" : "fastest rate seen");
+	return DEVQ__CODE__OUT_OF_RANGE;
+}
+
 static int validate_kernel(struct devq_session *s, const Devq__KernelOp *k, struct devq_job *op,
 			   unsigned *acc, char *err, size_t n)
 {
 	struct devq_engine *d = s->e;
 	const struct devq_kernel *kern;
 	const struct devq_sig *sig;
+	const struct devq_cost *cost;
 	struct devq_exe *exe = NULL;
 	if (k->executable < devq_nkernels) {
 		kern = &devq_kernels[k->executable];
 		sig = &d->sigs[k->executable];
+		cost = &d->costs[k->executable];
 	} else if ((exe = devq_repo_get(&d->repo, k->executable))) {
 		kern = &exe->k;
 		sig = &exe->sig;
+		cost = &exe->cost;
 	} else {
 		snprintf(err, n, "executable %u not found%s", k->executable,
 			 k->executable >= DEVQ_REPO_FIRST_ID
@@ -230,6 +259,11 @@ static int validate_kernel(struct devq_session *s, const Devq__KernelOp *k, stru
 			op->decl_ns = v->u64;
 			op->fdecl = true;
 		}
+	}
+	if (cost->n) {
+		int code = check_cost(d, kern, cost, op, err, n);
+		if (code)
+			return code;
 	}
 	for (unsigned p = 0; p < sig->nparams; p++) {
 		const struct devq_param *pp = &sig->p[p];

@@ -191,6 +191,18 @@ static char *backends_of(unsigned b)
 }
 
 /* The built-ins, then the repository's (at most DEVQ_REPO_MAX): bounded. */
+/* An executable's cost and its rate (core/fair.h), as devctl list shows
+ * them. */
+static void list_rate(Devq__Executable *it, const char *cost, struct devq_fair_est *est)
+{
+	if (!cost)
+		return;
+	it->cost = (char *)cost;
+	it->rate_pinned = est->pinned != 0;
+	it->rate = est->pinned ? est->pinned : atomic_load_explicit(&est->rate, memory_order_relaxed);
+	it->rate_samples = atomic_load_explicit(&est->rate_n, memory_order_relaxed);
+}
+
 static void on_list(struct devq_session *s)
 {
 	struct devq_engine *e = s->e;
@@ -215,6 +227,7 @@ static void on_list(struct devq_session *s)
 		items[n].source = "built-in";
 		items[n].backends = DEVQ_BUILTIN_BACKENDS;
 		items[n].unavailable = !e->be->ops->has_kernel(e->be, &devq_kernels[i]);
+		list_rate(&items[n], devq_kernels[i].cost, &e->fair.est_builtin[i]);
 		ptrs[n] = &items[n];
 		n++;
 	}
@@ -228,6 +241,7 @@ static void on_list(struct devq_session *s)
 		items[n].backends = backends_of(x->backends);
 		items[n].description = x->description;
 		items[n].unavailable = !e->be->ops->has_kernel(e->be, &x->k);
+		list_rate(&items[n], x->cost_text[0] ? x->cost_text : NULL, &x->est);
 		ptrs[n] = &items[n];
 		n++;
 	}

@@ -44,6 +44,9 @@ static void usage(FILE *f)
 		"                          root and the daemon's user (default: none)\n"
 		"      --priority-groups LIST members of these groups may too (default: none)\n"
 		"      --max-op-ms MS      longest duration one op may request (default 10000)\n"
+		"      --rate NAME=UNITS/s pin executable NAME's rate: its cost units done per\n"
+		"                          second, which turns an op's cost into expected time\n"
+		"                          (repeatable; default: learned from its ops)\n"
 		"      --max-buffer-mb MB  largest buffer (default 4096)\n"
 		"      --max-queues N      queues per session (default 64)\n"
 		"      --trace-records N   recent ops kept for devctl trace/top (default 16384;\n"
@@ -297,6 +300,7 @@ int main(int argc, char **argv)
 		{ "lost-refuse-after", required_argument, NULL, DEVQ_OPT_BY_KEY },
 		{ "lost-refuse-s", required_argument, NULL, DEVQ_OPT_BY_KEY },
 		{ "state-dir", required_argument, NULL, DEVQ_OPT_BY_KEY },
+		{ "rate", required_argument, NULL, DEVQ_OPT_BY_KEY },
 		{ "print-config", no_argument, NULL, 75 },
 		{ "verbose", optional_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },

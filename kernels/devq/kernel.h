@@ -49,6 +49,15 @@
  * The code runs inside devqd: a crash in it takes the daemon down, as any
  * in-process code would (systemd restarts it).
  *
+ * How long an op may take is devqd's to bound, not the code's: a NAME.exec
+ * may say what one op costs, `cost = EXPR` over the signature's u32 and u64
+ * scalars (+ - * /, parentheses, min(a, b), max(a, b); gemm's is 2*m*n*k),
+ * and devqd turns it into expected time with a rate in cost units per
+ * second, pinned by devqd.conf's rate key or learned from the ops it timed.
+ * An op expected to take longer than max-op-ms is refused before it runs
+ * (devqd(8), "COST AND RATES").  The expression is compiled when the file
+ * is loaded: a mistake refuses the file, naming its line and column.
+ *
  * Build with `pkg-config --cflags devq-kernel`, as a shared object
  * (-shared -fPIC). */
 #ifndef DEVQ_KERNEL_ABI_H

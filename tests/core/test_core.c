@@ -21,6 +21,7 @@
 #include "base/lock.h"
 #include "base/log.h"
 #include "core/buffer.h"
+#include "core/cost.h"
 #include "core/cpage.h"
 #include "core/engine.h"
 #include "core/job.h"
@@ -4447,6 +4448,328 @@ START_TEST(test_fault_failure_range_without_memory)
 }
 END_TEST
 
+/* ---- cost expressions (core/cost.h) ---------------------------------- */
+
+static const char *const cost_sig = "m:u64, n:u64, k:u32, alpha:f32, a:in f32[m,n]";
+
+/* The cost of text for m, n, k; compiling must succeed. */
+static uint64_t cost_of(const char *text, uint64_t m, uint64_t n, uint32_t k)
+{
+	struct devq_sig sig;
+	char err[160];
+	ck_assert_int_eq(devq_sig_parse(cost_sig, &sig, err, sizeof(err)), 0);
+	struct devq_cost c;
+	int r = devq_cost_compile(text, &sig, &c, err, sizeof(err));
+	ck_assert_msg(r == 0, "'%s': %s", text, err);
+	ck_assert_uint_gt(c.n, 0);
+	union devq_kval args[5] = { { .u64 = m }, { .u64 = n }, { .u32 = k } };
+	return devq_cost_eval(&c, args);
+}
+
+/* Compiling text fails, saying want. */
+static void cost_refused(const char *text, const char *want)
+{
+	struct devq_sig sig;
+	char err[160] = "";
+	ck_assert_int_eq(devq_sig_parse(cost_sig, &sig, err, sizeof(err)), 0);
+	struct devq_cost c;
+	ck_assert_msg(devq_cost_compile(text, &sig, &c, err, sizeof(err)) == -EINVAL,
+		      "'%s' compiled", text);
+	ck_assert_msg(strstr(err, want), "'%s': '%s' does not say '%s'", text, err, want);
+	ck_assert_uint_eq(c.n, 0);
+}
+
+START_TEST(test_cost_precedence)
+{
+	ck_assert_uint_eq(cost_of("2*m*n*k", 3, 5, 7), 210);
+	ck_assert_uint_eq(cost_of("2+3*4", 0, 0, 0), 14);
+	ck_assert_uint_eq(cost_of("(2+3)*4", 0, 0, 0), 20);
+	ck_assert_uint_eq(cost_of("10-3-2", 0, 0, 0), 5);   /* left to right */
+	ck_assert_uint_eq(cost_of("100/10/5", 0, 0, 0), 2); /* left to right */
+	ck_assert_uint_eq(cost_of("7/2*2", 0, 0, 0), 6);    /* integer division first */
+	ck_assert_uint_eq(cost_of(" m + n * k ", 1, 2, 3), 7);
+	ck_assert_uint_eq(cost_of("min(m, n) + max(m,n)*10", 4, 9, 0), 94);
+	ck_assert_uint_eq(cost_of("max(min(m,n),k)", 4, 9, 6), 6);
+	/* min and max at neighbours and at the ends of the range. */
+	ck_assert_uint_eq(cost_of("min(m,n)", 4, 5, 0), 4);
+	ck_assert_uint_eq(cost_of("max(m,n)", 5, 4, 0), 5);
+	ck_assert_uint_eq(cost_of("min(m,n)", 5, UINT64_MAX, 0), 5);
+	ck_assert_uint_eq(cost_of("max(m,n)", 5, 0, 0), 5);
+	ck_assert_uint_eq(cost_of("k", 0, 0, 4000000000u), 4000000000u); /* u32, unsigned */
+	ck_assert_uint_eq(cost_of("18446744073709551615", 0, 0, 0), UINT64_MAX);
+}
+END_TEST
+
+/* No overflow, whatever the arguments: sums and products saturate at
+ * UINT64_MAX and stay there, differences stop at 0, x / 0 is UINT64_MAX. */
+START_TEST(test_cost_saturates)
+{
+	uint64_t big = 1ull << 32;
+	ck_assert_uint_eq(cost_of("m*n", big, big - 1, 0), UINT64_MAX - big + 1); /* fits */
+	ck_assert_uint_eq(cost_of("m*n", big, big, 0), UINT64_MAX);
+	ck_assert_uint_eq(cost_of("m*n*0", big, big, 0), 0); /* saturated, then times 0 */
+	ck_assert_uint_eq(cost_of("m+n", UINT64_MAX - 1, 1, 0), UINT64_MAX);
+	ck_assert_uint_eq(cost_of("m+n", UINT64_MAX - 1, 2, 0), UINT64_MAX);
+	ck_assert_uint_eq(cost_of("m+n", 1, UINT64_MAX, 0), UINT64_MAX);
+	ck_assert_uint_eq(cost_of("m*n", UINT64_MAX / 2, 2, 0), UINT64_MAX - 1); /* fits exactly */
+	ck_assert_uint_eq(cost_of("m*n", UINT64_MAX / 2 + 1, 2, 0), UINT64_MAX);
+	ck_assert_uint_eq(cost_of("m-n", 5, 4, 0), 1);
+	ck_assert_uint_eq(cost_of("m-n", 5, 0, 0), 5);
+	ck_assert_uint_eq(cost_of("m-n", 5, 5, 0), 0);
+	ck_assert_uint_eq(cost_of("m+n-1", UINT64_MAX - 1, 1, 0), UINT64_MAX); /* sticky */
+	ck_assert_uint_eq(cost_of("m*n/4", big, big, 0), UINT64_MAX);         /* sticky */
+	ck_assert_uint_eq(cost_of("(m+n-1)-1", UINT64_MAX - 2, 1, 0), UINT64_MAX - 3);
+	ck_assert_uint_eq(cost_of("m-n", 3, 5, 0), 0);
+	ck_assert_uint_eq(cost_of("m-n+1", 3, 5, 0), 1);
+	ck_assert_uint_eq(cost_of("m/n", 3, 0, 0), UINT64_MAX);
+	ck_assert_uint_eq(cost_of("m/k", 3, 0, 0), UINT64_MAX);
+	ck_assert_uint_eq(cost_of("m/n", 0, 0, 0), UINT64_MAX);
+	ck_assert_uint_eq(cost_of("m/n", 9, 3, 0), 3);
+	/* Time and rate: rounded up, exact at the boundary, saturating. */
+	ck_assert_uint_eq(devq_cost_ns(2000, 2000), 1000000000);
+	ck_assert_uint_eq(devq_cost_ns(2001, 2000), 1000500000);
+	ck_assert_uint_eq(devq_cost_ns(1, 3), 333333334);
+	ck_assert_uint_eq(devq_cost_ns(0, 3), 0);
+	ck_assert_uint_eq(devq_cost_ns(UINT64_MAX, 1), UINT64_MAX);
+	ck_assert_uint_eq(devq_cost_ns(UINT64_MAX, UINT64_MAX), 1000000000);
+	ck_assert_uint_eq(devq_cost_ns(5, 0), UINT64_MAX);
+	ck_assert_uint_eq(devq_cost_rate(2000, 1000000000), 2000);
+	ck_assert_uint_eq(devq_cost_rate(1, 1000000001), 1); /* at least 1 */
+	ck_assert_uint_eq(devq_cost_rate(UINT64_MAX, 1), UINT64_MAX);
+	ck_assert_uint_eq(devq_cost_rate(7, 0), 7000000000ull);
+}
+END_TEST
+
+/* Mistakes name their column (from 1); the bounds at exactly the limit
+ * and one past. */
+START_TEST(test_cost_errors_and_bounds)
+{
+	cost_refused("", "column 1: unexpected end");
+	cost_refused("m*", "column 3: unexpected end");
+	cost_refused("m n", "column 3: expected an operator or the end");
+	cost_refused("2*x", "column 3: no argument named x");
+	cost_refused("alpha", "column 1: 'alpha' is not a u32 or u64 scalar argument");
+	cost_refused("m+a", "column 3: 'a' is not a u32 or u64 scalar argument");
+	cost_refused("(m+n", "column 5: expected ')', found the end");
+	cost_refused("min(m n)", "column 7: expected ','");
+	cost_refused("min(m)", "column 6: expected ','");
+	cost_refused("m/0", "column 2: division by 0");
+	cost_refused("m/(0)", "column 2: division by 0");
+	cost_refused("m%2", "column 2: expected an operator or the end");
+	cost_refused("-m", "column 1: expected a number, a name or '('");
+	cost_refused("18446744073709551616", "column 1: number does not fit 64 bits");
+	cost_refused("min", "column 1: no argument named min");
+	/* A name of 31 characters (a parameter's longest) is looked up, one
+	 * of 32 is refused as such. */
+	cost_refused("m+abcdefghijklmnopqrstuvwxyz_1234",
+		     "column 3: no argument named abcdefghijklmnopqrstuvwxyz_1234");
+	cost_refused("m+abcdefghijklmnopqrstuvwxyz_12345", "column 3: name too long");
+	/* Text: DEVQ_COST_TEXT_MAX characters, and one more. */
+	char t[DEVQ_COST_TEXT_MAX + 2];
+	memset(t, ' ', sizeof(t));
+	t[0] = 'm';
+	t[DEVQ_COST_TEXT_MAX] = '\0';
+	ck_assert_uint_eq(cost_of(t, 5, 0, 0), 5);
+	t[DEVQ_COST_TEXT_MAX] = ' ';
+	t[DEVQ_COST_TEXT_MAX + 1] = '\0';
+	cost_refused(t, "column 129: longer than 128 characters");
+	/* Length: DEVQ_COST_MAX numbers, names and operators (m+1+1...: 1 +
+	 * 2 per "+1"), and one more. */
+	char l[DEVQ_COST_TEXT_MAX + 1] = "m";
+	for (unsigned i = 1; i + 2 <= DEVQ_COST_MAX; i += 2)
+		strcat(l, "+1");
+	strcat(l, "*1"); /* 33 in all: the 1 fits, the * does not */
+	cost_refused(l, "longer than 32 numbers, names and operators");
+	l[strlen(l) - 2] = '\0';
+	ck_assert_uint_eq(cost_of(l, 5, 0, 0), 5 + (DEVQ_COST_MAX - 1) / 2);
+	/* Nesting: DEVQ_COST_DEPTH parentheses, and one more. */
+	char d[64] = "", e[96] = "";
+	for (unsigned i = 0; i < DEVQ_COST_DEPTH; i++)
+		strcat(d, "(");
+	strcat(d, "m");
+	for (unsigned i = 0; i < DEVQ_COST_DEPTH; i++)
+		strcat(d, ")");
+	ck_assert_uint_eq(cost_of(d, 5, 0, 0), 5);
+	snprintf(e, sizeof(e), "(%s)", d);
+	cost_refused(e, "column 9: parentheses nested deeper than 8");
+	/* min( and max( open a level too. */
+	snprintf(e, sizeof(e), "max(1,%s)", d + 1);
+	e[strlen(e) - 2] = ')'; /* d less one level: 8 with max's */
+	e[strlen(e) - 1] = '\0';
+	ck_assert_uint_eq(cost_of(e, 5, 0, 0), 5);
+	snprintf(e, sizeof(e), "max(1,%s)", d);
+	cost_refused(e, "column 14: parentheses nested deeper than 8");
+}
+END_TEST
+
+/* A kernel op of checksum (cost n) over n bytes of buffer 7, or of
+ * gemm_f32 (cost 2*m*n*k) over buffer 7, as validated. */
+static struct devq_job *validated_checksum(struct devq_session *s, uint64_t n, int code,
+					   const char *want)
+{
+	struct kop m;
+	kernel_op(&m, kernel_index("checksum"));
+	arg_u64(&m, "n", n);
+	arg_buf(&m, "data", 7, 0);
+	arg_buf(&m, "out", 8, 0);
+	return validated(s, &m.op, code, want);
+}
+
+static struct devq_job *validated_gemm(struct devq_session *s, uint64_t mm, uint64_t nn,
+				       uint64_t kk, int code, const char *want)
+{
+	struct kop m;
+	kernel_op(&m, kernel_index("gemm_f32"));
+	arg_u64(&m, "m", mm);
+	arg_u64(&m, "n", nn);
+	arg_u64(&m, "k", kk);
+	arg(&m, "alpha")->value_case = DEVQ__ARG__VALUE_F32;
+	arg(&m, "beta")->value_case = DEVQ__ARG__VALUE_F32;
+	m.k.n_args = 5;
+	/* a, b, c: the sixth argument slot is the last the helper has. */
+	Devq__Arg *extra[3];
+	Devq__BufferArg ba[3];
+	Devq__Arg ea[3];
+	const char *names[3] = { "a", "b", "c" };
+	Devq__Arg *all[8];
+	for (unsigned i = 0; i < 5; i++)
+		all[i] = m.ap[i];
+	for (unsigned i = 0; i < 3; i++) {
+		devq__arg__init(&ea[i]);
+		devq__buffer_arg__init(&ba[i]);
+		ba[i].id = 7;
+		ea[i].name = (char *)names[i];
+		ea[i].value_case = DEVQ__ARG__VALUE_BUFFER;
+		ea[i].buffer = &ba[i];
+		extra[i] = &ea[i];
+		all[5 + i] = extra[i];
+	}
+	m.k.args = all;
+	m.k.n_args = 8;
+	return validated(s, &m.op, code, want);
+}
+
+/* With a pinned rate, an op whose expected time (cost / rate) is exactly
+ * max-op-ms is accepted and one unit of cost more refused, naming both
+ * figures; an executable's learned rate refuses only from
+ * DEVQ_COST_SAMPLES samples on, by the fastest seen. */
+START_TEST(test_cost_bounds_op_time)
+{
+	struct devq_session *s = two_queues();
+	buffer(s, 7, 1 << 20);
+	buffer(s, 8, 64);
+	ck_assert_uint_eq(E.cfg.max_op_ns, 1000000000ull);
+	struct devq_fair_est *ck = &E.fair.est_builtin[kernel_index("checksum")];
+	/* No rate: no bound from the cost, whatever it is. */
+	struct devq_job *j = validated_checksum(s, 1 << 20, 0, NULL);
+	ck_assert(j->fcost);
+	ck_assert_uint_eq(j->cost, 1 << 20);
+	devq_job_discard(j);
+	ck->pinned = 1000000; /* 1 MB/s: 1 s is 10^6 bytes */
+	devq_job_discard(validated_checksum(s, 1000000, 0, NULL));
+	devq_job_discard(validated_checksum(
+		s, 1000001, DEVQ__CODE__OUT_OF_RANGE,
+		"expected 1000001000 ns exceeds max-op-ms, 1000000000 ns: checksum's cost 1000001 "
+		"at 1000000/s (pinned rate)"));
+	/* max-op-ms is read at each submit (SIGHUP may change it). */
+	E.cfg.max_op_ns = 1000001000;
+	devq_job_discard(validated_checksum(s, 1000001, 0, NULL));
+	/* At 1 byte per ns: max-op-ms's ns exactly, and one ns more. */
+	ck->pinned = 1000000000;
+	E.cfg.max_op_ns = 1000;
+	devq_job_discard(validated_checksum(s, 1000, 0, NULL));
+	devq_job_discard(validated_checksum(s, 1001, DEVQ__CODE__OUT_OF_RANGE,
+					    "expected 1001 ns exceeds max-op-ms, 1000 ns"));
+	E.cfg.max_op_ns = 1000000000;
+	ck->pinned = 0;
+	/* Learned: 7 samples are not enough, whatever they say. */
+	atomic_store(&ck->rate_max, 1000000);
+	atomic_store(&ck->rate, 1000);
+	atomic_store(&ck->rate_n, DEVQ_COST_SAMPLES - 1);
+	devq_job_discard(validated_checksum(s, 1 << 20, 0, NULL));
+	atomic_store(&ck->rate_n, DEVQ_COST_SAMPLES);
+	devq_job_discard(validated_checksum(s, 1000000, 0, NULL)); /* by the fastest, not the average */
+	devq_job_discard(validated_checksum(s, 1000001, DEVQ__CODE__OUT_OF_RANGE,
+					    "expected 1000001000 ns exceeds max-op-ms, 1000000000 ns: "
+					    "checksum's cost 1000001 at 1000000/s (fastest rate seen)"));
+	/* gemm_f32: 2*m*n*k flop; 10x10x10 is 2000, exactly 1 s at 2000/s;
+	 * 2002 (its next cost up) is not. */
+	E.fair.est_builtin[kernel_index("gemm_f32")].pinned = 2000;
+	devq_job_discard(validated_gemm(s, 10, 10, 10, 0, NULL));
+	devq_job_discard(validated_gemm(s, 1, 1, 1001, DEVQ__CODE__OUT_OF_RANGE,
+					"expected 1001000000 ns exceeds max-op-ms, 1000000000 ns: "
+					"gemm_f32's cost 2002 at 2000/s (pinned rate)"));
+	/* Saturated: still refused, the figures first. */
+	devq_job_discard(validated_gemm(s, 1ull << 32, 1ull << 32, 1, DEVQ__CODE__OUT_OF_RANGE,
+					"expected 18446744073709551615 ns exceeds max-op-ms"));
+	engine_down();
+}
+END_TEST
+
+/* Fairness charges an op of an executable with a cost cost / rate once a
+ * rate is known (pinned, or learned from its timed ops: rate, an average
+ * of about the last 8), and its bytes model before. */
+START_TEST(test_fairness_charges_cost)
+{
+	engine_up((struct devq_config){ .fair_k = 4, .streams = 1 });
+	struct devq_session *s = session(1000);
+	queue(s, 1, 0);
+	buffer(s, 7, 1 << 20);
+	buffer(s, 8, 64);
+	struct devq_fair_est *ck = &E.fair.est_builtin[kernel_index("checksum")];
+	char err[DEVQ_BOP_MSG];
+	struct kop m;
+	kernel_op(&m, kernel_index("checksum"));
+	m.op.queue = 1;
+	arg_u64(&m, "n", 4096);
+	arg_buf(&m, "data", 7, 0);
+	arg_buf(&m, "out", 8, 0);
+	/* Nothing known: the guess of an executable never timed. */
+	ck_assert_int_eq(devq_sched_submit(s, &m.op, 1, err, sizeof(err)), 0);
+	ck_assert_uint_eq(handed(0)->fest, E.fair.window_ns / 4);
+	/* 4096 bytes in 2 us: 2048000000 bytes per second. */
+	complete_ran(0, 0, 2000, true);
+	ck_assert_uint_eq(atomic_load(&ck->rate), 2048000000ull);
+	ck_assert_uint_eq(atomic_load(&ck->rate_max), 2048000000ull);
+	ck_assert_uint_eq(atomic_load(&ck->rate_n), 1);
+	/* Charged by cost: 4 times the bytes, 4 times the time, where the
+	 * bytes model (per 4 KiB page, plus one) would say less. */
+	m.a[0].u64 = 16384;
+	ck_assert_int_eq(devq_sched_submit(s, &m.op, 1, err, sizeof(err)), 0);
+	ck_assert_uint_eq(handed(0)->fest, 8000);
+	/* A slower op moves the average by an eighth, not the fastest. */
+	complete_ran(0, 0, 16000, true); /* 1024000000 per second */
+	ck_assert_uint_eq(atomic_load(&ck->rate), 2048000000ull - 256000000 + 128000000);
+	ck_assert_uint_eq(atomic_load(&ck->rate_max), 2048000000ull);
+	ck_assert_uint_eq(atomic_load(&ck->rate_n), 2);
+	/* The fastest moves to a sample one faster than it. */
+	atomic_store(&ck->rate_max, 1023999999);
+	ck_assert_int_eq(devq_sched_submit(s, &m.op, 1, err, sizeof(err)), 0);
+	complete_ran(0, 0, 16000, true);
+	ck_assert_uint_eq(atomic_load(&ck->rate_max), 1024000000);
+	ck_assert_uint_eq(atomic_load(&ck->rate_n), 3);
+	atomic_store(&ck->rate_max, 2048000000ull);
+	atomic_store(&ck->rate, 2048000000ull - 256000000 + 128000000);
+	/* Pinned wins over learned. */
+	ck->pinned = 1000000000; /* 1 byte per ns */
+	ck_assert_int_eq(devq_sched_submit(s, &m.op, 1, err, sizeof(err)), 0);
+	ck_assert_uint_eq(handed(0)->fest, 16384);
+	/* A failed op teaches nothing. */
+	complete_ran(0, DEVQ__CODE__DEVICE_ERROR, 1, true);
+	ck_assert_uint_eq(atomic_load(&ck->rate_n), 3);
+	ck_assert_uint_eq(atomic_load(&ck->rate_max), 2048000000ull);
+	devq_timeline_reset(tl(s, 1));
+	/* The count stops at DEVQ_COST_SAMPLES. */
+	ck->pinned = 0;
+	for (unsigned i = 0; i < DEVQ_COST_SAMPLES + 2; i++) {
+		ck_assert_int_eq(devq_sched_submit(s, &m.op, 1, err, sizeof(err)), 0);
+		complete_ran(0, 0, 16000, true);
+	}
+	ck_assert_uint_eq(atomic_load(&ck->rate_n), DEVQ_COST_SAMPLES);
+	engine_down();
+}
+END_TEST
+
 int main(void)
 {
 	Suite *su = suite_create("core");
@@ -4525,6 +4848,11 @@ int main(void)
 	tcase_add_test(tv, test_validate_kernel_buffer_extent);
 	tcase_add_test(tv, test_validate_kernel_arguments);
 	tcase_add_test(tv, test_buffer_size_at_bound_and_past);
+	tcase_add_test(tv, test_cost_precedence);
+	tcase_add_test(tv, test_cost_saturates);
+	tcase_add_test(tv, test_cost_errors_and_bounds);
+	tcase_add_test(tv, test_cost_bounds_op_time);
+	tcase_add_test(tv, test_fairness_charges_cost);
 	TCase *tf = tcase_create("faults");
 	tcase_set_timeout(tf, 60);
 	tcase_add_test(tf, test_fault_each_allocation_of_a_client);
