@@ -307,6 +307,41 @@ DEVQ_EXPORT int devq_submit(devq *q, const struct devq_op *ops, size_t n, uint64
 DEVQ_EXPORT int devq_submit_replayable(devq *q, const struct devq_op *ops, size_t n,
 				       uint64_t *points);
 
+/* Per-op options that struct devq_op has no room for (its layout is fixed
+ * by the ABI).  The struct grows at its end: size says which version the
+ * caller was built with, so a program built against this header keeps
+ * working with a later library, and a later program's options are refused
+ * rather than ignored by this one.  Zero it, then set size and options:
+ *   struct devq_op_ext x = { .size = sizeof x, .deadline_us = 5000 }; */
+struct devq_op_ext {
+	/* sizeof(struct devq_op_ext) as the caller compiled it: at least
+	 * DEVQ_OP_EXT_SIZE_V1 and a multiple of 8.  Bytes past the members
+	 * this library knows must be zero (-EINVAL otherwise: an option it
+	 * cannot honour). */
+	uint32_t size;
+	uint32_t reserved; /* 0 */
+	/* The op's deadline, in microseconds after devqd received it; 0:
+	 * none.  An op the device has not started by then never runs: it
+	 * completes DEVQ_E_DEADLINE_EXCEEDED, which fails its queue like any
+	 * failure (ops waiting on it complete DEVQ_E_DEPENDENCY_FAILED).
+	 * devqd checks it when it hands the op to the device and when the
+	 * device starts it; an op already running is not stopped by it.
+	 * Measured from receipt, so the client's clock and the time on the
+	 * way there do not count. */
+	uint64_t deadline_us;
+};
+#define DEVQ_OP_EXT_SIZE_V1 16
+
+/* devq_submit with per-op options: ext[i] applies to ops[i].  ext is an
+ * array of n entries of ext[0].size bytes each (every entry has the same
+ * size), or NULL: then this is devq_submit.  Not replayable: a deadline
+ * would make a batch that is replayed behave differently each time.
+ * -EINVAL, nothing sent, for a size below DEVQ_OP_EXT_SIZE_V1 or not a
+ * multiple of 8, a reserved member set, or an entry whose bytes past the
+ * members this library knows are not zero. */
+DEVQ_EXPORT int devq_submit_ex(devq *q, const struct devq_op *ops, size_t n, uint64_t *points,
+			       const struct devq_op_ext *ext);
+
 /* ---- completions ----------------------------------------------------- */
 
 /* Raw CLOCK_MONOTONIC timestamps (ns), in causal order. */
@@ -495,6 +530,11 @@ struct devq_status {
 	 * for anyone else. */
 	size_t ntenants;
 	struct devq_tenant_info *tenants;
+	/* ntenants entries, by tenants[i]: its ops that completed
+	 * DEVQ_E_DEADLINE_EXCEEDED (a parallel array, since an array's
+	 * element cannot grow without breaking the ABI); NULL when ntenants
+	 * is 0. */
+	uint64_t *tenant_deadline_exceeded;
 };
 
 /* Round trip; free with devq_status_free. */

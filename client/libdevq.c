@@ -1162,26 +1162,73 @@ static void drain_records(devq *q)
 }
 
 static int submit(devq *q, const struct devq_op *ops, size_t n, uint64_t *points,
-		  bool replayable);
+		  bool replayable, const struct devq_op_ext *ext);
 
 int devq_submit(devq *q, const struct devq_op *ops, size_t n, uint64_t *points)
 {
-	return submit(q, ops, n, points, false);
+	return submit(q, ops, n, points, false, NULL);
 }
 
 int devq_submit_replayable(devq *q, const struct devq_op *ops, size_t n, uint64_t *points)
 {
-	return submit(q, ops, n, points, true);
+	return submit(q, ops, n, points, true, NULL);
+}
+
+int devq_submit_ex(devq *q, const struct devq_op *ops, size_t n, uint64_t *points,
+		   const struct devq_op_ext *ext)
+{
+	return submit(q, ops, n, points, false, ext);
+}
+
+_Static_assert(sizeof(struct devq_op_ext) == DEVQ_OP_EXT_SIZE_V1,
+	       "DEVQ_OP_EXT_SIZE_V1 is the first version's size, for good");
+
+/* The options of n ops, entries of ext->size bytes: 0, or -EINVAL with the
+ * reason.  A caller built against a later devq.h may pass a larger size;
+ * what this library does not know must then be unset (zero), as an option
+ * it silently dropped would be a promise broken. */
+static int check_ext(devq *q, const struct devq_op_ext *ext, size_t n)
+{
+	size_t sz = ext->size;
+	if (sz < DEVQ_OP_EXT_SIZE_V1 || sz % 8)
+		return fail(q, -EINVAL,
+			    "submit: devq_op_ext.size %zu is not a struct devq_op_ext's size "
+			    "(at least %d, a multiple of 8)",
+			    sz, DEVQ_OP_EXT_SIZE_V1);
+	for (size_t i = 0; i < n; i++) {
+		const unsigned char *e = (const unsigned char *)ext + i * sz;
+		struct devq_op_ext x;
+		memcpy(&x, e, sizeof(x));
+		if (x.size != sz)
+			return fail(q, -EINVAL,
+				    "submit: op %zu: devq_op_ext.size %u differs from the first "
+				    "entry's %zu",
+				    i, x.size, sz);
+		if (x.reserved)
+			return fail(q, -EINVAL, "submit: op %zu: devq_op_ext.reserved is not 0", i);
+		for (size_t k = sizeof(x); k < sz; k++)
+			if (e[k])
+				return fail(q, -EINVAL,
+					    "submit: op %zu: devq_op_ext has an option this "
+					    "libdevq (%s) does not know (byte %zu of %zu is set)",
+					    i, DEVQ_VERSION, k, sz);
+	}
+	return 0;
 }
 
 /* Encodes the batch by hand (client/submit_enc.c) straight into the send
  * queue, which keeps its buffer from one frame to the next: no allocation
  * per call. */
 static int submit(devq *q, const struct devq_op *ops, size_t n, uint64_t *points,
-		  bool replayable)
+		  bool replayable, const struct devq_op_ext *ext)
 {
 	if (n == 0)
 		return fail(q, -EINVAL, "submit: no ops");
+	if (ext) {
+		int er = check_ext(q, ext, n);
+		if (er < 0)
+			return er;
+	}
 	/* Consecutive ops mostly name one queue: look it up once. */
 	struct cq *cq = NULL;
 	for (size_t i = 0; i < n; i++) {
@@ -1198,7 +1245,8 @@ static int submit(devq *q, const struct devq_op *ops, size_t n, uint64_t *points
 	if (q->broken)
 		return fail(q, -ECONNRESET, "connection to devqd lost");
 	struct devq_submit_enc_batch b = { .ops = ops, .n = n, .submit_ns = now_ns(),
-					   .replayable = replayable };
+					   .replayable = replayable, .ext = ext,
+					   .ext_size = ext ? ext->size : 0 };
 	size_t plen = devq_submit_enc_size(&b);
 	uint8_t *p;
 	int r;
@@ -1475,7 +1523,9 @@ static int status_metrics(struct devq_status *s, const Devq__Status *st)
 	}
 	if (st->n_tenants) {
 		s->tenants = calloc(st->n_tenants, sizeof(*s->tenants));
-		if (!s->tenants)
+		s->tenant_deadline_exceeded =
+			calloc(st->n_tenants, sizeof(*s->tenant_deadline_exceeded));
+		if (!s->tenants || !s->tenant_deadline_exceeded)
 			return -ENOMEM;
 		s->ntenants = st->n_tenants;
 		for (size_t i = 0; i < st->n_tenants; i++) {
@@ -1493,6 +1543,7 @@ static int status_metrics(struct devq_status *s, const Devq__Status *st)
 			y->wait_ns = x->wait_ns;
 			y->wait_max_ns = x->wait_max_ns;
 			y->waits = x->waits;
+			s->tenant_deadline_exceeded[i] = x->deadline_exceeded;
 		}
 	}
 	if (st->n_refused_uids) {
@@ -1586,6 +1637,7 @@ void devq_status_free(struct devq_status *s)
 	free(s->users);
 	free(s->refused);
 	free(s->tenants);
+	free(s->tenant_deadline_exceeded);
 	free(s);
 }
 

@@ -8,6 +8,7 @@
  *                  3: repeated Wait waits (0x1a)
  *                  4: KernelOp (0x22) | 5: CopyOp (0x2a) | 6: FillOp (0x32)
  *                  30: bool no_timing (0xf0 0x01)
+ *                  31: uint64 deadline_us (0xf8 0x01)
  *                  60: bool replayable (0xe0 0x03)
  *   Wait           1: uint32 queue (0x08)  2: uint64 point (0x10)
  *   KernelOp       1: uint32 executable (0x08)  2: repeated Arg args (0x12)
@@ -109,12 +110,35 @@ static inline uint8_t *put_flag(uint8_t *p, uint32_t tag)
 	return p;
 }
 
+/* Op i's deadline (devq_submit_ex), 0 without options.  Read through
+ * memcpy: the entries are ext_size bytes apart, the caller's size. */
+static inline uint64_t op_deadline(const struct devq_submit_enc_batch *b, size_t i)
+{
+	if (!b->ext)
+		return 0;
+	uint64_t v;
+	memcpy(&v,
+	       (const unsigned char *)b->ext + i * b->ext_size +
+		       offsetof(struct devq_op_ext, deadline_us),
+	       sizeof(v));
+	return v;
+}
+
+/* The deadline field when set (proto3: 0 is left out); two tag bytes. */
+static inline size_t deadline_size(uint64_t us)
+{
+	return us ? devq_wire_varint_size(DEVQ_WIRE_TAG_OF(OP_DEADLINE_US)) +
+			    devq_wire_varint_size(us)
+		  : 0;
+}
+
 /* Size of one Op's body; fixed is what every op of the batch carries alike
- * (the submit stamp and the replayable mark). */
-static size_t op_size(const struct devq_op *o, size_t fixed)
+ * (the submit stamp and the replayable mark), dl its deadline. */
+static size_t op_size(const struct devq_op *o, size_t fixed, uint64_t dl)
 {
 	size_t n = fixed + devq_wire_field_size(o->queue) + body_size(o) +
-		   (o->no_timing ? flag_size(DEVQ_WIRE_TAG_OF(OP_NO_TIMING)) : 0);
+		   (o->no_timing ? flag_size(DEVQ_WIRE_TAG_OF(OP_NO_TIMING)) : 0) +
+		   deadline_size(dl);
 	for (size_t j = 0; j < o->nwaits; j++)
 		n += devq_wire_len_size(devq_wire_field_size(o->waits[j].queue) +
 					devq_wire_field_size(o->waits[j].point));
@@ -131,7 +155,7 @@ size_t devq_submit_enc_size(const struct devq_submit_enc_batch *b)
 {
 	size_t fixed = fixed_size(b), sum = 0;
 	for (size_t i = 0; i < b->n; i++)
-		sum += devq_wire_len_size(op_size(&b->ops[i], fixed));
+		sum += devq_wire_len_size(op_size(&b->ops[i], fixed, op_deadline(b, i)));
 	return devq_wire_len_size(sum);
 }
 
@@ -254,6 +278,11 @@ size_t devq_submit_enc(uint8_t *out, size_t size, const struct devq_submit_enc_b
 		p = put_body(p, o);
 		if (o->no_timing)
 			p = put_flag(p, DEVQ_WIRE_TAG_OF(OP_NO_TIMING));
+		uint64_t dl = op_deadline(b, i);
+		if (dl) {
+			p = devq_wire_put_varint(p, DEVQ_WIRE_TAG_OF(OP_DEADLINE_US));
+			p = devq_wire_put_varint(p, dl);
+		}
 		if (b->replayable)
 			p = put_flag(p, DEVQ_WIRE_TAG_OF(OP_REPLAYABLE));
 		p = devq_wire_close_len(len, p);

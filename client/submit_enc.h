@@ -19,12 +19,15 @@
 
 /* What the ops carry besides their own fields: the client submit stamp
  * (Op.client_submit_ns) and the replayable mark, the same for every op of
- * the batch. */
+ * the batch; and per op, its options (devq_submit_ex): ext, n entries of
+ * ext_size bytes each (checked by the caller), or NULL for none. */
 struct devq_submit_enc_batch {
 	const struct devq_op *ops;
 	size_t n;
 	uint64_t submit_ns;
 	bool replayable;
+	const struct devq_op_ext *ext;
+	size_t ext_size;
 };
 
 /* Payload bytes of ClientMessage{submit: Submit{ops: b->ops[0..n)}}. */

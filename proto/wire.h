@@ -51,6 +51,7 @@
 	X(OP_COPY, op, copy, DEVQ__OP__BODY_COPY, LEN)                                       \
 	X(OP_FILL, op, fill, DEVQ__OP__BODY_FILL, LEN)                                       \
 	X(OP_NO_TIMING, op, no_timing, 30, VARINT)                                           \
+	X(OP_DEADLINE_US, op, deadline_us, 31, VARINT)                                       \
 	X(OP_REPLAYABLE, op, replayable, 60, VARINT)                                         \
 	X(WAIT_QUEUE, wait, queue, 1, VARINT)                                                \
 	X(WAIT_POINT, wait, point, 2, VARINT)                                                \

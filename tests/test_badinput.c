@@ -1140,9 +1140,22 @@ START_TEST(malformed_ops)
 	raw_expect_completion(&r, 1, ++point, DEVQ_E_INVALID_ARGUMENT, "'ns'", NULL);
 	raw_reset_queue(&r, 1);
 
-	/* The session still works. */
+	/* A deadline on a replayable op (libdevq never sends one): a
+	 * replayed batch runs as captured, so it cannot honour one. */
 	op.body_case = DEVQ__OP__BODY_FILL;
 	op.fill = &fill;
+	op.replayable = true;
+	op.deadline_us = 1000000;
+	raw_submit_op(&r, &op);
+	raw_expect_completion(&r, 1, ++point, DEVQ_E_INVALID_ARGUMENT, "deadline_us",
+			      "replayable");
+	raw_reset_queue(&r, 1);
+	op.deadline_us = 0; /* replayable alone is fine */
+	raw_submit_op(&r, &op);
+	raw_expect_completion(&r, 1, ++point, DEVQ_OK, NULL, NULL);
+	op.replayable = false;
+
+	/* The session still works. */
 	raw_submit_op(&r, &op);
 	raw_expect_completion(&r, 1, ++point, DEVQ_OK, NULL, NULL);
 	raw_close(&r);

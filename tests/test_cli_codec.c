@@ -108,6 +108,11 @@ static uint8_t *ref_pack(const struct devq_submit_enc_batch *b, size_t *len)
 		x->op.client_submit_ns = b->submit_ns;
 		x->op.no_timing = o->no_timing;
 		x->op.replayable = b->replayable;
+		if (b->ext) /* entries ext_size bytes apart, as devq_submit_ex takes them */
+			memcpy(&x->op.deadline_us,
+			       (const uint8_t *)b->ext + i * b->ext_size +
+				       offsetof(struct devq_op_ext, deadline_us),
+			       sizeof(x->op.deadline_us));
 		x->op.waits = &waitp[wi];
 		x->op.n_waits = o->nwaits;
 		for (size_t j = 0; j < o->nwaits; j++, wi++) {
@@ -208,7 +213,19 @@ struct batch {
 	struct devq_op ops[MAX_OPS];
 	struct devq_arg args[MAX_OPS][MAX_ARGS];
 	struct devq_wait waits[MAX_OPS][MAX_WAITS];
+	struct devq_op_ext ext[MAX_OPS];
 };
+
+/* A deadline: mostly none, else of every varint width. */
+static uint64_t rnd_deadline(void)
+{
+	switch (rnd() % 4) {
+	case 0: return 0;
+	case 1: return 1 + rnd() % 127;
+	case 2: return rnd_u64();
+	default: return rnd() % 2 ? UINT64_MAX : 5000;
+	}
+}
 
 static const struct devq_buffer *rnd_buf(void)
 {
@@ -281,6 +298,7 @@ static void rnd_op(struct batch *b, size_t i)
 		b->waits[i][j] = (struct devq_wait){ (uint32_t)rnd_u64(), rnd_u64() };
 	o->waits = o->nwaits ? b->waits[i] : NULL;
 	o->no_timing = rnd() % 2;
+	b->ext[i] = (struct devq_op_ext){ .size = sizeof(b->ext[i]), .deadline_us = rnd_deadline() };
 }
 
 static void setup_pools(void)
@@ -324,7 +342,7 @@ START_TEST(enc_one_null_op)
 	struct devq_arg ns = { .name = "ns", .type = DEVQ_ARG_U64 };
 	struct devq_op op = { .queue = 1, .kind = DEVQ_OP_KERNEL, .exec = &spin, .args = &ns,
 			      .nargs = 1 };
-	struct devq_submit_enc_batch b = { &op, 1, 123456789, false };
+	struct devq_submit_enc_batch b = { &op, 1, 123456789, false, NULL, 0 };
 	reseed(0);
 	check_batch(&b, -1);
 	/* 3a len 0a len 08 01 10 <stamp> 22 len 08 07 12 06 0a 02 'n' 's' 10 00 */
@@ -367,7 +385,7 @@ START_TEST(enc_every_kind_and_type)
 	};
 	for (int r = 0; r < 2; r++) {
 		for (uint64_t ts = 0; ts < 2; ts++) {
-			struct devq_submit_enc_batch b = { ops, 4, ts * UINT64_MAX, r };
+			struct devq_submit_enc_batch b = { ops, 4, ts * UINT64_MAX, r, NULL, 0 };
 			check_batch(&b, r * 2 + (int)ts);
 		}
 	}
@@ -384,9 +402,64 @@ START_TEST(enc_random_batches)
 		for (size_t i = 0; i < n; i++)
 			rnd_op(&bt, i);
 		struct devq_submit_enc_batch b = { bt.ops, n, rnd() % 8 ? rnd_u64() : 0,
-						   rnd() % 4 == 0 };
+						   rnd() % 4 == 0, NULL, 0 };
+		if (rnd() % 2) { /* with options (devq_submit_ex) */
+			b.ext = bt.ext;
+			b.ext_size = sizeof(bt.ext[0]);
+		}
 		check_batch(&b, set);
 	}
+}
+END_TEST
+
+/* Op.deadline_us (field 31, two tag bytes: 0xf8 0x01), from entries of
+ * the caller's size: a later devq.h's larger struct devq_op_ext is read
+ * at its own stride, and a deadline of 0 is left out (proto3). */
+START_TEST(enc_deadlines)
+{
+	reseed(4);
+	setup_pools();
+	struct devq_arg ns = { .name = "ns", .type = DEVQ_ARG_U64 };
+	struct devq_op ops[3];
+	for (int i = 0; i < 3; i++)
+		ops[i] = (struct devq_op){ .queue = 1, .kind = DEVQ_OP_KERNEL, .exec = &execs[1],
+					   .args = &ns, .nargs = 1, .no_timing = i == 1 };
+	/* A caller's struct of 32 bytes: two members this library does not
+	 * know after deadline_us (devq_submit_ex checks them zero). */
+	struct {
+		struct devq_op_ext e;
+		uint64_t later[2];
+	} wide[3] = { { { 32, 0, 5000 }, { 0, 0 } },
+		      { { 32, 0, 0 }, { 0, 0 } },
+		      { { 32, 0, UINT64_MAX }, { 0, 0 } } };
+	_Static_assert(sizeof(wide[0]) == 32, "no padding");
+	struct devq_submit_enc_batch b = { ops, 3, 42, false, &wide[0].e, sizeof(wide[0]) };
+	check_batch(&b, 0);
+	uint8_t buf[256];
+	size_t len = devq_submit_enc_size(&b);
+	ck_assert_uint_le(len, sizeof(buf));
+	devq_submit_enc(buf, len, &b);
+	/* 5000 = 0x88 0x27 after its tag, once; UINT64_MAX in ten bytes. */
+	int found = 0;
+	for (size_t i = 0; i + 3 < len; i++)
+		found += buf[i] == 0xf8 && buf[i + 1] == 0x01 &&
+			 ((buf[i + 2] == 0x88 && buf[i + 3] == 0x27) ||
+			  (buf[i + 2] == 0xff && buf[i + 3] == 0xff));
+	ck_assert_int_eq(found, 2);
+	/* Without options: the same bytes as devq_submit's. */
+	struct devq_submit_enc_batch plain = { ops, 3, 42, false, NULL, 0 };
+	struct {
+		struct devq_op_ext e;
+		uint64_t later[2];
+	} none[3] = { { { 32, 0, 0 }, { 0, 0 } }, { { 32, 0, 0 }, { 0, 0 } },
+		      { { 32, 0, 0 }, { 0, 0 } } };
+	struct devq_submit_enc_batch zero = { ops, 3, 42, false, &none[0].e, sizeof(none[0]) };
+	uint8_t a[256], z[256];
+	size_t la = devq_submit_enc_size(&plain), lz = devq_submit_enc_size(&zero);
+	ck_assert_uint_eq(la, lz);
+	devq_submit_enc(a, la, &plain);
+	devq_submit_enc(z, lz, &zero);
+	ck_assert_int_eq(memcmp(a, z, la), 0);
 }
 END_TEST
 
@@ -410,9 +483,9 @@ START_TEST(enc_wide_prefixes)
 			o->args = bt.args[i];
 			o->nargs = 1;
 		}
-		struct devq_submit_enc_batch one = { bt.ops, 1, 1, false };
+		struct devq_submit_enc_batch one = { bt.ops, 1, 1, false, NULL, 0 };
 		check_batch(&one, (int)l);
-		struct devq_submit_enc_batch many = { bt.ops, MAX_OPS, UINT64_MAX, true };
+		struct devq_submit_enc_batch many = { bt.ops, MAX_OPS, UINT64_MAX, true, NULL, 0 };
 		check_batch(&many, (int)l);
 	}
 }
@@ -1122,6 +1195,7 @@ static Suite *suite(void)
 	tcase_add_test(t, enc_every_kind_and_type);
 	tcase_add_test(t, enc_random_batches);
 	tcase_add_test(t, enc_wide_prefixes);
+	tcase_add_test(t, enc_deadlines);
 	tcase_add_test(t, dec_protobuf_c_frames);
 	tcase_add_test(t, dec_hand_made_frames);
 	tcase_add_test(t, dec_random_bytes);

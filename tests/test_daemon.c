@@ -731,6 +731,184 @@ START_TEST(test_unopened_queue_is_refused)
 }
 END_TEST
 
+/* ---- client deadlines (devq_submit_ex) -------------------------------- */
+
+/* One op: fill_u32 of n elements of dst with value on queue, with the
+ * deadline us (0: none) and the given waits; its point. */
+static uint64_t fill_deadline(devq *q, uint32_t queue, struct devq_buffer *dst, uint32_t value,
+			      uint64_t us, const struct devq_wait *w, size_t nw)
+{
+	struct devq_arg a[] = { a_u64("n", dst->size / 4), a_u32("value", value),
+				a_buf("dst", dst, 0) };
+	struct devq_op op = { .queue = queue, .kind = DEVQ_OP_KERNEL, .exec = exe(q, "fill_u32"),
+			      .args = a, .nargs = 3, .waits = w, .nwaits = nw };
+	struct devq_op_ext x = { .size = sizeof(x), .deadline_us = us };
+	uint64_t p;
+	ck_assert_msg(devq_submit_ex(q, &op, 1, &p, &x) == 0, "%s", devq_last_error(q));
+	return p;
+}
+
+static bool all_equal(const struct devq_buffer *b, uint32_t v)
+{
+	const uint32_t *d = b->map;
+	for (size_t i = 0; i < b->size / 4; i++)
+		if (d[i] != v)
+			return false;
+	return true;
+}
+
+/* The deadline_exceeded count of this uid's tenant (devq_status). */
+static uint64_t my_deadline_exceeded(devq *q)
+{
+	struct devq_status *st;
+	ck_assert_int_eq(devq_get_status(q, &st), 0);
+	uint64_t n = UINT64_MAX;
+	for (size_t i = 0; i < st->ntenants; i++)
+		if (st->tenants[i].uid == (uint32_t)getuid())
+			n = st->tenant_deadline_exceeded[i];
+	devq_status_free(st);
+	ck_assert_msg(n != UINT64_MAX, "no tenant row for uid %u", (unsigned)getuid());
+	return n;
+}
+
+/* An op with a 5 ms deadline queued behind 50 ms of work: it completes
+ * deadline_exceeded, naming the client's deadline, and never ran (its
+ * buffer keeps its bytes).  Its queue fails after it, an op on another
+ * queue waiting on it gets dependency_failed and runs nothing either, and
+ * the tenant's count says so. */
+START_TEST(test_deadline_passed_never_runs)
+{
+	devq *q = conn(D.sock, "deadline");
+	ck_assert_int_eq(devq_queue_open(q, 0), 0);
+	ck_assert_int_eq(devq_queue_open(q, 1), 0);
+	uint64_t before = my_deadline_exceeded(q);
+	struct devq_buffer *b = mkbuf(q, 4096), *after = mkbuf(q, 4096), *other = mkbuf(q, 4096);
+	memset(b->map, 0xab, b->size);
+	memset(after->map, 0xcd, after->size);
+	memset(other->map, 0xef, other->size);
+	struct devq_arg sa[] = { a_u64("ns", 50000000) };
+	uint64_t ps = kernel_op(q, 0, "spin", sa, 1, NULL, 0);
+	uint64_t pd = fill_deadline(q, 0, b, 7, 5000, NULL, 0);
+	uint64_t pa = fill_deadline(q, 0, after, 8, 0, NULL, 0);
+	struct devq_wait w = { 0, pd };
+	uint64_t po = fill_deadline(q, 1, other, 9, 0, &w, 1);
+	struct devq_completion c;
+	wait_ok(q, 0, ps, &c);
+	ck_assert_int_eq(devq_wait(q, 0, pd, 60000, &c), 0);
+	ck_assert_msg(c.code == DEVQ_E_DEADLINE_EXCEEDED, "%s: %s", devq_code_name(c.code),
+		      c.message);
+	ck_assert_msg(strstr(c.message, "deadline of 5000 us"), "message: %s", c.message);
+	ck_assert_int_eq(devq_wait(q, 0, pa, 60000, &c), 0);
+	ck_assert_msg(c.code == DEVQ_E_DEPENDENCY_FAILED, "%s: %s", devq_code_name(c.code),
+		      c.message);
+	ck_assert_int_eq(devq_wait(q, 1, po, 60000, &c), 0);
+	ck_assert_msg(c.code == DEVQ_E_DEPENDENCY_FAILED, "%s: %s", devq_code_name(c.code),
+		      c.message);
+	ck_assert_msg(strstr(c.message, "deadline"), "the root cause is named: %s", c.message);
+	ck_assert_msg(all_equal(b, 0xabababab), "the op past its deadline ran");
+	ck_assert_msg(all_equal(after, 0xcdcdcdcd), "the op after it ran");
+	ck_assert_msg(all_equal(other, 0xefefefef), "the op waiting on it ran");
+	ck_assert_uint_eq(my_deadline_exceeded(q), before + 1);
+	/* Reset, the queue runs again; a deadline of 500 ms behind the same
+	 * 50 ms is met. */
+	ck_assert_int_eq(devq_queue_reset(q, 0), 0);
+	ps = kernel_op(q, 0, "spin", sa, 1, NULL, 0);
+	pd = fill_deadline(q, 0, b, 7, 500000, NULL, 0);
+	wait_ok(q, 0, ps, &c);
+	wait_ok(q, 0, pd, &c);
+	ck_assert_msg(all_equal(b, 7), "the op within its deadline did not run");
+	ck_assert_uint_eq(my_deadline_exceeded(q), before + 1);
+	release(q, b);
+	release(q, after);
+	release(q, other);
+	devq_disconnect(q);
+}
+END_TEST
+
+/* An op handed to the device at once, on a stream of its own, whose wait
+ * on another queue's 50 ms holds it past its 5 ms deadline: the check
+ * where the device starts it (the CPU backend's worker, after its waits)
+ * fails it, and it never runs.  On the CUDA backend the hand-over to the
+ * stream is the start (the device runs what is issued without asking
+ * again): there the op runs, and whatever its code, it ran exactly when
+ * it completed OK. */
+START_TEST(test_deadline_passed_at_start)
+{
+	bool cuda = !strcmp(harness_backend(), "cuda");
+	devq *q = conn(D.sock, "deadline-start");
+	ck_assert_int_eq(devq_queue_open(q, 0), 0);
+	ck_assert_int_eq(devq_queue_open(q, 1), 0);
+	struct devq_buffer *b = mkbuf(q, 4096);
+	memset(b->map, 0xab, b->size);
+	struct devq_arg sa[] = { a_u64("ns", 50000000) };
+	uint64_t ps = kernel_op(q, 0, "spin", sa, 1, NULL, 0);
+	struct devq_wait w = { 0, ps };
+	uint64_t pd = fill_deadline(q, 1, b, 7, 5000, &w, 1);
+	struct devq_completion c;
+	wait_ok(q, 0, ps, &c);
+	ck_assert_int_eq(devq_wait(q, 1, pd, 60000, &c), 0);
+	if (cuda) {
+		ck_assert_msg(c.code == DEVQ_OK || c.code == DEVQ_E_DEADLINE_EXCEEDED, "%s: %s",
+			      devq_code_name(c.code), c.message);
+		ck_assert_msg(all_equal(b, c.code == DEVQ_OK ? 7 : 0xabababab),
+			      "%s, yet the buffer says otherwise", devq_code_name(c.code));
+		release(q, b);
+		devq_disconnect(q);
+		return;
+	}
+	ck_assert_msg(c.code == DEVQ_E_DEADLINE_EXCEEDED, "%s: %s", devq_code_name(c.code),
+		      c.message);
+	ck_assert_msg(all_equal(b, 0xabababab), "the op past its deadline ran");
+	release(q, b);
+	devq_disconnect(q);
+}
+END_TEST
+
+/* devq_submit_ex's struct checks: a size it cannot be, a reserved member,
+ * a later version's option this library does not know: -EINVAL, nothing
+ * sent (the next op takes point 1).  A later version's larger struct with
+ * its new members unset is taken, read at its own stride. */
+START_TEST(test_submit_ex_struct_versions)
+{
+	devq *q = conn(D.sock, "deadline-ext");
+	ck_assert_int_eq(devq_queue_open(q, 0), 0);
+	struct devq_arg a[] = { a_u64("ns", 0) };
+	struct devq_op ops[2] = {
+		{ .queue = 0, .kind = DEVQ_OP_KERNEL, .exec = exe(q, "spin"), .args = a, .nargs = 1 },
+		{ .queue = 0, .kind = DEVQ_OP_KERNEL, .exec = exe(q, "spin"), .args = a, .nargs = 1 },
+	};
+	struct {
+		struct devq_op_ext e;
+		uint64_t later;
+	} wide[2] = { { { 24, 0, 1000000 }, 0 }, { { 24, 0, 2000000 }, 0 } };
+	uint64_t p[2];
+	struct devq_op_ext x[2] = { { 8, 0, 0 }, { 8, 0, 0 } };
+	ck_assert_int_eq(devq_submit_ex(q, ops, 2, p, x), -EINVAL); /* too small */
+	x[0].size = x[1].size = 20;
+	ck_assert_int_eq(devq_submit_ex(q, ops, 2, p, x), -EINVAL); /* not a multiple of 8 */
+	x[0].size = x[1].size = sizeof(x[0]);
+	x[1].reserved = 1;
+	ck_assert_int_eq(devq_submit_ex(q, ops, 2, p, x), -EINVAL);
+	x[1].reserved = 0;
+	x[1].size = 24;
+	ck_assert_int_eq(devq_submit_ex(q, ops, 2, p, x), -EINVAL); /* sizes differ */
+	wide[1].later = 1;
+	ck_assert_int_eq(devq_submit_ex(q, ops, 2, p, &wide[0].e), -EINVAL);
+	ck_assert_msg(strstr(devq_last_error(q), "does not know"), "%s", devq_last_error(q));
+	wide[1].later = 0;
+	ck_assert_int_eq(devq_submit_ex(q, ops, 2, p, &wide[0].e), 0);
+	ck_assert_uint_eq(p[0], 1);
+	ck_assert_uint_eq(p[1], 2);
+	struct devq_completion c;
+	wait_ok(q, 0, 1, &c);
+	wait_ok(q, 0, 2, &c);
+	/* NULL: devq_submit. */
+	ck_assert_int_eq(devq_submit_ex(q, ops, 1, p, NULL), 0);
+	wait_ok(q, 0, p[0], &c);
+	devq_disconnect(q);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("daemon");
@@ -749,6 +927,9 @@ static Suite *suite(void)
 	tcase_add_test(t, test_killed_client);
 	tcase_add_test(t, test_sigterm_in_flight);
 	tcase_add_test(t, test_sigterm_at_startup);
+	tcase_add_test(t, test_deadline_passed_never_runs);
+	tcase_add_test(t, test_deadline_passed_at_start);
+	tcase_add_test(t, test_submit_ex_struct_versions);
 	suite_add_tcase(s, t);
 	TCase *own = tcase_create("own_daemon");
 	tcase_set_timeout(own, harness_slow() ? 300 : 60);

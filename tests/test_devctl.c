@@ -233,6 +233,56 @@ START_TEST(test_failed_queue_reset)
 }
 END_TEST
 
+/* The "out" result of the checksum line in devctl's --json output. */
+static uint64_t checksum_out(const char *out)
+{
+	const char *c = strstr(out, "{\"exec\":\"checksum\"");
+	ck_assert_msg(c != NULL, "no checksum line in %s", out);
+	json_str_eq(c, "status", "ok");
+	const char *r = strstr(c, "\"out\":[");
+	ck_assert_msg(r != NULL, "no checksum result in %s", c);
+	return strtoull(r + 7, NULL, 10);
+}
+
+/* --deadline-ms: 5 ms behind 50 ms of work, the fill never runs (the
+ * checksum after it, ordered by the buffer, sees zeros) and its queue's
+ * next op fails with it; 500 ms behind the same work, it runs. */
+START_TEST(test_submit_deadline)
+{
+	char out[8192];
+	ck_assert_int_eq(devctl(out, sizeof(out), "submit checksum data=size:64 --json"), 0);
+	uint64_t zeros = checksum_out(out);
+	int rc = devctl(out, sizeof(out),
+			"submit spin ns=50000000 :: fill_u32 n=16 value=7 dst=size:64 "
+			"--deadline-ms 5 :: spin ns=1 :: checksum data=%%dst --queue 1 --json");
+	ck_assert_msg(rc == 1, "rc %d: %s", rc, out);
+	const char *f = strstr(out, "{\"exec\":\"fill_u32\"");
+	ck_assert_msg(f != NULL, "%s", out);
+	json_str_eq(f, "status", "deadline_exceeded");
+	ck_assert_msg(strstr(f, "deadline of 5000 us"), "%s", f);
+	/* The op after it on its queue: the line of point (0, 3). */
+	const char *p3 = strstr(out, "\"point\":[0,3]");
+	ck_assert_msg(p3 != NULL, "%s", out);
+	while (p3 > out && p3[-1] != '\n')
+		p3--;
+	char line[1024];
+	snprintf(line, sizeof(line), "%.*s", (int)strcspn(p3, "\n"), p3);
+	json_str_eq(line, "status", "dependency_failed");
+	ck_assert_uint_eq(checksum_out(out), zeros);
+	rc = devctl(out, sizeof(out),
+		    "submit spin ns=50000000 :: fill_u32 n=16 value=7 dst=size:64 "
+		    "--deadline-ms 500 :: checksum data=%%dst --queue 1 --json");
+	ck_assert_msg(rc == 0, "rc %d: %s", rc, out);
+	ck_assert_uint_ne(checksum_out(out), zeros);
+	/* Usage: a whole number of milliseconds, at least 1. */
+	ck_assert_int_eq(devctl(out, sizeof(out), "submit spin ns=1 --deadline-ms 0 2>/dev/null"),
+			 2);
+	ck_assert_int_eq(devctl(out, sizeof(out), "submit spin ns=1 --deadline-ms 1.5 2>/dev/null"),
+			 2);
+	ck_assert_int_eq(devctl(out, sizeof(out), "submit spin ns=1 --deadline-ms 2>/dev/null"), 2);
+}
+END_TEST
+
 START_TEST(test_status_after)
 {
 	char out[8192];
@@ -534,6 +584,7 @@ static Suite *suite(void)
 	tcase_add_test(t, test_failures_exit_status);
 	tcase_add_test(t, test_failed_queue_reset);
 	tcase_add_test(t, test_status_after);
+	tcase_add_test(t, test_submit_deadline);
 	tcase_add_test(t, test_labels_per_op);
 	tcase_add_test(t, test_failed_op_writes_nothing);
 	tcase_add_test(t, test_exit_codes);

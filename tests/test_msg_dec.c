@@ -277,11 +277,13 @@ static bool eq_op(const Devq__Op *x, const Devq__Op *y, const char *path)
 	if (!eq_base(&x->base, &y->base, &devq__op__descriptor, path))
 		return false;
 	if (x->queue != y->queue || x->client_submit_ns != y->client_submit_ns ||
-	    x->no_timing != y->no_timing || x->replayable != y->replayable)
+	    x->no_timing != y->no_timing || x->replayable != y->replayable ||
+	    x->deadline_us != y->deadline_us)
 		return DIFF("%s: queue %u/%u, submit_ns %" PRIu64 "/%" PRIu64
-			    ", no_timing %d/%d, replayable %d/%d",
+			    ", no_timing %d/%d, replayable %d/%d, deadline_us %" PRIu64 "/%" PRIu64,
 			    path, x->queue, y->queue, x->client_submit_ns, y->client_submit_ns,
-			    x->no_timing, y->no_timing, x->replayable, y->replayable);
+			    x->no_timing, y->no_timing, x->replayable, y->replayable,
+			    x->deadline_us, y->deadline_us);
 	if (x->n_waits != y->n_waits)
 		return DIFF("%s: %zu waits vs %zu", path, x->n_waits, y->n_waits);
 	for (size_t i = 0; i < x->n_waits; i++) {
@@ -622,7 +624,7 @@ static void wrap_submit(struct wb *out, const uint8_t *body, size_t n)
 
 /* Field numbers each message knows; an unknown field takes another. */
 static const uint32_t known_submit[] = { 1 };
-static const uint32_t known_op[] = { 1, 2, 3, 4, 5, 6, 30, 60 };
+static const uint32_t known_op[] = { 1, 2, 3, 4, 5, 6, 30, 31, 60 };
 static const uint32_t known_wait[] = { 1, 2 };
 static const uint32_t known_kernel[] = { 1, 2 };
 static const uint32_t known_arg[] = { 1, 2, 3, 4, 5, 6, 7, 8 };
@@ -762,6 +764,7 @@ static Devq__Op *pb_op(void)
 	op->client_submit_ns = rnd_u64();
 	op->no_timing = rndn(2);
 	op->replayable = rndn(2);
+	op->deadline_us = rndn(2) ? 0 : rndn(2) ? rndn(100000) : rnd_u64();
 	op->n_waits = rnd_count(2, 40);
 	op->waits = op->n_waits ? calloc(op->n_waits, sizeof(*op->waits)) : NULL;
 	for (size_t i = 0; i < op->n_waits; i++) {
@@ -1023,6 +1026,7 @@ static void gen_op(struct wb *b)
 		case 7: wr_nested(b, 6, gen_fill); break;
 		case 8: wr_bool(b, 30); break;
 		case 9: wr_bool(b, 60); break;
+		case 10: wr_varint(b, 31); break;
 		default: wr_unknown(b, KNOWN(known_op)); break;
 		}
 	}
@@ -1215,6 +1219,12 @@ START_TEST(pinned_cases)
 		"3a0e0a0c2a0a0a04080b10010a021016",
 		/* an unknown field (99, varint) in an op: skipped */
 		"3a050a03980601",
+		/* deadline_us (31) = 5000: 0xf8 0x01, then 0x88 0x27 */
+		"3a060a04f8018827",
+		/* deadline_us twice: the last wins */
+		"3a090a07f8018827f80107",
+		/* deadline_us length-delimited: rejected (not a bool) */
+		"3a050a03fa0100",
 		/* a group (wire type 3) in an op: rejected */
 		"3a040a021b00",
 		/* queue = 7 behind an overlong 2-byte tag: accepted */
@@ -1273,6 +1283,17 @@ START_TEST(pinned_cases)
 	ck_assert_ptr_nonnull(m);
 	ck_assert_uint_eq(m->submit->ops[0]->queue, 0);
 	devq__client_message__free_unpacked(m, NULL);
+
+	m = dec_hex("3a060a04f8018827");
+	ck_assert_ptr_nonnull(m);
+	ck_assert_uint_eq(m->submit->ops[0]->deadline_us, 5000);
+	devq__client_message__free_unpacked(m, NULL);
+
+	m = dec_hex("3a090a07f8018827f80107");
+	ck_assert_ptr_nonnull(m);
+	ck_assert_uint_eq(m->submit->ops[0]->deadline_us, 7);
+	devq__client_message__free_unpacked(m, NULL);
+	ck_assert_ptr_null(dec_hex("3a050a03fa0100"));
 
 	m = dec_hex("3a050a03880007");
 	ck_assert_ptr_nonnull(m);
@@ -1945,7 +1966,8 @@ static const struct node op_nine[] = { VAR(2, 1ULL << 49), MSG(4, kern9) };
 static const struct node wait1[] = { VAR(1, 1), VAR(2, 2) };
 static const struct node wait2[] = { VAR(1, 3), VAR(2, 1ULL << 50) };
 static const struct node op_waits[] = {
-	VAR(1, 300), MSG(3, wait1), MSG(3, wait2), MSG(4, kern_buf), VAR(30, 1), VAR(60, 1),
+	VAR(1, 300), MSG(3, wait1), MSG(3, wait2), MSG(4, kern_buf), VAR(30, 1), VAR(31, 5000),
+	VAR(60, 1),
 };
 static const struct node buf_src[] = { VAR(1, 1), VAR(2, 0) };
 static const struct node buf_dst[] = { VAR(1, 2), VAR(2, 8) };

@@ -66,7 +66,7 @@ _devctl()
 		COMPREPLY=($(compgen -W "--duration --last --all -o --svg --help" -- "$cur")) ;;
 	submit)
 		case $prev in
-		--queue | --repeat | --wait | --out) return 0 ;;
+		--queue | --repeat | --wait | --out | --deadline-ms) return 0 ;;
 		--priority) COMPREPLY=($(compgen -W "normal high" -- "$cur")); return 0 ;;
 		esac
 		# The executable of the op being written: the first word after
@@ -75,7 +75,7 @@ _devctl()
 		for ((j = ci + 1; j < ${#w[@]}; j++)); do
 			case ${w[j]} in
 			::) exec= ;;
-			--queue | --repeat | --wait | --out | --priority) ((j++)) ;;
+			--queue | --repeat | --wait | --out | --priority | --deadline-ms) ((j++)) ;;
 			-*) ;;
 			*) [[ -z $exec ]] && exec=${w[j]} ;;
 			esac
@@ -83,7 +83,7 @@ _devctl()
 		if [[ -z $exec ]]; then
 			COMPREPLY=($(compgen -W "$("$prog" "${sock[@]}" list 2>/dev/null | sed -n 's/^\([a-z_][a-z0-9_]*\)(.*/\1/p')" -- "$cur"))
 		elif [[ $cur == -* ]]; then
-			COMPREPLY=($(compgen -W "--queue --priority --repeat --wait --reset --out --json --help" -- "$cur"))
+			COMPREPLY=($(compgen -W "--queue --priority --repeat --wait --reset --deadline-ms --out --json --help" -- "$cur"))
 		else
 			local sig
 			sig=$("$prog" "${sock[@]}" list 2>/dev/null | sed -n "s/^$exec(\(.*\))\$/\1/p")

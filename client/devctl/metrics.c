@@ -121,6 +121,8 @@ static void print_metrics(FILE *f, const struct devq_status *s, uint64_t self)
 		  "Device start minus the daemon's receipt, summed over timed ops.", 7 },
 		{ "devq_tenant_wait_max_seconds", "gauge", "The longest of those waits.", 8 },
 		{ "devq_tenant_waits_total", "counter", "Timed ops those waits sum.", 9 },
+		{ "devq_tenant_deadline_exceeded_total", "counter",
+		  "Ops not started by their client's deadline (deadline_exceeded).", 10 },
 	};
 	for (size_t k = 0; k < sizeof(per_tenant) / sizeof(per_tenant[0]); k++) {
 		family(f, per_tenant[k].name, per_tenant[k].type, per_tenant[k].help);
@@ -137,7 +139,8 @@ static void print_metrics(FILE *f, const struct devq_status *s, uint64_t self)
 			case 6: v = sec(t->device_ns); break;
 			case 7: v = sec(t->wait_ns); break;
 			case 8: v = sec(t->wait_max_ns); break;
-			default: v = (double)t->waits; break;
+			case 9: v = (double)t->waits; break;
+			default: v = (double)s->tenant_deadline_exceeded[i]; break;
 			}
 			fprintf(f, "%s{tenant=\"%s\"} %.9g\n", per_tenant[k].name, t->name, v);
 		}
@@ -275,9 +278,11 @@ void devctl_metrics_tenants_json(FILE *f, const struct devq_status *s)
 			",\"uid\":%" PRIu32 ",\"weight\":%" PRIu32 ",\"sessions\":%" PRIu32
 			",\"ops_waiting\":%" PRIu64 ",\"queued_ns\":%" PRIu64 ",\"ops_inside\":%" PRIu32
 			",\"ops_done\":%" PRIu64 ",\"device_ns\":%" PRIu64 ",\"wait_ns\":%" PRIu64
-			",\"wait_max_ns\":%" PRIu64 ",\"waits\":%" PRIu64 "}",
+			",\"wait_max_ns\":%" PRIu64 ",\"waits\":%" PRIu64
+			",\"deadline_exceeded\":%" PRIu64 "}",
 			t->uid, t->weight, t->sessions, t->ops_waiting, t->queued_ns, t->ops_inside,
-			t->ops_done, t->device_ns, t->wait_ns, t->wait_max_ns, t->waits);
+			t->ops_done, t->device_ns, t->wait_ns, t->wait_max_ns, t->waits,
+			s->tenant_deadline_exceeded[i]);
 	}
 	fputs("]", f);
 }

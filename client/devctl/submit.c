@@ -42,6 +42,8 @@ void devctl_submit_usage(FILE *f)
 		"        --wait Q:K        wait for point K of queue Q first (repeatable)\n"
 		"        --reset           reset the op's queue first: it runs although an\n"
 		"                          earlier op there failed (else dependency_failed)\n"
+		"        --deadline-ms N   not started N ms after devqd received it, the op\n"
+		"                          never runs: deadline_exceeded, failing its queue\n"
 		"        --out NAME=FILE   after completion, write buffer NAME to FILE (-:\n"
 		"                          stdout); not when an op failed\n"
 		"        --json            one JSON object per completed op, with its exec\n"
@@ -72,6 +74,7 @@ struct seg {
 	int priority; /* of its queue, when devctl opens it */
 	uint64_t repeat;
 	bool reset; /* --reset: its queue is reset before its first op */
+	uint64_t deadline_us; /* --deadline-ms: each of its ops' (0: none) */
 	struct devq_wait waits[16];
 	size_t nwaits;
 	struct devq_arg args[DEVQ_MAX_PARAMS];
@@ -575,7 +578,7 @@ static int parse_segments(struct submit_ctx *c, int argc, char **argv)
 			continue;
 		}
 		if (!strcmp(a, "--queue") || !strcmp(a, "--repeat") || !strcmp(a, "--wait") ||
-		    !strcmp(a, "--out") || !strcmp(a, "--priority")) {
+		    !strcmp(a, "--out") || !strcmp(a, "--priority") || !strcmp(a, "--deadline-ms")) {
 			if (i + 1 >= argc) {
 				devctl_errf("%s submit: %s needs a value\n", devctl_prog, a);
 				return 2;
@@ -590,6 +593,15 @@ static int parse_segments(struct submit_ctx *c, int argc, char **argv)
 					return 2;
 				}
 				s->priority = !strcmp(v, "high");
+			} else if (!strcmp(a, "--deadline-ms")) {
+				/* 0 would mean none: a deadline is at least 1 ms. */
+				if (parse_uint(v, UINT64_MAX / 1000, &x) < 0 || x == 0) {
+					devctl_errf("%s submit: --deadline-ms: '%s' is not a "
+						    "number of milliseconds (1 or more)\n",
+						    devctl_prog, v);
+					return 2;
+				}
+				s->deadline_us = x * 1000;
 			} else if (!strcmp(a, "--queue")) {
 				if (parse_uint(v, UINT32_MAX, &x) < 0) {
 					devctl_errf("%s submit: --queue: '%s' is not a queue id\n",
@@ -898,13 +910,18 @@ int devctl_submit_main(const char *sock, int argc, char **argv)
 			rc = 3;
 			goto out;
 		}
+		/* The same options for every op of the segment. */
+		struct devq_op_ext ext[256];
+		for (size_t k = 0; k < 256; k++)
+			ext[k] = (struct devq_op_ext){ .size = sizeof(ext[k]),
+						       .deadline_us = s->deadline_us };
 		for (uint64_t k = 0; k < s->repeat;) {
 			struct devq_op batch[256];
 			size_t n = 0;
 			uint64_t pts[256];
 			for (; n < 256 && k < s->repeat; n++, k++)
 				batch[n] = op;
-			int sr = devq_submit(c->q, batch, n, pts);
+			int sr = devq_submit_ex(c->q, batch, n, pts, s->deadline_us ? ext : NULL);
 			if (sr < 0) {
 				devctl_errf("%s: %s\n", devctl_prog, devq_last_error(c->q));
 				rc = rc_of(sr) == 3 ? 3 : 1;

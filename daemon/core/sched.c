@@ -218,6 +218,23 @@ static void eager_if_waiting(struct devq_session *s)
 	}
 }
 
+/* The client's deadline (Op.deadline_us), from receipt: the backend and
+ * hand-over compare their clock with it, so no timer per op is needed.  A
+ * replayable batch is replayed as captured, so it takes none. */
+static int set_deadline(struct devq_job *op, const Devq__Op *m, char *err, size_t n)
+{
+	if (m->replayable) {
+		snprintf(err, n,
+			 "deadline_us is not allowed on a replayable op (a replayed batch runs "
+			 "whole, as captured)");
+		return DEVQ__CODE__INVALID_ARGUMENT;
+	}
+	uint64_t ns = m->deadline_us > UINT64_MAX / 1000 ? UINT64_MAX : m->deadline_us * 1000;
+	op->b.deadline_ns = op->t_received > UINT64_MAX - ns ? UINT64_MAX : op->t_received + ns;
+	op->b.deadline_us = m->deadline_us;
+	return 0;
+}
+
 int devq_sched_submit(struct devq_session *s, const Devq__Op *m, uint64_t t_received, char *err,
 		      size_t errlen)
 {
@@ -255,7 +272,9 @@ int devq_sched_submit(struct devq_session *s, const Devq__Op *m, uint64_t t_rece
 	bool inherit = !q->reset;
 	q->reset = false;
 	char why[DEVQ_BOP_MSG]; /* the failed completion's message */
-	int code = devq_validate_op(s, m, op, why, sizeof(why));
+	int code = m->deadline_us ? set_deadline(op, m, why, sizeof(why)) : 0;
+	if (!code)
+		code = devq_validate_op(s, m, op, why, sizeof(why));
 	if (!code)
 		code = collect_waits(op, m, inherit, why, sizeof(why));
 	if (!code && update_hazards(op) < 0) {
@@ -405,6 +424,8 @@ static void complete_one(struct devq_engine *d, struct devq_job *op, uint64_t no
 				s->tenant->cancelled++;
 			else
 				s->tenant->failed++;
+			if (op->b.code == DEVQ__CODE__DEADLINE_EXCEEDED)
+				s->tenant->deadline_exceeded++;
 		}
 	}
 	d->ops_completed++;

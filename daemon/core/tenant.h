@@ -42,6 +42,7 @@ struct devq_tenant {
 	bool priority;        /* its sessions may open high-priority queues */
 	uint64_t peak;        /* most pinned + device bytes held at once */
 	uint64_t failed, cancelled; /* ops completed with an error; CANCELLED ones */
+	uint64_t deadline_exceeded; /* of the failed: their client's deadline passed */
 	unsigned sessions; /* live and draining */
 	uint64_t idle_since; /* when its last session went (0: it has one) */
 	/* Usage, summed over its sessions (quota.c). */

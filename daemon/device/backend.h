@@ -66,6 +66,10 @@ struct devq_bop {
 	bool waits_prev;
 	uint32_t queue;
 	uint64_t point, qfail;
+	/* The client's deadline (Op.deadline_us): not started by deadline_ns
+	 * (CLOCK_MONOTONIC), it never runs (devq_bop_deadline_passed).  0:
+	 * none, the common case, which costs a backend one branch. */
+	uint64_t deadline_ns, deadline_us;
 	bool timed; /* the submitter wants device start/end (CUDA: timing events) */
 	/* Part of a batch the client submits again and again (Op.replayable):
 	 * CUDA may capture the run of such ops handed over together as a graph
@@ -119,6 +123,27 @@ static inline void devq_bop_dependency_failed(struct devq_bop *op, const struct 
 		memcpy(op->msg, w->msg, sizeof(op->msg));
 	else
 		snprintf(op->msg, sizeof(op->msg), "an op it waits on failed: %.120s", w->msg);
+}
+
+/* Whether op, not started yet, may no longer start at now: its client's
+ * deadline passed.  Then it is failed DEADLINE_EXCEEDED (naming that
+ * deadline) and must not run; its dependants see a failure like any other.
+ * The daemon checks at hand-over, a backend where it starts an op; only an
+ * op still OK is judged (a failed dependency or a cancel came first and
+ * says more). */
+static inline bool devq_bop_deadline_passed(struct devq_bop *op, uint64_t now)
+{
+	if (__builtin_expect(!op->deadline_ns, 1) || now <= op->deadline_ns ||
+	    op->code != DEVQ__CODE__OK)
+		return false;
+	op->code = DEVQ__CODE__DEADLINE_EXCEEDED;
+	uint64_t late = now - op->deadline_ns;
+	snprintf(op->msg, sizeof(op->msg),
+		 "not started within the client's deadline of %llu us after devqd received it"
+		 " (%llu.%03llu ms past it)",
+		 (unsigned long long)op->deadline_us, (unsigned long long)(late / 1000000),
+		 (unsigned long long)(late / 1000 % 1000));
+	return true;
 }
 
 struct devq_backend;

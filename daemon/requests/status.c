@@ -155,6 +155,7 @@ static size_t tenant_rows(const struct devq_session *s, Devq__TenantStatus *msg,
 		m->wait_ns = f->wait_ns;
 		m->wait_max_ns = f->wait_max_ns;
 		m->waits = f->waits;
+		m->deadline_exceeded = t->deadline_exceeded;
 		ptr[n] = m;
 		n++;
 	}

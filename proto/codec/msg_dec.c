@@ -7,7 +7,8 @@
  *   Op             1: uint32 queue   2: uint64 client_submit_ns
  *                  3: repeated Wait waits
  *                  4: KernelOp kernel | 5: CopyOp copy | 6: FillOp fill
- *                 30: bool no_timing  60: bool replayable
+ *                 30: bool no_timing  31: uint64 deadline_us
+ *                 60: bool replayable
  *   Wait           1: uint32 queue   2: uint64 point
  *   KernelOp       1: uint32 executable   2: repeated Arg args
  *   Arg            1: string name, then one of 2: uint64 u64 | 3: uint32
@@ -591,6 +592,11 @@ static int dec_op(ProtobufCAllocator *a, Devq__Op *op, const uint8_t *p, const u
 			break;
 		case DEVQ_WIRE_F_OP_NO_TIMING:
 			op->no_timing = field_bool(&f);
+			break;
+		case DEVQ_WIRE_F_OP_DEADLINE_US:
+			if (f.wt != DEVQ_WIRE_VARINT)
+				return -1;
+			op->deadline_us = f.u;
 			break;
 		case DEVQ_WIRE_F_OP_REPLAYABLE:
 			op->replayable = field_bool(&f);

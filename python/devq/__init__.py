@@ -45,12 +45,18 @@ watches ``c.fileno()`` with ``loop.add_reader`` while something awaits).
 ``wait=[op, (queue, point), ...]`` orders an op after others; ops on one
 queue run in order; conflicting buffer accesses are ordered by the daemon.
 ``with c.batch(): ...`` sends every op submitted inside as one message.
+``deadline=SECONDS`` on ``submit``, ``copy`` and ``fill`` gives the op a
+deadline counted from the daemon's receipt: an op the device has not
+started by then never runs (its buffers keep their bytes) and fails
+"deadline_exceeded", failing its queue like any failure (ops after it and
+ops waiting on it: "dependency_failed"); a running op is not stopped.
 
 Errors.  A failure the daemon reports is a ``devq.Error`` whose ``.code`` is
 the protocol's code name ("invalid_argument", "not_found", "out_of_range",
 "permission_denied", "resource_exhausted", "failed_precondition",
 "dependency_failed", "device_error", "device_lost", "protocol_error",
-"cancelled") and ``.message`` the daemon's text; ``op.result()`` raises it.
+"cancelled", "deadline_exceeded") and ``.message`` the daemon's text;
+``op.result()`` raises it.
 Two codes are the binding's own: "unavailable" (the daemon cannot be reached
 or the connection broke) and "internal" (a local failure without a daemon
 code; ``.errno`` says which).  Bad arguments (an unknown executable, a wrong
@@ -95,6 +101,7 @@ import contextlib
 import ctypes
 import dataclasses
 import errno as _errno
+import math
 import mmap
 import numbers
 import operator
@@ -234,6 +241,19 @@ _ERRNO_CODES = {
     _errno.EPROTO: "protocol_error",
     _errno.EPROTONOSUPPORT: "failed_precondition",
 }
+
+
+def _deadline_us(deadline):
+    """deadline= in seconds as the wire's microseconds (0: none), rounded
+    up so that a deadline is never earlier than asked."""
+    if deadline is None:
+        return 0
+    if isinstance(deadline, bool) or not isinstance(deadline, numbers.Real):
+        raise TypeError("deadline: seconds as a number, not %r" % (deadline,))
+    if not 0 < deadline < float("inf"):
+        raise ValueError("deadline: %r is not a positive number of seconds (None: no "
+                         "deadline)" % (deadline,))
+    return min(math.ceil(deadline * 1e6), (1 << 64) - 1)
 
 
 def _lib_error(rc, message, connecting=False):
@@ -395,6 +415,7 @@ class TenantStatus:
     wait_ns: int  # device start - daemon receipt, summed over `waits` ops
     wait_max_ns: int
     waits: int
+    deadline_exceeded: int = 0  # ops not started by their client's deadline
 
 
 # ---- buffers -------------------------------------------------------------
@@ -824,6 +845,10 @@ class Connection:
         self._batch = None  # in a batch: [(what its ops' pointers need, Op)]
         self._bops = (L.Op * 64)()  # the batch's ops, as devq_submit takes them
         self._bn = 0
+        # The batch's options (devq_submit_ex), made when an op in a batch
+        # first has a deadline; _bext_on: the open batch has one.
+        self._bext = None
+        self._bext_on = False
         self._broken = None
         self._reader_loop = None
         self._reader_users = 0
@@ -1487,7 +1512,7 @@ class Connection:
         if queue not in self._queues:
             self.open_queue(queue)
 
-    def _send(self, op_struct, queue, executable, refs, keep):
+    def _send(self, op_struct, queue, executable, refs, keep, deadline_us=0):
         """Submits one prepared op (or adds it to the open batch)."""
         point = self._queues[queue] + 1
         op = Op(self, queue, point, executable, tuple(refs) if refs else None)
@@ -1497,12 +1522,28 @@ class Connection:
                 if n == len(self._bops):
                     self._grow_batch()
                 self._bops[n] = op_struct
+            if deadline_us and not self._bext_on:
+                # Entries before this one from an earlier batch: none.
+                if self._bext is None or len(self._bext) < len(self._bops):
+                    self._bext = (L.OpExt * len(self._bops))()
+                for i in range(n):
+                    self._bext[i].size = ctypes.sizeof(L.OpExt)
+                    self._bext[i].deadline_us = 0
+                self._bext_on = True
+            if self._bext_on:
+                self._bext[n].size = ctypes.sizeof(L.OpExt)
+                self._bext[n].deadline_us = deadline_us
             self._bn = n + 1
             self._queues[queue] = point
             self._batch.append((keep, op))
             op._sent = False
             return op
-        r = _dll.devq_submit(self._h, ctypes.byref(op_struct), 1, None)
+        if deadline_us:
+            ext = L.OpExt(size=ctypes.sizeof(L.OpExt), deadline_us=deadline_us)
+            r = _dll.devq_submit_ex(self._h, ctypes.byref(op_struct), 1, None,
+                                    ctypes.byref(ext))
+        else:
+            r = _dll.devq_submit(self._h, ctypes.byref(op_struct), 1, None)
         if r < 0:
             self._raise(r)
         self._queues[queue] = point
@@ -1515,7 +1556,8 @@ class Connection:
             self._drain()
         return op
 
-    def submit(self, executable, _params=None, /, *, queue=0, wait=(), timing=True, **params):
+    def submit(self, executable, _params=None, /, *, queue=0, wait=(), timing=True,
+               deadline=None, **params):
         """Submits a kernel and returns its Op at once.
 
         executable: a name from executables(); parameters by keyword (or as
@@ -1527,9 +1569,13 @@ class Connection:
         (x:in f32[n]), from the shape of a matrix (a:in f32[m,k] takes
         m, k from a.shape, and a must have exactly that shape).  queue: the queue id (opened on first
         use); wait: ops or (queue, point) pairs to wait for; timing=False
-        skips device timing events (CUDA backend).  Bad arguments raise
-        TypeError or ValueError with the signature, sending nothing."""
+        skips device timing events (CUDA backend); deadline: seconds after
+        the daemon receives the op by which the device must have started
+        it, else it never runs and fails "deadline_exceeded" (None: no
+        deadline).  Bad arguments raise TypeError or ValueError with the
+        signature, sending nothing."""
         self._check()
+        dl = _deadline_us(deadline)
         if _params:
             params = dict(_params, **params)
         execs = self._execs or self._load_execs()
@@ -1559,13 +1605,14 @@ class Connection:
         op.nwaits = len(waits) if waits else 0
         op.no_timing = not timing
         op.src = op.dst = None
-        return self._send(op, queue, executable, refs, (args, waits))
+        return self._send(op, queue, executable, refs, (args, waits), dl)
 
-    def copy(self, dst, src, nbytes=None, *, queue=0, wait=()):
+    def copy(self, dst, src, nbytes=None, *, queue=0, wait=(), deadline=None):
         """Copies nbytes (default: all of src, which must then be the size of
         dst) from src to dst; either is a shared-buffer array (or view) or
-        a DeviceArray.  Returns an Op."""
+        a DeviceArray.  deadline: as for submit.  Returns an Op."""
         self._check()
+        dl = _deadline_us(deadline)
         sb, so, sn, _, _, _ = self._resolve(src, "copy source")
         db, do, dn, _, dw, _ = self._resolve(dst, "copy destination")
         if not dw:
@@ -1584,14 +1631,16 @@ class Connection:
         self._queue_of(queue)
         op = L.Op(queue=queue, kind=L.OP_COPY, src=sb.ptr, dst=db.ptr, src_offset=so,
                   dst_offset=do, size=nbytes, waits=waits, nwaits=len(waits) if waits else 0)
-        return self._send(op, queue, "copy", (sb, db), waits)
+        return self._send(op, queue, "copy", (sb, db), waits, dl)
 
-    def fill(self, dst, value, *, queue=0, wait=()):
+    def fill(self, dst, value, *, queue=0, wait=(), deadline=None):
         """Fills dst (a shared-buffer array or view, or a DeviceArray) with
         value, converted to dst's dtype.  The device fills 32-bit patterns:
         dst's size and offset must be multiples of 4 bytes, and an 8-byte
-        value must have equal halves (0, for instance).  Returns an Op."""
+        value must have equal halves (0, for instance).  deadline: as for
+        submit.  Returns an Op."""
         self._check()
+        dl = _deadline_us(deadline)
         db, do, dn, dtype, dw, _ = self._resolve(dst, "fill destination")
         if not dw:
             raise ValueError("fill destination: the array is read-only")
@@ -1611,7 +1660,7 @@ class Connection:
         self._queue_of(queue)
         op = L.Op(queue=queue, kind=L.OP_FILL, dst=db.ptr, dst_offset=do, size=dn,
                   pattern=pattern, waits=waits, nwaits=len(waits) if waits else 0)
-        return self._send(op, queue, "fill", (db,), waits)
+        return self._send(op, queue, "fill", (db,), waits, dl)
 
     @contextlib.contextmanager
     def batch(self):
@@ -1630,10 +1679,14 @@ class Connection:
         finally:
             pending, self._batch = self._batch, None
             n, self._bn = self._bn, 0
+            ext, self._bext_on = self._bext_on, False
             if not ok or not pending:
                 self._queues.update(counts)
             else:
-                r = _dll.devq_submit(self._h, self._bops, n, None)
+                if ext:
+                    r = _dll.devq_submit_ex(self._h, self._bops, n, None, self._bext)
+                else:
+                    r = _dll.devq_submit(self._h, self._bops, n, None)
                 if r < 0:
                     self._queues.update(counts)
                     try:
@@ -1652,6 +1705,10 @@ class Connection:
         new = (L.Op * (2 * len(self._bops)))()
         ctypes.memmove(new, self._bops, ctypes.sizeof(self._bops))
         self._bops = new
+        if self._bext is not None:
+            ext = (L.OpExt * len(new))()
+            ctypes.memmove(ext, self._bext, ctypes.sizeof(self._bext))
+            self._bext = ext
 
     # status and errors ---------------------------------------------------
 
@@ -1687,8 +1744,8 @@ class Connection:
                           [TenantStatus(t.name.decode(errors="replace"), t.uid, t.weight,
                                         t.sessions, t.ops_waiting, t.queued_ns, t.ops_inside,
                                         t.ops_done, t.device_ns, t.wait_ns, t.wait_max_ns,
-                                        t.waits)
-                           for t in (s.tenants[i] for i in range(s.ntenants))])
+                                        t.waits, s.tenant_deadline_exceeded[i])
+                           for i, t in ((i, s.tenants[i]) for i in range(s.ntenants))])
         finally:
             _dll.devq_status_free(p)
 

@@ -134,6 +134,12 @@ class Op(ctypes.Structure):
     ]
 
 
+class OpExt(ctypes.Structure):
+    """struct devq_op_ext: per-op options of devq_submit_ex."""
+
+    _fields_ = [("size", c_u32), ("reserved", c_u32), ("deadline_us", c_u64)]
+
+
 TIMING_FIELDS = (
     "client_submit",
     "received",
@@ -265,6 +271,7 @@ class Status(ctypes.Structure):
         ("refused", ctypes.POINTER(RefusedUser)),
         ("ntenants", c_size),
         ("tenants", ctypes.POINTER(TenantInfo)),
+        ("tenant_deadline_exceeded", ctypes.POINTER(c_u64)),
     ]
 
 
@@ -276,6 +283,7 @@ STRUCTS = {
     "devq_arg": Arg,
     "devq_wait": Wait,
     "devq_op": Op,
+    "devq_op_ext": OpExt,
     "devq_timing": Timing,
     "devq_completion": Completion,
     "devq_error": Error,
@@ -305,6 +313,7 @@ _PROTOS = {
     "devq_queue_open_priority": (c_int, [c_void_p, c_u32, c_int]),
     "devq_queue_reset": (c_int, [c_void_p, c_u32]),
     "devq_submit": (c_int, [c_void_p, _P(Op), c_size, _P(c_u64)]),
+    "devq_submit_ex": (c_int, [c_void_p, _P(Op), c_size, _P(c_u64), _P(OpExt)]),
     "devq_next_completion": (c_int, [c_void_p, _P(Completion), c_int]),
     "devq_completed": (c_u64, [c_void_p, c_u32]),
     "devq_poll": (c_int, [c_void_p]),

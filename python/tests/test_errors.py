@@ -222,3 +222,70 @@ def test_daemon_gone_fails_ops_in_flight():
     assert e.value.code == "unavailable"
     c.close()
     os.system("rm -rf " + d.dir)
+
+
+def _my_deadline_exceeded(c):
+    return [t.deadline_exceeded for t in c.status().tenants if t.uid == os.getuid()][0]
+
+
+def test_deadline_passed_never_runs(conn):
+    """deadline= of 5 ms behind 50 ms of work: deadline_exceeded naming the
+    client's deadline, and the fill never ran; its queue and an op waiting
+    on it fail dependency_failed; the tenant counts it.  500 ms: it runs."""
+    before = _my_deadline_exceeded(conn)
+    x = conn.zeros((1024,), np.uint32)
+    spin = conn.submit("spin", ns=50_000_000, queue=7)
+    late = conn.submit("fill_u32", value=7, dst=x, queue=7, deadline=0.005)
+    after = conn.submit("spin", ns=0, queue=7)
+    other = conn.submit("spin", ns=0, queue=8, wait=[late])
+    assert spin.result(timeout=10 * SLOW).status == "ok"
+    err = late.exception(timeout=10 * SLOW)
+    assert isinstance(err, devq.Error) and err.code == "deadline_exceeded", err
+    assert "deadline of 5000 us" in err.message
+    assert after.exception(timeout=10 * SLOW).code == "dependency_failed"
+    assert other.exception(timeout=10 * SLOW).code == "dependency_failed"
+    assert not x.any(), "the op past its deadline ran"
+    assert _my_deadline_exceeded(conn) == before + 1
+    conn.reset_queue(7)
+    conn.submit("spin", ns=50_000_000, queue=7)
+    ok = conn.fill(x, 9, queue=7, deadline=0.5)
+    assert ok.result(timeout=10 * SLOW).status == "ok"
+    assert (x == 9).all()
+
+
+def test_deadline_in_batches(conn):
+    """In a batch, ops with and without deadlines side by side, after a
+    batch that had none and before one whose only deadline op comes last
+    (the options array is reused: no stale deadline may leak)."""
+    x = conn.zeros((256,), np.uint32)
+    y = conn.zeros((256,), np.uint32)
+    with conn.batch():
+        conn.submit("spin", ns=0, queue=9)
+    with conn.batch():
+        conn.submit("spin", ns=50_000_000, queue=9)
+        late = conn.fill(x, 5, queue=9, deadline=0.005)
+        free = conn.fill(y, 6, queue=10)
+        conn.submit("spin", ns=0, queue=10, deadline=30)
+    assert late.exception(timeout=10 * SLOW).code == "deadline_exceeded"
+    assert free.result(timeout=10 * SLOW).status == "ok"
+    assert not x.any() and (y == 6).all()
+    conn.reset_queue(9)
+    with conn.batch():
+        a = conn.submit("spin", ns=20_000_000, queue=9)
+        b = conn.fill(x, 4, queue=9)  # the slot that held the 5 ms deadline
+        c = conn.fill(y, 3, queue=10, deadline=30)
+    for op in (a, b, c):
+        assert op.result(timeout=10 * SLOW).status == "ok"
+    assert (x == 4).all() and (y == 3).all()
+
+
+@pytest.mark.parametrize("bad,exc", [(0, ValueError), (-1, ValueError),
+                                     (float("nan"), ValueError), (float("inf"), ValueError),
+                                     ("1", TypeError), (True, TypeError)])
+def test_deadline_refused_locally(conn, bad, exc):
+    x = conn.zeros((16,), np.uint32)
+    with pytest.raises(exc, match="deadline"):
+        conn.submit("spin", ns=0, deadline=bad)
+    with pytest.raises(exc, match="deadline"):
+        conn.fill(x, 1, deadline=bad)
+    assert nothing_sent(conn)

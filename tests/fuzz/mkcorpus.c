@@ -822,6 +822,43 @@ static void seed_ring(void)
 	save("ring-never");
 }
 
+/* Op.deadline_us: deadlines that pass and ones that do not, through the
+ * socket and the submit ring. */
+static void seed_deadline(void)
+{
+	/* Deadlines no op here comes near: every op runs. */
+	hello_sq();
+	create(1, 4096, DEVQ__BUFFER_KIND__SHARED);
+	queue_msg(1, false);
+	fill(1, 1, 0, 4096, 0x11111111)->deadline_us = 60000000;
+	kernel(1, "fill_u32", "n", U(64), "value", W(2), "dst", B(1, 0), NULL)->deadline_us =
+		UINT64_MAX;
+	submit();
+	fill(1, 1, 0, 64, 3)->deadline_us = 60000000;
+	ring_submit(0, 0);
+	release(1);
+	save("ok-deadline");
+
+	/* One that passes behind a 20 ms spin (deadline_exceeded), the ops
+	 * after it and one waiting on it from another queue (dependency
+	 * failed), and a replayable op with a deadline (invalid_argument). */
+	hello();
+	create(1, 4096, DEVQ__BUFFER_KIND__SHARED);
+	queue_msg(1, false);
+	queue_msg(2, false);
+	kernel(1, "spin", "ns", U(20000000), NULL);
+	fill(1, 1, 0, 64, 4)->deadline_us = 1;
+	fill(1, 1, 64, 64, 5);
+	op_wait(fill(2, 1, 128, 64, 6), 1, 2);
+	submit();
+	Devq__Op *r = fill(2, 1, 0, 64, 7);
+	r->replayable = true;
+	r->deadline_us = 1000000;
+	submit();
+	release(1);
+	save("edge-deadline");
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
@@ -833,5 +870,6 @@ int main(int argc, char **argv)
 	seed_edge();
 	seed_reset();
 	seed_ring();
+	seed_deadline();
 	return 0;
 }

@@ -326,6 +326,7 @@ static void run_list(struct cpu_backend *cb, struct cpu_stream *st, struct devq_
 			snprintf(op->msg, sizeof(op->msg), "cancelled before it started");
 		}
 		op->t_start = devq_now_ns();
+		devq_bop_deadline_passed(op, op->t_start); /* then it does not run */
 		if (op->code == DEVQ__CODE__OK && !atomic_load(&cb->lost))
 			run_op(cb, op);
 		op->t_end = devq_now_ns();

@@ -521,6 +521,10 @@ static void precheck(struct devq_bop *op)
 		devq_bop_dependency_failed(op, w, i);
 		return;
 	}
+	/* Issued is started, as far as the host can tell: the device runs
+	 * what is on a stream without asking again. */
+	if (op->deadline_ns)
+		devq_bop_deadline_passed(op, now_ns());
 }
 
 /* Lock held: marks the backend lost after a failure of a call that orders
