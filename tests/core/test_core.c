@@ -248,6 +248,8 @@ struct opmsg {
  * are marked replayable (Op.replayable: one of a batch that may pass
  * fair-k). */
 static bool untimed, replayable;
+/* Op.deadline_us of ops submitted while set (received at 1 ns). */
+static uint64_t deadline;
 
 /* Submits an op on queue q: writer (fill of buffer w) when w, reader (copy
  * from r into scratch buffer 99) when r, with explicit waits (queue,
@@ -261,6 +263,7 @@ static int try_submit(struct devq_session *s, uint32_t q, uint64_t w, uint64_t r
 	m.op.queue = q;
 	m.op.no_timing = untimed;
 	m.op.replayable = replayable;
+	m.op.deadline_us = deadline;
 	for (unsigned i = 0; i < nwaits; i++) {
 		devq__wait__init(&m.w[i]);
 		m.w[i].queue = wq[i];
@@ -4770,6 +4773,72 @@ START_TEST(test_fairness_charges_cost)
 }
 END_TEST
 
+/* ---- client deadlines --------------------------------------------------- */
+
+/* The check itself at its bound: an op may start at its deadline, not a
+ * nanosecond after; no deadline never passes; an op already failed keeps
+ * its own code. */
+START_TEST(test_deadline_at_bound_and_past)
+{
+	struct devq_bop b;
+	memset(&b, 0, sizeof(b));
+	b.deadline_ns = 1000;
+	b.deadline_us = 1;
+	ck_assert(!devq_bop_deadline_passed(&b, 999));
+	ck_assert(!devq_bop_deadline_passed(&b, 1000));
+	ck_assert_int_eq(b.code, DEVQ__CODE__OK);
+	ck_assert(devq_bop_deadline_passed(&b, 1001));
+	ck_assert_int_eq(b.code, DEVQ__CODE__DEADLINE_EXCEEDED);
+	ck_assert_msg(strstr(b.msg, "client's deadline of 1 us"), "%s", b.msg);
+	memset(&b, 0, sizeof(b));
+	ck_assert(!devq_bop_deadline_passed(&b, UINT64_MAX)); /* 0: none */
+	b.deadline_ns = 1000;
+	b.code = DEVQ__CODE__DEPENDENCY_FAILED;
+	ck_assert(!devq_bop_deadline_passed(&b, 2000));
+	ck_assert_int_eq(b.code, DEVQ__CODE__DEPENDENCY_FAILED);
+}
+END_TEST
+
+/* Receipt plus the deadline, saturating; fair.c's hand-over fails an op
+ * past it (it reaches the backend in its stream's order, failed), op by op
+ * (enqueue: the CUDA backend) and in a burst (enqueue_chain: the CPU
+ * one); the tenant counts it, and a replayable op may not carry one. */
+START_TEST(test_deadline_at_hand_over)
+{
+	for (int chain = 0; chain < 2; chain++) {
+		struct devq_session *s = two_queues();
+		if (chain)
+			fake_use_chain();
+		deadline = UINT64_MAX; /* far past any clock: saturates, never passes */
+		submit(s, 1, 5, 0, 0, NULL, NULL);
+		ck_assert_uint_eq(handed(0)->b.deadline_ns, UINT64_MAX);
+		ck_assert_int_eq(handed(0)->b.code, DEVQ__CODE__OK);
+		complete_all();
+		deadline = 3; /* received at 1 ns: passed long before the hand-over */
+		submit(s, 2, 6, 0, 0, NULL, NULL);
+		ck_assert_uint_eq(handed(0)->b.deadline_ns, 3001);
+		ck_assert_int_eq(handed(0)->b.code, DEVQ__CODE__DEADLINE_EXCEEDED);
+		ck_assert_msg(strstr(handed(0)->b.msg, "deadline of 3 us"), "%s",
+			      handed(0)->b.msg);
+		ck_assert_int_eq(handed(0)->b.kind, DEVQ_BOP_FILL); /* in order, runs nothing */
+		complete(0, DEVQ__CODE__DEADLINE_EXCEEDED);
+		ck_assert_uint_eq(s->tenant->deadline_exceeded, 1);
+		ck_assert_uint_eq(s->tenant->failed, 1);
+		replayable = true;
+		deadline = 1000000;
+		submit(s, 1, 5, 0, 0, NULL, NULL);
+		ck_assert_int_eq(handed(0)->b.kind, DEVQ_BOP_FAIL);
+		ck_assert_int_eq(handed(0)->b.code, DEVQ__CODE__INVALID_ARGUMENT);
+		ck_assert_msg(strstr(handed(0)->b.msg, "replayable"), "%s", handed(0)->b.msg);
+		replayable = false;
+		deadline = 0;
+		complete_all();
+		ck_assert_uint_eq(s->tenant->deadline_exceeded, 1);
+		engine_down();
+	}
+}
+END_TEST
+
 int main(void)
 {
 	Suite *su = suite_create("core");
@@ -4791,6 +4860,8 @@ int main(void)
 	tcase_add_test(tc, test_failed_completion_logged_at_debug);
 	tcase_add_test(tc, test_readers_list_stays_short);
 	tcase_add_test(tc, test_strict_wait_covers_order_wait);
+	tcase_add_test(tc, test_deadline_at_bound_and_past);
+	tcase_add_test(tc, test_deadline_at_hand_over);
 	tcase_add_test(tc, test_fairness_by_tenant);
 	tcase_add_test(tc, test_fairness_window_by_time);
 	tcase_add_test(tc, test_fairness_weights);
