@@ -62,7 +62,7 @@ chmod 0644 "$repo"/*
 "$B/devqd" --check-executables "$repo" >"$tmp/check.out" 2>"$tmp/check.err"; rc=$?
 check "check-executables exits 1 (got $rc)" '[ $rc = 1 ]'
 check "an ABI version that differs: $(cat "$tmp/check.err")" \
-	"grep -q \"badabi.exec: cpu-host h.so: 'bad_abi' has host ABI version 99; this devqd runs version 1\" \"\$tmp/check.err\""
+	"grep -q \"badabi.exec: cpu-host h.so: 'bad_abi' has host ABI version 99; this devqd runs versions 1 and 2\" \"\$tmp/check.err\""
 check "no run function" "grep -q \"norun.exec: cpu-host h.so: 'no_run' has no run function\" \"\$tmp/check.err\""
 check "a missing symbol" "grep -q \"nosym.exec: cpu-host h.so: no symbol 'nosuch' in it\" \"\$tmp/check.err\""
 check "cpu and cpu-host" 'grep -q "both.exec: cpu and cpu-host: give one of them, not both" "$tmp/check.err"'

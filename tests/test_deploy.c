@@ -1079,6 +1079,7 @@ static const char *sample_value(const char *key)
 		{ "max-queues", "9" },
 		{ "verbose", "2" },
 		{ "stall-timeout-ms", "5000" },
+		{ "slice-us", "500" },
 		{ "trace-records", "100" },
 		{ "admin-group", "root" },
 		{ "allow-users", "root,0" },

@@ -363,20 +363,26 @@ static int load_cpu(struct devq_exe *e, const char *path, const char *rel, const
 	return r;
 }
 
-/* A host executable's description: its ABI version must be this devqd's
- * (another version's structure cannot be read), and it must run
- * something. */
+/* A host executable's description: its ABI version must be one this
+ * devqd reads (1 or 2: another version's structure cannot be read), and
+ * it must run something.  Members past run are read only at version 2: a
+ * version-1 structure ends at run. */
 static int host_check(const struct devq_host_exe *x, const char *key, const char *rel,
 		      const char *sym, char *why, size_t n)
 {
-	if (x->abi != DEVQ_HOST_ABI) {
-		snprintf(why, n, "%s %.150s: '%s' has host ABI version %u; this devqd runs version %u "
-			 "(<devq/kernel.h> DEVQ_HOST_ABI)", key, rel, sym, (unsigned)x->abi,
+	if (x->abi != 1 && x->abi != DEVQ_HOST_ABI) {
+		snprintf(why, n, "%s %.150s: '%s' has host ABI version %u; this devqd runs versions "
+			 "1 and %u (<devq/kernel.h> DEVQ_HOST_ABI)", key, rel, sym, (unsigned)x->abi,
 			 (unsigned)DEVQ_HOST_ABI);
 		return -ENOEXEC;
 	}
 	if (!x->run) {
 		snprintf(why, n, "%s %.150s: '%s' has no run function", key, rel, sym);
+		return -ENOEXEC;
+	}
+	if (x->abi >= 2 && !x->units != !x->run_units) {
+		snprintf(why, n, "%s %.150s: '%s' has %s but not %s (both or neither)", key, rel, sym,
+			 x->units ? "units" : "run_units", x->units ? "run_units" : "units");
 		return -ENOEXEC;
 	}
 	return 0;
