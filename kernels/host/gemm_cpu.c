@@ -231,12 +231,15 @@ static unsigned grow(struct gemm_pool *p, unsigned want)
 	return p->nhelpers;
 }
 
-/* The tiles of C (0 for an empty C: nothing to do).  Saturating: m and n
- * past what BLAS takes are refused by the first slice. */
+/* The tiles of C; one for an empty C, so that its slice still refuses
+ * dims past what BLAS takes (m = 2^31 with n = 0).  Saturating: such dims
+ * are refused by the first slice. */
 static uint64_t gemm_units(const union devq_kval *a)
 {
 	uint64_t rows = cdiv(a[0].u64, GEMM_TILE), cols = cdiv(a[1].u64, GEMM_TILE);
-	if (rows && cols > UINT64_MAX / rows)
+	if (!rows || !cols)
+		return 1;
+	if (cols > UINT64_MAX / rows)
 		return UINT64_MAX;
 	return rows * cols;
 }
