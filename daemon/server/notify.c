@@ -109,9 +109,9 @@ static bool device_alive(struct devq_notify *n)
 	}
 	/* Never shorter than one op may legitimately run without progress:
 	 * max-op-ms while an op that cannot be stopped before its end might
-	 * be running (a CPU or CUDA kernel, an unsliced host executable).
-	 * Ops that run in slices show progress every slice: for them the
-	 * stall timeout alone. */
+	 * be running (a CPU or CUDA kernel, an unsliced host executable, a
+	 * slice not known to be short).  Ops that run in short slices show
+	 * progress every slice: for them the stall timeout alone. */
 	uint64_t limit = d->e.cfg.stall_ns;
 	bool only_sliced = atomic_load(&be->sliced_running) > 0 &&
 			   atomic_load(&be->unsliced_running) == 0;

@@ -145,44 +145,45 @@ static void cores_give(struct cpu_backend *cb, unsigned n)
 	pthread_mutex_unlock(&cb->cores_lock);
 }
 
-/* How many units the next slice runs: slice_ns of expected core time at
- * the core time per unit the op's earlier slices took (one unit when
- * there were none), at least one, at most 4 times the last slice (a first
- * unit that ran unusually fast does not make the second slice huge), and
- * no more than are left. */
-static uint64_t slice_units(uint64_t slice_ns, uint64_t done, uint64_t core_ns, uint64_t last_n,
-			    uint64_t left)
+/* A slice expected to take less core time than this is short for the
+ * watchdog: a quarter of the smallest stall timeout (1 s), so that a short
+ * slice stretched by a loaded machine still ends well within it. */
+#define SHORT_SLICE_NS 250000000ull
+
+/* How many units each core of the next slice runs: slice_ns of expected
+ * time at the core time per unit the op's earlier slices took (one unit
+ * when there were none), at least one, at most 4 times the last slice's (a
+ * first unit that ran unusually fast does not make the second slice
+ * huge). */
+static uint64_t slice_per_core(uint64_t slice_ns, uint64_t done, uint64_t core_ns, uint64_t last)
 {
-	uint64_t n = 1;
-	if (done) {
-		uint64_t per = core_ns / done;
-		n = per ? slice_ns / per : slice_ns;
-		if (n > last_n * 4)
-			n = last_n * 4;
-		if (n < 1)
-			n = 1;
-	}
-	return n < left ? n : left;
+	if (!done)
+		return 1;
+	uint64_t per = core_ns / done;
+	uint64_t n = per ? slice_ns / per : slice_ns;
+	if (last <= UINT64_MAX / 4 && n > last * 4)
+		n = last * 4;
+	return n ? n : 1;
 }
 
 /* A sliced host op (<devq/kernel.h> units): its units in slices of at
- * most slice_ns of expected core time, each with the cores it takes for
- * it alone (so other host ops get theirs between two slices).  Between
- * two slices: a cancel (admin evict, session close, SIGTERM) stops it
- * CANCELLED; its own device time past max-op-ms fails it
- * DEADLINE_EXCEEDED.  Its own device time is the core time its slices
- * held (the cores taken x a slice's wall time) in whole devices (/ ncpu):
- * an op alone holds every core, and its device time is its wall time, as
- * on a GPU; an op that shares the cores with others runs longer on fewer
- * of them and is charged the same.  The waits for cores are not the op's:
- * they are queued time.  Either leaves
- * its outputs partly written.  Returns as the run does, or 1 with
- * op->code set. */
+ * most slice_ns of expected time on each core the slice holds, each slice
+ * with the cores it takes for itself alone (so other host ops get theirs
+ * between two slices).  Between two slices: a cancel (admin evict,
+ * session close, SIGTERM) stops it CANCELLED; its own device time past
+ * max-op-ms fails it DEADLINE_EXCEEDED.  Its own device time is the core
+ * time its slices held (the cores taken x a slice's wall time) in whole
+ * devices (/ ncpu): an op alone holds every core, and its device time is
+ * its wall time, as on a GPU; an op that shares the cores with others
+ * runs longer on fewer of them and is charged the same.  The waits for
+ * cores are not the op's: they are queued time.  Either stop leaves its
+ * outputs partly written.  Returns as the run does, or 1 with op->code
+ * set. */
 static int run_sliced(struct cpu_backend *cb, struct devq_bop *op, const struct devq_host_exe *x,
 		      struct devq_host_call *call)
 {
 	uint64_t units = x->units(op->args);
-	uint64_t done = 0, core_ns = 0, last_n = 1;
+	uint64_t done = 0, core_ns = 0, last = 1;
 	int r = 0;
 	while (done < units) {
 		if (op->cancel && atomic_load_explicit(op->cancel, memory_order_relaxed)) {
@@ -206,16 +207,27 @@ static int run_sliced(struct cpu_backend *cb, struct devq_bop *op, const struct 
 			return 1;
 		}
 		uint64_t slice_ns = atomic_load_explicit(&cb->b.slice_ns, memory_order_relaxed);
-		uint64_t n = slice_units(slice_ns, done, core_ns, last_n, units - done);
-		call->threads = cores_take(cb, n);
+		uint64_t left = units - done;
+		call->threads = cores_take(cb, left);
+		uint64_t each = slice_per_core(slice_ns, done, core_ns, last);
+		uint64_t n = each > left / call->threads ? left : each * call->threads;
+		/* A slice not known to be short (the first, unmeasured; one of
+		 * units so long that each core is expected to take
+		 * SHORT_SLICE_NS or more) is, for the watchdog, an op that
+		 * cannot be stopped: it may show no progress for max-op-ms. */
+		bool long_slice = !done || core_ns / done * each >= SHORT_SLICE_NS;
+		if (long_slice)
+			atomic_fetch_add(&cb->b.unsliced_running, 1);
 		uint64_t t0 = devq_now_ns();
 		r = devq_hslots_call_units(x, op->kernel->name, op->args, call, done, done + n,
 					   op->msg, sizeof(op->msg));
 		uint64_t took = devq_now_ns() - t0;
+		if (long_slice)
+			atomic_fetch_sub(&cb->b.unsliced_running, 1);
 		cores_give(cb, call->threads);
 		core_ns += took * call->threads;
 		done += n;
-		last_n = n;
+		last = each;
 		atomic_fetch_add_explicit(&cb->b.slices, 1, memory_order_relaxed);
 		if (r < 0)
 			break;
