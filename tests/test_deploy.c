@@ -373,9 +373,12 @@ static uint64_t gemm_submit(devq *q, struct devq_buffer *const bufs[3], uint64_t
 
 /* Sliced host ops show progress at every slice: with max-op-ms 10000 and
  * stall-timeout-ms 1000, one legal gemm of several seconds (sized from a
- * 1024^3 one on this machine: about 6 s, well inside max-op-ms) keeps
- * the pings coming, never more than 1000 ms apart (the stall timeout
- * alone: no max-op-ms floor for them). */
+ * 1024^3 one on this machine: about 5 s, inside max-op-ms) keeps the
+ * pings coming, never more than 1000 ms apart (the stall timeout alone:
+ * no max-op-ms floor for them).  A machine that slows down under the test
+ * (sanitizers, other load) may take the gemm past max-op-ms: it is then
+ * stopped, deadline_exceeded, after 10 s of pings, which were checked all
+ * the same. */
 START_TEST(test_watchdog_pings_through_long_gemm)
 {
 	struct proc p;
@@ -394,7 +397,7 @@ START_TEST(test_watchdog_pings_through_long_gemm)
 	ck_assert_int_eq(devq_wait(q, 1, pt, ARRIVAL_MS, &c), 0);
 	ck_assert_msg(c.code == DEVQ_OK, "%s", c.message);
 	double t1 = (double)(c.t.device_end - c.t.device_start) / 1e9;
-	uint64_t n = (uint64_t)(1024.0 * cbrt(6.0 / (t1 > 1e-3 ? t1 : 1e-3)));
+	uint64_t n = (uint64_t)(1024.0 * cbrt(5.0 / (t1 > 1e-3 ? t1 : 1e-3)));
 	if (n > cap)
 		n = cap;
 	if (n < 1024)
@@ -417,7 +420,8 @@ START_TEST(test_watchdog_pings_through_long_gemm)
 			      "no WATCHDOG=1 for 5 s while a %llu^3 gemm runs; got:\n%s\nlog:\n%s",
 			      (unsigned long long)n, p.seen, proc_log(&p));
 	}
-	ck_assert_msg(c.code == DEVQ_OK, "%llu^3: %s", (unsigned long long)n, c.message);
+	ck_assert_msg(c.code == DEVQ_OK || c.code == DEVQ_E_DEADLINE_EXCEEDED, "%llu^3: %s",
+		      (unsigned long long)n, c.message);
 	ck_assert_msg(worst <= 1000000000ull,
 		      "WATCHDOG=1 %llu ms apart while a %llu^3 gemm of %.1f s ran",
 		      (unsigned long long)(worst / 1000000), (unsigned long long)n,
