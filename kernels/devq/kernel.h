@@ -51,10 +51,10 @@
  * cut into independent units of work gives units() and run_units(): the
  * CPU backend then runs an op's units [0, units(args)) in slices, each a
  * call run_units(args, call, first, last) of at most devqd.conf's
- * slice-us of expected time on each core (at least one unit), and between two
- * slices checks the op's own device time against max-op-ms and whether
- * the op was cancelled (admin evict, session close, SIGTERM): an op
- * stopped there leaves its outputs partly written.  Units must not depend
+ * slice-us of expected time on each core (at least one unit), and
+ * between two slices checks the op's own device time against max-op-ms
+ * and whether the op was cancelled (admin evict, session close,
+ * SIGTERM): an op stopped there leaves its outputs partly written.  Units must not depend
  * on each other (any order, any thread), and the result must not depend
  * on how they are grouped into slices or how many threads run a slice:
  * then one op gives the same bits alone and under load.  Without them (or
