@@ -199,6 +199,8 @@ sys.stdout.buffer.write(struct.pack("<%df" % n, *(r.gauss(0, 1) for _ in range(n
 	wait "$gp"
 	check "SIGTERM stops a running gemm at its slice: $(cat "$tmp/term.out")" \
 		'grep -q "gemm_f32 queue 0 point 1: cancelled: gemm_f32: cancelled after [0-9]* of 1024 units; its outputs are partly written" "$tmp/term.out"'
+	# A liveness bound, not a speed target: the gemm alone takes seconds.
+	check "devqd stopped $took ms after SIGTERM with a 4096^3 gemm running" '[ "$took" -lt 3000 ]'
 	echo "test_host: devqd stopped $took ms after SIGTERM with a 4096^3 gemm running"
 else
 	kill "$dpid"; wait "$dpid"; rc=$?; dpid=
