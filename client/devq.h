@@ -61,6 +61,13 @@ enum devq_code {
 	DEVQ_E_CANCELLED = 11,
 	DEVQ_E_DEADLINE_EXCEEDED = 12,
 };
+/* An op stopped while it ran leaves its outputs partly written: a host
+ * executable that runs in slices (gemm_f32 and gemm_f32_nt on the CPU
+ * backend) stops at the end of a slice when its session closes, its
+ * tenant is evicted or devqd stops (DEVQ_E_CANCELLED), or when its device
+ * time passes devqd's max-op-ms (DEVQ_E_DEADLINE_EXCEEDED); the units it
+ * finished (for a gemm, tiles of C) hold their result, the others their
+ * old contents. */
 
 /* "ok", "invalid_argument", ... ("unknown" for anything else). */
 DEVQ_EXPORT const char *devq_code_name(int code);

@@ -9,6 +9,12 @@
  *   bad_abi    abi 99: refused at load
  *   no_run     no run function: refused at load
  *   crash_cpu  dereferences NULL: takes devqd down (tests/deploy)
+ *   tick_cpu   n:u64, spin_us:u64, hang:u64, dst:out u32[n]  (abi 2) n
+ *              units, unit u busy for spin_us and then dst[u] = u + 1;
+ *              unit hang - 1 (when hang > 0) sleeps for an hour first:
+ *              a host executable stuck inside one slice (test_deploy's
+ *              watchdog)
+ *   half_units abi 2 with units but no run_units: refused at load
  * init and fini append "init|fini TAG fill|slow main=0|1" to $DEVQ_TEST_HOSTLOG,
  * main=1 when on the process's first thread (devqd's loop): the test
  * checks that never happens, and that every init gets its fini.  A run of
@@ -135,10 +141,59 @@ static int crash_run(const union devq_kval *a, const struct devq_host_call *call
 	return *p * 0;
 }
 
-const struct devq_host_exe fill_cpu = { .abi = DEVQ_HOST_ABI, .init = t_init, .fini = t_fini,
-					.run = fill_cpu_run };
-const struct devq_host_exe slow_cpu = { .abi = DEVQ_HOST_ABI, .init = slow_init, .fini = t_fini,
-					.run = slow_cpu_run };
+static uint64_t tick_units(const union devq_kval *a)
+{
+	return a[0].u64;
+}
+
+static uint64_t now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+static int tick_run_units(const union devq_kval *a, const struct devq_host_call *call,
+			  uint64_t first, uint64_t last)
+{
+	(void)call;
+	uint32_t *d = a[3].ptr;
+	for (uint64_t u = first; u < last; u++) {
+		if (a[2].u64 && u == a[2].u64 - 1) {
+			struct timespec hour = { 3600, 0 };
+			nanosleep(&hour, NULL);
+		}
+		uint64_t t0 = now_us();
+		while (now_us() - t0 < a[1].u64)
+			;
+		d[u] = (uint32_t)u + 1;
+	}
+	return 0;
+}
+
+static int tick_run(const union devq_kval *a, const struct devq_host_call *call)
+{
+	return tick_run_units(a, call, 0, a[0].u64);
+}
+
+const struct devq_host_exe tick_cpu = { .abi = DEVQ_HOST_ABI, .run = tick_run,
+					.units = tick_units, .run_units = tick_run_units,
+					.cost = "n*spin_us" };
+const struct devq_host_exe half_units = { .abi = DEVQ_HOST_ABI, .run = tick_run,
+					  .units = tick_units };
+/* fill_cpu and slow_cpu as a library built against version 1 of the
+ * header exports them: the structure ends at run (devqd must read no
+ * further). */
+struct host_exe_v1 {
+	uint32_t abi, reserved;
+	int (*init)(void *stream, void **slot, char *err, size_t errlen);
+	void (*fini)(void *stream, void *slot);
+	int (*run)(const union devq_kval *args, const struct devq_host_call *call);
+};
+const struct host_exe_v1 fill_cpu = { .abi = 1, .init = t_init, .fini = t_fini,
+				      .run = fill_cpu_run };
+const struct host_exe_v1 slow_cpu = { .abi = 1, .init = slow_init, .fini = t_fini,
+				      .run = slow_cpu_run };
 const struct devq_host_exe fill_cuda = { .abi = DEVQ_HOST_ABI, .init = t_init, .fini = t_fini,
 					 .run = fill_cuda_run };
 const struct devq_host_exe bad_abi = { .abi = 99, .run = fill_cpu_run };

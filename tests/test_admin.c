@@ -1056,6 +1056,87 @@ START_TEST(evict_waits_for_running_op)
 }
 END_TEST
 
+/* A job of nobody on tenant name's socket running one gemm_f32 of
+ * 4096^3 (seconds on a few cores) over device buffers.  Tells the parent
+ * once it is submitted; exits 0 when the op was cancelled or its
+ * connection closed under it, 2 when the gemm ran to its end. */
+static struct job start_gemm_job(const struct daemon_proc *d, const char *name)
+{
+	int p[2];
+	ck_assert_int_eq(pipe(p), 0);
+	struct job j = { fork(), p[0] };
+	ck_assert_int_ge(j.pid, 0);
+	if (j.pid == 0) {
+		close(p[0]);
+		become(NOBODY, NULL, 0);
+		const uint64_t n = 4096;
+		devq *q = NULL;
+		struct devq_buffer *b[3];
+		if (devq_connect(tenant_sock(d, name), "job", &q) < 0 || devq_queue_open(q, 1) < 0)
+			_exit(10);
+		for (int i = 0; i < 3; i++)
+			if (devq_buffer_create(q, n * n * 4, DEVQ_BUFFER_DEVICE, &b[i]) < 0)
+				_exit(10);
+		struct devq_arg a[] = { a_u64("m", n), a_u64("n", n), a_u64("k", n),
+					a_f32("alpha", 1.0f), a_f32("beta", 0.0f),
+					a_buf("a", b[0], 0), a_buf("b", b[1], 0), a_buf("c", b[2], 0) };
+		struct devq_op op = { .queue = 1, .kind = DEVQ_OP_KERNEL,
+				      .exec = exe(q, "gemm_f32"), .args = a, .nargs = 8 };
+		uint64_t pt;
+		if (devq_submit(q, &op, 1, &pt) < 0 || devq_flush(q) < 0)
+			_exit(11);
+		if (write(p[1], "r", 1) != 1)
+			_exit(12);
+		struct devq_completion c;
+		int r = devq_wait(q, 1, pt, 60000, &c);
+		_exit(r == 0 && c.code == DEVQ_OK ? 2 : 0);
+	}
+	close(p[1]);
+	return j;
+}
+
+/* Evict with a long gemm running: it runs in slices, and stops at the end
+ * of the one running when its session closes (cancelled, C partly
+ * written), instead of running to its end; its buffers are freed and the
+ * answer comes at once. */
+START_TEST(evict_stops_sliced_gemm)
+{
+	if (!root_or_skip("evict_stops_sliced_gemm"))
+		return;
+	struct daemon_proc d;
+	start(&d, NULL);
+	devq *q = conn(d.sock, "admin");
+	ck_assert_int_eq(grant(q, "job_gm", NOBODY, 0, 0, 0, NULL), 0);
+	struct job j = start_gemm_job(&d, "job_gm");
+	job_ready(&j);
+	bool found;
+	for (int i = 0; i < 500 && tenant_inflight(q, "job_gm", &found) < 1; i++)
+		usleep(2000);
+	ck_assert_uint_eq(tenant_inflight(q, "job_gm", &found), 1);
+	usleep(300000); /* well into the gemm */
+	uint64_t t0 = harness_now_ns();
+	struct devq_evict_result r;
+	ck_assert_msg(devq_admin_evict(q, "job_gm", 10000, &r) == 0, "%s", devq_last_error(q));
+	uint64_t took_ms = (harness_now_ns() - t0) / 1000000;
+	ck_assert_uint_eq(r.still_running, 0);
+	ck_assert_uint_eq(r.bytes_left, 0);
+	/* The running gemm itself completed cancelled. */
+	ck_assert_uint_eq(r.cancelled, 1);
+	ck_assert_uint_eq(r.errors, 0);
+	/* A liveness bound (the gemm alone takes seconds here): the evict
+	 * waited for one slice, not for the gemm's end. */
+	ck_assert_msg(took_ms < 3000, "evict took %llu ms", (unsigned long long)took_ms);
+	ck_assert_int_eq(child_status(j.pid), 0);
+	struct devq_status *s;
+	ck_assert_int_eq(devq_get_status(q, &s), 0);
+	ck_assert_uint_eq(s->buffers, 0);
+	ck_assert_uint_eq(s->ops_in_flight, 0);
+	devq_status_free(s);
+	devq_disconnect(q);
+	stop(&d);
+}
+END_TEST
+
 /* A grace shorter than the running op: the answer says what still runs,
  * and the buffer goes when the op ends. */
 START_TEST(evict_grace_reports_still_running)
@@ -1821,6 +1902,7 @@ static Suite *suite(void)
 	tcase_add_test(t, cap_lowered_below_use);
 	tcase_add_test(t, evict_waits_for_running_op);
 	tcase_add_test(t, evict_grace_reports_still_running);
+	tcase_add_test(t, evict_stops_sliced_gemm);
 	tcase_add_test(t, grants_survive_restart);
 	tcase_add_test(t, instances_keep_own_state);
 	tcase_add_test(t, grants_file_whole_lines);

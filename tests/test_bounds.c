@@ -47,6 +47,7 @@ static const struct key_range {
 	{ "max-queues", 1, 65536, true },
 	{ "verbose", 0, 2, false },
 	{ "stall-timeout-ms", 1000, 86400000, true },
+	{ "slice-us", 100, 1000000, true },
 	{ "trace-records", 0, 1048576, true },
 	{ "lost-refuse-after", 1, 1000, true },
 	{ "lost-refuse-s", 0, 2592000, true },

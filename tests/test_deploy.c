@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <math.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -351,6 +352,141 @@ START_TEST(test_watchdog_stall_floor)
 	devq_disconnect(q);
 	proc_kill(&p);
 	proc_cleanup(&p);
+}
+END_TEST
+
+/* A square gemm_f32 of side n on queue 1 over three buffers of n*n
+ * floats each (made by the caller); its point. */
+static uint64_t gemm_submit(devq *q, struct devq_buffer *const bufs[3], uint64_t n)
+{
+	struct devq_arg ga[] = {
+		a_u64("m", n),	    a_u64("n", n),	     a_u64("k", n),
+		a_f32("alpha", 1.0f), a_f32("beta", 0.0f),   a_buf("a", bufs[0], 0),
+		a_buf("b", bufs[1], 0), a_buf("c", bufs[2], 0),
+	};
+	struct devq_op op = { .queue = 1, .kind = DEVQ_OP_KERNEL, .exec = exe(q, "gemm_f32"),
+			      .args = ga, .nargs = 8 };
+	uint64_t pt;
+	ck_assert_msg(devq_submit(q, &op, 1, &pt) == 0, "%s", devq_last_error(q));
+	return pt;
+}
+
+/* Sliced host ops show progress at every slice: with max-op-ms 10000 and
+ * stall-timeout-ms 1000, one legal gemm of several seconds (sized from a
+ * 1024^3 one on this machine: about 5 s, inside max-op-ms) keeps the
+ * pings coming, never more than 1000 ms apart (the stall timeout alone:
+ * no max-op-ms floor for them).  A machine that slows down under the test
+ * (sanitizers, other load) may take the gemm past max-op-ms: it is then
+ * stopped, deadline_exceeded, after 10 s of pings, which were checked all
+ * the same. */
+START_TEST(test_watchdog_pings_through_long_gemm)
+{
+	struct proc p;
+	const char *extra[] = { "--max-op-ms", "10000", "--stall-timeout-ms", "1000", NULL };
+	start_notified(&p, harness_bin("devqd"), "200000", extra);
+	char msg[1024];
+	notify_expect(&p, "READY=1", msg, sizeof(msg));
+	devq *q = conn(p.sock, "watchdog-gemm");
+	ck_assert_int_eq(devq_queue_open(q, 1), 0);
+	const uint64_t cap = 4096;
+	struct devq_buffer *bufs[3];
+	for (int i = 0; i < 3; i++)
+		bufs[i] = mkbuf(q, cap * cap * 4);
+	struct devq_completion c;
+	uint64_t pt = gemm_submit(q, bufs, 1024);
+	ck_assert_int_eq(devq_wait(q, 1, pt, ARRIVAL_MS, &c), 0);
+	ck_assert_msg(c.code == DEVQ_OK, "%s", c.message);
+	double t1 = (double)(c.t.device_end - c.t.device_start) / 1e9;
+	uint64_t n = (uint64_t)(1024.0 * cbrt(5.0 / (t1 > 1e-3 ? t1 : 1e-3)));
+	if (n > cap)
+		n = cap;
+	if (n < 1024)
+		n = 1024;
+	pt = gemm_submit(q, bufs, n);
+	uint64_t last = harness_now_ns(), worst = 0, pings = 0;
+	for (;;) {
+		int r = devq_wait(q, 1, pt, 0, &c);
+		if (r == 0)
+			break;
+		ck_assert_int_eq(r, -ETIMEDOUT);
+		if (notify_recv(&p, msg, sizeof(msg), 50) && strstr(msg, "WATCHDOG=1")) {
+			uint64_t now = harness_now_ns();
+			if (now - last > worst)
+				worst = now - last;
+			last = now;
+			pings++;
+		}
+		ck_assert_msg(harness_now_ns() - last < 5000000000ull,
+			      "no WATCHDOG=1 for 5 s while a %llu^3 gemm runs; got:\n%s\nlog:\n%s",
+			      (unsigned long long)n, p.seen, proc_log(&p));
+	}
+	ck_assert_msg(c.code == DEVQ_OK || c.code == DEVQ_E_DEADLINE_EXCEEDED, "%llu^3: %s",
+		      (unsigned long long)n, c.message);
+	ck_assert_msg(worst <= 1000000000ull,
+		      "WATCHDOG=1 %llu ms apart while a %llu^3 gemm of %.1f s ran",
+		      (unsigned long long)(worst / 1000000), (unsigned long long)n,
+		      (double)(c.t.device_end - c.t.device_start) / 1e9);
+	ck_assert_uint_ge(pings, 3);
+	ck_assert_msg(!strstr(proc_log(&p), "device stuck"), "%s", proc_log(&p));
+	for (int i = 0; i < 3; i++)
+		ck_assert_int_eq(devq_buffer_release(q, bufs[i]), 0);
+	devq_disconnect(q);
+	kill(p.pid, SIGTERM);
+	ck_assert_int_eq(proc_wait(&p), 0);
+	proc_cleanup(&p);
+}
+END_TEST
+
+/* A host executable stuck inside one slice (tests/host_exes.c tick_cpu
+ * with hang) is caught by the stall timeout alone: with max-op-ms 10000
+ * and stall-timeout-ms 1000 the pings stop about 1 s after its last slice
+ * (not max-op-ms + 1 s: 11 s). */
+START_TEST(test_watchdog_stops_in_stuck_slice)
+{
+	struct proc p;
+	proc_dir(&p);
+	char repo[96], out[4096];
+	snprintf(repo, sizeof(repo), "%s/repo", p.dir);
+	ck_assert_int_eq(mkdir(repo, 0755), 0);
+	ck_assert_int_eq(chmod(p.dir, 0755), 0);
+	const char *cc = getenv("CC") && *getenv("CC") ? getenv("CC") : "cc";
+	ck_assert_msg(sh(out, sizeof(out), "%s -std=c11 -O2 -Ikernels -shared -fPIC -o %s/h.so "
+			 "tests/host_exes.c && chmod 0644 %s/h.so", cc, repo, repo) == 0, "%s", out);
+	char path[160];
+	snprintf(path, sizeof(path), "%s/tick.exec", repo);
+	write_file(path, "signature = n:u64, spin_us:u64, hang:u64, dst:out u32[n]\n"
+			 "cpu-host = h.so\ncpu-host-symbol = tick_cpu\n");
+	ck_assert_int_eq(chmod(path, 0644), 0);
+	char xarg[128];
+	snprintf(xarg, sizeof(xarg), "--executables=%s", repo);
+	/* start_notified makes its own directory: keep ours for the repo. */
+	struct proc run;
+	const char *extra[] = { "--max-op-ms", "10000", "--stall-timeout-ms", "1000", xarg, NULL };
+	start_notified(&run, harness_bin("devqd"), "200000", extra);
+	char msg[1024];
+	notify_expect(&run, "READY=1", msg, sizeof(msg));
+	devq *q = conn(run.sock, "watchdog-hang");
+	ck_assert_int_eq(devq_queue_open(q, 1), 0);
+	struct devq_buffer *b = mkbuf(q, 400);
+	/* 100 units of 1 ms; the 50th sleeps inside its slice. */
+	struct devq_arg a[] = { a_u64("n", 100), a_u64("spin_us", 1000), a_u64("hang", 50),
+				a_buf("dst", b, 0) };
+	struct devq_op op = { .queue = 1, .kind = DEVQ_OP_KERNEL, .exec = exe(q, "tick"),
+			      .args = a, .nargs = 4 };
+	uint64_t pt;
+	uint64_t t0 = harness_now_ns();
+	ck_assert_msg(devq_submit(q, &op, 1, &pt) == 0, "%s", devq_last_error(q));
+	notify_expect(&run, "STATUS=device stuck", msg, sizeof(msg));
+	uint64_t took_ms = (harness_now_ns() - t0) / 1000000;
+	/* Not before the stall timeout; well before max-op-ms + 1 s, the
+	 * bound an op that cannot be stopped gets. */
+	ck_assert_msg(took_ms >= 1000 && took_ms < 5000, "stuck said after %llu ms",
+		      (unsigned long long)took_ms);
+	notify_quiet(&run, "WATCHDOG=1");
+	devq_disconnect(q);
+	proc_kill(&run);
+	proc_cleanup(&run);
+	ck_assert_int_eq(sh(out, sizeof(out), "rm -rf %s", p.dir), 0);
 }
 END_TEST
 
@@ -1079,6 +1215,7 @@ static const char *sample_value(const char *key)
 		{ "max-queues", "9" },
 		{ "verbose", "2" },
 		{ "stall-timeout-ms", "5000" },
+		{ "slice-us", "500" },
 		{ "trace-records", "100" },
 		{ "admin-group", "root" },
 		{ "allow-users", "root,0" },
@@ -1736,6 +1873,8 @@ int main(void)
 	tcase_add_test(tc, test_watchdog_pings_stop_when_completions_wedged);
 	tcase_add_test(tc, test_watchdog_stall_floor);
 	tcase_add_test(tc, test_no_watchdog_without_watchdog_usec);
+	tcase_add_test(tc, test_watchdog_pings_through_long_gemm);
+	tcase_add_test(tc, test_watchdog_stops_in_stuck_slice);
 	tcase_add_test(tc, test_reload_on_sighup);
 	tcase_add_test(tc, test_journal_fields);
 	tcase_add_test(tc, test_stderr_levels);

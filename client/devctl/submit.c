@@ -56,7 +56,8 @@ void devctl_submit_usage(FILE *f)
 		"      With --json, errors are {\"error\":\"...\"} objects on stderr; without\n"
 		"      it, a wait over a second shows a progress line when stderr is a tty.\n"
 		"      Ctrl-C while waiting disconnects: devqd cancels the ops not yet\n"
-		"      started (a running one finishes); devctl exits 130.\n");
+		"      started (a running one finishes, a sliced host op such as gemm_f32\n"
+		"      stops at its next slice); devctl exits 130.\n");
 }
 
 struct named_buf {

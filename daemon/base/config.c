@@ -49,6 +49,8 @@ static const struct cfg_key keys[] = {
 	{ "max-queues", CFG_UINT, F(max_queues), 1, 1u << 16, 0, NULL },
 	{ "verbose", CFG_INT, F(verbose), 0, 2, 0, NULL },
 	{ "stall-timeout-ms", CFG_U64, F(stall_ns), 1000, 24ull * 3600 * 1000, 1000000, NULL },
+	/* Sliced host ops (device/cpu/backend_cpu.c run_sliced). */
+	{ "slice-us", CFG_U64, F(slice_ns), 100, 1000000, 1000, NULL },
 	/* Tracing (trace.c): op records kept; who may trace every session. */
 	{ "trace-records", CFG_UINT, F(trace_records), 0, 1u << 20, 0, NULL },
 	{ "admin-group", CFG_STR, F(admin_group), 0, 0, 0, NULL },
@@ -94,7 +96,8 @@ static const struct cfg_key keys[] = {
 static const char *const reloadable[] = { "max-op-ms",        "max-buffer-mb",
 					   "max-queues",       "verbose",
 					   "stall-timeout-ms", "lost-refuse-after",
-					   "lost-refuse-s",    "executables" };
+					   "lost-refuse-s",    "executables",
+					   "slice-us" };
 
 static bool is_reloadable(const char *key)
 {

@@ -27,6 +27,9 @@ struct devq_config {
 	/* Watchdog: ops in flight and no completion for this long means the
 	 * device or a completion thread is stuck (notify.c stops pinging). */
 	uint64_t stall_ns;
+	/* Expected time per core of one slice of a sliced host op (CPU
+	 * backend): how late a cancel or max-op-ms can stop it. */
+	uint64_t slice_ns;
 	bool test_faults;         /* expose the fault-injection kernel (tests) */
 	/* Device losses (server/culprit.c): a uid whose work lost the device
 	 * lost_refuse_after times, each within lost_refuse_s seconds of the
@@ -78,6 +81,13 @@ struct devq_config {
 
 #define DEVQ_FAIR_K_DEFAULT 16
 #define DEVQ_FAIR_WINDOW_NS_DEFAULT 1000000ull
+/* 2 ms: a cancel, an eviction or max-op-ms stops a sliced op within about
+ * that much time (plus one unit where units are longer), and other host
+ * ops waiting for cores get them as soon, while a slice's own cost (a lock
+ * round trip to take and give back cores, a wake-up of the gemm's helpers
+ * and a wait for them, two clock reads) is paid a few hundred times a
+ * second per core, not thousands (devqd.conf(5), slice-us). */
+#define DEVQ_SLICE_NS_DEFAULT 2000000ull
 
 #define DEVQ_CONFIG_DEFAULT_PATH "/etc/devqd/devqd.conf"
 

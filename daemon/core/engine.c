@@ -51,6 +51,13 @@ static int load_manifest(struct devq_engine *e)
 	return 0;
 }
 
+void devq_engine_limits(struct devq_engine *e)
+{
+	atomic_store(&e->be->max_op_ns, e->cfg.max_op_ns);
+	atomic_store(&e->be->slice_ns,
+		     e->cfg.slice_ns ? e->cfg.slice_ns : DEVQ_SLICE_NS_DEFAULT);
+}
+
 int devq_engine_init(struct devq_engine *e, const struct devq_config *cfg,
 		     const struct devq_engine_events *ev, devq_backend_open_fn open)
 {
@@ -84,6 +91,7 @@ int devq_engine_init(struct devq_engine *e, const struct devq_config *cfg,
 		free_parts(e);
 		return r;
 	}
+	devq_engine_limits(e);
 	e->stream_load = calloc(e->be->streams, sizeof(*e->stream_load));
 	e->stream_last = calloc(e->be->streams, sizeof(*e->stream_last));
 	if (!e->stream_load || !e->stream_last ||

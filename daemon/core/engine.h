@@ -134,6 +134,9 @@ typedef int (*devq_backend_open_fn)(const struct devq_backend_config *bc,
  * (logged).  On failure nothing is left to free. */
 int devq_engine_init(struct devq_engine *e, const struct devq_config *cfg,
 		     const struct devq_engine_events *ev, devq_backend_open_fn open);
+/* Hands the limits the backend reads itself (max-op-ms, slice-us) to it:
+ * at start, and after each reload of the configuration. */
+void devq_engine_limits(struct devq_engine *e);
 /* After every session is gone: stops the backend, frees the rest. */
 void devq_engine_fini(struct devq_engine *e);
 

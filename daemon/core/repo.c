@@ -372,15 +372,16 @@ static int load_cpu(struct devq_exe *e, const char *path, const char *rel, const
 	return r;
 }
 
-/* A host executable's description: its ABI version must be this devqd's
- * (another version's structure cannot be read), and it must run
- * something. */
+/* A host executable's description: its ABI version must be one this
+ * devqd reads (1 or 2: another version's structure cannot be read), and
+ * it must run something.  Members past run are read only at version 2: a
+ * version-1 structure ends at run. */
 static int host_check(const struct devq_host_exe *x, const char *key, const char *rel,
 		      const char *sym, char *why, size_t n)
 {
-	if (x->abi != DEVQ_HOST_ABI) {
-		snprintf(why, n, "%s %.150s: '%s' has host ABI version %u; this devqd runs version %u "
-			 "(<devq/kernel.h> DEVQ_HOST_ABI)", key, rel, sym, (unsigned)x->abi,
+	if (x->abi != 1 && x->abi != DEVQ_HOST_ABI) {
+		snprintf(why, n, "%s %.150s: '%s' has host ABI version %u; this devqd runs versions "
+			 "1 and %u (<devq/kernel.h> DEVQ_HOST_ABI)", key, rel, sym, (unsigned)x->abi,
 			 (unsigned)DEVQ_HOST_ABI);
 		return -ENOEXEC;
 	}
@@ -388,6 +389,36 @@ static int host_check(const struct devq_host_exe *x, const char *key, const char
 		snprintf(why, n, "%s %.150s: '%s' has no run function", key, rel, sym);
 		return -ENOEXEC;
 	}
+	if (x->abi >= 2 && !x->units != !x->run_units) {
+		snprintf(why, n, "%s %.150s: '%s' has %s but not %s (both or neither)", key, rel, sym,
+			 x->units ? "units" : "run_units", x->units ? "run_units" : "units");
+		return -ENOEXEC;
+	}
+	return 0;
+}
+
+/* An ABI-2 structure's cost, where the NAME.exec declares none (the file,
+ * which its owner edits without a rebuild, wins): compiled once here as a
+ * `cost =` line is.  A text past DEVQ_COST_TEXT_MAX is refused, read no
+ * further than one byte past it. */
+static int host_cost(struct devq_exe *e, const struct devq_host_exe *x, const char *key,
+		     const char *rel, const char *sym, char *why, size_t n)
+{
+	if (x->abi < 2 || !x->cost || e->cost_text[0])
+		return 0;
+	size_t len = strnlen(x->cost, DEVQ_COST_TEXT_MAX + 1);
+	char cerr[160];
+	if (len > DEVQ_COST_TEXT_MAX) {
+		snprintf(why, n, "%s %.150s: '%s' cost: longer than %u characters", key, rel, sym,
+			 (unsigned)DEVQ_COST_TEXT_MAX);
+		return -ENOEXEC;
+	}
+	if (devq_cost_compile(x->cost, &e->sig, &e->cost, cerr, sizeof(cerr)) < 0) {
+		snprintf(why, n, "%s %.150s: '%s' cost: %s", key, rel, sym, cerr);
+		return -ENOEXEC;
+	}
+	memcpy(e->cost_text, x->cost, len);
+	e->cost_text[len] = '\0';
 	return 0;
 }
 
@@ -399,6 +430,8 @@ static int load_host(struct devq_exe *e, int cuda, const char *path, const char 
 	int r = dl_load(e, cuda, key, path, rel, sym, &e->fid[cuda ? 2 : 1], &fn, why, n);
 	if (!r)
 		r = host_check(fn, key, rel, sym, why, n);
+	if (!r)
+		r = host_cost(e, fn, key, rel, sym, why, n);
 	if (!r && cuda)
 		e->k.cuda_host = fn;
 	else if (!r)

@@ -224,6 +224,19 @@ struct devq_backend {
 	 * not (CPU: two clock reads); otherwise an untimed op may report
 	 * none, and fairness asks for timing of a sample of them. */
 	bool always_timed;
+	/* Sliced host ops (<devq/kernel.h> units; CPU backend).  The daemon
+	 * stores the limits at start and at each reload (SIGHUP); the backend
+	 * reads them between slices, from its own threads: max_op_ns bounds
+	 * an op's own device time, slice_ns is the expected time per core of one
+	 * slice. */
+	_Atomic uint64_t max_op_ns, slice_ns;
+	/* For the watchdog (server/notify.c): slices finished (progress that
+	 * is not a completion), ops running in slices now, and ops or slices
+	 * running that may take long before their end (a CPU kernel, an
+	 * unsliced host executable, a slice not known to be short): while one
+	 * of those runs, no progress for up to max_op_ns is no stall. */
+	_Atomic uint64_t slices;
+	atomic_uint sliced_running, unsliced_running;
 };
 
 struct devq_backend_config {

@@ -306,17 +306,33 @@ const char *devq_hslots_running(void)
 	return running;
 }
 
-int devq_hslots_call(const struct devq_host_exe *x, const char *name, const union devq_kval *args,
-		     struct devq_host_call *call, char *msg, size_t msglen)
+/* One call of x's run (first == last == UINT64_MAX: the whole op) or
+ * run_units. */
+static int call_one(const struct devq_host_exe *x, const char *name, const union devq_kval *args,
+		    struct devq_host_call *call, uint64_t first, uint64_t last, char *msg,
+		    size_t msglen)
 {
 	char why[160] = "";
 	call->err = why;
 	call->errlen = sizeof(why);
 	running = name;
-	int r = x->run(args, call);
+	int r = first == UINT64_MAX ? x->run(args, call) : x->run_units(args, call, first, last);
 	running = NULL;
 	why[sizeof(why) - 1] = '\0';
 	if (r < 0)
 		snprintf(msg, msglen, "%s: %.140s", name, why[0] ? why : strerror(-r));
 	return r;
+}
+
+int devq_hslots_call(const struct devq_host_exe *x, const char *name, const union devq_kval *args,
+		     struct devq_host_call *call, char *msg, size_t msglen)
+{
+	return call_one(x, name, args, call, UINT64_MAX, UINT64_MAX, msg, msglen);
+}
+
+int devq_hslots_call_units(const struct devq_host_exe *x, const char *name,
+			   const union devq_kval *args, struct devq_host_call *call, uint64_t first,
+			   uint64_t last, char *msg, size_t msglen)
+{
+	return call_one(x, name, args, call, first, last, msg, msglen);
 }

@@ -58,5 +58,17 @@ const char *devq_hslots_running(void);
  * result. */
 int devq_hslots_call(const struct devq_host_exe *x, const char *name, const union devq_kval *args,
 		     struct devq_host_call *call, char *msg, size_t msglen);
+/* The same for x->run_units over units [first, last). */
+int devq_hslots_call_units(const struct devq_host_exe *x, const char *name,
+			   const union devq_kval *args, struct devq_host_call *call, uint64_t first,
+			   uint64_t last, char *msg, size_t msglen);
+
+/* Whether x's ops run in slices (<devq/kernel.h> units): abi 2 with
+ * units.  The members past run are read only at abi 2: a version-1
+ * structure ends at run. */
+static inline bool devq_host_sliced(const struct devq_host_exe *x)
+{
+	return x->abi >= 2 && x->units && x->run_units;
+}
 
 #endif

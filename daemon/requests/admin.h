@@ -4,7 +4,8 @@
  * of its own, owned by that uid, mode 0600; every connection on it belongs
  * to the tenant, so a scheduler's job is attributed, capped and weighted
  * whatever its processes do.  An evict ends it: no new work, its sessions
- * closed at once (ops not started are cancelled, running ones finish,
+ * closed at once (ops not started are cancelled, a sliced host op stops at
+ * the end of its slice, other running ones finish,
  * buffers go with their last op), the socket removed, its usage logged
  * (DEVQ_TENANT=) and returned once all is freed or the grace ran out.
  * Grants outlive a restart in the state file (grants.<instance>).

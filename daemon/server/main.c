@@ -60,6 +60,9 @@ static void usage(FILE *f)
 		"                          when it exists); flags override the file\n"
 		"      --stall-timeout-ms MS  watchdog: ops in flight and no completion for MS\n"
 		"                          means the device is stuck (default 60000)\n"
+		"      --slice-us US       a sliced host op's slices: expected time of each\n"
+		"                          per core, how late a cancel or max-op-ms stops it\n"
+		"                          (default 2000)\n"
 		"Tenancy (see devqd.conf(5) for defaults):\n"
 		"      --allow-users LIST  users admitted besides root and the daemon's user\n"
 		"      --allow-groups LIST members of these groups are admitted (default devq)\n"
@@ -108,8 +111,9 @@ static void usage(FILE *f)
 		"  -V, --version           print the version and the protocol versions spoken\n"
 		"\n"
 		"Runs in the foreground and logs to stderr.  SIGTERM or SIGINT stops it: no new\n"
-		"connections, ops not yet started are cancelled, running ones finish (bounded by\n"
-		"the maximum op duration), everything is freed, exit status 0.  When the device\n"
+		"connections, ops not yet started are cancelled, a sliced host op stops at the\n"
+		"end of its slice, other running ones finish (bounded by the maximum op\n"
+		"duration), everything is freed, exit status 0.  When the device\n"
 		"is lost (a sticky GPU fault) every op in flight fails, every session is told\n"
 		"(device_lost) and devqd exits with status 69 so that its service manager\n"
 		"starts a fresh one; ops still running 1 s after the loss are not waited for.\n");
@@ -301,6 +305,7 @@ int main(int argc, char **argv)
 		{ "lost-refuse-s", required_argument, NULL, DEVQ_OPT_BY_KEY },
 		{ "state-dir", required_argument, NULL, DEVQ_OPT_BY_KEY },
 		{ "rate", required_argument, NULL, DEVQ_OPT_BY_KEY },
+		{ "slice-us", required_argument, NULL, DEVQ_OPT_BY_KEY },
 		{ "print-config", no_argument, NULL, 75 },
 		{ "verbose", optional_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
@@ -318,6 +323,7 @@ int main(int argc, char **argv)
 	cfg.max_frame = DEVQ_FRAME_MAX_DEFAULT;
 	cfg.max_queues = 64;
 	cfg.stall_ns = 60ull * 1000 * 1000 * 1000;
+	cfg.slice_ns = DEVQ_SLICE_NS_DEFAULT;
 	cfg.trace_records = DEVQ_TRACE_DEFAULT_RECORDS;
 	cfg.lost_refuse_after = 3;
 	cfg.lost_refuse_s = 600;

@@ -3,9 +3,11 @@
  * timers run on the loop thread, so a wedged
  * loop stops the watchdog pings by itself.  A wedged device or completion
  * thread does not stop the loop, so the watchdog tick also checks progress:
- * with ops in flight, some op must complete within the stall timeout (every
- * op is bounded by the maximum op duration, so a healthy device never goes
- * that long without one).  When none does, the pings stop and systemd
+ * with ops in flight, some op must complete, or a sliced host op finish a
+ * slice, within the stall timeout (an op that cannot be stopped is bounded
+ * by the maximum op duration, which then sets the floor; a sliced one
+ * finishes a slice every few ms, so a healthy device never goes that long
+ * without progress).  When none does, the pings stop and systemd
  * restarts the daemon (WatchdogSec= in devqd.service). */
 #include "server/notify.h"
 
@@ -88,22 +90,32 @@ static void on_status_tick(uv_timer_t *t)
 	send_status(t->data, false);
 }
 
-/* True while the device makes progress (or has nothing to do). */
+/* True while the device makes progress (or has nothing to do).  Progress
+ * is a completion or a finished slice of a sliced host op (a long gemm
+ * moves on every few ms without completing). */
 static bool device_alive(struct devq_notify *n)
 {
 	struct devq_daemon *d = n->d;
+	struct devq_backend *be = d->e.be;
 	uint64_t now = devq_now_ns();
-	if (d->e.ops_in_flight == 0 || d->e.ops_completed != n->last_progress) {
-		n->last_progress = d->e.ops_completed;
+	uint64_t progress = d->e.ops_completed + atomic_load(&be->slices);
+	if (d->e.ops_in_flight == 0 || progress != n->last_progress) {
+		n->last_progress = progress;
 		n->progress_at = now;
 		if (n->stalled)
 			log_warn("device moving again; watchdog pings resume");
 		n->stalled = false;
 		return true;
 	}
-	/* Never shorter than one op may legitimately run. */
+	/* Never shorter than one op may legitimately run without progress:
+	 * max-op-ms while an op that cannot be stopped before its end might
+	 * be running (a CPU or CUDA kernel, an unsliced host executable, a
+	 * slice not known to be short).  Ops that run in short slices show
+	 * progress every slice: for them the stall timeout alone. */
 	uint64_t limit = d->e.cfg.stall_ns;
-	if (limit < d->e.cfg.max_op_ns + 1000000000ull)
+	bool only_sliced = atomic_load(&be->sliced_running) > 0 &&
+			   atomic_load(&be->unsliced_running) == 0;
+	if (!only_sliced && limit < d->e.cfg.max_op_ns + 1000000000ull)
 		limit = d->e.cfg.max_op_ns + 1000000000ull;
 	if (now - n->progress_at <= limit)
 		return true;
@@ -143,6 +155,7 @@ static void on_hup(uv_signal_t *h, int signum)
 		n->reload_error[0] = '\0';
 		/* Derived as main.c derives it at start. */
 		d->e.cfg.stop_grace_ns = d->e.cfg.max_op_ns + 2ull * 1000 * 1000 * 1000;
+		devq_engine_limits(&d->e);
 		devq_log_set_level(DEVQ_LOG_NOTICE + d->e.cfg.verbose + devq_config_verbose_flags());
 		/* At the default level: what the reload changed, for the journal. */
 		log_notice("reload: done; ops up to %llu ms, buffers up to %llu MiB, "

@@ -1157,7 +1157,9 @@ static void begin_stop(struct devq_daemon *d, const char *why)
 	    errno != ENOENT)
 		log_err("stop: unlink %s: %s", d->e.cfg.socket_path, strerror(errno));
 	devq_notify_stopping(d);
-	/* Ops that have not started are cancelled; running ones finish. */
+	/* Ops that have not started are cancelled; a sliced host op stops at
+	 * the end of its slice (the backend checks the flag between slices);
+	 * other running ones finish. */
 	for (struct devq_session *s = d->e.sessions; s; s = s->next) {
 		atomic_store(&s->cancel, true);
 		if (s->connected)

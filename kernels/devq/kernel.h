@@ -18,8 +18,12 @@
  *
  * A host executable (repository keys cpu-host + cpu-host-symbol, cuda-host
  * + cuda-host-symbol): SYMBOL names a const struct devq_host_exe (below)
- * whose abi is DEVQ_HOST_ABI; a library whose symbol is missing or whose
- * abi differs is refused at load.  Its run function gets the same args
+ * whose abi is 1 or 2 (DEVQ_HOST_ABI, 2, is what this header describes);
+ * a library whose symbol is missing or whose abi is another number is
+ * refused at load.  devqd reads the members an executable's abi has and
+ * no others: an executable built against version 1's header (the members
+ * up to run) keeps working unchanged, and is one unit of work (below).
+ * Its run function gets the same args
  * (buffers as host pointers on the CPU backend, as CUdeviceptr values in
  * ptr/u64 on the CUDA backend) and the op's stream:
  *  - CUDA: stream is the op's CUstream.  run only ENQUEUES work on it (a
@@ -42,6 +46,22 @@
  * completion thread, so they may take long (cublasCreate: hundreds of
  * ms).  When init fails, every op of the executable on that stream fails
  * with its message until devqd restarts or the executable is reloaded.
+ *
+ * Units and slices (abi 2, CPU backend).  An executable whose op can be
+ * cut into independent units of work gives units() and run_units(): the
+ * CPU backend then runs an op's units [0, units(args)) in slices, each a
+ * call run_units(args, call, first, last) of at most devqd.conf's
+ * slice-us of expected time on each core (at least one unit), and
+ * between two slices checks the op's own device time against max-op-ms
+ * and whether the op was cancelled (admin evict, session close,
+ * SIGTERM): an op stopped there leaves its outputs partly written.  Units must not depend
+ * on each other (any order, any thread), and the result must not depend
+ * on how they are grouped into slices or how many threads run a slice:
+ * then one op gives the same bits alone and under load.  Without them (or
+ * at abi 1, or on the CUDA backend) an op is one unit: run is called once
+ * and cannot be stopped while it runs.  cost, when not NULL, is the op's
+ * cost as an expression over its scalar arguments, in the same language
+ * as a NAME.exec's `cost =` line (devqd(8), "EXECUTABLE REPOSITORY").
  *
  * Host executables are never captured into a replayable batch's graph:
  * such an op ends the run and is issued on its own (devqd(8)).
@@ -87,8 +107,10 @@ struct devq_kctx {
 typedef int (*devq_cpu_fn)(const union devq_kval *args, const struct devq_kctx *ctx);
 
 /* The host-executable ABI version this header describes.  A change that
- * moves or reinterprets a member of the structures below bumps it. */
-#define DEVQ_HOST_ABI 1
+ * moves or reinterprets a member of the structures below bumps it; a new
+ * version only appends members, so that devqd reads an older version's
+ * structure up to its own last member (version 1: up to run). */
+#define DEVQ_HOST_ABI 2
 
 /* One call of a host executable's run. */
 struct devq_host_call {
@@ -111,6 +133,19 @@ struct devq_host_exe {
 	/* 0, or a negative errno (the op fails with err's text, else the
 	 * errno's).  -ENOTRECOVERABLE: the device is lost. */
 	int (*run)(const union devq_kval *args, const struct devq_host_call *call);
+
+	/* Version 2 on; read only when abi is 2.  units and run_units: both
+	 * or neither (see "Units and slices" above). */
+	/* How many independent units the op with these args is (0: nothing
+	 * to do; the op completes without a call).  Must be cheap: no work
+	 * proportional to the units. */
+	uint64_t (*units)(const union devq_kval *args);
+	/* Runs units [first, last), first < last <= units(args), with at most
+	 * call->threads threads; returns as run does. */
+	int (*run_units)(const union devq_kval *args, const struct devq_host_call *call,
+			 uint64_t first, uint64_t last);
+	/* The op's cost over its scalar arguments ("2*m*n*k"), or NULL. */
+	const char *cost;
 };
 
 #endif

@@ -1,21 +1,32 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* libdevq-host-cpu.so: the CPU backend's built-in host executables
- * (manifest.def's DEVQ_HOST_KERNEL), on the ABI of <devq/kernel.h>:
- * gemm_f32 and gemm_f32_nt on OpenBLAS's cblas_sgemm.
+ * (manifest.def's DEVQ_HOST_KERNEL), on the ABI of <devq/kernel.h>
+ * (version 2): gemm_f32 and gemm_f32_nt on OpenBLAS's cblas_sgemm.
+ *
+ * Units.  C is cut into tiles of GEMM_TILE x GEMM_TILE (smaller at its
+ * right and bottom edges), each computed with the full k by one
+ * cblas_sgemm: a tile is a unit of <devq/kernel.h>, numbered row by row
+ * over the grid of tiles.  The tiles depend on m and n only, and each is
+ * always computed by the same call on the same data, so the op's bits do
+ * not depend on how devqd groups tiles into slices, on how many threads
+ * run a slice, nor on the load: one op gives the same bits alone and
+ * under load (before this, the number of parts followed the free cores).
+ * Each element is one sgemm dot product over k, within
+ * k*2^-23*(|alpha||A||B| + |beta||C|) of the exact result.
  *
  * Threads.  OpenBLAS's own pthread workers spin for a while after each
  * call (OPENBLAS_THREAD_TIMEOUT, ~0.1 s by default): in a daemon that
  * would burn the cores other streams and other processes need, and its one
  * global thread count cannot give each of several concurrent callers a
  * share.  So OpenBLAS runs single-threaded (openblas_set_num_threads(1),
- * where every call runs on its caller), and a gemm is split here into
- * call->threads blocks of rows (or of columns, for a wide C), each one
- * cblas_sgemm: the first on the worker running the op, the others on the
- * stream's helper threads, made by init (the per-stream slot) and asleep
- * on a condition variable between calls: nothing spins after a gemm.
- * call->threads is the CPU backend's share of the cores for this op (all
- * of them when it runs alone, ncpu/running when several host ops run), so
- * several streams' gemms do not oversubscribe the cores.
+ * where every call runs on its caller), and a slice's tiles are split here
+ * into call->threads runs of consecutive tiles (consecutive tiles of a row
+ * share A's rows in cache): the first on the worker running the op, the
+ * others on the stream's helper threads, made by init (the per-stream
+ * slot) and asleep on a condition variable between calls: nothing spins
+ * after a gemm.  call->threads is the CPU backend's share of the cores for
+ * this op (all of them when it runs alone, ncpu/running when several host
+ * ops run), so several streams' gemms do not oversubscribe the cores.
  *
  * FP32 throughout: sgemm accumulates in single precision. */
 #include <errno.h>
@@ -36,11 +47,15 @@
 #define GEMM_MAX_HELPERS 63
 /* Below this many multiply-adds a split costs more than it saves. */
 #define GEMM_SPLIT_MIN (1u << 21)
+/* A tile's side: big enough that packing A's rows and B's columns for it
+ * (2 x 128 x k floats) is small next to its 2 x 128 x 128 x k flop, small
+ * enough that a slice of a few ms holds several tiles of a large gemm. */
+#define GEMM_TILE 128u
 
 struct gemm_task {
 	const union devq_kval *args;
 	bool nt;
-	bool by_rows;
+	uint64_t first, last; /* the slice's tiles */
 	unsigned parts;
 };
 
@@ -71,28 +86,37 @@ static int ld(uint64_t v)
 	return v ? (int)v : 1; /* BLAS wants a leading dimension >= 1 */
 }
 
-/* Part `part` of parts of C = alpha*A*op(B) + beta*C. */
-static void gemm_part(const union devq_kval *a, bool nt, bool by_rows, unsigned part,
-		      unsigned parts)
+static uint64_t cdiv(uint64_t a, uint64_t b)
+{
+	return a / b + (a % b != 0);
+}
+
+/* Tile u of C = alpha*A*op(B) + beta*C, with the full k. */
+static void gemm_tile(const union devq_kval *a, bool nt, uint64_t u)
 {
 	uint64_t m = a[0].u64, n = a[1].u64, k = a[2].u64;
 	float alpha = a[3].f32, beta = a[4].f32;
 	const float *A = a[5].ptr, *B = a[6].ptr;
 	float *C = a[7].ptr;
+	uint64_t cols = cdiv(n, GEMM_TILE);
+	uint64_t r0 = u / cols * GEMM_TILE, c0 = u % cols * GEMM_TILE;
+	uint64_t rows = m - r0 < GEMM_TILE ? m - r0 : GEMM_TILE;
+	uint64_t w = n - c0 < GEMM_TILE ? n - c0 : GEMM_TILE;
 	enum CBLAS_TRANSPOSE tb = nt ? CblasTrans : CblasNoTrans;
 	int ldb = nt ? ld(k) : ld(n);
-	if (by_rows) {
-		uint64_t r0 = m * part / parts, r1 = m * (part + 1) / parts;
-		if (r1 > r0)
-			cblas_sgemm(CblasRowMajor, CblasNoTrans, tb, (int)(r1 - r0), (int)n, (int)k,
-				    alpha, A + r0 * k, ld(k), B, ldb, beta, C + r0 * n, ld(n));
-	} else {
-		uint64_t c0 = n * part / parts, c1 = n * (part + 1) / parts;
-		if (c1 > c0)
-			cblas_sgemm(CblasRowMajor, CblasNoTrans, tb, (int)m, (int)(c1 - c0), (int)k,
-				    alpha, A, ld(k), nt ? B + c0 * k : B + c0, ldb, beta, C + c0,
-				    ld(n));
-	}
+	cblas_sgemm(CblasRowMajor, CblasNoTrans, tb, (int)rows, (int)w, (int)k, alpha, A + r0 * k,
+		    ld(k), nt ? B + c0 * k : B + c0, ldb, beta, C + r0 * n + c0, ld(n));
+}
+
+/* Part `part` of parts of the tiles [first, last): a run of consecutive
+ * tiles. */
+static void gemm_part(const union devq_kval *a, bool nt, uint64_t first, uint64_t last,
+		      unsigned part, unsigned parts)
+{
+	uint64_t span = last - first;
+	uint64_t u0 = first + span * part / parts, u1 = first + span * (part + 1) / parts;
+	for (uint64_t u = u0; u < u1; u++)
+		gemm_tile(a, nt, u);
 }
 
 static void *helper(void *arg)
@@ -115,7 +139,7 @@ static void *helper(void *arg)
 		if (h->index >= t.parts)
 			continue;
 		pthread_mutex_unlock(&p->lock);
-		gemm_part(t.args, t.nt, t.by_rows, h->index, t.parts);
+		gemm_part(t.args, t.nt, t.first, t.last, h->index, t.parts);
 		pthread_mutex_lock(&p->lock);
 		if (--p->pending == 0)
 			pthread_cond_signal(&p->done);
@@ -207,7 +231,21 @@ static unsigned grow(struct gemm_pool *p, unsigned want)
 	return p->nhelpers;
 }
 
-static int gemm_run(const union devq_kval *a, const struct devq_host_call *call, bool nt)
+/* The tiles of C; one for an empty C, so that its slice still refuses
+ * dims past what BLAS takes (m = 2^31 with n = 0).  Saturating: such dims
+ * are refused by the first slice. */
+static uint64_t gemm_units(const union devq_kval *a)
+{
+	uint64_t rows = cdiv(a[0].u64, GEMM_TILE), cols = cdiv(a[1].u64, GEMM_TILE);
+	if (!rows || !cols)
+		return 1;
+	if (cols > UINT64_MAX / rows)
+		return UINT64_MAX;
+	return rows * cols;
+}
+
+static int gemm_slice(const union devq_kval *a, const struct devq_host_call *call, bool nt,
+		      uint64_t first, uint64_t last)
 {
 	static const char *const dim[3] = { "m", "n", "k" };
 	for (int i = 0; i < 3; i++)
@@ -218,15 +256,15 @@ static int gemm_run(const union devq_kval *a, const struct devq_host_call *call,
 			return -EOVERFLOW;
 		}
 	uint64_t m = a[0].u64, n = a[1].u64, k = a[2].u64;
-	if (!m || !n)
+	if (!m || !n || first >= last)
 		return 0;
 	struct gemm_pool *p = call->slot;
+	uint64_t span = last - first;
 	unsigned parts = call->threads ? call->threads : 1;
-	bool by_rows = m >= n;
-	uint64_t span = by_rows ? m : n;
 	if (parts > span)
 		parts = (unsigned)span;
-	if (m * n * (k ? k : 1) < GEMM_SPLIT_MIN)
+	uint64_t tm = m < GEMM_TILE ? m : GEMM_TILE, tn = n < GEMM_TILE ? n : GEMM_TILE;
+	if (span * tm * tn * (k ? k : 1) < GEMM_SPLIT_MIN)
 		parts = 1;
 	if (parts > 1) {
 		unsigned helpers = grow(p, parts - 1);
@@ -234,17 +272,19 @@ static int gemm_run(const union devq_kval *a, const struct devq_host_call *call,
 			parts = helpers + 1;
 	}
 	if (parts <= 1) {
-		gemm_part(a, nt, by_rows, 0, 1);
+		gemm_part(a, nt, first, last, 0, 1);
 		return 0;
 	}
 	keep_apart(p);
 	pthread_mutex_lock(&p->lock);
-	p->task = (struct gemm_task){ .args = a, .nt = nt, .by_rows = by_rows, .parts = parts };
+	p->task = (struct gemm_task){
+		.args = a, .nt = nt, .first = first, .last = last, .parts = parts
+	};
 	p->pending = parts - 1;
 	p->gen++;
 	pthread_cond_broadcast(&p->go);
 	pthread_mutex_unlock(&p->lock);
-	gemm_part(a, nt, by_rows, 0, parts);
+	gemm_part(a, nt, first, last, 0, parts);
 	pthread_mutex_lock(&p->lock);
 	while (p->pending)
 		pthread_cond_wait(&p->done, &p->lock);
@@ -252,4 +292,10 @@ static int gemm_run(const union devq_kval *a, const struct devq_host_call *call,
 	return 0;
 }
 
-DEVQ_GEMM_EXES(gemm_run, gemm_init, gemm_fini);
+/* The whole op in one call (where devqd does not slice it). */
+static int gemm_run(const union devq_kval *a, const struct devq_host_call *call, bool nt)
+{
+	return gemm_slice(a, call, nt, 0, gemm_units(a));
+}
+
+DEVQ_GEMM_EXES_SLICED(gemm_run, gemm_init, gemm_fini, gemm_units, gemm_slice);

@@ -62,6 +62,11 @@ or the connection broke) and "internal" (a local failure without a daemon
 code; ``.errno`` says which).  Bad arguments (an unknown executable, a wrong
 dtype, an array too small for n, a missing or unknown parameter) raise
 ``TypeError``/``ValueError`` naming the signature before anything is sent.
+An op stopped while it ran leaves its output arrays partly written: a host
+executable that runs in slices (``gemm_f32``, ``gemm_f32_nt`` on the CPU
+backend) stops at the end of a slice, "cancelled" when its connection
+closes or its tenant is evicted, or failing with the daemon's
+"deadline_exceeded" once its device time passes devqd's max-op-ms.
 
 Threads.  As with libdevq, a connection belongs to the thread that made it:
 use one connection per thread.  Calls from another thread raise

@@ -117,9 +117,129 @@ static inline void cpu_relax(void)
 static const char lost_msg[] =
 	"simulated sticky fault (fault-injection kernel): the device context is lost";
 
+/* Takes cores for a host op: every core when it runs alone; with others
+ * running or waiting, its share, and at most want; waits while none is
+ * free.  The cores are the device: several streams' gemms share them
+ * instead of each starting ncpu threads (oversubscribed BLAS threads
+ * thrash each other's caches; measured: bench/RESULTS.md, "gemm_f32
+ * against NumPy, and 4 clients against 1"). */
+static unsigned cores_take(struct cpu_backend *cb, uint64_t want_max)
+{
+	pthread_mutex_lock(&cb->cores_lock);
+	while (cb->cores_free == 0)
+		pthread_cond_wait(&cb->cores_back, &cb->cores_lock);
+	unsigned want = cb->ncpu / cb->host_ops ? cb->ncpu / cb->host_ops : 1;
+	if (want > want_max)
+		want = (unsigned)want_max;
+	unsigned got = want < cb->cores_free ? want : cb->cores_free;
+	cb->cores_free -= got;
+	pthread_mutex_unlock(&cb->cores_lock);
+	return got;
+}
+
+static void cores_give(struct cpu_backend *cb, unsigned n)
+{
+	pthread_mutex_lock(&cb->cores_lock);
+	cb->cores_free += n;
+	pthread_cond_broadcast(&cb->cores_back);
+	pthread_mutex_unlock(&cb->cores_lock);
+}
+
+/* A slice expected to take less core time than this is short for the
+ * watchdog: a quarter of the smallest stall timeout (1 s), so that a short
+ * slice stretched by a loaded machine still ends well within it. */
+#define SHORT_SLICE_NS 250000000ull
+
+/* How many units each core of the next slice runs: slice_ns of expected
+ * time at the core time per unit the op's earlier slices took (one unit
+ * when there were none), at least one, at most 4 times the last slice's (a
+ * first unit that ran unusually fast does not make the second slice
+ * huge). */
+static uint64_t slice_per_core(uint64_t slice_ns, uint64_t done, uint64_t core_ns, uint64_t last)
+{
+	if (!done)
+		return 1;
+	uint64_t per = core_ns / done;
+	uint64_t n = per ? slice_ns / per : slice_ns;
+	if (last <= UINT64_MAX / 4 && n > last * 4)
+		n = last * 4;
+	return n ? n : 1;
+}
+
+/* A sliced host op (<devq/kernel.h> units): its units in slices of at
+ * most slice_ns of expected time on each core the slice holds, each slice
+ * with the cores it takes for itself alone (so other host ops get theirs
+ * between two slices).  Between two slices: a cancel (admin evict,
+ * session close, SIGTERM) stops it CANCELLED; its own device time past
+ * max-op-ms fails it DEADLINE_EXCEEDED.  Its own device time is the core
+ * time its slices held (the cores taken x a slice's wall time) in whole
+ * devices (/ ncpu): an op alone holds every core, and its device time is
+ * its wall time, as on a GPU; an op that shares the cores with others
+ * runs longer on fewer of them and is charged the same.  The waits for
+ * cores are not the op's: they are queued time.  Either stop leaves its
+ * outputs partly written.  Returns as the run does, or 1 with op->code
+ * set. */
+static int run_sliced(struct cpu_backend *cb, struct devq_bop *op, const struct devq_host_exe *x,
+		      struct devq_host_call *call)
+{
+	uint64_t units = x->units(op->args);
+	uint64_t done = 0, core_ns = 0, last = 1;
+	int r = 0;
+	while (done < units) {
+		if (op->cancel && atomic_load_explicit(op->cancel, memory_order_relaxed)) {
+			op->code = DEVQ__CODE__CANCELLED;
+			snprintf(op->msg, sizeof(op->msg),
+				 "%.40s: cancelled after %llu of %llu units; its outputs are partly "
+				 "written",
+				 op->kernel->name, (unsigned long long)done,
+				 (unsigned long long)units);
+			return 1;
+		}
+		uint64_t max_ns = atomic_load_explicit(&cb->b.max_op_ns, memory_order_relaxed);
+		uint64_t dev_ns = core_ns / cb->ncpu;
+		if (max_ns && dev_ns >= max_ns) {
+			op->code = DEVQ__CODE__DEADLINE_EXCEEDED;
+			snprintf(op->msg, sizeof(op->msg),
+				 "%.32s: %llu ms of device time, past max-op-ms (%llu ms): stopped; "
+				 "outputs partly written",
+				 op->kernel->name, (unsigned long long)(dev_ns / 1000000),
+				 (unsigned long long)(max_ns / 1000000));
+			return 1;
+		}
+		uint64_t slice_ns = atomic_load_explicit(&cb->b.slice_ns, memory_order_relaxed);
+		uint64_t left = units - done;
+		call->threads = cores_take(cb, left);
+		uint64_t each = slice_per_core(slice_ns, done, core_ns, last);
+		uint64_t n = each > left / call->threads ? left : each * call->threads;
+		/* A slice not known to be short (the first, unmeasured; one of
+		 * units so long that each core is expected to take
+		 * SHORT_SLICE_NS or more) is, for the watchdog, an op that
+		 * cannot be stopped: it may show no progress for max-op-ms. */
+		bool long_slice = !done || core_ns / done * each >= SHORT_SLICE_NS;
+		if (long_slice)
+			atomic_fetch_add(&cb->b.unsliced_running, 1);
+		uint64_t t0 = devq_now_ns();
+		r = devq_hslots_call_units(x, op->kernel->name, op->args, call, done, done + n,
+					   op->msg, sizeof(op->msg));
+		uint64_t took = devq_now_ns() - t0;
+		if (long_slice)
+			atomic_fetch_sub(&cb->b.unsliced_running, 1);
+		cores_give(cb, call->threads);
+		core_ns += took * call->threads;
+		done += n;
+		last = each;
+		atomic_fetch_add_explicit(&cb->b.slices, 1, memory_order_relaxed);
+		if (r < 0)
+			break;
+	}
+	return r;
+}
+
 /* A host executable on the worker running the op: its stream's slot
  * (made here by its init the first time: a worker is neither the loop nor
- * a completion thread), then its run with the cores no other op holds. */
+ * a completion thread), then its run with the cores no other op holds:
+ * in slices when it has units (run_sliced), else in one call that runs to
+ * its end. */
 static int run_host(struct cpu_backend *cb, struct devq_bop *op, const struct devq_host_exe *x)
 {
 	struct devq_host_call call = { .stream_index = op->stream, .start_ns = op->t_start };
@@ -130,23 +250,22 @@ static int run_host(struct cpu_backend *cb, struct devq_bop *op, const struct de
 		snprintf(op->msg, sizeof(op->msg), "%s: init: %.130s", op->kernel->name, why);
 		return r;
 	}
-	/* The cores are the device: a host op takes some before it runs
-	 * and gives them back after, so several streams' gemms share them
-	 * instead of each starting ncpu threads (oversubscribed BLAS threads
-	 * thrash each other's caches; measured: bench/RESULTS.md, "gemm_f32
-	 * against NumPy, and 4 clients against 1").  One alone takes every core; with others running or
-	 * waiting it asks for its share, and waits while none is free. */
 	pthread_mutex_lock(&cb->cores_lock);
 	cb->host_ops++;
-	while (cb->cores_free == 0)
-		pthread_cond_wait(&cb->cores_back, &cb->cores_lock);
-	unsigned want = cb->ncpu / cb->host_ops ? cb->ncpu / cb->host_ops : 1;
-	call.threads = want < cb->cores_free ? want : cb->cores_free;
-	cb->cores_free -= call.threads;
 	pthread_mutex_unlock(&cb->cores_lock);
-	r = devq_hslots_call(x, op->kernel->name, op->args, &call, op->msg, sizeof(op->msg));
+	if (devq_host_sliced(x)) {
+		atomic_fetch_add(&cb->b.sliced_running, 1);
+		r = run_sliced(cb, op, x, &call);
+		atomic_fetch_sub(&cb->b.sliced_running, 1);
+	} else {
+		atomic_fetch_add(&cb->b.unsliced_running, 1);
+		call.threads = cores_take(cb, UINT64_MAX);
+		r = devq_hslots_call(x, op->kernel->name, op->args, &call, op->msg,
+				     sizeof(op->msg));
+		cores_give(cb, call.threads);
+		atomic_fetch_sub(&cb->b.unsliced_running, 1);
+	}
 	pthread_mutex_lock(&cb->cores_lock);
-	cb->cores_free += call.threads;
 	cb->host_ops--;
 	pthread_cond_broadcast(&cb->cores_back);
 	pthread_mutex_unlock(&cb->cores_lock);
@@ -166,7 +285,10 @@ static void run_op(struct cpu_backend *cb, struct devq_bop *op)
 			break;
 		}
 		struct devq_kctx ctx = { .start_ns = op->t_start };
+		/* It runs to its end: the watchdog allows it max-op-ms. */
+		atomic_fetch_add_explicit(&cb->b.unsliced_running, 1, memory_order_relaxed);
 		int r = op->kernel->cpu(op->args, &ctx);
+		atomic_fetch_sub_explicit(&cb->b.unsliced_running, 1, memory_order_relaxed);
 		if (r == -ENOTRECOVERABLE) {
 			atomic_store(&cb->lost, true);
 		} else if (r < 0) {
