@@ -476,8 +476,12 @@ START_TEST(tenant_socket_admits_its_uid)
 	char line[512];
 	bool weight = false, uidrow = false;
 	while (fgets(line, sizeof(line), p)) {
-		weight |= !strcmp(line, "devq_tenant_weight{tenant=\"job_5\"} 2\n");
-		uidrow |= !strncmp(line, "devq_tenant_sessions{tenant=\"uid:0\"}", 36);
+		/* After gpu and UUID, which join the GPU's own series. */
+		bool gpu = strstr(line, "{gpu=\"0\",UUID=\"CPU-") != NULL;
+		weight |= gpu && !strncmp(line, "devq_tenant_weight{", 19) &&
+			  strstr(line, "\",tenant=\"job_5\"} 2\n");
+		uidrow |= gpu && !strncmp(line, "devq_tenant_sessions{", 21) &&
+			  strstr(line, "\",tenant=\"uid:0\"}");
 	}
 	ck_assert_int_eq(pclose(p), 0);
 	ck_assert(weight);

@@ -1104,6 +1104,7 @@ static const char *sample_value(const char *key)
 		{ "lost-refuse-s", "0" },
 		{ "state-dir", "/tmp/devq-flags-state" },
 		{ "control-groups", "root" },
+		{ "observer-groups", "root" },
 		{ "tenants-dir", "/tmp/devq-flags.tenants" },
 		{ "grant-exclusive", "no" },
 		{ "executables", "/tmp/devq-flags-a:/tmp/devq-flags-b" },
@@ -1538,11 +1539,17 @@ static const char *promtool(void)
 	return which("promtool");
 }
 
-static char *scrape(const char *sock, char *buf, size_t len)
+static char *scrape_args(const char *sock, const char *args, char *buf, size_t len)
 {
-	int rc = sh(buf, len, "%s --socket %s metrics", harness_bin("devctl"), sock);
+	int rc = sh(buf, len, "%s --socket %s metrics %s", harness_bin("devctl"), sock, args);
 	ck_assert_msg(rc == 0, "devctl metrics: exit %d: %s", rc, buf);
 	return buf;
+}
+
+/* The default scrape: no per-session or per-queue family (bounded series). */
+static char *scrape(const char *sock, char *buf, size_t len)
+{
+	return scrape_args(sock, "", buf, len);
 }
 
 /* The value of one series, e.g. devq_op_errors_total{code="out_of_range"}. */
@@ -1554,6 +1561,21 @@ static double series(const char *text, const char *name)
 			return strtod(l + n + 1, NULL);
 	}
 	ck_abort_msg("no series %s in:\n%.3000s", name, text);
+	return 0;
+}
+
+/* The value of the line that starts with prefix and holds part, which
+ * ends its labels ("...} value"). */
+static double line_value(const char *text, const char *prefix, const char *part)
+{
+	size_t n = strlen(prefix), m = strlen(part);
+	for (const char *l = text; l && *l; l = strchr(l, '\n'), l = l ? l + 1 : NULL) {
+		const char *e = strchr(l, '\n');
+		const char *p = strstr(l, part);
+		if (!strncmp(l, prefix, n) && p && (!e || p < e) && p[m] == ' ')
+			return strtod(p + m + 1, NULL);
+	}
+	ck_abort_msg("no line %s...%s in:\n%.3000s", prefix, part, text);
 	return 0;
 }
 
@@ -1598,12 +1620,27 @@ START_TEST(test_metrics_promtool_and_counters_move)
 	struct devq_completion c;
 	ck_assert_int_eq(devq_wait(q, 1, pt, ARRIVAL_MS, &c), 0);
 	ck_assert_int_eq(c.code, DEVQ_E_OUT_OF_RANGE);
+	char name[256];
 	ck_assert_int_eq(devq_queue_reset(q, 1), 0);
 	/* And one still running when the next scrape is taken. */
 	uint64_t long_pt = spin(q, 1, 5000ull * 1000 * 1000);
-	scrape(d.sock, after, sizeof(after));
-	if (tool)
+	static char bounded[65536];
+	scrape(d.sock, bounded, sizeof(bounded));
+	scrape_args(d.sock, "--sessions", after, sizeof(after));
+	if (tool) {
 		promtool_check(tool, after);
+		promtool_check(tool, bounded);
+	}
+	/* The default leaves every per-connection family out; --sessions has
+	 * them.  Both carry the tenant's latency, labelled to join the GPU's
+	 * own series (gpu, UUID). */
+	ck_assert_msg(!strstr(bounded, "devq_session_") && !strstr(bounded, "devq_queue_depth"),
+		      "per-session families without --sessions:\n%.3000s", bounded);
+	ck_assert_ptr_nonnull(strstr(after, "devq_session_ops_completed_total{"));
+	snprintf(name, sizeof(name), "tenant=\"uid:%u\",phase=\"device\"}", (unsigned)getuid());
+	ck_assert_double_eq(line_value(bounded, "devq_tenant_op_seconds_count{gpu=\"0\",UUID=\"", name),
+			    4);
+	ck_assert_double_eq(series(bounded, "devq_sessions"), 1);
 
 	ck_assert_double_eq(series(after, "devq_ops_completed_total") -
 				    series(before, "devq_ops_completed_total"),
@@ -1611,7 +1648,6 @@ START_TEST(test_metrics_promtool_and_counters_move)
 	ck_assert_double_eq(series(after, "devq_op_errors_total{code=\"out_of_range\"}") -
 				    series(before, "devq_op_errors_total{code=\"out_of_range\"}"),
 			    1);
-	char name[256];
 	snprintf(name, sizeof(name), "devq_user_ops_completed_total{uid=\"%u\"}", (unsigned)getuid());
 	ck_assert_double_eq(series(after, name), 4);
 	/* Three spins of 2 ms each ran on the device: at least 6 ms of busy

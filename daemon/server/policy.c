@@ -153,6 +153,14 @@ int devq_policy_init_control(struct devq_policy *p, const char *groups, char *er
 	return 0;
 }
 
+int devq_policy_init_observer(struct devq_policy *p, const char *groups, char *err,
+			      size_t errlen)
+{
+	if (policy_fill(p, NULL, groups, "observer-users", "observer-groups", err, errlen) < 0)
+		return -EINVAL;
+	return 0;
+}
+
 bool devq_policy_controls(const struct devq_policy *p, const struct devq_peer *peer)
 {
 	if (peer->uid == 0)
