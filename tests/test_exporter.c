@@ -539,6 +539,32 @@ START_TEST(observer_sees_every_tenant)
 }
 END_TEST
 
+/* packaging/prometheus/devq-rules.yml: promtool check rules, and every
+ * alert's unit test (devq-rules.test.yml) passes. */
+START_TEST(rules_pass_promtool)
+{
+	const char *tool = promtool();
+	if (!tool) {
+		fprintf(stderr, "SKIP rules_pass_promtool: make promtool, or DEVQ_PROMTOOL=PATH\n");
+		return;
+	}
+	static const char *const sub[] = { "check rules packaging/prometheus/devq-rules.yml",
+					   "test rules packaging/prometheus/devq-rules.test.yml" };
+	for (size_t i = 0; i < 2; i++) {
+		char cmd[1024];
+		snprintf(cmd, sizeof(cmd), "%s %s 2>&1", tool, sub[i]);
+		FILE *p = popen(cmd, "r");
+		ck_assert_ptr_nonnull(p);
+		char out[4096];
+		size_t n = fread(out, 1, sizeof(out) - 1, p);
+		out[n] = '\0';
+		int rc = pclose(p);
+		ck_assert_msg(rc == 0 && strstr(out, "SUCCESS"), "promtool %s: %d:\n%s", sub[i], rc,
+			      out);
+	}
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("exporter");
@@ -550,6 +576,7 @@ int main(void)
 	tcase_add_test(tc, series_stable_over_connect_cycles);
 	tcase_add_test(tc, hostile_clients);
 	tcase_add_test(tc, observer_sees_every_tenant);
+	tcase_add_test(tc, rules_pass_promtool);
 	suite_add_tcase(s, tc);
 	return harness_main(s);
 }
