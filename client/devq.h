@@ -570,6 +570,17 @@ DEVQ_EXPORT int devq_admin_grant(devq *q, const struct devq_grant_request *req,
  * restriction and creates. */
 DEVQ_EXPORT int devq_admin_update(devq *q, const struct devq_grant_request *req,
 				  struct devq_grant *out);
+/* devq_admin_grant (flags 0) or devq_admin_update (DEVQ_GRANT_UPDATE_ONLY)
+ * that also sets the labels on the tenant's metrics: nlabels strings
+ * "key=value" (at most DEVQ_TENANT_LABELS; the key [A-Za-z_][A-Za-z0-9_]*,
+ * not gpu, UUID, tenant, phase or le; the value printable without blanks,
+ * quotes or backslashes; 127 bytes in all: -EINVAL otherwise).  They
+ * replace the tenant's; nlabels 0 keeps them.  devqd keeps them in its
+ * grants file; devq_status's tenant_extra reports them. */
+#define DEVQ_GRANT_UPDATE_ONLY 1u
+DEVQ_EXPORT int devq_admin_grant_labels(devq *q, const struct devq_grant_request *req,
+					const char *const *labels, size_t nlabels, unsigned flags,
+					struct devq_grant *out);
 /* What devqd's answer to the last devq_admin_grant warned of, "" when
  * nothing: the uid's sessions already on the main socket, which stay
  * outside the grant's cap and weight, or devqd's grant-exclusive = no,

@@ -1621,7 +1621,7 @@ static void grant_of(struct devq_grant *o, const Devq__Grant *g)
 /* devq_admin_grant and devq_admin_update: one request, update_only apart
  * (a field of the message, not of the caller's struct, whose size is ABI). */
 static int admin_grant(devq *q, const struct devq_grant_request *req, bool update_only,
-		       struct devq_grant *out)
+		       const char *const *labels, size_t nlabels, struct devq_grant *out)
 {
 	if (!req || !req->tenant)
 		return fail(q, -EINVAL, "admin grant: no tenant");
@@ -1633,6 +1633,8 @@ static int admin_grant(devq *q, const struct devq_grant_request *req, bool updat
 	a.memory_bytes = req->memory_bytes;
 	a.priority = req->priority;
 	a.update_only = update_only;
+	a.n_labels = nlabels;
+	a.labels = (char **)labels;
 	Devq__ClientMessage m = DEVQ__CLIENT_MESSAGE__INIT;
 	m.body_case = DEVQ__CLIENT_MESSAGE__BODY_ADMIN_GRANT;
 	m.admin_grant = &a;
@@ -1651,12 +1653,21 @@ static int admin_grant(devq *q, const struct devq_grant_request *req, bool updat
 
 int devq_admin_grant(devq *q, const struct devq_grant_request *req, struct devq_grant *out)
 {
-	return admin_grant(q, req, false, out);
+	return admin_grant(q, req, false, NULL, 0, out);
 }
 
 int devq_admin_update(devq *q, const struct devq_grant_request *req, struct devq_grant *out)
 {
-	return admin_grant(q, req, true, out);
+	return admin_grant(q, req, true, NULL, 0, out);
+}
+
+int devq_admin_grant_labels(devq *q, const struct devq_grant_request *req,
+			    const char *const *labels, size_t nlabels, unsigned flags,
+			    struct devq_grant *out)
+{
+	if (nlabels && !labels)
+		return fail(q, -EINVAL, "admin grant: labels missing");
+	return admin_grant(q, req, (flags & DEVQ_GRANT_UPDATE_ONLY) != 0, labels, nlabels, out);
 }
 
 const char *devq_admin_warning(const devq *q)

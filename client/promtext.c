@@ -94,8 +94,9 @@ static void lb_init(struct lbuf *l)
 /* A label name as Prometheus takes it, and not one devq sets itself. */
 static bool label_key_ok(const char *k, size_t n)
 {
-	static const char *const ours[] = { "gpu", "UUID", "tenant", "phase", "le", "job",
-					    "instance" };
+	/* devqd refuses these at grant; job and instance are fine: Prometheus
+	 * keeps them as exported_job and exported_instance beside its own. */
+	static const char *const ours[] = { "gpu", "UUID", "tenant", "phase", "le" };
 	if (!n || n > 64 || (k[0] >= '0' && k[0] <= '9') || (n >= 2 && k[0] == '_' && k[1] == '_'))
 		return false;
 	for (size_t i = 0; i < n; i++) {

@@ -64,15 +64,17 @@ install: all install-pc
 	$(INSTALL) -m 0644 $(BUILD)/man/devqd.conf.5 $(DESTDIR)$(MANDIR)/man5/
 	$(INSTALL) -m 0644 $(BUILD)/man/devqd.8 $(DESTDIR)$(MANDIR)/man8/
 
-# promtool (from Debian's prometheus package, unpacked, not installed) for
-# test_deploy's metrics check: $(BUILD)/promtool/usr/bin/promtool.
-## unpack Debian's promtool into build/promtool/ for test_deploy's metrics check
-promtool: $(BUILD)/promtool/usr/bin/promtool
-$(BUILD)/promtool/usr/bin/promtool:
+# promtool and the prometheus server (from Debian's prometheus package,
+# unpacked, not installed) for test_deploy's and test_exporter's checks:
+# $(BUILD)/promtool/usr/bin/promtool and .../prometheus, which
+# test_exporter runs as a real server scraping devq-exporter.
+## unpack Debian's promtool and prometheus into build/promtool/ (metrics tests)
+promtool: $(BUILD)/promtool/usr/bin/promtool $(BUILD)/promtool/usr/bin/prometheus
+$(BUILD)/promtool/usr/bin/promtool $(BUILD)/promtool/usr/bin/prometheus:
 	@mkdir -p $(BUILD)/promtool/deb
 	cd $(BUILD)/promtool/deb && apt-get download prometheus
 	dpkg -x $(BUILD)/promtool/deb/prometheus_*.deb $(BUILD)/promtool/x
-	install -D -m 0755 $(BUILD)/promtool/x/usr/bin/promtool $@
+	install -D -m 0755 $(BUILD)/promtool/x/usr/bin/$(notdir $@) $@
 	rm -rf $(BUILD)/promtool/x $(BUILD)/promtool/deb
 
 # ---- Debian packages --------------------------------------------------

@@ -56,6 +56,7 @@ struct devq_tenant {
 	struct devq_metrics_thist hist; /* its ops' latency (devq_tenant_op_seconds) */
 	/* A granted tenant's metric labels, "key=value" (grant --label). */
 	char labels[DEVQ_TENANT_LABELS][DEVQ_TENANT_LABEL_MAX + 1];
+	char *labelp[DEVQ_TENANT_LABELS]; /* into labels: a Grant message's list */
 	unsigned nlabels;
 };
 
