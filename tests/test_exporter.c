@@ -81,13 +81,23 @@ static void exporter_stop(struct exporter *x)
 	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "devq-exporter: status %d", st);
 }
 
-static int tcp(int port)
+/* A connection to 127.0.0.1:port, or -1 when refused. */
+static int tcp_try(int port)
 {
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	ck_assert_int_ge(fd, 0);
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
 	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	ck_assert_int_eq(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0)
+		return fd;
+	ck_assert_int_eq(close(fd), 0);
+	return -1;
+}
+
+static int tcp(int port)
+{
+	int fd = tcp_try(port);
+	ck_assert_msg(fd >= 0, "connect to port %d: %s", port, strerror(errno));
 	return fd;
 }
 
@@ -124,8 +134,10 @@ static ssize_t read_all(int fd, char *buf, size_t len, int ms)
  * answer), the body in body. */
 static int http_get(int port, const char *path, char *body, size_t len)
 {
-	int fd = tcp(port);
-	char req[256];
+	int fd = tcp_try(port);
+	if (fd < 0)
+		return 0;
+	char req[1200];
 	int n = snprintf(req, sizeof(req),
 			 "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", path);
 	if (write(fd, req, (size_t)n) != n) {
@@ -539,6 +551,208 @@ START_TEST(observer_sees_every_tenant)
 }
 END_TEST
 
+/* ---- a real Prometheus ------------------------------------------------- */
+
+static int free_port(void)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	ck_assert_int_ge(fd, 0);
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	socklen_t l = sizeof(a);
+	ck_assert_int_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&a, &l), 0);
+	ck_assert_int_eq(close(fd), 0);
+	return ntohs(a.sin_port);
+}
+
+/* An instant query through Prometheus's HTTP API: the JSON answer. */
+static const char *prom_query(int port, const char *promql)
+{
+	static char path[1024], body[1 << 16];
+	size_t k = (size_t)snprintf(path, sizeof(path), "/api/v1/query?query=");
+	for (const char *c = promql; *c && k + 4 < sizeof(path); c++) {
+		if ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+		    *c == '_')
+			path[k++] = *c;
+		else
+			k += (size_t)snprintf(path + k, sizeof(path) - k, "%%%02X", (unsigned char)*c);
+	}
+	path[k] = '\0';
+	int code = http_get(port, path, body, sizeof(body));
+	ck_assert_msg(code == 200, "prometheus %s: %d %s", promql, code, body);
+	ck_assert_msg(strstr(body, "\"status\":\"success\""), "%s: %s", promql, body);
+	return body;
+}
+
+/* The value of the single sample of an answer; NaN-free, aborts on none. */
+static double prom_value(const char *json, const char *what)
+{
+	const char *v = strstr(json, "\"value\":[");
+	ck_assert_msg(v, "%s: no sample: %s", what, json);
+	v = strchr(v, ',');
+	ck_assert_ptr_nonnull(v);
+	ck_assert_msg(!strstr(v + 1, "\"value\":["), "%s: more than one sample: %s", what, json);
+	return strtod(v + 2, NULL);
+}
+
+struct flood {
+	const char *sock;
+	volatile bool stop;
+	bool ok;
+	uint64_t ops;
+};
+
+/* Keeps 16 spin ops of 2 ms in flight on the tenant's socket until told. */
+static void *flood_run(void *arg)
+{
+	struct flood *f = arg;
+	devq *q = NULL;
+	if (devq_connect(f->sock, "flood", &q) < 0 || devq_queue_open(q, 1) < 0)
+		return NULL;
+	const struct devq_exec *e;
+	if (devq_exec_lookup(q, "spin", &e) < 0)
+		return NULL;
+	struct devq_arg a = a_u64("ns", 2000000);
+	struct devq_op op = { .queue = 1, .kind = DEVQ_OP_KERNEL, .exec = e, .args = &a, .nargs = 1 };
+	uint64_t sent = 0, done = 0;
+	bool ok = true;
+	while (ok && !f->stop) {
+		while (sent - done < 16 && devq_submit(q, &op, 1, NULL) == 0)
+			sent++;
+		struct devq_completion c;
+		if (devq_next_completion(q, &c, 5000) < 0 || c.code)
+			ok = false;
+		else
+			done++;
+	}
+	while (ok && done < sent) {
+		struct devq_completion c;
+		if (devq_next_completion(q, &c, 30000) < 0)
+			ok = false;
+		done++;
+	}
+	f->ops = done;
+	f->ok = ok;
+	devq_disconnect(q);
+	return NULL;
+}
+
+/* Prometheus (Debian's, unpacked by make promtool) scrapes the exporter
+ * every second while two granted tenants weighted 1:3 saturate a CPU devqd
+ * with spin ops for 20 s: through Prometheus's own API, the target is up,
+ * the tenants' device-time rates over 10 s are 3:1 within 15 %, their
+ * series carry gpu, UUID, tenant and the grant's labels, and both have
+ * op latency buckets. */
+START_TEST(prometheus_scrapes_weighted_tenants)
+{
+	char prom[512];
+	snprintf(prom, sizeof(prom), "%s", harness_bin("promtool/usr/bin/prometheus"));
+	if (access(prom, X_OK) != 0) {
+		fprintf(stderr, "SKIP prometheus_scrapes_weighted_tenants: no %s (make promtool)\n",
+			prom);
+		return;
+	}
+	struct daemon_proc d;
+	const char *extra[] = { "--streams", "1", NULL };
+	harness_start(&d, extra);
+	devq *q = conn(d.sock, "admin");
+	struct devq_grant_request ra = { .tenant = "t_a", .uid = getuid(), .shares = 1, .of = 4 };
+	struct devq_grant_request rb = { .tenant = "t_b", .uid = getuid(), .shares = 3, .of = 4 };
+	const char *la[] = { "team=a" }, *lb[] = { "team=b" };
+	struct devq_grant ga, gb;
+	ck_assert_msg(devq_admin_grant_labels(q, &ra, la, 1, 0, &ga) == 0, "%s", devq_last_error(q));
+	ck_assert_msg(devq_admin_grant_labels(q, &rb, lb, 1, 0, &gb) == 0, "%s", devq_last_error(q));
+	const char *args[] = { "--socket", d.sock, NULL };
+	struct exporter x;
+	exporter_start(&x, args);
+
+	int pport = free_port();
+	char cfg[256], tsdb[256], listen[64], cfgarg[300], tsdbarg[300], listenarg[100];
+	snprintf(cfg, sizeof(cfg), "%s/prometheus.yml", d.dir);
+	snprintf(tsdb, sizeof(tsdb), "%s/tsdb", d.dir);
+	snprintf(listen, sizeof(listen), "127.0.0.1:%d", pport);
+	FILE *f = fopen(cfg, "w");
+	ck_assert_ptr_nonnull(f);
+	fprintf(f, "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+		   "scrape_configs:\n  - job_name: devq\n    static_configs:\n"
+		   "      - targets: ['127.0.0.1:%d']\n", x.port);
+	ck_assert_int_eq(fclose(f), 0);
+	snprintf(cfgarg, sizeof(cfgarg), "--config.file=%s", cfg);
+	snprintf(tsdbarg, sizeof(tsdbarg), "--storage.tsdb.path=%s", tsdb);
+	snprintf(listenarg, sizeof(listenarg), "--web.listen-address=%s", listen);
+	char logp[256];
+	snprintf(logp, sizeof(logp), "%s/prometheus.log", d.dir);
+	pid_t pp = fork();
+	ck_assert_int_ge(pp, 0);
+	if (pp == 0) {
+		int lf = open(logp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		if (lf >= 0) {
+			dup2(lf, 1);
+			dup2(lf, 2);
+		}
+		execl(prom, prom, cfgarg, tsdbarg, listenarg, "--log.level=warn", (char *)NULL);
+		_exit(127);
+	}
+	bool ready = false;
+	for (int i = 0; i < 200 && !ready; i++) {
+		ready = http_get(pport, "/-/ready", NULL, 0) == 200;
+		if (!ready)
+			usleep(100 * 1000);
+	}
+	ck_assert_msg(ready, "prometheus did not get ready in 20 s (see %s)", logp);
+
+	struct flood fa = { .sock = ga.socket }, fb = { .sock = gb.socket };
+	pthread_t ta, tb;
+	ck_assert_int_eq(pthread_create(&ta, NULL, flood_run, &fa), 0);
+	ck_assert_int_eq(pthread_create(&tb, NULL, flood_run, &fb), 0);
+	sleep(20);
+	/* While both still saturate the device. */
+	double up = prom_value(prom_query(pport, "up{job=\"devq\"}"), "up");
+	static char ja[1 << 16]; /* prom_query's answer is overwritten by the next */
+	snprintf(ja, sizeof(ja), "%s",
+		 prom_query(pport, "rate(devq_tenant_device_seconds_total{tenant=\"t_a\"}[10s])"));
+	double a = prom_value(ja, "rate t_a");
+	double b = prom_value(prom_query(pport,
+					 "rate(devq_tenant_device_seconds_total{tenant=\"t_b\"}[10s])"),
+			      "rate t_b");
+	static char series_b[1 << 16];
+	snprintf(series_b, sizeof(series_b), "%s",
+		 prom_query(pport, "devq_tenant_device_seconds_total{tenant=\"t_b\"}"));
+	double ha = prom_value(prom_query(pport,
+					  "count(devq_tenant_op_seconds_bucket{tenant=\"t_a\"})"),
+			       "buckets t_a");
+	double hb = prom_value(prom_query(pport,
+					  "count(devq_tenant_op_seconds_bucket{tenant=\"t_b\"})"),
+			       "buckets t_b");
+	fa.stop = fb.stop = true;
+	pthread_join(ta, NULL);
+	pthread_join(tb, NULL);
+	fprintf(stderr, "prometheus: up %g; device-time rates t_b %.3f, t_a %.3f: %.2f (3 "
+		"expected); %llu and %llu ops\n", up, b, a, a > 0 ? b / a : 0,
+		(unsigned long long)fb.ops, (unsigned long long)fa.ops);
+	ck_assert_int_eq(kill(pp, SIGTERM), 0);
+	int st;
+	ck_assert_int_eq(waitpid(pp, &st, 0), pp);
+	ck_assert(fa.ok && fb.ok);
+	ck_assert_double_eq(up, 1);
+	ck_assert_msg(a > 0 && b / a >= 3 * 0.85 && b / a <= 3 * 1.15, "t_b/t_a = %.3f / %.3f", b,
+		      a);
+	ck_assert_msg(strstr(series_b, "\"gpu\":\"0\"") && strstr(series_b, "\"UUID\":\"CPU-") &&
+			      strstr(series_b, "\"tenant\":\"t_b\"") &&
+			      strstr(series_b, "\"team\":\"b\"") && strstr(ja, "\"team\":\"a\""),
+		      "labels: %s", series_b);
+	ck_assert_double_ge(ha, 15);
+	ck_assert_double_ge(hb, 15);
+	exporter_stop(&x);
+	struct devq_evict_result er;
+	ck_assert_int_eq(devq_admin_evict(q, "t_a", 0, &er), 0);
+	ck_assert_int_eq(devq_admin_evict(q, "t_b", 0, &er), 0);
+	devq_disconnect(q);
+	ck_assert_int_eq(harness_stop(&d), 0);
+}
+END_TEST
+
 /* packaging/prometheus/devq-rules.yml: promtool check rules, and every
  * alert's unit test (devq-rules.test.yml) passes. */
 START_TEST(rules_pass_promtool)
@@ -577,6 +791,7 @@ int main(void)
 	tcase_add_test(tc, hostile_clients);
 	tcase_add_test(tc, observer_sees_every_tenant);
 	tcase_add_test(tc, rules_pass_promtool);
+	tcase_add_test(tc, prometheus_scrapes_weighted_tenants);
 	suite_add_tcase(s, tc);
 	return harness_main(s);
 }
