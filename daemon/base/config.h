@@ -41,7 +41,7 @@ struct devq_config {
 	 * ".tenants"). */
 	const char *control_groups;
 	/* Members see every tenant's status and metrics, as root does, and
-	 * may make no admin call (NULL: nobody but root and the admin group). */
+	 * may make no admin call (NULL: group devq-metrics, where it exists). */
 	const char *observer_groups;
 	const char *tenants_dir;
 	/* A uid with a live grant works through its tenant socket only: a

@@ -62,7 +62,9 @@ int devq_policy_init_control(struct devq_policy *p, const char *groups, char *er
 			     size_t errlen);
 /* Who sees every tenant's status and metrics without any admin right
  * (observer-groups: a metrics exporter's user): root and the members of
- * groups.  Every name must resolve.  0 or -EINVAL with err filled. */
+ * groups; NULL: the group devq-exporter's unit runs in, where it exists.
+ * Every name given must resolve.  0 or -EINVAL with err filled. */
+#define DEVQ_POLICY_OBSERVER_GROUP "devq-metrics"
 int devq_policy_init_observer(struct devq_policy *p, const char *groups, char *err,
 			      size_t errlen);
 /* Root, or a member of one of p's groups (as the kernel saw the peer). */
