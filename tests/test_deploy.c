@@ -315,6 +315,40 @@ START_TEST(test_watchdog_pings_stop_when_completions_wedged)
 }
 END_TEST
 
+/* Without a watchdog the same check runs each second and feeds Status:
+ * devq_device_stalled is 0 while ops complete, 1 once a completion is
+ * wedged past the stall bound (max-op-ms 100 + 1 s here). */
+START_TEST(test_metrics_device_stalled_without_watchdog)
+{
+	struct daemon_proc d;
+	const char *extra[] = { "--test-fault-injection", "--max-op-ms", "100",
+				"--stall-timeout-ms", "1000", NULL };
+	harness_start(&d, extra);
+	devq *q = conn(d.sock, "stalled");
+	ck_assert_int_eq(devq_queue_open(q, 1), 0);
+	uint64_t pt = spin(q, 1, 1000000);
+	ck_assert_int_eq(devq_wait(q, 1, pt, ARRIVAL_MS, NULL), 0);
+	static char text[65536];
+	char cmd[512];
+	snprintf(cmd, sizeof(cmd), "%s --socket %s metrics", harness_bin("devctl"), d.sock);
+	ck_assert_int_eq(sh(text, sizeof(text), "%s", cmd), 0);
+	ck_assert_ptr_nonnull(strstr(text, "\ndevq_device_stalled 0\n"));
+	kill(d.pid, SIGRTMIN + 2); /* the next completion's reporter blocks */
+	usleep(300 * 1000);
+	spin(q, 1, 1000000);
+	bool stalled = false;
+	for (int i = 0; i < 100 && !stalled; i++) {
+		usleep(100 * 1000);
+		ck_assert_int_eq(sh(text, sizeof(text), "%s", cmd), 0);
+		stalled = strstr(text, "\ndevq_device_stalled 1\n") != NULL;
+	}
+	ck_assert_msg(stalled, "devq_device_stalled never 1:\n%.2000s", text);
+	devq_disconnect(q);
+	kill(d.pid, SIGKILL);
+	harness_wait(&d);
+}
+END_TEST
+
 /* The stall bound is never below max-op-ms + 1 s, whatever
  * stall-timeout-ms says (devqd.conf(5)): with max-op-ms 2000 and
  * stall-timeout-ms 1000, a wedged completion is "stuck" only once 3000 ms
@@ -1706,6 +1740,7 @@ int main(void)
 	tcase_add_test(tc, test_watchdog_pings_stop_when_loop_wedged);
 	tcase_add_test(tc, test_watchdog_pings_stop_when_completions_wedged);
 	tcase_add_test(tc, test_watchdog_stall_floor);
+	tcase_add_test(tc, test_metrics_device_stalled_without_watchdog);
 	tcase_add_test(tc, test_no_watchdog_without_watchdog_usec);
 	tcase_add_test(tc, test_reload_on_sighup);
 	tcase_add_test(tc, test_journal_fields);

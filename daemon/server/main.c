@@ -254,12 +254,12 @@ static void note_fatal_signals(void)
 
 /* The labels that join devq's series to the node's other GPU exporters
  * (Status.gpu, Status.uuid): the ordinal devqd serves, and the backend's
- * UUID, or for a backend without one (the CPU) "CPU-" and the host's
+ * UUID (CUDA: the device's), or for the CPU backend "CPU-" and the host's
  * machine id, which stays the same across restarts and reboots. */
 static void device_ids(struct devq_engine *e)
 {
 	snprintf(e->gpu, sizeof(e->gpu), "%d", e->cfg.device);
-	if (e->be->uuid[0]) {
+	if (e->be->uuid[0] || strcmp(e->be->name, "cpu")) {
 		snprintf(e->uuid, sizeof(e->uuid), "%s", e->be->uuid);
 		return;
 	}

@@ -109,10 +109,10 @@ static bool device_alive(struct devq_notify *n)
 	if (now - n->progress_at <= limit)
 		return true;
 	if (!n->stalled)
-		log_err("device stuck: %llu ops in flight and none completed for %llu ms; "
-			"stopping watchdog pings",
+		log_err("device stuck: %llu ops in flight and none completed for %llu ms%s",
 			(unsigned long long)d->e.ops_in_flight,
-			(unsigned long long)((now - n->progress_at) / 1000000));
+			(unsigned long long)((now - n->progress_at) / 1000000),
+			n->wd_usec ? "; stopping watchdog pings" : "");
 	n->stalled = true;
 	d->e.device_stalled = true;
 	return false;
