@@ -7,3 +7,8 @@ EXPORTER_SRC = client/exporter/exporter.c client/promtext.c
 
 $(BUILD)/devq-exporter: $(call obj,$(EXPORTER_SRC)) $(BUILD)/libdevq.a
 	$(call quiet,LD,$@)$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) $(LIBS_MHD) -lm
+
+# test_promtext: the text builder alone, on statuses the test makes.
+$(BUILD)/tests/test_promtext: $(call obj,tests/test_promtext.c client/promtext.c) $(BUILD)/libdevq.a
+	@mkdir -p $(dir $@)
+	$(call quiet,LD,$@)$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) $(LIBS_CK) -lm
