@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -263,6 +264,45 @@ START_TEST(serves_every_instance)
 	promtool_check(page);
 	devq_disconnect(q);
 	exporter_stop(&x);
+	ck_assert_int_eq(harness_stop(&a), 0);
+}
+END_TEST
+
+/* An instance that accepts and never answers reads as down after the
+ * exporter's 5 s wait, in one scrape that still answers 200 with the other
+ * instance up; two silent ones wait together, not one after the other. */
+START_TEST(silent_instance_reads_down)
+{
+	struct daemon_proc a;
+	harness_start(&a, NULL);
+	int silent[2];
+	char paths[2][200];
+	for (int i = 0; i < 2; i++) {
+		snprintf(paths[i], sizeof(paths[i]), "%s/gpu%d.sock", a.dir, 3 + i);
+		silent[i] = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		struct sockaddr_un sa = { .sun_family = AF_UNIX };
+		snprintf(sa.sun_path, sizeof(sa.sun_path), "%.100s", paths[i]);
+		ck_assert_int_eq(bind(silent[i], (struct sockaddr *)&sa, sizeof(sa)), 0);
+		ck_assert_int_eq(listen(silent[i], 8), 0); /* never accepted */
+	}
+	const char *args[] = { "--socket", a.sock, "--socket", paths[0], "--socket", paths[1],
+			       NULL };
+	struct exporter x;
+	exporter_start(&x, args);
+	uint64_t t0 = harness_now_ns();
+	ck_assert_int_eq(http_get(x.port, "/metrics", page, sizeof(page)), 200);
+	double took = (double)(harness_now_ns() - t0) / 1e9;
+	ck_assert_double_eq(value_of(page, "devq_up{gpu=\"0\"}"), 1);
+	ck_assert_double_eq(value_of(page, "devq_up{gpu=\"3\"}"), 0);
+	ck_assert_double_eq(value_of(page, "devq_up{gpu=\"4\"}"), 0);
+	ck_assert_msg(took >= 4.5 && took < 9.5, "a scrape with two silent instances took %.2f s",
+		      took);
+	promtool_check(page);
+	exporter_stop(&x);
+	for (int i = 0; i < 2; i++) {
+		ck_assert_int_eq(close(silent[i]), 0);
+		ck_assert_int_eq(unlink(paths[i]), 0);
+	}
 	ck_assert_int_eq(harness_stop(&a), 0);
 }
 END_TEST
@@ -785,6 +825,7 @@ int main(void)
 	TCase *tc = tcase_create("exporter");
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, serves_every_instance);
+	tcase_add_test(tc, silent_instance_reads_down);
 	tcase_add_test(tc, sessions_opt_in);
 	tcase_add_test(tc, concurrent_scrapes_coalesce);
 	tcase_add_test(tc, series_stable_over_connect_cycles);

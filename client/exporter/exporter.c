@@ -14,7 +14,8 @@
  * Each instance has one fetcher thread: a scrape that finds the last status
  * older than DEVQ_EXPORTER_MIN_INTERVAL_MS asks it for a new one, and every
  * scrape meanwhile waits for that same answer (at most
- * DEVQ_EXPORTER_WAIT_MS; past that the instance reads as down), so any
+ * DEVQ_EXPORTER_WAIT_MS from the scrape's start, for every instance
+ * together; past that the instance reads as down), so any
  * number of concurrent scrapes costs a devqd at most one status request
  * per interval.  A devqd that never answers holds its fetcher only. */
 #include <errno.h>
@@ -151,9 +152,10 @@ static struct devq_exporter_inst *inst_of(const char *path)
 
 /* The instance's status for this scrape, shared (result_unref it): a new
  * one is asked for when the last was asked for at least the interval ago
- * and none is in flight; NULL status when the instance is not reached in
- * DEVQ_EXPORTER_WAIT_MS.  Under the lock. */
-static struct devq_exporter_result *status_of(struct devq_exporter_inst *x)
+ * and none is in flight; NULL when the instance has not answered by until
+ * (CLOCK_MONOTONIC).  Under the lock. */
+static struct devq_exporter_result *status_of(struct devq_exporter_inst *x,
+					      const struct timespec *until)
 {
 	uint64_t now = now_ns();
 	if (!x->fetching && (!x->gen || now - x->asked_ns >= DEVQ_EXPORTER_MIN_INTERVAL_MS * 1000000ull)) {
@@ -164,11 +166,8 @@ static struct devq_exporter_result *status_of(struct devq_exporter_inst *x)
 	}
 	if (x->fetching) {
 		uint64_t gen = x->gen;
-		struct timespec until;
-		clock_gettime(CLOCK_MONOTONIC, &until);
-		until.tv_sec += DEVQ_EXPORTER_WAIT_MS / 1000;
 		while (x->gen == gen) {
-			if (pthread_cond_timedwait(&x->cv, &devq_exporter_lock, &until) == ETIMEDOUT)
+			if (pthread_cond_timedwait(&x->cv, &devq_exporter_lock, until) == ETIMEDOUT)
 				break;
 		}
 		if (x->gen == gen)
@@ -249,8 +248,13 @@ static char *scrape(size_t *len)
 		}
 	}
 	pthread_cond_broadcast(&devq_exporter_want);
+	/* One deadline for the whole scrape: silent instances wait together,
+	 * not one after the other. */
+	struct timespec until;
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_sec += DEVQ_EXPORTER_WAIT_MS / 1000;
 	for (size_t i = 0; i < n; i++)
-		rs[i] = status_of(xs[i]);
+		rs[i] = status_of(xs[i], &until);
 	for (size_t i = 0; i < n; i++) {
 		const struct devq_status *s = rs[i] ? rs[i]->s : NULL;
 		inst_label(xs[i], s, devq_exporter_ninsts);
