@@ -234,6 +234,9 @@ static char *scrape(size_t *len)
 	struct devq_exporter_inst *xs[DEVQ_EXPORTER_MAX_INSTANCES];
 	struct devq_exporter_result *rs[DEVQ_EXPORTER_MAX_INSTANCES];
 	struct devq_promtext_instance in[DEVQ_EXPORTER_MAX_INSTANCES];
+	/* The labels as of this scrape: another scrape may relabel an
+	 * instance (under the lock) while this one writes its text. */
+	char gpus[DEVQ_EXPORTER_MAX_INSTANCES][64];
 	pthread_mutex_lock(&devq_exporter_lock);
 	size_t n = scrape_instances(xs);
 	/* Ask every instance first, then wait: their requests overlap. */
@@ -258,7 +261,8 @@ static char *scrape(size_t *len)
 	for (size_t i = 0; i < n; i++) {
 		const struct devq_status *s = rs[i] ? rs[i]->s : NULL;
 		inst_label(xs[i], s, devq_exporter_ninsts);
-		in[i] = (struct devq_promtext_instance){ .s = s, .gpu = xs[i]->gpu,
+		memcpy(gpus[i], xs[i]->gpu, sizeof(gpus[i]));
+		in[i] = (struct devq_promtext_instance){ .s = s, .gpu = gpus[i],
 							 .self = rs[i] ? rs[i]->self : 0 };
 	}
 	pthread_mutex_unlock(&devq_exporter_lock);
