@@ -30,13 +30,14 @@ SAN     ?=
 # Debian package for each pkg-config module (and tool) the build needs.
 DEB_PACKAGES = build-essential pkg-config libuv1-dev libprotobuf-c-dev \
                protobuf-c-compiler libsystemd-dev check systemd man-db procps \
-               libopenblas-dev libopenblas0-pthread
+               libopenblas-dev libopenblas0-pthread libmicrohttpd-dev
 PKG_libuv          = libuv1-dev
 PKG_libprotobuf-c  = libprotobuf-c-dev
 PKG_libsystemd     = libsystemd-dev
 PKG_check          = check
 PKG_openblas       = libopenblas-dev
-MODULES = libuv libprotobuf-c libsystemd check openblas
+PKG_libmicrohttpd  = libmicrohttpd-dev
+MODULES = libuv libprotobuf-c libsystemd check openblas libmicrohttpd
 
 NODEPS_GOALS = deps deps-deb deps-torch clean help check-help list-tests demo dist
 ifeq ($(filter-out $(NODEPS_GOALS),$(or $(MAKECMDGOALS),all)),)
@@ -104,7 +105,7 @@ LIB_SRC    = client/libdevq.c
 DEVCTL_SRC = client/devctl/devctl.c client/devctl/metrics.c client/devctl/util.c \
              client/devctl/submit.c client/devctl/status.c client/devctl/admin.c \
              client/devctl/trace.c client/devctl/top.c \
-             client/devctl/cdi.c
+             client/devctl/cdi.c client/promtext.c
 LIB_SRC    += client/cpage.c
 # Performance: Submit encoded and Completions decoded by hand (mk/cli_codec.mk).
 LIB_SRC    += client/submit_enc.c client/cmpl_dec.c
@@ -118,8 +119,8 @@ LIB_OBJ    = $(call obj,$(LIB_SRC))
 DEVCTL_OBJ = $(call obj,$(DEVCTL_SRC))
 
 .PHONY: all deps deps-deb demo clean install
-## build build/devqd, build/devctl, build/libdevq.{so,so.0,a} (the default)
-all: $(BUILD)/devqd $(BUILD)/devctl $(BUILD)/libdevq.so $(BUILD)/libdevq.so.0 $(BUILD)/libdevq.a
+## build build/devqd, build/devctl, build/devq-exporter, build/libdevq.{so,so.0,a} (the default)
+all: $(BUILD)/devqd $(BUILD)/devctl $(BUILD)/devq-exporter $(BUILD)/libdevq.so $(BUILD)/libdevq.so.0 $(BUILD)/libdevq.a
 
 ## apt-get install the Debian packages the build and the tests need
 deps:

@@ -511,6 +511,20 @@ struct devq_tenant_info {
 	uint64_t waits;                /* ops wait_ns sums (timed ones) */
 };
 
+/* What a tenant's row in devq_status adds since the gpu and uuid fields:
+ * its op latency, and a granted tenant's labels.  An array of its own,
+ * parallel to tenants, so that struct devq_tenant_info keeps its size. */
+#define DEVQ_TENANT_LABELS 8
+struct devq_tenant_extra {
+	/* "queued" (devqd's receipt -> device start), "device" (start ->
+	 * end), "total" (receipt -> completion queued to the client). */
+	size_t nop_seconds;
+	struct devq_histogram op_seconds[3];
+	size_t nlabels;
+	char labels[DEVQ_TENANT_LABELS][128]; /* "key=value" (admin grant --label) */
+	uint64_t deadline_exceeded; /* its ops that completed DEVQ_E_DEADLINE_EXCEEDED */
+};
+
 struct devq_status {
 	char backend[16];
 	char device[128];
@@ -537,15 +551,26 @@ struct devq_status {
 	 * for anyone else. */
 	size_t ntenants;
 	struct devq_tenant_info *tenants;
-	/* ntenants entries, by tenants[i]: its ops that completed
-	 * DEVQ_E_DEADLINE_EXCEEDED (a parallel array, since an array's
-	 * element cannot grow without breaking the ABI); NULL when ntenants
-	 * is 0. */
-	uint64_t *tenant_deadline_exceeded;
+	/* Appended (the struct is the library's to allocate): the device's
+	 * labels as the node's other exporters print them (gpu: the ordinal,
+	 * uuid: "GPU-..." on CUDA, "CPU-" and the machine id on the CPU
+	 * backend; "" from an older daemon), the watchdog's verdict, the
+	 * sessions the caller may see (rows asked for or not), and each
+	 * tenant's extra row (ntenants of them, NULL when ntenants is 0). */
+	char gpu[16];
+	char uuid[64];
+	bool device_stalled;
+	size_t sessions_live;
+	struct devq_tenant_extra *tenant_extra;
 };
 
 /* Round trip; free with devq_status_free. */
 DEVQ_EXPORT int devq_get_status(devq *q, struct devq_status **out);
+/* devq_get_status with options: DEVQ_STATUS_NO_SESSIONS leaves the
+ * per-session rows out (nsessions 0; sessions_live still counts them), so
+ * the daemon does not build them: what a metrics scraper wants. */
+#define DEVQ_STATUS_NO_SESSIONS 1u
+DEVQ_EXPORT int devq_get_status_opts(devq *q, unsigned flags, struct devq_status **out);
 DEVQ_EXPORT void devq_status_free(struct devq_status *s);
 
 /* ---- admin calls: granted tenants ------------------------------------- */
@@ -600,6 +625,17 @@ DEVQ_EXPORT int devq_admin_grant(devq *q, const struct devq_grant_request *req,
  * restriction and creates. */
 DEVQ_EXPORT int devq_admin_update(devq *q, const struct devq_grant_request *req,
 				  struct devq_grant *out);
+/* devq_admin_grant (flags 0) or devq_admin_update (DEVQ_GRANT_UPDATE_ONLY)
+ * that also sets the labels on the tenant's metrics: nlabels strings
+ * "key=value" (at most DEVQ_TENANT_LABELS; the key [A-Za-z_][A-Za-z0-9_]*,
+ * not gpu, UUID, tenant, phase or le; the value printable without blanks,
+ * quotes or backslashes; 127 bytes in all: -EINVAL otherwise).  They
+ * replace the tenant's; nlabels 0 keeps them.  devqd keeps them in its
+ * grants file; devq_status's tenant_extra reports them. */
+#define DEVQ_GRANT_UPDATE_ONLY 1u
+DEVQ_EXPORT int devq_admin_grant_labels(devq *q, const struct devq_grant_request *req,
+					const char *const *labels, size_t nlabels, unsigned flags,
+					struct devq_grant *out);
 /* What devqd's answer to the last devq_admin_grant warned of, "" when
  * nothing: the uid's sessions already on the main socket, which stay
  * outside the grant's cap and weight, or devqd's grant-exclusive = no,

@@ -1523,9 +1523,8 @@ static int status_metrics(struct devq_status *s, const Devq__Status *st)
 	}
 	if (st->n_tenants) {
 		s->tenants = calloc(st->n_tenants, sizeof(*s->tenants));
-		s->tenant_deadline_exceeded =
-			calloc(st->n_tenants, sizeof(*s->tenant_deadline_exceeded));
-		if (!s->tenants || !s->tenant_deadline_exceeded)
+		s->tenant_extra = calloc(st->n_tenants, sizeof(*s->tenant_extra));
+		if (!s->tenants || !s->tenant_extra)
 			return -ENOMEM;
 		s->ntenants = st->n_tenants;
 		for (size_t i = 0; i < st->n_tenants; i++) {
@@ -1543,7 +1542,24 @@ static int status_metrics(struct devq_status *s, const Devq__Status *st)
 			y->wait_ns = x->wait_ns;
 			y->wait_max_ns = x->wait_max_ns;
 			y->waits = x->waits;
-			s->tenant_deadline_exceeded[i] = x->deadline_exceeded;
+			struct devq_tenant_extra *e = &s->tenant_extra[i];
+			e->deadline_exceeded = x->deadline_exceeded;
+			for (size_t p = 0; p < x->n_op_seconds && e->nop_seconds < 3; p++) {
+				const Devq__MetricsHistogram *h = x->op_seconds[p];
+				/* One this client cannot hold whole is left out. */
+				if (h->n_le_ns > DEVQ_HIST_MAX_BOUNDS || h->n_counts != h->n_le_ns + 1)
+					continue;
+				struct devq_histogram *o = &e->op_seconds[e->nop_seconds++];
+				snprintf(o->phase, sizeof(o->phase), "%s", h->phase ? h->phase : "");
+				o->nbounds = h->n_le_ns;
+				memcpy(o->le_ns, h->le_ns, h->n_le_ns * sizeof(uint64_t));
+				memcpy(o->counts, h->counts, h->n_counts * sizeof(uint64_t));
+				o->sum_ns = h->sum_ns;
+				o->count = h->count;
+			}
+			for (size_t k = 0; k < x->n_labels && e->nlabels < DEVQ_TENANT_LABELS; k++)
+				snprintf(e->labels[e->nlabels++], sizeof(e->labels[0]), "%s",
+					 x->labels[k] ? x->labels[k] : "");
 		}
 	}
 	if (st->n_refused_uids) {
@@ -1575,7 +1591,13 @@ static int status_metrics(struct devq_status *s, const Devq__Status *st)
 
 int devq_get_status(devq *q, struct devq_status **out)
 {
+	return devq_get_status_opts(q, 0, out);
+}
+
+int devq_get_status_opts(devq *q, unsigned flags, struct devq_status **out)
+{
 	Devq__GetStatus gs = DEVQ__GET_STATUS__INIT;
+	gs.no_sessions = (flags & DEVQ_STATUS_NO_SESSIONS) != 0;
 	Devq__ClientMessage m = DEVQ__CLIENT_MESSAGE__INIT;
 	m.body_case = DEVQ__CLIENT_MESSAGE__BODY_GET_STATUS;
 	m.get_status = &gs;
@@ -1603,6 +1625,11 @@ int devq_get_status(devq *q, struct devq_status **out)
 	s->ops_failed = st->ops_failed;
 	s->buffers = st->buffers;
 	s->nsessions = st->n_sessions;
+	snprintf(s->gpu, sizeof(s->gpu), "%s", st->gpu ? st->gpu : "");
+	snprintf(s->uuid, sizeof(s->uuid), "%s", st->uuid ? st->uuid : "");
+	s->device_stalled = st->device_stalled;
+	/* An older daemon sends no count: its rows are every session. */
+	s->sessions_live = st->sessions_live ? st->sessions_live : st->n_sessions;
 	for (size_t i = 0; i < st->n_sessions; i++) {
 		const Devq__SessionStatus *x = st->sessions[i];
 		struct devq_session_info *y = &s->sessions[i];
@@ -1637,7 +1664,7 @@ void devq_status_free(struct devq_status *s)
 	free(s->users);
 	free(s->refused);
 	free(s->tenants);
-	free(s->tenant_deadline_exceeded);
+	free(s->tenant_extra);
 	free(s);
 }
 
@@ -1666,7 +1693,7 @@ static void grant_of(struct devq_grant *o, const Devq__Grant *g)
 /* devq_admin_grant and devq_admin_update: one request, update_only apart
  * (a field of the message, not of the caller's struct, whose size is ABI). */
 static int admin_grant(devq *q, const struct devq_grant_request *req, bool update_only,
-		       struct devq_grant *out)
+		       const char *const *labels, size_t nlabels, struct devq_grant *out)
 {
 	if (!req || !req->tenant)
 		return fail(q, -EINVAL, "admin grant: no tenant");
@@ -1678,6 +1705,8 @@ static int admin_grant(devq *q, const struct devq_grant_request *req, bool updat
 	a.memory_bytes = req->memory_bytes;
 	a.priority = req->priority;
 	a.update_only = update_only;
+	a.n_labels = nlabels;
+	a.labels = (char **)labels;
 	Devq__ClientMessage m = DEVQ__CLIENT_MESSAGE__INIT;
 	m.body_case = DEVQ__CLIENT_MESSAGE__BODY_ADMIN_GRANT;
 	m.admin_grant = &a;
@@ -1696,12 +1725,21 @@ static int admin_grant(devq *q, const struct devq_grant_request *req, bool updat
 
 int devq_admin_grant(devq *q, const struct devq_grant_request *req, struct devq_grant *out)
 {
-	return admin_grant(q, req, false, out);
+	return admin_grant(q, req, false, NULL, 0, out);
 }
 
 int devq_admin_update(devq *q, const struct devq_grant_request *req, struct devq_grant *out)
 {
-	return admin_grant(q, req, true, out);
+	return admin_grant(q, req, true, NULL, 0, out);
+}
+
+int devq_admin_grant_labels(devq *q, const struct devq_grant_request *req,
+			    const char *const *labels, size_t nlabels, unsigned flags,
+			    struct devq_grant *out)
+{
+	if (nlabels && !labels)
+		return fail(q, -EINVAL, "admin grant: labels missing");
+	return admin_grant(q, req, (flags & DEVQ_GRANT_UPDATE_ONLY) != 0, labels, nlabels, out);
 }
 
 const char *devq_admin_warning(const devq *q)

@@ -17,9 +17,20 @@ $(FAIR_BENCH_BIN): $(call obj,bench/fair_bench.c bench/bench_util.c) $(BUILD)/li
 	@mkdir -p $(dir $@)
 	$(call quiet,LD,$@)$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) -lm
 
-.PHONY: bench bench-quick bench-build check-slow
+# A status request's cost to devqd's loop (bench/status_cost.c): root.
+STATUS_COST_BIN = $(BUILD)/bench/status_cost
+$(STATUS_COST_BIN): $(call obj,bench/status_cost.c bench/bench_util.c) $(BUILD)/libdevq.a
+	@mkdir -p $(dir $@)
+	$(call quiet,LD,$@)$(CC) $(LDFLAGS) -pthread -o $@ $^ $(LIBS_PB) -lm
+
+.PHONY: bench bench-quick bench-build check-slow bench-status
 ## build the benchmark programs of bench/
-bench-build: all $(BENCH_BIN) $(FAIR_BENCH_BIN)
+bench-build: all $(BENCH_BIN) $(FAIR_BENCH_BIN) $(STATUS_COST_BIN)
+
+## loop CPU per status request, 64 sessions of 16 tenants (root; target <= 2 ms)
+bench-status: all $(STATUS_COST_BIN)
+	@mkdir -p $(BENCH_OUT)
+	DEVQ_BUILD=$(BUILD) DEVQ_BENCH_OUT=$(BENCH_OUT) $(STATUS_COST_BIN)
 
 # Saturation runs too slow for make check (seconds each, timing decides):
 # the fairness scenarios with generous bounds.  CI runs it.

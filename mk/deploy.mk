@@ -20,7 +20,9 @@ SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
 INSTALL     ?= install
 # The man pages' headers say "devq @VERSION@" in man/; the build writes
 # them with the version into $(BUILD)/man/, which install and lint use.
-MAN_SRC     = man/devqd.8 man/devctl.1 man/devqd.conf.5 man/libdevq.3 man/devq-slurm.8
+MAN_SRC     = man/devqd.8 man/devctl.1 man/devqd.conf.5 man/libdevq.3 man/devq-slurm.8 \
+              man/devq-exporter.8
+DATADIR     ?= $(PREFIX)/share
 MAN_PAGES   = $(addprefix $(BUILD)/,$(MAN_SRC))
 
 all: $(MAN_PAGES)
@@ -47,6 +49,7 @@ install: all install-pc
 	  $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8
 	$(INSTALL) -m 0755 $(BUILD)/devqd $(DESTDIR)$(SBINDIR)/devqd
 	$(INSTALL) -m 0755 $(BUILD)/devctl $(DESTDIR)$(BINDIR)/devctl
+	$(INSTALL) -m 0755 $(BUILD)/devq-exporter $(DESTDIR)$(BINDIR)/devq-exporter
 	$(INSTALL) -m 0644 $(BUILD)/libdevq.so $(DESTDIR)$(LIBDIR)/libdevq.so.$(DEVQ_VERSION)
 	ln -sf libdevq.so.$(DEVQ_VERSION) $(DESTDIR)$(LIBDIR)/libdevq.so.$(DEVQ_SONAME_MAJOR)
 	ln -sf libdevq.so.$(DEVQ_SONAME_MAJOR) $(DESTDIR)$(LIBDIR)/libdevq.so
@@ -58,25 +61,35 @@ install: all install-pc
 	    > $(DESTDIR)$(UNITDIR)/$$u && chmod 0644 $(DESTDIR)$(UNITDIR)/$$u || exit 1; done
 	$(INSTALL) -m 0644 systemd/devqd.socket systemd/devqd@.socket $(DESTDIR)$(UNITDIR)/
 	$(INSTALL) -m 0644 systemd/devq.sysusers $(DESTDIR)$(SYSUSERSDIR)/devq.conf
+	$(INSTALL) -m 0644 systemd/devq-metrics.sysusers $(DESTDIR)$(SYSUSERSDIR)/devq-metrics.conf
+	sed 's|^ExecStart=/usr/bin/devq-exporter|ExecStart=$(BINDIR)/devq-exporter|' \
+	  systemd/devq-metrics.service > $(DESTDIR)$(UNITDIR)/devq-metrics.service && \
+	  chmod 0644 $(DESTDIR)$(UNITDIR)/devq-metrics.service
+	$(INSTALL) -d $(DESTDIR)$(DATADIR)/devq/prometheus
+	$(INSTALL) -m 0644 packaging/prometheus/devq-rules.yml packaging/prometheus/devq-rules.test.yml \
+	  $(DESTDIR)$(DATADIR)/devq/prometheus/
 	$(INSTALL) -m 0644 packaging/devqd.conf $(DESTDIR)$(SYSCONFDIR)/devqd/devqd.conf
 	$(INSTALL) -m 0644 $(BUILD)/man/devctl.1 $(DESTDIR)$(MANDIR)/man1/
 	$(INSTALL) -m 0644 $(BUILD)/man/libdevq.3 $(DESTDIR)$(MANDIR)/man3/
 	$(INSTALL) -m 0644 $(BUILD)/man/devqd.conf.5 $(DESTDIR)$(MANDIR)/man5/
 	$(INSTALL) -m 0644 $(BUILD)/man/devqd.8 $(DESTDIR)$(MANDIR)/man8/
+	$(INSTALL) -m 0644 $(BUILD)/man/devq-exporter.8 $(DESTDIR)$(MANDIR)/man8/
 
-# promtool (from Debian's prometheus package, unpacked, not installed) for
-# test_deploy's metrics check: $(BUILD)/promtool/usr/bin/promtool.
-## unpack Debian's promtool into build/promtool/ for test_deploy's metrics check
-promtool: $(BUILD)/promtool/usr/bin/promtool
-$(BUILD)/promtool/usr/bin/promtool:
+# promtool and the prometheus server (from Debian's prometheus package,
+# unpacked, not installed) for test_deploy's and test_exporter's checks:
+# $(BUILD)/promtool/usr/bin/promtool and .../prometheus, which
+# test_exporter runs as a real server scraping devq-exporter.
+## unpack Debian's promtool and prometheus into build/promtool/ (metrics tests)
+promtool: $(BUILD)/promtool/usr/bin/promtool $(BUILD)/promtool/usr/bin/prometheus
+$(BUILD)/promtool/usr/bin/promtool $(BUILD)/promtool/usr/bin/prometheus:
 	@mkdir -p $(BUILD)/promtool/deb
 	cd $(BUILD)/promtool/deb && apt-get download prometheus
 	dpkg -x $(BUILD)/promtool/deb/prometheus_*.deb $(BUILD)/promtool/x
-	install -D -m 0755 $(BUILD)/promtool/x/usr/bin/promtool $@
+	install -D -m 0755 $(BUILD)/promtool/x/usr/bin/$(notdir $@) $@
 	rm -rf $(BUILD)/promtool/x $(BUILD)/promtool/deb
 
 # ---- Debian packages --------------------------------------------------
-# `make deb` builds devqd, devctl, libdevq0, libdevq-dev, python3-devq and slurm-devq from the files
+# `make deb` builds devqd, devctl, devq-metrics, libdevq0, libdevq-dev, python3-devq and slurm-devq from the files
 # git tracks (as they are in the working tree; outside git, every file but
 # build*/) with dpkg-buildpackage, into
 # $(BUILD)/deb/.  DEB_BUILD_PROFILES=pkg.devq.nocuda leaves CUDA out.
@@ -95,6 +108,7 @@ deb:
 	  if [ -e "$$f" ]; then cp --parents -p "$$f" $(DEB_SRC)/; fi; done
 	cp -r packaging/debian $(DEB_SRC)/debian
 	cp systemd/devq.sysusers $(DEB_SRC)/debian/devqd.sysusers
+	cp systemd/devq-metrics.sysusers $(DEB_SRC)/debian/devq-metrics.sysusers
 	cd $(DEB_SRC) && dpkg-buildpackage -us -uc -b
 	@ls -l $(DEB_DIR)/*.deb
 	@# The packages' version comes from debian/changelog, which
@@ -128,7 +142,7 @@ lint: all
 	cp -p /bin/kill /bin/sh $(LINT_ROOT)/bin/
 	cd / && out=$$(MANPATH=$(abspath $(LINT_ROOT))/usr/share/man systemd-analyze verify \
 	  --root=$(abspath $(LINT_ROOT)) devqd.service devqd.socket devqd@0.service \
-	  devqd@0.socket 2>&1); \
+	  devqd@0.socket devq-metrics.service 2>&1); \
 	  if [ -n "$$out" ]; then echo "$$out"; exit 1; fi
 	for m in $(MAN_PAGES); do \
 	  out=$$(LC_ALL=C.UTF-8 MANWIDTH=80 man --warnings -l $$m 2>&1 >/dev/null); \
@@ -136,6 +150,10 @@ lint: all
 	@score=$$(systemd-analyze security --offline=true systemd/devqd.service 2>&1 | \
 	  sed -n 's/.*Overall exposure level for devqd.service: \([0-9.]*\).*/\1/p'); \
 	  echo "devqd.service exposure (systemd-analyze security --offline=true): $$score"; \
+	  awk -v s="$$score" 'BEGIN { exit !(s != "" && s <= 2.0) }'
+	@score=$$(systemd-analyze security --offline=true systemd/devq-metrics.service 2>&1 | \
+	  sed -n 's/.*Overall exposure level for devq-metrics.service: \([0-9.]*\).*/\1/p'); \
+	  echo "devq-metrics.service exposure (systemd-analyze security --offline=true): $$score"; \
 	  awk -v s="$$score" 'BEGIN { exit !(s != "" && s <= 2.0) }'
 	@# devqd@.service is devqd.service for one GPU: nothing else may differ.
 	sed -e 's/^Description=devq device-sharing daemon$$/& for GPU %i/' \

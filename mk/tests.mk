@@ -57,6 +57,8 @@ DEVQ_TEST_TABLE = \
   test_top_tmux     harness      no    check      tests/top/test_top_tmux.c \
   test_soak         harness      no    check,sim  tests/soak/test_soak.c \
   test_deploy       deploy       some  check      tests/test_deploy.c \
+  test_promtext     exporter     no    check      tests/test_promtext.c \
+  test_exporter     harness      some  check      tests/test_exporter.c \
   test_release      harness      no    check      tests/test_release.c \
   test_exports      exports      no    check      tools/check-exports.sh \
   test_completion   completion   no    check      tests/completion.sh \

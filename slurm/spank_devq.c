@@ -797,7 +797,8 @@ static uint64_t admin_cap(unsigned shards)
 }
 
 /* devctl --socket S admin grant job_N --uid U --shares K --of M [--memory B]
- * [--priority] [--update-only] --json; the tenant socket into sock. */
+ * [--priority] [--update-only] --label job=N --json; the tenant socket into
+ * sock. */
 static int grant(const struct job *j, unsigned gpu, unsigned shares, uint64_t memory,
 		 bool priority, bool update_only, char *sock, size_t cap, struct run *r)
 {
@@ -819,7 +820,7 @@ static int grant(const struct job *j, unsigned gpu, unsigned shares, uint64_t me
 		shares = 1;
 	snprintf(sh, sizeof(sh), "%u", shares);
 	snprintf(of, sizeof(of), "%u", cfg.shards_per_gpu);
-	char *argv[20];
+	char *argv[24];
 	int n = 0;
 	argv[n++] = cfg.devctl;
 	argv[n++] = "--socket";
@@ -842,6 +843,12 @@ static int grant(const struct job *j, unsigned gpu, unsigned shares, uint64_t me
 		argv[n++] = "--priority";
 	if (update_only)
 		argv[n++] = "--update-only";
+	/* The job's id on its metrics, to join the scheduler's own series
+	 * (Prometheus keeps it as exported_job beside the scrape's job). */
+	char label[32];
+	snprintf(label, sizeof(label), "job=%u", (unsigned)j->id);
+	argv[n++] = "--label";
+	argv[n++] = label;
 	argv[n++] = "--json";
 	argv[n] = NULL;
 	run_prog(argv, false, r);

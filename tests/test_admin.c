@@ -476,8 +476,12 @@ START_TEST(tenant_socket_admits_its_uid)
 	char line[512];
 	bool weight = false, uidrow = false;
 	while (fgets(line, sizeof(line), p)) {
-		weight |= !strcmp(line, "devq_tenant_weight{tenant=\"job_5\"} 2\n");
-		uidrow |= !strncmp(line, "devq_tenant_sessions{tenant=\"uid:0\"}", 36);
+		/* After gpu and UUID, which join the GPU's own series. */
+		bool gpu = strstr(line, "{gpu=\"0\",UUID=\"CPU-") != NULL;
+		weight |= gpu && !strncmp(line, "devq_tenant_weight{", 19) &&
+			  strstr(line, "\",tenant=\"job_5\"} 2\n");
+		uidrow |= gpu && !strncmp(line, "devq_tenant_sessions{", 21) &&
+			  strstr(line, "\",tenant=\"uid:0\"}");
 	}
 	ck_assert_int_eq(pclose(p), 0);
 	ck_assert(weight);
@@ -1259,6 +1263,102 @@ START_TEST(grants_survive_restart)
 }
 END_TEST
 
+/* The metric labels of every tenant's row (devq_status tenant_extra),
+ * "k=v,k=v" for the tenant name, or NULL when it has no row. */
+static const char *labels_of(devq *q, const char *tenant)
+{
+	static char out[1200];
+	struct devq_status *s;
+	ck_assert_int_eq(devq_get_status(q, &s), 0);
+	const char *r = NULL;
+	for (size_t i = 0; i < s->ntenants; i++) {
+		if (strcmp(s->tenants[i].name, tenant))
+			continue;
+		out[0] = '\0';
+		for (size_t k = 0; k < s->tenant_extra[i].nlabels; k++) {
+			strcat(out, k ? "," : "");
+			strcat(out, s->tenant_extra[i].labels[k]);
+		}
+		r = out;
+	}
+	devq_status_free(s);
+	return r;
+}
+
+/* grant --label: at most 8 labels (8 taken, 9 refused), key=value with a
+ * label name devq does not set itself, a value without blanks or quotes;
+ * given, they replace the tenant's, none keeps them; they are in the
+ * metrics, after tenant, and outlive a restart (the grants file). */
+START_TEST(grant_labels_bound_and_kept)
+{
+	if (!root_or_skip("grant_labels_bound_and_kept"))
+		return;
+	char state[] = "/tmp/devq-alabel-XXXXXX";
+	ck_assert_ptr_nonnull(mkdtemp(state));
+	const char *extra[] = { "--state-dir", state, NULL };
+	struct daemon_proc d;
+	start(&d, extra);
+	devq *q = conn(d.sock, "admin");
+	struct devq_grant_request r = { .tenant = "job_l", .uid = NOBODY };
+	struct devq_grant g;
+	const char *eight[] = { "a=1", "b=2", "c=3", "d=4", "e=5", "f=6", "g=7", "job=42", "i=9" };
+	ck_assert_int_eq(devq_admin_grant_labels(q, &r, eight, 9, 0, &g), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(devq_last_error(q), "9 labels; at most 8"));
+	static const char *const bad[] = { "gpu=1", "UUID=x", "tenant=x", "le=1", "__x=1", "1a=1",
+					   "a b=1", "k=", "=v", "k=a b", "k=a\"b", "k=a\\b", "kv" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		ck_assert_msg(devq_admin_grant_labels(q, &r, &bad[i], 1, 0, &g) == -EINVAL,
+			      "label '%s' was taken", bad[i]);
+	const char *twice[] = { "a=1", "a=2" };
+	ck_assert_int_eq(devq_admin_grant_labels(q, &r, twice, 2, 0, &g), -EINVAL);
+	ck_assert_ptr_null(labels_of(q, "job_l")); /* nothing made by a refusal */
+	ck_assert_int_eq(devq_admin_grant_labels(q, &r, eight, 8, 0, &g), 0);
+	ck_assert_str_eq(labels_of(q, "job_l"), "a=1,b=2,c=3,d=4,e=5,f=6,g=7,job=42");
+	/* None given keeps them; given, they replace them. */
+	ck_assert_int_eq(grant(q, "job_l", NOBODY, 2, 2, 0, NULL), 0);
+	ck_assert_str_eq(labels_of(q, "job_l"), "a=1,b=2,c=3,d=4,e=5,f=6,g=7,job=42");
+	const char *two[] = { "job=42", "team=ml-x.1" };
+	ck_assert_int_eq(devq_admin_grant_labels(q, &r, two, 2, DEVQ_GRANT_UPDATE_ONLY, &g), 0);
+	ck_assert_str_eq(labels_of(q, "job_l"), "job=42,team=ml-x.1");
+	/* In the metrics, after gpu, UUID and tenant. */
+	char cmd[512];
+	snprintf(cmd, sizeof(cmd), "%s --socket %s metrics", harness_bin("devctl"), d.sock);
+	FILE *p = popen(cmd, "r");
+	ck_assert_ptr_nonnull(p);
+	char line[1024], was[1024] = "";
+	bool seen = false;
+	while (fgets(line, sizeof(line), p)) {
+		if (strstr(line, "devq_tenant_weight{") && strstr(line, "job_l"))
+			snprintf(was, sizeof(was), "%s", line);
+		seen |= !strncmp(line, "devq_tenant_weight{gpu=\"0\",UUID=\"", 33) &&
+			strstr(line, "\",tenant=\"job_l\",job=\"42\",team=\"ml-x.1\"} 1\n");
+	}
+	ck_assert_int_eq(pclose(p), 0);
+	ck_assert_msg(seen, "no labelled devq_tenant_weight for job_l: %s", was);
+	/* devctl takes --label too, and refuses a ninth itself. */
+	snprintf(cmd, sizeof(cmd),
+		 "%s --socket %s admin grant job_l --uid %d --label job=43 >/dev/null 2>&1",
+		 harness_bin("devctl"), d.sock, NOBODY);
+	ck_assert_int_eq(system(cmd), 0);
+	ck_assert_str_eq(labels_of(q, "job_l"), "job=43");
+	devq_disconnect(q);
+	keep(&d, true);
+	ck_assert_int_eq(harness_stop(&d), 0);
+	harness_restart(&d, extra);
+	q = conn(d.sock, "admin");
+	ck_assert_str_eq(labels_of(q, "job_l"), "job=43");
+	struct devq_evict_result er;
+	ck_assert_int_eq(devq_admin_evict(q, "job_l", 0, &er), 0);
+	devq_disconnect(q);
+	keep(&d, false);
+	stop(&d);
+	char file[128];
+	snprintf(file, sizeof(file), "%s/grants.devqd", state);
+	ck_assert_int_eq(unlink(file), 0);
+	ck_assert_int_eq(rmdir(state), 0);
+}
+END_TEST
+
 /* Two instances share the state directory, not its files: devqd.sock's
  * lost-uids and grants are not gpu0.sock's (they once were, by device). */
 START_TEST(instances_keep_own_state)
@@ -1904,6 +2004,7 @@ static Suite *suite(void)
 	tcase_add_test(t, evict_grace_reports_still_running);
 	tcase_add_test(t, evict_stops_sliced_gemm);
 	tcase_add_test(t, grants_survive_restart);
+	tcase_add_test(t, grant_labels_bound_and_kept);
 	tcase_add_test(t, instances_keep_own_state);
 	tcase_add_test(t, grants_file_whole_lines);
 	tcase_add_test(t, grants_file_bounds);

@@ -70,6 +70,23 @@ START_TEST(test_replayable_failed_wait_no_deadlock)
 }
 END_TEST
 
+/* Status names the device by the UUID the driver gives (NVML's form), as
+ * the metrics' UUID label. */
+START_TEST(test_status_uuid_from_driver)
+{
+	NEED_SIM();
+	harness_start(&D, NULL);
+	devq *q = conn(D.sock, "uuid");
+	struct devq_status *s;
+	ck_assert_int_eq(devq_get_status(q, &s), 0);
+	ck_assert_str_eq(s->uuid, "GPU-de5c5130-0001-4002-8003-000000000044");
+	ck_assert_str_eq(s->gpu, "0");
+	devq_status_free(s);
+	devq_disconnect(q);
+	ck_assert_int_eq(harness_stop(&D), 0);
+}
+END_TEST
+
 /* Start and stop, many times: devqd must keep the driver loaded to the end
  * (the simulator reports an unload after cuInit) and exit 0. */
 START_TEST(test_stop_keeps_driver_loaded)
@@ -609,6 +626,7 @@ static Suite *suite(void)
 	tcase_add_test(t, test_window_two_long_ops);
 	tcase_add_test(t, test_pinning_does_not_block);
 	tcase_add_test(t, test_large_alloc_fails_off_loop);
+	tcase_add_test(t, test_status_uuid_from_driver);
 	suite_add_tcase(s, t);
 	return s;
 }

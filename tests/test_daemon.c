@@ -765,7 +765,7 @@ static uint64_t my_deadline_exceeded(devq *q)
 	uint64_t n = UINT64_MAX;
 	for (size_t i = 0; i < st->ntenants; i++)
 		if (st->tenants[i].uid == (uint32_t)getuid())
-			n = st->tenant_deadline_exceeded[i];
+			n = st->tenant_extra[i].deadline_exceeded;
 	devq_status_free(st);
 	ck_assert_msg(n != UINT64_MAX, "no tenant row for uid %u", (unsigned)getuid());
 	return n;

@@ -316,6 +316,40 @@ START_TEST(test_watchdog_pings_stop_when_completions_wedged)
 }
 END_TEST
 
+/* Without a watchdog the same check runs each second and feeds Status:
+ * devq_device_stalled is 0 while ops complete, 1 once a completion is
+ * wedged past the stall bound (max-op-ms 100 + 1 s here). */
+START_TEST(test_metrics_device_stalled_without_watchdog)
+{
+	struct daemon_proc d;
+	const char *extra[] = { "--test-fault-injection", "--max-op-ms", "100",
+				"--stall-timeout-ms", "1000", NULL };
+	harness_start(&d, extra);
+	devq *q = conn(d.sock, "stalled");
+	ck_assert_int_eq(devq_queue_open(q, 1), 0);
+	uint64_t pt = spin(q, 1, 1000000);
+	ck_assert_int_eq(devq_wait(q, 1, pt, ARRIVAL_MS, NULL), 0);
+	static char text[65536];
+	char cmd[512];
+	snprintf(cmd, sizeof(cmd), "%s --socket %s metrics", harness_bin("devctl"), d.sock);
+	ck_assert_int_eq(sh(text, sizeof(text), "%s", cmd), 0);
+	ck_assert_ptr_nonnull(strstr(text, "\ndevq_device_stalled 0\n"));
+	kill(d.pid, SIGRTMIN + 2); /* the next completion's reporter blocks */
+	usleep(300 * 1000);
+	spin(q, 1, 1000000);
+	bool stalled = false;
+	for (int i = 0; i < 100 && !stalled; i++) {
+		usleep(100 * 1000);
+		ck_assert_int_eq(sh(text, sizeof(text), "%s", cmd), 0);
+		stalled = strstr(text, "\ndevq_device_stalled 1\n") != NULL;
+	}
+	ck_assert_msg(stalled, "devq_device_stalled never 1:\n%.2000s", text);
+	devq_disconnect(q);
+	kill(d.pid, SIGKILL);
+	harness_wait(&d);
+}
+END_TEST
+
 /* The stall bound is never below max-op-ms + 1 s, whatever
  * stall-timeout-ms says (devqd.conf(5)): with max-op-ms 2000 and
  * stall-timeout-ms 1000, a wedged completion is "stuck" only once 3000 ms
@@ -1241,6 +1275,7 @@ static const char *sample_value(const char *key)
 		{ "lost-refuse-s", "0" },
 		{ "state-dir", "/tmp/devq-flags-state" },
 		{ "control-groups", "root" },
+		{ "observer-groups", "root" },
 		{ "tenants-dir", "/tmp/devq-flags.tenants" },
 		{ "grant-exclusive", "no" },
 		{ "executables", "/tmp/devq-flags-a:/tmp/devq-flags-b" },
@@ -1740,11 +1775,17 @@ static const char *promtool(void)
 	return which("promtool");
 }
 
-static char *scrape(const char *sock, char *buf, size_t len)
+static char *scrape_args(const char *sock, const char *args, char *buf, size_t len)
 {
-	int rc = sh(buf, len, "%s --socket %s metrics", harness_bin("devctl"), sock);
+	int rc = sh(buf, len, "%s --socket %s metrics %s", harness_bin("devctl"), sock, args);
 	ck_assert_msg(rc == 0, "devctl metrics: exit %d: %s", rc, buf);
 	return buf;
+}
+
+/* The default scrape: no per-session or per-queue family (bounded series). */
+static char *scrape(const char *sock, char *buf, size_t len)
+{
+	return scrape_args(sock, "", buf, len);
 }
 
 /* The value of one series, e.g. devq_op_errors_total{code="out_of_range"}. */
@@ -1756,6 +1797,21 @@ static double series(const char *text, const char *name)
 			return strtod(l + n + 1, NULL);
 	}
 	ck_abort_msg("no series %s in:\n%.3000s", name, text);
+	return 0;
+}
+
+/* The value of the line that starts with prefix and holds part, which
+ * ends its labels ("...} value"). */
+static double line_value(const char *text, const char *prefix, const char *part)
+{
+	size_t n = strlen(prefix), m = strlen(part);
+	for (const char *l = text; l && *l; l = strchr(l, '\n'), l = l ? l + 1 : NULL) {
+		const char *e = strchr(l, '\n');
+		const char *p = strstr(l, part);
+		if (!strncmp(l, prefix, n) && p && (!e || p < e) && p[m] == ' ')
+			return strtod(p + m + 1, NULL);
+	}
+	ck_abort_msg("no line %s...%s in:\n%.3000s", prefix, part, text);
 	return 0;
 }
 
@@ -1800,12 +1856,27 @@ START_TEST(test_metrics_promtool_and_counters_move)
 	struct devq_completion c;
 	ck_assert_int_eq(devq_wait(q, 1, pt, ARRIVAL_MS, &c), 0);
 	ck_assert_int_eq(c.code, DEVQ_E_OUT_OF_RANGE);
+	char name[256];
 	ck_assert_int_eq(devq_queue_reset(q, 1), 0);
 	/* And one still running when the next scrape is taken. */
 	uint64_t long_pt = spin(q, 1, 5000ull * 1000 * 1000);
-	scrape(d.sock, after, sizeof(after));
-	if (tool)
+	static char bounded[65536];
+	scrape(d.sock, bounded, sizeof(bounded));
+	scrape_args(d.sock, "--sessions", after, sizeof(after));
+	if (tool) {
 		promtool_check(tool, after);
+		promtool_check(tool, bounded);
+	}
+	/* The default leaves every per-connection family out; --sessions has
+	 * them.  Both carry the tenant's latency, labelled to join the GPU's
+	 * own series (gpu, UUID). */
+	ck_assert_msg(!strstr(bounded, "devq_session_") && !strstr(bounded, "devq_queue_depth"),
+		      "per-session families without --sessions:\n%.3000s", bounded);
+	ck_assert_ptr_nonnull(strstr(after, "devq_session_ops_completed_total{"));
+	snprintf(name, sizeof(name), "tenant=\"uid:%u\",phase=\"device\"}", (unsigned)getuid());
+	ck_assert_double_eq(line_value(bounded, "devq_tenant_op_seconds_count{gpu=\"0\",UUID=\"", name),
+			    4);
+	ck_assert_double_eq(series(bounded, "devq_sessions"), 1);
 
 	ck_assert_double_eq(series(after, "devq_ops_completed_total") -
 				    series(before, "devq_ops_completed_total"),
@@ -1813,7 +1884,6 @@ START_TEST(test_metrics_promtool_and_counters_move)
 	ck_assert_double_eq(series(after, "devq_op_errors_total{code=\"out_of_range\"}") -
 				    series(before, "devq_op_errors_total{code=\"out_of_range\"}"),
 			    1);
-	char name[256];
 	snprintf(name, sizeof(name), "devq_user_ops_completed_total{uid=\"%u\"}", (unsigned)getuid());
 	ck_assert_double_eq(series(after, name), 4);
 	/* Three spins of 2 ms each ran on the device: at least 6 ms of busy
@@ -1872,6 +1942,7 @@ int main(void)
 	tcase_add_test(tc, test_watchdog_pings_stop_when_loop_wedged);
 	tcase_add_test(tc, test_watchdog_pings_stop_when_completions_wedged);
 	tcase_add_test(tc, test_watchdog_stall_floor);
+	tcase_add_test(tc, test_metrics_device_stalled_without_watchdog);
 	tcase_add_test(tc, test_no_watchdog_without_watchdog_usec);
 	tcase_add_test(tc, test_watchdog_pings_through_long_gemm);
 	tcase_add_test(tc, test_watchdog_stops_in_stuck_slice);

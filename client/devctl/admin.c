@@ -17,14 +17,16 @@ void devctl_admin_usage(FILE *f)
 {
 	fprintf(f,
 		"  admin grant TENANT --uid UID [--shares N --of M] [--memory BYTES] [--priority]\n"
-		"        [--update-only] [--cdi] [--json]\n"
+		"        [--label KEY=VALUE]... [--update-only] [--cdi] [--json]\n"
 		"      Create or update tenant TENANT (A-Z a-z 0-9 _ . -, 1-64 characters, not\n"
 		"      starting with '.') and its socket, owned by UID (a number or a user\n"
 		"      name), mode 0600, in devqd's tenant directory: every connection on it\n"
 		"      is the tenant's.  --shares N of M: its fair weight N (1-64; default 1)\n"
 		"      and the device's shares it is of (default N); --memory: a cap on its\n"
 		"      shared plus device bytes over all its sessions (suffixes K, M, G, T);\n"
-		"      --priority: it may open high-priority queues.  --update-only: only\n"
+		"      --priority: it may open high-priority queues.  --label: a label on its\n"
+		"      metrics (at most 8, replacing its labels; kept across restarts).\n"
+		"      --update-only: only\n"
 		"      update a granted tenant; none by that name is not_found, nothing made.\n"
 		"      Root only, or\n"
 		"      devqd's control-groups.  --cdi: also write the CDI spec %s/\n"
@@ -140,6 +142,8 @@ static int cmd_grant(const char *sock, int argc, char **argv)
 {
 	struct devq_grant_request req = { 0 };
 	bool json = false, have_uid = false, cdi = false, update_only = false;
+	const char *labels[DEVQ_TENANT_LABELS];
+	size_t nlabels = 0;
 	for (int i = 0; i < argc; i++) {
 		const char *a = argv[i];
 		if (!strcmp(a, "--json")) {
@@ -150,6 +154,12 @@ static int cmd_grant(const char *sock, int argc, char **argv)
 			update_only = true;
 		} else if (!strcmp(a, "--priority")) {
 			req.priority = true;
+		} else if (!strcmp(a, "--label")) {
+			if (i + 1 >= argc || !strchr(argv[i + 1], '='))
+				return usage_err("admin grant: --label needs KEY=VALUE%s", "");
+			if (nlabels == DEVQ_TENANT_LABELS)
+				return usage_err("admin grant: at most 8 --label ('%s')", argv[i + 1]);
+			labels[nlabels++] = argv[++i];
 		} else if (!strcmp(a, "--uid") || !strcmp(a, "--shares") || !strcmp(a, "--of") ||
 			   !strcmp(a, "--memory")) {
 			if (i + 1 >= argc)
@@ -191,7 +201,8 @@ static int cmd_grant(const char *sock, int argc, char **argv)
 	if (rc)
 		return rc;
 	struct devq_grant g;
-	if ((update_only ? devq_admin_update(q, &req, &g) : devq_admin_grant(q, &req, &g)) < 0)
+	if (devq_admin_grant_labels(q, &req, labels, nlabels, update_only ? DEVQ_GRANT_UPDATE_ONLY : 0,
+				    &g) < 0)
 		return fail_call(q, "admin grant", json);
 	/* Granted, with what the grant does not cover: said, not failed. */
 	char warn[320];

@@ -47,7 +47,7 @@ _devctl()
 		--uid | --shares | --of | --memory | --grace) return 0 ;;
 		esac
 		case ${w[ci + 1]} in
-		grant) COMPREPLY=($(compgen -W "--uid --shares --of --memory --priority --update-only --cdi --json" -- "$cur")) ;;
+		grant) COMPREPLY=($(compgen -W "--uid --shares --of --memory --priority --label --update-only --cdi --json" -- "$cur")) ;;
 		evict) COMPREPLY=($(compgen -W "--grace --json" -- "$cur")) ;;
 		tenants) COMPREPLY=($(compgen -W "--json" -- "$cur")) ;;
 		*) COMPREPLY=($(compgen -W "grant evict tenants --help" -- "$cur")) ;;
@@ -57,7 +57,7 @@ _devctl()
 		generate) COMPREPLY=($(compgen -W "--output --socket-dir" -- "$cur")) ;;
 		*) COMPREPLY=($(compgen -W "generate --help" -- "$cur")) ;;
 		esac ;;
-	metrics) COMPREPLY=($(compgen -W "--help" -- "$cur")) ;;
+	metrics) COMPREPLY=($(compgen -W "--sessions --help" -- "$cur")) ;;
 	top)
 		[[ $prev == --interval ]] && return 0
 		COMPREPLY=($(compgen -W "--once --interval --all --help" -- "$cur")) ;;

@@ -80,6 +80,8 @@ static const struct cfg_key keys[] = {
 	{ "state-dir", CFG_STR, F(state_dir), 0, 0, 0, NULL },
 	/* Admin calls and granted tenants (server/tenants.c). */
 	{ "control-groups", CFG_STR, F(control_groups), 0, 0, 0, NULL },
+	/* Read-only: every tenant's status and metrics (requests/status.c). */
+	{ "observer-groups", CFG_STR, F(observer_groups), 0, 0, 0, NULL },
 	{ "tenants-dir", CFG_STR, F(tenants_dir), 0, 0, 0, NULL },
 	{ "grant-exclusive", CFG_BOOL, F(grant_exclusive), 0, 0, 0, NULL },
 	/* The executable repository (core/repo.c): DIR[:DIR]... */

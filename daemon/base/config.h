@@ -43,6 +43,9 @@ struct devq_config {
 	 * tenants_dir (NULL: the socket path without ".sock", plus
 	 * ".tenants"). */
 	const char *control_groups;
+	/* Members see every tenant's status and metrics, as root does, and
+	 * may make no admin call (NULL: group devq-metrics, where it exists). */
+	const char *observer_groups;
 	const char *tenants_dir;
 	/* A uid with a live grant works through its tenant socket only: a
 	 * non-admin connection of it on the main socket is refused, so that

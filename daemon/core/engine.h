@@ -117,6 +117,12 @@ struct devq_engine {
 	 * attention (e.g. CPU fallback on a host with /dev/nvidia*); "" if not. */
 	char backend_note[256];
 	bool device_lost;
+	/* The watchdog's verdict (server/notify.c): ops in flight and none
+	 * completed for longer than one may run.  Status reports it. */
+	bool device_stalled;
+	/* The device as other exporters of the node label it (Status.gpu,
+	 * Status.uuid), set by the server once the backend is up. */
+	char gpu[16], uuid[64];
 	struct devq_fair fair;   /* fair.c: ops waiting for room on their stream */
 	struct devq_tenant *tenants; /* tenant.c: one per Unix user with a session */
 	unsigned tenants_live;       /* quota.c: tenants with at least one session */

@@ -18,47 +18,94 @@ const uint64_t devq_metrics_bounds_ns[DEVQ_METRICS_BOUNDS] = {
 	2500000,   5000000,   10000000,	  50000000,   100000000,  1000000000,  10000000000,
 };
 
+const char *const devq_metrics_tphase_names[DEVQ_METRICS_TPHASES] = { "queued", "device",
+									"total" };
+
+/* 50 us .. 60 s: a bare op's turn to the longest op a tenant may wait on;
+ * fourteen, so that a tenant's three histograms stay a few dozen series. */
+const uint64_t devq_metrics_tbounds_ns[DEVQ_METRICS_TBOUNDS] = {
+	50000,	    100000,	250000,	    500000,	1000000,     2500000,	 10000000,
+	25000000,   100000000,	250000000,  1000000000, 2500000000,  10000000000, 60000000000,
+};
+
 /* For each power of two 2^k, the first bucket whose bound is at least 2^k,
  * and that bucket's bound.  Consecutive bounds are at least 2x apart
  * (test_core's test_metrics_buckets_at_bounds asserts it), so [2^k,
  * 2^(k+1)) holds at most one of them: a value v there belongs to
- * first_bucket[k], or to the next bucket when v is above split[k] (a bound
+ * first[k], or to the next bucket when v is above split[k] (a bound
  * of 2^(k+1) or more never splits, nor does the +Inf bucket).  Filled on
- * first use (loop thread only, like every metric). */
-static uint8_t first_bucket[64];
-static uint64_t split[64];
-static bool first_bucket_ready;
+ * first use (loop thread only, like every metric).  One table per set of
+ * bounds: the daemon's phases and the tenants'. */
+struct buckets {
+	uint8_t first[64];
+	uint64_t split[64];
+	bool ready;
+};
+static struct buckets phase_buckets, tenant_buckets;
 
-static void fill_first_bucket(void)
+static void fill_buckets(struct buckets *b, const uint64_t *bounds, unsigned n)
 {
 	for (unsigned k = 0; k < 64; k++) {
 		uint64_t lo = 1ull << k;
 		unsigned i = 0;
-		while (i < DEVQ_METRICS_BOUNDS && devq_metrics_bounds_ns[i] < lo)
+		while (i < n && bounds[i] < lo)
 			i++;
-		first_bucket[k] = (uint8_t)i;
-		split[k] = i < DEVQ_METRICS_BOUNDS ? devq_metrics_bounds_ns[i] : UINT64_MAX;
+		b->first[k] = (uint8_t)i;
+		b->split[k] = i < n ? bounds[i] : UINT64_MAX;
 	}
-	first_bucket_ready = true;
+	b->ready = true;
 }
 
-static inline __attribute__((always_inline)) void observe(struct devq_metrics *m, int phase,
-							 uint64_t from, uint64_t to)
+/* The bucket of v, and true; false when the phase is left out. */
+static inline __attribute__((always_inline)) bool bucket_of(const struct buckets *b,
+							   uint64_t from, uint64_t to,
+							   uint64_t *v, unsigned *i)
 {
 	/* to >= from > 0 implies to > 0: two tests, not three. */
 	if (!from || to < from)
-		return;
-	uint64_t v = to - from;
+		return false;
+	*v = to - from;
 	/* The first bound at or above v, from its power of two: a table
 	 * look-up and one comparison, where a search of the fourteen bounds
 	 * costs several times that, at four observations per completed op
 	 * (measured: bench/RESULTS.md, "Figures from the code's comments").
 	 * v = 0 reads the entry of 2^0, bucket 0, as it should. */
-	unsigned k = 63 - (unsigned)__builtin_clzll(v | 1);
-	unsigned lo = first_bucket[k] + (v > split[k]);
+	unsigned k = 63 - (unsigned)__builtin_clzll(*v | 1);
+	*i = b->first[k] + (*v > b->split[k]);
+	return true;
+}
+
+static inline __attribute__((always_inline)) void observe(struct devq_metrics *m, int phase,
+							 uint64_t from, uint64_t to)
+{
+	uint64_t v;
+	unsigned lo;
+	if (!bucket_of(&phase_buckets, from, to, &v, &lo))
+		return;
 	m->hist[phase][lo]++;
 	m->hist_sum[phase] += v;
 	m->hist_count[phase]++;
+}
+
+static void tobserve(struct devq_metrics_thist *h, int phase, uint64_t from, uint64_t to)
+{
+	uint64_t v;
+	unsigned lo;
+	if (!bucket_of(&tenant_buckets, from, to, &v, &lo))
+		return;
+	h->hist[phase][lo]++;
+	h->sum[phase] += v;
+	h->count[phase]++;
+}
+
+void devq_metrics_tenant_op(struct devq_metrics_thist *h, uint64_t received,
+			    uint64_t device_start, uint64_t device_end, uint64_t observed)
+{
+	if (!tenant_buckets.ready)
+		fill_buckets(&tenant_buckets, devq_metrics_tbounds_ns, DEVQ_METRICS_TBOUNDS);
+	tobserve(h, 0, received, device_start);
+	tobserve(h, 1, device_start, device_end);
+	tobserve(h, 2, received, observed);
 }
 
 static struct devq_metrics_user *user_slot(struct devq_metrics *m, uid_t uid)
@@ -86,8 +133,8 @@ void devq_metrics_op_done(struct devq_metrics *m, uid_t uid, int code, uint64_t 
 			  uint64_t handoff, uint64_t device_start, uint64_t device_end,
 			  uint64_t observed)
 {
-	if (!first_bucket_ready)
-		fill_first_bucket();
+	if (!phase_buckets.ready)
+		fill_buckets(&phase_buckets, devq_metrics_bounds_ns, DEVQ_METRICS_BOUNDS);
 	uint64_t busy = device_start && device_end > device_start ? device_end - device_start : 0;
 	m->device_busy_ns += busy;
 	if (code)

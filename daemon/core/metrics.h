@@ -29,6 +29,22 @@ struct devq_metrics {
 	unsigned nusers;
 };
 
+/* Per-tenant op latency (devq_tenant_op_seconds): queued (devqd's
+ * receipt -> device start), device (start -> end), total (receipt ->
+ * completion queued to the client), on fixed buckets of 50 us to 60 s. */
+#define DEVQ_METRICS_TPHASES 3
+#define DEVQ_METRICS_TBOUNDS 14
+struct devq_metrics_thist {
+	uint64_t hist[DEVQ_METRICS_TPHASES][DEVQ_METRICS_TBOUNDS + 1];
+	uint64_t sum[DEVQ_METRICS_TPHASES], count[DEVQ_METRICS_TPHASES];
+};
+extern const char *const devq_metrics_tphase_names[DEVQ_METRICS_TPHASES];
+extern const uint64_t devq_metrics_tbounds_ns[DEVQ_METRICS_TBOUNDS];
+/* One completed op of a tenant; a phase whose ends are missing or out of
+ * order is left out, as in devq_metrics_op_done. */
+void devq_metrics_tenant_op(struct devq_metrics_thist *h, uint64_t received,
+			    uint64_t device_start, uint64_t device_end, uint64_t observed);
+
 extern const char *const devq_metrics_phase_names[DEVQ_METRICS_PHASES];
 extern const uint64_t devq_metrics_bounds_ns[DEVQ_METRICS_BOUNDS];
 

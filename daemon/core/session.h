@@ -30,6 +30,9 @@ struct devq_session {
 	uid_t uid;
 	gid_t gid;
 	bool admin; /* root or in the admin group: may see every user's work */
+	/* in observer-groups: sees every tenant's status and metrics, as an
+	 * admin does, and nothing more (no trace of others, no admin call) */
+	bool observer;
 	/* may make admin calls (grant, evict): root or control-groups, and
 	 * never on a tenant socket (server/tenants.c) */
 	bool control;

@@ -17,12 +17,17 @@
 
 #include "core/fair.h"
 #include "core/loopshare.h"
+#include "core/metrics.h"
 
 struct devq_engine;
 
 /* A granted tenant's name: [A-Za-z0-9_.-], 1 to this many characters, not
  * starting with '.' (it names a file in the tenant directory). */
 #define DEVQ_TENANT_NAME_MAX 64
+/* A granted tenant's labels on its metrics (devctl admin grant --label
+ * k=v): at most this many, each "key=value" of at most this many bytes. */
+#define DEVQ_TENANT_LABELS 8
+#define DEVQ_TENANT_LABEL_MAX 127
 
 struct devq_tenant {
 	struct devq_tenant *next; /* the engine's list */
@@ -49,6 +54,11 @@ struct devq_tenant {
 	uint64_t buffers, pinned, device, queues, ops;
 	struct devq_fair_tenant fair; /* fair.c: its turns and device time */
 	struct devq_loop_share loop;  /* its share of the loop thread (server.c) */
+	struct devq_metrics_thist hist; /* its ops' latency (devq_tenant_op_seconds) */
+	/* A granted tenant's metric labels, "key=value" (grant --label). */
+	char labels[DEVQ_TENANT_LABELS][DEVQ_TENANT_LABEL_MAX + 1];
+	char *labelp[DEVQ_TENANT_LABELS]; /* into labels: a Grant message's list */
+	unsigned nlabels;
 };
 
 /* The tenant of uid, made on first use: NULL when out of memory.  Its

@@ -207,6 +207,9 @@ struct devq_backend {
 	const struct devq_backend_ops *ops;
 	const char *name;
 	char device[128];
+	/* The device's UUID as NVML and DCGM print it ("GPU-xxxxxxxx-...");
+	 * "" where the backend has none (the server then names the host). */
+	char uuid[64];
 	unsigned streams;      /* in all: normal ones first, then high_streams */
 	unsigned high_streams; /* streams [streams - high_streams, streams) */
 	devq_complete_fn on_complete;

@@ -96,6 +96,8 @@ static struct devq_admin_grant *grant_of(const struct devq_admin *a, const struc
  * header naming the format's version.  Written whole to a temporary file
  * and renamed over, so a crash leaves the old or the new list, never half
  * of one.  At most DEVQ_GRANTS_MAX lines. */
+/* A grant's metric labels follow priority, key=value each (v1 still: a
+ * line without them reads as before). */
 #define GRANTS_HEADER "# devqd grants v1: tenant uid shares of memory_bytes priority"
 /* The version save() writes, the only one the loader reads besides the
  * unversioned file of earlier releases ("# devqd grants: ...", or no
@@ -113,7 +115,48 @@ struct grants_line {
 	uint32_t shares, of;
 	uint64_t memory;
 	bool priority;
+	char labels[DEVQ_TENANT_LABELS][DEVQ_TENANT_LABEL_MAX + 1];
+	const char *lp[DEVQ_TENANT_LABELS];
+	size_t nlabels;
 };
+
+/* Whether "key=value" may label a tenant's metrics (see AdminGrant.labels),
+ * and not a key already among the first n of have; why in err if not. */
+static bool label_ok(const char *kv, const char *const *have, size_t n, char *err, size_t en)
+{
+	static const char *const ours[] = { "gpu", "UUID", "tenant", "phase", "le" };
+	size_t len = strlen(kv);
+	const char *eq = strchr(kv, '=');
+	if (!eq || eq == kv || len > DEVQ_TENANT_LABEL_MAX || !eq[1]) {
+		snprintf(err, en, "label '%.40s': want key=value, at most %d bytes", kv,
+			 DEVQ_TENANT_LABEL_MAX);
+		return false;
+	}
+	size_t k = (size_t)(eq - kv);
+	bool key = !(kv[0] >= '0' && kv[0] <= '9') && !(k >= 2 && kv[0] == '_' && kv[1] == '_');
+	for (size_t i = 0; i < k; i++)
+		key &= (kv[i] >= 'a' && kv[i] <= 'z') || (kv[i] >= 'A' && kv[i] <= 'Z') ||
+		       (kv[i] >= '0' && kv[i] <= '9') || kv[i] == '_';
+	for (size_t i = 0; i < sizeof(ours) / sizeof(ours[0]); i++)
+		key &= !(strlen(ours[i]) == k && !memcmp(ours[i], kv, k));
+	if (!key) {
+		snprintf(err, en, "label '%.40s': the key must be [A-Za-z_][A-Za-z0-9_]*, not "
+			 "__..., gpu, UUID, tenant, phase or le", kv);
+		return false;
+	}
+	for (const char *v = eq + 1; *v; v++)
+		if (*v <= ' ' || *v > '~' || *v == '"' || *v == '\\') {
+			snprintf(err, en, "label '%.40s': the value must be printable, without "
+				 "blanks, quotes or backslashes", kv);
+			return false;
+		}
+	for (size_t i = 0; i < n; i++)
+		if (!strncmp(have[i], kv, k + 1)) {
+			snprintf(err, en, "label key '%.*s' given twice", (int)k, kv);
+			return false;
+		}
+	return true;
+}
 
 enum grants_kind {
 	GRANTS_GRANT, /* a grant, in the struct */
@@ -232,11 +275,23 @@ static enum grants_kind grants_parse(const char *line, size_t len, struct grants
 		snprintf(err, n, "shares 0; 1 to %d", DEVQ_FAIR_MAX_WEIGHT);
 		return GRANTS_BAD;
 	}
-	if (grants_field(&p, end, &f)) {
-		char x[40];
-		snprintf(err, n, "'%s' after the last field (priority)",
-			 grants_excerpt(x, f, (size_t)(end - f)));
-		return GRANTS_BAD;
+	/* Then its labels, key=value each, as the admin call takes them. */
+	g->nlabels = 0;
+	while ((flen = grants_field(&p, end, &f))) {
+		if (!memchr(f, '=', flen) || g->nlabels == DEVQ_TENANT_LABELS ||
+		    flen > DEVQ_TENANT_LABEL_MAX) {
+			char x[40];
+			snprintf(err, n, "'%s' after the last field (priority; then at most %d "
+				 "labels key=value of %d bytes)", grants_excerpt(x, f, (size_t)(end - f)),
+				 DEVQ_TENANT_LABELS, DEVQ_TENANT_LABEL_MAX);
+			return GRANTS_BAD;
+		}
+		char *l = g->labels[g->nlabels];
+		memcpy(l, f, flen);
+		l[flen] = '\0';
+		if (!label_ok(l, g->lp, g->nlabels, err, n))
+			return GRANTS_BAD;
+		g->lp[g->nlabels++] = l;
 	}
 	g->uid = (uid_t)uid;
 	g->shares = (uint32_t)shares;
@@ -299,8 +354,13 @@ static void save(struct devq_admin *a)
 	}
 	fprintf(f, "%s\n", GRANTS_HEADER);
 	for (const struct devq_admin_grant *g = a->grants; g; g = g->next)
-		fprintf(f, "%s %u %u %u %" PRIu64 " %d\n", g->t->name, (unsigned)g->t->uid,
+	{
+		fprintf(f, "%s %u %u %u %" PRIu64 " %d", g->t->name, (unsigned)g->t->uid,
 			g->t->shares, g->t->of, g->t->memory_cap, g->t->priority ? 1 : 0);
+		for (unsigned k = 0; k < g->t->nlabels; k++)
+			fprintf(f, " %s", g->t->labels[k]);
+		fputc('\n', f);
+	}
 	bool ok = fflush(f) == 0 && fsync(fileno(f)) == 0;
 	ok = fclose(f) == 0 && ok;
 	if (!ok || rename(tmp, a->state) < 0) {
@@ -312,7 +372,8 @@ static void save(struct devq_admin *a)
 
 static int grant(struct devq_admin *a, const char *name, uid_t uid, uint32_t shares,
 		 uint32_t of, uint64_t memory, bool priority, bool update_only,
-		 struct devq_tenant **out, char *err, size_t n);
+		 const char *const *labels, size_t nlabels, struct devq_tenant **out, char *err,
+		 size_t n);
 
 void devq_admin_load(struct devq_admin *a)
 {
@@ -353,7 +414,8 @@ void devq_admin_load(struct devq_admin *a)
 			continue;
 		struct devq_tenant *t;
 		if (k == GRANTS_BAD || grant(a, g.name, g.uid, g.shares, g.of, g.memory,
-					     g.priority, false, &t, err, sizeof(err))) {
+					     g.priority, false, g.lp, g.nlabels, &t, err,
+					     sizeof(err))) {
 			log_warn("%s:%u: %s; skipped", a->state, lineno, err);
 			continue;
 		}
@@ -375,7 +437,8 @@ void devq_admin_load(struct devq_admin *a)
  * prolog granted must not grant what the prolog did not). */
 static int grant(struct devq_admin *a, const char *name, uid_t uid, uint32_t shares,
 		 uint32_t of, uint64_t memory, bool priority, bool update_only,
-		 struct devq_tenant **out, char *err, size_t n)
+		 const char *const *labels, size_t nlabels, struct devq_tenant **out, char *err,
+		 size_t n)
 {
 	if (!devq_tenant_name_ok(name)) {
 		snprintf(err, n, "tenant name '%.80s': 1 to %d characters of A-Z a-z 0-9 _ . -, "
@@ -408,6 +471,14 @@ static int grant(struct devq_admin *a, const char *name, uid_t uid, uint32_t sha
 			 name, memory, DEVQ_GRANT_MEMORY_MAX);
 		return DEVQ__CODE__INVALID_ARGUMENT;
 	}
+	if (nlabels > DEVQ_TENANT_LABELS) {
+		snprintf(err, n, "tenant %s: %zu labels; at most %d", name, nlabels,
+			 DEVQ_TENANT_LABELS);
+		return DEVQ__CODE__INVALID_ARGUMENT;
+	}
+	for (size_t i = 0; i < nlabels; i++)
+		if (!labels[i] || !label_ok(labels[i], labels, i, err, n))
+			return DEVQ__CODE__INVALID_ARGUMENT;
 	if (a->unavailable[0]) {
 		snprintf(err, n, "%s", a->unavailable);
 		return DEVQ__CODE__FAILED_PRECONDITION;
@@ -445,9 +516,15 @@ static int grant(struct devq_admin *a, const char *name, uid_t uid, uint32_t sha
 		}
 		g->t = t;
 		g->after_session = a->e->next_session_id;
+		t->nlabels = 0; /* a fresh grant starts with none (re-granted name) */
 		g->next = a->grants;
 		a->grants = g;
 		a->ngranted++;
+	}
+	if (nlabels) { /* given: they replace the tenant's */
+		for (size_t i = 0; i < nlabels; i++)
+			snprintf(t->labels[i], sizeof(t->labels[i]), "%s", labels[i]);
+		t->nlabels = (unsigned)nlabels;
 	}
 	*out = t;
 	return 0;
@@ -473,6 +550,10 @@ static void grant_msg(const struct devq_admin *a, struct devq_tenant *t, Devq__G
 	g->bytes = t->pinned + t->device;
 	g->ops_in_flight = t->ops;
 	g->main_sessions = main_sessions(a, t->uid);
+	for (unsigned k = 0; k < t->nlabels; k++)
+		t->labelp[k] = t->labels[k];
+	g->n_labels = t->nlabels;
+	g->labels = t->labelp;
 }
 
 static void send_body(struct devq_session *s, Devq__DaemonMessage__BodyCase c, void *body)
@@ -488,7 +569,8 @@ void devq_admin_on_grant(struct devq_admin *a, struct devq_session *s, const Dev
 	char err[400];
 	struct devq_tenant *t;
 	int code = grant(a, m->tenant ? m->tenant : "", (uid_t)m->uid, m->shares, m->of,
-			 m->memory_bytes, m->priority, m->update_only, &t, err, sizeof(err));
+			 m->memory_bytes, m->priority, m->update_only,
+			 (const char *const *)m->labels, m->n_labels, &t, err, sizeof(err));
 	if (code) {
 		devq_outbox_error(s, code, "admin_grant", NULL, NULL, "%s", err);
 		return;

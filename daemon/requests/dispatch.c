@@ -323,8 +323,8 @@ static void rq_list(struct devq_admin *a, struct devq_session *s, const Devq__Cl
 static void rq_status(struct devq_admin *a, struct devq_session *s, const Devq__ClientMessage *m,
 		      struct devq_frame *f, uint64_t t)
 {
-	(void)a, (void)m, (void)f, (void)t;
-	devq_status_handle(s);
+	(void)a, (void)f, (void)t;
+	devq_status_handle(s, m->get_status);
 }
 
 static void rq_trace(struct devq_admin *a, struct devq_session *s, const Devq__ClientMessage *m,

@@ -54,7 +54,7 @@ void devq_tracereq_abort(struct devq_session *s);
  * later requests are built on the loop. */
 void devq_tracereq_fini(void);
 
-/* status.c: answers GetStatus. */
-void devq_status_handle(struct devq_session *s);
+/* status.c: answers GetStatus (req: its options; NULL: the defaults). */
+void devq_status_handle(struct devq_session *s, const Devq__GetStatus *req);
 
 #endif

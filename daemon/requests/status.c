@@ -29,11 +29,18 @@ struct scratch {
 };
 
 /* What a session may see of another's: its own uid's, or everything when it
- * is an admin (root or the admin group).  Aggregates are seen by all. */
+ * is an admin (root or the admin group) or an observer (observer-groups).
+ * Aggregates are seen by all. */
 static bool status_visible(const struct devq_session *s, uid_t uid)
 {
-	return s->admin || uid == s->uid;
+	return s->admin || s->observer || uid == s->uid;
 }
+
+/* A tenant's three op histograms and its labels, pointing into sc. */
+struct tenant_extra {
+	Devq__MetricsHistogram hist[DEVQ_METRICS_TPHASES], *histp[DEVQ_METRICS_TPHASES];
+	char *labels[DEVQ_TENANT_LABELS];
+};
 
 static int metrics_status(const struct devq_session *s, Devq__Status *st,
 			  Devq__SessionStatus *const *items, struct devq_session *const *shown,
@@ -134,7 +141,8 @@ static void metrics_status_free(void *scratch)
 
 /* The tenants s may see, into msg/ptr (room for max); how many. */
 static size_t tenant_rows(const struct devq_session *s, Devq__TenantStatus *msg,
-			  Devq__TenantStatus **ptr, size_t max)
+			  Devq__TenantStatus **ptr, struct tenant_extra *x, uint64_t *tle,
+			  size_t max)
 {
 	size_t n = 0;
 	for (struct devq_tenant *t = s->e->tenants; t && n < max; t = t->next) {
@@ -156,18 +164,40 @@ static size_t tenant_rows(const struct devq_session *s, Devq__TenantStatus *msg,
 		m->wait_max_ns = f->wait_max_ns;
 		m->waits = f->waits;
 		m->deadline_exceeded = t->deadline_exceeded;
+		/* The tenant's own counts are sent as they are: packing copies
+		 * them, and nothing runs between here and the send. */
+		for (int p = 0; p < DEVQ_METRICS_TPHASES; p++) {
+			Devq__MetricsHistogram *h = &x[n].hist[p];
+			devq__metrics_histogram__init(h);
+			h->phase = (char *)devq_metrics_tphase_names[p];
+			h->n_le_ns = DEVQ_METRICS_TBOUNDS;
+			h->le_ns = tle;
+			h->n_counts = DEVQ_METRICS_TBOUNDS + 1;
+			h->counts = t->hist.hist[p];
+			h->sum_ns = t->hist.sum[p];
+			h->count = t->hist.count[p];
+			x[n].histp[p] = h;
+		}
+		m->n_op_seconds = DEVQ_METRICS_TPHASES;
+		m->op_seconds = x[n].histp;
+		for (unsigned k = 0; k < t->nlabels && k < DEVQ_TENANT_LABELS; k++)
+			x[n].labels[k] = (char *)t->labels[k];
+		m->n_labels = t->nlabels < DEVQ_TENANT_LABELS ? t->nlabels : DEVQ_TENANT_LABELS;
+		m->labels = x[n].labels;
 		ptr[n] = m;
 		n++;
 	}
 	return n;
 }
 
-void devq_status_handle(struct devq_session *s)
+void devq_status_handle(struct devq_session *s, const Devq__GetStatus *req)
 {
 	struct devq_engine *d = s->e;
-	size_t n = 0;
+	size_t live = 0;
 	for (struct devq_session *t = d->sessions; t; t = t->next)
-		n += status_visible(s, t->uid);
+		live += status_visible(s, t->uid);
+	/* A scraper asks for no per-session rows: none is built. */
+	size_t n = req && req->no_sessions ? 0 : live;
 	Devq__SessionStatus *items = calloc(n ? n : 1, sizeof(*items));
 	Devq__SessionStatus **ptrs = calloc(n ? n : 1, sizeof(*ptrs));
 	struct devq_session **shown = calloc(n ? n : 1, sizeof(*shown));
@@ -210,6 +240,10 @@ void devq_status_handle(struct devq_session *s)
 	st.sessions_total = d->sessions_total;
 	st.ops_completed = d->ops_completed;
 	st.ops_failed = d->ops_failed;
+	st.gpu = d->gpu;
+	st.uuid = d->uuid;
+	st.device_stalled = d->device_stalled;
+	st.sessions_live = (uint32_t)live;
 	/* Uids refused after device losses, as the server keeps them: an
 	 * admin sees every one, anyone else at most their own uid. */
 	struct devq_refused_uid ref[DEVQ_REFUSED_UIDS_MAX];
@@ -234,8 +268,11 @@ void devq_status_handle(struct devq_session *s)
 		ntenants += status_visible(s, t->uid);
 	Devq__TenantStatus *tmsg = calloc(ntenants ? ntenants : 1, sizeof(*tmsg));
 	Devq__TenantStatus **tptr = calloc(ntenants ? ntenants : 1, sizeof(*tptr));
-	if (tmsg && tptr) {
-		st.n_tenants = tenant_rows(s, tmsg, tptr, ntenants);
+	struct tenant_extra *textra = calloc(ntenants ? ntenants : 1, sizeof(*textra));
+	uint64_t tle[DEVQ_METRICS_TBOUNDS];
+	memcpy(tle, devq_metrics_tbounds_ns, sizeof(tle));
+	if (tmsg && tptr && textra) {
+		st.n_tenants = tenant_rows(s, tmsg, tptr, textra, tle, ntenants);
 		st.tenants = tptr;
 	}
 	void *metrics;
@@ -252,6 +289,7 @@ void devq_status_handle(struct devq_session *s)
 	metrics_status_free(metrics);
 	free(tmsg);
 	free(tptr);
+	free(textra);
 	free(items);
 	free(ptrs);
 	free(shown);

@@ -48,6 +48,7 @@ struct devq_daemon {
 	struct devq_reload *reload; /* reload.c: the executable repository's rescans */
 	struct devq_policy policy;  /* policy.c: who may connect */
 	struct devq_policy priority; /* policy.c: who may open high-priority queues */
+	struct devq_policy observers; /* policy.c: who sees every tenant's status */
 	struct devq_culprits culprits; /* culprit.c: uids refused after device losses */
 	struct devq_tenants tenants;   /* tenants.c: granted tenants' sockets */
 	struct devq_admin admin;       /* requests/admin.c: the admin calls */

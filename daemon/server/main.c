@@ -80,6 +80,8 @@ static void usage(FILE *f)
 		"Admin calls and granted tenants:\n"
 		"      --control-groups LIST  groups whose members may grant and evict\n"
 		"                          tenants besides root (default: root only)\n"
+		"      --observer-groups LIST  groups whose members see every tenant's status\n"
+		"                          and metrics, read-only (devq-exporter's user)\n"
 		"      --tenants-dir DIR   where tenant sockets go (default: the socket path\n"
 		"                          without .sock, plus .tenants)\n"
 		"      --grant-exclusive yes|no  a uid with a live grant may not connect on\n"
@@ -257,6 +259,34 @@ static void note_fatal_signals(void)
 		sigaction(fatal_signals[i], &sa, &fatal_prev[i]);
 }
 
+/* The labels that join devq's series to the node's other GPU exporters
+ * (Status.gpu, Status.uuid): the ordinal devqd serves, and the backend's
+ * UUID (CUDA: the device's), or for the CPU backend "CPU-" and the host's
+ * machine id, which stays the same across restarts and reboots. */
+static void device_ids(struct devq_engine *e)
+{
+	snprintf(e->gpu, sizeof(e->gpu), "%d", e->cfg.device);
+	if (e->be->uuid[0] || strcmp(e->be->name, "cpu")) {
+		snprintf(e->uuid, sizeof(e->uuid), "%s", e->be->uuid);
+		return;
+	}
+	char id[64] = "";
+	FILE *f = fopen("/etc/machine-id", "re");
+	if (f) {
+		if (!fgets(id, sizeof(id), f))
+			id[0] = '\0';
+		if (fclose(f) != 0)
+			log_warn("/etc/machine-id: close: %s", strerror(errno));
+	}
+	id[strcspn(id, "\n")] = '\0';
+	if (!id[0]) { /* no machine id: the host's name, stable enough */
+		if (gethostname(id, sizeof(id) - 1) != 0)
+			snprintf(id, sizeof(id), "unknown");
+		id[sizeof(id) - 1] = '\0';
+	}
+	snprintf(e->uuid, sizeof(e->uuid), "CPU-%.59s", id);
+}
+
 int main(int argc, char **argv)
 {
 	if (std_fds_open() < 0)
@@ -283,6 +313,7 @@ int main(int argc, char **argv)
 		{ "priority-users", required_argument, NULL, DEVQ_OPT_BY_KEY },
 		{ "priority-groups", required_argument, NULL, DEVQ_OPT_BY_KEY },
 		{ "control-groups", required_argument, NULL, DEVQ_OPT_BY_KEY },
+		{ "observer-groups", required_argument, NULL, DEVQ_OPT_BY_KEY },
 		{ "tenants-dir", required_argument, NULL, DEVQ_OPT_BY_KEY },
 		{ "grant-exclusive", required_argument, NULL, DEVQ_OPT_BY_KEY },
 		{ "fair-k", required_argument, NULL, DEVQ_OPT_BY_KEY },
@@ -490,6 +521,11 @@ int main(int argc, char **argv)
 			devq_config_fini();
 			return 2;
 		}
+		if (devq_policy_init_observer(&pol, cfg.observer_groups, perr, sizeof(perr)) < 0) {
+			fprintf(stderr, "devqd: observers: %s\n", perr);
+			devq_config_fini();
+			return 2;
+		}
 		printf("devqd: configuration OK\n");
 		devq_config_fini();
 		return 0;
@@ -504,6 +540,7 @@ int main(int argc, char **argv)
 	int r = devq_engine_init(&d.e, &cfg, &ev, NULL);
 	if (r < 0)
 		return r == -EINVAL ? 2 : 1;
+	device_ids(&d.e);
 	uv_loop_t loop;
 	if (uv_loop_init(&loop) < 0) {
 		log_err("out of memory");

@@ -105,6 +105,7 @@ static bool device_alive(struct devq_notify *n)
 		if (n->stalled)
 			log_warn("device moving again; watchdog pings resume");
 		n->stalled = false;
+		d->e.device_stalled = false;
 		return true;
 	}
 	/* Never shorter than one op may legitimately run without progress:
@@ -120,18 +121,22 @@ static bool device_alive(struct devq_notify *n)
 	if (now - n->progress_at <= limit)
 		return true;
 	if (!n->stalled)
-		log_err("device stuck: %llu ops in flight and none completed for %llu ms; "
-			"stopping watchdog pings",
+		log_err("device stuck: %llu ops in flight and none completed for %llu ms%s",
 			(unsigned long long)d->e.ops_in_flight,
-			(unsigned long long)((now - n->progress_at) / 1000000));
+			(unsigned long long)((now - n->progress_at) / 1000000),
+			n->wd_usec ? "; stopping watchdog pings" : "");
 	n->stalled = true;
+	d->e.device_stalled = true;
 	return false;
 }
 
 static void on_wd_tick(uv_timer_t *t)
 {
 	struct devq_notify *n = t->data;
-	if (device_alive(n))
+	bool alive = device_alive(n);
+	if (!n->wd_usec) /* no watchdog: the check only feeds Status */
+		return;
+	if (alive)
 		sd_notify(0, "WATCHDOG=1");
 	else
 		send_status(n, false);
@@ -203,6 +208,12 @@ int devq_notify_ready(struct devq_daemon *d)
 		log_info("watchdog: pinging every %llu ms", (unsigned long long)half_ms);
 		sd_notify(0, "WATCHDOG=1");
 		uv_timer_start(&n->wd_timer, on_wd_tick, half_ms, half_ms);
+	} else {
+		/* Without a watchdog the same check still runs, once a second,
+		 * so that Status (devq_device_stalled) tells a stuck device;
+		 * unreferenced: it never keeps the loop alive. */
+		uv_timer_start(&n->wd_timer, on_wd_tick, STATUS_PERIOD_MS, STATUS_PERIOD_MS);
+		uv_unref((uv_handle_t *)&n->wd_timer);
 	}
 	return 0;
 }

@@ -153,6 +153,18 @@ int devq_policy_init_control(struct devq_policy *p, const char *groups, char *er
 	return 0;
 }
 
+int devq_policy_init_observer(struct devq_policy *p, const char *groups, char *err,
+			      size_t errlen)
+{
+	/* Unset: the devq-metrics package's group, where it is installed;
+	 * a host without it has no observer, and nothing to warn of. */
+	int r = policy_fill(p, NULL, groups ? groups : DEVQ_POLICY_OBSERVER_GROUP, "observer-users",
+			    "observer-groups", err, errlen);
+	if (r == -ENOENT && !groups)
+		return 0;
+	return r < 0 ? -EINVAL : 0;
+}
+
 bool devq_policy_controls(const struct devq_policy *p, const struct devq_peer *peer)
 {
 	if (peer->uid == 0)

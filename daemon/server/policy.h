@@ -60,6 +60,13 @@ int devq_policy_init_priority(struct devq_policy *p, const char *users, const ch
  * Returns 0 or -EINVAL with err filled. */
 int devq_policy_init_control(struct devq_policy *p, const char *groups, char *err,
 			     size_t errlen);
+/* Who sees every tenant's status and metrics without any admin right
+ * (observer-groups: a metrics exporter's user): root and the members of
+ * groups; NULL: the group devq-exporter's unit runs in, where it exists.
+ * Every name given must resolve.  0 or -EINVAL with err filled. */
+#define DEVQ_POLICY_OBSERVER_GROUP "devq-metrics"
+int devq_policy_init_observer(struct devq_policy *p, const char *groups, char *err,
+			      size_t errlen);
 /* Root, or a member of one of p's groups (as the kernel saw the peer). */
 bool devq_policy_controls(const struct devq_policy *p, const struct devq_peer *peer);
 

@@ -972,6 +972,9 @@ static void serve_fd(struct devq_daemon *d, int fd, struct devq_tenant *grant)
 	 * admin rights there, and high priority only by its grant. */
 	s->admin = !grant && is_admin(d, fd, peer.uid, peer.gid);
 	s->control = !grant && pr == 0 && devq_policy_controls(&d->tenants.control, &peer);
+	/* observer-groups: every tenant's status and metrics, no admin
+	 * call (control stays as decided above), no trace of others. */
+	s->observer = !grant && pr == 0 && devq_policy_controls(&d->observers, &peer);
 	/* On a tenant socket its grant decides, as it is at each queue's
 	 * open and op (core/timeline.c): a re-grant reaches live sessions. */
 	s->may_high = pr == 0 && (grant || devq_policy_matches(&d->priority, &peer));
@@ -1391,6 +1394,11 @@ int devq_server_start(struct devq_daemon *d)
 	if (devq_policy_init_priority(&d->priority, d->e.cfg.priority_users,
 				      d->e.cfg.priority_groups, perr, sizeof(perr)) < 0) {
 		log_err("priority grant: %s", perr);
+		return 2;
+	}
+	if (devq_policy_init_observer(&d->observers, d->e.cfg.observer_groups, perr,
+				      sizeof(perr)) < 0) {
+		log_err("observers: %s", perr);
 		return 2;
 	}
 	const char *state_dir = d->e.cfg.state_dir;

@@ -1749,7 +1749,7 @@ class Connection:
                           [TenantStatus(t.name.decode(errors="replace"), t.uid, t.weight,
                                         t.sessions, t.ops_waiting, t.queued_ns, t.ops_inside,
                                         t.ops_done, t.device_ns, t.wait_ns, t.wait_max_ns,
-                                        t.waits, s.tenant_deadline_exceeded[i])
+                                        t.waits, s.tenant_extra[i].deadline_exceeded)
                            for i, t in ((i, s.tenants[i]) for i in range(s.ntenants))])
         finally:
             _dll.devq_status_free(p)

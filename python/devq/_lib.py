@@ -247,6 +247,16 @@ class TenantInfo(ctypes.Structure):
     ]
 
 
+class TenantExtra(ctypes.Structure):
+    _fields_ = [
+        ("nop_seconds", c_size),
+        ("op_seconds", Histogram * 3),
+        ("nlabels", c_size),
+        ("labels", (ctypes.c_char * 128) * 8),
+        ("deadline_exceeded", c_u64),
+    ]
+
+
 class Status(ctypes.Structure):
     _fields_ = [
         ("backend", ctypes.c_char * 16),
@@ -271,7 +281,11 @@ class Status(ctypes.Structure):
         ("refused", ctypes.POINTER(RefusedUser)),
         ("ntenants", c_size),
         ("tenants", ctypes.POINTER(TenantInfo)),
-        ("tenant_deadline_exceeded", ctypes.POINTER(c_u64)),
+        ("gpu", ctypes.c_char * 16),
+        ("uuid", ctypes.c_char * 64),
+        ("device_stalled", c_bool),
+        ("sessions_live", c_size),
+        ("tenant_extra", ctypes.POINTER(TenantExtra)),
     ]
 
 
@@ -293,6 +307,7 @@ STRUCTS = {
     "devq_histogram": Histogram,
     "devq_refused_user": RefusedUser,
     "devq_tenant_info": TenantInfo,
+    "devq_tenant_extra": TenantExtra,
     "devq_status": Status,
 }
 

@@ -2612,6 +2612,53 @@ START_TEST(test_metrics_buckets_at_bounds)
 }
 END_TEST
 
+/* The same for a tenant's op histograms (devq_tenant_op_seconds), whose
+ * bounds are their own (50 us .. 60 s): each phase in the first bucket at
+ * or above its length, at every bound, one below and one past it; queued
+ * is receipt -> device start, total receipt -> observed. */
+START_TEST(test_metrics_tenant_buckets_at_bounds)
+{
+	for (unsigned i = 1; i < DEVQ_METRICS_TBOUNDS; i++)
+		ck_assert_msg(devq_metrics_tbounds_ns[i] >= 2 * devq_metrics_tbounds_ns[i - 1],
+			      "tenant bound %u is under twice the one before", i);
+	ck_assert_uint_eq(devq_metrics_tbounds_ns[0], 50000);
+	ck_assert_uint_eq(devq_metrics_tbounds_ns[DEVQ_METRICS_TBOUNDS - 1], 60000000000ull);
+	uint64_t vals[3 * DEVQ_METRICS_TBOUNDS + 3];
+	unsigned n = 0;
+	for (unsigned i = 0; i < DEVQ_METRICS_TBOUNDS; i++) {
+		vals[n++] = devq_metrics_tbounds_ns[i] - 1;
+		vals[n++] = devq_metrics_tbounds_ns[i];
+		vals[n++] = devq_metrics_tbounds_ns[i] + 1;
+	}
+	vals[n++] = 0;
+	vals[n++] = 1;
+	vals[n++] = 1ull << 40;
+	for (unsigned k = 0; k < n; k++) {
+		struct devq_metrics_thist h;
+		memset(&h, 0, sizeof(h));
+		uint64_t t0 = 1000;
+		/* queued = v, device 0 long, total = v + 7 */
+		devq_metrics_tenant_op(&h, t0, t0 + vals[k], t0 + vals[k], t0 + vals[k] + 7);
+		unsigned want = 0;
+		while (want < DEVQ_METRICS_TBOUNDS && vals[k] > devq_metrics_tbounds_ns[want])
+			want++;
+		ck_assert_msg(h.hist[0][want] == 1, "%llu ns not in bucket %u",
+			      (unsigned long long)vals[k], want);
+		ck_assert_uint_eq(h.sum[0], vals[k]);
+		ck_assert_uint_eq(h.hist[1][0], 1);
+		ck_assert_uint_eq(h.sum[2], vals[k] + 7);
+		ck_assert_uint_eq(h.count[2], 1);
+	}
+	/* A phase from 0 (no receipt stamp) is left out. */
+	struct devq_metrics_thist h;
+	memset(&h, 0, sizeof(h));
+	devq_metrics_tenant_op(&h, 0, 10, 20, 30);
+	ck_assert_uint_eq(h.count[0], 0);
+	ck_assert_uint_eq(h.count[1], 1);
+	ck_assert_uint_eq(h.count[2], 0);
+}
+END_TEST
+
 /* DEVQD_CRING_ENTRIES: at most 65536 entries (exactly that, and one past
  * it, give 65536); others round down to a power of two; 0 makes no ring. */
 START_TEST(test_cring_size_setting)
@@ -4912,6 +4959,7 @@ int main(void)
 	tcase_add_test(tc, test_sq_take_refuses);
 	tcase_add_test(tc, test_sq_answer_clears_rung);
 	tcase_add_test(tc, test_metrics_buckets_at_bounds);
+	tcase_add_test(tc, test_metrics_tenant_buckets_at_bounds);
 	suite_add_tcase(su, tc);
 	TCase *tv = tcase_create("validate");
 	tcase_add_test(tv, test_validate_ranges_at_end_and_past);

@@ -871,6 +871,18 @@ EXPORT CUresult cuDeviceGetName(char *name, int len, CUdevice d)
 	RET(CUDA_SUCCESS);
 }
 
+/* A fixed UUID: devqd's metrics label UUID="GPU-..." comes from it. */
+EXPORT CUresult cuDeviceGetUuid(CUuuid *u, CUdevice d)
+{
+	ENTER("cuDeviceGetUuid", false);
+	if (d != 0 || !u)
+		RET(CUDA_ERROR_INVALID_VALUE);
+	static const unsigned char id[16] = { 0xde, 0x5c, 0x51, 0x30, 0x00, 0x01, 0x40, 0x02,
+					      0x80, 0x03, 0x00, 0x00, 0x00, 0x00, 0x00, 0x44 };
+	memcpy(u->bytes, id, sizeof(id));
+	RET(CUDA_SUCCESS);
+}
+
 EXPORT CUresult cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice d)
 {
 	ENTER("cuDeviceGetAttribute", false);
@@ -1979,7 +1991,7 @@ static const struct {
 	ENTRY(cuMemcpyAsync) ENTRY(cuMemsetD32Async) ENTRY(cuMemsetD8Async)
 	ENTRY(cuStreamBeginCapture) ENTRY(cuStreamEndCapture) ENTRY(cuGraphInstantiateWithFlags)
 	ENTRY(cuGraphLaunch) ENTRY(cuGraphExecDestroy) ENTRY(cuGraphDestroy)
-	ENTRY(cuLaunchHostFunc) ENTRY(cuFuncGetParamInfo)
+	ENTRY(cuLaunchHostFunc) ENTRY(cuFuncGetParamInfo) ENTRY(cuDeviceGetUuid)
 };
 
 EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version,

@@ -1200,6 +1200,16 @@ int devq_backend_cuda_open(const struct devq_backend_config *cfg, const char *li
 	int major = 0, minor = 0, sms = 0;
 	size_t mem = 0;
 	CU(cb->drv.cuDeviceGetName(name, sizeof(name), cb->dev), "cuDeviceGetName");
+	/* The UUID as NVML and DCGM print it: their series and devq's join on
+	 * it (Status.uuid).  None from a driver without the call. */
+	CUuuid uu;
+	if (cb->drv.cuDeviceGetUuid && cb->drv.cuDeviceGetUuid(&uu, cb->dev) == CUDA_SUCCESS) {
+		const unsigned char *u = (const unsigned char *)uu.bytes;
+		snprintf(cb->b.uuid, sizeof(cb->b.uuid),
+			 "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+			 u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11],
+			 u[12], u[13], u[14], u[15]);
+	}
 	CU(cb->drv.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
 					 cb->dev),
 	   "cuDeviceGetAttribute");

@@ -219,5 +219,8 @@ int devq_cuda_drv_open(struct devq_cuda_drv *drv, const char *lib, char *err, si
 		devq_cuda_drv_close(drv);
 		return r;
 	}
+	char why[256];
+	if (resolve(gpa, "cuDeviceGetUuid", (void **)&drv->cuDeviceGetUuid, why, sizeof(why)) < 0)
+		drv->cuDeviceGetUuid = NULL;
 	return 0;
 }

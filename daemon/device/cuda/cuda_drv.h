@@ -78,6 +78,9 @@ struct devq_cuda_drv {
 #define DEVQ_CUDA_MEMBER(name) __typeof__(&name) name;
 	DEVQ_CUDA_CALLS(DEVQ_CUDA_MEMBER)
 #undef DEVQ_CUDA_MEMBER
+	/* Optional, NULL where the driver lacks it: only the metrics' UUID
+	 * label (Status.uuid) needs it, which is no reason to refuse a GPU. */
+	__typeof__(&cuDeviceGetUuid) cuDeviceGetUuid;
 };
 
 /* Loads the driver and resolves every call; does not call cuInit.
