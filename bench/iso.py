@@ -20,7 +20,8 @@ interleaved, so the machine's drift falls on both.  Also the kernel, the
 CPU model and OpenBLAS's core name (what the figures depend on).
 
 usage: bench/iso.py --devqd build/devqd [--base-devqd OLD/devqd]
-                    [--samples 3000] [--block 2] [--json FILE]
+                    [--samples 3000] [--block 2] [--devqd-args '--slice-us N']
+                    [--json FILE]
 """
 
 import argparse
@@ -50,11 +51,11 @@ def quantile(xs, q):
     return s[min(len(s) - 1, int(q * len(s)))]
 
 
-def start_devqd(path, tmp, name):
+def start_devqd(path, tmp, name, extra=()):
     sock = os.path.join(tmp, name + ".sock")
     log = open(os.path.join(tmp, name + ".log"), "w")
-    d = subprocess.Popen([path, "--backend", "cpu", "--socket", sock, "--allow-users", "nobody"],
-                         stdout=log, stderr=subprocess.STDOUT)
+    d = subprocess.Popen([path, "--backend", "cpu", "--socket", sock, "--allow-users", "nobody",
+                          *extra], stdout=log, stderr=subprocess.STDOUT)
     for _ in range(200):
         if os.path.exists(sock):
             break
@@ -96,9 +97,9 @@ def b_tenant(sock, n, run, drained, done, ready):
 
 
 class Daemon:
-    def __init__(self, name, path, tmp, n):
+    def __init__(self, name, path, tmp, n, extra=()):
         self.name = name
-        self.proc, self.sock = start_devqd(path, tmp, name)
+        self.proc, self.sock = start_devqd(path, tmp, name, extra)
         self.run = mp.Value("i", 0)
         self.drained = mp.Value("i", 1)
         self.done = mp.Value("q", 0)
@@ -182,6 +183,8 @@ def main():
     ap.add_argument("--samples", type=int, default=3000)
     ap.add_argument("--block", type=float, default=2.0)
     ap.add_argument("--n", type=int, default=1024, help="B's gemm size (n^3)")
+    ap.add_argument("--devqd-args", default="",
+                    help="more options for this build's devqd (e.g. '--slice-us 5000')")
     ap.add_argument("--json")
     args = ap.parse_args()
     if os.geteuid() != 0:
@@ -189,7 +192,7 @@ def main():
     tmp = tempfile.mkdtemp(prefix="devq-iso-")
     ds = []
     try:
-        ds.append(Daemon("this", args.devqd, tmp, args.n))
+        ds.append(Daemon("this", args.devqd, tmp, args.n, args.devqd_args.split()))
         if args.base_devqd:
             ds.append(Daemon("base", args.base_devqd, tmp, args.n))
         for d in ds:  # warm: the first ops load OpenBLAS and fault pages in
