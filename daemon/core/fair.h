@@ -137,6 +137,11 @@ struct devq_fair {
 	struct devq_lock lock;
 	struct devq_fair_stream *st;
 	unsigned nstreams;
+	unsigned nnormal; /* streams [0, nnormal) normal, the rest high priority */
+	/* Set when a stream with room found nothing it could start while ops
+	 * waited elsewhere: the next completion, once its op is done (which
+	 * may be what they waited for), looks again (devq_fair_after_done). */
+	atomic_bool starved;
 	uint64_t window_ns;
 	unsigned depth;
 	struct devq_tenant *act_head, *act_tail; /* tenants with waiting ops */
@@ -153,9 +158,11 @@ struct devq_fair {
  * users not listed have weight 1.  0, or -EINVAL with err naming the
  * problem. */
 int devq_fair_init(struct devq_fair *f, const char *shares, char *err, size_t errlen);
-/* Once the backend is open: per-stream state, the window (ns) and the
- * op count per stream.  0 or -ENOMEM. */
-int devq_fair_start(struct devq_fair *f, unsigned streams, uint64_t window_ns, unsigned depth);
+/* Once the backend is open: per-stream state (streams in all, the last
+ * high of them high priority), the window (ns) and the op count per
+ * stream.  0 or -ENOMEM. */
+int devq_fair_start(struct devq_fair *f, unsigned streams, unsigned high, uint64_t window_ns,
+		    unsigned depth);
 void devq_fair_free(struct devq_fair *f);
 
 /* A new tenant's turns and weight: 0 or -ENOMEM. */
@@ -184,6 +191,11 @@ void devq_fair_submit(struct devq_job *first);
  * with a backend that takes enqueue from any thread its stream's room is
  * given to the next ops from here. */
 void devq_fair_completed(struct devq_job *op);
+/* With a backend that takes enqueue from any thread, after a completion
+ * was published (its op done, not touched here): streams left idle for
+ * want of an op that could start there look again.  One load when none
+ * is. */
+void devq_fair_after_done(struct devq_engine *e);
 /* The loop processed op's completion (other backends: the room is free). */
 void devq_fair_done(struct devq_job *op);
 /* Whether s has ops waiting for room. */

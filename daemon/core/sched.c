@@ -371,6 +371,10 @@ void devq_sched_on_complete(void *ud, struct devq_bop *bop)
 	if (wake)
 		d->cmpl_deferred = 0;
 	devq_lock_give(&d->cmpl_lock);
+	/* op is done: a stream left idle for want of an op that could start
+	 * there may have one now (fair.c). */
+	if (refills)
+		devq_fair_after_done(d);
 	/* On the loop thread a wake-up would only send the loop a write to
 	 * itself: it drains before it waits. */
 	if (lazy && pthread_equal(pthread_self(), d->loop_thread)) {

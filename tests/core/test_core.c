@@ -2191,6 +2191,168 @@ START_TEST(test_placement_priority_regrant)
 }
 END_TEST
 
+/* The op a stream takes is bound to it when handed over (fair.c,
+ * start_cand): a stream with room whose own lanes have nothing that
+ * starts at once takes an op waiting for another stream of its class
+ * whose waits are all done.  One whose previous op still runs stays (it
+ * would wait there for the other stream). */
+START_TEST(test_placement_free_stream_takes_waiting_op)
+{
+	engine_up((struct devq_config){ .fair_k = 1, .streams = 2 });
+	struct devq_session *a = session(1000), *b = session(1001);
+	queue(a, 1, 0); /* stream 0 */
+	queue(b, 1, 0); /* stream 1 */
+	queue(b, 2, 0); /* stream 0 */
+	spin(a, 1, 1000000); /* X1 on 0 */
+	spin(b, 1, 1000000); /* Y1 on 1 */
+	spin(a, 1, 1000000); /* X2 waits for 0: its previous op runs there */
+	/* b's queue 2 has nothing in flight but no stream is idle: it stays
+	 * on stream 0, behind X2. */
+	spin(b, 2, 1000000);
+	ck_assert_uint_eq(FK->n, 2);
+	ck_assert_uint_eq(tl(b, 2)->stream, 0);
+	/* Y1 done: stream 1 has nothing of its own; Z1 moves there, X2
+	 * (which would wait for X1 on stream 0) does not. */
+	complete(1, 0);
+	ck_assert_uint_eq(FK->n, 2);
+	struct devq_job *z = handed(1);
+	ck_assert_ptr_eq(z->s, b);
+	ck_assert_uint_eq(z->q->id, 2);
+	ck_assert_uint_eq(z->b.stream, 1);
+	ck_assert_uint_eq(E.fair.st[0].waiting, 1); /* X2, still for stream 0 */
+	/* X1 done: X2 follows it on stream 0. */
+	complete(0, 0);
+	ck_assert_uint_eq(FK->n, 2);
+	ck_assert_ptr_eq(handed(1)->s, a);
+	ck_assert_uint_eq(handed(1)->b.stream, 0);
+	complete_all();
+	engine_down();
+}
+END_TEST
+
+/* Weights hold whatever the queues' placement: tenant 1001 (share 3) has
+ * two queues bound to stream 1, tenant 1000 one queue on stream 0, each
+ * with many ops waiting.  Bound to their queues' streams each would get
+ * one stream (1:1); taken in the fair order by whichever stream frees,
+ * 1001 gets three rooms for each one of 1000. */
+START_TEST(test_placement_weights_across_streams)
+{
+	engine_up((struct devq_config){ .fair_k = 1, .streams = 2, .fair_shares = "1001:3" });
+	struct devq_session *a = session(1000), *b = session(1001);
+	queue(a, 1, 0); /* stream 0 */
+	queue(b, 1, 0); /* stream 1 */
+	queue(b, 2, 0); /* stream 0 */
+	queue(b, 3, 0); /* stream 1 */
+	spin(a, 1, 100000);
+	spin(b, 1, 100000);
+	for (int i = 0; i < 40; i++) {
+		spin(b, 3, 100000); /* no idle stream: queue 3 stays on 1 */
+		spin(a, 1, 100000);
+		spin(b, 1, 100000);
+	}
+	ck_assert_uint_eq(tl(b, 3)->stream, 1);
+	unsigned na = 0, nb = 0, nb0 = 0;
+	for (int i = 0; i < 60; i++) {
+		struct devq_session *s = complete_and_refill();
+		ck_assert_ptr_nonnull(s);
+		na += s == a;
+		nb += s == b;
+		nb0 += s == b && handed(FK->n - 1)->b.stream == 0;
+	}
+	ck_assert_msg(nb >= 42 && nb <= 48, "share 3 got %u of 60 rooms, share 1 %u", nb, na);
+	ck_assert_uint_gt(nb0, 0); /* some of them on a's stream */
+	complete_all();
+	engine_down();
+}
+END_TEST
+
+/* Streams of the other class never take a waiting op: a normal queue's op
+ * stays off the high-priority stream and a high queue's off the normal
+ * ones, however idle. */
+START_TEST(test_placement_moves_keep_class)
+{
+	engine_up((struct devq_config){ .fair_k = 1, .streams = 2, .priority_streams = 1 });
+	struct devq_session *a = session(1000);
+	queue(a, 1, 0); /* stream 0 */
+	queue(a, 2, 0); /* stream 1 */
+	queue(a, 3, 0); /* stream 0 */
+	queue(a, 8, 1); /* stream 2, high */
+	queue(a, 9, 1); /* stream 2 */
+	spin(a, 1, 1000000);
+	spin(a, 2, 1000000);
+	spin(a, 3, 1000000); /* no normal stream idle: waits for 0 */
+	spin(a, 8, 1000000);
+	spin(a, 9, 1000000); /* waits for 2 */
+	ck_assert_uint_eq(FK->n, 3);
+	ck_assert_uint_eq(tl(a, 3)->stream, 0);
+	/* The high stream frees: queue 3's op does not go there, queue 9's
+	 * does (its own). */
+	complete(2, 0);
+	ck_assert_uint_eq(FK->n, 3);
+	ck_assert_uint_eq(handed(2)->q->id, 9);
+	ck_assert_uint_eq(handed(2)->b.stream, 2);
+	spin(a, 8, 1000000); /* waits for 2 behind queue 9's */
+	/* Stream 1 frees: queue 3's op moves there; queue 8's stays. */
+	complete(1, 0);
+	ck_assert_uint_eq(FK->n, 3);
+	ck_assert_uint_eq(handed(2)->q->id, 3);
+	ck_assert_uint_eq(handed(2)->b.stream, 1);
+	complete(0, 0); /* stream 0 frees: nothing normal waits */
+	ck_assert_uint_eq(FK->n, 2);
+	ck_assert_uint_eq(E.fair.st[2].waiting, 1);
+	complete_all();
+	engine_down();
+}
+END_TEST
+
+/* The first op after a reset does not wait on its queue's previous op,
+ * so their order rests on one stream's: that previous op moves no more,
+ * and if it had moved already the new op follows it there. */
+START_TEST(test_placement_reset_keeps_order)
+{
+	engine_up((struct devq_config){ .fair_k = 1, .streams = 2 });
+	struct devq_session *a = session(1000), *b = session(1001);
+	queue(a, 1, 0); /* stream 0 */
+	queue(b, 1, 0); /* stream 1 */
+	queue(b, 2, 0); /* stream 0 */
+	spin(a, 1, 1000000); /* X1 on 0 */
+	spin(b, 1, 1000000); /* Y1 on 1 */
+	spin(b, 2, 1000000); /* Z1 waits for 0 (no stream idle) */
+	devq_timeline_reset(tl(b, 2));
+	spin(b, 2, 1000000); /* Z2: after the reset, no wait on Z1 */
+	ck_assert_uint_eq(E.fair.st[0].waiting, 2);
+	/* Y1 done: Z1 could start on stream 1, but Z2 counts on following it
+	 * on stream 0. */
+	complete(1, 0);
+	ck_assert_uint_eq(FK->n, 1);
+	complete(0, 0); /* X1: Z1 on 0 */
+	ck_assert_uint_eq(handed(0)->point, 1);
+	ck_assert_uint_eq(handed(0)->b.stream, 0);
+	complete(0, 0); /* Z1: Z2 after it, on 0 */
+	ck_assert_uint_eq(handed(0)->point, 2);
+	ck_assert_uint_eq(handed(0)->b.stream, 0);
+	complete_all();
+
+	/* Moved before the reset: the next op follows it to its stream. */
+	spin(a, 1, 1000000); /* on 0 */
+	spin(b, 1, 1000000); /* on 1 */
+	spin(b, 2, 1000000); /* Z3 waits for 0 */
+	complete(1, 0);	     /* Z3 moves to 1 */
+	ck_assert_uint_eq(handed(1)->q->id, 2);
+	ck_assert_uint_eq(handed(1)->b.stream, 1);
+	devq_timeline_reset(tl(b, 2));
+	spin(b, 2, 1000000); /* Z4: behind Z3, on stream 1 */
+	ck_assert_uint_eq(E.fair.st[1].waiting, 1);
+	complete(0, 0); /* stream 0 frees: Z4 does not jump ahead of Z3 */
+	ck_assert_uint_eq(FK->n, 1);
+	complete(0, 0); /* Z3 */
+	ck_assert_uint_eq(handed(0)->point, 4);
+	ck_assert_uint_eq(handed(0)->b.stream, 1);
+	complete_all();
+	engine_down();
+}
+END_TEST
+
 /* ---- quotas ---------------------------------------------------------- */
 
 START_TEST(test_submit_on_closed_queue)
@@ -4502,6 +4664,10 @@ int main(void)
 	tcase_add_test(tc, test_fairness_no_run_when_shared);
 	tcase_add_test(tc, test_placement_moves_idle_queue);
 	tcase_add_test(tc, test_placement_priority_regrant);
+	tcase_add_test(tc, test_placement_free_stream_takes_waiting_op);
+	tcase_add_test(tc, test_placement_weights_across_streams);
+	tcase_add_test(tc, test_placement_moves_keep_class);
+	tcase_add_test(tc, test_placement_reset_keeps_order);
 	tcase_add_test(tc, test_submit_on_closed_queue);
 	tcase_add_test(tc, test_quota_refusals);
 	tcase_add_test(tc, test_quota_bytes_at_bound_and_past);
