@@ -32,11 +32,29 @@
  * report no device time (CUDA), one op in DEVQ_FAIR_SAMPLE of each
  * executable is timed.
  *
- * Within a session, a lane (one per device stream) hands over in submit
- * order, and an op is handed over only once every op it waits on (queue
- * order, explicit waits, buffer hazards) has been: the backend then still
- * only ever waits on ops handed over before, which keeps its streams free
- * of deadlock.  A replayable batch obeys the window but not the op count,
+ * Within a session, a lane (one per device stream: the stream placement,
+ * core/timeline.c, gave the op) holds its waiting ops in submit order,
+ * and an op is handed over only once every op it waits on (queue order,
+ * explicit waits, buffer hazards) has been: the backend then still only
+ * ever waits on ops handed over before, which keeps its streams free of
+ * deadlock.
+ *
+ * Where an op runs is decided when it is handed over, in the fair order,
+ * so that no stream idles while a tenant has an op that could start there
+ * and weights hold whatever the number and depth of queues: a stream with
+ * room takes, of the tenants with an op that starts there at once (the
+ * head of a lane for it whose waits are done or on it, or an op among the
+ * first DEVQ_FAIR_MOVE_SCAN of a lane for another stream of its class
+ * whose waits are all done), the one whose virtual time is least, and the
+ * op is bound to it then; failing any, the head of its own lane whose
+ * waits were handed over, which may wait there for another stream.  An op
+ * whose queue order rests on its stream (the first after a reset, a
+ * failed op) pins its previous op and follows it.  A stream left with
+ * nothing to start while an op waited only for one running elsewhere looks
+ * again when that one is done (devq_fair_after_done).  Cost: nothing on
+ * the straight-through path; per waiting op a test at submit, per choice
+ * a look at each active tenant's lane heads (up to 4 ops per lane of the
+ * class when its own have nothing), one load per completion.  A replayable batch obeys the window but not the op count,
  * so a batch of short ops still reaches the backend as one run (one graph
  * on CUDA) and a long one is split where the window ends.
  *
