@@ -601,7 +601,8 @@ static struct devq_session *pick(struct devq_fair *f, unsigned x)
 /* t's op that would start at once on stream x, if any: first, in t's
  * session turn, the head of a lane for x that starts there without
  * waiting (ready_on); else an op waiting for another stream of x's class
- * that may move (fmove) and has nothing left to wait for. */
+ * that may move (fmove) and would start there as well: its queue's
+ * previous op, say, ran or runs on x. */
 static bool start_cand(const struct devq_fair *f, struct devq_tenant *t, unsigned x,
 		       struct cand *c)
 {
@@ -620,7 +621,7 @@ static bool start_cand(const struct devq_fair *f, struct devq_tenant *t, unsigne
 				continue;
 			struct devq_job *p = NULL, *o = s->fair.lanes[y].head;
 			for (unsigned k = 0; o && k < DEVQ_FAIR_MOVE_SCAN; k++, p = o, o = o->fnext)
-				if (o->fmove && all_done(o)) {
+				if (o->fmove && ready_on(o, x)) {
 					*c = (struct cand){ s, o, p, y };
 					return true;
 				}
@@ -797,7 +798,8 @@ static void fill_all(struct devq_fair *f, struct burst *bu)
 {
 	if (!f->waiting)
 		return;
-	atomic_store(&f->starved, false); /* choose sets it again if still so */
+	if (atomic_load_explicit(&f->starved, memory_order_relaxed))
+		atomic_store(&f->starved, false); /* choose sets it again if still so */
 	bool more = true;
 	while (more) {
 		more = false;
@@ -928,8 +930,9 @@ static struct devq_job *submit_one(struct devq_fair *f, struct devq_job *op, str
 	if (time_room(f, x) && (count_room(f, x, false) || f->st[x].waiting_replay) &&
 	    fill(f, x, bu) && others_wait(f, x))
 		fill_all(f, bu);
-	else if (atomic_load_explicit(&f->starved, memory_order_relaxed))
-		fill_all(f, bu); /* a stream found nothing to start: this op may do */
+	else if (atomic_load_explicit(&f->starved, memory_order_relaxed) ||
+		 (op->fmove && all_done(op)))
+		fill_all(f, bu); /* op may start at once on another stream */
 	return next;
 }
 
@@ -999,8 +1002,10 @@ void devq_fair_completed(struct devq_job *op)
 		return;
 	struct burst bu = burst_of(d);
 	fair_lock(f);
-	/* The others too: one with room may take an op that can move. */
-	if (fill(f, x, &bu) || others_wait(f, x))
+	/* The others too while ops wait for them: one with room may take an
+	 * op that can move. */
+	fill(f, x, &bu);
+	if (others_wait(f, x))
 		fill_all(f, &bu);
 	burst_go(d, &bu);
 	fair_unlock(f);

@@ -373,7 +373,7 @@ void devq_sched_on_complete(void *ud, struct devq_bop *bop)
 	devq_lock_give(&d->cmpl_lock);
 	/* op is done: a stream left idle for want of an op that could start
 	 * there may have one now (fair.c). */
-	if (refills)
+	if (refills && atomic_load(&d->fair.starved))
 		devq_fair_after_done(d);
 	/* On the loop thread a wake-up would only send the loop a write to
 	 * itself: it drains before it waits. */
