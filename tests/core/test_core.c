@@ -853,6 +853,31 @@ static void spin(struct devq_session *s, uint32_t q, uint64_t ns)
 	ck_assert_int_eq(devq_sched_submit(s, &op, 1, err, sizeof(err)), 0);
 }
 
+/* spin(ns) on queue q that also waits on (wq, wpoint) of its session. */
+static void spin_after(struct devq_session *s, uint32_t q, uint64_t ns, uint32_t wq,
+		       uint64_t wpoint)
+{
+	Devq__Op op = DEVQ__OP__INIT;
+	Devq__KernelOp k = DEVQ__KERNEL_OP__INIT;
+	Devq__Arg a = DEVQ__ARG__INIT, *ap = &a;
+	Devq__Wait w = DEVQ__WAIT__INIT, *wp = &w;
+	a.name = "ns";
+	a.value_case = DEVQ__ARG__VALUE_U64;
+	a.u64 = ns;
+	k.executable = (uint32_t)(devq_kernel_find("spin") - devq_kernels);
+	k.n_args = 1;
+	k.args = &ap;
+	w.queue = wq;
+	w.point = wpoint;
+	op.queue = q;
+	op.n_waits = 1;
+	op.waits = &wp;
+	op.body_case = DEVQ__OP__BODY_KERNEL;
+	op.kernel = &k;
+	char err[160];
+	ck_assert_int_eq(devq_sched_submit(s, &op, 1, err, sizeof(err)), 0);
+}
+
 /* The session of the op the fake backend received last. */
 static struct devq_session *last_handed(void)
 {
@@ -2348,6 +2373,153 @@ START_TEST(test_placement_reset_keeps_order)
 	complete(0, 0); /* Z3 */
 	ck_assert_uint_eq(handed(0)->point, 4);
 	ck_assert_uint_eq(handed(0)->b.stream, 1);
+	complete_all();
+	engine_down();
+}
+END_TEST
+
+/* Weights hold too among ops that cannot start at once anywhere: each op
+ * of both tenants waits on its tenant's long op running on another
+ * stream, so the stream that frees takes, by pick's order, an op that
+ * will wait there. */
+START_TEST(test_fairness_weights_behind_other_streams)
+{
+	engine_up((struct devq_config){ .fair_k = 1, .streams = 3, .fair_shares = "1001:3" });
+	struct devq_session *a = session(1000), *b = session(1001);
+	queue(a, 1, 0); /* stream 0 */
+	queue(a, 2, 0); /* stream 1 */
+	queue(b, 2, 0); /* stream 2 */
+	queue(b, 1, 0); /* stream 0 */
+	spin(a, 2, 100000); /* on 1, running throughout */
+	spin(b, 2, 100000); /* on 2, running throughout */
+	for (int i = 0; i < 50; i++) {
+		spin_after(a, 1, 100000, 2, 1);
+		spin_after(b, 1, 100000, 2, 1);
+	}
+	ck_assert_uint_eq(FK->n, 3);
+	ck_assert_uint_eq(handed(2)->b.stream, 0);
+	unsigned na = 0, nb = 0;
+	for (int i = 0; i < 48; i++) {
+		if (i == 8) /* from here on, past the first op's head start */
+			na = nb = 0;
+		unsigned before = FK->enqueued;
+		complete(2, 0); /* stream 0's op; the long ones stay */
+		ck_assert_uint_eq(FK->enqueued, before + 1);
+		struct devq_job *j = handed(2);
+		ck_assert_uint_eq(j->b.stream, 0);
+		na += j->s == a;
+		nb += j->s == b;
+	}
+	ck_assert_msg(nb >= 29 && nb <= 31, "share 3 got %u of 40 rooms, share 1 %u", nb, na);
+	complete_all();
+	engine_down();
+}
+END_TEST
+
+/* Three streams of one room each: tenant 1002's op runs on stream 0,
+ * tenant 1000's op of ns_a on stream 1 (its queue 2) and 1001's of ns_b
+ * on stream 2 (its queue 2), and each of 1000 and 1001 has a queue 1
+ * bound to stream 0. */
+static void contested(const char *shares, uint64_t ns_a, uint64_t ns_b, struct devq_session **a,
+		      struct devq_session **b)
+{
+	engine_up((struct devq_config){ .fair_k = 1, .streams = 3, .fair_shares = shares });
+	struct devq_session *c = session(1002);
+	*a = session(1000);
+	*b = session(1001);
+	queue(c, 1, 0);	 /* stream 0 */
+	queue(*a, 2, 0); /* 1 */
+	queue(*b, 2, 0); /* 2 */
+	queue(*a, 1, 0); /* 0 */
+	queue(*a, 9, 0); /* 1 */
+	queue(*b, 9, 0); /* 2 */
+	queue(*b, 1, 0); /* 0 */
+	ck_assert_uint_eq(tl(*b, 1)->stream, 0);
+	spin(*a, 2, ns_a);
+	spin(*b, 2, ns_b);
+	spin(c, 1, 100000);
+	ck_assert_uint_eq(FK->n, 3);
+	ck_assert_ptr_eq(handed(2)->s, c);
+}
+
+/* When no op starts at once on the stream that frees, pick orders the
+ * ops that would wait there by the virtual time each tenant would have
+ * once charged: 1000 (share 1) is a little ahead of 1001 (share 3) but
+ * its op costs it three times more, so 1001's goes first. */
+START_TEST(test_fairness_pick_charges_the_op)
+{
+	struct devq_session *a, *b;
+	contested("1001:3", 100000, 300003, &a, &b);
+	spin_after(a, 1, 100000, 2, 1); /* each waits on its long op */
+	spin_after(b, 1, 100000, 2, 1);
+	complete(2, 0);
+	ck_assert_uint_eq(FK->n, 3);
+	ck_assert_ptr_eq(handed(2)->s, b);
+	ck_assert_uint_eq(handed(2)->b.stream, 0);
+	complete_all();
+	engine_down();
+}
+END_TEST
+
+/* Equal virtual times and ops inside: the tenant waiting longest. */
+START_TEST(test_fairness_pick_tie_to_the_first)
+{
+	struct devq_session *a, *b;
+	contested(NULL, 100000, 100000, &a, &b);
+	spin_after(a, 1, 100000, 2, 1);
+	spin_after(b, 1, 100000, 2, 1);
+	complete(2, 0);
+	ck_assert_uint_eq(FK->n, 3);
+	ck_assert_ptr_eq(handed(2)->s, a);
+	complete_all();
+	engine_down();
+}
+END_TEST
+
+/* The tenant first in turn has nothing that may go (its op waits on one
+ * not handed over yet): the next one's goes rather than none. */
+START_TEST(test_fairness_pick_passes_a_blocked_tenant)
+{
+	struct devq_session *a, *b;
+	contested(NULL, 1000, 100000, &a, &b);
+	spin(a, 2, 1000);		/* (2, 2) waits for stream 1 */
+	spin_after(a, 1, 1000, 2, 2);	/* waits for it */
+	spin_after(b, 1, 100000, 2, 1); /* b's may go, after its long op */
+	complete(2, 0);
+	ck_assert_uint_eq(FK->n, 3);
+	ck_assert_ptr_eq(handed(2)->s, b);
+	complete_all();
+	engine_down();
+}
+END_TEST
+
+/* Virtual time first, ops inside only on a tie: 1000 (share 3) has two
+ * ops running to 1001's one, but would end earlier. */
+START_TEST(test_fairness_pick_time_before_ops_inside)
+{
+	engine_up((struct devq_config){ .fair_k = 1, .streams = 4, .fair_shares = "1000:3" });
+	struct devq_session *c = session(1002), *a = session(1000), *b = session(1001);
+	queue(c, 1, 0); /* stream 0 */
+	queue(a, 2, 0); /* 1 */
+	queue(a, 3, 0); /* 2 */
+	queue(b, 2, 0); /* 3 */
+	queue(a, 1, 0); /* 0 */
+	queue(a, 9, 0); /* 1 */
+	queue(a, 8, 0); /* 2 */
+	queue(b, 9, 0); /* 3 */
+	queue(b, 1, 0); /* 0 */
+	ck_assert_uint_eq(tl(b, 1)->stream, 0);
+	spin(a, 2, 100000);
+	spin(a, 3, 100000);
+	spin(b, 2, 100000);
+	spin(c, 1, 100000);
+	ck_assert_uint_eq(FK->n, 4);
+	spin_after(a, 1, 100000, 2, 1);
+	spin_after(b, 1, 100000, 2, 1);
+	complete(3, 0); /* c's, on stream 0 */
+	ck_assert_uint_eq(FK->n, 4);
+	ck_assert_ptr_eq(handed(3)->s, a);
+	ck_assert_uint_eq(handed(3)->b.stream, 0);
 	complete_all();
 	engine_down();
 }
@@ -4668,6 +4840,11 @@ int main(void)
 	tcase_add_test(tc, test_placement_weights_across_streams);
 	tcase_add_test(tc, test_placement_moves_keep_class);
 	tcase_add_test(tc, test_placement_reset_keeps_order);
+	tcase_add_test(tc, test_fairness_weights_behind_other_streams);
+	tcase_add_test(tc, test_fairness_pick_charges_the_op);
+	tcase_add_test(tc, test_fairness_pick_tie_to_the_first);
+	tcase_add_test(tc, test_fairness_pick_passes_a_blocked_tenant);
+	tcase_add_test(tc, test_fairness_pick_time_before_ops_inside);
 	tcase_add_test(tc, test_submit_on_closed_queue);
 	tcase_add_test(tc, test_quota_refusals);
 	tcase_add_test(tc, test_quota_bytes_at_bound_and_past);
