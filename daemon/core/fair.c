@@ -861,7 +861,10 @@ static struct devq_job *enqueue_run(struct devq_fair *f, struct devq_job *op, st
 	uint64_t ns = op->fest;
 	unsigned k = 1, replay = op->b.replay;
 	op->fmove = may_move(f, op);
-	for (; n && n->s == s && n->b.stream == x && n->b.waits_prev; n = n->fnext, k++) {
+	/* An op that may have to follow its previous op elsewhere
+	 * (follow_prev) takes its own turn through submit_one. */
+	for (; n && n->s == s && n->b.stream == x && n->b.waits_prev && n->b.kind != DEVQ_BOP_FAIL;
+	     n = n->fnext, k++) {
 		last->fnext = n;
 		last = n;
 		n->fhanded = false;

@@ -2365,13 +2365,21 @@ START_TEST(test_placement_reset_keeps_order)
 	complete(1, 0);	     /* Z3 moves to 1 */
 	ck_assert_uint_eq(handed(1)->q->id, 2);
 	ck_assert_uint_eq(handed(1)->b.stream, 1);
-	devq_timeline_reset(tl(b, 2));
-	spin(b, 2, 1000000); /* Z4: behind Z3, on stream 1 */
+	/* A failed op (no buffer 77) waits on nothing: it follows Z3 too. */
+	buffer(b, 5, 64);
+	submit(b, 2, 77, 0, 0, NULL, NULL);
 	ck_assert_uint_eq(E.fair.st[1].waiting, 1);
-	complete(0, 0); /* stream 0 frees: Z4 does not jump ahead of Z3 */
+	devq_timeline_reset(tl(b, 2));
+	spin(b, 2, 1000000); /* Z5: behind them, on stream 1 */
+	ck_assert_uint_eq(E.fair.st[1].waiting, 2);
+	complete(0, 0); /* stream 0 frees: neither jumps ahead of Z3 */
 	ck_assert_uint_eq(FK->n, 1);
 	complete(0, 0); /* Z3 */
 	ck_assert_uint_eq(handed(0)->point, 4);
+	ck_assert_uint_eq(handed(0)->b.stream, 1);
+	ck_assert_int_eq(handed(0)->b.kind, DEVQ_BOP_FAIL);
+	complete(0, handed(0)->b.code);
+	ck_assert_uint_eq(handed(0)->point, 5);
 	ck_assert_uint_eq(handed(0)->b.stream, 1);
 	complete_all();
 	engine_down();
