@@ -853,29 +853,43 @@ static void spin(struct devq_session *s, uint32_t q, uint64_t ns)
 	ck_assert_int_eq(devq_sched_submit(s, &op, 1, err, sizeof(err)), 0);
 }
 
-/* spin(ns) on queue q that also waits on (wq, wpoint) of its session. */
-static void spin_after(struct devq_session *s, uint32_t q, uint64_t ns, uint32_t wq,
-		       uint64_t wpoint)
+/* spin(ns) on queue q that also waits on (wq[i], wpoint[i]) of its
+ * session, i < n (at most 4). */
+static void spin_waits(struct devq_session *s, uint32_t q, uint64_t ns, unsigned n,
+		       const uint32_t *wq, const uint64_t *wpoint)
 {
 	Devq__Op op = DEVQ__OP__INIT;
 	Devq__KernelOp k = DEVQ__KERNEL_OP__INIT;
 	Devq__Arg a = DEVQ__ARG__INIT, *ap = &a;
-	Devq__Wait w = DEVQ__WAIT__INIT, *wp = &w;
+	Devq__Wait w[4], *wp[4];
 	a.name = "ns";
 	a.value_case = DEVQ__ARG__VALUE_U64;
 	a.u64 = ns;
 	k.executable = (uint32_t)(devq_kernel_find("spin") - devq_kernels);
 	k.n_args = 1;
 	k.args = &ap;
-	w.queue = wq;
-	w.point = wpoint;
+	ck_assert_uint_le(n, 4);
+	for (unsigned i = 0; i < n; i++) {
+		devq__wait__init(&w[i]);
+		w[i].queue = wq[i];
+		w[i].point = wpoint[i];
+		wp[i] = &w[i];
+	}
 	op.queue = q;
-	op.n_waits = 1;
-	op.waits = &wp;
+	op.n_waits = n;
+	op.waits = wp;
+	op.replayable = replayable;
 	op.body_case = DEVQ__OP__BODY_KERNEL;
 	op.kernel = &k;
 	char err[160];
 	ck_assert_int_eq(devq_sched_submit(s, &op, 1, err, sizeof(err)), 0);
+}
+
+/* spin(ns) on queue q that also waits on (wq, wpoint) of its session. */
+static void spin_after(struct devq_session *s, uint32_t q, uint64_t ns, uint32_t wq,
+		       uint64_t wpoint)
+{
+	spin_waits(s, q, ns, 1, &wq, &wpoint);
 }
 
 /* The session of the op the fake backend received last. */
@@ -2528,6 +2542,51 @@ START_TEST(test_fairness_pick_time_before_ops_inside)
 	ck_assert_uint_eq(FK->n, 4);
 	ck_assert_ptr_eq(handed(3)->s, a);
 	ck_assert_uint_eq(handed(3)->b.stream, 0);
+	complete_all();
+	engine_down();
+}
+END_TEST
+
+/* With a backend that refills from its completers (CPU): an op that
+ * waits on ops running on two other streams, a stream idle meanwhile.
+ * When the second of them completes, its stream goes to another tenant's
+ * op; once that op is done (devq_fair_after_done), the idle stream takes
+ * the waiting one rather than idling until some other completion. */
+START_TEST(test_placement_idle_stream_looks_after_done)
+{
+	engine_up((struct devq_config){ .fair_k = 1, .streams = 4, .fair_shares = "1001:3" });
+	FK->be.enqueue_any_thread = true;
+	struct devq_session *a = session(1000), *b = session(1001);
+	queue(a, 1, 0); /* stream 0: X */
+	queue(a, 2, 0); /* 1: P1 */
+	queue(a, 3, 0); /* 2: P2 */
+	queue(a, 4, 0); /* 3: R */
+	queue(a, 5, 0); /* 0: O */
+	queue(b, 9, 0); /* 1 */
+	queue(b, 1, 0); /* 2: Q */
+	ck_assert_uint_eq(tl(b, 1)->stream, 2);
+	spin(a, 1, 2000000);
+	spin(a, 2, 2000000);
+	spin(a, 3, 2000000);
+	spin(a, 4, 2000000);
+	uint32_t wq[2] = { 2, 3 };
+	uint64_t wp[2] = { 1, 1 };
+	spin_waits(a, 5, 2000000, 2, wq, wp); /* O: no stream idle, waits for 0 */
+	replayable = true; /* Q stays on its stream */
+	spin(b, 1, 2000000);
+	replayable = false;
+	ck_assert_uint_eq(FK->n, 4);
+	complete(3, 0); /* R: stream 3 idle; O cannot start anywhere yet */
+	ck_assert_uint_eq(FK->n, 3);
+	ck_assert(atomic_load(&E.fair.starved));
+	complete(1, 0); /* P1: stream 1 idle too */
+	ck_assert_uint_eq(FK->n, 2);
+	complete(1, 0); /* P2: stream 2 to b's Q, then an idle one to O */
+	ck_assert_uint_eq(FK->n, 3);
+	ck_assert_ptr_eq(handed(1)->s, b);
+	ck_assert_uint_eq(handed(1)->b.stream, 2);
+	ck_assert_uint_eq(handed(2)->q->id, 5);
+	ck_assert(handed(2)->b.stream == 1 || handed(2)->b.stream == 3);
 	complete_all();
 	engine_down();
 }
@@ -4853,6 +4912,7 @@ int main(void)
 	tcase_add_test(tc, test_fairness_pick_tie_to_the_first);
 	tcase_add_test(tc, test_fairness_pick_passes_a_blocked_tenant);
 	tcase_add_test(tc, test_fairness_pick_time_before_ops_inside);
+	tcase_add_test(tc, test_placement_idle_stream_looks_after_done);
 	tcase_add_test(tc, test_submit_on_closed_queue);
 	tcase_add_test(tc, test_quota_refusals);
 	tcase_add_test(tc, test_quota_bytes_at_bound_and_past);
