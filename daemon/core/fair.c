@@ -257,15 +257,6 @@ static bool ready_on(const struct devq_job *op, unsigned x)
 	return true;
 }
 
-/* Whether op can start at once on any stream: every op it waits on done. */
-static bool all_done(const struct devq_job *op)
-{
-	for (unsigned i = 0; i < op->b.nwaits; i++)
-		if (!atomic_load(&op->b.waits[i]->done))
-			return false;
-	return true;
-}
-
 /* The streams of x's class, [*first, *end): normal or high priority. */
 static inline void class_of(const struct devq_fair *f, unsigned x, unsigned *first, unsigned *end)
 {
@@ -600,9 +591,10 @@ static struct devq_session *pick(struct devq_fair *f, unsigned x)
 
 /* t's op that would start at once on stream x, if any: first, in t's
  * session turn, the head of a lane for x that starts there without
- * waiting (ready_on); else an op waiting for another stream of x's class
- * that may move (fmove) and would start there as well: its queue's
- * previous op, say, ran or runs on x. */
+ * waiting (ready_on); else an op among the first DEVQ_FAIR_MOVE_SCAN of
+ * a lane for a stream of x's class (x's own too: past a head that cannot
+ * start) that may move (fmove) and would start there as well: its
+ * queue's previous op, say, ran or runs on x. */
 static bool start_cand(const struct devq_fair *f, struct devq_tenant *t, unsigned x,
 		       struct cand *c)
 {
@@ -617,7 +609,7 @@ static bool start_cand(const struct devq_fair *f, struct devq_tenant *t, unsigne
 	class_of(f, x, &first, &end);
 	for (struct devq_session *s = t->fair.rr_head; s; s = s->fair.rr_next)
 		for (unsigned y = first; y < end; y++) {
-			if (y == x || !t->fair.waiting_on[y])
+			if (!t->fair.waiting_on[y])
 				continue;
 			struct devq_job *p = NULL, *o = s->fair.lanes[y].head;
 			for (unsigned k = 0; o && k < DEVQ_FAIR_MOVE_SCAN; k++, p = o, o = o->fnext)
@@ -683,12 +675,12 @@ static bool choose(struct devq_fair *f, unsigned x, struct cand *c)
 	}
 	if (best)
 		return true;
-	struct devq_session *s = x < f->nstreams && atomic_load(&f->st[x].waiting) ? pick(f, x) : NULL;
+	struct devq_session *s = atomic_load(&f->st[x].waiting) ? pick(f, x) : NULL;
 	if (s) {
 		*c = (struct cand){ s, s->fair.lanes[x].head, NULL, x };
 		return true;
 	}
-	if (f->waiting && may_start_soon(f, x))
+	if (!atomic_load(&f->starved) && may_start_soon(f, x))
 		atomic_store(&f->starved, true);
 	return false;
 }
@@ -819,17 +811,18 @@ static inline bool others_wait(const struct devq_fair *f, unsigned x)
 /* Whether op, about to wait in a lane, may later go to another stream of
  * its class: its queue's order must rest on its waits, not on the
  * stream's order (a previous op still in flight is waits[0], or there is
- * none), it must not be a failed op (completed in stream order) nor part
- * of a replayable run (one graph per stream), and a stream of the high
- * class only ever takes ops of a high-priority queue.  Loop thread (the
- * timeline), lock held. */
-static bool may_move(const struct devq_fair *f, const struct devq_job *op)
+ * none), and it must not be a failed op (completed in stream order) nor
+ * part of a replayable run (one graph per stream).  The class needs no
+ * test: an op moves only among its lane's class (start_cand), and a
+ * normal queue's op waits for a high-priority stream only as the first
+ * op after a reset behind its previous op there (core/timeline.c
+ * misplaced), which keeps it where it is.  Loop thread (the timeline),
+ * lock held. */
+static bool may_move(const struct devq_job *op)
 {
 	if (op->b.kind == DEVQ_BOP_FAIL || op->b.replay)
 		return false;
-	if (!op->b.waits_prev && devq_timeline_get(op->q, op->point - 1))
-		return false;
-	return op->b.stream < f->nnormal || op->q->priority;
+	return op->b.waits_prev || !devq_timeline_get(op->q, op->point - 1);
 }
 
 /* An op whose queue order rests on its stream's order (the first after a
@@ -860,7 +853,7 @@ static struct devq_job *enqueue_run(struct devq_fair *f, struct devq_job *op, st
 	struct devq_job *last = op;
 	uint64_t ns = op->fest;
 	unsigned k = 1, replay = op->b.replay;
-	op->fmove = may_move(f, op);
+	op->fmove = may_move(op);
 	/* An op that may have to follow its previous op elsewhere
 	 * (follow_prev) takes its own turn through submit_one. */
 	for (; n && n->s == s && n->b.stream == x && n->b.waits_prev && n->b.kind != DEVQ_BOP_FAIL;
@@ -869,7 +862,7 @@ static struct devq_job *enqueue_run(struct devq_fair *f, struct devq_job *op, st
 		last = n;
 		n->fhanded = false;
 		n->fest = expected_ns(f, n);
-		n->fmove = may_move(f, n);
+		n->fmove = may_move(n);
 		ns += n->fest;
 		replay += n->b.replay;
 	}
@@ -934,8 +927,8 @@ static struct devq_job *submit_one(struct devq_fair *f, struct devq_job *op, str
 	    fill(f, x, bu) && others_wait(f, x))
 		fill_all(f, bu);
 	else if (atomic_load_explicit(&f->starved, memory_order_relaxed) ||
-		 (op->fmove && all_done(op)))
-		fill_all(f, bu); /* op may start at once on another stream */
+		 (op->fmove && ready_on(op, f->nstreams)))
+		fill_all(f, bu); /* op may start at once on any stream: all done */
 	return next;
 }
 
@@ -981,12 +974,10 @@ static void release(struct devq_job *op)
 	}
 }
 
-/* Whether ops wait for stream x or, x having room for one, for another
- * stream: outside the lock, from the per-stream counts. */
-static bool any_waiting(const struct devq_fair *f, unsigned x)
+/* Whether ops wait for any stream (x, freed, may take them or ops that
+ * can move): outside the lock, from the per-stream counts. */
+static bool any_waiting(const struct devq_fair *f)
 {
-	if (atomic_load(&f->st[x].waiting))
-		return true;
 	for (unsigned i = 0; i < f->nstreams; i++)
 		if (atomic_load(&f->st[i].waiting))
 			return true;
@@ -1001,7 +992,7 @@ void devq_fair_completed(struct devq_job *op)
 		return;
 	release(op);
 	unsigned x = op->b.stream;
-	if (x >= f->nstreams || !refill_due(f, x) || !any_waiting(f, x))
+	if (x >= f->nstreams || !refill_due(f, x) || !any_waiting(f))
 		return;
 	struct burst bu = burst_of(d);
 	fair_lock(f);

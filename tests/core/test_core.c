@@ -2592,6 +2592,146 @@ START_TEST(test_placement_idle_stream_looks_after_done)
 }
 END_TEST
 
+/* A stream with room looks at the first DEVQ_FAIR_MOVE_SCAN (4) ops of
+ * another lane for one that can move: behind three that cannot (a chain
+ * waiting on the op running on stream 0) it finds queue 3's op; behind
+ * four, not. */
+static void move_scan(unsigned blocked, bool found)
+{
+	engine_up((struct devq_config){ .fair_k = 1, .streams = 2 });
+	struct devq_session *a = session(1000);
+	queue(a, 1, 0); /* stream 0 */
+	queue(a, 2, 0); /* 1 */
+	queue(a, 3, 0); /* 0 */
+	spin(a, 1, 1000000); /* X1 on 0 */
+	spin(a, 2, 1000000); /* Y1 on 1 */
+	for (unsigned i = 0; i < blocked; i++)
+		spin(a, 1, 1000000); /* X2...: each waits on the one before */
+	spin(a, 3, 1000000);	     /* M: no stream idle, behind them for 0 */
+	ck_assert_uint_eq(E.fair.st[0].waiting, blocked + 1);
+	complete(1, 0); /* Y1: stream 1 free */
+	if (found) {
+		ck_assert_uint_eq(FK->n, 2);
+		ck_assert_uint_eq(handed(1)->q->id, 3);
+		ck_assert_uint_eq(handed(1)->b.stream, 1);
+	} else {
+		ck_assert_uint_eq(FK->n, 1);
+	}
+	complete_all();
+	engine_down();
+}
+
+START_TEST(test_placement_move_scan_bound)
+{
+	move_scan(3, true);
+	move_scan(4, false);
+}
+END_TEST
+
+/* choose's ties (ops that start at once): equal virtual times once
+ * charged and equal ops inside go to the tenant first in turn... */
+START_TEST(test_fairness_choose_tie_to_the_first)
+{
+	struct devq_session *a, *b;
+	contested(NULL, 100000, 100000, &a, &b);
+	spin(a, 1, 100000); /* no stream idle: each waits for stream 0 */
+	spin(b, 1, 100000);
+	complete(2, 0);
+	ck_assert_uint_eq(FK->n, 3);
+	ck_assert_ptr_eq(handed(2)->s, a);
+	complete_all();
+	engine_down();
+}
+END_TEST
+
+/* ...and with equal times, to the one with fewer ops inside: 1000
+ * (share 2) has two ops running, 1001 one. */
+START_TEST(test_fairness_choose_tie_to_fewer_inside)
+{
+	engine_up((struct devq_config){ .fair_k = 1, .streams = 4, .fair_shares = "1000:2" });
+	struct devq_session *c = session(1002), *a = session(1000), *b = session(1001);
+	queue(c, 1, 0); /* stream 0 */
+	queue(a, 2, 0); /* 1 */
+	queue(a, 3, 0); /* 2 */
+	queue(b, 2, 0); /* 3 */
+	queue(a, 1, 0); /* 0 */
+	queue(a, 9, 0); /* 1 */
+	queue(a, 8, 0); /* 2 */
+	queue(b, 9, 0); /* 3 */
+	queue(b, 1, 0); /* 0 */
+	/* 1001's first: it starts at virtual time 0 as 1000 does (a newcomer
+	 * starts at the latest choice's). */
+	spin(b, 2, 100000);
+	spin(a, 2, 100000);
+	spin(a, 3, 100000);
+	spin(c, 1, 100000);
+	spin(a, 1, 200000); /* charged as 100000 at share 2 */
+	spin(b, 1, 100000);
+	ck_assert_uint_eq(FK->n, 4);
+	complete(3, 0); /* c's, on stream 0 */
+	ck_assert_uint_eq(FK->n, 4);
+	ck_assert_ptr_eq(handed(3)->s, b);
+	complete_all();
+	engine_down();
+}
+END_TEST
+
+/* With a backend that refills from its completers: a stream that frees
+ * with nothing waiting for it still looks at the others' lanes (ops wait
+ * only for the last stream here). */
+START_TEST(test_placement_completer_takes_other_lane)
+{
+	engine_up((struct devq_config){ .fair_k = 1, .streams = 2 });
+	FK->be.enqueue_any_thread = true;
+	struct devq_session *a = session(1000);
+	queue(a, 1, 0); /* stream 0 */
+	queue(a, 2, 0); /* 1 */
+	queue(a, 9, 0); /* 0 */
+	queue(a, 3, 0); /* 1 */
+	spin(a, 1, 1000000);
+	spin(a, 2, 1000000);
+	spin(a, 3, 1000000); /* M: no stream idle, waits for 1 */
+	ck_assert_uint_eq(E.fair.st[1].waiting, 1);
+	complete(0, 0); /* stream 0 frees */
+	ck_assert_uint_eq(FK->n, 2);
+	ck_assert_uint_eq(handed(1)->q->id, 3);
+	ck_assert_uint_eq(handed(1)->b.stream, 0);
+	complete_all();
+	engine_down();
+}
+END_TEST
+
+/* A stream may look busy to placement (the newest op placed on it moved
+ * and still runs elsewhere) while it is empty: an op that could start
+ * anywhere, waiting for a full stream, goes to it at once. */
+START_TEST(test_placement_submit_fills_empty_stream)
+{
+	engine_up((struct devq_config){ .fair_k = 1, .streams = 3 });
+	struct devq_session *a = session(1000);
+	queue(a, 1, 0); /* stream 0 */
+	queue(a, 2, 0); /* 1 */
+	queue(a, 3, 0); /* 2 */
+	queue(a, 4, 0); /* 0 */
+	spin(a, 1, 1000000); /* X on 0 */
+	spin(a, 2, 1000000); /* Y on 1 */
+	spin(a, 3, 1000000); /* Z on 2 */
+	spin(a, 4, 1000000); /* M: placed on 0, waits */
+	complete(1, 0);	     /* Y: M moves to 1 */
+	ck_assert_uint_eq(handed(2)->q->id, 4);
+	ck_assert_uint_eq(handed(2)->b.stream, 1);
+	complete(0, 0); /* X: stream 0 empty, its newest placed op (M) runs */
+	ck_assert_uint_eq(FK->n, 2);
+	queue(a, 5, 0); /* 1, which looks idle (Y done) but runs M */
+	ck_assert_uint_eq(tl(a, 5)->stream, 1);
+	spin(a, 5, 1000000);
+	ck_assert_uint_eq(FK->n, 3);
+	ck_assert_uint_eq(handed(2)->q->id, 5);
+	ck_assert_uint_eq(handed(2)->b.stream, 0);
+	complete_all();
+	engine_down();
+}
+END_TEST
+
 /* ---- quotas ---------------------------------------------------------- */
 
 START_TEST(test_submit_on_closed_queue)
@@ -4913,6 +5053,11 @@ int main(void)
 	tcase_add_test(tc, test_fairness_pick_passes_a_blocked_tenant);
 	tcase_add_test(tc, test_fairness_pick_time_before_ops_inside);
 	tcase_add_test(tc, test_placement_idle_stream_looks_after_done);
+	tcase_add_test(tc, test_placement_move_scan_bound);
+	tcase_add_test(tc, test_fairness_choose_tie_to_the_first);
+	tcase_add_test(tc, test_fairness_choose_tie_to_fewer_inside);
+	tcase_add_test(tc, test_placement_completer_takes_other_lane);
+	tcase_add_test(tc, test_placement_submit_fills_empty_stream);
 	tcase_add_test(tc, test_submit_on_closed_queue);
 	tcase_add_test(tc, test_quota_refusals);
 	tcase_add_test(tc, test_quota_bytes_at_bound_and_past);
