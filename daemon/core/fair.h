@@ -42,12 +42,13 @@
  * Where an op runs is decided when it is handed over, in the fair order,
  * so that no stream idles while a tenant has an op that could start there
  * and weights hold whatever the number and depth of queues: a stream with
- * room takes, of the tenants with an op that starts there at once (the
- * head of a lane for it whose waits are done or on it, or an op among the
- * first DEVQ_FAIR_MOVE_SCAN of a lane for another stream of its class
- * whose waits are all done), the one whose virtual time is least, and the
- * op is bound to it then; failing any, the head of its own lane whose
- * waits were handed over, which may wait there for another stream.  An op
+ * room takes, of the tenants with an op that starts there at once (each
+ * op it waits on done or handed to that stream: the head of its lane for
+ * it, else one of the first DEVQ_FAIR_MOVE_SCAN ops of any of its lanes
+ * of the stream's class that may move), the one whose virtual time is
+ * least, and the op is bound to it then; failing any, the head of its own
+ * lane whose waits were handed over, which may wait there for another
+ * stream.  An op
  * whose queue order rests on its stream (the first after a reset, a
  * failed op) pins its previous op and follows it.  A stream left with
  * nothing to start while an op waited only for one running elsewhere looks
