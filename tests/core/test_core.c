@@ -2592,6 +2592,47 @@ START_TEST(test_placement_idle_stream_looks_after_done)
 }
 END_TEST
 
+/* The same with the waiting op's lane the class's last stream. */
+START_TEST(test_placement_idle_stream_looks_last_lane)
+{
+	engine_up((struct devq_config){ .fair_k = 1, .streams = 4, .fair_shares = "1001:3" });
+	FK->be.enqueue_any_thread = true;
+	struct devq_session *a = session(1000), *b = session(1001);
+	queue(a, 4, 0); /* stream 0: R */
+	queue(a, 2, 0); /* 1: P1 */
+	queue(a, 3, 0); /* 2: P2 */
+	queue(a, 1, 0); /* 3: X */
+	queue(a, 6, 0); /* 0 */
+	queue(a, 7, 0); /* 1 */
+	queue(a, 8, 0); /* 2 */
+	queue(a, 5, 0); /* 3: O */
+	queue(b, 8, 0); /* 0 */
+	queue(b, 9, 0); /* 1 */
+	queue(b, 1, 0); /* 2: Q */
+	ck_assert_uint_eq(tl(a, 5)->stream, 3);
+	ck_assert_uint_eq(tl(b, 1)->stream, 2);
+	spin(a, 1, 2000000);
+	spin(a, 2, 2000000);
+	spin(a, 3, 2000000);
+	spin(a, 4, 2000000);
+	uint32_t wq[2] = { 2, 3 };
+	uint64_t wp[2] = { 1, 1 };
+	spin_waits(a, 5, 2000000, 2, wq, wp); /* O waits for 3 */
+	replayable = true;
+	spin(b, 1, 2000000);
+	replayable = false;
+	complete(3, 0); /* R: stream 0 idle */
+	ck_assert(atomic_load(&E.fair.starved));
+	complete(1, 0); /* P1 */
+	complete(1, 0); /* P2 */
+	ck_assert_uint_eq(FK->n, 3);
+	ck_assert_uint_eq(handed(2)->q->id, 5);
+	ck_assert(handed(2)->b.stream == 0 || handed(2)->b.stream == 1);
+	complete_all();
+	engine_down();
+}
+END_TEST
+
 /* A stream with room looks at the first DEVQ_FAIR_MOVE_SCAN (4) ops of
  * another lane for one that can move: behind three that cannot (a chain
  * waiting on the op running on stream 0) it finds queue 3's op; behind
@@ -5053,6 +5094,7 @@ int main(void)
 	tcase_add_test(tc, test_fairness_pick_passes_a_blocked_tenant);
 	tcase_add_test(tc, test_fairness_pick_time_before_ops_inside);
 	tcase_add_test(tc, test_placement_idle_stream_looks_after_done);
+	tcase_add_test(tc, test_placement_idle_stream_looks_last_lane);
 	tcase_add_test(tc, test_placement_move_scan_bound);
 	tcase_add_test(tc, test_fairness_choose_tie_to_the_first);
 	tcase_add_test(tc, test_fairness_choose_tie_to_fewer_inside);
