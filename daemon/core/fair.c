@@ -1012,8 +1012,8 @@ void devq_fair_after_done(struct devq_engine *d)
 	/* Sequentially consistent, as the op's done flag was stored and as
 	 * choose's loads of done flags and its store here are: either this
 	 * sees the flag or that choice saw the op done. */
-	if (!atomic_load(&f->starved) || lock_depth)
-		return;
+	if (!atomic_load(&f->starved) || lock_depth || !d->be->enqueue_any_thread)
+		return; /* other backends: the loop fills, devq_fair_kick */
 	struct burst bu = burst_of(d);
 	fair_lock(f);
 	fill_all(f, &bu);
