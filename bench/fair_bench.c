@@ -12,11 +12,17 @@
  *             queues of 1 ms ops: B's part of the device time they used.
  *   many      A: 1 session of 16 queues; B: 256 sessions of one queue
  *             (its session quota), 1 ms ops: A's part (fair: 50 %).
+ *   shapeQ    (Q = 4, 8 or 16) A (share 1) and B (share 3), each 16 ops
+ *             of 2 ms in flight over Q in-order queues (16/Q deep): how
+ *             busy the 4 streams were while both had work, and B's device
+ *             time over A's (fair: 3).  Placement decides these: a queue
+ *             with ops in flight cannot simply move to a free stream.
  *
- * usage: fair_bench [--check] [--seconds S] [sessions|weights|many]...
- * (default: all three).  The devqd is $DEVQ_BUILD/devqd (bench_util.h),
- * started per scenario with --allow-users 65534 and its socket opened to
- * all.  --check exits 1 when a figure misses a generous bound (make
+ * usage: fair_bench [--check] [--seconds S]
+ *                   [sessions|weights|many|shape4|shape8|shape16|shapes]...
+ * (default: sessions weights many shape4; shapes: the three shapes).
+ * The devqd is $DEVQ_BUILD/devqd (bench_util.h), started per scenario
+ * with --allow-users 65534 and its socket opened to all.  --check exits 1 when a figure misses a generous bound (make
  * check-slow); the targets themselves are in bench/RESULTS.md.  Runs as
  * root (it switches uid). */
 #include <errno.h>
@@ -51,6 +57,10 @@ struct tenant {
 	uid_t uid;
 	unsigned sessions, queues, depth;
 	uint64_t ns;
+	/* Each new op to the session's next queue in turn rather than to the
+	 * queue of the op that completed: the depth per queue then varies
+	 * and queues drain and refill, as a client spreading work does. */
+	bool spread;
 	/* results */
 	atomic_ulong n;
 	int failed;
@@ -92,7 +102,8 @@ static void tenant_main(struct tenant *t, const char *sock, int go_fd, uint64_t 
 	const struct devq_exec **spin = calloc(t->sessions, sizeof(*spin));
 	struct pollfd *pfd = calloc(t->sessions, sizeof(*pfd));
 	uint64_t *inflight = calloc(t->sessions, sizeof(*inflight));
-	if (!q || !spin || !pfd || !inflight)
+	unsigned *turn = calloc(t->sessions, sizeof(*turn));
+	if (!q || !spin || !pfd || !inflight || !turn)
 		_exit(1);
 	for (unsigned s = 0; s < t->sessions; s++) {
 		int ok = devq_connect(sock, "fair-bench", &q[s]) == 0;
@@ -138,7 +149,9 @@ static void tenant_main(struct tenant *t, const char *sock, int go_fd, uint64_t 
 					t->r[k] = (struct rec){ cc.t.received, cc.t.device_start,
 								cc.t.device_end };
 				if (bu_now_ns() < deadline) {
-					if (submit_spin(t, q[s], spin[s], cc.queue) < 0)
+					uint32_t next = t->spread ? 1 + turn[s]++ % t->queues
+								  : cc.queue;
+					if (submit_spin(t, q[s], spin[s], next) < 0)
 						break;
 					inflight[s]++;
 					total++;
@@ -279,6 +292,14 @@ static int scenario(const char *name, uint64_t seconds, struct bu_json *j)
 	} else if (!strcmp(name, "many")) {
 		a = tenant_new(0, 1, 16, 2, 1000000);
 		b = tenant_new(NOBODY, 256, 1, 2, 1000000);
+	} else if (!strcmp(name, "shape4") || !strcmp(name, "shape8") ||
+		   !strcmp(name, "shape16")) {
+		unsigned nq = (unsigned)strtoul(name + 5, NULL, 10);
+		a = tenant_new(0, 1, nq, 16 / nq, 2000000);
+		b = tenant_new(NOBODY, 1, nq, 16 / nq, 2000000);
+		if (a && b)
+			a->spread = b->spread = true;
+		args = "--allow-users 65534 --streams 4 --fair-shares 65534:3";
 	} else {
 		fprintf(stderr, "fair_bench: unknown scenario '%s'\n", name);
 		return 2;
@@ -346,6 +367,18 @@ static int scenario(const char *name, uint64_t seconds, struct bu_json *j)
 		bu_json_key_num(j, "b_part", pb);
 		if (check_mode)
 			verdict("B's part within 75 % +- 15", pb >= 0.60 && pb <= 0.90);
+	} else if (!strncmp(name, "shape", 5)) {
+		double use = (da + db) / (span * STREAMS), ratio = da > 0 ? db / da : 0;
+		printf("%s: B (share 3) and A (share 1), each 16 x 2 ms ops in flight on %u "
+		       "queues x %u, %.1f s:\n  streams busy %.1f %% (target >= 95 %%), B:A device "
+		       "time %.2f (target 3 +- 0.3)\n",
+		       name, a->queues, a->depth, span / 1e9, 100 * use, ratio);
+		bu_json_key_num(j, "busy", use);
+		bu_json_key_num(j, "ratio", ratio);
+		if (check_mode) {
+			verdict("streams busy >= 85 %", use >= 0.85);
+			verdict("B:A within 3 +- 0.75", ratio >= 2.25 && ratio <= 3.75);
+		}
 	} else {
 		double pa = da / (da + db);
 		printf("many: A (1 session) against B (256 sessions), 1 ms ops, %.1f s:\n  A's part "
@@ -372,7 +405,7 @@ int main(int argc, char **argv)
 			seconds = strtoull(argv[++i], NULL, 10);
 		else {
 			fprintf(stderr, "usage: fair_bench [--check] [--seconds S] "
-					"[sessions|weights|many]...\n");
+					"[sessions|weights|many|shape4|shape8|shape16|shapes]...\n");
 			return 2;
 		}
 	}
@@ -387,9 +420,14 @@ int main(int argc, char **argv)
 		rl.rlim_cur = rl.rlim_max < 8192 ? rl.rlim_max : 8192;
 		setrlimit(RLIMIT_NOFILE, &rl);
 	}
-	const char *all[] = { "sessions", "weights", "many" };
+	const char *all[] = { "sessions", "weights", "many", "shape4" };
+	const char *shapes[] = { "shape4", "shape8", "shape16" };
 	const char **names = i < argc ? (const char **)&argv[i] : all;
-	int n = i < argc ? argc - i : 3;
+	int n = i < argc ? argc - i : 4;
+	if (n == 1 && !strcmp(names[0], "shapes")) {
+		names = shapes;
+		n = 3;
+	}
 	struct bu_json j;
 	bu_json_open(&j, "fair");
 	bu_json_host(&j);

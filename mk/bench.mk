@@ -33,8 +33,9 @@ bench-status: all $(STATUS_COST_BIN)
 	DEVQ_BUILD=$(BUILD) DEVQ_BENCH_OUT=$(BENCH_OUT) $(STATUS_COST_BIN)
 
 # Saturation runs too slow for make check (seconds each, timing decides):
-# the fairness scenarios with generous bounds.  CI runs it.
-## tenants against each other under saturation, generous bounds (CI; ~30 s)
+# the fairness scenarios with generous bounds, and the shape of 4 queues
+# per tenant at weights 1:3 (placement against fairness).  CI runs it.
+## tenants against each other under saturation, generous bounds (CI; ~40 s)
 check-slow: all $(FAIR_BENCH_BIN)
 	@mkdir -p $(BENCH_OUT)
 	DEVQ_BUILD=$(BUILD) DEVQ_BENCH_OUT=$(BENCH_OUT) $(FAIR_BENCH_BIN) --check --seconds 3

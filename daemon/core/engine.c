@@ -95,7 +95,8 @@ int devq_engine_init(struct devq_engine *e, const struct devq_config *cfg,
 	e->stream_load = calloc(e->be->streams, sizeof(*e->stream_load));
 	e->stream_last = calloc(e->be->streams, sizeof(*e->stream_last));
 	if (!e->stream_load || !e->stream_last ||
-	    devq_fair_start(&e->fair, e->be->streams, e->cfg.fair_window_ns, e->cfg.fair_k) < 0 ||
+	    devq_fair_start(&e->fair, e->be->streams, e->be->high_streams, e->cfg.fair_window_ns,
+			    e->cfg.fair_k) < 0 ||
 	    devq_trace_ring_new(&e->cfg, e->be->streams, &e->trace) < 0) {
 		log_err("out of memory");
 		e->be->ops->destroy(e->be);

@@ -73,7 +73,8 @@ int devq_fair_init(struct devq_fair *f, const char *shares, char *err, size_t n)
 	return 0;
 }
 
-int devq_fair_start(struct devq_fair *f, unsigned streams, uint64_t window_ns, unsigned depth)
+int devq_fair_start(struct devq_fair *f, unsigned streams, unsigned high, uint64_t window_ns,
+		    unsigned depth)
 {
 	f->st = calloc(streams ? streams : 1, sizeof(*f->st));
 	f->est_builtin = calloc(devq_nkernels ? devq_nkernels : 1, sizeof(*f->est_builtin));
@@ -82,6 +83,7 @@ int devq_fair_start(struct devq_fair *f, unsigned streams, uint64_t window_ns, u
 		return -ENOMEM;
 	}
 	f->nstreams = streams;
+	f->nnormal = high < streams ? streams - high : 0;
 	f->window_ns = window_ns;
 	f->depth = depth ? depth : 1;
 	return 0;
@@ -265,6 +267,27 @@ static bool deps_handed(const struct devq_job *op)
 		if (!devq_job_of(op->b.waits[i])->fhanded)
 			return false;
 	return true;
+}
+
+/* Whether op, handed to stream x now, starts there without waiting: every
+ * op it waits on is done, or was handed to x itself (x runs in order).
+ * Sequentially consistent loads: see devq_fair_after_done. */
+static bool ready_on(const struct devq_job *op, unsigned x)
+{
+	for (unsigned i = 0; i < op->b.nwaits; i++) {
+		const struct devq_job *w = devq_job_of(op->b.waits[i]);
+		if (!(w->fhanded && w->b.stream == x) && !atomic_load(&w->b.done))
+			return false;
+	}
+	return true;
+}
+
+/* The streams of x's class, [*first, *end): normal or high priority. */
+static inline void class_of(const struct devq_fair *f, unsigned x, unsigned *first, unsigned *end)
+{
+	bool high = x >= f->nnormal;
+	*first = high ? f->nnormal : 0;
+	*end = high ? f->nstreams : f->nnormal;
 }
 
 /* Ops of one replayable batch a stream may hold past fair-k. */
@@ -495,22 +518,37 @@ static void act_del(struct devq_fair *f, struct devq_tenant *t)
 	t->fair.active = false;
 }
 
-/* Takes the head of s's lane x (the caller checked it may go). */
-static struct devq_job *dequeue(struct devq_fair *f, struct devq_session *s, unsigned x)
+/* An op chosen for a stream: of session s, waiting in its lane from (the
+ * stream its queue placed it on), after prev there (NULL: the head). */
+struct cand {
+	struct devq_session *s;
+	struct devq_job *op, *prev;
+	unsigned from;
+};
+
+/* Takes c's op out of its lane for stream x (the caller checked it may
+ * go there): from another lane of x's class, it is bound to x now. */
+static struct devq_job *dequeue(struct devq_fair *f, const struct cand *c, unsigned x)
 {
+	struct devq_session *s = c->s;
 	struct devq_tenant *t = s->tenant;
-	struct devq_fair_lane *l = &s->fair.lanes[x];
-	struct devq_job *op = l->head;
-	l->head = op->fnext;
-	if (!l->head)
-		l->tail = NULL;
+	unsigned y = c->from;
+	struct devq_fair_lane *l = &s->fair.lanes[y];
+	struct devq_job *op = c->op;
+	if (c->prev)
+		c->prev->fnext = op->fnext;
+	else
+		l->head = op->fnext;
+	if (l->tail == op)
+		l->tail = c->prev;
 	op->fnext = NULL;
+	op->b.stream = x;
 	s->fair.waiting--;
 	t->fair.waiting--;
-	t->fair.waiting_on[x]--;
+	t->fair.waiting_on[y]--;
 	t->fair.queued_ns -= op->fest;
-	f->st[x].waiting_replay -= op->b.replay;
-	atomic_fetch_sub(&f->st[x].waiting, 1);
+	f->st[y].waiting_replay -= op->b.replay;
+	atomic_fetch_sub(&f->st[y].waiting, 1);
 	f->waiting--;
 	/* Sessions take turns inside their tenant: the one served goes to
 	 * the back (where it is already when alone). */
@@ -575,6 +613,106 @@ static struct devq_session *pick(struct devq_fair *f, unsigned x)
 		if (t != best && t->fair.waiting_on[x] && (s = ready_session(t, x)))
 			return s;
 	return NULL;
+}
+
+/* Lane ops looked at, from the head, per session and stream for one
+ * that may move: the look stays bounded however long the lane. */
+#define DEVQ_FAIR_MOVE_SCAN 4
+
+/* t's op that would start at once on stream x, if any: first, in t's
+ * session turn, the head of a lane for x that starts there without
+ * waiting (ready_on); else an op among the first DEVQ_FAIR_MOVE_SCAN of
+ * a lane for a stream of x's class (x's own too: past a head that cannot
+ * start) that may move (fmove) and would start there as well: its
+ * queue's previous op, say, ran or runs on x. */
+static bool start_cand(const struct devq_fair *f, struct devq_tenant *t, unsigned x,
+		       struct cand *c)
+{
+	for (struct devq_session *s = t->fair.rr_head; s; s = s->fair.rr_next) {
+		struct devq_job *h = s->fair.lanes[x].head;
+		if (h && ready_on(h, x)) {
+			*c = (struct cand){ s, h, NULL, x };
+			return true;
+		}
+	}
+	unsigned first, end;
+	class_of(f, x, &first, &end);
+	for (struct devq_session *s = t->fair.rr_head; s; s = s->fair.rr_next)
+		for (unsigned y = first; y < end; y++) {
+			if (!t->fair.waiting_on[y])
+				continue;
+			struct devq_job *p = NULL, *o = s->fair.lanes[y].head;
+			for (unsigned k = 0; o && k < DEVQ_FAIR_MOVE_SCAN; k++, p = o, o = o->fnext)
+				if (o->fmove && ready_on(o, x)) {
+					*c = (struct cand){ s, o, p, y };
+					return true;
+				}
+		}
+	return false;
+}
+
+/* Whether an op waiting for a stream of x's class other than its own
+ * lane's may become able to move once ops now running are done: the head
+ * of a lane whose waits not done are all handed to other streams than
+ * that lane's (its queue's previous op moved).  Its own stream would not
+ * take it at once then, so the completion of those ops must look
+ * (devq_fair_after_done).  Lane heads only: it answers a failed choice. */
+static bool may_start_soon(const struct devq_fair *f, unsigned x)
+{
+	unsigned first, end;
+	class_of(f, x, &first, &end);
+	for (const struct devq_tenant *t = f->act_head; t; t = t->fair.act_next)
+		for (const struct devq_session *s = t->fair.rr_head; s; s = s->fair.rr_next)
+			for (unsigned y = first; y < end; y++) {
+				const struct devq_job *h = s->fair.lanes[y].head;
+				if (!h || !h->fmove)
+					continue;
+				bool soon = true;
+				for (unsigned i = 0; i < h->b.nwaits && soon; i++) {
+					const struct devq_job *w = devq_job_of(h->b.waits[i]);
+					soon = atomic_load(&w->b.done) ||
+					       (w->fhanded && w->b.stream != y);
+				}
+				if (soon)
+					return true;
+			}
+	return false;
+}
+
+/* The op stream x takes next, lock held: of the tenants with an op that
+ * starts at once on x (start_cand), the one whose virtual time would be
+ * least once that op is charged (ties to fewer ops inside the backend);
+ * failing any, pick's (an op of x's own lanes whose waits were all
+ * handed over, which may wait there for another stream). */
+static bool choose(struct devq_fair *f, unsigned x, struct cand *c)
+{
+	struct devq_tenant *best = NULL;
+	uint64_t bfin = 0;
+	for (struct devq_tenant *t = f->act_head; t; t = t->fair.act_next) {
+		uint64_t v = vt_now(t);
+		if (best && !vt_before(v, bfin))
+			continue; /* cannot end earlier: its charge only adds */
+		struct cand tc;
+		if (!start_cand(f, t, x, &tc))
+			continue;
+		uint64_t fin = v + vt_of(t, tc.op->fest);
+		if (!best || vt_before(fin, bfin) ||
+		    (fin == bfin && inside_of(t) < inside_of(best))) {
+			best = t;
+			bfin = fin;
+			*c = tc;
+		}
+	}
+	if (best)
+		return true;
+	struct devq_session *s = atomic_load(&f->st[x].waiting) ? pick(f, x) : NULL;
+	if (s) {
+		*c = (struct cand){ s, s->fair.lanes[x].head, NULL, x };
+		return true;
+	}
+	if (!atomic_load(&f->starved) && may_start_soon(f, x))
+		atomic_store(&f->starved, true);
+	return false;
 }
 
 /* The only session waiting, of the only tenant (a lone client's
@@ -658,32 +796,37 @@ static unsigned fill(struct devq_fair *f, unsigned x, struct burst *bu)
 {
 	struct devq_fair_stream *st = &f->st[x];
 	unsigned n = 0;
-	while (atomic_load(&st->waiting) && time_room(f, x)) {
+	while (f->waiting && time_room(f, x)) {
 		bool full = !count_room(f, x, false);
 		if (full && (!st->waiting_replay || !count_room(f, x, true)))
 			break;
-		struct devq_session *s = pick(f, x);
-		if (!s || (full && !s->fair.lanes[x].head->b.replay))
+		struct cand c;
+		if (!choose(f, x, &c) || (full && !c.op->b.replay))
 			break;
-		hand_over(dequeue(f, s, x), bu);
+		struct devq_session *s = c.s;
+		hand_over(dequeue(f, &c, x), bu);
 		n++;
-		if (f->act_head && f->act_head == f->act_tail && !s->fair.rr_prev && !s->fair.rr_next)
+		if (f->act_head && f->act_head == f->act_tail && !s->fair.rr_prev && !s->fair.rr_next &&
+		    c.from == x)
 			n += take_run(f, s, x, bu);
 	}
 	return n;
 }
 
-/* Every stream with room and waiting ops, until nothing more can go: an
- * op handed to one stream may be what another's head waited for. */
+/* Every stream with room, until nothing more can go: an op handed to one
+ * stream may be what another's head waited for, and a stream with
+ * nothing of its own may take another's op that can move. */
 static void fill_all(struct devq_fair *f, struct burst *bu)
 {
 	if (!f->waiting)
 		return;
+	if (atomic_load_explicit(&f->starved, memory_order_relaxed))
+		atomic_store(&f->starved, false); /* choose sets it again if still so */
 	bool more = true;
 	while (more) {
 		more = false;
 		for (unsigned x = 0; x < f->nstreams; x++)
-			if (atomic_load(&f->st[x].waiting) && fill(f, x, bu))
+			if (fill(f, x, bu))
 				more = true;
 	}
 }
@@ -693,6 +836,38 @@ static void fill_all(struct devq_fair *f, struct burst *bu)
 static inline bool others_wait(const struct devq_fair *f, unsigned x)
 {
 	return f->waiting > atomic_load_explicit(&f->st[x].waiting, memory_order_relaxed);
+}
+
+/* Whether op, about to wait in a lane, may later go to another stream of
+ * its class: its queue's order must rest on its waits, not on the
+ * stream's order (a previous op still in flight is waits[0], or there is
+ * none), and it must not be a failed op (completed in stream order) nor
+ * part of a replayable run (one graph per stream).  The class needs no
+ * test: an op moves only among its lane's class (start_cand), and a
+ * normal queue's op waits for a high-priority stream only as the first
+ * op after a reset behind its previous op there (core/timeline.c
+ * misplaced), which keeps it where it is.  Loop thread (the timeline),
+ * lock held. */
+static bool may_move(const struct devq_job *op)
+{
+	if (op->b.kind == DEVQ_BOP_FAIL || op->b.replay)
+		return false;
+	return op->b.waits_prev || !devq_timeline_get(op->q, op->point - 1);
+}
+
+/* An op whose queue order rests on its stream's order (the first after a
+ * reset does not wait on its previous op; a failed op waits on nothing)
+ * while its previous op is in flight and not done: it goes where that op
+ * is, and that op moves no more.  Loop thread, lock held. */
+static void follow_prev(struct devq_job *op)
+{
+	if (op->b.waits_prev && op->b.kind != DEVQ_BOP_FAIL)
+		return;
+	struct devq_job *prev = devq_timeline_get(op->q, op->point - 1);
+	if (!prev || atomic_load_explicit(&prev->b.done, memory_order_acquire))
+		return;
+	prev->fmove = false;
+	op->b.stream = prev->b.stream;
 }
 
 /* Puts op at the back of its session's lane for its stream, with the ops
@@ -708,11 +883,16 @@ static struct devq_job *enqueue_run(struct devq_fair *f, struct devq_job *op, st
 	struct devq_job *last = op;
 	uint64_t ns = op->fest;
 	unsigned k = 1, replay = op->b.replay;
-	for (; n && n->s == s && n->b.stream == x; n = n->fnext, k++) {
+	op->fmove = may_move(op);
+	/* An op that may have to follow its previous op elsewhere
+	 * (follow_prev) takes its own turn through submit_one. */
+	for (; n && n->s == s && n->b.stream == x && n->b.waits_prev && n->b.kind != DEVQ_BOP_FAIL;
+	     n = n->fnext, k++) {
 		last->fnext = n;
 		last = n;
 		n->fhanded = false;
 		n->fest = expected_ns(f, n);
+		n->fmove = may_move(n);
 		ns += n->fest;
 		replay += n->b.replay;
 	}
@@ -752,6 +932,7 @@ static struct devq_job *submit_one(struct devq_fair *f, struct devq_job *op, str
 	op->fhanded = false;
 	op->fnext = NULL;
 	op->fest = expected_ns(f, op);
+	follow_prev(op);
 	if (!s->fair.lanes || !t || op->b.stream >= f->nstreams) {
 		hand_over(op, bu);
 		return next;
@@ -775,6 +956,9 @@ static struct devq_job *submit_one(struct devq_fair *f, struct devq_job *op, str
 	if (time_room(f, x) && (count_room(f, x, false) || f->st[x].waiting_replay) &&
 	    fill(f, x, bu) && others_wait(f, x))
 		fill_all(f, bu);
+	else if (atomic_load_explicit(&f->starved, memory_order_relaxed) ||
+		 (op->fmove && ready_on(op, f->nstreams)))
+		fill_all(f, bu); /* op may start at once on any stream: all done */
 	return next;
 }
 
@@ -820,6 +1004,16 @@ static void release(struct devq_job *op)
 	}
 }
 
+/* Whether ops wait for any stream (x, freed, may take them or ops that
+ * can move): outside the lock, from the per-stream counts. */
+static bool any_waiting(const struct devq_fair *f)
+{
+	for (unsigned i = 0; i < f->nstreams; i++)
+		if (atomic_load(&f->st[i].waiting))
+			return true;
+	return false;
+}
+
 void devq_fair_completed(struct devq_job *op)
 {
 	struct devq_engine *d = op->s->e;
@@ -828,12 +1022,31 @@ void devq_fair_completed(struct devq_job *op)
 		return;
 	release(op);
 	unsigned x = op->b.stream;
-	if (x >= f->nstreams || !atomic_load(&f->st[x].waiting) || !refill_due(f, x))
+	if (x >= f->nstreams || !refill_due(f, x) || !any_waiting(f))
 		return;
 	struct burst bu = burst_of(d);
 	fair_lock(f);
-	if (fill(f, x, &bu) && others_wait(f, x))
+	/* The others too while ops wait for them: one with room may take an
+	 * op that can move. */
+	fill(f, x, &bu);
+	if (others_wait(f, x))
 		fill_all(f, &bu);
+	burst_go(d, &bu);
+	fair_unlock(f);
+	devq_fair_flush(d);
+}
+
+void devq_fair_after_done(struct devq_engine *d)
+{
+	struct devq_fair *f = &d->fair;
+	/* Sequentially consistent, as the op's done flag was stored and as
+	 * choose's loads of done flags and its store here are: either this
+	 * sees the flag or that choice saw the op done. */
+	if (!atomic_load(&f->starved) || lock_depth || !d->be->enqueue_any_thread)
+		return; /* other backends: the loop fills, devq_fair_kick */
+	struct burst bu = burst_of(d);
+	fair_lock(f);
+	fill_all(f, &bu);
 	burst_go(d, &bu);
 	fair_unlock(f);
 	devq_fair_flush(d);

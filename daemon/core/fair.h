@@ -36,11 +36,30 @@
  * report no device time (CUDA), one op in DEVQ_FAIR_SAMPLE of each
  * executable is timed.
  *
- * Within a session, a lane (one per device stream) hands over in submit
- * order, and an op is handed over only once every op it waits on (queue
- * order, explicit waits, buffer hazards) has been: the backend then still
- * only ever waits on ops handed over before, which keeps its streams free
- * of deadlock.  A replayable batch obeys the window but not the op count,
+ * Within a session, a lane (one per device stream: the stream placement,
+ * core/timeline.c, gave the op) holds its waiting ops in submit order,
+ * and an op is handed over only once every op it waits on (queue order,
+ * explicit waits, buffer hazards) has been: the backend then still only
+ * ever waits on ops handed over before, which keeps its streams free of
+ * deadlock.
+ *
+ * Where an op runs is decided when it is handed over, in the fair order,
+ * so that no stream idles while a tenant has an op that could start there
+ * and weights hold whatever the number and depth of queues: a stream with
+ * room takes, of the tenants with an op that starts there at once (each
+ * op it waits on done or handed to that stream: the head of its lane for
+ * it, else one of the first DEVQ_FAIR_MOVE_SCAN ops of any of its lanes
+ * of the stream's class that may move), the one whose virtual time is
+ * least, and the op is bound to it then; failing any, the head of its own
+ * lane whose waits were handed over, which may wait there for another
+ * stream.  An op
+ * whose queue order rests on its stream (the first after a reset, a
+ * failed op) pins its previous op and follows it.  A stream left with
+ * nothing to start while an op waited only for one running elsewhere looks
+ * again when that one is done (devq_fair_after_done).  Cost: nothing on
+ * the straight-through path; per waiting op a test at submit, per choice
+ * a look at each active tenant's lane heads (up to 4 ops per lane of the
+ * class when its own have nothing), one load per completion.  A replayable batch obeys the window but not the op count,
  * so a batch of short ops still reaches the backend as one run (one graph
  * on CUDA) and a long one is split where the window ends.
  *
@@ -167,6 +186,11 @@ struct devq_fair {
 	struct devq_lock lock;
 	struct devq_fair_stream *st;
 	unsigned nstreams;
+	unsigned nnormal; /* streams [0, nnormal) normal, the rest high priority */
+	/* Set when a stream with room found nothing it could start while ops
+	 * waited elsewhere: the next completion, once its op is done (which
+	 * may be what they waited for), looks again (devq_fair_after_done). */
+	atomic_bool starved;
 	uint64_t window_ns;
 	unsigned depth;
 	struct devq_tenant *act_head, *act_tail; /* tenants with waiting ops */
@@ -183,9 +207,11 @@ struct devq_fair {
  * users not listed have weight 1.  0, or -EINVAL with err naming the
  * problem. */
 int devq_fair_init(struct devq_fair *f, const char *shares, char *err, size_t errlen);
-/* Once the backend is open: per-stream state, the window (ns) and the
- * op count per stream.  0 or -ENOMEM. */
-int devq_fair_start(struct devq_fair *f, unsigned streams, uint64_t window_ns, unsigned depth);
+/* Once the backend is open: per-stream state (streams in all, the last
+ * high of them high priority), the window (ns) and the op count per
+ * stream.  0 or -ENOMEM. */
+int devq_fair_start(struct devq_fair *f, unsigned streams, unsigned high, uint64_t window_ns,
+		    unsigned depth);
 void devq_fair_free(struct devq_fair *f);
 
 /* A new tenant's turns and weight: 0 or -ENOMEM. */
@@ -214,6 +240,11 @@ void devq_fair_submit(struct devq_job *first);
  * with a backend that takes enqueue from any thread its stream's room is
  * given to the next ops from here. */
 void devq_fair_completed(struct devq_job *op);
+/* With a backend that takes enqueue from any thread, after a completion
+ * was published (its op done, not touched here): streams left idle for
+ * want of an op that could start there look again.  One load when none
+ * is. */
+void devq_fair_after_done(struct devq_engine *e);
 /* The loop processed op's completion (other backends: the room is free). */
 void devq_fair_done(struct devq_job *op);
 /* Whether s has ops waiting for room. */

@@ -36,6 +36,10 @@ struct devq_job {
 	 * until the completion is processed (NULL: a built-in or no kernel). */
 	struct devq_exe *exe;
 	bool fhanded;           /* fair.c: given to the backend */
+	/* fair.c: while it waits, it may be handed to another stream of its
+	 * class than the one its queue placed it on (queue order does not
+	 * rest on that stream's order); written and read under fair.c's lock. */
+	bool fmove;
 	/* validate.c: the device time the op declares (a u64 argument named
 	 * ns), 0: none; and the bytes of its buffer arguments.  fair.c
 	 * estimates its device time from them. */

@@ -398,6 +398,12 @@ void devq_sched_on_complete(void *ud, struct devq_bop *bop)
 	}
 	if (wake)
 		d->ev.wake(d->ev.ud);
+	/* op is done: a stream left idle for want of an op that could start
+	 * there may have one now (fair.c).  Not on the loop thread's lazy
+	 * path above: an op run there (run_here) is one of at most
+	 * DEVQ_FAIR_HERE_NS, and the next completion looks. */
+	if (refills && atomic_load(&d->fair.starved))
+		devq_fair_after_done(d);
 }
 
 static void complete_one(struct devq_engine *d, struct devq_job *op, uint64_t now)

@@ -857,6 +857,45 @@ static void spin(struct devq_session *s, uint32_t q, uint64_t ns)
 	ck_assert_int_eq(devq_sched_submit(s, &op, 1, err, sizeof(err)), 0);
 }
 
+/* spin(ns) on queue q that also waits on (wq[i], wpoint[i]) of its
+ * session, i < n (at most 4). */
+static void spin_waits(struct devq_session *s, uint32_t q, uint64_t ns, unsigned n,
+		       const uint32_t *wq, const uint64_t *wpoint)
+{
+	Devq__Op op = DEVQ__OP__INIT;
+	Devq__KernelOp k = DEVQ__KERNEL_OP__INIT;
+	Devq__Arg a = DEVQ__ARG__INIT, *ap = &a;
+	Devq__Wait w[4], *wp[4];
+	a.name = "ns";
+	a.value_case = DEVQ__ARG__VALUE_U64;
+	a.u64 = ns;
+	k.executable = (uint32_t)(devq_kernel_find("spin") - devq_kernels);
+	k.n_args = 1;
+	k.args = &ap;
+	ck_assert_uint_le(n, 4);
+	for (unsigned i = 0; i < n; i++) {
+		devq__wait__init(&w[i]);
+		w[i].queue = wq[i];
+		w[i].point = wpoint[i];
+		wp[i] = &w[i];
+	}
+	op.queue = q;
+	op.n_waits = n;
+	op.waits = wp;
+	op.replayable = replayable;
+	op.body_case = DEVQ__OP__BODY_KERNEL;
+	op.kernel = &k;
+	char err[160];
+	ck_assert_int_eq(devq_sched_submit(s, &op, 1, err, sizeof(err)), 0);
+}
+
+/* spin(ns) on queue q that also waits on (wq, wpoint) of its session. */
+static void spin_after(struct devq_session *s, uint32_t q, uint64_t ns, uint32_t wq,
+		       uint64_t wpoint)
+{
+	spin_waits(s, q, ns, 1, &wq, &wpoint);
+}
+
 /* The session of the op the fake backend received last. */
 static struct devq_session *last_handed(void)
 {
@@ -2190,6 +2229,549 @@ START_TEST(test_placement_priority_regrant)
 	t->priority = true;
 	ck_assert_int_eq(devq_timeline_open(s, 6, 1, &q, why, sizeof(why)), 0);
 	ck_assert_uint_eq(q->stream, 2);
+	complete_all();
+	engine_down();
+}
+END_TEST
+
+/* The op a stream takes is bound to it when handed over (fair.c,
+ * start_cand): a stream with room whose own lanes have nothing that
+ * starts at once takes an op waiting for another stream of its class
+ * whose waits are all done.  One whose previous op still runs stays (it
+ * would wait there for the other stream). */
+START_TEST(test_placement_free_stream_takes_waiting_op)
+{
+	engine_up((struct devq_config){ .fair_k = 1, .streams = 2 });
+	struct devq_session *a = session(1000), *b = session(1001);
+	queue(a, 1, 0); /* stream 0 */
+	queue(b, 1, 0); /* stream 1 */
+	queue(b, 2, 0); /* stream 0 */
+	spin(a, 1, 1000000); /* X1 on 0 */
+	spin(b, 1, 1000000); /* Y1 on 1 */
+	spin(a, 1, 1000000); /* X2 waits for 0: its previous op runs there */
+	/* b's queue 2 has nothing in flight but no stream is idle: it stays
+	 * on stream 0, behind X2. */
+	spin(b, 2, 1000000);
+	ck_assert_uint_eq(FK->n, 2);
+	ck_assert_uint_eq(tl(b, 2)->stream, 0);
+	/* Y1 done: stream 1 has nothing of its own; Z1 moves there, X2
+	 * (which would wait for X1 on stream 0) does not. */
+	complete(1, 0);
+	ck_assert_uint_eq(FK->n, 2);
+	struct devq_job *z = handed(1);
+	ck_assert_ptr_eq(z->s, b);
+	ck_assert_uint_eq(z->q->id, 2);
+	ck_assert_uint_eq(z->b.stream, 1);
+	ck_assert_uint_eq(E.fair.st[0].waiting, 1); /* X2, still for stream 0 */
+	/* X1 done: X2 follows it on stream 0. */
+	complete(0, 0);
+	ck_assert_uint_eq(FK->n, 2);
+	ck_assert_ptr_eq(handed(1)->s, a);
+	ck_assert_uint_eq(handed(1)->b.stream, 0);
+	complete_all();
+	engine_down();
+}
+END_TEST
+
+/* Weights hold whatever the queues' placement: tenant 1001 (share 3) has
+ * two queues bound to stream 1, tenant 1000 one queue on stream 0, each
+ * with many ops waiting.  Bound to their queues' streams each would get
+ * one stream (1:1); taken in the fair order by whichever stream frees,
+ * 1001 gets three rooms for each one of 1000. */
+START_TEST(test_placement_weights_across_streams)
+{
+	engine_up((struct devq_config){ .fair_k = 1, .streams = 2, .fair_shares = "1001:3" });
+	struct devq_session *a = session(1000), *b = session(1001);
+	queue(a, 1, 0); /* stream 0 */
+	queue(b, 1, 0); /* stream 1 */
+	queue(b, 2, 0); /* stream 0 */
+	queue(b, 3, 0); /* stream 1 */
+	spin(a, 1, 100000);
+	spin(b, 1, 100000);
+	for (int i = 0; i < 40; i++) {
+		spin(b, 3, 100000); /* no idle stream: queue 3 stays on 1 */
+		spin(a, 1, 100000);
+		spin(b, 1, 100000);
+	}
+	ck_assert_uint_eq(tl(b, 3)->stream, 1);
+	unsigned na = 0, nb = 0, nb0 = 0;
+	for (int i = 0; i < 60; i++) {
+		struct devq_session *s = complete_and_refill();
+		ck_assert_ptr_nonnull(s);
+		na += s == a;
+		nb += s == b;
+		nb0 += s == b && handed(FK->n - 1)->b.stream == 0;
+	}
+	ck_assert_msg(nb >= 42 && nb <= 48, "share 3 got %u of 60 rooms, share 1 %u", nb, na);
+	ck_assert_uint_gt(nb0, 0); /* some of them on a's stream */
+	complete_all();
+	engine_down();
+}
+END_TEST
+
+/* Streams of the other class never take a waiting op: a normal queue's op
+ * stays off the high-priority stream and a high queue's off the normal
+ * ones, however idle. */
+START_TEST(test_placement_moves_keep_class)
+{
+	engine_up((struct devq_config){ .fair_k = 1, .streams = 2, .priority_streams = 1 });
+	struct devq_session *a = session(1000);
+	queue(a, 1, 0); /* stream 0 */
+	queue(a, 2, 0); /* stream 1 */
+	queue(a, 3, 0); /* stream 0 */
+	queue(a, 8, 1); /* stream 2, high */
+	queue(a, 9, 1); /* stream 2 */
+	spin(a, 1, 1000000);
+	spin(a, 2, 1000000);
+	spin(a, 3, 1000000); /* no normal stream idle: waits for 0 */
+	spin(a, 8, 1000000);
+	spin(a, 9, 1000000); /* waits for 2 */
+	ck_assert_uint_eq(FK->n, 3);
+	ck_assert_uint_eq(tl(a, 3)->stream, 0);
+	/* The high stream frees: queue 3's op does not go there, queue 9's
+	 * does (its own). */
+	complete(2, 0);
+	ck_assert_uint_eq(FK->n, 3);
+	ck_assert_uint_eq(handed(2)->q->id, 9);
+	ck_assert_uint_eq(handed(2)->b.stream, 2);
+	spin(a, 8, 1000000); /* waits for 2 behind queue 9's */
+	/* Stream 1 frees: queue 3's op moves there; queue 8's stays. */
+	complete(1, 0);
+	ck_assert_uint_eq(FK->n, 3);
+	ck_assert_uint_eq(handed(2)->q->id, 3);
+	ck_assert_uint_eq(handed(2)->b.stream, 1);
+	complete(0, 0); /* stream 0 frees: nothing normal waits */
+	ck_assert_uint_eq(FK->n, 2);
+	ck_assert_uint_eq(E.fair.st[2].waiting, 1);
+	complete_all();
+	engine_down();
+}
+END_TEST
+
+/* The first op after a reset does not wait on its queue's previous op,
+ * so their order rests on one stream's: that previous op moves no more,
+ * and if it had moved already the new op follows it there. */
+START_TEST(test_placement_reset_keeps_order)
+{
+	engine_up((struct devq_config){ .fair_k = 1, .streams = 2 });
+	struct devq_session *a = session(1000), *b = session(1001);
+	queue(a, 1, 0); /* stream 0 */
+	queue(b, 1, 0); /* stream 1 */
+	queue(b, 2, 0); /* stream 0 */
+	spin(a, 1, 1000000); /* X1 on 0 */
+	spin(b, 1, 1000000); /* Y1 on 1 */
+	spin(b, 2, 1000000); /* Z1 waits for 0 (no stream idle) */
+	devq_timeline_reset(tl(b, 2));
+	spin(b, 2, 1000000); /* Z2: after the reset, no wait on Z1 */
+	ck_assert_uint_eq(E.fair.st[0].waiting, 2);
+	/* Y1 done: Z1 could start on stream 1, but Z2 counts on following it
+	 * on stream 0. */
+	complete(1, 0);
+	ck_assert_uint_eq(FK->n, 1);
+	complete(0, 0); /* X1: Z1 on 0 */
+	ck_assert_uint_eq(handed(0)->point, 1);
+	ck_assert_uint_eq(handed(0)->b.stream, 0);
+	complete(0, 0); /* Z1: Z2 after it, on 0 */
+	ck_assert_uint_eq(handed(0)->point, 2);
+	ck_assert_uint_eq(handed(0)->b.stream, 0);
+	complete_all();
+
+	/* Moved before the reset: the next op follows it to its stream. */
+	spin(a, 1, 1000000); /* on 0 */
+	spin(b, 1, 1000000); /* on 1 */
+	spin(b, 2, 1000000); /* Z3 waits for 0 */
+	complete(1, 0);	     /* Z3 moves to 1 */
+	ck_assert_uint_eq(handed(1)->q->id, 2);
+	ck_assert_uint_eq(handed(1)->b.stream, 1);
+	/* A failed op (no buffer 77) waits on nothing: it follows Z3 too. */
+	buffer(b, 5, 64);
+	submit(b, 2, 77, 0, 0, NULL, NULL);
+	ck_assert_uint_eq(E.fair.st[1].waiting, 1);
+	devq_timeline_reset(tl(b, 2));
+	spin(b, 2, 1000000); /* Z5: behind them, on stream 1 */
+	ck_assert_uint_eq(E.fair.st[1].waiting, 2);
+	complete(0, 0); /* stream 0 frees: neither jumps ahead of Z3 */
+	ck_assert_uint_eq(FK->n, 1);
+	complete(0, 0); /* Z3 */
+	ck_assert_uint_eq(handed(0)->point, 4);
+	ck_assert_uint_eq(handed(0)->b.stream, 1);
+	ck_assert_int_eq(handed(0)->b.kind, DEVQ_BOP_FAIL);
+	complete(0, handed(0)->b.code);
+	ck_assert_uint_eq(handed(0)->point, 5);
+	ck_assert_uint_eq(handed(0)->b.stream, 1);
+	complete_all();
+	engine_down();
+}
+END_TEST
+
+/* Weights hold too among ops that cannot start at once anywhere: each op
+ * of both tenants waits on its tenant's long op running on another
+ * stream, so the stream that frees takes, by pick's order, an op that
+ * will wait there. */
+START_TEST(test_fairness_weights_behind_other_streams)
+{
+	engine_up((struct devq_config){ .fair_k = 1, .streams = 3, .fair_shares = "1001:3" });
+	struct devq_session *a = session(1000), *b = session(1001);
+	queue(a, 1, 0); /* stream 0 */
+	queue(a, 2, 0); /* stream 1 */
+	queue(b, 2, 0); /* stream 2 */
+	queue(b, 1, 0); /* stream 0 */
+	spin(a, 2, 100000); /* on 1, running throughout */
+	spin(b, 2, 100000); /* on 2, running throughout */
+	for (int i = 0; i < 50; i++) {
+		spin_after(a, 1, 100000, 2, 1);
+		spin_after(b, 1, 100000, 2, 1);
+	}
+	ck_assert_uint_eq(FK->n, 3);
+	ck_assert_uint_eq(handed(2)->b.stream, 0);
+	unsigned na = 0, nb = 0;
+	for (int i = 0; i < 48; i++) {
+		if (i == 8) /* from here on, past the first op's head start */
+			na = nb = 0;
+		unsigned before = FK->enqueued;
+		complete(2, 0); /* stream 0's op; the long ones stay */
+		ck_assert_uint_eq(FK->enqueued, before + 1);
+		struct devq_job *j = handed(2);
+		ck_assert_uint_eq(j->b.stream, 0);
+		na += j->s == a;
+		nb += j->s == b;
+	}
+	ck_assert_msg(nb >= 29 && nb <= 31, "share 3 got %u of 40 rooms, share 1 %u", nb, na);
+	complete_all();
+	engine_down();
+}
+END_TEST
+
+/* Three streams of one room each: tenant 1002's op runs on stream 0,
+ * tenant 1000's op of ns_a on stream 1 (its queue 2) and 1001's of ns_b
+ * on stream 2 (its queue 2), and each of 1000 and 1001 has a queue 1
+ * bound to stream 0. */
+static void contested(const char *shares, uint64_t ns_a, uint64_t ns_b, struct devq_session **a,
+		      struct devq_session **b)
+{
+	engine_up((struct devq_config){ .fair_k = 1, .streams = 3, .fair_shares = shares });
+	struct devq_session *c = session(1002);
+	*a = session(1000);
+	*b = session(1001);
+	queue(c, 1, 0);	 /* stream 0 */
+	queue(*a, 2, 0); /* 1 */
+	queue(*b, 2, 0); /* 2 */
+	queue(*a, 1, 0); /* 0 */
+	queue(*a, 9, 0); /* 1 */
+	queue(*b, 9, 0); /* 2 */
+	queue(*b, 1, 0); /* 0 */
+	ck_assert_uint_eq(tl(*b, 1)->stream, 0);
+	spin(*a, 2, ns_a);
+	spin(*b, 2, ns_b);
+	spin(c, 1, 100000);
+	ck_assert_uint_eq(FK->n, 3);
+	ck_assert_ptr_eq(handed(2)->s, c);
+}
+
+/* When no op starts at once on the stream that frees, pick orders the
+ * ops that would wait there by the virtual time each tenant would have
+ * once charged: 1000 (share 1) is a little ahead of 1001 (share 3) but
+ * its op costs it three times more, so 1001's goes first. */
+START_TEST(test_fairness_pick_charges_the_op)
+{
+	struct devq_session *a, *b;
+	contested("1001:3", 100000, 300003, &a, &b);
+	spin_after(a, 1, 100000, 2, 1); /* each waits on its long op */
+	spin_after(b, 1, 100000, 2, 1);
+	complete(2, 0);
+	ck_assert_uint_eq(FK->n, 3);
+	ck_assert_ptr_eq(handed(2)->s, b);
+	ck_assert_uint_eq(handed(2)->b.stream, 0);
+	complete_all();
+	engine_down();
+}
+END_TEST
+
+/* Equal virtual times and ops inside: the tenant waiting longest. */
+START_TEST(test_fairness_pick_tie_to_the_first)
+{
+	struct devq_session *a, *b;
+	contested(NULL, 100000, 100000, &a, &b);
+	spin_after(a, 1, 100000, 2, 1);
+	spin_after(b, 1, 100000, 2, 1);
+	complete(2, 0);
+	ck_assert_uint_eq(FK->n, 3);
+	ck_assert_ptr_eq(handed(2)->s, a);
+	complete_all();
+	engine_down();
+}
+END_TEST
+
+/* The tenant first in turn has nothing that may go (its op waits on one
+ * not handed over yet): the next one's goes rather than none. */
+START_TEST(test_fairness_pick_passes_a_blocked_tenant)
+{
+	struct devq_session *a, *b;
+	contested(NULL, 1000, 100000, &a, &b);
+	spin(a, 2, 1000);		/* (2, 2) waits for stream 1 */
+	spin_after(a, 1, 1000, 2, 2);	/* waits for it */
+	spin_after(b, 1, 100000, 2, 1); /* b's may go, after its long op */
+	complete(2, 0);
+	ck_assert_uint_eq(FK->n, 3);
+	ck_assert_ptr_eq(handed(2)->s, b);
+	complete_all();
+	engine_down();
+}
+END_TEST
+
+/* Virtual time first, ops inside only on a tie: 1000 (share 3) has two
+ * ops running to 1001's one, but would end earlier. */
+START_TEST(test_fairness_pick_time_before_ops_inside)
+{
+	engine_up((struct devq_config){ .fair_k = 1, .streams = 4, .fair_shares = "1000:3" });
+	struct devq_session *c = session(1002), *a = session(1000), *b = session(1001);
+	queue(c, 1, 0); /* stream 0 */
+	queue(a, 2, 0); /* 1 */
+	queue(a, 3, 0); /* 2 */
+	queue(b, 2, 0); /* 3 */
+	queue(a, 1, 0); /* 0 */
+	queue(a, 9, 0); /* 1 */
+	queue(a, 8, 0); /* 2 */
+	queue(b, 9, 0); /* 3 */
+	queue(b, 1, 0); /* 0 */
+	ck_assert_uint_eq(tl(b, 1)->stream, 0);
+	spin(a, 2, 100000);
+	spin(a, 3, 100000);
+	spin(b, 2, 100000);
+	spin(c, 1, 100000);
+	ck_assert_uint_eq(FK->n, 4);
+	spin_after(a, 1, 100000, 2, 1);
+	spin_after(b, 1, 100000, 2, 1);
+	complete(3, 0); /* c's, on stream 0 */
+	ck_assert_uint_eq(FK->n, 4);
+	ck_assert_ptr_eq(handed(3)->s, a);
+	ck_assert_uint_eq(handed(3)->b.stream, 0);
+	complete_all();
+	engine_down();
+}
+END_TEST
+
+/* With a backend that refills from its completers (CPU): an op that
+ * waits on ops running on two other streams, a stream idle meanwhile.
+ * When the second of them completes, its stream goes to another tenant's
+ * op; once that op is done (devq_fair_after_done), the idle stream takes
+ * the waiting one rather than idling until some other completion. */
+START_TEST(test_placement_idle_stream_looks_after_done)
+{
+	engine_up((struct devq_config){ .fair_k = 1, .streams = 4, .fair_shares = "1001:3" });
+	FK->be.enqueue_any_thread = true;
+	struct devq_session *a = session(1000), *b = session(1001);
+	queue(a, 1, 0); /* stream 0: X */
+	queue(a, 2, 0); /* 1: P1 */
+	queue(a, 3, 0); /* 2: P2 */
+	queue(a, 4, 0); /* 3: R */
+	queue(a, 5, 0); /* 0: O */
+	queue(b, 9, 0); /* 1 */
+	queue(b, 1, 0); /* 2: Q */
+	ck_assert_uint_eq(tl(b, 1)->stream, 2);
+	spin(a, 1, 2000000);
+	spin(a, 2, 2000000);
+	spin(a, 3, 2000000);
+	spin(a, 4, 2000000);
+	uint32_t wq[2] = { 2, 3 };
+	uint64_t wp[2] = { 1, 1 };
+	spin_waits(a, 5, 2000000, 2, wq, wp); /* O: no stream idle, waits for 0 */
+	replayable = true; /* Q stays on its stream */
+	spin(b, 1, 2000000);
+	replayable = false;
+	ck_assert_uint_eq(FK->n, 4);
+	complete(3, 0); /* R: stream 3 idle; O cannot start anywhere yet */
+	ck_assert_uint_eq(FK->n, 3);
+	ck_assert(atomic_load(&E.fair.starved));
+	complete(1, 0); /* P1: stream 1 idle too */
+	ck_assert_uint_eq(FK->n, 2);
+	complete(1, 0); /* P2: stream 2 to b's Q, then an idle one to O */
+	ck_assert_uint_eq(FK->n, 3);
+	ck_assert_ptr_eq(handed(1)->s, b);
+	ck_assert_uint_eq(handed(1)->b.stream, 2);
+	ck_assert_uint_eq(handed(2)->q->id, 5);
+	ck_assert(handed(2)->b.stream == 1 || handed(2)->b.stream == 3);
+	complete_all();
+	engine_down();
+}
+END_TEST
+
+/* The same with the waiting op's lane the class's last stream. */
+START_TEST(test_placement_idle_stream_looks_last_lane)
+{
+	engine_up((struct devq_config){ .fair_k = 1, .streams = 4, .fair_shares = "1001:3" });
+	FK->be.enqueue_any_thread = true;
+	struct devq_session *a = session(1000), *b = session(1001);
+	queue(a, 4, 0); /* stream 0: R */
+	queue(a, 2, 0); /* 1: P1 */
+	queue(a, 3, 0); /* 2: P2 */
+	queue(a, 1, 0); /* 3: X */
+	queue(a, 6, 0); /* 0 */
+	queue(a, 7, 0); /* 1 */
+	queue(a, 8, 0); /* 2 */
+	queue(a, 5, 0); /* 3: O */
+	queue(b, 8, 0); /* 0 */
+	queue(b, 9, 0); /* 1 */
+	queue(b, 1, 0); /* 2: Q */
+	ck_assert_uint_eq(tl(a, 5)->stream, 3);
+	ck_assert_uint_eq(tl(b, 1)->stream, 2);
+	spin(a, 1, 2000000);
+	spin(a, 2, 2000000);
+	spin(a, 3, 2000000);
+	spin(a, 4, 2000000);
+	uint32_t wq[2] = { 2, 3 };
+	uint64_t wp[2] = { 1, 1 };
+	spin_waits(a, 5, 2000000, 2, wq, wp); /* O waits for 3 */
+	replayable = true;
+	spin(b, 1, 2000000);
+	replayable = false;
+	complete(3, 0); /* R: stream 0 idle */
+	ck_assert(atomic_load(&E.fair.starved));
+	complete(1, 0); /* P1 */
+	complete(1, 0); /* P2 */
+	ck_assert_uint_eq(FK->n, 3);
+	ck_assert_uint_eq(handed(2)->q->id, 5);
+	ck_assert(handed(2)->b.stream == 0 || handed(2)->b.stream == 1);
+	complete_all();
+	engine_down();
+}
+END_TEST
+
+/* A stream with room looks at the first DEVQ_FAIR_MOVE_SCAN (4) ops of
+ * another lane for one that can move: behind three that cannot (a chain
+ * waiting on the op running on stream 0) it finds queue 3's op; behind
+ * four, not. */
+static void move_scan(unsigned blocked, bool found)
+{
+	engine_up((struct devq_config){ .fair_k = 1, .streams = 2 });
+	struct devq_session *a = session(1000);
+	queue(a, 1, 0); /* stream 0 */
+	queue(a, 2, 0); /* 1 */
+	queue(a, 3, 0); /* 0 */
+	spin(a, 1, 1000000); /* X1 on 0 */
+	spin(a, 2, 1000000); /* Y1 on 1 */
+	for (unsigned i = 0; i < blocked; i++)
+		spin(a, 1, 1000000); /* X2...: each waits on the one before */
+	spin(a, 3, 1000000);	     /* M: no stream idle, behind them for 0 */
+	ck_assert_uint_eq(E.fair.st[0].waiting, blocked + 1);
+	complete(1, 0); /* Y1: stream 1 free */
+	if (found) {
+		ck_assert_uint_eq(FK->n, 2);
+		ck_assert_uint_eq(handed(1)->q->id, 3);
+		ck_assert_uint_eq(handed(1)->b.stream, 1);
+	} else {
+		ck_assert_uint_eq(FK->n, 1);
+	}
+	complete_all();
+	engine_down();
+}
+
+START_TEST(test_placement_move_scan_bound)
+{
+	move_scan(3, true);
+	move_scan(4, false);
+}
+END_TEST
+
+/* choose's ties (ops that start at once): equal virtual times once
+ * charged and equal ops inside go to the tenant first in turn... */
+START_TEST(test_fairness_choose_tie_to_the_first)
+{
+	struct devq_session *a, *b;
+	contested(NULL, 100000, 100000, &a, &b);
+	spin(a, 1, 100000); /* no stream idle: each waits for stream 0 */
+	spin(b, 1, 100000);
+	complete(2, 0);
+	ck_assert_uint_eq(FK->n, 3);
+	ck_assert_ptr_eq(handed(2)->s, a);
+	complete_all();
+	engine_down();
+}
+END_TEST
+
+/* ...and with equal times, to the one with fewer ops inside: 1000
+ * (share 2) has two ops running, 1001 one. */
+START_TEST(test_fairness_choose_tie_to_fewer_inside)
+{
+	engine_up((struct devq_config){ .fair_k = 1, .streams = 4, .fair_shares = "1000:2" });
+	struct devq_session *c = session(1002), *a = session(1000), *b = session(1001);
+	queue(c, 1, 0); /* stream 0 */
+	queue(a, 2, 0); /* 1 */
+	queue(a, 3, 0); /* 2 */
+	queue(b, 2, 0); /* 3 */
+	queue(a, 1, 0); /* 0 */
+	queue(a, 9, 0); /* 1 */
+	queue(a, 8, 0); /* 2 */
+	queue(b, 9, 0); /* 3 */
+	queue(b, 1, 0); /* 0 */
+	/* 1001's first: it starts at virtual time 0 as 1000 does (a newcomer
+	 * starts at the latest choice's). */
+	spin(b, 2, 100000);
+	spin(a, 2, 100000);
+	spin(a, 3, 100000);
+	spin(c, 1, 100000);
+	spin(a, 1, 200000); /* charged as 100000 at share 2 */
+	spin(b, 1, 100000);
+	ck_assert_uint_eq(FK->n, 4);
+	complete(3, 0); /* c's, on stream 0 */
+	ck_assert_uint_eq(FK->n, 4);
+	ck_assert_ptr_eq(handed(3)->s, b);
+	complete_all();
+	engine_down();
+}
+END_TEST
+
+/* With a backend that refills from its completers: a stream that frees
+ * with nothing waiting for it still looks at the others' lanes (ops wait
+ * only for the last stream here). */
+START_TEST(test_placement_completer_takes_other_lane)
+{
+	engine_up((struct devq_config){ .fair_k = 1, .streams = 2 });
+	FK->be.enqueue_any_thread = true;
+	struct devq_session *a = session(1000);
+	queue(a, 1, 0); /* stream 0 */
+	queue(a, 2, 0); /* 1 */
+	queue(a, 9, 0); /* 0 */
+	queue(a, 3, 0); /* 1 */
+	spin(a, 1, 1000000);
+	spin(a, 2, 1000000);
+	spin(a, 3, 1000000); /* M: no stream idle, waits for 1 */
+	ck_assert_uint_eq(E.fair.st[1].waiting, 1);
+	complete(0, 0); /* stream 0 frees */
+	ck_assert_uint_eq(FK->n, 2);
+	ck_assert_uint_eq(handed(1)->q->id, 3);
+	ck_assert_uint_eq(handed(1)->b.stream, 0);
+	complete_all();
+	engine_down();
+}
+END_TEST
+
+/* A stream may look busy to placement (the newest op placed on it moved
+ * and still runs elsewhere) while it is empty: an op that could start
+ * anywhere, waiting for a full stream, goes to it at once. */
+START_TEST(test_placement_submit_fills_empty_stream)
+{
+	engine_up((struct devq_config){ .fair_k = 1, .streams = 3 });
+	struct devq_session *a = session(1000);
+	queue(a, 1, 0); /* stream 0 */
+	queue(a, 2, 0); /* 1 */
+	queue(a, 3, 0); /* 2 */
+	queue(a, 4, 0); /* 0 */
+	spin(a, 1, 1000000); /* X on 0 */
+	spin(a, 2, 1000000); /* Y on 1 */
+	spin(a, 3, 1000000); /* Z on 2 */
+	spin(a, 4, 1000000); /* M: placed on 0, waits */
+	complete(1, 0);	     /* Y: M moves to 1 */
+	ck_assert_uint_eq(handed(2)->q->id, 4);
+	ck_assert_uint_eq(handed(2)->b.stream, 1);
+	complete(0, 0); /* X: stream 0 empty, its newest placed op (M) runs */
+	ck_assert_uint_eq(FK->n, 2);
+	queue(a, 5, 0); /* 1, which looks idle (Y done) but runs M */
+	ck_assert_uint_eq(tl(a, 5)->stream, 1);
+	spin(a, 5, 1000000);
+	ck_assert_uint_eq(FK->n, 3);
+	ck_assert_uint_eq(handed(2)->q->id, 5);
+	ck_assert_uint_eq(handed(2)->b.stream, 0);
 	complete_all();
 	engine_down();
 }
@@ -4943,6 +5525,22 @@ int main(void)
 	tcase_add_test(tc, test_fairness_no_run_when_shared);
 	tcase_add_test(tc, test_placement_moves_idle_queue);
 	tcase_add_test(tc, test_placement_priority_regrant);
+	tcase_add_test(tc, test_placement_free_stream_takes_waiting_op);
+	tcase_add_test(tc, test_placement_weights_across_streams);
+	tcase_add_test(tc, test_placement_moves_keep_class);
+	tcase_add_test(tc, test_placement_reset_keeps_order);
+	tcase_add_test(tc, test_fairness_weights_behind_other_streams);
+	tcase_add_test(tc, test_fairness_pick_charges_the_op);
+	tcase_add_test(tc, test_fairness_pick_tie_to_the_first);
+	tcase_add_test(tc, test_fairness_pick_passes_a_blocked_tenant);
+	tcase_add_test(tc, test_fairness_pick_time_before_ops_inside);
+	tcase_add_test(tc, test_placement_idle_stream_looks_after_done);
+	tcase_add_test(tc, test_placement_idle_stream_looks_last_lane);
+	tcase_add_test(tc, test_placement_move_scan_bound);
+	tcase_add_test(tc, test_fairness_choose_tie_to_the_first);
+	tcase_add_test(tc, test_fairness_choose_tie_to_fewer_inside);
+	tcase_add_test(tc, test_placement_completer_takes_other_lane);
+	tcase_add_test(tc, test_placement_submit_fills_empty_stream);
 	tcase_add_test(tc, test_submit_on_closed_queue);
 	tcase_add_test(tc, test_quota_refusals);
 	tcase_add_test(tc, test_quota_bytes_at_bound_and_past);
