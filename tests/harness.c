@@ -93,6 +93,36 @@ const char *harness_bin(const char *name)
 	return out;
 }
 
+const char *harness_which(const char *prog)
+{
+	static char path[512];
+	const char *env = getenv("PATH");
+	char dirs[2048];
+	snprintf(dirs, sizeof(dirs), "%s:/usr/bin:/bin:/usr/sbin", env ? env : "");
+	for (char *save, *d = strtok_r(dirs, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
+		snprintf(path, sizeof(path), "%s/%s", d, prog);
+		if (access(path, X_OK) == 0)
+			return path;
+	}
+	return NULL;
+}
+
+const char *harness_promtool(void)
+{
+	static char path[512];
+	const char *e = getenv("DEVQ_PROMTOOL");
+	if (e && access(e, X_OK) == 0)
+		return e;
+	/* `make promtool` puts it in the build directory (CI: build/). */
+	snprintf(path, sizeof(path), "%s", harness_bin("promtool/usr/bin/promtool"));
+	if (access(path, X_OK) == 0)
+		return path;
+	snprintf(path, sizeof(path), "build/promtool/usr/bin/promtool");
+	if (access(path, X_OK) == 0)
+		return path;
+	return harness_which("promtool");
+}
+
 bool harness_slow(void)
 {
 	const char *s = getenv("DEVQ_SANITIZER");

@@ -40,6 +40,11 @@ int harness_fd_count(pid_t pid);
 long harness_cpu_ticks(pid_t pid);
 /* A path under $DEVQ_BUILD. */
 const char *harness_bin(const char *name);
+/* prog's path on $PATH (then /usr/bin, /bin, /usr/sbin), NULL: none. */
+const char *harness_which(const char *prog);
+/* promtool: $DEVQ_PROMTOOL, `make promtool`'s under $DEVQ_BUILD or build/,
+ * or one on $PATH; NULL when there is none. */
+const char *harness_promtool(void);
 /* Whether the build runs under sanitizers or valgrind: latency bounds are
  * skipped there, visibly. */
 bool harness_slow(void);

@@ -861,23 +861,9 @@ END_TEST
 
 /* ---- socket activation ----------------------------------------------- */
 
-static const char *which(const char *prog)
-{
-	static char path[512];
-	const char *env = getenv("PATH");
-	char dirs[2048];
-	snprintf(dirs, sizeof(dirs), "%s:/usr/bin:/bin:/usr/sbin", env ? env : "");
-	for (char *save, *d = strtok_r(dirs, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
-		snprintf(path, sizeof(path), "%s/%s", d, prog);
-		if (access(path, X_OK) == 0)
-			return path;
-	}
-	return NULL;
-}
-
 START_TEST(test_socket_activation)
 {
-	const char *sa = which("systemd-socket-activate");
+	const char *sa = harness_which("systemd-socket-activate");
 	if (!sa) {
 		fprintf(stderr, "SKIP test_socket_activation: systemd-socket-activate not "
 				"found (apt-get install systemd)\n");
@@ -1741,7 +1727,7 @@ START_TEST(test_install_tree_pkgconfig_client)
 	 * /bin/kill (ExecReload=; devqd depends on procps), so they are
 	 * copied in.  verify only warns about some mistakes: any output
 	 * fails. */
-	if (!which("systemd-analyze")) {
+	if (!harness_which("systemd-analyze")) {
 		fprintf(stderr, "SKIP systemd-analyze verify: not found (apt-get install systemd)\n");
 	} else {
 		rc = sh(out, sizeof(out),
@@ -1759,21 +1745,6 @@ END_TEST
 
 /* ---- metrics ---------------------------------------------------------- */
 
-static const char *promtool(void)
-{
-	static char path[512];
-	const char *e = getenv("DEVQ_PROMTOOL");
-	if (e && access(e, X_OK) == 0)
-		return e;
-	/* `make promtool` puts it in the build directory (CI: build/). */
-	snprintf(path, sizeof(path), "%s", harness_bin("promtool/usr/bin/promtool"));
-	if (access(path, X_OK) == 0)
-		return path;
-	snprintf(path, sizeof(path), "build/promtool/usr/bin/promtool");
-	if (access(path, X_OK) == 0)
-		return path;
-	return which("promtool");
-}
 
 static char *scrape_args(const char *sock, const char *args, char *buf, size_t len)
 {
@@ -1830,7 +1801,7 @@ static void promtool_check(const char *tool, const char *text)
 
 START_TEST(test_metrics_promtool_and_counters_move)
 {
-	const char *tool = promtool();
+	const char *tool = harness_promtool();
 	if (!tool)
 		fprintf(stderr, "SKIP promtool check: promtool not found (make promtool, or "
 				"DEVQ_PROMTOOL=PATH); counters are still checked\n");

@@ -169,19 +169,10 @@ static double value_of(const char *text, const char *series)
 	return 0;
 }
 
-static const char *promtool(void)
-{
-	static char path[512];
-	const char *e = getenv("DEVQ_PROMTOOL");
-	if (e && access(e, X_OK) == 0)
-		return e;
-	snprintf(path, sizeof(path), "%s", harness_bin("promtool/usr/bin/promtool"));
-	return access(path, X_OK) == 0 ? path : NULL;
-}
 
 static void promtool_check(const char *text)
 {
-	const char *tool = promtool();
+	const char *tool = harness_promtool();
 	if (!tool) {
 		fprintf(stderr, "SKIP promtool check: make promtool, or DEVQ_PROMTOOL=PATH\n");
 		return;
@@ -797,7 +788,7 @@ END_TEST
  * alert's unit test (devq-rules.test.yml) passes. */
 START_TEST(rules_pass_promtool)
 {
-	const char *tool = promtool();
+	const char *tool = harness_promtool();
 	if (!tool) {
 		fprintf(stderr, "SKIP rules_pass_promtool: make promtool, or DEVQ_PROMTOOL=PATH\n");
 		return;

@@ -11,7 +11,8 @@
 
 #include "devq/kernel.h"
 
-#define DEVQ_GEMM_EXES(run_fn, init_fn, fini_fn)                                                     \
+/* The run calls of both, on one run_fn. */
+#define DEVQ_GEMM_RUNS(run_fn)                                                             \
 	static int gemm_nn(const union devq_kval *a, const struct devq_host_call *call)   \
 	{                                                                                    \
 		return run_fn(a, call, false);                                                  \
@@ -19,7 +20,10 @@
 	static int gemm_nt(const union devq_kval *a, const struct devq_host_call *call)   \
 	{                                                                                    \
 		return run_fn(a, call, true);                                                   \
-	}                                                                                    \
+	}
+
+#define DEVQ_GEMM_EXES(run_fn, init_fn, fini_fn)                                           \
+	DEVQ_GEMM_RUNS(run_fn)                                                               \
 	const struct devq_host_exe devq_host_gemm_f32 = {                                    \
 		.abi = DEVQ_HOST_ABI, .init = init_fn, .fini = fini_fn, .run = gemm_nn,            \
 	};                                                                                   \
@@ -31,14 +35,7 @@
 #define DEVQ_GEMM_COST "2*m*n*k"
 
 #define DEVQ_GEMM_EXES_SLICED(run_fn, init_fn, fini_fn, units_fn, slice_fn)                  \
-	static int gemm_nn(const union devq_kval *a, const struct devq_host_call *call)   \
-	{                                                                                    \
-		return run_fn(a, call, false);                                                  \
-	}                                                                                    \
-	static int gemm_nt(const union devq_kval *a, const struct devq_host_call *call)   \
-	{                                                                                    \
-		return run_fn(a, call, true);                                                   \
-	}                                                                                    \
+	DEVQ_GEMM_RUNS(run_fn)                                                               \
 	static int gemm_nn_units(const union devq_kval *a, const struct devq_host_call *call, \
 				 uint64_t first, uint64_t last)                              \
 	{                                                                                    \

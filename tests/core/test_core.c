@@ -2468,6 +2468,27 @@ static void contested(const char *shares, uint64_t ns_a, uint64_t ns_b, struct d
 	ck_assert_ptr_eq(handed(2)->s, c);
 }
 
+/* Four streams, one op at a time: 1002 (c) on stream 0, 1000 (a) on 1
+ * and 2, 1001 (b) on 3; each then has a queue on stream 0 (queue 1), and
+ * a and b more on the others (by count, the queues bind in turn). */
+static void four_streams(const char *shares, struct devq_session **a, struct devq_session **b,
+			 struct devq_session **c)
+{
+	engine_up((struct devq_config){ .fair_k = 1, .streams = 4, .fair_shares = shares });
+	*c = session(1002);
+	*a = session(1000);
+	*b = session(1001);
+	queue(*c, 1, 0); /* stream 0 */
+	queue(*a, 2, 0); /* 1 */
+	queue(*a, 3, 0); /* 2 */
+	queue(*b, 2, 0); /* 3 */
+	queue(*a, 1, 0); /* 0 */
+	queue(*a, 9, 0); /* 1 */
+	queue(*a, 8, 0); /* 2 */
+	queue(*b, 9, 0); /* 3 */
+	queue(*b, 1, 0); /* 0 */
+}
+
 /* When no op starts at once on the stream that frees, pick orders the
  * ops that would wait there by the virtual time each tenant would have
  * once charged: 1000 (share 1) is a little ahead of 1001 (share 3) but
@@ -2523,17 +2544,8 @@ END_TEST
  * ops running to 1001's one, but would end earlier. */
 START_TEST(test_fairness_pick_time_before_ops_inside)
 {
-	engine_up((struct devq_config){ .fair_k = 1, .streams = 4, .fair_shares = "1000:3" });
-	struct devq_session *c = session(1002), *a = session(1000), *b = session(1001);
-	queue(c, 1, 0); /* stream 0 */
-	queue(a, 2, 0); /* 1 */
-	queue(a, 3, 0); /* 2 */
-	queue(b, 2, 0); /* 3 */
-	queue(a, 1, 0); /* 0 */
-	queue(a, 9, 0); /* 1 */
-	queue(a, 8, 0); /* 2 */
-	queue(b, 9, 0); /* 3 */
-	queue(b, 1, 0); /* 0 */
+	struct devq_session *a, *b, *c;
+	four_streams("1000:3", &a, &b, &c);
 	ck_assert_uint_eq(tl(b, 1)->stream, 0);
 	spin(a, 2, 100000);
 	spin(a, 3, 100000);
@@ -2693,17 +2705,8 @@ END_TEST
  * (share 2) has two ops running, 1001 one. */
 START_TEST(test_fairness_choose_tie_to_fewer_inside)
 {
-	engine_up((struct devq_config){ .fair_k = 1, .streams = 4, .fair_shares = "1000:2" });
-	struct devq_session *c = session(1002), *a = session(1000), *b = session(1001);
-	queue(c, 1, 0); /* stream 0 */
-	queue(a, 2, 0); /* 1 */
-	queue(a, 3, 0); /* 2 */
-	queue(b, 2, 0); /* 3 */
-	queue(a, 1, 0); /* 0 */
-	queue(a, 9, 0); /* 1 */
-	queue(a, 8, 0); /* 2 */
-	queue(b, 9, 0); /* 3 */
-	queue(b, 1, 0); /* 0 */
+	struct devq_session *a, *b, *c;
+	four_streams("1000:2", &a, &b, &c);
 	/* 1001's first: it starts at virtual time 0 as 1000 does (a newcomer
 	 * starts at the latest choice's). */
 	spin(b, 2, 100000);
