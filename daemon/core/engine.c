@@ -83,6 +83,7 @@ int devq_engine_init(struct devq_engine *e, const struct devq_config *cfg,
 	struct devq_backend_config bc = { .streams = e->cfg.streams,
 					  .high_streams = e->cfg.priority_streams,
 					  .on_complete = devq_sched_on_complete,
+					  .core_pick = devq_fair_core_pick,
 					  .ud = e };
 	r = open ? open(&bc, &e->be)
 		 : devq_select_backend(&e->cfg, &bc, &e->be, e->backend_note,

@@ -1104,3 +1104,27 @@ void devq_fair_kick(struct devq_engine *d)
 	burst_go(d, &bu);
 	fair_unlock(f);
 }
+
+unsigned devq_fair_core_pick(void *ud, struct devq_bop *const *ops, unsigned n)
+{
+	struct devq_engine *d = ud;
+	struct devq_fair *f = &d->fair;
+	unsigned best = 0;
+	uint64_t best_vt = 0;
+	bool have = false;
+	fair_lock(f);
+	for (unsigned i = 0; i < n; i++) {
+		/* The bop is its job's first member (job.h). */
+		const struct devq_tenant *t = ((const struct devq_job *)ops[i])->s->tenant;
+		if (!t)
+			continue;
+		uint64_t vt = vt_now(t);
+		if (!have || vt_before(vt, best_vt)) {
+			best = i;
+			best_vt = vt;
+			have = true;
+		}
+	}
+	fair_unlock(f);
+	return best;
+}

@@ -63,6 +63,14 @@
  * so a batch of short ops still reaches the backend as one run (one graph
  * on CUDA) and a long one is split where the window ends.
  *
+ * Cores.  On the CPU backend the streams share the machine's cores: bulk
+ * host slices that wait for cores get them, as they free, in the same
+ * order (devq_fair_core_pick: the tenant with the least virtual time
+ * first), so weights hold for the cores as they do for the streams,
+ * whatever the number of queues; short and high-priority ops take no
+ * cores and run at once (device/cpu/backend_cpu.c).  Cost: one look at
+ * each waiting slice's tenant when two or more wait, per slice.
+ *
  * With a backend that takes enqueue from any thread (CPU), the completion
  * that makes room hands the next ops over itself, before the loop hears of
  * it; otherwise the loop does in devq_fair_kick after processing
@@ -91,6 +99,7 @@ struct devq_engine;
 struct devq_session;
 struct devq_tenant;
 struct devq_job;
+struct devq_bop;
 
 /* Learned device time of one executable's ops (or of copies, of fills):
  * an average of ns per 4 KiB page of buffer arguments (plus one), times
@@ -251,6 +260,12 @@ void devq_fair_done(struct devq_job *op);
 bool devq_fair_waiting(struct devq_session *s);
 /* Hands waiting ops to the streams with room. */
 void devq_fair_kick(struct devq_engine *e);
+/* The backend's core_pick (device/backend.h; ud: the engine): of n bulk
+ * host slices waiting for cores, the one whose tenant's virtual time is
+ * least gets the next free ones (ties: the first, the earliest arrival),
+ * so that weights hold for the CPU backend's cores as they do for its
+ * streams.  From a backend thread; takes the fair lock. */
+unsigned devq_fair_core_pick(void *ud, struct devq_bop *const *ops, unsigned n);
 /* Tells the backend that everything handed over so far should be issued
  * (a backend may hold back a replayable run to launch it as one graph).
  * The loop calls it once per iteration when e->flush_due is set, so the

@@ -149,6 +149,13 @@ static inline bool devq_bop_deadline_passed(struct devq_bop *op, uint64_t now)
 struct devq_backend;
 typedef void (*devq_complete_fn)(void *ud, struct devq_bop *op);
 
+/* Which of n bulk host slices waiting for cores (CPU backend) gets the
+ * next ones that free: the index into ops.  The daemon answers in its fair
+ * order (core/fair.c), so that weights and priority hold for the cores as
+ * for the streams.  Called from a backend thread holding the backend's
+ * core lock: it must not call back into the backend.  n >= 2. */
+typedef unsigned (*devq_core_pick_fn)(void *ud, struct devq_bop *const *ops, unsigned n);
+
 struct devq_backend_ops {
 	void (*destroy)(struct devq_backend *b);
 	/* Makes host memory usable by the device (pins it) and returns the
@@ -213,6 +220,7 @@ struct devq_backend {
 	unsigned streams;      /* in all: normal ones first, then high_streams */
 	unsigned high_streams; /* streams [streams - high_streams, streams) */
 	devq_complete_fn on_complete;
+	devq_core_pick_fn core_pick; /* may be NULL */
 	void *ud;
 	/* enqueue may be called from any thread, on_complete included (the
 	 * backend calls on_complete holding none of its locks): the daemon
@@ -246,6 +254,7 @@ struct devq_backend_config {
 	unsigned streams;      /* normal priority */
 	unsigned high_streams; /* high priority, after them */
 	devq_complete_fn on_complete;
+	devq_core_pick_fn core_pick; /* NULL: first come, first served */
 	void *ud;
 };
 

@@ -121,6 +121,15 @@ struct devq_host_call {
 	uint64_t start_ns;  /* CLOCK_MONOTONIC when the op was issued */
 	char *err;          /* run may write why it failed here (NUL-terminated) */
 	size_t errlen;
+	/* Version 2 on (set by devqd; an executable built for version 1 never
+	 * reads it).  CPU: nonzero when this call is bulk work, a slice of an
+	 * op expected to take longer than slice-us: the calling thread then
+	 * runs at SCHED_IDLE, below every thread of normal priority, so that
+	 * short ops (and any other process) take the cores first.  Threads
+	 * that run starts or wakes for the call should run so too, and at normal
+	 * priority again for a call where it is 0 (the built-in gemm_f32's
+	 * helper threads switch as the calls ask). */
+	unsigned bulk;
 };
 
 struct devq_host_exe {

@@ -63,6 +63,7 @@ struct gemm_pool {
 	pthread_mutex_t lock;
 	pthread_cond_t go, done;
 	pthread_t th[GEMM_MAX_HELPERS];
+	bool idle[GEMM_MAX_HELPERS]; /* th[i] runs at SCHED_IDLE (helpers_follow) */
 	unsigned nhelpers;
 	/* The CPUs the stream's worker may use (when init ran), and the CPU
 	 * the helpers are kept off (-1: none; see keep_apart). */
@@ -80,6 +81,24 @@ struct helper_arg {
 	unsigned index; /* its part: 1.. */
 	unsigned seen;  /* the task generation when it was made */
 };
+
+/* The helpers run at the priority their caller runs the call at:
+ * SCHED_IDLE for bulk work (<devq/kernel.h>, call->bulk), normal
+ * otherwise, so that a short op's parts take the cores from a bulk op's
+ * as its worker does.  Set by the caller before it wakes them (a helper
+ * woken at SCHED_IDLE onto a busy CPU would wait there before it could
+ * switch itself), and only for those whose class changes: a syscall per
+ * helper when the kind of call changes, not per call.  Best effort: where
+ * the switch is refused a helper stays as it was (devqd asks for bulk
+ * only where it can switch back: backend_cpu.c). */
+static void helpers_follow(struct gemm_pool *p, unsigned n, bool bulk)
+{
+	struct sched_param sp = { 0 };
+	for (unsigned i = 0; i < n; i++)
+		if (p->idle[i] != bulk &&
+		    pthread_setschedparam(p->th[i], bulk ? SCHED_IDLE : SCHED_OTHER, &sp) == 0)
+			p->idle[i] = bulk;
+}
 
 static int ld(uint64_t v)
 {
@@ -209,8 +228,9 @@ static void gemm_fini(void *stream, void *slot)
 }
 
 /* Starts helpers up to want (fewer if threads cannot be made: the parts
- * then shrink to what runs). */
-static unsigned grow(struct gemm_pool *p, unsigned want)
+ * then shrink to what runs), from the caller's thread, at the priority it
+ * runs this call at (bulk: SCHED_IDLE). */
+static unsigned grow(struct gemm_pool *p, unsigned want, bool bulk)
 {
 	if (want > GEMM_MAX_HELPERS)
 		want = GEMM_MAX_HELPERS;
@@ -225,6 +245,7 @@ static unsigned grow(struct gemm_pool *p, unsigned want)
 			free(h);
 			break;
 		}
+		p->idle[p->nhelpers] = bulk; /* a thread inherits its creator's policy */
 		p->nhelpers++;
 		p->apart_from = -1; /* the new one has the creator's mask */
 	}
@@ -267,7 +288,7 @@ static int gemm_slice(const union devq_kval *a, const struct devq_host_call *cal
 	if (span * tm * tn * (k ? k : 1) < GEMM_SPLIT_MIN)
 		parts = 1;
 	if (parts > 1) {
-		unsigned helpers = grow(p, parts - 1);
+		unsigned helpers = grow(p, parts - 1, call->bulk != 0);
 		if (helpers + 1 < parts)
 			parts = helpers + 1;
 	}
@@ -276,6 +297,7 @@ static int gemm_slice(const union devq_kval *a, const struct devq_host_call *cal
 		return 0;
 	}
 	keep_apart(p);
+	helpers_follow(p, parts - 1, call->bulk != 0);
 	pthread_mutex_lock(&p->lock);
 	p->task = (struct gemm_task){
 		.args = a, .nt = nt, .first = first, .last = last, .parts = parts

@@ -20,6 +20,7 @@
 #include "device/backend.h"
 #include "device/hostslot.h"
 #include "base/lock.h"
+#include "base/log.h"
 #include "devq.pb-c.h"
 #include "cpu_kernels.h"
 
@@ -81,10 +82,28 @@ struct cpu_backend {
 	 * share (run_host). */
 	struct devq_hslots *hslots;
 	pthread_mutex_t cores_lock;
-	pthread_cond_t cores_back;
+	pthread_cond_t cores_back; /* broadcast when a waiting slice got cores */
 	unsigned ncpu;       /* cores this process may run on */
-	unsigned cores_free; /* under cores_lock */
-	unsigned host_ops;   /* under cores_lock: running or waiting for cores */
+	unsigned cores_free; /* under cores_lock: for bulk slices */
+	unsigned host_ops;   /* under cores_lock: bulk ops running or waiting for cores */
+	/* Under cores_lock: bulk slices waiting for cores, in arrival order
+	 * (one per worker at most: as many as streams), and room for their
+	 * ops to ask core_pick with. */
+	struct core_wait **waitv;
+	struct devq_bop **waitops;
+	unsigned nwait;
+	atomic_uint short_ops; /* short host ops running (they take no cores) */
+	/* Bulk work runs at SCHED_IDLE: the process may return a thread
+	 * from it (bulk_probe).  Cleared for good if a return ever fails. */
+	atomic_bool demote;
+};
+
+/* A bulk slice waiting for cores: got is set by the thread that gives
+ * them (grant), under cores_lock. */
+struct core_wait {
+	struct devq_bop *op;
+	uint64_t want_max;
+	unsigned got;
 };
 
 /* How long a worker watches a dependency before it sleeps, at most:
@@ -117,32 +136,118 @@ static inline void cpu_relax(void)
 static const char lost_msg[] =
 	"simulated sticky fault (fault-injection kernel): the device context is lost";
 
-/* Takes cores for a host op: every core when it runs alone; with others
- * running or waiting, its share, and at most want; waits while none is
- * free.  The cores are the device: several streams' gemms share them
- * instead of each starting ncpu threads (oversubscribed BLAS threads
- * thrash each other's caches; measured: bench/RESULTS.md, "gemm_f32
- * against NumPy, and 4 clients against 1"). */
-static unsigned cores_take(struct cpu_backend *cb, uint64_t want_max)
+/* Host ops share the cores in two classes.  Bulk work (an op expected to
+ * take longer than slice-us, on a normal-priority stream) takes cores as
+ * tokens, slice by slice, and runs at SCHED_IDLE: below every thread of
+ * normal priority, so that short ops, high-priority ops and any other
+ * process take the cores from it at once, in the kernel's scheduler, and
+ * a latency tenant's op beside a gemm tenant's waits neither for a slice
+ * to end nor for a token (measured: bench/RESULTS.md, "Isolation beside
+ * heavy work").  Short and high-priority ops take no token: they run at
+ * once with a share of every core (ncpu / short ones running).  Slicing
+ * alone cannot give that tail: slices short enough to matter cost bulk
+ * work much of its throughput and still leave the wake-ups of a short op
+ * queued behind equal-priority compute threads. */
+static bool is_bulk(const struct cpu_backend *cb, const struct devq_bop *op)
 {
-	pthread_mutex_lock(&cb->cores_lock);
-	while (cb->cores_free == 0)
-		pthread_cond_wait(&cb->cores_back, &cb->cores_lock);
+	if (op->stream >= cb->b.streams - cb->b.high_streams)
+		return false;
+	return op->expect_ns > atomic_load_explicit(&cb->b.slice_ns, memory_order_relaxed);
+}
+
+/* A bulk op's share of the free cores: every core when it runs alone;
+ * with other bulk ops running or waiting, ncpu / their number; at most
+ * want_max.  Called with cores_lock held and cores free. */
+static unsigned share(const struct cpu_backend *cb, uint64_t want_max)
+{
 	unsigned want = cb->ncpu / cb->host_ops ? cb->ncpu / cb->host_ops : 1;
 	if (want > want_max)
 		want = (unsigned)want_max;
-	unsigned got = want < cb->cores_free ? want : cb->cores_free;
-	cb->cores_free -= got;
+	return want < cb->cores_free ? want : cb->cores_free;
+}
+
+/* Called with cores_lock held: gives free cores to waiting slices, in the
+ * daemon's fair order (core_pick: the tenant with the least virtual time
+ * first), so that weights hold for the cores as they do for the streams;
+ * arrival order without it. */
+static void grant(struct cpu_backend *cb)
+{
+	bool gave = false;
+	while (cb->nwait && cb->cores_free) {
+		unsigned i = 0;
+		if (cb->nwait > 1 && cb->b.core_pick) {
+			for (unsigned j = 0; j < cb->nwait; j++)
+				cb->waitops[j] = cb->waitv[j]->op;
+			i = cb->b.core_pick(cb->b.ud, cb->waitops, cb->nwait);
+			if (i >= cb->nwait)
+				i = 0;
+		}
+		struct core_wait *w = cb->waitv[i];
+		w->got = share(cb, w->want_max);
+		cb->cores_free -= w->got;
+		memmove(&cb->waitv[i], &cb->waitv[i + 1], (cb->nwait - i - 1) * sizeof(*cb->waitv));
+		cb->nwait--;
+		gave = true;
+	}
+	if (gave)
+		pthread_cond_broadcast(&cb->cores_back);
+}
+
+/* Takes cores for a slice of bulk op op (at least one, at most want_max),
+ * waiting in the fair order while none is free.  The cores are the
+ * device: several streams' gemms share them instead of each starting ncpu
+ * threads (oversubscribed BLAS threads thrash each other's caches;
+ * measured: bench/RESULTS.md, "gemm_f32 against NumPy, and 4 clients
+ * against 1"). */
+static unsigned cores_take(struct cpu_backend *cb, struct devq_bop *op, uint64_t want_max)
+{
+	struct core_wait me = { .op = op, .want_max = want_max ? want_max : 1 };
+	pthread_mutex_lock(&cb->cores_lock);
+	cb->waitv[cb->nwait++] = &me;
+	grant(cb);
+	while (!me.got)
+		pthread_cond_wait(&cb->cores_back, &cb->cores_lock);
 	pthread_mutex_unlock(&cb->cores_lock);
-	return got;
+	return me.got;
 }
 
 static void cores_give(struct cpu_backend *cb, unsigned n)
 {
 	pthread_mutex_lock(&cb->cores_lock);
 	cb->cores_free += n;
-	pthread_cond_broadcast(&cb->cores_back);
+	grant(cb);
 	pthread_mutex_unlock(&cb->cores_lock);
+}
+
+/* The calling worker's class for a bulk op: SCHED_IDLE while it runs it,
+ * normal again after.  A return that fails (the process lost the right:
+ * bulk_probe saw it) stops demoting for good, so that no later op runs at
+ * SCHED_IDLE unasked; the thread itself stays there, which only makes its
+ * later ops yield to others, and says so once. */
+static bool set_idle(bool idle)
+{
+	struct sched_param sp = { 0 };
+	return pthread_setschedparam(pthread_self(), idle ? SCHED_IDLE : SCHED_OTHER, &sp) == 0;
+}
+
+static void *bulk_probe_thread(void *arg)
+{
+	*(bool *)arg = set_idle(true) && set_idle(false);
+	return NULL;
+}
+
+/* Whether a thread of this process may go to SCHED_IDLE and come back:
+ * coming back needs CAP_SYS_NICE or an RLIMIT_NICE of 20 at least
+ * (devqd.service: LimitNICE=+0), tried on a thread of its own. */
+static bool bulk_probe(void)
+{
+	bool ok = false;
+	pthread_t t;
+	if (pthread_create(&t, NULL, bulk_probe_thread, &ok) != 0)
+		return false;
+	if (pthread_join(t, NULL) != 0)
+		return false;
+	return ok;
 }
 
 /* A slice expected to take less core time than this is short for the
@@ -167,9 +272,10 @@ static uint64_t slice_per_core(uint64_t slice_ns, uint64_t done, uint64_t core_n
 }
 
 /* A sliced host op (<devq/kernel.h> units): its units in slices of at
- * most slice_ns of expected time on each core the slice holds, each slice
- * with the cores it takes for itself alone (so other host ops get theirs
- * between two slices).  Between two slices: a cancel (admin evict,
+ * most slice_ns of expected time on each core the slice holds; a bulk
+ * op's slice with the cores it takes for itself alone (so other bulk ops
+ * get theirs between two slices, in the fair order), a short op's with
+ * its share, taken at once.  Between two slices: a cancel (admin evict,
  * session close, SIGTERM) stops it CANCELLED; its own device time past
  * max-op-ms fails it DEADLINE_EXCEEDED.  Its own device time is the core
  * time its slices held (the cores taken x a slice's wall time) in whole
@@ -180,7 +286,7 @@ static uint64_t slice_per_core(uint64_t slice_ns, uint64_t done, uint64_t core_n
  * outputs partly written.  Returns as the run does, or 1 with op->code
  * set. */
 static int run_sliced(struct cpu_backend *cb, struct devq_bop *op, const struct devq_host_exe *x,
-		      struct devq_host_call *call)
+		      struct devq_host_call *call, bool bulk, uint64_t *waited)
 {
 	uint64_t units = x->units(op->args);
 	uint64_t done = 0, core_ns = 0, last = 1;
@@ -208,7 +314,11 @@ static int run_sliced(struct cpu_backend *cb, struct devq_bop *op, const struct 
 		}
 		uint64_t slice_ns = atomic_load_explicit(&cb->b.slice_ns, memory_order_relaxed);
 		uint64_t left = units - done;
-		call->threads = cores_take(cb, left);
+		if (bulk) {
+			uint64_t w0 = devq_now_ns();
+			call->threads = cores_take(cb, op, left);
+			*waited += devq_now_ns() - w0;
+		}
 		uint64_t each = slice_per_core(slice_ns, done, core_ns, last);
 		uint64_t n = each > left / call->threads ? left : each * call->threads;
 		/* A slice not known to be short (the first, unmeasured; one of
@@ -224,7 +334,8 @@ static int run_sliced(struct cpu_backend *cb, struct devq_bop *op, const struct 
 		uint64_t took = devq_now_ns() - t0;
 		if (long_slice)
 			atomic_fetch_sub(&cb->b.unsliced_running, 1);
-		cores_give(cb, call->threads);
+		if (bulk)
+			cores_give(cb, call->threads);
 		core_ns += took * call->threads;
 		done += n;
 		last = each;
@@ -237,9 +348,10 @@ static int run_sliced(struct cpu_backend *cb, struct devq_bop *op, const struct 
 
 /* A host executable on the worker running the op: its stream's slot
  * (made here by its init the first time: a worker is neither the loop nor
- * a completion thread), then its run with the cores no other op holds:
- * in slices when it has units (run_sliced), else in one call that runs to
- * its end. */
+ * a completion thread), then its run: in slices when it has units
+ * (run_sliced), else in one call that runs to its end.  Bulk work takes
+ * its cores in the fair order and runs at SCHED_IDLE; a short op takes its
+ * share at once (is_bulk). */
 static int run_host(struct cpu_backend *cb, struct devq_bop *op, const struct devq_host_exe *x)
 {
 	struct devq_host_call call = { .stream_index = op->stream, .start_ns = op->t_start };
@@ -250,25 +362,50 @@ static int run_host(struct cpu_backend *cb, struct devq_bop *op, const struct de
 		snprintf(op->msg, sizeof(op->msg), "%s: init: %.130s", op->kernel->name, why);
 		return r;
 	}
-	pthread_mutex_lock(&cb->cores_lock);
-	cb->host_ops++;
-	pthread_mutex_unlock(&cb->cores_lock);
+	bool bulk = is_bulk(cb, op), idle = false;
+	uint64_t waited = 0; /* for cores: queued time, not the op's */
+	if (bulk) {
+		pthread_mutex_lock(&cb->cores_lock);
+		cb->host_ops++;
+		pthread_mutex_unlock(&cb->cores_lock);
+		idle = atomic_load_explicit(&cb->demote, memory_order_relaxed) && set_idle(true);
+		call.bulk = idle;
+	} else {
+		unsigned k = atomic_fetch_add_explicit(&cb->short_ops, 1, memory_order_relaxed) + 1;
+		call.threads = cb->ncpu / k ? cb->ncpu / k : 1;
+	}
 	if (devq_host_sliced(x)) {
 		atomic_fetch_add(&cb->b.sliced_running, 1);
-		r = run_sliced(cb, op, x, &call);
+		r = run_sliced(cb, op, x, &call, bulk, &waited);
 		atomic_fetch_sub(&cb->b.sliced_running, 1);
 	} else {
 		atomic_fetch_add(&cb->b.unsliced_running, 1);
-		call.threads = cores_take(cb, UINT64_MAX);
+		if (bulk) {
+			uint64_t w0 = devq_now_ns();
+			call.threads = cores_take(cb, op, UINT64_MAX);
+			waited = devq_now_ns() - w0;
+		}
 		r = devq_hslots_call(x, op->kernel->name, op->args, &call, op->msg,
 				     sizeof(op->msg));
-		cores_give(cb, call.threads);
+		if (bulk)
+			cores_give(cb, call.threads);
 		atomic_fetch_sub(&cb->b.unsliced_running, 1);
 	}
+	if (!bulk) {
+		atomic_fetch_sub_explicit(&cb->short_ops, 1, memory_order_relaxed);
+		return r;
+	}
+	if (idle && !set_idle(false) && atomic_exchange(&cb->demote, false))
+		log_warn("cpu backend: a worker could not return from SCHED_IDLE; bulk host ops "
+			 "run at normal priority from now on");
 	pthread_mutex_lock(&cb->cores_lock);
 	cb->host_ops--;
-	pthread_cond_broadcast(&cb->cores_back);
 	pthread_mutex_unlock(&cb->cores_lock);
+	/* Its device time is the time it held cores: the waits for them,
+	 * while other tenants' slices ran, are queued time (device start
+	 * moves by them), so fairness does not charge one tenant for
+	 * another's turn. */
+	op->t_start += waited;
 	return r;
 }
 
@@ -542,6 +679,8 @@ static void cpu_destroy(struct devq_backend *b)
 			pthread_join(cb->w[i].thread, NULL);
 	/* After the workers: no op runs, every slot can go. */
 	devq_hslots_close(cb->hslots);
+	free(cb->waitv);
+	free(cb->waitops);
 	pthread_cond_destroy(&cb->cores_back);
 	pthread_mutex_destroy(&cb->cores_lock);
 	pthread_cond_destroy(&cb->done);
@@ -763,6 +902,7 @@ int devq_backend_cpu_open(const struct devq_backend_config *cfg, struct devq_bac
 	cb->b.always_timed = true; /* the worker stamps every op (worker()) */
 	cb->b.name = "cpu";
 	cb->b.on_complete = cfg->on_complete;
+	cb->b.core_pick = cfg->core_pick;
 	cb->b.ud = cfg->ud;
 	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
 	/* The cores this process may run on (a unit's CPUAffinity), which
@@ -780,12 +920,19 @@ int devq_backend_cpu_open(const struct devq_backend_config *cfg, struct devq_bac
 	pthread_cond_init(&cb->done, NULL);
 	cb->s = calloc(n, sizeof(*cb->s));
 	cb->w = calloc(n, sizeof(*cb->w));
-	if (!cb->s || !cb->w) {
+	cb->waitv = calloc(n, sizeof(*cb->waitv));
+	cb->waitops = calloc(n, sizeof(*cb->waitops));
+	if (!cb->s || !cb->w || !cb->waitv || !cb->waitops) {
 		cpu_destroy(&cb->b);
 		return -ENOMEM;
 	}
 	cb->b.streams = n;
 	cb->b.high_streams = cfg->high_streams;
+	atomic_init(&cb->demote, bulk_probe());
+	if (!atomic_load(&cb->demote))
+		log_warn("cpu backend: bulk host ops run at normal priority, beside short ops: "
+			 "this process may not return a thread from SCHED_IDLE (it needs "
+			 "CAP_SYS_NICE or RLIMIT_NICE 20: LimitNICE=+0 in devqd.service)");
 	int hr = devq_hslots_open(n, NULL, NULL, &cb->hslots);
 	if (hr < 0) {
 		cpu_destroy(&cb->b);
