@@ -10,6 +10,14 @@ tenant, on one or two CPU devqd builds side by side (bench/iso.sh).
      it submits nothing more and says so once its ops completed (it is
      paused and resumed, never restarted, so its arrays stay warm).
 
+  H  (--high-trials, after the blocks) root's 64^3 gemm_f32 on a
+     high-priority queue, one every 20 ms, beside B's child running
+     --high-gemm (4096x4096x3072: about 4 s here) gemms back to back;
+     timed from devqd's receipt to the device's end of the 64^3 gemm (the
+     op's own stamps; it runs in about 0.05 ms, and the base stamps its
+     start before its wait for cores).  The base daemon gets
+     --high-base-trials of them (each may wait for the whole gemm there).
+
 Blocks of --block (2) seconds alternate between "alone" (B paused and
 drained) and "beside" (B running), and, with --base-devqd, between the two
 daemons (this build's first), until each condition of each daemon has
@@ -21,7 +29,7 @@ CPU model and OpenBLAS's core name (what the figures depend on).
 
 usage: bench/iso.py --devqd build/devqd [--base-devqd OLD/devqd]
                     [--samples 3000] [--block 2] [--devqd-args '--slice-us N']
-                    [--json FILE]
+                    [--high-trials 50] [--high-base-trials 5] [--json FILE]
 """
 
 import argparse
@@ -55,7 +63,8 @@ def start_devqd(path, tmp, name, extra=()):
     sock = os.path.join(tmp, name + ".sock")
     log = open(os.path.join(tmp, name + ".log"), "w")
     d = subprocess.Popen([path, "--backend", "cpu", "--socket", sock, "--allow-users", "nobody",
-                          *extra], stdout=log, stderr=subprocess.STDOUT)
+                          "--priority-streams", "1", *extra], stdout=log,
+                         stderr=subprocess.STDOUT)
     for _ in range(200):
         if os.path.exists(sock):
             break
@@ -94,6 +103,28 @@ def b_tenant(sock, n, run, drained, done, ready):
                 if run.value == 1:
                     ops.append((q, c.submit("gemm_f32", alpha=1.0, beta=0.0, a=a, b=b, c=cs[q],
                                             queue=q)))
+
+
+def h_tenant(sock, mnk, run, started):
+    """H's other user: --high-gemm gemms back to back while run is 1."""
+    pw = pwd.getpwnam("nobody")
+    os.setgroups([])
+    os.setgid(pw.pw_gid)
+    os.setuid(pw.pw_uid)
+    m, n, k = mnk
+    with devq.connect(sock) as c:
+        a = c.zeros((m, k), np.float32)
+        b = c.zeros((k, n), np.float32)
+        cc = c.zeros((m, n), np.float32)
+        while run.value == 1:
+            op = c.submit("gemm_f32", alpha=1.0, beta=0.0, a=a, b=b, c=cc, queue=0)
+            time.sleep(0.2)  # surely started
+            started.value += 1
+            r = op.result(timeout=600)
+            started.value += 1
+            if run.value == 1:
+                print("iso: H's gemm took %.2f s of device time" % (r.timing.device_ns / 1e9),
+                      flush=True)
 
 
 class Daemon:
@@ -149,6 +180,33 @@ class Daemon:
             self.b_seconds += time.monotonic() - t0
             self.run.value = 0
 
+    def high(self, trials, mnk):
+        """Receipt to device end of root's 64^3 gemms on a high-priority
+        queue beside another user's big gemms (ms, one per trial)."""
+        run, started = mp.Value("i", 1), mp.Value("i", 0)
+        h = mp.get_context("fork").Process(target=h_tenant, args=(self.sock, mnk, run, started))
+        h.start()
+        self.conn.open_queue(9, priority=1)
+        rng = np.random.default_rng(5)
+        a = self.conn.array(rng.standard_normal((64, 64), dtype=np.float32))
+        c = self.conn.zeros((64, 64), np.float32)
+        for _ in range(5):  # timed alone first: no first-op cost below
+            self.conn.submit("gemm_f32", alpha=1.0, beta=0.0, a=a, b=a, c=c, queue=9).result(60)
+        while started.value == 0:
+            time.sleep(0.01)
+        out = []
+        while len(out) < trials:
+            if started.value % 2 == 0:  # between two of H's gemms: wait for the next
+                time.sleep(0.01)
+                continue
+            r = self.conn.submit("gemm_f32", alpha=1.0, beta=0.0, a=a, b=a, c=c,
+                                 queue=9).result(timeout=600)
+            out.append((r.timing.device_end - r.timing.received) / 1e6)
+            time.sleep(0.02)
+        run.value = 0
+        h.join(600)
+        return out
+
     def stop(self):
         self.run.value = -1
         self.b.join(120)
@@ -185,6 +243,9 @@ def main():
     ap.add_argument("--n", type=int, default=1024, help="B's gemm size (n^3)")
     ap.add_argument("--devqd-args", default="",
                     help="more options for this build's devqd (e.g. '--slice-us 5000')")
+    ap.add_argument("--high-trials", type=int, default=50)
+    ap.add_argument("--high-base-trials", type=int, default=5)
+    ap.add_argument("--high-gemm", default="4096,4096,3072", help="H's other user's gemm m,n,k")
     ap.add_argument("--json")
     args = ap.parse_args()
     if os.geteuid() != 0:
@@ -224,6 +285,17 @@ def main():
         if len(ds) == 2 and out["base"]["b_gemms_per_s"]:
             out["b_ratio"] = out["this"]["b_gemms_per_s"] / out["base"]["b_gemms_per_s"]
             print("B's throughput, this / base: %.3f" % out["b_ratio"])
+        mnk = tuple(int(x) for x in args.high_gemm.split(","))
+        for d in ds:
+            trials = args.high_trials if d.name == "this" else args.high_base_trials
+            if not trials:
+                continue
+            xs = d.high(trials, mnk)
+            r = {"n": len(xs), "median_ms": statistics.median(xs), "max_ms": max(xs)}
+            out[d.name]["high"] = r
+            print("%-5s H: 64^3 on the high-priority stream beside another user's %s gemm, "
+                  "receipt to end: median %.2f ms, max %.2f ms (%d trials)" % (
+                      d.name, "x".join(map(str, mnk)), r["median_ms"], r["max_ms"], r["n"]))
         if args.json:
             with open(args.json, "w") as f:
                 json.dump(out, f, indent=1)

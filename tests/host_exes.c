@@ -14,6 +14,8 @@
  *              unit hang - 1 (when hang > 0) sleeps for an hour first:
  *              a host executable stuck inside one slice (test_deploy's
  *              watchdog)
+ *   burn_cpu   tick_cpu's units, each spin_us of the thread's own CPU time
+ *              (not wall time): a unit starved of CPU does not end
  *   half_units abi 2 with units but no run_units: refused at load
  * init and fini append "init|fini TAG fill|slow main=0|1" to $DEVQ_TEST_HOSTLOG,
  * main=1 when on the process's first thread (devqd's loop): the test
@@ -170,6 +172,35 @@ static int tick_run_units(const union devq_kval *a, const struct devq_host_call 
 	}
 	return 0;
 }
+
+static uint64_t cpu_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+static int burn_run_units(const union devq_kval *a, const struct devq_host_call *call,
+			  uint64_t first, uint64_t last)
+{
+	(void)call;
+	uint32_t *d = a[3].ptr;
+	for (uint64_t u = first; u < last; u++) {
+		uint64_t t0 = cpu_us();
+		while (cpu_us() - t0 < a[1].u64)
+			;
+		d[u] = (uint32_t)u + 1;
+	}
+	return 0;
+}
+
+static int burn_run(const union devq_kval *a, const struct devq_host_call *call)
+{
+	return burn_run_units(a, call, 0, a[0].u64);
+}
+
+const struct devq_host_exe burn_cpu = { .abi = DEVQ_HOST_ABI, .run = burn_run,
+					.units = tick_units, .run_units = burn_run_units };
 
 static int tick_run(const union devq_kval *a, const struct devq_host_call *call)
 {

@@ -13,6 +13,7 @@
 #include <math.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -471,18 +472,16 @@ START_TEST(test_watchdog_pings_through_long_gemm)
 }
 END_TEST
 
-/* A host executable stuck inside one slice (tests/host_exes.c tick_cpu
- * with hang) is caught by the stall timeout alone: with max-op-ms 10000
- * and stall-timeout-ms 1000 the pings stop about 1 s after its last slice
- * (not max-op-ms + 1 s: 11 s). */
-START_TEST(test_watchdog_stops_in_stuck_slice)
+/* An executable repository in p's directory with tests/host_exes.c's
+ * tick (n units of spin_us each, unit hang - 1 asleep for an hour) and
+ * burn (units of spin_us of CPU time); xarg gets devqd's option for it. */
+static void tick_repo(struct proc *p, char *xarg, size_t len)
 {
-	struct proc p;
-	proc_dir(&p);
+	proc_dir(p);
 	char repo[96], out[4096];
-	snprintf(repo, sizeof(repo), "%s/repo", p.dir);
+	snprintf(repo, sizeof(repo), "%s/repo", p->dir);
 	ck_assert_int_eq(mkdir(repo, 0755), 0);
-	ck_assert_int_eq(chmod(p.dir, 0755), 0);
+	ck_assert_int_eq(chmod(p->dir, 0755), 0);
 	const char *cc = getenv("CC") && *getenv("CC") ? getenv("CC") : "cc";
 	ck_assert_msg(sh(out, sizeof(out), "%s -std=c11 -O2 -Ikernels -shared -fPIC -o %s/h.so "
 			 "tests/host_exes.c && chmod 0644 %s/h.so", cc, repo, repo) == 0, "%s", out);
@@ -491,8 +490,22 @@ START_TEST(test_watchdog_stops_in_stuck_slice)
 	write_file(path, "signature = n:u64, spin_us:u64, hang:u64, dst:out u32[n]\n"
 			 "cpu-host = h.so\ncpu-host-symbol = tick_cpu\n");
 	ck_assert_int_eq(chmod(path, 0644), 0);
-	char xarg[128];
-	snprintf(xarg, sizeof(xarg), "--executables=%s", repo);
+	snprintf(path, sizeof(path), "%s/burn.exec", repo);
+	write_file(path, "signature = n:u64, spin_us:u64, hang:u64, dst:out u32[n]\n"
+			 "cpu-host = h.so\ncpu-host-symbol = burn_cpu\n");
+	ck_assert_int_eq(chmod(path, 0644), 0);
+	snprintf(xarg, len, "--executables=%s", repo);
+}
+
+/* A host executable stuck inside one slice (tests/host_exes.c tick_cpu
+ * with hang) is caught by the stall timeout alone: with max-op-ms 10000
+ * and stall-timeout-ms 1000 the pings stop about 1 s after its last slice
+ * (not max-op-ms + 1 s: 11 s). */
+START_TEST(test_watchdog_stops_in_stuck_slice)
+{
+	struct proc p;
+	char xarg[128], out[256];
+	tick_repo(&p, xarg, sizeof(xarg));
 	/* start_notified makes its own directory: keep ours for the repo. */
 	struct proc run;
 	const char *extra[] = { "--max-op-ms", "10000", "--stall-timeout-ms", "1000", xarg, NULL };
@@ -517,6 +530,96 @@ START_TEST(test_watchdog_stops_in_stuck_slice)
 	ck_assert_msg(took_ms >= 1000 && took_ms < 5000, "stuck said after %llu ms",
 		      (unsigned long long)took_ms);
 	notify_quiet(&run, "WATCHDOG=1");
+	devq_disconnect(q);
+	proc_kill(&run);
+	proc_cleanup(&run);
+	ck_assert_int_eq(sh(out, sizeof(out), "rm -rf %s", p.dir), 0);
+}
+END_TEST
+
+/* A process busy on one CPU, at normal priority, until it is killed. */
+static pid_t hog(int cpu)
+{
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		cpu_set_t one;
+		CPU_ZERO(&one);
+		CPU_SET(cpu, &one);
+		if (sched_setaffinity(0, sizeof(one), &one) < 0)
+			_exit(1);
+		for (volatile unsigned long i = 0;; i++)
+			;
+	}
+	return pid;
+}
+
+/* Bulk host work runs below every other thread (SCHED_IDLE): devqd on one
+ * CPU that two other processes keep busy starves its bulk op, which then
+ * finishes no slice for seconds without being stuck: its wait for the
+ * CPU moves the stall clock on, and the watchdog pings go on (before, the
+ * stall timeout, 1 s, said "device stuck" and the pings stopped: systemd
+ * would have killed devqd for other processes' load).  Once the CPU is
+ * free the op completes. */
+START_TEST(test_watchdog_bulk_starved_is_not_stuck)
+{
+	if (geteuid() != 0) {
+		printf("SKIP test_watchdog_bulk_starved_is_not_stuck: bulk work runs at normal "
+		       "priority when devqd cannot return from SCHED_IDLE (not root)\n");
+		return;
+	}
+	cpu_set_t set, one;
+	ck_assert_int_eq(sched_getaffinity(0, sizeof(set), &set), 0);
+	int cpu = 0;
+	while (!CPU_ISSET(cpu, &set))
+		cpu++;
+	CPU_ZERO(&one);
+	CPU_SET(cpu, &one);
+	/* devqd inherits this test's one CPU. */
+	ck_assert_int_eq(sched_setaffinity(0, sizeof(one), &one), 0);
+	struct proc p, run;
+	char xarg[128], out[256];
+	tick_repo(&p, xarg, sizeof(xarg));
+	const char *extra[] = { "--max-op-ms", "10000", "--stall-timeout-ms", "1000", xarg, NULL };
+	start_notified(&run, harness_bin("devqd"), "200000", extra);
+	char msg[1024];
+	notify_expect(&run, "READY=1", msg, sizeof(msg));
+	devq *q = conn(run.sock, "starved");
+	ck_assert_int_eq(devq_queue_open(q, 1), 0);
+	struct devq_buffer *b = mkbuf(q, 1600);
+	/* 400 units of 5 ms of CPU time: never timed, so bulk. */
+	struct devq_arg a[] = { a_u64("n", 400), a_u64("spin_us", 5000), a_u64("hang", 0),
+				a_buf("dst", b, 0) };
+	struct devq_op op = { .queue = 1, .kind = DEVQ_OP_KERNEL, .exec = exe(q, "burn"),
+			      .args = a, .nargs = 4 };
+	uint64_t pt;
+	ck_assert_msg(devq_submit(q, &op, 1, &pt) == 0, "%s", devq_last_error(q));
+	/* Its first slices alone: from then on its slices are known short,
+	 * and the stall timeout alone bounds a silence. */
+	usleep(300000);
+	pid_t h1 = hog(cpu), h2 = hog(cpu);
+	/* 3 s starved: no "stuck", pings all along. */
+	uint64_t end = harness_now_ns() + 3000000000ull, last_ping = harness_now_ns(), gap = 0;
+	while (harness_now_ns() < end) {
+		if (!notify_recv(&run, msg, sizeof(msg), 500))
+			continue;
+		ck_assert_msg(!strstr(msg, "device stuck"), "starved bulk work deemed stuck: %s\n%s",
+			      msg, proc_log(&run));
+		if (strstr(msg, "WATCHDOG=1")) {
+			uint64_t now = harness_now_ns();
+			gap = now - last_ping > gap ? now - last_ping : gap;
+			last_ping = now;
+		}
+	}
+	ck_assert_int_eq(kill(h1, SIGKILL), 0);
+	ck_assert_int_eq(kill(h2, SIGKILL), 0);
+	ck_assert_int_eq(waitpid(h1, NULL, 0), h1);
+	ck_assert_int_eq(waitpid(h2, NULL, 0), h2);
+	ck_assert_msg(gap < 1000000000ull, "pings %llu ms apart while starved",
+		      (unsigned long long)(gap / 1000000));
+	struct devq_completion c;
+	ck_assert_int_eq(devq_wait(q, 1, pt, 30000, &c), 0);
+	ck_assert_msg(c.code == DEVQ_OK, "%s", c.message);
 	devq_disconnect(q);
 	proc_kill(&run);
 	proc_cleanup(&run);
@@ -1917,6 +2020,7 @@ int main(void)
 	tcase_add_test(tc, test_no_watchdog_without_watchdog_usec);
 	tcase_add_test(tc, test_watchdog_pings_through_long_gemm);
 	tcase_add_test(tc, test_watchdog_stops_in_stuck_slice);
+	tcase_add_test(tc, test_watchdog_bulk_starved_is_not_stuck);
 	tcase_add_test(tc, test_reload_on_sighup);
 	tcase_add_test(tc, test_journal_fields);
 	tcase_add_test(tc, test_stderr_levels);

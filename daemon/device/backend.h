@@ -208,6 +208,12 @@ struct devq_backend_ops {
 	 * runs no host executables. */
 	void (*host_release)(struct devq_backend *b, const struct devq_host_exe *x,
 			     void (*done)(void *ud), void *ud);
+	/* Loop thread, for the watchdog (server/notify.c): whether bulk work
+	 * (below every other thread: CPU backend, SCHED_IDLE) waited for a
+	 * CPU since the last call, hardly running: starved by other
+	 * processes, it makes no progress without being stuck.  May be
+	 * NULL. */
+	bool (*cpu_starved)(struct devq_backend *b);
 };
 
 struct devq_backend {

@@ -92,14 +92,20 @@ static void on_status_tick(uv_timer_t *t)
 
 /* True while the device makes progress (or has nothing to do).  Progress
  * is a completion or a finished slice of a sliced host op (a long gemm
- * moves on every few ms without completing). */
+ * moves on every few ms without completing); bulk work starved of CPU by
+ * other processes (it runs below them: backend cpu_starved) is waiting,
+ * not stuck. */
 static bool device_alive(struct devq_notify *n)
 {
 	struct devq_daemon *d = n->d;
 	struct devq_backend *be = d->e.be;
 	uint64_t now = devq_now_ns();
 	uint64_t progress = d->e.ops_completed + atomic_load(&be->slices);
-	if (d->e.ops_in_flight == 0 || progress != n->last_progress) {
+	/* Bulk work that waited for a CPU since the last look (other
+	 * processes took the cores: it runs below them) is not stuck: the
+	 * stall clock starts again. */
+	bool starved = be->ops->cpu_starved && be->ops->cpu_starved(be);
+	if (d->e.ops_in_flight == 0 || progress != n->last_progress || starved) {
 		n->last_progress = progress;
 		n->progress_at = now;
 		if (n->stalled)

@@ -3,7 +3,8 @@
  * (manifest.def's DEVQ_HOST_KERNEL), on the ABI of <devq/kernel.h>
  * (version 2): gemm_f32 and gemm_f32_nt on OpenBLAS's cblas_sgemm.
  *
- * Units.  C is cut into tiles of GEMM_TILE x GEMM_TILE (smaller at its
+ * Units.  C is cut into tiles of T x T (tile_of: 128, 256 for large m and
+ * n; smaller at its
  * right and bottom edges), each computed with the full k by one
  * cblas_sgemm: a tile is a unit of <devq/kernel.h>, numbered row by row
  * over the grid of tiles.  The tiles depend on m and n only, and each is
@@ -48,9 +49,21 @@
 /* Below this many multiply-adds a split costs more than it saves. */
 #define GEMM_SPLIT_MIN (1u << 21)
 /* A tile's side: big enough that packing A's rows and B's columns for it
- * (2 x 128 x k floats) is small next to its 2 x 128 x 128 x k flop, small
- * enough that a slice of a few ms holds several tiles of a large gemm. */
+ * (2 x T x k floats) is small next to its 2 x T x T x k flop, small enough
+ * that a slice of a few ms holds a tile.  128, and 256 where m and n are
+ * both GEMM_BIG or more: there a tile of 128 kept 0.91-0.95x of one
+ * call's speed and one of 256 0.96-1.0x (1024^3 on this VM's OpenBLAS,
+ * bench/RESULTS.md, "Isolation beside heavy work"), and the op has
+ * enough tiles for every core.  A function of m and n alone, so the bits
+ * still do not depend on the load. */
 #define GEMM_TILE 128u
+#define GEMM_TILE_BIG 256u
+#define GEMM_BIG 1024u
+
+static uint64_t tile_of(const union devq_kval *a)
+{
+	return a[0].u64 >= GEMM_BIG && a[1].u64 >= GEMM_BIG ? GEMM_TILE_BIG : GEMM_TILE;
+}
 
 struct gemm_task {
 	const union devq_kval *args;
@@ -117,10 +130,10 @@ static void gemm_tile(const union devq_kval *a, bool nt, uint64_t u)
 	float alpha = a[3].f32, beta = a[4].f32;
 	const float *A = a[5].ptr, *B = a[6].ptr;
 	float *C = a[7].ptr;
-	uint64_t cols = cdiv(n, GEMM_TILE);
-	uint64_t r0 = u / cols * GEMM_TILE, c0 = u % cols * GEMM_TILE;
-	uint64_t rows = m - r0 < GEMM_TILE ? m - r0 : GEMM_TILE;
-	uint64_t w = n - c0 < GEMM_TILE ? n - c0 : GEMM_TILE;
+	uint64_t t = tile_of(a), cols = cdiv(n, t);
+	uint64_t r0 = u / cols * t, c0 = u % cols * t;
+	uint64_t rows = m - r0 < t ? m - r0 : t;
+	uint64_t w = n - c0 < t ? n - c0 : t;
 	enum CBLAS_TRANSPOSE tb = nt ? CblasTrans : CblasNoTrans;
 	int ldb = nt ? ld(k) : ld(n);
 	cblas_sgemm(CblasRowMajor, CblasNoTrans, tb, (int)rows, (int)w, (int)k, alpha, A + r0 * k,
@@ -257,7 +270,7 @@ static unsigned grow(struct gemm_pool *p, unsigned want, bool bulk)
  * are refused by the first slice. */
 static uint64_t gemm_units(const union devq_kval *a)
 {
-	uint64_t rows = cdiv(a[0].u64, GEMM_TILE), cols = cdiv(a[1].u64, GEMM_TILE);
+	uint64_t t = tile_of(a), rows = cdiv(a[0].u64, t), cols = cdiv(a[1].u64, t);
 	if (!rows || !cols)
 		return 1;
 	if (cols > UINT64_MAX / rows)
@@ -284,7 +297,7 @@ static int gemm_slice(const union devq_kval *a, const struct devq_host_call *cal
 	unsigned parts = call->threads ? call->threads : 1;
 	if (parts > span)
 		parts = (unsigned)span;
-	uint64_t tm = m < GEMM_TILE ? m : GEMM_TILE, tn = n < GEMM_TILE ? n : GEMM_TILE;
+	uint64_t t = tile_of(a), tm = m < t ? m : t, tn = n < t ? n : t;
 	if (span * tm * tn * (k ? k : 1) < GEMM_SPLIT_MIN)
 		parts = 1;
 	if (parts > 1) {

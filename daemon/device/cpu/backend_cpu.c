@@ -8,6 +8,7 @@
  * stream with work can get a worker, the oldest unfinished op can always
  * run, so this cannot deadlock. */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
@@ -45,6 +46,9 @@
 struct cpu_worker {
 	struct cpu_backend *cb;
 	pthread_t thread;
+	atomic_int tid;	      /* its thread id, for /proc (cpu_starved) */
+	atomic_bool in_bulk;  /* it runs a bulk op at SCHED_IDLE */
+	uint64_t seen_cpu, seen_at; /* cpu_starved's last look (loop thread) */
 	bool started;
 	bool sleeping;            /* under the lock: on the sleepers list */
 	atomic_uint wake;         /* bumped under the lock to wake it */
@@ -236,6 +240,67 @@ static void *bulk_probe_thread(void *arg)
 	return NULL;
 }
 
+/* The worker this thread is (NULL on the loop thread). */
+static _Thread_local struct cpu_worker *self_worker;
+
+/* Whether thread tid waits to run (state R) and, in *cpu, the CPU time
+ * it has run for (schedstat's first field); false where /proc does not
+ * say. */
+static bool runnable(int tid, uint64_t *cpu)
+{
+	char path[64], buf[256];
+	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", tid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	if (close(fd) < 0 || n <= 0)
+		return false;
+	buf[n] = '\0';
+	const char *st = strrchr(buf, ')'); /* after the name, which may hold anything */
+	if (!st || st[1] != ' ' || st[2] != 'R')
+		return false;
+	snprintf(path, sizeof(path), "/proc/self/task/%d/schedstat", tid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	n = read(fd, buf, sizeof(buf) - 1);
+	if (close(fd) < 0 || n <= 0)
+		return false;
+	buf[n] = '\0';
+	unsigned long long run = 0;
+	if (sscanf(buf, "%llu", &run) != 1)
+		return false;
+	*cpu = run;
+	return true;
+}
+
+/* See backend.h.  A worker running a bulk op at SCHED_IDLE that has been
+ * runnable and got less than a tenth of the time since the last look on
+ * a CPU is starved: other threads (other processes) take the CPUs, which
+ * bulk work yields to.  A slice that hangs asleep is not runnable, and
+ * one that spins gets the CPU: both still look stuck. */
+static bool cpu_starved(struct devq_backend *b)
+{
+	struct cpu_backend *cb = (struct cpu_backend *)b;
+	uint64_t now = devq_now_ns();
+	bool starved = false;
+	for (unsigned i = 0; i < cb->nworkers; i++) {
+		struct cpu_worker *w = &cb->w[i];
+		uint64_t cpu = 0;
+		if (!atomic_load(&w->in_bulk) || !runnable(atomic_load(&w->tid), &cpu)) {
+			w->seen_at = 0;
+			continue;
+		}
+		if (w->seen_at && now > w->seen_at && cpu >= w->seen_cpu &&
+		    (cpu - w->seen_cpu) * 10 < now - w->seen_at)
+			starved = true;
+		w->seen_cpu = cpu;
+		w->seen_at = now;
+	}
+	return starved;
+}
+
 /* Whether a thread of this process may go to SCHED_IDLE and come back:
  * coming back needs CAP_SYS_NICE or an RLIMIT_NICE of 20 at least
  * (devqd.service: LimitNICE=+0), tried on a thread of its own. */
@@ -370,6 +435,8 @@ static int run_host(struct cpu_backend *cb, struct devq_bop *op, const struct de
 		pthread_mutex_unlock(&cb->cores_lock);
 		idle = atomic_load_explicit(&cb->demote, memory_order_relaxed) && set_idle(true);
 		call.bulk = idle;
+		if (idle && self_worker)
+			atomic_store(&self_worker->in_bulk, true);
 	} else {
 		unsigned k = atomic_fetch_add_explicit(&cb->short_ops, 1, memory_order_relaxed) + 1;
 		call.threads = cb->ncpu / k ? cb->ncpu / k : 1;
@@ -395,6 +462,8 @@ static int run_host(struct cpu_backend *cb, struct devq_bop *op, const struct de
 		atomic_fetch_sub_explicit(&cb->short_ops, 1, memory_order_relaxed);
 		return r;
 	}
+	if (idle && self_worker)
+		atomic_store(&self_worker->in_bulk, false);
 	if (idle && !set_idle(false) && atomic_exchange(&cb->demote, false))
 		log_warn("cpu backend: a worker could not return from SCHED_IDLE; bulk host ops "
 			 "run at normal priority from now on");
@@ -615,6 +684,8 @@ static void *worker(void *arg)
 	char name[16];
 	snprintf(name, sizeof(name), "devqd-cpu/%u", (unsigned)(me - cb->w) % 10000u);
 	pthread_setname_np(pthread_self(), name);
+	self_worker = me;
+	atomic_store(&me->tid, (int)syscall(SYS_gettid));
 	pthread_mutex_lock(&cb->lock);
 	for (;;) {
 		struct cpu_stream *st = rq_pop(cb);
@@ -886,6 +957,7 @@ static const struct devq_backend_ops cpu_ops = {
 	.flush = cpu_flush,
 	.host_release = cpu_host_release,
 	.run_here = cpu_run_here,
+	.cpu_starved = cpu_starved,
 };
 
 int devq_backend_cpu_open(const struct devq_backend_config *cfg, struct devq_backend **out)
