@@ -6,6 +6,7 @@
  * `make install` tree with pkg-config; the metrics test feeds `devctl
  * metrics` to promtool. */
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <fcntl.h>
@@ -474,7 +475,8 @@ END_TEST
 
 /* An executable repository in p's directory with tests/host_exes.c's
  * tick (n units of spin_us each, unit hang - 1 asleep for an hour) and
- * burn (units of spin_us of CPU time); xarg gets devqd's option for it. */
+ * burn (units of spin_us of CPU time, cost n); xarg gets devqd's option
+ * for it. */
 static void tick_repo(struct proc *p, char *xarg, size_t len)
 {
 	proc_dir(p);
@@ -492,7 +494,7 @@ static void tick_repo(struct proc *p, char *xarg, size_t len)
 	ck_assert_int_eq(chmod(path, 0644), 0);
 	snprintf(path, sizeof(path), "%s/burn.exec", repo);
 	write_file(path, "signature = n:u64, spin_us:u64, hang:u64, dst:out u32[n]\n"
-			 "cpu-host = h.so\ncpu-host-symbol = burn_cpu\n");
+			 "cpu-host = h.so\ncpu-host-symbol = burn_cpu\ncost = n\n");
 	ck_assert_int_eq(chmod(path, 0644), 0);
 	snprintf(xarg, len, "--executables=%s", repo);
 }
@@ -620,6 +622,91 @@ START_TEST(test_watchdog_bulk_starved_is_not_stuck)
 	struct devq_completion c;
 	ck_assert_int_eq(devq_wait(q, 1, pt, 30000, &c), 0);
 	ck_assert_msg(c.code == DEVQ_OK, "%s", c.message);
+	devq_disconnect(q);
+	proc_kill(&run);
+	proc_cleanup(&run);
+	ck_assert_int_eq(sh(out, sizeof(out), "rm -rf %s", p.dir), 0);
+}
+END_TEST
+
+/* devqd's worker threads (devqd-cpu/N) at SCHED_IDLE now. */
+static int workers_idle(pid_t pid)
+{
+	char path[320], line[128];
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	DIR *dir = opendir(path);
+	ck_assert_msg(dir, "%s", path);
+	int n = 0;
+	struct dirent *e;
+	while ((e = readdir(dir))) {
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%s/comm", (int)pid, e->d_name);
+		FILE *f = fopen(path, "r");
+		bool worker = f && fgets(line, sizeof(line), f) && !strncmp(line, "devqd-cpu", 9);
+		if (f)
+			fclose(f);
+		snprintf(path, sizeof(path), "/proc/%d/task/%s/sched", (int)pid, e->d_name);
+		if (!worker || !(f = fopen(path, "r")))
+			continue;
+		long long policy = -1;
+		while (fgets(line, sizeof(line), f))
+			if (sscanf(line, "policy : %lld", &policy) == 1)
+				break;
+		fclose(f);
+		n += policy == SCHED_IDLE;
+	}
+	closedir(dir);
+	return n;
+}
+
+/* Whether burn of n units (cost n, expected n us at the pinned rate) ran
+ * as bulk work: its worker seen at SCHED_IDLE while it ran. */
+static bool ran_as_bulk(devq *q, pid_t pid, struct devq_buffer *b, uint64_t n)
+{
+	struct devq_arg a[] = { a_u64("n", n), a_u64("spin_us", 100), a_u64("hang", 0),
+				a_buf("dst", b, 0) };
+	struct devq_op op = { .queue = 1, .kind = DEVQ_OP_KERNEL, .exec = exe(q, "burn"),
+			      .args = a, .nargs = 4 };
+	uint64_t pt;
+	ck_assert_msg(devq_submit(q, &op, 1, &pt) == 0, "%s", devq_last_error(q));
+	bool idle = false;
+	while (devq_completed(q, 1) < pt) {
+		idle |= workers_idle(pid) > 0;
+		devq_poll(q);
+	}
+	struct devq_completion c;
+	ck_assert_int_eq(devq_wait(q, 1, pt, 30000, &c), 0);
+	ck_assert_msg(c.code == DEVQ_OK, "%s", c.message);
+	return idle;
+}
+
+/* The line between short and bulk host ops is slice-us of expected time:
+ * at rate.burn = 10^6/s an op of cost n is expected to take n us, so with
+ * slice-us 2000 one of 2000 units is short (its worker stays at normal
+ * priority) and one of 2001 is bulk (SCHED_IDLE); each runs about 200 ms
+ * (units of 100 us of CPU). */
+START_TEST(test_bulk_at_slice_us_and_past)
+{
+	if (geteuid() != 0) {
+		printf("SKIP test_bulk_at_slice_us_and_past: not root (no SCHED_IDLE to return "
+		       "from)\n");
+		return;
+	}
+	struct proc p, run;
+	char xarg[128], out[256];
+	tick_repo(&p, xarg, sizeof(xarg));
+	const char *extra[] = { "--slice-us", "2000", "--rate", "burn=1000000/s", xarg, NULL };
+	start_notified(&run, harness_bin("devqd"), NULL, extra);
+	char msg[1024];
+	notify_expect(&run, "READY=1", msg, sizeof(msg));
+	devq *q = conn(run.sock, "class");
+	ck_assert_int_eq(devq_queue_open(q, 1), 0);
+	struct devq_buffer *b = mkbuf(q, 4 * 2001);
+	/* Timed once: an op never timed counts as bulk whatever its cost. */
+	ran_as_bulk(q, run.pid, b, 10);
+	ck_assert_msg(!ran_as_bulk(q, run.pid, b, 2000), "2000 us expected: ran as bulk");
+	ck_assert_msg(ran_as_bulk(q, run.pid, b, 2001), "2001 us expected: not run as bulk");
 	devq_disconnect(q);
 	proc_kill(&run);
 	proc_cleanup(&run);
@@ -2021,6 +2108,7 @@ int main(void)
 	tcase_add_test(tc, test_watchdog_pings_through_long_gemm);
 	tcase_add_test(tc, test_watchdog_stops_in_stuck_slice);
 	tcase_add_test(tc, test_watchdog_bulk_starved_is_not_stuck);
+	tcase_add_test(tc, test_bulk_at_slice_us_and_past);
 	tcase_add_test(tc, test_reload_on_sighup);
 	tcase_add_test(tc, test_journal_fields);
 	tcase_add_test(tc, test_stderr_levels);
