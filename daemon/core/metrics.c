@@ -39,7 +39,6 @@ const uint64_t devq_metrics_tbounds_ns[DEVQ_METRICS_TBOUNDS] = {
 struct buckets {
 	uint8_t first[64];
 	uint64_t split[64];
-	bool ready;
 };
 static struct buckets phase_buckets, tenant_buckets;
 
@@ -53,59 +52,71 @@ static void fill_buckets(struct buckets *b, const uint64_t *bounds, unsigned n)
 		b->first[k] = (uint8_t)i;
 		b->split[k] = i < n ? bounds[i] : UINT64_MAX;
 	}
-	b->ready = true;
 }
 
-/* The bucket of v, and true; false when the phase is left out. */
-static inline __attribute__((always_inline)) bool bucket_of(const struct buckets *b,
-							   uint64_t from, uint64_t to,
-							   uint64_t *v, unsigned *i)
+/* The bucket of v. */
+static inline __attribute__((always_inline)) unsigned bucket_of(const struct buckets *b,
+							       uint64_t v)
 {
-	/* to >= from > 0 implies to > 0: two tests, not three. */
-	if (!from || to < from)
-		return false;
-	*v = to - from;
 	/* The first bound at or above v, from its power of two: a table
 	 * look-up and one comparison, where a search of the fourteen bounds
-	 * costs several times that, at four observations per completed op
+	 * costs several times that, at seven observations per completed op
 	 * (measured: bench/RESULTS.md, "Figures from the code's comments").
 	 * v = 0 reads the entry of 2^0, bucket 0, as it should. */
-	unsigned k = 63 - (unsigned)__builtin_clzll(*v | 1);
-	*i = b->first[k] + (*v > b->split[k]);
-	return true;
+	unsigned k = 63 - (unsigned)__builtin_clzll(v | 1);
+	return b->first[k] + (v > b->split[k]);
 }
 
 static inline __attribute__((always_inline)) void observe(struct devq_metrics *m, int phase,
 							 uint64_t from, uint64_t to)
 {
-	uint64_t v;
-	unsigned lo;
-	if (!bucket_of(&phase_buckets, from, to, &v, &lo))
+	/* to >= from > 0 implies to > 0: two tests, not three. */
+	if (!from || to < from)
 		return;
-	m->hist[phase][lo]++;
+	uint64_t v = to - from;
+	m->hist[phase][bucket_of(&phase_buckets, v)]++;
 	m->hist_sum[phase] += v;
 	m->hist_count[phase]++;
 }
 
-static void tobserve(struct devq_metrics_thist *h, int phase, uint64_t from, uint64_t to)
+/* A tenant's phase: inlined in the op's single pass below, where three
+ * calls of their own cost as much again as the observations. */
+static inline __attribute__((always_inline)) void tobserve(struct devq_metrics_thist *h,
+							  int phase, uint64_t from, uint64_t to)
 {
-	uint64_t v;
-	unsigned lo;
-	if (!bucket_of(&tenant_buckets, from, to, &v, &lo))
+	if (!from || to < from) /* as in observe() */
 		return;
-	h->hist[phase][lo]++;
+	uint64_t v = to - from;
+	h->hist[phase][bucket_of(&tenant_buckets, v)]++;
 	h->sum[phase] += v;
 	h->count[phase]++;
+}
+
+/* Both tables on first use: one test per op, not one per table. */
+static bool buckets_ready;
+static void fill_all(void)
+{
+	fill_buckets(&phase_buckets, devq_metrics_bounds_ns, DEVQ_METRICS_BOUNDS);
+	fill_buckets(&tenant_buckets, devq_metrics_tbounds_ns, DEVQ_METRICS_TBOUNDS);
+	buckets_ready = true;
+}
+
+static inline __attribute__((always_inline)) void tenant_op(struct devq_metrics_thist *h,
+							   uint64_t received,
+							   uint64_t device_start,
+							   uint64_t device_end, uint64_t observed)
+{
+	tobserve(h, 0, received, device_start);
+	tobserve(h, 1, device_start, device_end);
+	tobserve(h, 2, received, observed);
 }
 
 void devq_metrics_tenant_op(struct devq_metrics_thist *h, uint64_t received,
 			    uint64_t device_start, uint64_t device_end, uint64_t observed)
 {
-	if (!tenant_buckets.ready)
-		fill_buckets(&tenant_buckets, devq_metrics_tbounds_ns, DEVQ_METRICS_TBOUNDS);
-	tobserve(h, 0, received, device_start);
-	tobserve(h, 1, device_start, device_end);
-	tobserve(h, 2, received, observed);
+	if (!buckets_ready)
+		fill_all();
+	tenant_op(h, received, device_start, device_end, observed);
 }
 
 static struct devq_metrics_user *user_slot(struct devq_metrics *m, uid_t uid)
@@ -129,12 +140,10 @@ static struct devq_metrics_user *user_slot(struct devq_metrics *m, uid_t uid)
 	return u;
 }
 
-void devq_metrics_op_done(struct devq_metrics *m, uid_t uid, int code, uint64_t client_submit,
-			  uint64_t handoff, uint64_t device_start, uint64_t device_end,
-			  uint64_t observed)
+static inline __attribute__((always_inline)) void
+op_done(struct devq_metrics *m, uid_t uid, int code, uint64_t client_submit, uint64_t handoff,
+	uint64_t device_start, uint64_t device_end, uint64_t observed)
 {
-	if (!phase_buckets.ready)
-		fill_buckets(&phase_buckets, devq_metrics_bounds_ns, DEVQ_METRICS_BOUNDS);
 	uint64_t busy = device_start && device_end > device_start ? device_end - device_start : 0;
 	m->device_busy_ns += busy;
 	if (code)
@@ -149,3 +158,23 @@ void devq_metrics_op_done(struct devq_metrics *m, uid_t uid, int code, uint64_t 
 	observe(m, 3, device_end, observed);
 }
 
+void devq_metrics_op_done(struct devq_metrics *m, uid_t uid, int code, uint64_t client_submit,
+			  uint64_t handoff, uint64_t device_start, uint64_t device_end,
+			  uint64_t observed)
+{
+	if (!buckets_ready)
+		fill_all();
+	op_done(m, uid, code, client_submit, handoff, device_start, device_end, observed);
+}
+
+void devq_metrics_op_done_tenant(struct devq_metrics *m, struct devq_metrics_thist *h, uid_t uid,
+				 int code, uint64_t client_submit, uint64_t received,
+				 uint64_t handoff, uint64_t device_start, uint64_t device_end,
+				 uint64_t observed)
+{
+	if (!buckets_ready)
+		fill_all();
+	op_done(m, uid, code, client_submit, handoff, device_start, device_end, observed);
+	if (h)
+		tenant_op(h, received, device_start, device_end, observed);
+}

@@ -55,4 +55,11 @@ void devq_metrics_op_done(struct devq_metrics *m, uid_t uid, int code, uint64_t 
 			  uint64_t handoff, uint64_t device_start, uint64_t device_end,
 			  uint64_t observed);
 
+/* Both of the above in one pass, as the loop thread sees each completion:
+ * h is the op's tenant's histograms, or NULL for an op of no tenant. */
+void devq_metrics_op_done_tenant(struct devq_metrics *m, struct devq_metrics_thist *h, uid_t uid,
+				 int code, uint64_t client_submit, uint64_t received,
+				 uint64_t handoff, uint64_t device_start, uint64_t device_end,
+				 uint64_t observed);
+
 #endif

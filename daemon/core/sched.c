@@ -439,11 +439,9 @@ static void complete_one(struct devq_engine *d, struct devq_job *op, uint64_t no
 	s->ops_completed++;
 	s->ops_in_flight--;
 	devq_quota_op(s->tenant, -1);
-	devq_metrics_op_done(&d->metrics, s->uid, op->b.code, op->t_client_submit, op->b.t_handoff,
-			     op->b.t_start, op->b.t_end, op->t_observed);
-	if (s->tenant)
-		devq_metrics_tenant_op(&s->tenant->hist, op->t_received, op->b.t_start,
-				       op->b.t_end, op->t_observed);
+	devq_metrics_op_done_tenant(&d->metrics, s->tenant ? &s->tenant->hist : NULL, s->uid,
+				    op->b.code, op->t_client_submit, op->t_received,
+				    op->b.t_handoff, op->b.t_start, op->b.t_end, op->t_observed);
 	if (op->b.code != DEVQ__CODE__OK)
 		devq_slog(DEVQ_LOG_DEBUG, s, op->b.code, q->id, (int64_t)op->point,
 			  "queue %u point %llu failed: %s", q->id, (unsigned long long)op->point,
