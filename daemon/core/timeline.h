@@ -33,6 +33,9 @@ struct devq_timeline {
 	uint32_t id;
 	int priority;    /* 0 normal, 1 high: the class of streams it may use */
 	unsigned stream; /* bound now; see devq_timeline_place */
+	/* A normal queue left on a high-priority stream (its session lost
+	 * the grant while an op ran there): devq_timeline_place moves it. */
+	bool off_class;
 	uint64_t submitted; /* points handed out */
 	uint64_t completed; /* highest point whose completion the loop has seen */
 	/* Ops in flight, ring indexed by point % ring_cap, points
