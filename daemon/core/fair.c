@@ -225,9 +225,12 @@ static uint64_t expected_ns(const struct devq_fair *f, const struct devq_job *op
 
 /* One op's rate (cost per second): the average (old - old/8 + r/8, which
  * cannot overflow), the fastest, the count up to DEVQ_COST_SAMPLES.
- * Racy like the per-page average: a lost update only delays learning. */
-static void learn_rate(struct devq_fair_est *e, uint64_t r)
+ * Racy like the per-page average: a lost update only delays learning.
+ * Out of line (see release). */
+static __attribute__((noinline)) void learn_rate(struct devq_fair_est *e, uint64_t cost,
+						 uint64_t dev_ns)
 {
+	uint64_t r = devq_cost_rate(cost, dev_ns);
 	uint64_t old = atomic_load_explicit(&e->rate, memory_order_relaxed);
 	atomic_store_explicit(&e->rate, old ? old - old / 8 + r / 8 : r, memory_order_relaxed);
 	if (r > atomic_load_explicit(&e->rate_max, memory_order_relaxed))
@@ -237,11 +240,13 @@ static void learn_rate(struct devq_fair_est *e, uint64_t r)
 		atomic_store_explicit(&e->rate_n, n + 1, memory_order_relaxed);
 }
 
-static void learn(struct devq_job *op, uint64_t dev_ns)
+/* The per-page average; true when the op's rate is to be learned too
+ * (learn_rate, which the caller calls last). */
+static bool learn(struct devq_job *op, uint64_t dev_ns)
 {
 	struct devq_fair_est *e = op->festp;
 	if (!e || op->fdecl || op->b.code != DEVQ__CODE__OK)
-		return;
+		return false;
 	uint64_t sample = dev_ns * 16 / pages_of(op);
 	if (!sample)
 		sample = 1;
@@ -249,8 +254,7 @@ static void learn(struct devq_job *op, uint64_t dev_ns)
 	/* An average over about the last 8 ops. */
 	atomic_store_explicit(&e->ns16_per_page, old ? (7 * old + sample) / 8 : sample,
 			      memory_order_relaxed);
-	if (op->fcost)
-		learn_rate(e, devq_cost_rate(op->cost, dev_ns));
+	return op->fcost;
 }
 
 static inline uint64_t vt_of(const struct devq_tenant *t, uint64_t ns)
@@ -279,6 +283,18 @@ static bool ready_on(const struct devq_job *op, unsigned x)
 		if (!(w->fhanded && w->b.stream == x) && !atomic_load(&w->b.done))
 			return false;
 	}
+	return true;
+}
+
+/* ready_on(op, f->nstreams): every op op waits on is done (none is
+ * handed to that stream, which does not exist).  Inline: submit_one asks
+ * it of every op that waits in a lane, and the usual answer, its
+ * previous op (waits[0]) still runs, is a few loads. */
+static inline bool all_done(const struct devq_job *op)
+{
+	for (unsigned i = 0; i < op->b.nwaits; i++)
+		if (!atomic_load(&devq_job_of(op->b.waits[i])->b.done))
+			return false;
 	return true;
 }
 
@@ -848,7 +864,7 @@ static inline bool others_wait(const struct devq_fair *f, unsigned x)
  * op after a reset behind its previous op there (core/timeline.c
  * misplaced), which keeps it where it is.  Loop thread (the timeline),
  * lock held. */
-static bool may_move(const struct devq_job *op)
+static inline bool may_move(const struct devq_job *op)
 {
 	if (op->b.kind == DEVQ_BOP_FAIL || op->b.replay)
 		return false;
@@ -892,7 +908,7 @@ static struct devq_job *enqueue_run(struct devq_fair *f, struct devq_job *op, st
 		last = n;
 		n->fhanded = false;
 		n->fest = expected_ns(f, n);
-		n->fmove = may_move(n);
+		n->fmove = !n->b.replay; /* may_move(n): the loop's test did the rest */
 		ns += n->fest;
 		replay += n->b.replay;
 	}
@@ -957,7 +973,7 @@ static struct devq_job *submit_one(struct devq_fair *f, struct devq_job *op, str
 	    fill(f, x, bu) && others_wait(f, x))
 		fill_all(f, bu);
 	else if (atomic_load_explicit(&f->starved, memory_order_relaxed) ||
-		 (op->fmove && ready_on(op, f->nstreams)))
+		 (op->fmove && all_done(op)))
 		fill_all(f, bu); /* op may start at once on any stream: all done */
 	return next;
 }
@@ -984,12 +1000,14 @@ bool devq_fair_waiting(struct devq_session *s)
 static void release(struct devq_job *op)
 {
 	struct devq_fair *f = &op->s->e->fair;
+	bool rate = false;
+	uint64_t ns = 0;
 	if (op->b.t_start && op->b.t_end >= op->b.t_start) {
+		ns = op->b.t_end - op->b.t_start;
 		if (!op->fdecl)
-			learn(op, op->b.t_end - op->b.t_start);
+			rate = learn(op, ns);
 		/* Declared or learned, the time it was let onto the loop for
 		 * was wrong by far: a strike (fair.h). */
-		uint64_t ns = op->b.t_end - op->b.t_start;
 		struct devq_fair_est *e = op->festp;
 		unsigned sc = e ? atomic_load_explicit(&e->here_score, memory_order_relaxed) : 0;
 		if (e && op->b.ran_here && ns > DEVQ_FAIR_HERE_OVER_NS)
@@ -1002,6 +1020,10 @@ static void release(struct devq_job *op)
 		atomic_fetch_sub(&f->st[op->b.stream].inside,
 				 (1ull << DEVQ_FAIR_OPS_SHIFT) + op->fest);
 	}
+	/* Last, as a tail call: a call anywhere before costs every
+	 * completion registers saved and restored, an op of no cost too. */
+	if (rate)
+		learn_rate(op->festp, op->cost, ns);
 }
 
 /* Whether ops wait for any stream (x, freed, may take them or ops that
