@@ -104,6 +104,10 @@ struct devq_engine {
 	 * fairness together. */
 	bool batching;
 	struct devq_job *batch_head, *batch_tail;
+	/* sched.c: an op with a client deadline was submitted since start
+	 * (never cleared): until then fair.c's hand-over of a burst has no
+	 * deadline to check, op by op. */
+	bool deadlines_seen;
 	struct devq_session *sessions;
 	struct devq_session *dirty; /* outboxes to flush (core/outbox.c) */
 	struct devq_trace_ring *trace; /* recent op records (trace.c) */

@@ -408,12 +408,17 @@ static void burst_go(struct devq_engine *d, struct burst *bu)
 	bu->head = bu->tail = NULL;
 	/* One stamp for the burst: every op in it is handed over now. */
 	uint64_t t = devq_now_ns();
-	for (struct devq_job *j = op; j; j = j->b.next ? devq_job_of(j->b.next) : NULL) {
-		j->b.t_handoff = t;
-		/* Past its client's deadline: handed over all the same, to
-		 * complete in its stream's order, but it runs nothing. */
-		devq_bop_deadline_passed(&j->b, t);
-	}
+	if (!d->deadlines_seen) /* then none has a deadline (engine.h) */
+		for (struct devq_job *j = op; j; j = j->b.next ? devq_job_of(j->b.next) : NULL)
+			j->b.t_handoff = t;
+	else
+		for (struct devq_job *j = op; j; j = j->b.next ? devq_job_of(j->b.next) : NULL) {
+			j->b.t_handoff = t;
+			/* Past its client's deadline: handed over all the
+			 * same, to complete in its stream's order, but it
+			 * runs nothing. */
+			devq_bop_deadline_passed(&j->b, t);
+		}
 	if (d->be->ops->enqueue_chain(d->be, &op->b) == 0)
 		return; /* the ops are the backend's now: not touched again here */
 	/* Refused whole: op by op, so each gets its own error. */
