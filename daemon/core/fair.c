@@ -897,14 +897,15 @@ static void follow_prev(struct devq_job *op)
  * in as one run, linked as the list already links them, counted once.
  * n: the op after op in the list.  Returns the first op of the list
  * after the run. */
-static struct devq_job *enqueue_run(struct devq_fair *f, struct devq_job *op, struct devq_job *n)
+static struct devq_job *enqueue_run(struct devq_fair *f, struct devq_job *op, struct devq_job *n,
+				    bool chained)
 {
 	struct devq_session *s = op->s;
 	unsigned x = op->b.stream;
 	struct devq_job *last = op;
 	uint64_t ns = op->fest;
 	unsigned k = 1, replay = op->b.replay;
-	op->fmove = may_move(op);
+	op->fmove = chained ? !op->b.replay : may_move(op); /* chained: see submit_one */
 	/* An op that may have to follow its previous op elsewhere
 	 * (follow_prev) takes its own turn through submit_one. */
 	for (; n && n->s == s && n->b.stream == x && n->b.waits_prev && n->b.kind != DEVQ_BOP_FAIL;
@@ -953,7 +954,12 @@ static struct devq_job *submit_one(struct devq_fair *f, struct devq_job *op, str
 	op->fhanded = false;
 	op->fnext = NULL;
 	op->fest = expected_ns(f, op);
-	follow_prev(op);
+	/* Its queue's order rests on its waits (waits[0] is its previous
+	 * op), the usual case: it follows nothing, and may_move's answer is
+	 * whether it is replayable. */
+	bool chained = op->b.waits_prev && op->b.kind != DEVQ_BOP_FAIL;
+	if (!chained)
+		follow_prev(op);
 	if (!s->fair.lanes || !t || op->b.stream >= f->nstreams) {
 		hand_over(op, bu);
 		return next;
@@ -971,7 +977,7 @@ static struct devq_job *submit_one(struct devq_fair *f, struct devq_job *op, str
 		hand_over(op, bu);
 		return next;
 	}
-	next = enqueue_run(f, op, next);
+	next = enqueue_run(f, op, next, chained);
 	/* fill()'s own first test, inline: a full stream (the usual case
 	 * here) costs no call. */
 	if (time_room(f, x) && (count_room(f, x, false) || f->st[x].waiting_replay) &&
