@@ -1085,16 +1085,14 @@ void devq_fair_after_done(struct devq_engine *d)
 	devq_fair_flush(d);
 }
 
-void devq_fair_done(struct devq_job *op)
+/* devq_fair_done's share of op for its tenant: the charge corrected to
+ * what ran, and its usage, on the loop (a completer's choice may see the
+ * charge a little late: the estimate stood in for it meanwhile). */
+static inline __attribute__((always_inline)) void done_tenant(struct devq_job *op)
 {
 	struct devq_tenant *t = op->s->tenant;
-	if (op->fhanded && !op->s->e->be->enqueue_any_thread)
-		release(op);
 	if (!t)
 		return;
-	/* The tenant's charge corrected to what ran, and its usage, on the
-	 * loop (a completer's choice may see the charge a little late: the
-	 * estimate stood in for it meanwhile). */
 	struct devq_fair_tenant *ft = &t->fair;
 	bool timed = op->b.t_start && op->b.t_end >= op->b.t_start;
 	uint64_t dev = timed ? op->b.t_end - op->b.t_start : op->fest;
@@ -1120,6 +1118,23 @@ void devq_fair_done(struct devq_job *op)
 		if (w > ft->wait_max_ns)
 			ft->wait_max_ns = w;
 	}
+}
+
+static __attribute__((noinline)) void done_release(struct devq_job *op)
+{
+	release(op);
+	done_tenant(op);
+}
+
+void devq_fair_done(struct devq_job *op)
+{
+	/* The release (other backends than those whose completers release)
+	 * as a tail call: on the usual path no call is left to save
+	 * registers for. */
+	if (op->fhanded && !op->s->e->be->enqueue_any_thread)
+		done_release(op);
+	else
+		done_tenant(op);
 }
 
 void devq_fair_kick(struct devq_engine *d)
