@@ -242,7 +242,9 @@ int devq_sched_submit(struct devq_session *s, const Devq__Op *m, uint64_t t_rece
 		      size_t errlen)
 {
 	struct devq_engine *d = s->e;
-	struct devq_timeline *q = devq_idmap_get(&s->queues, m->queue);
+	struct devq_timeline *q = s->last_q;
+	if (!q || q->id != m->queue)
+		q = s->last_q = devq_idmap_get(&s->queues, m->queue);
 	if (!q) {
 		snprintf(err, errlen, "submit on queue %u: queue not open", m->queue);
 		return DEVQ__CODE__NOT_FOUND;
