@@ -400,6 +400,16 @@ static inline struct burst burst_of(const struct devq_engine *d)
 	return (struct burst){ .chain = d->be->ops->enqueue_chain != NULL };
 }
 
+/* Out of line: until a client sets a deadline, burst_go has no call to
+ * save registers for. */
+static __attribute__((noinline)) void burst_deadlines(struct devq_job *op, uint64_t t)
+{
+	/* Past its client's deadline: handed over all the same, to complete
+	 * in its stream's order, but it runs nothing. */
+	for (struct devq_job *j = op; j; j = j->b.next ? devq_job_of(j->b.next) : NULL)
+		devq_bop_deadline_passed(&j->b, t);
+}
+
 static void burst_go(struct devq_engine *d, struct burst *bu)
 {
 	struct devq_job *op = bu->head;
@@ -408,17 +418,10 @@ static void burst_go(struct devq_engine *d, struct burst *bu)
 	bu->head = bu->tail = NULL;
 	/* One stamp for the burst: every op in it is handed over now. */
 	uint64_t t = devq_now_ns();
-	if (!d->deadlines_seen) /* then none has a deadline (engine.h) */
-		for (struct devq_job *j = op; j; j = j->b.next ? devq_job_of(j->b.next) : NULL)
-			j->b.t_handoff = t;
-	else
-		for (struct devq_job *j = op; j; j = j->b.next ? devq_job_of(j->b.next) : NULL) {
-			j->b.t_handoff = t;
-			/* Past its client's deadline: handed over all the
-			 * same, to complete in its stream's order, but it
-			 * runs nothing. */
-			devq_bop_deadline_passed(&j->b, t);
-		}
+	for (struct devq_job *j = op; j; j = j->b.next ? devq_job_of(j->b.next) : NULL)
+		j->b.t_handoff = t;
+	if (d->deadlines_seen) /* else none has a deadline (engine.h) */
+		burst_deadlines(op, t);
 	if (d->be->ops->enqueue_chain(d->be, &op->b) == 0)
 		return; /* the ops are the backend's now: not touched again here */
 	/* Refused whole: op by op, so each gets its own error. */
