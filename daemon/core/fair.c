@@ -639,6 +639,15 @@ static struct devq_session *pick(struct devq_fair *f, unsigned x)
 	return NULL;
 }
 
+/* Whether op, waiting in a lane, may be handed to another stream of its
+ * class: may_move's answer when it entered the lane (fpin records a no,
+ * but for a chained op, whose only no is being replayable), unless an op
+ * after it follows it since (follow_prev).  Lock held. */
+static inline bool movable(const struct devq_job *op)
+{
+	return !op->fpin && !op->b.replay;
+}
+
 /* Lane ops looked at, from the head, per session and stream for one
  * that may move: the look stays bounded however long the lane. */
 #define DEVQ_FAIR_MOVE_SCAN 4
@@ -647,7 +656,7 @@ static struct devq_session *pick(struct devq_fair *f, unsigned x)
  * session turn, the head of a lane for x that starts there without
  * waiting (ready_on); else an op among the first DEVQ_FAIR_MOVE_SCAN of
  * a lane for a stream of x's class (x's own too: past a head that cannot
- * start) that may move (fmove) and would start there as well: its
+ * start) that may move (movable) and would start there as well: its
  * queue's previous op, say, ran or runs on x. */
 static bool start_cand(const struct devq_fair *f, struct devq_tenant *t, unsigned x,
 		       struct cand *c)
@@ -667,7 +676,7 @@ static bool start_cand(const struct devq_fair *f, struct devq_tenant *t, unsigne
 				continue;
 			struct devq_job *p = NULL, *o = s->fair.lanes[y].head;
 			for (unsigned k = 0; o && k < DEVQ_FAIR_MOVE_SCAN; k++, p = o, o = o->fnext)
-				if (o->fmove && ready_on(o, x)) {
+				if (movable(o) && ready_on(o, x)) {
 					*c = (struct cand){ s, o, p, y };
 					return true;
 				}
@@ -689,7 +698,7 @@ static bool may_start_soon(const struct devq_fair *f, unsigned x)
 		for (const struct devq_session *s = t->fair.rr_head; s; s = s->fair.rr_next)
 			for (unsigned y = first; y < end; y++) {
 				const struct devq_job *h = s->fair.lanes[y].head;
-				if (!h || !h->fmove)
+				if (!h || !movable(h))
 					continue;
 				bool soon = true;
 				for (unsigned i = 0; i < h->b.nwaits && soon; i++) {
@@ -890,7 +899,7 @@ static void follow_prev(struct devq_job *op)
 	struct devq_job *prev = devq_timeline_get(op->q, op->point - 1);
 	if (!prev || atomic_load_explicit(&prev->b.done, memory_order_acquire))
 		return;
-	prev->fmove = false;
+	prev->fpin = true;
 	op->b.stream = prev->b.stream;
 }
 
@@ -908,7 +917,10 @@ static struct devq_job *enqueue_run(struct devq_fair *f, struct devq_job *op, st
 	struct devq_job *last = op;
 	uint64_t ns = op->fest;
 	unsigned k = 1, replay = op->b.replay;
-	op->fmove = chained ? !op->b.replay : may_move(op); /* chained: see submit_one */
+	/* A chained op (submit_one) may move unless replayable, which
+	 * movable() tests: fpin stays clear, as for the run's others. */
+	if (!chained)
+		op->fpin = !may_move(op);
 	/* An op that may have to follow its previous op elsewhere
 	 * (follow_prev) takes its own turn through submit_one. */
 	for (; n && n->s == s && n->b.stream == x && n->b.waits_prev && n->b.kind != DEVQ_BOP_FAIL;
@@ -917,7 +929,6 @@ static struct devq_job *enqueue_run(struct devq_fair *f, struct devq_job *op, st
 		last = n;
 		n->fhanded = false;
 		n->fest = expected_ns(f, n);
-		n->fmove = !n->b.replay; /* may_move(n): the loop's test did the rest */
 		ns += n->fest;
 		replay += n->b.replay;
 	}
@@ -987,7 +998,7 @@ static struct devq_job *submit_one(struct devq_fair *f, struct devq_job *op, str
 	    fill(f, x, bu) && others_wait(f, x))
 		fill_all(f, bu);
 	else if (atomic_load_explicit(&f->starved, memory_order_relaxed) ||
-		 (op->fmove && all_done(op)))
+		 (movable(op) && all_done(op)))
 		fill_all(f, bu); /* op may start at once on any stream: all done */
 	return next;
 }

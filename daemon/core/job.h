@@ -31,10 +31,12 @@ struct devq_job {
 	bool completed;
 	bool reset_after; /* timeline.c: a ResetQueue came right after this point */
 	bool fhanded;     /* fair.c: given to the backend */
-	/* fair.c: while it waits, it may be handed to another stream of its
-	 * class than the one its queue placed it on (queue order does not
-	 * rest on that stream's order); written and read under fair.c's lock. */
-	bool fmove;
+	/* fair.c: while it waits, it may not be handed to another stream of
+	 * its class than the one its queue placed it on (queue order rests on
+	 * that stream's order, or a later op follows it there); clear, the
+	 * usual case, it may unless replayable (fair.c movable).  Written and
+	 * read under fair.c's lock. */
+	bool fpin;
 	bool fdecl; /* decl_ns is set */
 	/* validate.c: cost (below) is set: its executable declares one. */
 	bool fcost;
