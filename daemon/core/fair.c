@@ -721,7 +721,12 @@ static bool choose(struct devq_fair *f, unsigned x, struct cand *c)
 {
 	struct devq_tenant *best = NULL;
 	uint64_t bfin = 0;
-	for (struct devq_tenant *t = f->act_head; t; t = t->fair.act_next) {
+	bool alone = f->act_head && !f->act_head->fair.act_next;
+	/* One tenant waiting (a lone client's refills): nothing to compare
+	 * its finish with. */
+	if (alone && start_cand(f, f->act_head, x, c))
+		return true;
+	for (struct devq_tenant *t = alone ? NULL : f->act_head; t; t = t->fair.act_next) {
 		uint64_t v = vt_now(t);
 		if (best && !vt_before(v, bfin))
 			continue; /* cannot end earlier: its charge only adds */
