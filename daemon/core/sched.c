@@ -209,8 +209,9 @@ static int update_hazards(struct devq_job *op)
 
 /* Ops waiting for a backend slot need the loop to learn of completions at
  * once: no laziness for this session until they are handed over.
- * Completions deferred so far are collected now. */
-static void eager_if_waiting(struct devq_session *s)
+ * Completions deferred so far are collected now.  Inline: it runs once
+ * per Submit, one op each at batch 1, and is a few tests. */
+static inline void eager_if_waiting(struct devq_session *s)
 {
 	struct devq_engine *d = s->e;
 	if (s->cpage && !d->be->enqueue_any_thread && !atomic_load(&s->cp_eager) &&
