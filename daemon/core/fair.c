@@ -420,7 +420,7 @@ static void burst_go(struct devq_engine *d, struct burst *bu)
 	uint64_t t = devq_now_ns();
 	for (struct devq_job *j = op; j; j = j->b.next ? devq_job_of(j->b.next) : NULL)
 		j->b.t_handoff = t;
-	if (d->deadlines_seen) /* else none has a deadline (engine.h) */
+	if (atomic_load_explicit(&d->deadlines_seen, memory_order_relaxed)) /* engine.h */
 		burst_deadlines(op, t);
 	if (d->be->ops->enqueue_chain(d->be, &op->b) == 0)
 		return; /* the ops are the backend's now: not touched again here */

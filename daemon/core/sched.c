@@ -235,7 +235,7 @@ static int set_deadline(struct devq_job *op, const Devq__Op *m, char *err, size_
 	uint64_t ns = m->deadline_us > UINT64_MAX / 1000 ? UINT64_MAX : m->deadline_us * 1000;
 	op->b.deadline_ns = op->t_received > UINT64_MAX - ns ? UINT64_MAX : op->t_received + ns;
 	op->b.deadline_us = m->deadline_us;
-	op->s->e->deadlines_seen = true;
+	atomic_store_explicit(&op->s->e->deadlines_seen, true, memory_order_relaxed);
 	return 0;
 }
 
