@@ -86,12 +86,29 @@ extern const size_t devq_nkernels;
 
 const struct devq_kernel *devq_kernel_find(const char *name);
 
+/* The manifest's order, to name an entry of devq_kernels. */
+enum devq_kernel_index {
+#define DEVQ_KERNEL(kname, sig, c) DEVQ_KI_##kname,
+#define DEVQ_HOST_KERNEL(kname, sig, c) DEVQ_KI_##kname,
+#include "manifest.def"
+#undef DEVQ_HOST_KERNEL
+#undef DEVQ_KERNEL
+};
+
+/* The argument rules of bias_act_f32, the one built-in with any
+ * (devq_kernel_refuses). */
+bool devq_kernel_refuses_bias_act(const union devq_kval *args, char *err, size_t n);
+
 /* Whether built-in k refuses these argument values although its
  * signature's types allow them (what a signature cannot say: an
  * activation bias_act_f32 does not know): true with why in err.  args as
- * validated, its scalars filled in. */
-bool devq_kernel_refuses(const struct devq_kernel *k, const union devq_kval *args, char *err,
-			 size_t n);
+ * validated, its scalars filled in.  Inline: every op is validated, and
+ * for all but one kernel the answer is one comparison. */
+static inline bool devq_kernel_refuses(const struct devq_kernel *k, const union devq_kval *args,
+				       char *err, size_t n)
+{
+	return k == &devq_kernels[DEVQ_KI_bias_act_f32] && devq_kernel_refuses_bias_act(args, err, n);
+}
 
 /* Parses "n:u64, a:f32, x:in f32[n]" into sig.  On failure returns -EINVAL
  * and writes a message into err. */

@@ -23,21 +23,11 @@ struct devq_kernel devq_kernels[] = {
 
 const size_t devq_nkernels = sizeof devq_kernels / sizeof devq_kernels[0];
 
-/* The manifest's order, to name an entry of devq_kernels. */
-enum devq_kernel_index {
-#define DEVQ_KERNEL(kname, sig, c) DEVQ_KI_##kname,
-#define DEVQ_HOST_KERNEL(kname, sig, c) DEVQ_KI_##kname,
-#include "manifest.def"
-#undef DEVQ_HOST_KERNEL
-#undef DEVQ_KERNEL
-};
-
-bool devq_kernel_refuses(const struct devq_kernel *k, const union devq_kval *args, char *err,
-			 size_t n)
+bool devq_kernel_refuses_bias_act(const union devq_kval *args, char *err, size_t n)
 {
 	/* act selects the activation: a value no version knows is a
 	 * client's mistake, not an identity to apply silently. */
-	if (k == &devq_kernels[DEVQ_KI_bias_act_f32] && args[2].u32 > 1) {
+	if (args[2].u32 > 1) {
 		snprintf(err, n, "argument 'act': %u is not an activation: 0 (none) or 1 (ReLU)",
 			 args[2].u32);
 		return true;

@@ -21,6 +21,7 @@
 #define DEVQ_ENGINE_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -104,6 +105,12 @@ struct devq_engine {
 	 * fairness together. */
 	bool batching;
 	struct devq_job *batch_head, *batch_tail;
+	/* sched.c: an op with a client deadline was submitted since start
+	 * (never cleared): until then fair.c's hand-over of a burst has no
+	 * deadline to check, op by op.  Stored by the loop before it submits
+	 * that op under fair.c's lock, read under that lock by whichever
+	 * thread hands the op over: relaxed, the lock orders them. */
+	atomic_bool deadlines_seen;
 	struct devq_session *sessions;
 	struct devq_session *dirty; /* outboxes to flush (core/outbox.c) */
 	struct devq_trace_ring *trace; /* recent op records (trace.c) */

@@ -225,9 +225,12 @@ static uint64_t expected_ns(const struct devq_fair *f, const struct devq_job *op
 
 /* One op's rate (cost per second): the average (old - old/8 + r/8, which
  * cannot overflow), the fastest, the count up to DEVQ_COST_SAMPLES.
- * Racy like the per-page average: a lost update only delays learning. */
-static void learn_rate(struct devq_fair_est *e, uint64_t r)
+ * Racy like the per-page average: a lost update only delays learning.
+ * Out of line (see release). */
+static __attribute__((noinline)) void learn_rate(struct devq_fair_est *e, uint64_t cost,
+						 uint64_t dev_ns)
 {
+	uint64_t r = devq_cost_rate(cost, dev_ns);
 	uint64_t old = atomic_load_explicit(&e->rate, memory_order_relaxed);
 	atomic_store_explicit(&e->rate, old ? old - old / 8 + r / 8 : r, memory_order_relaxed);
 	if (r > atomic_load_explicit(&e->rate_max, memory_order_relaxed))
@@ -237,11 +240,13 @@ static void learn_rate(struct devq_fair_est *e, uint64_t r)
 		atomic_store_explicit(&e->rate_n, n + 1, memory_order_relaxed);
 }
 
-static void learn(struct devq_job *op, uint64_t dev_ns)
+/* The per-page average; true when the op's rate is to be learned too
+ * (learn_rate, which the caller calls last). */
+static bool learn(struct devq_job *op, uint64_t dev_ns)
 {
 	struct devq_fair_est *e = op->festp;
 	if (!e || op->fdecl || op->b.code != DEVQ__CODE__OK)
-		return;
+		return false;
 	uint64_t sample = dev_ns * 16 / pages_of(op);
 	if (!sample)
 		sample = 1;
@@ -249,8 +254,7 @@ static void learn(struct devq_job *op, uint64_t dev_ns)
 	/* An average over about the last 8 ops. */
 	atomic_store_explicit(&e->ns16_per_page, old ? (7 * old + sample) / 8 : sample,
 			      memory_order_relaxed);
-	if (op->fcost)
-		learn_rate(e, devq_cost_rate(op->cost, dev_ns));
+	return op->fcost;
 }
 
 static inline uint64_t vt_of(const struct devq_tenant *t, uint64_t ns)
@@ -279,6 +283,18 @@ static bool ready_on(const struct devq_job *op, unsigned x)
 		if (!(w->fhanded && w->b.stream == x) && !atomic_load(&w->b.done))
 			return false;
 	}
+	return true;
+}
+
+/* ready_on(op, f->nstreams): every op op waits on is done (none is
+ * handed to that stream, which does not exist).  Inline: submit_one asks
+ * it of every op that waits in a lane, and the usual answer, its
+ * previous op (waits[0]) still runs, is a few loads. */
+static inline bool all_done(const struct devq_job *op)
+{
+	for (unsigned i = 0; i < op->b.nwaits; i++)
+		if (!atomic_load(&devq_job_of(op->b.waits[i])->b.done))
+			return false;
 	return true;
 }
 
@@ -384,6 +400,16 @@ static inline struct burst burst_of(const struct devq_engine *d)
 	return (struct burst){ .chain = d->be->ops->enqueue_chain != NULL };
 }
 
+/* Out of line: until a client sets a deadline, burst_go has no call to
+ * save registers for. */
+static __attribute__((noinline)) void burst_deadlines(struct devq_job *op, uint64_t t)
+{
+	/* Past its client's deadline: handed over all the same, to complete
+	 * in its stream's order, but it runs nothing. */
+	for (struct devq_job *j = op; j; j = j->b.next ? devq_job_of(j->b.next) : NULL)
+		devq_bop_deadline_passed(&j->b, t);
+}
+
 static void burst_go(struct devq_engine *d, struct burst *bu)
 {
 	struct devq_job *op = bu->head;
@@ -392,12 +418,10 @@ static void burst_go(struct devq_engine *d, struct burst *bu)
 	bu->head = bu->tail = NULL;
 	/* One stamp for the burst: every op in it is handed over now. */
 	uint64_t t = devq_now_ns();
-	for (struct devq_job *j = op; j; j = j->b.next ? devq_job_of(j->b.next) : NULL) {
+	for (struct devq_job *j = op; j; j = j->b.next ? devq_job_of(j->b.next) : NULL)
 		j->b.t_handoff = t;
-		/* Past its client's deadline: handed over all the same, to
-		 * complete in its stream's order, but it runs nothing. */
-		devq_bop_deadline_passed(&j->b, t);
-	}
+	if (atomic_load_explicit(&d->deadlines_seen, memory_order_relaxed)) /* engine.h */
+		burst_deadlines(op, t);
 	if (d->be->ops->enqueue_chain(d->be, &op->b) == 0)
 		return; /* the ops are the backend's now: not touched again here */
 	/* Refused whole: op by op, so each gets its own error. */
@@ -615,6 +639,15 @@ static struct devq_session *pick(struct devq_fair *f, unsigned x)
 	return NULL;
 }
 
+/* Whether op, waiting in a lane, may be handed to another stream of its
+ * class: may_move's answer when it entered the lane (fpin records a no,
+ * but for a chained op, whose only no is being replayable), unless an op
+ * after it follows it since (follow_prev).  Lock held. */
+static inline bool movable(const struct devq_job *op)
+{
+	return !op->fpin && !op->b.replay;
+}
+
 /* Lane ops looked at, from the head, per session and stream for one
  * that may move: the look stays bounded however long the lane. */
 #define DEVQ_FAIR_MOVE_SCAN 4
@@ -623,7 +656,7 @@ static struct devq_session *pick(struct devq_fair *f, unsigned x)
  * session turn, the head of a lane for x that starts there without
  * waiting (ready_on); else an op among the first DEVQ_FAIR_MOVE_SCAN of
  * a lane for a stream of x's class (x's own too: past a head that cannot
- * start) that may move (fmove) and would start there as well: its
+ * start) that may move (movable) and would start there as well: its
  * queue's previous op, say, ran or runs on x. */
 static bool start_cand(const struct devq_fair *f, struct devq_tenant *t, unsigned x,
 		       struct cand *c)
@@ -643,7 +676,7 @@ static bool start_cand(const struct devq_fair *f, struct devq_tenant *t, unsigne
 				continue;
 			struct devq_job *p = NULL, *o = s->fair.lanes[y].head;
 			for (unsigned k = 0; o && k < DEVQ_FAIR_MOVE_SCAN; k++, p = o, o = o->fnext)
-				if (o->fmove && ready_on(o, x)) {
+				if (movable(o) && ready_on(o, x)) {
 					*c = (struct cand){ s, o, p, y };
 					return true;
 				}
@@ -665,7 +698,7 @@ static bool may_start_soon(const struct devq_fair *f, unsigned x)
 		for (const struct devq_session *s = t->fair.rr_head; s; s = s->fair.rr_next)
 			for (unsigned y = first; y < end; y++) {
 				const struct devq_job *h = s->fair.lanes[y].head;
-				if (!h || !h->fmove)
+				if (!h || !movable(h))
 					continue;
 				bool soon = true;
 				for (unsigned i = 0; i < h->b.nwaits && soon; i++) {
@@ -688,7 +721,12 @@ static bool choose(struct devq_fair *f, unsigned x, struct cand *c)
 {
 	struct devq_tenant *best = NULL;
 	uint64_t bfin = 0;
-	for (struct devq_tenant *t = f->act_head; t; t = t->fair.act_next) {
+	bool alone = f->act_head && !f->act_head->fair.act_next;
+	/* One tenant waiting (a lone client's refills): nothing to compare
+	 * its finish with. */
+	if (alone && start_cand(f, f->act_head, x, c))
+		return true;
+	for (struct devq_tenant *t = alone ? NULL : f->act_head; t; t = t->fair.act_next) {
 		uint64_t v = vt_now(t);
 		if (best && !vt_before(v, bfin))
 			continue; /* cannot end earlier: its charge only adds */
@@ -848,7 +886,7 @@ static inline bool others_wait(const struct devq_fair *f, unsigned x)
  * op after a reset behind its previous op there (core/timeline.c
  * misplaced), which keeps it where it is.  Loop thread (the timeline),
  * lock held. */
-static bool may_move(const struct devq_job *op)
+static inline bool may_move(const struct devq_job *op)
 {
 	if (op->b.kind == DEVQ_BOP_FAIL || op->b.replay)
 		return false;
@@ -866,7 +904,7 @@ static void follow_prev(struct devq_job *op)
 	struct devq_job *prev = devq_timeline_get(op->q, op->point - 1);
 	if (!prev || atomic_load_explicit(&prev->b.done, memory_order_acquire))
 		return;
-	prev->fmove = false;
+	prev->fpin = true;
 	op->b.stream = prev->b.stream;
 }
 
@@ -876,14 +914,18 @@ static void follow_prev(struct devq_job *op)
  * in as one run, linked as the list already links them, counted once.
  * n: the op after op in the list.  Returns the first op of the list
  * after the run. */
-static struct devq_job *enqueue_run(struct devq_fair *f, struct devq_job *op, struct devq_job *n)
+static struct devq_job *enqueue_run(struct devq_fair *f, struct devq_job *op, struct devq_job *n,
+				    bool chained)
 {
 	struct devq_session *s = op->s;
 	unsigned x = op->b.stream;
 	struct devq_job *last = op;
 	uint64_t ns = op->fest;
 	unsigned k = 1, replay = op->b.replay;
-	op->fmove = may_move(op);
+	/* A chained op (submit_one) may move unless replayable, which
+	 * movable() tests: fpin stays clear, as for the run's others. */
+	if (!chained)
+		op->fpin = !may_move(op);
 	/* An op that may have to follow its previous op elsewhere
 	 * (follow_prev) takes its own turn through submit_one. */
 	for (; n && n->s == s && n->b.stream == x && n->b.waits_prev && n->b.kind != DEVQ_BOP_FAIL;
@@ -892,7 +934,6 @@ static struct devq_job *enqueue_run(struct devq_fair *f, struct devq_job *op, st
 		last = n;
 		n->fhanded = false;
 		n->fest = expected_ns(f, n);
-		n->fmove = may_move(n);
 		ns += n->fest;
 		replay += n->b.replay;
 	}
@@ -932,7 +973,12 @@ static struct devq_job *submit_one(struct devq_fair *f, struct devq_job *op, str
 	op->fhanded = false;
 	op->fnext = NULL;
 	op->fest = expected_ns(f, op);
-	follow_prev(op);
+	/* Its queue's order rests on its waits (waits[0] is its previous
+	 * op), the usual case: it follows nothing, and may_move's answer is
+	 * whether it is replayable. */
+	bool chained = op->b.waits_prev && op->b.kind != DEVQ_BOP_FAIL;
+	if (!chained)
+		follow_prev(op);
 	if (!s->fair.lanes || !t || op->b.stream >= f->nstreams) {
 		hand_over(op, bu);
 		return next;
@@ -950,14 +996,14 @@ static struct devq_job *submit_one(struct devq_fair *f, struct devq_job *op, str
 		hand_over(op, bu);
 		return next;
 	}
-	next = enqueue_run(f, op, next);
+	next = enqueue_run(f, op, next, chained);
 	/* fill()'s own first test, inline: a full stream (the usual case
 	 * here) costs no call. */
 	if (time_room(f, x) && (count_room(f, x, false) || f->st[x].waiting_replay) &&
 	    fill(f, x, bu) && others_wait(f, x))
 		fill_all(f, bu);
 	else if (atomic_load_explicit(&f->starved, memory_order_relaxed) ||
-		 (op->fmove && ready_on(op, f->nstreams)))
+		 (movable(op) && all_done(op)))
 		fill_all(f, bu); /* op may start at once on any stream: all done */
 	return next;
 }
@@ -984,12 +1030,14 @@ bool devq_fair_waiting(struct devq_session *s)
 static void release(struct devq_job *op)
 {
 	struct devq_fair *f = &op->s->e->fair;
+	bool rate = false;
+	uint64_t ns = 0;
 	if (op->b.t_start && op->b.t_end >= op->b.t_start) {
+		ns = op->b.t_end - op->b.t_start;
 		if (!op->fdecl)
-			learn(op, op->b.t_end - op->b.t_start);
+			rate = learn(op, ns);
 		/* Declared or learned, the time it was let onto the loop for
 		 * was wrong by far: a strike (fair.h). */
-		uint64_t ns = op->b.t_end - op->b.t_start;
 		struct devq_fair_est *e = op->festp;
 		unsigned sc = e ? atomic_load_explicit(&e->here_score, memory_order_relaxed) : 0;
 		if (e && op->b.ran_here && ns > DEVQ_FAIR_HERE_OVER_NS)
@@ -1002,6 +1050,10 @@ static void release(struct devq_job *op)
 		atomic_fetch_sub(&f->st[op->b.stream].inside,
 				 (1ull << DEVQ_FAIR_OPS_SHIFT) + op->fest);
 	}
+	/* Last, as a tail call: a call anywhere before costs every
+	 * completion registers saved and restored, an op of no cost too. */
+	if (rate)
+		learn_rate(op->festp, op->cost, ns);
 }
 
 /* Whether ops wait for any stream (x, freed, may take them or ops that
@@ -1052,16 +1104,14 @@ void devq_fair_after_done(struct devq_engine *d)
 	devq_fair_flush(d);
 }
 
-void devq_fair_done(struct devq_job *op)
+/* devq_fair_done's share of op for its tenant: the charge corrected to
+ * what ran, and its usage, on the loop (a completer's choice may see the
+ * charge a little late: the estimate stood in for it meanwhile). */
+static inline __attribute__((always_inline)) void done_tenant(struct devq_job *op)
 {
 	struct devq_tenant *t = op->s->tenant;
-	if (op->fhanded && !op->s->e->be->enqueue_any_thread)
-		release(op);
 	if (!t)
 		return;
-	/* The tenant's charge corrected to what ran, and its usage, on the
-	 * loop (a completer's choice may see the charge a little late: the
-	 * estimate stood in for it meanwhile). */
 	struct devq_fair_tenant *ft = &t->fair;
 	bool timed = op->b.t_start && op->b.t_end >= op->b.t_start;
 	uint64_t dev = timed ? op->b.t_end - op->b.t_start : op->fest;
@@ -1087,6 +1137,23 @@ void devq_fair_done(struct devq_job *op)
 		if (w > ft->wait_max_ns)
 			ft->wait_max_ns = w;
 	}
+}
+
+static __attribute__((noinline)) void done_release(struct devq_job *op)
+{
+	release(op);
+	done_tenant(op);
+}
+
+void devq_fair_done(struct devq_job *op)
+{
+	/* The release (other backends than those whose completers release)
+	 * as a tail call: on the usual path no call is left to save
+	 * registers for. */
+	if (op->fhanded && !op->s->e->be->enqueue_any_thread)
+		done_release(op);
+	else
+		done_tenant(op);
 }
 
 void devq_fair_kick(struct devq_engine *d)

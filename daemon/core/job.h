@@ -25,9 +25,22 @@ struct devq_job {
 	struct devq_timeline *q;
 	uint64_t point;
 	unsigned refs;
+	unsigned nbufs; /* of bufs[], below */
+	/* The flags together, with no padding between them: devq_job_new
+	 * clears the record up to bufs, once per op, and bytes cost time. */
 	bool completed;
 	bool reset_after; /* timeline.c: a ResetQueue came right after this point */
-	unsigned nbufs; /* of bufs[], below */
+	bool fhanded;     /* fair.c: given to the backend */
+	/* fair.c: while it waits, it may not be handed to another stream of
+	 * its class than the one its queue placed it on (queue order rests on
+	 * that stream's order, or a later op follows it there); clear, the
+	 * usual case, it may unless replayable (fair.c movable).  Written and
+	 * read under fair.c's lock. */
+	bool fpin;
+	bool fdecl; /* decl_ns is set */
+	/* validate.c: cost (below) is set: its executable declares one. */
+	bool fcost;
+	bool rec_ring; /* its completion record went into the session's ring */
 	uint64_t t_client_submit, t_received, t_observed;
 	struct devq_job *cnext; /* completion list link (backend threads -> loop) */
 	struct devq_bop *winline[4]; /* b.waits when it has at most 4 entries */
@@ -35,26 +48,18 @@ struct devq_job {
 	/* repo.c: the repository executable b.kernel belongs to, referenced
 	 * until the completion is processed (NULL: a built-in or no kernel). */
 	struct devq_exe *exe;
-	bool fhanded;           /* fair.c: given to the backend */
-	/* fair.c: while it waits, it may be handed to another stream of its
-	 * class than the one its queue placed it on (queue order does not
-	 * rest on that stream's order); written and read under fair.c's lock. */
-	bool fmove;
 	/* validate.c: the device time the op declares (a u64 argument named
-	 * ns), 0: none; and the bytes of its buffer arguments.  fair.c
-	 * estimates its device time from them. */
+	 * ns), 0: none (fdecl); and the bytes of its buffer arguments.
+	 * fair.c estimates its device time from them. */
 	uint64_t decl_ns, arg_bytes;
-	bool fdecl; /* decl_ns is set */
 	/* validate.c: its executable's cost (core/cost.h) for these
 	 * arguments, when it declares one (fcost). */
-	bool fcost;
 	uint64_t cost;
 	uint64_t fest;                /* fair.c: expected device time, charged */
 	/* validate.c: what learns from its device time (fair.h): its
 	 * executable's, or copies', or fills'; NULL for an op that failed
 	 * before its executable was known. */
 	struct devq_fair_est *festp;
-	bool rec_ring; /* its completion record went into the session's ring */
 	/* Last, and not cleared by devq_job_new (only what is before them
 	 * is): entry i is written before it is read, for i < nbufs. */
 	struct devq_buf *bufs[DEVQ_MAX_PARAMS]; /* referenced, each once */

@@ -28,22 +28,10 @@ const uint64_t devq_metrics_tbounds_ns[DEVQ_METRICS_TBOUNDS] = {
 	25000000,   100000000,	250000000,  1000000000, 2500000000,  10000000000, 60000000000,
 };
 
-/* For each power of two 2^k, the first bucket whose bound is at least 2^k,
- * and that bucket's bound.  Consecutive bounds are at least 2x apart
- * (test_core's test_metrics_buckets_at_bounds asserts it), so [2^k,
- * 2^(k+1)) holds at most one of them: a value v there belongs to
- * first[k], or to the next bucket when v is above split[k] (a bound
- * of 2^(k+1) or more never splits, nor does the +Inf bucket).  Filled on
- * first use (loop thread only, like every metric).  One table per set of
- * bounds: the daemon's phases and the tenants'. */
-struct buckets {
-	uint8_t first[64];
-	uint64_t split[64];
-	bool ready;
-};
-static struct buckets phase_buckets, tenant_buckets;
+struct devq_metrics_buckets devq_metrics_phase_buckets, devq_metrics_tenant_buckets;
+bool devq_metrics_buckets_ready;
 
-static void fill_buckets(struct buckets *b, const uint64_t *bounds, unsigned n)
+static void fill_buckets(struct devq_metrics_buckets *b, const uint64_t *bounds, unsigned n)
 {
 	for (unsigned k = 0; k < 64; k++) {
 		uint64_t lo = 1ull << k;
@@ -53,79 +41,46 @@ static void fill_buckets(struct buckets *b, const uint64_t *bounds, unsigned n)
 		b->first[k] = (uint8_t)i;
 		b->split[k] = i < n ? bounds[i] : UINT64_MAX;
 	}
-	b->ready = true;
 }
 
-/* The bucket of v, and true; false when the phase is left out. */
-static inline __attribute__((always_inline)) bool bucket_of(const struct buckets *b,
-							   uint64_t from, uint64_t to,
-							   uint64_t *v, unsigned *i)
+void devq_metrics_buckets_fill(void)
 {
-	/* to >= from > 0 implies to > 0: two tests, not three. */
-	if (!from || to < from)
-		return false;
-	*v = to - from;
-	/* The first bound at or above v, from its power of two: a table
-	 * look-up and one comparison, where a search of the fourteen bounds
-	 * costs several times that, at four observations per completed op
-	 * (measured: bench/RESULTS.md, "Figures from the code's comments").
-	 * v = 0 reads the entry of 2^0, bucket 0, as it should. */
-	unsigned k = 63 - (unsigned)__builtin_clzll(*v | 1);
-	*i = b->first[k] + (*v > b->split[k]);
-	return true;
-}
-
-static inline __attribute__((always_inline)) void observe(struct devq_metrics *m, int phase,
-							 uint64_t from, uint64_t to)
-{
-	uint64_t v;
-	unsigned lo;
-	if (!bucket_of(&phase_buckets, from, to, &v, &lo))
-		return;
-	m->hist[phase][lo]++;
-	m->hist_sum[phase] += v;
-	m->hist_count[phase]++;
-}
-
-static void tobserve(struct devq_metrics_thist *h, int phase, uint64_t from, uint64_t to)
-{
-	uint64_t v;
-	unsigned lo;
-	if (!bucket_of(&tenant_buckets, from, to, &v, &lo))
-		return;
-	h->hist[phase][lo]++;
-	h->sum[phase] += v;
-	h->count[phase]++;
+	fill_buckets(&devq_metrics_phase_buckets, devq_metrics_bounds_ns, DEVQ_METRICS_BOUNDS);
+	fill_buckets(&devq_metrics_tenant_buckets, devq_metrics_tbounds_ns, DEVQ_METRICS_TBOUNDS);
+	devq_metrics_buckets_ready = true;
 }
 
 void devq_metrics_tenant_op(struct devq_metrics_thist *h, uint64_t received,
 			    uint64_t device_start, uint64_t device_end, uint64_t observed)
 {
-	if (!tenant_buckets.ready)
-		fill_buckets(&tenant_buckets, devq_metrics_tbounds_ns, DEVQ_METRICS_TBOUNDS);
-	tobserve(h, 0, received, device_start);
-	tobserve(h, 1, device_start, device_end);
-	tobserve(h, 2, received, observed);
+	if (!devq_metrics_buckets_ready)
+		devq_metrics_buckets_fill();
+	devq_metrics_tenant_op_in(h, received, device_start, device_end, observed);
 }
 
-static struct devq_metrics_user *user_slot(struct devq_metrics *m, uid_t uid)
+struct devq_metrics_user *devq_metrics_user_slot(struct devq_metrics *m, uid_t uid)
 {
-	for (unsigned i = 0; i < m->nusers; i++)
+	struct devq_metrics_user *u = NULL;
+	for (unsigned i = 0; i < m->nusers && !u; i++)
 		if (m->users[i].uid == (uint32_t)uid)
-			return &m->users[i];
-	if (m->nusers < DEVQ_METRICS_USERS - 1) {
-		struct devq_metrics_user *u = &m->users[m->nusers++];
+			u = &m->users[i];
+	if (!u && m->nusers < DEVQ_METRICS_USERS - 1) {
+		u = &m->users[m->nusers++];
 		memset(u, 0, sizeof(*u));
 		u->uid = (uint32_t)uid;
+	}
+	if (!u) {
+		/* Table full: the overflow slot, always last; not remembered
+		 * as the last user's, whose uid it does not carry. */
+		u = &m->users[DEVQ_METRICS_USERS - 1];
+		if (m->nusers == DEVQ_METRICS_USERS - 1) {
+			memset(u, 0, sizeof(*u));
+			u->uid = UINT32_MAX;
+			m->nusers++;
+		}
 		return u;
 	}
-	/* Table full: the overflow slot, always last. */
-	struct devq_metrics_user *u = &m->users[DEVQ_METRICS_USERS - 1];
-	if (m->nusers == DEVQ_METRICS_USERS - 1) {
-		memset(u, 0, sizeof(*u));
-		u->uid = UINT32_MAX;
-		m->nusers++;
-	}
+	m->last_user = u;
 	return u;
 }
 
@@ -133,19 +88,6 @@ void devq_metrics_op_done(struct devq_metrics *m, uid_t uid, int code, uint64_t 
 			  uint64_t handoff, uint64_t device_start, uint64_t device_end,
 			  uint64_t observed)
 {
-	if (!phase_buckets.ready)
-		fill_buckets(&phase_buckets, devq_metrics_bounds_ns, DEVQ_METRICS_BOUNDS);
-	uint64_t busy = device_start && device_end > device_start ? device_end - device_start : 0;
-	m->device_busy_ns += busy;
-	if (code)
-		m->op_errors[code > 0 && code < DEVQ_METRICS_CODES ? code : DEVQ_METRICS_CODES - 1]++;
-	struct devq_metrics_user *u = user_slot(m, uid);
-	u->ops_completed++;
-	u->ops_failed += code != 0;
-	u->device_busy_ns += busy;
-	observe(m, 0, client_submit, handoff);
-	observe(m, 1, handoff, device_start);
-	observe(m, 2, device_start, device_end);
-	observe(m, 3, device_end, observed);
+	devq_metrics_op_done_tenant(m, NULL, uid, code, client_submit, 0, handoff, device_start,
+				    device_end, observed);
 }
-

@@ -49,6 +49,10 @@ struct devq_session {
 	struct devq_tx tx; /* the outbox: frames not yet written */
 	struct idmap bufs;   /* id -> struct devq_buf */
 	struct idmap queues; /* id -> struct devq_timeline */
+	/* sched.c: the queue the last submit named (NULL: none yet), tried
+	 * before the map: a client's ops mostly come queue by queue.  A
+	 * queue lives as long as its session, so this never dangles. */
+	struct devq_timeline *last_q;
 	uint64_t ops_in_flight, ops_completed, bytes_mapped;
 	unsigned nbufs;
 	uint64_t trace_failed; /* ops that completed with an error (trace.c) */

@@ -66,6 +66,7 @@ int devq_timeline_open(struct devq_session *s, uint32_t id, int priority,
 	}
 	q->id = id;
 	q->priority = priority;
+	q->class_check = priority != 0;
 	/* The stream with the fewest queues bound, so a session's queues (and
 	 * different sessions) overlap as far as the streams allow; the first
 	 * op may move it (devq_timeline_place). */
@@ -94,7 +95,8 @@ static bool stream_idle(const struct devq_engine *e, unsigned i)
  * must move, at once unless its previous op still runs there and this op
  * does not wait for it (the first after a reset): one queue's ops keep
  * their order. */
-static bool misplaced(struct devq_timeline *q, const struct devq_session *s)
+static __attribute__((noinline)) bool misplaced(struct devq_timeline *q,
+						const struct devq_session *s)
 {
 	const struct devq_backend *be = s->e->be;
 	if (q->priority && !may_high(s)) {
@@ -103,7 +105,9 @@ static bool misplaced(struct devq_timeline *q, const struct devq_session *s)
 			  "queue %u: high priority no longer granted: normal streams from now on",
 			  q->id);
 	}
-	return !q->priority && q->stream >= be->streams - be->high_streams;
+	bool off = !q->priority && q->stream >= be->streams - be->high_streams;
+	q->class_check = q->priority || off;
+	return off;
 }
 
 /* The least-loaded normal stream, for a queue that must leave a
@@ -122,7 +126,11 @@ void devq_timeline_place(struct devq_timeline *q, struct devq_job *op)
 	struct devq_engine *e = op->s->e;
 	const struct devq_job *prev = devq_timeline_get(q, op->point - 1);
 	bool in_flight = prev && !atomic_load_explicit(&prev->b.done, memory_order_acquire);
-	bool must = misplaced(q, op->s) && (!in_flight || !q->reset);
+	/* Only a high-priority queue can lose its class, and only one that
+	 * lost it can be out of it: a normal queue (the usual case) tests a
+	 * flag, not the streams (misplaced is out of line). */
+	bool must = q->class_check && misplaced(q, op->s) &&
+		    (!in_flight || !q->reset);
 	if (must || (!in_flight && !stream_idle(e, q->stream))) {
 		/* Its stream runs someone else's work: an idle stream of the
 		 * queue's class, if there is one, takes it instead. */
@@ -142,6 +150,7 @@ void devq_timeline_place(struct devq_timeline *q, struct devq_job *op)
 			e->stream_load[q->stream]--;
 			e->stream_load[best]++;
 			q->stream = best;
+			q->class_check = q->priority != 0; /* best is of its class */
 		}
 	}
 	op->b.stream = q->stream;

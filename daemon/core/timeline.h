@@ -33,6 +33,11 @@ struct devq_timeline {
 	uint32_t id;
 	int priority;    /* 0 normal, 1 high: the class of streams it may use */
 	unsigned stream; /* bound now; see devq_timeline_place */
+	/* devq_timeline_place checks the queue's class: a high-priority
+	 * queue (its session may lose the grant), or a normal one left on a
+	 * high-priority stream (it lost it while an op ran there), which
+	 * moves.  A normal queue, the usual case, is spared the check. */
+	bool class_check;
 	uint64_t submitted; /* points handed out */
 	uint64_t completed; /* highest point whose completion the loop has seen */
 	/* Ops in flight, ring indexed by point % ring_cap, points

@@ -130,9 +130,13 @@ static inline bool name_eq(const char *a, const char *b)
  * rate pinned, or learned from DEVQ_COST_SAMPLES ops (the fastest seen,
  * so a refusal is never a matter of which estimate was current), an op
  * expected to take longer than max-op-ms is refused.  Before that, only
- * the run-time bound applies.  O(the expression), bounded at load. */
-static int check_cost(const struct devq_engine *d, const struct devq_kernel *kern,
-		      const struct devq_cost *cost, struct devq_job *op, char *err, size_t n)
+ * the run-time bound applies.  O(the expression), bounded at load.  Out
+ * of line: most ops have no cost (a null op), and inlined it cost each of
+ * them registers. */
+static __attribute__((noinline)) int check_cost(const struct devq_engine *d,
+						 const struct devq_kernel *kern,
+						 const struct devq_cost *cost, struct devq_job *op,
+						 char *err, size_t n)
 {
 	op->cost = devq_cost_eval(cost, op->b.args);
 	op->fcost = true;
@@ -260,7 +264,7 @@ static int validate_kernel(struct devq_session *s, const Devq__KernelOp *k, stru
 			op->fdecl = true;
 		}
 	}
-	if (cost->n) {
+	if (__builtin_expect(cost->n != 0, 0)) {
 		int code = check_cost(d, kern, cost, op, err, n);
 		if (code)
 			return code;
