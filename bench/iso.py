@@ -20,15 +20,17 @@ tenant, on one or two CPU devqd builds side by side (bench/iso.sh).
 
 Blocks of --block (2) seconds alternate between "alone" (B paused and
 drained) and "beside" (B running), and, with --base-devqd, between the two
-daemons (this build's first), until each condition of each daemon has
---samples (3000) L samples.  Prints L's p50/p99 alone and beside per
+daemons (this build's first), until each condition of this build's daemon
+has --samples (3000) L samples and each of the base's --base-samples (300:
+beside B, the base's L waits for whole gemms and gets a few per block).  Prints L's p50/p99 alone and beside per
 daemon, their differences, and B's gemms per second while beside, as the
 ratio of this build's to the base's: both measured in the same run,
 interleaved, so the machine's drift falls on both.  Also the kernel, the
 CPU model and OpenBLAS's core name (what the figures depend on).
 
 usage: bench/iso.py --devqd build/devqd [--base-devqd OLD/devqd]
-                    [--samples 3000] [--block 2] [--devqd-args '--slice-us N']
+                    [--samples 3000] [--base-samples 300] [--block 2]
+                    [--devqd-args '--slice-us N']
                     [--high-trials 50] [--high-base-trials 5] [--json FILE]
 """
 
@@ -239,6 +241,9 @@ def main():
     ap.add_argument("--devqd", required=True)
     ap.add_argument("--base-devqd")
     ap.add_argument("--samples", type=int, default=3000)
+    ap.add_argument("--base-samples", type=int, default=300,
+                    help="L samples per condition the base daemon needs (its L waits for "
+                         "whole gemms beside B: a few per block)")
     ap.add_argument("--block", type=float, default=2.0)
     ap.add_argument("--n", type=int, default=1024, help="B's gemm size (n^3)")
     ap.add_argument("--devqd-args", default="",
@@ -259,7 +264,9 @@ def main():
         for d in ds:  # warm: the first ops load OpenBLAS and fault pages in
             for _ in range(20):
                 d.l_op()
-        while any(len(d.lat[c]) < args.samples for d in ds for c in d.lat):
+        def need(d):
+            return args.samples if d.name == "this" else args.base_samples
+        while any(len(d.lat[c]) < need(d) for d in ds for c in d.lat):
             for d in ds:
                 for cond in ("alone", "beside"):
                     d.block(cond, args.block)

@@ -58,7 +58,8 @@ FILES = {
     # page and ring: test_cring and test_perf check what a client sees.
     "daemon/core/sched.c": CORE + ["test_cring", "test_perf", "test_daemon", "test_badinput",
                                    "test_tenancy", "test_admin"],
-    "daemon/core/fair.c": CORE + ["test_daemon", "test_tenancy"],
+    # test_threads: the cores in the fair order (devq_fair_core_pick).
+    "daemon/core/fair.c": CORE + ["test_daemon", "test_tenancy", "test_threads"],
     "daemon/core/quota.c": CORE + ["test_daemon", "test_tenancy", "test_bounds", "test_admin"],
     "proto/frame.c": ["test_frame", "test_fuzz_replay", "test_badinput", "test_bounds"],
     "proto/codec/msg_dec.c": ["test_msg_dec", "test_fuzz_replay"],
