@@ -151,8 +151,8 @@ typedef void (*devq_complete_fn)(void *ud, struct devq_bop *op);
 
 /* Which of n bulk host slices waiting for cores (CPU backend) gets the
  * next ones that free: the index into ops.  The daemon answers in its fair
- * order (core/fair.c), so that weights and priority hold for the cores as
- * for the streams.  Called from a backend thread holding the backend's
+ * order (core/fair.c), so that weights hold for the cores as for the
+ * streams (high-priority ops take no cores: they never wait here).  Called from a backend thread holding the backend's
  * core lock: it must not call back into the backend.  n >= 2. */
 typedef unsigned (*devq_core_pick_fn)(void *ud, struct devq_bop *const *ops, unsigned n);
 

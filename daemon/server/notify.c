@@ -103,9 +103,9 @@ static bool device_alive(struct devq_notify *n)
 	uint64_t progress = d->e.ops_completed + atomic_load(&be->slices);
 	/* Bulk work that waited for a CPU since the last look (other
 	 * processes took the cores: it runs below them) is not stuck: the
-	 * stall clock starts again. */
-	bool starved = be->ops->cpu_starved && be->ops->cpu_starved(be);
-	if (d->e.ops_in_flight == 0 || progress != n->last_progress || starved) {
+	 * stall clock starts again.  Asked only while nothing moves. */
+	if (d->e.ops_in_flight == 0 || progress != n->last_progress ||
+	    (be->ops->cpu_starved && be->ops->cpu_starved(be))) {
 		n->last_progress = progress;
 		n->progress_at = now;
 		if (n->stalled)

@@ -7,6 +7,7 @@
  * only waits on ops handed off before it, each stream is FIFO and every
  * stream with work can get a worker, the oldest unfinished op can always
  * run, so this cannot deadlock. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -46,9 +47,6 @@
 struct cpu_worker {
 	struct cpu_backend *cb;
 	pthread_t thread;
-	atomic_int tid;	      /* its thread id, for /proc (cpu_starved) */
-	atomic_bool in_bulk;  /* it runs a bulk op at SCHED_IDLE */
-	uint64_t seen_cpu, seen_at; /* cpu_starved's last look (loop thread) */
 	bool started;
 	bool sleeping;            /* under the lock: on the sleepers list */
 	atomic_uint wake;         /* bumped under the lock to wake it */
@@ -65,6 +63,12 @@ struct cpu_stream {
 	 * only the thread that owns the stream touches it). */
 	uint64_t dep_spin_ns;
 };
+
+/* Threads of the process cpu_starved remembers: its workers (one per
+ * stream, at most 64 + 64), their gemm helpers, the loop and the others;
+ * a thread beyond it is not judged (it then cannot make a stall look like
+ * starvation). */
+#define CPU_SEEN_MAX 512
 
 struct cpu_backend {
 	struct devq_backend b;
@@ -100,6 +104,13 @@ struct cpu_backend {
 	/* Bulk work runs at SCHED_IDLE: the process may return a thread
 	 * from it (bulk_probe).  Cleared for good if a return ever fails. */
 	atomic_bool demote;
+	/* cpu_starved's last look at each thread of the process (loop
+	 * thread only). */
+	struct seen_thread {
+		int tid;
+		uint64_t cpu, at;
+	} seen[CPU_SEEN_MAX];
+	unsigned nseen;
 };
 
 /* A bulk slice waiting for cores: got is set by the thread that gives
@@ -223,96 +234,145 @@ static void cores_give(struct cpu_backend *cb, unsigned n)
 	pthread_mutex_unlock(&cb->cores_lock);
 }
 
-/* The calling worker's class for a bulk op: SCHED_IDLE while it runs it,
- * normal again after.  A return that fails (the process lost the right:
- * bulk_probe saw it) stops demoting for good, so that no later op runs at
- * SCHED_IDLE unasked; the thread itself stays there, which only makes its
- * later ops yield to others, and says so once. */
-static bool set_idle(bool idle)
+/* The calling thread's class around one call of bulk work: SCHED_IDLE
+ * while the call computes, its own policy again after, so that it never
+ * holds a lock (cores_lock, the engine's fair lock in core_pick, the
+ * completion's) at SCHED_IDLE, where other processes' load could keep it
+ * off every CPU while the loop and other workers wait for that lock.  A
+ * return that fails (the process lost the right: bulk_probe saw it)
+ * stops demoting for good and says so once; the thread itself stays at
+ * SCHED_IDLE, where every op it runs later yields to other threads. */
+struct sched_keep {
+	int policy;
+	struct sched_param sp;
+	bool have; /* policy and sp were read */
+};
+
+static bool go_idle(struct cpu_backend *cb, struct sched_keep *k)
 {
-	struct sched_param sp = { 0 };
-	return pthread_setschedparam(pthread_self(), idle ? SCHED_IDLE : SCHED_OTHER, &sp) == 0;
+	if (!atomic_load_explicit(&cb->demote, memory_order_relaxed))
+		return false;
+	if (!k->have && pthread_getschedparam(pthread_self(), &k->policy, &k->sp) != 0)
+		return false;
+	k->have = true;
+	struct sched_param z = { 0 };
+	return pthread_setschedparam(pthread_self(), SCHED_IDLE, &z) == 0;
+}
+
+static void come_back(struct cpu_backend *cb, struct sched_keep *k)
+{
+	if (pthread_setschedparam(pthread_self(), k->policy, &k->sp) != 0 &&
+	    atomic_exchange(&cb->demote, false))
+		log_warn("cpu backend: a worker could not return from SCHED_IDLE; bulk host ops "
+			 "run at normal priority from now on");
 }
 
 static void *bulk_probe_thread(void *arg)
 {
-	*(bool *)arg = set_idle(true) && set_idle(false);
+	struct cpu_backend *cb = arg;
+	struct sched_keep k = { 0 };
+	struct sched_param z = { 0 };
+	bool ok = pthread_getschedparam(pthread_self(), &k.policy, &k.sp) == 0 &&
+		  pthread_setschedparam(pthread_self(), SCHED_IDLE, &z) == 0 &&
+		  pthread_setschedparam(pthread_self(), k.policy, &k.sp) == 0;
+	atomic_store(&cb->demote, ok);
 	return NULL;
 }
 
-/* The worker this thread is (NULL on the loop thread). */
-static _Thread_local struct cpu_worker *self_worker;
-
-/* Whether thread tid waits to run (state R) and, in *cpu, the CPU time
- * it has run for (schedstat's first field); false where /proc does not
- * say. */
-static bool runnable(int tid, uint64_t *cpu)
+/* Reads the whole of a small /proc file into buf; its length, or -1. */
+static ssize_t read_small(const char *path, char *buf, size_t len)
 {
-	char path[64], buf[256];
-	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", tid);
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return false;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+		return -1;
+	ssize_t n = read(fd, buf, len - 1);
 	if (close(fd) < 0 || n <= 0)
-		return false;
+		return -1;
 	buf[n] = '\0';
-	const char *st = strrchr(buf, ')'); /* after the name, which may hold anything */
-	if (!st || st[1] != ' ' || st[2] != 'R')
+	return n;
+}
+
+/* Thread tid's state, scheduling policy and CPU time (ns); false where
+ * /proc does not say. */
+static bool thread_sched(const char *tid, char *state, int *policy, uint64_t *cpu)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof(path), "/proc/self/task/%.16s/stat", tid);
+	if (read_small(path, buf, sizeof(buf)) < 0)
 		return false;
-	snprintf(path, sizeof(path), "/proc/self/task/%d/schedstat", tid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	/* After the name, which may hold anything: state is field 3,
+	 * policy field 41. */
+	const char *p = strrchr(buf, ')');
+	if (!p || p[1] != ' ')
 		return false;
-	n = read(fd, buf, sizeof(buf) - 1);
-	if (close(fd) < 0 || n <= 0)
+	/* The trace builder runs at SCHED_IDLE too (requests/tracereq.c):
+	 * not bulk work, and no sign of the device's progress. */
+	if (strstr(buf, "(devqd-trace)"))
 		return false;
-	buf[n] = '\0';
+	*state = p[2];
+	p += 2;
+	for (int field = 3; field < 41 && p; field++)
+		p = strchr(p + 1, ' ');
+	if (!p || sscanf(p, " %d", policy) != 1)
+		return false;
+	snprintf(path, sizeof(path), "/proc/self/task/%.16s/schedstat", tid);
 	unsigned long long run = 0;
-	if (sscanf(buf, "%llu", &run) != 1)
+	if (read_small(path, buf, sizeof(buf)) < 0 || sscanf(buf, "%llu", &run) != 1)
 		return false;
 	*cpu = run;
 	return true;
 }
 
-/* See backend.h.  A worker running a bulk op at SCHED_IDLE that has been
- * runnable and got less than a tenth of the time since the last look on
- * a CPU is starved: other threads (other processes) take the CPUs, which
- * bulk work yields to.  A slice that hangs asleep is not runnable, and
- * one that spins gets the CPU: both still look stuck. */
+/* See backend.h.  A thread of the process at SCHED_IDLE (a bulk slice's
+ * worker or gemm helper) that is runnable now and ran less than a tenth
+ * of the time since the last look is starved: other threads (other
+ * processes) take the CPUs, which bulk work yields to.  A slice that
+ * hangs asleep is not runnable, and one that spins gets the CPU: both
+ * still look stuck.  Each look remembers every thread's CPU time, so a
+ * thread is judged from the second look on (the watchdog looks at every
+ * tick while nothing progresses). */
 static bool cpu_starved(struct devq_backend *b)
 {
 	struct cpu_backend *cb = (struct cpu_backend *)b;
+	DIR *dir = opendir("/proc/self/task");
+	if (!dir)
+		return false;
 	uint64_t now = devq_now_ns();
+	struct seen_thread prev[CPU_SEEN_MAX];
+	unsigned nprev = cb->nseen;
+	memcpy(prev, cb->seen, nprev * sizeof(*prev));
+	cb->nseen = 0;
 	bool starved = false;
-	for (unsigned i = 0; i < cb->nworkers; i++) {
-		struct cpu_worker *w = &cb->w[i];
-		uint64_t cpu = 0;
-		if (!atomic_load(&w->in_bulk) || !runnable(atomic_load(&w->tid), &cpu)) {
-			w->seen_at = 0;
+	struct dirent *e;
+	while ((e = readdir(dir)) && cb->nseen < CPU_SEEN_MAX) {
+		char state;
+		int policy;
+		uint64_t cpu;
+		if (e->d_name[0] == '.' || !thread_sched(e->d_name, &state, &policy, &cpu))
 			continue;
-		}
-		if (w->seen_at && now > w->seen_at && cpu >= w->seen_cpu &&
-		    (cpu - w->seen_cpu) * 10 < now - w->seen_at)
-			starved = true;
-		w->seen_cpu = cpu;
-		w->seen_at = now;
+		int tid = atoi(e->d_name);
+		cb->seen[cb->nseen++] = (struct seen_thread){ tid, cpu, now };
+		if (policy != SCHED_IDLE || state != 'R')
+			continue;
+		for (unsigned i = 0; i < nprev; i++)
+			if (prev[i].tid == tid && now > prev[i].at && cpu >= prev[i].cpu &&
+			    (cpu - prev[i].cpu) * 10 < now - prev[i].at)
+				starved = true;
 	}
+	if (closedir(dir) < 0)
+		log_warn("cpu backend: closedir /proc/self/task: %s", strerror(errno));
 	return starved;
 }
 
-/* Whether a thread of this process may go to SCHED_IDLE and come back:
- * coming back needs CAP_SYS_NICE or an RLIMIT_NICE of 20 at least
- * (devqd.service: LimitNICE=+0), tried on a thread of its own. */
-static bool bulk_probe(void)
+/* Whether a thread of this process may go to SCHED_IDLE and come back
+ * (cb->demote): coming back needs CAP_SYS_NICE or an RLIMIT_NICE of 20 at
+ * least (devqd.service: LimitNICE=+0), tried on a thread of its own. */
+static void bulk_probe(struct cpu_backend *cb)
 {
-	bool ok = false;
 	pthread_t t;
-	if (pthread_create(&t, NULL, bulk_probe_thread, &ok) != 0)
-		return false;
-	if (pthread_join(t, NULL) != 0)
-		return false;
-	return ok;
+	atomic_store(&cb->demote, false);
+	if (pthread_create(&t, NULL, bulk_probe_thread, cb) == 0 && pthread_join(t, NULL) != 0)
+		atomic_store(&cb->demote, false);
 }
 
 /* A slice expected to take less core time than this is short for the
@@ -351,7 +411,8 @@ static uint64_t slice_per_core(uint64_t slice_ns, uint64_t done, uint64_t core_n
  * outputs partly written.  Returns as the run does, or 1 with op->code
  * set. */
 static int run_sliced(struct cpu_backend *cb, struct devq_bop *op, const struct devq_host_exe *x,
-		      struct devq_host_call *call, bool bulk, uint64_t *waited)
+		      struct devq_host_call *call, bool bulk, struct sched_keep *keep,
+		      uint64_t *waited)
 {
 	uint64_t units = x->units(op->args);
 	uint64_t done = 0, core_ns = 0, last = 1;
@@ -394,8 +455,11 @@ static int run_sliced(struct cpu_backend *cb, struct devq_bop *op, const struct 
 		if (long_slice)
 			atomic_fetch_add(&cb->b.unsliced_running, 1);
 		uint64_t t0 = devq_now_ns();
+		call->bulk = bulk && go_idle(cb, keep);
 		r = devq_hslots_call_units(x, op->kernel->name, op->args, call, done, done + n,
 					   op->msg, sizeof(op->msg));
+		if (call->bulk)
+			come_back(cb, keep);
 		uint64_t took = devq_now_ns() - t0;
 		if (long_slice)
 			atomic_fetch_sub(&cb->b.unsliced_running, 1);
@@ -427,23 +491,20 @@ static int run_host(struct cpu_backend *cb, struct devq_bop *op, const struct de
 		snprintf(op->msg, sizeof(op->msg), "%s: init: %.130s", op->kernel->name, why);
 		return r;
 	}
-	bool bulk = is_bulk(cb, op), idle = false;
+	bool bulk = is_bulk(cb, op);
+	struct sched_keep keep = { 0 };
 	uint64_t waited = 0; /* for cores: queued time, not the op's */
 	if (bulk) {
 		pthread_mutex_lock(&cb->cores_lock);
 		cb->host_ops++;
 		pthread_mutex_unlock(&cb->cores_lock);
-		idle = atomic_load_explicit(&cb->demote, memory_order_relaxed) && set_idle(true);
-		call.bulk = idle;
-		if (idle && self_worker)
-			atomic_store(&self_worker->in_bulk, true);
 	} else {
 		unsigned k = atomic_fetch_add_explicit(&cb->short_ops, 1, memory_order_relaxed) + 1;
 		call.threads = cb->ncpu / k ? cb->ncpu / k : 1;
 	}
 	if (devq_host_sliced(x)) {
 		atomic_fetch_add(&cb->b.sliced_running, 1);
-		r = run_sliced(cb, op, x, &call, bulk, &waited);
+		r = run_sliced(cb, op, x, &call, bulk, &keep, &waited);
 		atomic_fetch_sub(&cb->b.sliced_running, 1);
 	} else {
 		atomic_fetch_add(&cb->b.unsliced_running, 1);
@@ -452,8 +513,11 @@ static int run_host(struct cpu_backend *cb, struct devq_bop *op, const struct de
 			call.threads = cores_take(cb, op, UINT64_MAX);
 			waited = devq_now_ns() - w0;
 		}
+		call.bulk = bulk && go_idle(cb, &keep);
 		r = devq_hslots_call(x, op->kernel->name, op->args, &call, op->msg,
 				     sizeof(op->msg));
+		if (call.bulk)
+			come_back(cb, &keep);
 		if (bulk)
 			cores_give(cb, call.threads);
 		atomic_fetch_sub(&cb->b.unsliced_running, 1);
@@ -462,11 +526,6 @@ static int run_host(struct cpu_backend *cb, struct devq_bop *op, const struct de
 		atomic_fetch_sub_explicit(&cb->short_ops, 1, memory_order_relaxed);
 		return r;
 	}
-	if (idle && self_worker)
-		atomic_store(&self_worker->in_bulk, false);
-	if (idle && !set_idle(false) && atomic_exchange(&cb->demote, false))
-		log_warn("cpu backend: a worker could not return from SCHED_IDLE; bulk host ops "
-			 "run at normal priority from now on");
 	pthread_mutex_lock(&cb->cores_lock);
 	cb->host_ops--;
 	pthread_mutex_unlock(&cb->cores_lock);
@@ -684,8 +743,6 @@ static void *worker(void *arg)
 	char name[16];
 	snprintf(name, sizeof(name), "devqd-cpu/%u", (unsigned)(me - cb->w) % 10000u);
 	pthread_setname_np(pthread_self(), name);
-	self_worker = me;
-	atomic_store(&me->tid, (int)syscall(SYS_gettid));
 	pthread_mutex_lock(&cb->lock);
 	for (;;) {
 		struct cpu_stream *st = rq_pop(cb);
@@ -1000,7 +1057,7 @@ int devq_backend_cpu_open(const struct devq_backend_config *cfg, struct devq_bac
 	}
 	cb->b.streams = n;
 	cb->b.high_streams = cfg->high_streams;
-	atomic_init(&cb->demote, bulk_probe());
+	bulk_probe(cb);
 	if (!atomic_load(&cb->demote))
 		log_warn("cpu backend: bulk host ops run at normal priority, beside short ops: "
 			 "this process may not return a thread from SCHED_IDLE (it needs "
