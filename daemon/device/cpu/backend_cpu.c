@@ -209,15 +209,20 @@ static void grant(struct cpu_backend *cb)
 }
 
 /* Takes cores for a slice of bulk op op (at least one, at most want_max),
- * waiting in the fair order while none is free.  The cores are the
+ * waiting in the fair order while none is free, after giving back the
+ * held ones its previous slice had: in one step, so that the op's next
+ * slice competes for them with the slices waiting (given back first, the
+ * cores would go to those whatever the order).  The cores are the
  * device: several streams' gemms share them instead of each starting ncpu
  * threads (oversubscribed BLAS threads thrash each other's caches;
  * measured: bench/RESULTS.md, "gemm_f32 against NumPy, and 4 clients
  * against 1"). */
-static unsigned cores_take(struct cpu_backend *cb, struct devq_bop *op, uint64_t want_max)
+static unsigned cores_take(struct cpu_backend *cb, struct devq_bop *op, uint64_t want_max,
+			   unsigned held)
 {
 	struct core_wait me = { .op = op, .want_max = want_max ? want_max : 1 };
 	pthread_mutex_lock(&cb->cores_lock);
+	cb->cores_free += held;
 	cb->waitv[cb->nwait++] = &me;
 	grant(cb);
 	while (!me.got)
@@ -416,6 +421,7 @@ static int run_sliced(struct cpu_backend *cb, struct devq_bop *op, const struct 
 {
 	uint64_t units = x->units(op->args);
 	uint64_t done = 0, core_ns = 0, last = 1;
+	unsigned held = 0; /* cores the previous slice had (bulk) */
 	int r = 0;
 	while (done < units) {
 		if (op->cancel && atomic_load_explicit(op->cancel, memory_order_relaxed)) {
@@ -425,7 +431,8 @@ static int run_sliced(struct cpu_backend *cb, struct devq_bop *op, const struct 
 				 "written",
 				 op->kernel->name, (unsigned long long)done,
 				 (unsigned long long)units);
-			return 1;
+			r = 1;
+			break;
 		}
 		uint64_t max_ns = atomic_load_explicit(&cb->b.max_op_ns, memory_order_relaxed);
 		uint64_t dev_ns = core_ns / cb->ncpu;
@@ -436,13 +443,14 @@ static int run_sliced(struct cpu_backend *cb, struct devq_bop *op, const struct 
 				 "outputs partly written",
 				 op->kernel->name, (unsigned long long)(dev_ns / 1000000),
 				 (unsigned long long)(max_ns / 1000000));
-			return 1;
+			r = 1;
+			break;
 		}
 		uint64_t slice_ns = atomic_load_explicit(&cb->b.slice_ns, memory_order_relaxed);
 		uint64_t left = units - done;
 		if (bulk) {
 			uint64_t w0 = devq_now_ns();
-			call->threads = cores_take(cb, op, left);
+			call->threads = held = cores_take(cb, op, left, held);
 			*waited += devq_now_ns() - w0;
 		}
 		uint64_t each = slice_per_core(slice_ns, done, core_ns, last);
@@ -463,8 +471,6 @@ static int run_sliced(struct cpu_backend *cb, struct devq_bop *op, const struct 
 		uint64_t took = devq_now_ns() - t0;
 		if (long_slice)
 			atomic_fetch_sub(&cb->b.unsliced_running, 1);
-		if (bulk)
-			cores_give(cb, call->threads);
 		core_ns += took * call->threads;
 		done += n;
 		last = each;
@@ -472,6 +478,8 @@ static int run_sliced(struct cpu_backend *cb, struct devq_bop *op, const struct 
 		if (r < 0)
 			break;
 	}
+	if (held)
+		cores_give(cb, held);
 	return r;
 }
 
@@ -510,7 +518,7 @@ static int run_host(struct cpu_backend *cb, struct devq_bop *op, const struct de
 		atomic_fetch_add(&cb->b.unsliced_running, 1);
 		if (bulk) {
 			uint64_t w0 = devq_now_ns();
-			call.threads = cores_take(cb, op, UINT64_MAX);
+			call.threads = cores_take(cb, op, UINT64_MAX, 0);
 			waited = devq_now_ns() - w0;
 		}
 		call.bulk = bulk && go_idle(cb, &keep);
