@@ -148,50 +148,45 @@ static uint64_t tick_units(const union devq_kval *a)
 	return a[0].u64;
 }
 
-static uint64_t now_us(void)
+/* CLOCK_MONOTONIC (tick: wall time) or CLOCK_THREAD_CPUTIME_ID (burn:
+ * the thread's own CPU time), in us. */
+static uint64_t clock_us(clockid_t clock)
 {
 	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	clock_gettime(clock, &ts);
 	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
-static int tick_run_units(const union devq_kval *a, const struct devq_host_call *call,
-			  uint64_t first, uint64_t last)
+/* Units [first, last) of tick or burn: each spin_us on clock, then
+ * dst[u] = u + 1; unit hang - 1 (hang > 0) first sleeps for an hour. */
+static int spin_units(const union devq_kval *a, clockid_t clock, uint64_t first, uint64_t last)
 {
-	(void)call;
 	uint32_t *d = a[3].ptr;
 	for (uint64_t u = first; u < last; u++) {
 		if (a[2].u64 && u == a[2].u64 - 1) {
 			struct timespec hour = { 3600, 0 };
 			nanosleep(&hour, NULL);
 		}
-		uint64_t t0 = now_us();
-		while (now_us() - t0 < a[1].u64)
+		uint64_t t0 = clock_us(clock);
+		while (clock_us(clock) - t0 < a[1].u64)
 			;
 		d[u] = (uint32_t)u + 1;
 	}
 	return 0;
 }
 
-static uint64_t cpu_us(void)
+static int tick_run_units(const union devq_kval *a, const struct devq_host_call *call,
+			  uint64_t first, uint64_t last)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+	(void)call;
+	return spin_units(a, CLOCK_MONOTONIC, first, last);
 }
 
 static int burn_run_units(const union devq_kval *a, const struct devq_host_call *call,
 			  uint64_t first, uint64_t last)
 {
 	(void)call;
-	uint32_t *d = a[3].ptr;
-	for (uint64_t u = first; u < last; u++) {
-		uint64_t t0 = cpu_us();
-		while (cpu_us() - t0 < a[1].u64)
-			;
-		d[u] = (uint32_t)u + 1;
-	}
-	return 0;
+	return spin_units(a, CLOCK_THREAD_CPUTIME_ID, first, last);
 }
 
 static int burn_run(const union devq_kval *a, const struct devq_host_call *call)
