@@ -52,7 +52,7 @@ DEVQ_TEST_TABLE = \
   test_sring        harness      no    check      tests/test_sring.c \
   test_perf         harness      no    check,sim  tests/test_perf.c \
   test_loopshare    harness      some  check      tests/test_loopshare.c \
-  test_threads      threads      no    check      tests/test_threads.c \
+  test_threads      threads      some  check      tests/test_threads.c \
   test_trace        harness      no    check,sim  tests/test_trace.c \
   test_top_tmux     harness      no    check      tests/top/test_top_tmux.c \
   test_soak         harness      no    check,sim  tests/soak/test_soak.c \
